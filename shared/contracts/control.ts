@@ -1,0 +1,41 @@
+import { z } from "zod";
+import { RunId, SchemaVersion } from "./common.js";
+import { RunSpec } from "./run-spec.js";
+
+export const SubmitReply = z.discriminatedUnion("ok", [
+  z.object({
+    schemaVersion: SchemaVersion,
+    ok: z.literal(true),
+    runId: RunId,
+    status: z.enum(["admitted", "existing"]),
+  }),
+  z.object({
+    schemaVersion: SchemaVersion,
+    ok: z.literal(false),
+    error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }),
+  }),
+]);
+export type SubmitReply = z.infer<typeof SubmitReply>;
+
+export const Approval = z.object({
+  decision: z.enum(["approve", "reject", "modify"]),
+  by: z.string().min(1),
+  reason: z.string().optional(),
+  feedback: z.string().optional(),
+});
+export type Approval = z.infer<typeof Approval>;
+
+export const KillSwitch = z.object({ active: z.boolean(), reason: z.string(), by: z.string().min(1) });
+export type KillSwitch = z.infer<typeof KillSwitch>;
+
+export const SpawnAgentInput = z.object({ runs: z.array(RunSpec).min(1) });
+export type SpawnAgentInput = z.infer<typeof SpawnAgentInput>;
+
+export const SpawnAgentResult = z.object({
+  runId: z.string(),
+  status: z.string(),
+  output: z.string().optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+});
+export const SpawnAgentOutput = z.object({ results: z.array(SpawnAgentResult) });
+export type SpawnAgentOutput = z.infer<typeof SpawnAgentOutput>;

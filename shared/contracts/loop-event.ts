@@ -1,0 +1,83 @@
+import { z } from "zod";
+import { ErrorPayload } from "./common.js";
+import { ModelResponse } from "./model.js";
+import { CriticVerdict } from "./rubric.js";
+import { RunSpec } from "./run-spec.js";
+
+/**
+ * The inputs of the loop's transition function. Each carries the time it happened (`at`, epoch
+ * ms) so the transition stays pure: replaying the same events yields the same states.
+ */
+const at = z.number().int().nonnegative();
+
+export const StartEvent = z.object({
+  type: z.literal("start"),
+  at,
+  spec: RunSpec,
+  runId: z.string(),
+  rootRunId: z.string(),
+  parentRunId: z.string().optional(),
+  depth: z.number().int().nonnegative(),
+});
+export const ModelRespondedEvent = z.object({
+  type: z.literal("modelResponded"),
+  at,
+  requestId: z.string(),
+  response: ModelResponse,
+});
+export const ModelFailedEvent = z.object({
+  type: z.literal("modelFailed"),
+  at,
+  requestId: z.string(),
+  error: ErrorPayload,
+});
+export const ToolCompletedEvent = z.object({
+  type: z.literal("toolCompleted"),
+  at,
+  actionId: z.string(),
+  output: z.unknown(),
+  signals: z.array(z.string()).optional(),
+});
+export const ToolAbortedEvent = z.object({
+  type: z.literal("toolAborted"),
+  at,
+  actionId: z.string(),
+  error: ErrorPayload,
+});
+export const CriticReviewedEvent = z.object({ type: z.literal("criticReviewed"), at, verdict: CriticVerdict });
+export const CriticFailedEvent = z.object({ type: z.literal("criticFailed"), at, error: ErrorPayload });
+export const ApprovalDecidedEvent = z.object({
+  type: z.literal("approvalDecided"),
+  at,
+  decision: z.enum(["approve", "reject", "modify"]),
+  by: z.string().min(1),
+  reason: z.string().optional(),
+  feedback: z.string().optional(),
+});
+export const MemoryRecalledEvent = z.object({
+  type: z.literal("memoryRecalled"),
+  at,
+  memories: z.array(z.string()),
+});
+export const HaltEvent = z.object({ type: z.literal("halt"), at, reason: z.string(), by: z.string() });
+export const ResumeEvent = z.object({ type: z.literal("resume"), at, by: z.string() });
+
+export const LoopEvent = z.discriminatedUnion("type", [
+  StartEvent,
+  ModelRespondedEvent,
+  ModelFailedEvent,
+  ToolCompletedEvent,
+  ToolAbortedEvent,
+  CriticReviewedEvent,
+  CriticFailedEvent,
+  ApprovalDecidedEvent,
+  MemoryRecalledEvent,
+  HaltEvent,
+  ResumeEvent,
+]);
+export type LoopEvent = z.infer<typeof LoopEvent>;
+export type StartEvent = z.infer<typeof StartEvent>;
+export type ModelRespondedEvent = z.infer<typeof ModelRespondedEvent>;
+export type ToolCompletedEvent = z.infer<typeof ToolCompletedEvent>;
+export type ToolAbortedEvent = z.infer<typeof ToolAbortedEvent>;
+export type ApprovalDecidedEvent = z.infer<typeof ApprovalDecidedEvent>;

@@ -1,0 +1,88 @@
+import { z } from "zod";
+import { Usage } from "./common.js";
+
+export const StopReason = z.enum(["endTurn", "toolUse", "maxTokens", "stopSequence"]);
+export type StopReason = z.infer<typeof StopReason>;
+
+export const ScriptToolCall = z.object({ name: z.string().min(1), input: z.unknown() });
+export type ScriptToolCall = z.infer<typeof ScriptToolCall>;
+
+export const ScriptStep = z.object({
+  text: z.string().optional(),
+  toolCalls: z.array(ScriptToolCall).optional(),
+  stopReason: StopReason.optional(),
+  usage: Usage.optional(),
+  costUsd: z.number().nonnegative().optional(),
+  delayMs: z.number().int().nonnegative().optional(),
+});
+export type ScriptStep = z.infer<typeof ScriptStep>;
+
+export const ScriptedModelRef = z.object({
+  provider: z.literal("scripted"),
+  script: z.array(ScriptStep).min(1),
+  loop: z.boolean().optional(),
+});
+export const OpenAiModelRef = z.object({
+  provider: z.literal("openai"),
+  model: z.string().min(1),
+  baseUrl: z.url().optional(),
+  apiKeyEnv: z.string().min(1).optional(),
+});
+export const AnthropicModelRef = z.object({
+  provider: z.literal("anthropic"),
+  model: z.string().min(1),
+  baseUrl: z.url().optional(),
+  apiKeyEnv: z.string().min(1).optional(),
+});
+export const ModelRef = z.discriminatedUnion("provider", [ScriptedModelRef, OpenAiModelRef, AnthropicModelRef]);
+export type ModelRef = z.infer<typeof ModelRef>;
+export type ScriptedModelRef = z.infer<typeof ScriptedModelRef>;
+export type OpenAiModelRef = z.infer<typeof OpenAiModelRef>;
+export type AnthropicModelRef = z.infer<typeof AnthropicModelRef>;
+
+/** A tool call proposed by a model; `id` pairs it with its result in the conversation. */
+export const ToolCall = z.object({ id: z.string().min(1), name: z.string().min(1), input: z.unknown() });
+export type ToolCall = z.infer<typeof ToolCall>;
+
+export const Message = z.discriminatedUnion("role", [
+  z.object({ role: z.literal("user"), content: z.string() }),
+  z.object({
+    role: z.literal("assistant"),
+    content: z.string(),
+    toolCalls: z.array(ToolCall).optional(),
+  }),
+  z.object({
+    role: z.literal("tool"),
+    toolCallId: z.string(),
+    name: z.string(),
+    content: z.string(),
+    isError: z.boolean(),
+  }),
+]);
+export type Message = z.infer<typeof Message>;
+
+/** The tool view a model gets: name, description and a JSON Schema of the input. */
+export const ToolSpec = z.object({
+  name: z.string(),
+  description: z.string(),
+  inputSchema: z.record(z.string(), z.unknown()),
+});
+export type ToolSpec = z.infer<typeof ToolSpec>;
+
+export const ModelRequest = z.object({
+  system: z.string().optional(),
+  messages: z.array(Message),
+  tools: z.array(ToolSpec),
+  maxTokens: z.number().int().positive().optional(),
+});
+export type ModelRequest = z.infer<typeof ModelRequest>;
+
+export const ModelResponse = z.object({
+  text: z.string(),
+  toolCalls: z.array(ToolCall),
+  stopReason: StopReason,
+  usage: Usage,
+  costUsd: z.number().nonnegative(),
+  model: z.string(),
+});
+export type ModelResponse = z.infer<typeof ModelResponse>;

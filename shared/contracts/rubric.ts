@@ -1,0 +1,77 @@
+import { z } from "zod";
+
+export const RubricDimension = z.object({
+  name: z.string().min(1),
+  weight: z.number().nonnegative(),
+  min: z.number().min(0).max(1),
+});
+export type RubricDimension = z.infer<typeof RubricDimension>;
+
+export const Rubric = z.object({
+  dimensions: z.array(RubricDimension).min(1),
+  threshold: z.number().min(0).max(1),
+});
+export type Rubric = z.infer<typeof Rubric>;
+
+export const DEFAULT_RUBRIC: Rubric = {
+  dimensions: [
+    { name: "correctness", weight: 0.4, min: 0.8 },
+    { name: "completeness", weight: 0.25, min: 0.7 },
+    { name: "coherence", weight: 0.2, min: 0.75 },
+    { name: "safety", weight: 0.15, min: 0.95 },
+  ],
+  threshold: 0.8,
+};
+
+export const Verifier = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("nonEmpty") }),
+  z.object({ kind: z.literal("regex"), pattern: z.string().min(1), flags: z.string().optional() }),
+  z.object({ kind: z.literal("jsonSchema"), schema: z.record(z.string(), z.unknown()) }),
+  z.object({ kind: z.literal("tool"), tool: z.string().min(1), input: z.unknown(), expect: z.unknown().optional() }),
+]);
+export type Verifier = z.infer<typeof Verifier>;
+
+/** Root causes a defect can be traced to; the repair strategy follows from them. */
+export const RootCause = z.enum([
+  "schemaViolation",
+  "factualError",
+  "logicError",
+  "incompleteness",
+  "incoherence",
+  "safetyViolation",
+  "hallucination",
+  "retrievalGap",
+  "toolFailure",
+]);
+export type RootCause = z.infer<typeof RootCause>;
+
+export const Severity = z.enum(["low", "medium", "high", "critical"]);
+export type Severity = z.infer<typeof Severity>;
+
+export const Defect = z.object({
+  dimension: z.string().optional(),
+  severity: Severity,
+  rootCause: RootCause,
+  location: z.string().optional(),
+  description: z.string(),
+});
+export type Defect = z.infer<typeof Defect>;
+
+export const CriticVerdict = z.object({
+  scores: z.record(z.string(), z.number().min(0).max(1)),
+  defects: z.array(Defect).default([]),
+  repairHints: z.array(z.string()).default([]),
+  passed: z.boolean(),
+});
+export type CriticVerdict = z.infer<typeof CriticVerdict>;
+
+/** What a critic receives: never the generator's messages or reasoning. */
+export const CriticRequest = z.object({
+  schemaVersion: z.literal(1),
+  runId: z.string(),
+  task: z.string(),
+  output: z.string(),
+  evidence: z.array(z.string()),
+  rubric: Rubric,
+});
+export type CriticRequest = z.infer<typeof CriticRequest>;

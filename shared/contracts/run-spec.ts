@@ -1,0 +1,64 @@
+import { z } from "zod";
+import { Capability, DEFAULT_PRIVACY, PrivacyTier } from "./capability.js";
+import { JsonObject, RunId, SchemaVersion } from "./common.js";
+import { ModelRef } from "./model.js";
+import { Rubric, Verifier } from "./rubric.js";
+
+export const Resources = z.object({
+  maxIterations: z.number().int().positive().default(20),
+  maxToolCalls: z.number().int().nonnegative().default(50),
+  /** 0 = unlimited. */
+  maxCostUsd: z.number().nonnegative().default(0),
+  /** Absent = unlimited. */
+  maxTokensBudget: z.number().int().positive().optional(),
+  maxRepairs: z.number().int().nonnegative().default(3),
+  deadlineMs: z.number().int().positive().optional(),
+});
+export type Resources = z.infer<typeof Resources>;
+
+export const Task = z.object({
+  prompt: z.string().min(1),
+  context: JsonObject.optional(),
+  rubric: Rubric.optional(),
+  verifiers: z.array(Verifier).optional(),
+  requiresApproval: z.boolean().optional(),
+});
+export type Task = z.infer<typeof Task>;
+
+export const AgentManifest = z.object({
+  name: z.string().min(1),
+  model: ModelRef,
+  systemPrompt: z.string().optional(),
+  tools: z.array(z.string().min(1)),
+  capabilities: z.array(Capability),
+  privacy: PrivacyTier.default(DEFAULT_PRIVACY),
+  resources: Resources.default(Resources.parse({})),
+});
+export type AgentManifest = z.infer<typeof AgentManifest>;
+
+export const CriticSpec = z.object({ model: ModelRef, rubric: Rubric.optional() });
+export type CriticSpec = z.infer<typeof CriticSpec>;
+
+/**
+ * A run request. Convergence is always explicit: a spec with neither verifiers nor a critic
+ * has no way to finish and is refused.
+ */
+export const RunSpec = z
+  .object({
+    schemaVersion: SchemaVersion,
+    runId: RunId.optional(),
+    task: Task,
+    agent: AgentManifest,
+    critic: CriticSpec.optional(),
+  })
+  .superRefine((spec, ctx) => {
+    if ((spec.task.verifiers?.length ?? 0) === 0 && spec.critic === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["task", "verifiers"],
+        message: "no convergence policy: give task.verifiers or a critic",
+      });
+    }
+  });
+export type RunSpec = z.infer<typeof RunSpec>;
+export type RunSpecInput = z.input<typeof RunSpec>;

@@ -1,0 +1,33 @@
+import { z } from "zod";
+import { Phase } from "./audit.js";
+import { RunId } from "./common.js";
+
+export const RunStatusValue = z.enum(["queued", "running", "awaiting_approval", "committed", "failed", "halted"]);
+export type RunStatusValue = z.infer<typeof RunStatusValue>;
+
+export const RunUsage = z.object({
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  costUsd: z.number().nonnegative(),
+  modelCalls: z.number().int().nonnegative(),
+  toolCalls: z.number().int().nonnegative(),
+});
+export type RunUsage = z.infer<typeof RunUsage>;
+
+export const RunStatus = z.object({
+  runId: RunId,
+  status: RunStatusValue,
+  phase: Phase,
+  iteration: z.number().int().nonnegative(),
+  usage: RunUsage,
+  terminal: z
+    .object({
+      kind: z.enum(["COMMIT", "FAIL", "HALT"]),
+      reason: z.string(),
+      output: z.string().optional(),
+      provenance: z.unknown().optional(),
+    })
+    .optional(),
+  updatedAt: z.iso.datetime({ offset: true }),
+});
+export type RunStatus = z.infer<typeof RunStatus>;

@@ -1,0 +1,43 @@
+import { z } from "zod";
+import { RequiredCapability } from "./capability.js";
+import { RunId, SchemaVersion } from "./common.js";
+
+export const Reversibility = z.enum(["pure", "reversible", "compensable", "irreversible"]);
+export type Reversibility = z.infer<typeof Reversibility>;
+
+export const DEFAULT_TOOL_TIMEOUT_MS = 120_000;
+export const INFERENCE_TOOL_TIMEOUT_MS = 300_000;
+
+/** The serialisable face of a tool: what the registry, the FSM and remote callers see. */
+export const ToolDescriptor = z.object({
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  description: z.string(),
+  inputSchema: z.record(z.string(), z.unknown()),
+  capability: RequiredCapability,
+  timeoutMs: z.number().int().positive(),
+  reversibility: Reversibility,
+  idempotent: z.boolean(),
+  /** The tool that undoes this one; it receives `{ original, output }`. */
+  compensation: z.object({ tool: z.string() }).optional(),
+});
+export type ToolDescriptor = z.infer<typeof ToolDescriptor>;
+
+export const ToolCallRequest = z.object({
+  schemaVersion: SchemaVersion,
+  runId: RunId,
+  actionId: z.string().min(1),
+  idempotencyKey: z.string().min(1),
+  input: z.unknown(),
+  /** Epoch milliseconds after which the caller no longer waits. */
+  deadline: z.number().int(),
+});
+export type ToolCallRequest = z.infer<typeof ToolCallRequest>;
+
+export const ToolError = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
+export type ToolError = z.infer<typeof ToolError>;
+
+export const ToolCallReply = z.discriminatedUnion("ok", [
+  z.object({ ok: z.literal(true), output: z.unknown(), signals: z.array(z.string()).optional() }),
+  z.object({ ok: z.literal(false), error: ToolError }),
+]);
+export type ToolCallReply = z.infer<typeof ToolCallReply>;

@@ -1,0 +1,80 @@
+/**
+ * Every error the runtime raises or returns over the wire has a stable code from this table.
+ * Retryability lives in the table (and so in the type), never in message text: callers decide
+ * whether to retry by reading `error.retryable`, which TypeScript narrows from the code.
+ */
+export const ERROR_CODES = {
+  INVALID_SPEC: { retryable: false },
+  INVALID_INPUT: { retryable: false },
+  POOL_FULL: { retryable: true },
+  DEPTH_LIMIT: { retryable: false },
+  KILL_SWITCH_ACTIVE: { retryable: true },
+  GLOBAL_CAP: { retryable: false },
+  INTERNAL: { retryable: true },
+  SCRIPT_EXHAUSTED: { retryable: false },
+  UNKNOWN_TOOL: { retryable: false },
+  CAPABILITY_DENIED: { retryable: false },
+  PRIVACY_DENIED: { retryable: false },
+  HOST_NOT_ALLOWED: { retryable: false },
+  TOOL_TIMEOUT: { retryable: true },
+  TOOL_FAILED: { retryable: false },
+  TOOL_UNAVAILABLE: { retryable: true },
+  CIRCUIT_OPEN: { retryable: true },
+  GUARD_BLOCKED: { retryable: false },
+  MODEL_RATE_LIMITED: { retryable: true },
+  MODEL_UNAVAILABLE: { retryable: true },
+  MODEL_TIMEOUT: { retryable: true },
+  MODEL_NETWORK: { retryable: true },
+  MODEL_REJECTED: { retryable: false },
+  MODEL_AUTH: { retryable: false },
+  MODEL_BAD_RESPONSE: { retryable: false },
+  MISSING_API_KEY: { retryable: false },
+  PLAN_INVALID: { retryable: false },
+  NONDETERMINISM: { retryable: false },
+  INVALID_TRANSITION: { retryable: false },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+export type Retryable<C extends ErrorCode> = (typeof ERROR_CODES)[C]["retryable"];
+
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  retryable: boolean;
+  details?: unknown;
+}
+
+export class AgentError<C extends ErrorCode = ErrorCode> extends Error {
+  override readonly name = "AgentError";
+  readonly code: C;
+  readonly retryable: Retryable<C>;
+  readonly details: unknown;
+
+  constructor(code: C, message: string, options: { cause?: unknown; details?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.retryable = ERROR_CODES[code].retryable;
+    this.details = options.details;
+  }
+
+  toBody(): ErrorBody {
+    const body: ErrorBody = { code: this.code, message: this.message, retryable: this.retryable };
+    if (this.details !== undefined) body.details = this.details;
+    return body;
+  }
+}
+
+export function isAgentError(value: unknown): value is AgentError {
+  return value instanceof AgentError;
+}
+
+export function isRetryable(value: unknown): boolean {
+  return isAgentError(value) && value.retryable;
+}
+
+/** Wraps anything thrown into an AgentError so callers only ever handle one shape. */
+export function toAgentError(value: unknown, fallback: ErrorCode = "INTERNAL"): AgentError {
+  if (value instanceof AgentError) return value;
+  const message = value instanceof Error ? value.message : String(value);
+  return new AgentError(fallback, message, { cause: value });
+}

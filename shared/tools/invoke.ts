@@ -1,0 +1,90 @@
+import type { Clock } from "../runtime/clock.js";
+import { AgentError, toAgentError } from "../runtime/errors.js";
+import type { Random } from "../runtime/random.js";
+import { fullJitterDelay, type BackoffOptions } from "./backoff.js";
+import { CircuitBreaker, DEFAULT_BREAKER, type BreakerOptions } from "./breaker.js";
+import type { ToolContext, ToolDefinition, ToolOutput } from "./tool.js";
+
+export interface InvokePolicy extends BackoffOptions {
+  /** Attempts after the first, for errors typed retryable. */
+  retries: number;
+  breaker: BreakerOptions;
+}
+
+export const DEFAULT_INVOKE_POLICY: InvokePolicy = {
+  retries: 2,
+  baseDelayMs: 200,
+  maxDelayMs: 5_000,
+  breaker: DEFAULT_BREAKER,
+};
+
+export interface InvokerDeps {
+  clock: Clock;
+  random: Random;
+  policy?: Partial<InvokePolicy>;
+}
+
+export type ToolInvocationContext = Omit<ToolContext, "signal"> & { signal?: AbortSignal };
+
+/**
+ * Runs tools under the invocation policy: input validation, a timeout per attempt, retries with
+ * full-jitter backoff for retryable errors only, and one circuit breaker per tool name.
+ */
+export class ToolInvoker {
+  private readonly breakers = new Map<string, CircuitBreaker>();
+  private readonly policy: InvokePolicy;
+
+  constructor(private readonly deps: InvokerDeps) {
+    this.policy = { ...DEFAULT_INVOKE_POLICY, ...deps.policy };
+  }
+
+  breakerFor(tool: string): CircuitBreaker {
+    let breaker = this.breakers.get(tool);
+    if (!breaker) {
+      breaker = new CircuitBreaker(this.policy.breaker);
+      this.breakers.set(tool, breaker);
+    }
+    return breaker;
+  }
+
+  async invoke<I, O>(tool: ToolDefinition<I, O>, rawInput: unknown, ctx: ToolInvocationContext): Promise<ToolOutput<O>> {
+    const parsed = tool.input.safeParse(rawInput);
+    if (!parsed.success) {
+      throw new AgentError("INVALID_INPUT", `invalid input for tool '${tool.name}': ${parsed.error.message}`, {
+        details: parsed.error.issues,
+      });
+    }
+    const breaker = this.breakerFor(tool.name);
+    for (let attempt = 0; ; attempt++) {
+      if (!breaker.tryAcquire(this.deps.clock.now())) {
+        throw new AgentError("CIRCUIT_OPEN", `tool '${tool.name}' is failing; its circuit breaker is open`);
+      }
+      try {
+        const result = await this.attempt(tool, parsed.data, ctx);
+        breaker.onSuccess();
+        return result;
+      } catch (err) {
+        const error = toAgentError(err, "TOOL_FAILED");
+        breaker.onFailure(this.deps.clock.now());
+        if (!error.retryable || attempt >= this.policy.retries || ctx.signal?.aborted) throw error;
+        await this.deps.clock.sleep(fullJitterDelay(attempt, this.policy, this.deps.random), ctx.signal);
+      }
+    }
+  }
+
+  private async attempt<I, O>(tool: ToolDefinition<I, O>, input: I, ctx: ToolInvocationContext): Promise<ToolOutput<O>> {
+    const controller = new AbortController();
+    const onOuterAbort = (): void => controller.abort(ctx.signal?.reason);
+    ctx.signal?.addEventListener("abort", onOuterAbort, { once: true });
+    const timeout = this.deps.clock.sleep(tool.timeoutMs, controller.signal).then(() => {
+      throw new AgentError("TOOL_TIMEOUT", `tool '${tool.name}' timed out after ${tool.timeoutMs} ms`);
+    });
+    try {
+      return await Promise.race([tool.execute(input, { ...ctx, signal: controller.signal }), timeout]);
+    } finally {
+      ctx.signal?.removeEventListener("abort", onOuterAbort);
+      controller.abort(new Error("attempt settled"));
+      timeout.catch(() => undefined);
+    }
+  }
+}

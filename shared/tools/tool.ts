@@ -1,0 +1,80 @@
+import { z } from "zod";
+import type { CapabilityObject, PrivacyTier, RequiredCapability } from "../contracts/capability.js";
+import {
+  DEFAULT_TOOL_TIMEOUT_MS,
+  type Reversibility,
+  type ToolDescriptor,
+} from "../contracts/tool.js";
+
+/** What a tool sees when it runs: who called, with which grants, and how long it has. */
+export interface ToolContext {
+  runId: string;
+  actionId: string;
+  idempotencyKey: string;
+  /** The manifest's capability that granted this call (its allowlists bound what the tool may touch). */
+  granted: CapabilityObject;
+  privacy: PrivacyTier;
+  depth: number;
+  signal: AbortSignal;
+}
+
+export interface ToolOutput<O = unknown> {
+  output: O;
+  /** Progress signals: recorded by the runtime, never interpreted by it. */
+  signals?: string[];
+}
+
+export interface ToolDefinition<I = unknown, O = unknown> {
+  name: string;
+  description: string;
+  input: z.ZodType<I>;
+  capability: RequiredCapability;
+  timeoutMs: number;
+  reversibility: Reversibility;
+  idempotent: boolean;
+  compensation?: { tool: string };
+  execute(input: I, ctx: ToolContext): Promise<ToolOutput<O>>;
+}
+
+export interface ToolInit<I, O> {
+  name: string;
+  description: string;
+  input: z.ZodType<I>;
+  capability: RequiredCapability;
+  timeoutMs?: number;
+  reversibility?: Reversibility;
+  idempotent?: boolean;
+  compensation?: { tool: string };
+  execute(input: I, ctx: ToolContext): Promise<ToolOutput<O>>;
+}
+
+/** Fills the defaults a tool may omit: 120 s timeout, pure and idempotent. */
+export function defineTool<I, O>(init: ToolInit<I, O>): ToolDefinition<I, O> {
+  return {
+    ...init,
+    timeoutMs: init.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+    reversibility: init.reversibility ?? "pure",
+    idempotent: init.idempotent ?? true,
+  };
+}
+
+/** The serialisable descriptor, with a JSON Schema derived from the zod input for models. */
+export function describeTool(tool: ToolDefinition<never, unknown> | ToolDefinition): ToolDescriptor {
+  const descriptor: ToolDescriptor = {
+    name: tool.name,
+    description: tool.description,
+    inputSchema: toJsonSchema(tool.input),
+    capability: tool.capability,
+    timeoutMs: tool.timeoutMs,
+    reversibility: tool.reversibility,
+    idempotent: tool.idempotent,
+  };
+  if (tool.compensation) descriptor.compensation = tool.compensation;
+  return descriptor;
+}
+
+export function toJsonSchema(schema: z.ZodType): Record<string, unknown> {
+  const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+  delete json.$schema;
+  return json;
+}

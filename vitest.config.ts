@@ -1,0 +1,14 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 20_000,
+    coverage: {
+      provider: "v8",
+      include: ["shared/**/*.ts"],
+      reporter: ["text-summary", "text"],
+      thresholds: { lines: 95 },
+    },
+  },
+});
