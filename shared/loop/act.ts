@@ -1,0 +1,186 @@
+import type { ModelResponse, ToolCall } from "../contracts/model.js";
+import { sanitizeOutput } from "../tools/sanitize.js";
+import { authorizeTool } from "../tools/capabilities.js";
+import { canonicalJson } from "../runtime/canonical-json.js";
+import { isAgentError } from "../runtime/errors.js";
+import { contentHash, sha256 } from "../runtime/hash.js";
+import { checkToolCall, recordCost, recordStopReason, recordUsage } from "./guard.js";
+import type { Draft } from "./draft.js";
+import { convergedNow, requestModel } from "./model-step.js";
+import { DEFAULT_CHECKPOINT_EVERY, FINISH_TOOL, type LoopConfig } from "./state.js";
+import { fail } from "./terminal.js";
+import { enterVerify } from "./verify.js";
+
+/** A model answered: account for it, let guard and policy speak, then run tools or verify. */
+export function onModelResponse(d: Draft, config: LoopConfig, response: ModelResponse): void {
+  const s = d.state;
+  d.audit("model.responded", "passed", {
+    data: {
+      stopReason: response.stopReason,
+      usage: response.usage,
+      costUsd: response.costUsd,
+      toolCalls: response.toolCalls.map((c) => c.name),
+    },
+  });
+  d.settle();
+  s.step += 1;
+  s.modelId = response.model;
+  s.usage = {
+    ...s.usage,
+    inputTokens: s.usage.inputTokens + response.usage.inputTokens,
+    outputTokens: s.usage.outputTokens + response.usage.outputTokens,
+    costUsd: s.usage.costUsd + response.costUsd,
+    modelCalls: s.usage.modelCalls + 1,
+  };
+  s.messages = [
+    ...s.messages,
+    { role: "assistant", content: response.text, ...(response.toolCalls.length > 0 ? { toolCalls: response.toolCalls } : {}) },
+  ];
+  if (response.text !== "") s.output = response.text;
+  if (!accountFor(d, config, response)) return;
+  maybeCheckpoint(d, config);
+  // The policy speaks before any tool of this response runs: a converged run executes nothing more.
+  if (convergedNow(d, config)) return;
+  const finish = response.toolCalls.find((c) => c.name === FINISH_TOOL);
+  if (finish) {
+    const answer = (finish.input as { answer?: unknown } | null)?.answer;
+    if (typeof answer === "string") s.output = answer;
+    enterVerify(d, config, "the model proposed a final answer (finish)");
+    return;
+  }
+  if (response.toolCalls.length > 0) {
+    s.queue = response.toolCalls;
+    runNextTool(d, config);
+    return;
+  }
+  if (response.stopReason === "maxTokens") {
+    s.messages = [...s.messages, { role: "user", content: "Your reply was cut off; continue." }];
+    requestModel(d, config);
+    return;
+  }
+  enterVerify(d, config, "the model ended its turn");
+}
+
+/** Usage, cost and truncation; returns false when the guard broke the loop. */
+function accountFor(d: Draft, config: LoopConfig, response: ModelResponse): boolean {
+  const s = d.state;
+  for (const check of [
+    () => recordUsage(s.guard, s.limits, response.usage),
+    () => recordCost(s.guard, s.limits, response.costUsd),
+    () => recordStopReason(s.guard, response.stopReason),
+  ]) {
+    const checked = check();
+    s.guard = checked.state;
+    if (d.guard(checked.verdict) === "circuitBreak" && checked.verdict.kind !== "allow") {
+      fail(d, config, checked.verdict.reason, checked.verdict.message);
+      return false;
+    }
+  }
+  return true;
+}
+
+function maybeCheckpoint(d: Draft, config: LoopConfig): void {
+  const s = d.state;
+  const every = config.checkpointEvery ?? DEFAULT_CHECKPOINT_EVERY;
+  if (every <= 0 || s.step % every !== 0) return;
+  const checkpointId = sha256(`${s.runId}\u0000${s.guard.iteration}`);
+  s.lastCheckpoint = checkpointId;
+  const snapshot = { ...s, effects: undefined };
+  d.wal({ type: "CHECKPOINT", checkpointId, stateHash: contentHash(snapshot), state: snapshot });
+}
+
+function toolError(d: Draft, call: ToolCall, content: string): void {
+  const s = d.state;
+  s.messages = [...s.messages, { role: "tool", toolCallId: call.id, name: call.name, content, isError: true }];
+}
+
+/** The next proposed tool call: guard, visibility, capability and privacy, then INTENT before it runs. */
+export function runNextTool(d: Draft, config: LoopConfig): void {
+  const s = d.state;
+  const [call, ...rest] = s.queue;
+  if (!call) {
+    requestModel(d, config);
+    return;
+  }
+  s.queue = rest;
+  const checked = checkToolCall(s.guard, s.limits, call.name, call.input);
+  s.guard = checked.state;
+  const kind = d.guard(checked.verdict, { tool: call.name });
+  if (kind === "circuitBreak" && checked.verdict.kind !== "allow") {
+    fail(d, config, checked.verdict.reason, checked.verdict.message);
+    return;
+  }
+  if (kind === "block" && checked.verdict.kind !== "allow") {
+    toolError(d, call, `error [GUARD_BLOCKED]: ${checked.verdict.message}; try something different`);
+    runNextTool(d, config);
+    return;
+  }
+  const descriptor = s.spec.agent.tools.includes(call.name) ? config.tools.find((t) => t.name === call.name) : undefined;
+  if (!descriptor) {
+    deny(d, config, call, "UNKNOWN_TOOL", `unknown tool '${call.name}'`);
+    return;
+  }
+  try {
+    authorizeTool(call.name, descriptor.capability, s.spec.agent.capabilities, s.spec.agent.privacy);
+  } catch (err) {
+    const error = isAgentError(err) ? err : undefined;
+    deny(d, config, call, error?.code ?? "CAPABILITY_DENIED", error?.message ?? String(err));
+    return;
+  }
+  s.actionCount += 1;
+  const actionId = `act-${s.actionCount}`;
+  const idempotencyKey = `${s.runId}:${actionId}`;
+  s.usage = { ...s.usage, toolCalls: s.usage.toolCalls + 1 };
+  s.invocations = [...s.invocations, { actionId, tool: call.name, purpose: "act", inputHash: sha256(canonicalJson(call.input)), ok: null }];
+  d.wal({ type: "INTENT", actionId, tool: call.name, input: call.input, idempotencyKey, purpose: "act" });
+  d.audit("tool.intent", "started", { actor: `tool:${call.name}`, data: { actionId, idempotencyKey } });
+  d.await(
+    { type: "callTool", actionId, tool: call.name, input: call.input, idempotencyKey, purpose: "act", timeoutMs: descriptor.timeoutMs },
+    { kind: "tool", actionId, tool: call.name, purpose: "act", callId: call.id, input: call.input },
+  );
+}
+
+function deny(d: Draft, config: LoopConfig, call: ToolCall, code: string, message: string): void {
+  d.audit("tool.denied", "failed", { actor: /^[A-Za-z0-9_-]+$/.test(call.name) ? `tool:${call.name}` : "agent", reason: message, data: { code } });
+  toolError(d, call, `error [${code}]: ${message}`);
+  runNextTool(d, config);
+}
+
+function asText(output: unknown): string {
+  return typeof output === "string" ? output : canonicalJson(output);
+}
+
+/** An ACT tool call finished: its sanitised result joins the conversation; success decides nothing. */
+export function recordActResult(d: Draft, config: LoopConfig, ok: boolean, output: unknown, signals: string[], code?: string): void {
+  const s = d.state;
+  const pending = s.pending;
+  if (pending?.kind !== "tool") return;
+  const descriptor = config.tools.find((t) => t.name === pending.tool);
+  s.invocations = s.invocations.map((inv) =>
+    inv.actionId === pending.actionId ? { ...inv, ok, ...(code ? { code } : {}) } : inv,
+  );
+  const text = ok ? sanitizeOutput(asText(output), config.maxOutputBytes).text : String(output);
+  if (ok) {
+    s.evidence = [...s.evidence, text].slice(-50);
+    s.signals = [...s.signals, ...signals.map((name) => ({ step: s.step, tool: pending.tool, name }))];
+    if (descriptor && descriptor.reversibility !== "pure") {
+      s.completed = [
+        ...s.completed,
+        {
+          actionId: pending.actionId,
+          tool: pending.tool,
+          input: pending.input,
+          output,
+          reversibility: descriptor.reversibility,
+          ...(descriptor.compensation ? { compensation: descriptor.compensation } : {}),
+        },
+      ];
+    }
+  }
+  s.messages = [
+    ...s.messages,
+    { role: "tool", toolCallId: pending.callId ?? pending.actionId, name: pending.tool, content: text, isError: !ok },
+  ];
+  d.settle();
+  runNextTool(d, config);
+}

@@ -1,0 +1,46 @@
+import { CriticVerdict, type CriticRequest } from "../contracts/rubric.js";
+import type { ModelDriver } from "../models/driver.js";
+import { AgentError } from "../runtime/errors.js";
+
+export type Critic = (request: CriticRequest, signal?: AbortSignal) => Promise<CriticVerdict>;
+
+/** The critic's prompt: the task, the output, the evidence and the rubric, nothing of the generator's reasoning. */
+export function criticPrompt(request: CriticRequest): string {
+  const dims = request.rubric.dimensions.map((d) => `- ${d.name} (weight ${d.weight}, minimum ${d.min})`).join("\n");
+  return [
+    "You are an independent reviewer. Score the OUTPUT against the TASK on each rubric dimension from 0 to 1.",
+    'Reply with JSON only: {"scores": {dimension: number}, "defects": [{"severity", "rootCause", "location"?, "description"}], "repairHints": [string], "passed": boolean}.',
+    "",
+    `TASK:\n${request.task}`,
+    "",
+    `OUTPUT:\n${request.output}`,
+    "",
+    `EVIDENCE:\n${request.evidence.length > 0 ? request.evidence.map((e) => `- ${e}`).join("\n") : "(none)"}`,
+    "",
+    `RUBRIC (threshold ${request.rubric.threshold}):\n${dims}`,
+  ].join("\n");
+}
+
+/** Reads a verdict out of model text; tolerates prose or code fences around one JSON object. */
+export function parseVerdict(text: string): CriticVerdict {
+  const start = text.indexOf("{");
+  const end = text.lastIndexOf("}");
+  if (start < 0 || end < start) throw new AgentError("MODEL_BAD_RESPONSE", "critic reply contains no JSON object");
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text.slice(start, end + 1)) as unknown;
+  } catch (cause) {
+    throw new AgentError("MODEL_BAD_RESPONSE", "critic reply is not valid JSON", { cause });
+  }
+  const parsed = CriticVerdict.safeParse(raw);
+  if (!parsed.success) throw new AgentError("MODEL_BAD_RESPONSE", `critic verdict is malformed: ${parsed.error.message}`);
+  return parsed.data;
+}
+
+/** A critic backed by a model driver (scripted, OpenAI-compatible or Anthropic). */
+export function modelCritic(driver: ModelDriver): Critic {
+  return async (request, signal) => {
+    const response = await driver.complete({ messages: [{ role: "user", content: criticPrompt(request) }], tools: [] }, signal);
+    return parseVerdict(response.text);
+  };
+}

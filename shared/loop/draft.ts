@@ -1,0 +1,110 @@
+import type { AuditActor, AuditKind, AuditStatus, Phase } from "../contracts/audit.js";
+import type { GuardVerdict } from "../contracts/guard.js";
+import type { WalRecord } from "../contracts/wal.js";
+import { toRfc3339 } from "../runtime/clock.js";
+import { contentHash, sha256 } from "../runtime/hash.js";
+import type { AwaitingEffect, Effect, LoopState, Pending } from "./state.js";
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+export type WalBody = DistributiveOmit<WalRecord, "schemaVersion" | "runId" | "iteration" | "at">;
+
+export interface AuditOptions {
+  reason?: string;
+  data?: Record<string, unknown>;
+  artifacts?: string[];
+  actor?: AuditActor;
+}
+
+/**
+ * One transition in progress: a shallow copy of the state plus the effects it emits. Handlers
+ * replace arrays rather than mutate them, so the state passed in is never changed.
+ */
+export class Draft {
+  readonly effects: Effect[] = [];
+  state: LoopState;
+
+  constructor(
+    previous: LoopState,
+    readonly at: number,
+  ) {
+    this.state = { ...previous, updatedAt: at };
+  }
+
+  emit(effect: Effect): void {
+    this.effects.push(effect);
+  }
+
+  /** Emits an effect whose answer the loop waits for, remembering it for resume. */
+  await(effect: AwaitingEffect, pending: Pending): void {
+    this.state.pending = pending;
+    this.state.awaiting = effect;
+    this.effects.push(effect);
+  }
+
+  settle(): void {
+    this.state.pending = null;
+    this.state.awaiting = null;
+  }
+
+  wal(body: WalBody): void {
+    const s = this.state;
+    const record = { schemaVersion: 1, runId: s.runId, iteration: s.guard.iteration, at: this.at, ...body } as WalRecord;
+    this.effects.push({ type: "wal", record });
+  }
+
+  audit(kind: AuditKind, status: AuditStatus, options: AuditOptions = {}): void {
+    const s = this.state;
+    const seq = s.auditSeq + 1;
+    s.auditSeq = seq;
+    this.effects.push({
+      type: "audit",
+      event: {
+        schemaVersion: 1,
+        auditId: `${s.runId}:${seq}`,
+        runId: s.runId,
+        rootRunId: s.rootRunId,
+        ...(s.parentRunId ? { parentRunId: s.parentRunId } : {}),
+        seq,
+        iteration: s.guard.iteration,
+        phase: s.phase,
+        kind,
+        actor: options.actor ?? "agent",
+        status,
+        ...(options.reason !== undefined ? { reason: options.reason } : {}),
+        artifacts: options.artifacts ?? [],
+        ...(options.data ? { data: options.data } : {}),
+        timestamp: toRfc3339(this.at),
+      },
+    });
+  }
+
+  /** A phase change is logged before anything of the next phase happens. */
+  enter(phase: Phase, reason?: string, data?: Record<string, unknown>): void {
+    const from = this.state.phase === phase && this.state.transitions === 0 ? null : this.state.phase;
+    this.state.phase = phase;
+    this.wal({ type: "PHASE", from, to: phase, ...(reason ? { reason } : {}) });
+    this.audit("phase.entered", "started", { ...(reason ? { reason } : {}), ...(data ? { data } : {}) });
+  }
+
+  /**
+   * Records a guard verdict: every non-allow verdict becomes an audit event, so warnings are
+   * never swallowed. Returns the verdict's kind for the caller to act on.
+   */
+  guard(verdict: GuardVerdict, data?: Record<string, unknown>): GuardVerdict["kind"] {
+    if (verdict.kind === "allow") return "allow";
+    const kind = verdict.kind === "warn" ? "guard.warn" : verdict.kind === "block" ? "guard.blocked" : "guard.circuit_break";
+    this.audit(kind, verdict.kind === "warn" ? "passed" : "failed", {
+      reason: verdict.message,
+      data: { guardReason: verdict.reason, ...data },
+    });
+    return verdict.kind;
+  }
+
+  /** Seals the transition: the hash chains the previous hash, the event and the effects. */
+  finish(event: unknown): { state: LoopState; effects: Effect[] } {
+    const s = this.state;
+    s.transitions += 1;
+    s.transitionHash = sha256(`${s.transitionHash}\n${contentHash(event)}\n${contentHash(this.effects)}`);
+    return { state: s, effects: this.effects };
+  }
+}

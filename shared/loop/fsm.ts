@@ -1,0 +1,200 @@
+import type { LoopEvent, StartEvent } from "../contracts/loop-event.js";
+import { TERMINAL_PHASES } from "../contracts/audit.js";
+import { AgentError } from "../runtime/errors.js";
+import { sha256 } from "../runtime/hash.js";
+import { onModelResponse, recordActResult } from "./act.js";
+import { Draft } from "./draft.js";
+import { initialGuardState, type GuardLimits } from "./guard.js";
+import { requestModel } from "./model-step.js";
+import { planHash, readySet, singleTaskPlan, validatePlan } from "./plan.js";
+import { DEFAULT_MEMORY_LIMIT, type LoopConfig, type LoopState, type Transition } from "./state.js";
+import { fail, halt, recordCompensation } from "./terminal.js";
+import { onApproval, onCriticVerdict, recordToolVerifier, repair } from "./verify.js";
+
+/**
+ * The loop as a pure function: `transition(state, event) → { state, effects }`. The shell (the
+ * in-process runner, or an agent worker on NATS) performs the effects and feeds their answers
+ * back as events. Same events in, same states and effects out.
+ */
+export function startRun(event: StartEvent, config: LoopConfig): Transition {
+  const spec = event.spec;
+  const resources = spec.agent.resources;
+  const limits: GuardLimits = {
+    maxIterations: resources.maxIterations,
+    maxToolCalls: resources.maxToolCalls,
+    maxCostUsd: resources.maxCostUsd,
+    maxTokensBudget: resources.maxTokensBudget,
+    maxRepairs: resources.maxRepairs,
+    deadlineMs: resources.deadlineMs,
+  };
+  const initial: LoopState = {
+    runId: event.runId,
+    rootRunId: event.rootRunId,
+    ...(event.parentRunId ? { parentRunId: event.parentRunId } : {}),
+    depth: event.depth,
+    spec,
+    phase: "PLAN",
+    status: "running",
+    guard: initialGuardState(event.at),
+    limits,
+    system: spec.agent.systemPrompt ?? "",
+    messages: [{ role: "user", content: userPrompt(spec.task.prompt, spec.task.context) }],
+    plan: null,
+    planHash: null,
+    output: "",
+    step: 0,
+    queue: [],
+    verifyQueue: [],
+    pending: null,
+    awaiting: null,
+    actionCount: 0,
+    invocations: [],
+    completed: [],
+    evidence: [],
+    signals: [],
+    verification: null,
+    verdict: null,
+    defects: [],
+    repairHistory: [],
+    compensation: null,
+    failing: null,
+    haltedFrom: null,
+    usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
+    modelId: null,
+    auditSeq: 0,
+    transitions: 0,
+    transitionHash: sha256(event.runId),
+    lastCheckpoint: null,
+    startedAt: event.at,
+    updatedAt: event.at,
+    terminal: null,
+  };
+  const d = new Draft(initial, event.at);
+  d.wal({ type: "EVENT", event });
+  const plan = singleTaskPlan(spec.task.prompt, spec.agent.tools, limits.maxIterations);
+  const hash = planHash(plan);
+  d.state.plan = plan;
+  d.state.planHash = hash;
+  d.enter("PLAN", "run started", { planHash: hash });
+  const validation = validatePlan(plan, config.tools.map((t) => t.name), limits);
+  if (!validation.ok) {
+    fail(d, config, "planInvalid", validation.errors.join("; "));
+    return d.finish(event);
+  }
+  d.enter("DECOMPOSE", undefined, { ready: readySet(plan, new Set(), new Set(), 1) });
+  d.enter("RETRIEVE");
+  d.await(
+    { type: "recallMemory", namespace: spec.agent.name, query: spec.task.prompt, limit: config.memoryLimit ?? DEFAULT_MEMORY_LIMIT },
+    { kind: "memory" },
+  );
+  return d.finish(event);
+}
+
+function userPrompt(prompt: string, context: Record<string, unknown> | undefined): string {
+  return context ? `${prompt}\n\nContext:\n${JSON.stringify(context, null, 2)}` : prompt;
+}
+
+function invalid(state: LoopState, event: LoopEvent): AgentError {
+  return new AgentError(
+    "INVALID_TRANSITION",
+    `event '${event.type}' does not fit run ${state.runId} in phase ${state.phase} (waiting for ${state.pending?.kind ?? "nothing"})`,
+  );
+}
+
+export function transition(state: LoopState, event: LoopEvent, config: LoopConfig): Transition {
+  if (event.type === "start") throw invalid(state, event);
+  const terminal = TERMINAL_PHASES.includes(state.phase) && state.phase !== "HALT" && state.pending === null;
+  if (terminal) throw invalid(state, event);
+  const d = new Draft(state, event.at);
+  // Inputs from outside the loop are logged first: a resumed run replays them instead of redoing them.
+  if (event.type === "modelResponded") d.wal({ type: "MODEL", event });
+  else if (event.type === "toolCompleted") d.wal({ type: "COMPLETE", event });
+  else if (event.type === "toolAborted") d.wal({ type: "ABORT", event });
+  else d.wal({ type: "EVENT", event });
+  apply(d, state, event, config);
+  return d.finish(event);
+}
+
+function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>, config: LoopConfig): void {
+  const pending = state.pending;
+  switch (event.type) {
+    case "memoryRecalled":
+      if (pending?.kind !== "memory") throw invalid(state, event);
+      return onMemories(d, config, event.memories);
+    case "modelResponded":
+      if (pending?.kind !== "model" || pending.requestId !== event.requestId) throw invalid(state, event);
+      return onModelResponse(d, config, event.response);
+    case "modelFailed":
+      if (pending?.kind !== "model" || pending.requestId !== event.requestId) throw invalid(state, event);
+      d.audit("model.responded", "failed", { reason: event.error.message, data: { code: event.error.code } });
+      return fail(d, config, "modelError", `[${event.error.code}] ${event.error.message}`);
+    case "toolCompleted":
+    case "toolAborted":
+      if (pending?.kind !== "tool" || pending.actionId !== event.actionId) throw invalid(state, event);
+      return onToolOutcome(d, config, event);
+    case "criticReviewed":
+      if (pending?.kind !== "critic") throw invalid(state, event);
+      return onCriticVerdict(d, config, event.verdict);
+    case "criticFailed":
+      if (pending?.kind !== "critic") throw invalid(state, event);
+      d.audit("critic.verdict", "failed", { actor: "critic", reason: event.error.message });
+      d.settle();
+      return repair(d, config, [{ severity: "medium", rootCause: "toolFailure", description: `critic unavailable: ${event.error.message}` }], []);
+    case "approvalDecided":
+      if (pending?.kind !== "approval") throw invalid(state, event);
+      return onApproval(d, config, event.decision, event.by, event.feedback);
+    case "halt":
+      if (state.phase === "HALT" || state.phase === "FAIL") throw invalid(state, event);
+      return halt(d, event.reason, event.by);
+    case "resume":
+      return resume(d, state, event);
+  }
+}
+
+function onMemories(d: Draft, config: LoopConfig, memories: string[]): void {
+  const s = d.state;
+  d.settle();
+  if (memories.length > 0) {
+    const block = `Relevant memories:\n${memories.map((m) => `- ${m}`).join("\n")}`;
+    s.system = s.system ? `${s.system}\n\n${block}` : block;
+  }
+  d.audit("memory.recalled", "passed", { data: { count: memories.length } });
+  d.enter("ACT");
+  requestModel(d, config);
+}
+
+function onToolOutcome(
+  d: Draft,
+  config: LoopConfig,
+  event: Extract<LoopEvent, { type: "toolCompleted" | "toolAborted" }>,
+): void {
+  const s = d.state;
+  const pending = s.pending;
+  if (pending?.kind !== "tool") return;
+  const ok = event.type === "toolCompleted";
+  const detail = ok ? undefined : `[${event.error.code}] ${event.error.message}`;
+  if (pending.purpose !== "compensate") {
+    d.audit(ok ? "tool.completed" : "tool.aborted", ok ? "passed" : "failed", {
+      actor: `tool:${pending.tool}`,
+      ...(detail ? { reason: detail } : {}),
+      data: { actionId: pending.actionId, ...(ok && event.signals ? { signals: event.signals } : {}) },
+    });
+  }
+  if (pending.purpose === "compensate") return recordCompensation(d, config, ok, detail);
+  if (pending.purpose === "verify") return recordToolVerifier(d, config, ok, ok ? event.output : undefined, detail ?? "");
+  if (ok) return recordActResult(d, config, true, event.output, event.signals ?? []);
+  return recordActResult(d, config, false, `error ${detail ?? ""}`, [], event.error.code);
+}
+
+/** Back from HALT: the phase it left, and the effect it was waiting on is issued again. */
+function resume(d: Draft, state: LoopState, event: Extract<LoopEvent, { type: "resume" }>): void {
+  const from = state.haltedFrom;
+  if (state.phase !== "HALT" || !from || state.pending?.kind === "approval") throw invalid(state, event);
+  const s = d.state;
+  s.terminal = null;
+  s.haltedFrom = null;
+  s.status = from.status === "halted" ? "running" : from.status;
+  d.enter(from.phase, `resumed by ${event.by}`);
+  d.audit("run.resumed", "started", { actor: "human", data: { by: event.by } });
+  if (state.awaiting && from.pending) d.await(state.awaiting, from.pending);
+}

@@ -1,0 +1,169 @@
+import type { Phase } from "../contracts/audit.js";
+import type { Message, ModelRequest, ToolCall } from "../contracts/model.js";
+import type { CriticRequest, CriticVerdict, Defect } from "../contracts/rubric.js";
+import type { RunSpec } from "../contracts/run-spec.js";
+import type { RunStatusValue, RunUsage } from "../contracts/run-status.js";
+import type { ActionPurpose, WalRecord } from "../contracts/wal.js";
+import type { AuditEvent } from "../contracts/audit.js";
+import type { ToolDescriptor } from "../contracts/tool.js";
+import type { GuardLimits, GuardState } from "./guard.js";
+import type { Plan } from "./plan.js";
+import type { ConvergencePolicy, Signal } from "./policy.js";
+import type { RepairAttempt } from "./repair.js";
+import type { CompensationPlan, CompletedAction } from "./saga.js";
+import type { VerifierResult } from "./verifiers.js";
+
+/** What the loop asks its shell to do. Effects run in order; at most one awaits an answer. */
+export type Effect =
+  | { type: "wal"; record: WalRecord }
+  | { type: "audit"; event: AuditEvent }
+  | { type: "recallMemory"; namespace: string; query: string; limit: number }
+  | { type: "storeMemory"; namespace: string; text: string }
+  | { type: "callModel"; requestId: string; request: ModelRequest }
+  | {
+      type: "callTool";
+      actionId: string;
+      tool: string;
+      input: unknown;
+      idempotencyKey: string;
+      purpose: ActionPurpose;
+      timeoutMs: number;
+    }
+  | { type: "critique"; request: CriticRequest }
+  | { type: "requestApproval"; reason: string };
+
+export type AwaitingEffect = Extract<
+  Effect,
+  { type: "recallMemory" | "callModel" | "callTool" | "critique" | "requestApproval" }
+>;
+
+export interface Invocation {
+  actionId: string;
+  tool: string;
+  purpose: ActionPurpose;
+  inputHash: string;
+  ok: boolean | null;
+  code?: string;
+}
+
+export interface CommitArtifact {
+  kind: "commit";
+  output: string;
+  provenance: Provenance;
+  contentHash: string;
+}
+
+export interface Provenance {
+  runId: string;
+  task: string;
+  planHash: string | null;
+  toolInvocations: Invocation[];
+  repairHistory: { strategy: string; diagnosis: string; loopDetected: boolean }[];
+  scores: Record<string, number> | null;
+  verification: VerifierResult[];
+  modelId: string | null;
+  startedAt: string;
+  committedAt: string;
+}
+
+export interface FailureReport {
+  kind: "failure";
+  reason: string;
+  diagnosis: string;
+  partialOutput: string;
+  lastCheckpoint: string | null;
+  compensations: { actionId: string; tool: string; ok: boolean; detail?: string }[];
+  manualIntervention: { actionId: string; tool: string; reason: string }[];
+}
+
+export interface HaltRecord {
+  kind: "halt";
+  reason: string;
+  by: string;
+  phase: Phase;
+  lastCheckpoint: string | null;
+}
+
+export interface Terminal {
+  kind: "COMMIT" | "FAIL" | "HALT";
+  reason: string;
+  output?: string;
+  artifact: CommitArtifact | FailureReport | HaltRecord;
+  artifactHash: string;
+}
+
+export type Pending =
+  | { kind: "memory" }
+  | { kind: "model"; requestId: string }
+  | { kind: "tool"; actionId: string; tool: string; purpose: ActionPurpose; callId?: string; verifierIndex?: number; input: unknown }
+  | { kind: "critic" }
+  | { kind: "approval"; on: "commit" | "failure" };
+
+export interface LoopState {
+  runId: string;
+  rootRunId: string;
+  parentRunId?: string;
+  depth: number;
+  spec: RunSpec;
+  phase: Phase;
+  status: RunStatusValue;
+  guard: GuardState;
+  limits: GuardLimits;
+  system: string;
+  messages: Message[];
+  plan: Plan | null;
+  planHash: string | null;
+  /** The current candidate answer. */
+  output: string;
+  /** Model responses so far. */
+  step: number;
+  /** Tool calls of the current response still to run. */
+  queue: ToolCall[];
+  /** Tool verifiers still to run, by index into task.verifiers. */
+  verifyQueue: number[];
+  pending: Pending | null;
+  /** The effect the pending answer belongs to: re-issued on resume. */
+  awaiting: AwaitingEffect | null;
+  actionCount: number;
+  invocations: Invocation[];
+  completed: CompletedAction[];
+  evidence: string[];
+  signals: Signal[];
+  verification: VerifierResult[] | null;
+  verdict: CriticVerdict | null;
+  defects: Defect[];
+  repairHistory: RepairAttempt[];
+  compensation: (CompensationPlan & { results: FailureReport["compensations"] }) | null;
+  failing: { reason: string; diagnosis: string } | null;
+  haltedFrom: { phase: Phase; status: RunStatusValue; pending: Pending | null } | null;
+  usage: RunUsage;
+  modelId: string | null;
+  auditSeq: number;
+  transitions: number;
+  transitionHash: string;
+  lastCheckpoint: string | null;
+  startedAt: number;
+  updatedAt: number;
+  terminal: Terminal | null;
+}
+
+export interface LoopConfig {
+  /** Every tool the runtime can reach; the agent sees those its manifest names. */
+  tools: readonly ToolDescriptor[];
+  /** The convergence authority; defaults to the one the RunSpec asks for. */
+  policy?: ConvergencePolicy;
+  /** Write a checkpoint every N model responses. */
+  checkpointEvery?: number;
+  maxOutputBytes?: number;
+  memoryLimit?: number;
+}
+
+export interface Transition {
+  state: LoopState;
+  effects: Effect[];
+}
+
+export const DEFAULT_CHECKPOINT_EVERY = 10;
+export const DEFAULT_MEMORY_LIMIT = 5;
+/** The runtime-reserved action a model uses to propose its final answer. */
+export const FINISH_TOOL = "finish";

@@ -1,0 +1,138 @@
+import { toRfc3339 } from "../runtime/clock.js";
+import { contentHash } from "../runtime/hash.js";
+import type { Draft } from "./draft.js";
+import { planCompensation } from "./saga.js";
+import type { CommitArtifact, FailureReport, LoopConfig, LoopState, Provenance } from "./state.js";
+
+export function buildProvenance(s: LoopState, at: number): Provenance {
+  return {
+    runId: s.runId,
+    task: s.spec.task.prompt,
+    planHash: s.planHash,
+    toolInvocations: s.invocations,
+    repairHistory: s.repairHistory.map(({ strategy, diagnosis, loopDetected }) => ({ strategy, diagnosis, loopDetected })),
+    scores: s.verdict?.scores ?? null,
+    verification: s.verification ?? [],
+    modelId: s.modelId,
+    startedAt: toRfc3339(s.startedAt),
+    committedAt: toRfc3339(at),
+  };
+}
+
+/** COMMIT: the result with its provenance and a sha256 over both; the Q/A pair goes to memory. */
+export function commit(d: Draft, reason: string): void {
+  const s = d.state;
+  d.settle();
+  s.queue = [];
+  d.enter("COMMIT", reason);
+  const provenance = buildProvenance(s, d.at);
+  const artifact: CommitArtifact = {
+    kind: "commit",
+    output: s.output,
+    provenance,
+    contentHash: contentHash({ output: s.output, provenance }),
+  };
+  s.status = "committed";
+  s.terminal = { kind: "COMMIT", reason, output: s.output, artifact, artifactHash: artifact.contentHash };
+  d.wal({ type: "TERMINAL", outcome: "COMMIT", reason, artifactHash: artifact.contentHash });
+  d.audit("run.committed", "passed", { reason, artifacts: [artifact.contentHash], data: { output: s.output } });
+  d.emit({
+    type: "storeMemory",
+    namespace: s.spec.agent.name,
+    text: `Q: ${s.spec.task.prompt}\nA: ${s.output}`,
+  });
+}
+
+/**
+ * FAIL: first undo what can be undone (most recent first), then write the failure report with
+ * the partial output, the last checkpoint and whatever needs a human.
+ */
+export function fail(d: Draft, config: LoopConfig, reason: string, diagnosis: string): void {
+  const s = d.state;
+  d.settle();
+  s.queue = [];
+  s.failing = { reason, diagnosis };
+  d.enter("FAIL", reason);
+  const plan = planCompensation(s.completed);
+  s.compensation = { ...plan, results: [] };
+  continueCompensation(d, config);
+}
+
+export function continueCompensation(d: Draft, config: LoopConfig): void {
+  const s = d.state;
+  const comp = s.compensation;
+  if (!comp) return;
+  const next = comp.steps[0];
+  if (!next) {
+    finalizeFailure(d);
+    return;
+  }
+  s.compensation = { ...comp, steps: comp.steps.slice(1) };
+  const actionId = `comp-${next.actionId}`;
+  const idempotencyKey = `${s.runId}:${actionId}`;
+  const timeoutMs = config.tools.find((t) => t.name === next.tool)?.timeoutMs ?? 120_000;
+  d.audit("compensation.started", "started", { actor: `tool:${next.tool}`, data: { actionId: next.actionId, compensatingTool: next.tool } });
+  d.wal({ type: "INTENT", actionId, tool: next.tool, input: next.input, idempotencyKey, purpose: "compensate" });
+  d.await(
+    { type: "callTool", actionId, tool: next.tool, input: next.input, idempotencyKey, purpose: "compensate", timeoutMs },
+    { kind: "tool", actionId, tool: next.tool, purpose: "compensate", input: next.input },
+  );
+}
+
+export function recordCompensation(d: Draft, config: LoopConfig, ok: boolean, detail?: string): void {
+  const s = d.state;
+  const pending = s.pending;
+  if (!pending || pending.kind !== "tool" || !s.compensation) return;
+  const original = pending.actionId.replace(/^comp-/, "");
+  s.compensation = {
+    ...s.compensation,
+    results: [...s.compensation.results, { actionId: original, tool: pending.tool, ok, ...(detail ? { detail } : {}) }],
+    manual: ok
+      ? s.compensation.manual
+      : [...s.compensation.manual, { actionId: original, tool: pending.tool, reason: `compensation failed: ${detail ?? "unknown"}` }],
+  };
+  d.audit("compensation.completed", ok ? "passed" : "failed", {
+    actor: `tool:${pending.tool}`,
+    data: { actionId: original },
+    ...(detail ? { reason: detail } : {}),
+  });
+  d.settle();
+  continueCompensation(d, config);
+}
+
+function finalizeFailure(d: Draft): void {
+  const s = d.state;
+  const failing = s.failing ?? { reason: "failed", diagnosis: "" };
+  const report: FailureReport = {
+    kind: "failure",
+    reason: failing.reason,
+    diagnosis: failing.diagnosis,
+    partialOutput: s.output,
+    lastCheckpoint: s.lastCheckpoint,
+    compensations: s.compensation?.results ?? [],
+    manualIntervention: s.compensation?.manual ?? [],
+  };
+  const hash = contentHash(report);
+  s.status = "failed";
+  s.terminal = { kind: "FAIL", reason: failing.reason, output: s.output, artifact: report, artifactHash: hash };
+  d.wal({ type: "TERMINAL", outcome: "FAIL", reason: failing.reason, artifactHash: hash });
+  d.audit("run.failed", "failed", {
+    reason: failing.reason,
+    artifacts: [hash],
+    data: { diagnosis: failing.diagnosis, manualIntervention: report.manualIntervention.length },
+  });
+}
+
+/** HALT: an operator or the kill switch stopped the run; it keeps its place and may resume. */
+export function halt(d: Draft, reason: string, by: string): void {
+  const s = d.state;
+  s.haltedFrom = { phase: s.phase, status: s.status, pending: s.pending };
+  // Answers still in flight are not accepted while halted; `awaiting` is kept to re-issue on resume.
+  s.pending = null;
+  d.enter("HALT", reason);
+  s.status = "halted";
+  const artifact = { kind: "halt" as const, reason, by, phase: s.haltedFrom.phase, lastCheckpoint: s.lastCheckpoint };
+  const hash = contentHash(artifact);
+  s.terminal = { kind: "HALT", reason, artifact, artifactHash: hash };
+  d.audit("run.halted", "skipped", { reason, actor: by === "system" ? "agent" : "human", artifacts: [hash], data: { by } });
+}

@@ -1,0 +1,190 @@
+import type { CriticVerdict, Defect } from "../contracts/rubric.js";
+import { checkRepair } from "./guard.js";
+import type { Draft } from "./draft.js";
+import { convergedNow, policyOf, requestModel, viewOf } from "./model-step.js";
+import { criticRubric, evaluateGates } from "./policy.js";
+import { planRepair, repairPrompt } from "./repair.js";
+import type { LoopConfig } from "./state.js";
+import { commit, fail, halt } from "./terminal.js";
+import { evaluatePureVerifier, toolVerifierPassed, verifierDefects, type VerifierResult } from "./verifiers.js";
+
+const EVIDENCE_LIMIT = 20;
+
+/** VERIFY: the model proposed an answer; the runtime checks it. */
+export function enterVerify(d: Draft, config: LoopConfig, reason: string): void {
+  const s = d.state;
+  s.queue = [];
+  d.enter("VERIFY", reason);
+  const verifiers = s.spec.task.verifiers ?? [];
+  const results: VerifierResult[] = [];
+  const toolIndexes: number[] = [];
+  verifiers.forEach((verifier, index) => {
+    const result = evaluatePureVerifier(verifier, index, s.output);
+    if (result) results.push(result);
+    else toolIndexes.push(index);
+  });
+  s.verification = results;
+  s.verdict = null;
+  s.verifyQueue = toolIndexes;
+  continueVerify(d, config);
+}
+
+function continueVerify(d: Draft, config: LoopConfig): void {
+  const s = d.state;
+  const [index, ...rest] = s.verifyQueue;
+  if (index === undefined) {
+    verificationDone(d, config);
+    return;
+  }
+  s.verifyQueue = rest;
+  const verifier = s.spec.task.verifiers?.[index];
+  if (verifier?.kind !== "tool") return;
+  s.actionCount += 1;
+  const actionId = `verify-${s.actionCount}`;
+  const idempotencyKey = `${s.runId}:${actionId}`;
+  const timeoutMs = config.tools.find((t) => t.name === verifier.tool)?.timeoutMs ?? 120_000;
+  d.wal({ type: "INTENT", actionId, tool: verifier.tool, input: verifier.input, idempotencyKey, purpose: "verify" });
+  d.audit("tool.intent", "started", { actor: `tool:${verifier.tool}`, data: { actionId, purpose: "verify" } });
+  d.await(
+    { type: "callTool", actionId, tool: verifier.tool, input: verifier.input, idempotencyKey, purpose: "verify", timeoutMs },
+    { kind: "tool", actionId, tool: verifier.tool, purpose: "verify", verifierIndex: index, input: verifier.input },
+  );
+}
+
+/** A tool verifier answered (ok with output, or an error). */
+export function recordToolVerifier(d: Draft, config: LoopConfig, ok: boolean, output: unknown, detail: string): void {
+  const s = d.state;
+  const pending = s.pending;
+  if (pending?.kind !== "tool" || pending.verifierIndex === undefined) return;
+  const verifier = s.spec.task.verifiers?.[pending.verifierIndex];
+  const passed = ok && verifier?.kind === "tool" && toolVerifierPassed(verifier, output);
+  const message = ok ? (passed ? `tool '${pending.tool}' passed` : `tool '${pending.tool}' output differs from expect`) : detail;
+  s.verification = [...(s.verification ?? []), { index: pending.verifierIndex, kind: "tool", passed, message }];
+  d.settle();
+  continueVerify(d, config);
+}
+
+function verificationDone(d: Draft, config: LoopConfig): void {
+  const s = d.state;
+  const results = s.verification ?? [];
+  const failed = results.filter((r) => !r.passed);
+  if (failed.length > 0 || !s.spec.critic) {
+    decide(d, config, verifierDefects(results), []);
+    return;
+  }
+  const rubric = criticRubric(s.spec);
+  if (!rubric) return;
+  d.enter("CRITIQUE", "verifiers passed", { verification: results });
+  d.audit("critic.requested", "started", { actor: "critic" });
+  d.await(
+    {
+      type: "critique",
+      request: {
+        schemaVersion: 1,
+        runId: s.runId,
+        task: s.spec.task.prompt,
+        output: s.output,
+        evidence: s.evidence.slice(-EVIDENCE_LIMIT),
+        rubric,
+      },
+    },
+    { kind: "critic" },
+  );
+}
+
+export function onCriticVerdict(d: Draft, config: LoopConfig, verdict: CriticVerdict): void {
+  const s = d.state;
+  s.verdict = verdict;
+  const rubric = criticRubric(s.spec);
+  const gates = rubric ? evaluateGates(rubric, verdict) : null;
+  d.audit("critic.verdict", gates?.passed ? "passed" : "failed", {
+    actor: "critic",
+    data: { scores: verdict.scores, gates, defects: verdict.defects.length },
+  });
+  d.settle();
+  const gateDefects: Defect[] = (gates?.failing ?? []).map((dimension) => ({
+    dimension,
+    severity: "medium",
+    rootCause: dimension === "safety" ? "safetyViolation" : dimension === "coherence" ? "incoherence" : "incompleteness",
+    description: `${dimension} scored ${verdict.scores[dimension] ?? 0}, below its minimum`,
+  }));
+  const defects = verdict.defects.length > 0 ? verdict.defects : gateDefects;
+  decide(d, config, defects, verdict.repairHints);
+}
+
+/** The runtime's verdict on a proposal: the policy converges, or the run goes to REPAIR. */
+function decide(d: Draft, config: LoopConfig, defects: Defect[], hints: string[]): void {
+  const s = d.state;
+  const decision = policyOf(s, config).evaluate(viewOf(s));
+  if (decision.converged) {
+    if (s.spec.task.requiresApproval) requestApproval(d, "commit", decision.reason);
+    else commit(d, decision.reason);
+    return;
+  }
+  const found = defects.length > 0 ? defects : [{ severity: "medium" as const, rootCause: "incompleteness" as const, description: decision.reason }];
+  repair(d, config, found, hints);
+}
+
+/** REPAIR: bounded by maxRepairs; the strategy follows the defects; then back to ACT. */
+export function repair(d: Draft, config: LoopConfig, defects: Defect[], hints: string[], feedback?: string): void {
+  const s = d.state;
+  d.enter("REPAIR", `${defects.length} defect(s)`);
+  s.defects = defects;
+  const plan = planRepair(defects, hints, s.output, s.repairHistory);
+  if (feedback === undefined) {
+    const checked = checkRepair(s.guard, s.limits);
+    s.guard = checked.state;
+    if (d.guard(checked.verdict) === "circuitBreak") {
+      giveUp(d, config, "maxRepairs", plan.diagnosis);
+      return;
+    }
+    if (plan.giveUp) {
+      giveUp(d, config, "semanticLoop", `the same output and diagnosis keep coming back\n${plan.diagnosis}`);
+      return;
+    }
+  }
+  s.repairHistory = [...s.repairHistory, { output: s.output, diagnosis: plan.diagnosis, strategy: plan.strategy, loopDetected: plan.loopDetected }];
+  d.audit("repair.started", "started", { data: { strategy: plan.strategy, loopDetected: plan.loopDetected, defects: defects.length } });
+  s.messages = [...s.messages, { role: "user", content: repairPrompt(plan.strategy, plan.diagnosis, feedback) }];
+  s.verification = null;
+  s.verdict = null;
+  d.enter("ACT", `repair: ${plan.strategy}`);
+  requestModel(d, config);
+}
+
+/** Repairs are exhausted: FAIL, or HALT for a human when the task asks for approval. */
+function giveUp(d: Draft, config: LoopConfig, reason: string, diagnosis: string): void {
+  if (!d.state.spec.task.requiresApproval) {
+    fail(d, config, reason, diagnosis);
+    return;
+  }
+  halt(d, `${reason}: awaiting a human decision`, "system");
+  d.state.status = "awaiting_approval";
+  requestApproval(d, "failure", diagnosis);
+}
+
+export function requestApproval(d: Draft, on: "commit" | "failure", reason: string): void {
+  const s = d.state;
+  if (on === "commit") s.status = "awaiting_approval";
+  d.audit("approval.requested", "started", { reason, data: { on } });
+  d.await({ type: "requestApproval", reason }, { kind: "approval", on });
+}
+
+export function onApproval(
+  d: Draft,
+  config: LoopConfig,
+  decision: "approve" | "reject" | "modify",
+  by: string,
+  feedback: string | undefined,
+): void {
+  const s = d.state;
+  d.audit("approval.decided", decision === "reject" ? "failed" : "passed", { actor: "human", data: { decision, by } });
+  d.settle();
+  s.terminal = null;
+  s.haltedFrom = null;
+  s.status = "running";
+  if (decision === "approve") commit(d, `approved by ${by}`);
+  else if (decision === "reject") fail(d, config, "rejected", `rejected by ${by}${feedback ? `: ${feedback}` : ""}`);
+  else repair(d, config, s.defects, [], feedback ?? "modify requested");
+}
+

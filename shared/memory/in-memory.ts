@@ -1,0 +1,34 @@
+import type { Clock } from "../runtime/clock.js";
+import type { IdGenerator } from "../runtime/ids.js";
+import { relevance, type MemoryEntry, type MemoryStore } from "./memory.js";
+
+/** Process-local memory: for tests, demos and embedding. */
+export class InMemoryMemory implements MemoryStore {
+  private readonly spaces = new Map<string, MemoryEntry[]>();
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly ids: IdGenerator,
+  ) {}
+
+  remember(namespace: string, text: string): Promise<MemoryEntry> {
+    const entry: MemoryEntry = { id: this.ids.next("mem"), text, createdAt: this.clock.now() };
+    this.spaces.set(namespace, [...(this.spaces.get(namespace) ?? []), entry]);
+    return Promise.resolve(entry);
+  }
+
+  recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {
+    const scored = (this.spaces.get(namespace) ?? [])
+      .map((entry) => ({ entry, score: relevance(query, entry.text) }))
+      .filter((s) => s.score > 0)
+      .sort((a, b) => b.score - a.score || b.entry.createdAt - a.entry.createdAt);
+    return Promise.resolve(scored.slice(0, Math.max(0, limit)).map((s) => s.entry));
+  }
+
+  forget(namespace: string, id: string): Promise<boolean> {
+    const entries = this.spaces.get(namespace) ?? [];
+    const kept = entries.filter((e) => e.id !== id);
+    this.spaces.set(namespace, kept);
+    return Promise.resolve(kept.length !== entries.length);
+  }
+}

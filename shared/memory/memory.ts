@@ -1,0 +1,32 @@
+/** Agent memory, per namespace (one per agent name). The cluster adds a JetStream KV implementation. */
+export interface MemoryEntry {
+  id: string;
+  text: string;
+  createdAt: number;
+}
+
+export interface MemoryStore {
+  remember(namespace: string, text: string): Promise<MemoryEntry>;
+  /** Up to `limit` entries relevant to `query`, most relevant first. */
+  recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]>;
+  forget(namespace: string, id: string): Promise<boolean>;
+}
+
+export function tokens(text: string): Set<string> {
+  return new Set(
+    text
+      .toLowerCase()
+      .split(/[^\p{L}\p{N}]+/u)
+      .filter((t) => t.length > 2),
+  );
+}
+
+/** Share of the query's words the entry contains, in [0, 1]. */
+export function relevance(query: string, text: string): number {
+  const wanted = tokens(query);
+  if (wanted.size === 0) return 0;
+  const have = tokens(text);
+  let hits = 0;
+  for (const word of wanted) if (have.has(word)) hits++;
+  return hits / wanted.size;
+}
