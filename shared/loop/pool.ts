@@ -1,5 +1,5 @@
 import type { RunSpec, RunSpecInput } from "../contracts/run-spec.js";
-import { AgentError } from "../runtime/errors.js";
+import { AgentError, toAgentError } from "../runtime/errors.js";
 import type { IdGenerator } from "../runtime/ids.js";
 
 export type RunFn<R> = (spec: RunSpecInput | RunSpec, runId: string) => Promise<R>;
@@ -33,7 +33,7 @@ export class AgentPool<R> {
     this.active++;
     const settled = this.runFn(spec, id).then(
       (value): Settled<R> => ({ ok: true, value }),
-      (err: unknown): Settled<R> => ({ ok: false, error: err instanceof AgentError ? err : new AgentError("INTERNAL", String(err), { cause: err }) }),
+      (err: unknown): Settled<R> => ({ ok: false, error: toAgentError(err) }),
     );
     this.running.set(
       id,

@@ -90,7 +90,11 @@ async function flushMicrotasks(): Promise<void> {
   for (let i = 0; i < 10; i++) await Promise.resolve();
 }
 
-/** A clock that reports virtual time and never waits: sleeping advances it instantly. */
+/**
+ * Virtual time that never waits: a sleep completes on the next macrotask and only then moves the
+ * clock forward. A sleep cancelled before that (a timeout that lost its race) moves nothing, so
+ * timeouts do not fire spuriously while backoff delays still show up in `now()`.
+ */
 export class InstantClock implements Clock {
   private current: number;
   constructor(start = 0) {
@@ -99,9 +103,23 @@ export class InstantClock implements Clock {
   now(): number {
     return this.current;
   }
-  sleep(ms: number): Promise<void> {
-    this.current += Math.max(0, ms);
-    return Promise.resolve();
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason as Error);
+        return;
+      }
+      const timer = setImmediate(() => {
+        signal?.removeEventListener("abort", onAbort);
+        this.current += Math.max(0, ms);
+        resolve();
+      });
+      const onAbort = (): void => {
+        clearImmediate(timer);
+        reject(signal?.reason as Error);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
   }
 }
 

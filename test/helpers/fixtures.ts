@@ -1,0 +1,81 @@
+import type { RunSpecInput } from "../../shared/contracts/run-spec.js";
+import type { ScriptStep } from "../../shared/contracts/model.js";
+import { InMemoryMemory } from "../../shared/memory/in-memory.js";
+import { ManualClock } from "../../shared/runtime/clock.js";
+import { sequentialIds } from "../../shared/runtime/ids.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { LoopRunner, type RunnerDeps } from "../../shared/loop/runner.js";
+import { ToolRegistry } from "../../shared/tools/registry.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import type { ToolDefinition } from "../../shared/tools/tool.js";
+import type { AuditKind } from "../../shared/contracts/audit.js";
+import type { RunResult } from "../../shared/loop/runner.js";
+
+type SpecOverrides = {
+  script?: ScriptStep[];
+  loop?: boolean;
+  tools?: string[];
+  capabilities?: RunSpecInput["agent"]["capabilities"];
+  privacy?: "sovereign" | "private" | "standard";
+  resources?: NonNullable<RunSpecInput["agent"]["resources"]>;
+  verifiers?: NonNullable<RunSpecInput["task"]["verifiers"]>;
+  critic?: RunSpecInput["critic"];
+  prompt?: string;
+  requiresApproval?: boolean;
+  name?: string;
+};
+
+/** A RunSpec with a scripted model; verifiers default to nonEmpty so the spec is admissible. */
+export function spec(o: SpecOverrides = {}): RunSpecInput {
+  return {
+    schemaVersion: 1,
+    task: {
+      prompt: o.prompt ?? "Say hello",
+      verifiers: o.verifiers ?? (o.critic ? [] : [{ kind: "nonEmpty" }]),
+      ...(o.requiresApproval !== undefined ? { requiresApproval: o.requiresApproval } : {}),
+    },
+    agent: {
+      name: o.name ?? "tester",
+      model: { provider: "scripted", script: o.script ?? [{ text: "hello" }], ...(o.loop !== undefined ? { loop: o.loop } : {}) },
+      tools: o.tools ?? ["echo"],
+      capabilities: o.capabilities ?? ["compute"],
+      ...(o.privacy ? { privacy: o.privacy } : {}),
+      ...(o.resources ? { resources: o.resources } : {}),
+    },
+    ...(o.critic ? { critic: o.critic } : {}),
+  };
+}
+
+export function registry(...extra: ToolDefinition<never, unknown>[]): ToolRegistry {
+  return new ToolRegistry([echoTool, ...extra]);
+}
+
+export const START = 1_700_000_000_000;
+
+/**
+ * A runner on a manual clock: timestamps are deterministic and timeouts fire only when a test
+ * moves time (a tool may call `clock.advance`).
+ */
+export function runner(overrides: Partial<RunnerDeps> = {}): LoopRunner {
+  const clock = new ManualClock(START);
+  return new LoopRunner({
+    registry: registry(),
+    clock,
+    random: seededRandom(42),
+    ids: sequentialIds(),
+    memory: new InMemoryMemory(clock, sequentialIds()),
+    ...overrides,
+  });
+}
+
+export function kinds(result: RunResult): AuditKind[] {
+  return result.audit.map((e) => e.kind);
+}
+
+export function modelCalls(result: RunResult): number {
+  return result.audit.filter((e) => e.kind === "model.called").length;
+}
+
+export function echoCall(text: string): ScriptStep {
+  return { toolCalls: [{ name: "echo", input: { text } }] };
+}

@@ -1,0 +1,293 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  checkDeadline,
+  checkIteration,
+  checkRepair,
+  checkToolCall,
+  initialGuardState,
+  recordCost,
+  recordStopReason,
+  recordUsage,
+  toolCallHash,
+  worst,
+  type GuardLimits,
+  type GuardState,
+} from "../../shared/loop/guard.js";
+import type { StopReason } from "../../shared/contracts/model.js";
+
+const limits = (over: Partial<GuardLimits> = {}): GuardLimits => ({
+  maxIterations: 10,
+  maxToolCalls: 50,
+  maxCostUsd: 0,
+  maxRepairs: 3,
+  ...over,
+});
+
+function iterate(state: GuardState, l: GuardLimits, times: number) {
+  let s = state;
+  const verdicts = [];
+  for (let i = 0; i < times; i++) {
+    const r = checkIteration(s, l);
+    s = r.state;
+    verdicts.push(r.verdict);
+  }
+  return { state: s, verdicts };
+}
+
+describe("LoopGuard", () => {
+  it("INV-001 iteration past maxIterations circuit-breaks [test_iteration_limit]", () => {
+    const { verdicts } = iterate(initialGuardState(0), limits({ maxIterations: 5 }), 6);
+    expect(verdicts.slice(0, 5).every((v) => v.kind !== "circuitBreak")).toBe(true);
+    expect(verdicts[5]).toMatchObject({ kind: "circuitBreak", reason: "maxIterations" });
+  });
+
+  it("INV-001 warns at 80% of maxIterations [test_warn_at_80_percent]", () => {
+    const { verdicts } = iterate(initialGuardState(0), limits({ maxIterations: 10 }), 10);
+    expect(verdicts.slice(0, 7).map((v) => v.kind)).toEqual(Array(7).fill("allow"));
+    expect(verdicts[7]).toMatchObject({ kind: "warn", reason: "iterationsNearLimit" });
+    expect(verdicts[9]?.kind).toBe("warn");
+  });
+
+  it("guard circuit-breaks past maxToolCalls [test_tool_call_limit]", () => {
+    let s = initialGuardState(0);
+    const l = limits({ maxToolCalls: 3 });
+    const kinds = [];
+    for (let i = 0; i < 4; i++) {
+      const r = checkToolCall(s, l, "echo", { i });
+      s = r.state;
+      kinds.push(r.verdict.kind);
+    }
+    expect(kinds).toEqual(["allow", "allow", "allow", "circuitBreak"]);
+    expect(s.toolCalls).toBe(4);
+  });
+
+  it("INV-004 third identical tool call is blocked [test_pingpong_detection]", () => {
+    let s = initialGuardState(0);
+    const kinds = [];
+    for (let i = 0; i < 3; i++) {
+      const r = checkToolCall(s, limits(), "search", { q: "same", page: 1 });
+      s = r.state;
+      kinds.push(r.verdict);
+    }
+    expect(kinds[0]?.kind).toBe("allow");
+    expect(kinds[1]?.kind).toBe("allow");
+    expect(kinds[2]).toMatchObject({ kind: "block", reason: "pingPong" });
+  });
+
+  it("INV-004 identical input is recognised whatever the key order", () => {
+    let s = initialGuardState(0);
+    s = checkToolCall(s, limits(), "search", { a: 1, b: 2 }).state;
+    s = checkToolCall(s, limits(), "search", { b: 2, a: 1 }).state;
+    expect(checkToolCall(s, limits(), "search", { a: 1, b: 2 }).verdict.kind).toBe("block");
+  });
+
+  it("INV-004 different inputs are never blocked as ping-pong [test_different_inputs_no_pingpong]", () => {
+    let s = initialGuardState(0);
+    const l = limits({ maxToolCalls: 1_000 });
+    for (let i = 0; i < 500; i++) {
+      const r = checkToolCall(s, l, "search", { q: `query ${i}`, n: i });
+      expect(r.verdict.kind).toBe("allow");
+      s = r.state;
+    }
+    expect(Object.keys(s.callCounts)).toHaveLength(500);
+  });
+
+  it("INV-004 100,000 distinct inputs produce 100,000 distinct 64-bit hashes", () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 100_000; i++) seen.add(toolCallHash("search", { q: `query ${i}`, page: i % 7 }));
+    expect(seen.size).toBe(100_000);
+  });
+
+  it("INV-004 an A→B→A→B alternation is blocked on its 5th call, independently of the repeat count", () => {
+    let s = initialGuardState(0);
+    const l = limits({ pingPongThreshold: 100 });
+    const seq = ["a", "b", "a", "b", "a"].map((t) => [t, { x: t }] as const);
+    const kinds = seq.map(([name, input]) => {
+      const r = checkToolCall(s, l, name, input);
+      s = r.state;
+      return r.verdict;
+    });
+    expect(kinds.slice(0, 4).map((k) => k.kind)).toEqual(["allow", "allow", "allow", "allow"]);
+    expect(kinds[4]).toMatchObject({ kind: "block", reason: "pingPongCycle" });
+  });
+
+  it("INV-004 a repeated single call is not mistaken for a two-cycle", () => {
+    let s = initialGuardState(0);
+    const l = limits({ pingPongThreshold: 100 });
+    for (let i = 0; i < 6; i++) {
+      const r = checkToolCall(s, l, "a", {});
+      s = r.state;
+      expect(r.verdict.kind).toBe("allow");
+    }
+  });
+
+  it("INV-006 five consecutive maxTokens responses circuit-break [test_consecutive_max_tokens]", () => {
+    let s = initialGuardState(0);
+    const kinds = [];
+    for (let i = 0; i < 5; i++) {
+      const r = recordStopReason(s, "maxTokens");
+      s = r.state;
+      kinds.push(r.verdict.kind);
+    }
+    expect(kinds).toEqual(["allow", "allow", "allow", "allow", "circuitBreak"]);
+  });
+
+  it("INV-006 any other stop reason resets the truncation count [test_max_tokens_reset]", () => {
+    for (const reset of ["endTurn", "toolUse", "stopSequence"] as StopReason[]) {
+      let s = initialGuardState(0);
+      for (let i = 0; i < 4; i++) s = recordStopReason(s, "maxTokens").state;
+      s = recordStopReason(s, reset).state;
+      expect(s.consecutiveMaxTokens).toBe(0);
+      for (let i = 0; i < 4; i++) {
+        const r = recordStopReason(s, "maxTokens");
+        s = r.state;
+        expect(r.verdict.kind).toBe("allow");
+      }
+    }
+  });
+
+  it("INV-005 crossing maxCostUsd circuit-breaks [test_cost_budget]", () => {
+    const l = limits({ maxCostUsd: 1 });
+    let s = initialGuardState(0);
+    const a = recordCost(s, l, 0.5);
+    expect(a.verdict.kind).toBe("allow");
+    s = a.state;
+    const b = recordCost(s, l, 0.4);
+    expect(b.verdict).toMatchObject({ kind: "warn", reason: "costNearBudget" });
+    const c = recordCost(b.state, l, 0.2);
+    expect(c.verdict).toMatchObject({ kind: "circuitBreak", reason: "costBudget" });
+    expect(c.state.costUsd).toBeCloseTo(1.1);
+  });
+
+  it("INV-005 exactly at the cost budget is not over it", () => {
+    const r = recordCost(initialGuardState(0), limits({ maxCostUsd: 1 }), 1);
+    expect(r.verdict.kind).toBe("warn");
+  });
+
+  it("INV-005 maxCostUsd 0 means unlimited [test_zero_cost_budget_unlimited]", () => {
+    let s = initialGuardState(0);
+    for (let i = 0; i < 100; i++) {
+      const r = recordCost(s, limits({ maxCostUsd: 0 }), 1_000);
+      s = r.state;
+      expect(r.verdict.kind).toBe("allow");
+    }
+    expect(s.costUsd).toBe(100_000);
+  });
+
+  it("guard accumulates input and output tokens [test_usage_tracking]", () => {
+    let s = initialGuardState(0);
+    s = recordUsage(s, limits(), { inputTokens: 100, outputTokens: 20 }).state;
+    s = recordUsage(s, limits(), { inputTokens: 50, outputTokens: 5 }).state;
+    expect(s.inputTokens).toBe(150);
+    expect(s.outputTokens).toBe(25);
+  });
+
+  it("INV-004 tool-call hashing is deterministic [test_fx_hash_deterministic]", () => {
+    const a = toolCallHash("search", { q: "x", n: [1, 2] });
+    expect(a).toMatch(/^[0-9a-f]{16}$/);
+    expect(toolCallHash("search", { n: [1, 2], q: "x" })).toBe(a);
+    expect(toolCallHash("search", { q: "x", n: [2, 1] })).not.toBe(a);
+  });
+
+  it("INV-004 the same input to different tools hashes differently [test_fx_hash_different_tools]", () => {
+    expect(toolCallHash("read", { path: "a" })).not.toBe(toolCallHash("write", { path: "a" }));
+    // The separator keeps name and input apart: "ab"+"c" is not "a"+"bc".
+    expect(toolCallHash("ab", "c")).not.toBe(toolCallHash("a", "bc"));
+  });
+
+  it("INV-002 each iteration check moves the counter by exactly one [test_counters]", () => {
+    let s = initialGuardState(0);
+    for (let n = 0; n < 30; n++) {
+      const r = checkIteration(s, limits({ maxIterations: 10 }));
+      expect(r.state.iteration).toBe(s.iteration + 1);
+      s = r.state;
+    }
+    expect(s.iteration).toBe(30);
+  });
+
+  it("INV-016 no token budget means unlimited [test_token_budget_unlimited]", () => {
+    const r = recordUsage(initialGuardState(0), limits(), { inputTokens: 10_000_000, outputTokens: 10_000_000 });
+    expect(r.verdict.kind).toBe("allow");
+  });
+
+  it("INV-016 below 80% of the token budget is allowed [test_token_budget_allow]", () => {
+    const r = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), { inputTokens: 700, outputTokens: 99 });
+    expect(r.verdict.kind).toBe("allow");
+  });
+
+  it("INV-016 at 80% of the token budget warns [test_token_budget_warn]", () => {
+    const at = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), { inputTokens: 700, outputTokens: 100 });
+    expect(at.verdict).toMatchObject({ kind: "warn", reason: "tokensNearBudget" });
+    const full = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), { inputTokens: 1000, outputTokens: 0 });
+    expect(full.verdict.kind).toBe("warn");
+  });
+
+  it("INV-016 over the token budget circuit-breaks [test_token_budget_exhausted]", () => {
+    const r = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), { inputTokens: 900, outputTokens: 101 });
+    expect(r.verdict).toMatchObject({ kind: "circuitBreak", reason: "tokenBudget" });
+  });
+
+  it("the wall-clock deadline circuit-breaks once passed", () => {
+    const s = initialGuardState(1_000);
+    const l = limits({ deadlineMs: 500 });
+    expect(checkDeadline(s, l, 1_500).kind).toBe("allow");
+    expect(checkDeadline(s, l, 1_501)).toMatchObject({ kind: "circuitBreak", reason: "deadline" });
+    expect(checkDeadline(s, limits(), 10_000_000).kind).toBe("allow");
+  });
+
+  it("repairs past maxRepairs circuit-break", () => {
+    let s = initialGuardState(0);
+    const kinds = [];
+    for (let i = 0; i < 3; i++) {
+      const r = checkRepair(s, limits({ maxRepairs: 2 }));
+      s = r.state;
+      kinds.push(r.verdict.kind);
+    }
+    expect(kinds).toEqual(["allow", "allow", "circuitBreak"]);
+  });
+
+  it("worst() picks the most severe verdict", () => {
+    const warn = { kind: "warn", reason: "costNearBudget", message: "w" } as const;
+    const brk = { kind: "circuitBreak", reason: "costBudget", message: "b" } as const;
+    expect(worst({ kind: "allow" }, warn, brk, warn)).toBe(brk);
+    expect(worst()).toEqual({ kind: "allow" });
+  });
+
+  it("INV-001/INV-002 property: for any event sequence, model calls <= max+1 and the counter is monotonic", () => {
+    const event = fc.oneof(
+      fc.constant({ t: "iter" as const }),
+      fc.record({ t: fc.constant("tool" as const), name: fc.constantFrom("a", "b", "c"), n: fc.integer({ min: 0, max: 3 }) }),
+      fc.record({ t: fc.constant("stop" as const), r: fc.constantFrom<StopReason>("endTurn", "toolUse", "maxTokens", "stopSequence") }),
+      fc.record({ t: fc.constant("cost" as const), c: fc.double({ min: 0, max: 1, noNaN: true }) }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 30 }), fc.array(event, { maxLength: 200 }), (max, events) => {
+        const l = limits({ maxIterations: max, maxToolCalls: 1_000, maxCostUsd: 5 });
+        let s = initialGuardState(0);
+        let calls = 0;
+        let broken = false;
+        for (const e of events) {
+          if (broken) break;
+          const before = s.iteration;
+          if (e.t === "iter") {
+            const r = checkIteration(s, l);
+            expect(r.state.iteration).toBe(before + 1);
+            s = r.state;
+            if (r.verdict.kind === "circuitBreak") broken = true;
+            else calls++;
+          } else if (e.t === "tool") {
+            s = checkToolCall(s, l, e.name, { n: e.n }).state;
+          } else if (e.t === "stop") {
+            s = recordStopReason(s, e.r).state;
+          } else {
+            s = recordCost(s, l, e.c).state;
+          }
+          expect(s.iteration).toBeGreaterThanOrEqual(before);
+        }
+        expect(calls).toBeLessThanOrEqual(max + 1);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
