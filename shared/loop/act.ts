@@ -3,11 +3,11 @@ import { sanitizeOutput } from "../tools/sanitize.js";
 import { authorizeTool } from "../tools/capabilities.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
 import { isAgentError } from "../runtime/errors.js";
-import { contentHash, sha256 } from "../runtime/hash.js";
+import { sha256 } from "../runtime/hash.js";
 import { checkToolCall, recordCost, recordStopReason, recordUsage } from "./guard.js";
 import type { Draft } from "./draft.js";
 import { convergedNow, requestModel } from "./model-step.js";
-import { DEFAULT_CHECKPOINT_EVERY, FINISH_TOOL, type LoopConfig } from "./state.js";
+import { FINISH_TOOL, type LoopConfig } from "./state.js";
 import { fail } from "./terminal.js";
 import { enterVerify } from "./verify.js";
 
@@ -38,7 +38,6 @@ export function onModelResponse(d: Draft, config: LoopConfig, response: ModelRes
   ];
   if (response.text !== "") s.output = response.text;
   if (!accountFor(d, config, response)) return;
-  maybeCheckpoint(d, config);
   // The policy speaks before any tool of this response runs: a converged run executes nothing more.
   if (convergedNow(d, config)) return;
   const finish = response.toolCalls.find((c) => c.name === FINISH_TOOL);
@@ -77,16 +76,6 @@ function accountFor(d: Draft, config: LoopConfig, response: ModelResponse): bool
     }
   }
   return true;
-}
-
-function maybeCheckpoint(d: Draft, config: LoopConfig): void {
-  const s = d.state;
-  const every = config.checkpointEvery ?? DEFAULT_CHECKPOINT_EVERY;
-  if (every <= 0 || s.step % every !== 0) return;
-  const checkpointId = sha256(`${s.runId}\u0000${s.guard.iteration}`);
-  s.lastCheckpoint = checkpointId;
-  const snapshot = { ...s, effects: undefined };
-  d.wal({ type: "CHECKPOINT", checkpointId, stateHash: contentHash(snapshot), state: snapshot });
 }
 
 function toolError(d: Draft, call: ToolCall, content: string): void {

@@ -100,11 +100,21 @@ export class Draft {
     return verdict.kind;
   }
 
-  /** Seals the transition: the hash chains the previous hash, the event and the effects. */
-  finish(event: unknown): { state: LoopState; effects: Effect[] } {
+  /**
+   * Seals the transition: the hash chains the previous hash, the event and the effects. A
+   * checkpoint, when due, is a snapshot of the sealed state, so it comes last and is not hashed.
+   */
+  finish(event: unknown, checkpoint = false): { state: LoopState; effects: Effect[] } {
     const s = this.state;
     s.transitions += 1;
     s.transitionHash = sha256(`${s.transitionHash}\n${contentHash(event)}\n${contentHash(this.effects)}`);
+    if (checkpoint) {
+      // Content-addressed by runId‖iteration: rewriting the same checkpoint yields the same id.
+      const checkpointId = sha256(`${s.runId}\u0000${s.guard.iteration}`);
+      s.lastCheckpoint = checkpointId;
+      const snapshot = { ...s };
+      this.wal({ type: "CHECKPOINT", checkpointId, stateHash: contentHash(snapshot), state: snapshot });
+    }
     return { state: s, effects: this.effects };
   }
 }

@@ -7,7 +7,7 @@ import { Draft } from "./draft.js";
 import { initialGuardState, type GuardLimits } from "./guard.js";
 import { requestModel } from "./model-step.js";
 import { planHash, readySet, singleTaskPlan, validatePlan } from "./plan.js";
-import { DEFAULT_MEMORY_LIMIT, type LoopConfig, type LoopState, type Transition } from "./state.js";
+import { DEFAULT_CHECKPOINT_EVERY, DEFAULT_MEMORY_LIMIT, type LoopConfig, type LoopState, type Transition } from "./state.js";
 import { fail, halt, recordCompensation } from "./terminal.js";
 import { onApproval, onCriticVerdict, recordToolVerifier, repair } from "./verify.js";
 
@@ -112,7 +112,9 @@ export function transition(state: LoopState, event: LoopEvent, config: LoopConfi
   else if (event.type === "toolAborted") d.wal({ type: "ABORT", event });
   else d.wal({ type: "EVENT", event });
   apply(d, state, event, config);
-  return d.finish(event);
+  const every = config.checkpointEvery ?? DEFAULT_CHECKPOINT_EVERY;
+  const due = every > 0 && d.state.step !== state.step && d.state.step % every === 0 && d.state.pending !== null;
+  return d.finish(event, due);
 }
 
 function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>, config: LoopConfig): void {

@@ -16,7 +16,7 @@ export interface RepairPlan {
   strategy: RepairStrategy;
   diagnosis: string;
   loopDetected: boolean;
-  /** True when a semantic loop persists at the strongest strategy: a human or FAIL must take over. */
+  /** True when a semantic loop persists after one escalation: a human or FAIL must take over. */
   giveUp: boolean;
 }
 
@@ -96,8 +96,8 @@ export function planRepair(
   const escalated = stronger(previous.strategy);
   const rankOf = (s: RepairStrategy): number => STRATEGY_ORDER.indexOf(s);
   const strategy = rankOf(escalated) > rankOf(base) ? escalated : base;
-  const giveUp = previous.loopDetected && rankOf(previous.strategy) >= rankOf(strategy);
-  return { strategy, diagnosis, loopDetected: true, giveUp };
+  // A loop caught right after the previous escalation means the stronger strategy did not help either.
+  return { strategy, diagnosis, loopDetected: true, giveUp: previous.loopDetected };
 }
 
 const INSTRUCTIONS: Record<RepairStrategy, string> = {

@@ -1,25 +1,25 @@
 import type { AgentManifest } from "../contracts/run-spec.js";
 import type { ToolDescriptor } from "../contracts/tool.js";
-import { describeTool, type ToolDefinition } from "./tool.js";
+import { describeTool, type AnyTool } from "./tool.js";
 
 /**
  * All tools this process knows. An agent sees only the tools its manifest names; a name the
  * registry does not know is simply absent from the view (calling it yields UNKNOWN_TOOL).
  */
 export class ToolRegistry {
-  private readonly tools = new Map<string, ToolDefinition>();
+  private readonly tools = new Map<string, AnyTool>();
 
-  constructor(tools: readonly ToolDefinition<never, unknown>[] = []) {
+  constructor(tools: readonly AnyTool[] = []) {
     for (const tool of tools) this.register(tool);
   }
 
-  register(tool: ToolDefinition<never, unknown>): this {
+  register(tool: AnyTool): this {
     if (this.tools.has(tool.name)) throw new Error(`tool '${tool.name}' is already registered`);
-    this.tools.set(tool.name, tool as unknown as ToolDefinition);
+    this.tools.set(tool.name, tool);
     return this;
   }
 
-  get(name: string): ToolDefinition | undefined {
+  get(name: string): AnyTool | undefined {
     return this.tools.get(name);
   }
 
@@ -28,7 +28,7 @@ export class ToolRegistry {
   }
 
   /** The tools an agent may see, in the manifest's order. */
-  visibleTo(manifest: Pick<AgentManifest, "tools">): ToolDefinition[] {
+  visibleTo(manifest: Pick<AgentManifest, "tools">): AnyTool[] {
     return manifest.tools.flatMap((name) => {
       const tool = this.tools.get(name);
       return tool ? [tool] : [];

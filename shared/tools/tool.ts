@@ -36,6 +36,13 @@ export interface ToolDefinition<I = unknown, O = unknown> {
   execute(input: I, ctx: ToolContext): Promise<ToolOutput<O>>;
 }
 
+/**
+ * A tool of any input type, for collections. zod schemas are invariant in their type parameter,
+ * so no narrower type admits every concrete tool; inputs are validated by the schema at the call.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyTool = ToolDefinition<any, unknown>;
+
 export interface ToolInit<I, O> {
   name: string;
   description: string;
@@ -59,7 +66,7 @@ export function defineTool<I, O>(init: ToolInit<I, O>): ToolDefinition<I, O> {
 }
 
 /** The serialisable descriptor, with a JSON Schema derived from the zod input for models. */
-export function describeTool(tool: ToolDefinition<never, unknown> | ToolDefinition): ToolDescriptor {
+export function describeTool(tool: AnyTool): ToolDescriptor {
   const descriptor: ToolDescriptor = {
     name: tool.name,
     description: tool.description,

@@ -7,7 +7,7 @@ import { seededRandom } from "../../shared/runtime/random.js";
 import { LoopRunner, type RunnerDeps } from "../../shared/loop/runner.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
-import type { ToolDefinition } from "../../shared/tools/tool.js";
+import type { AnyTool } from "../../shared/tools/tool.js";
 import type { AuditKind } from "../../shared/contracts/audit.js";
 import type { RunResult } from "../../shared/loop/runner.js";
 
@@ -46,7 +46,7 @@ export function spec(o: SpecOverrides = {}): RunSpecInput {
   };
 }
 
-export function registry(...extra: ToolDefinition<never, unknown>[]): ToolRegistry {
+export function registry(...extra: AnyTool[]): ToolRegistry {
   return new ToolRegistry([echoTool, ...extra]);
 }
 

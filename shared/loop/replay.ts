@@ -1,0 +1,75 @@
+import type { LoopEvent } from "../contracts/loop-event.js";
+import type { WalRecord } from "../contracts/wal.js";
+import { canonicalJson } from "../runtime/canonical-json.js";
+import { AgentError } from "../runtime/errors.js";
+import { startRun, transition } from "./fsm.js";
+import type { LoopConfig, LoopState, Transition } from "./state.js";
+
+/** The loop input a WAL record carries, if it carries one (INTENT, PHASE, CHECKPOINT, TERMINAL do not). */
+export function eventOf(record: WalRecord): LoopEvent | undefined {
+  switch (record.type) {
+    case "MODEL":
+    case "COMPLETE":
+    case "ABORT":
+    case "EVENT":
+      return record.event;
+    default:
+      return undefined;
+  }
+}
+
+export interface Replayed {
+  state: LoopState;
+  /** The effects of the last transition: what the run was about to do when the log ends. */
+  last: Transition;
+  transitions: string[];
+}
+
+/**
+ * Rebuilds a run from its WAL by feeding the recorded inputs back through the transition
+ * function, starting from the last checkpoint when there is one. Every record the replay emits
+ * must equal the one on record (a crash may have cut the log short: the log is then a prefix);
+ * any difference is a NONDETERMINISM error naming the first diverging record.
+ */
+export function replay(records: readonly WalRecord[], config: LoopConfig, options: { fromCheckpoint?: boolean } = {}): Replayed {
+  const start = options.fromCheckpoint ? lastCheckpointIndex(records) : -1;
+  let state: LoopState | undefined = start >= 0 ? (records[start] as Extract<WalRecord, { type: "CHECKPOINT" }>).state as LoopState : undefined;
+  let last: Transition | undefined;
+  const produced: WalRecord[] = [];
+  const transitions: string[] = [];
+  const tail = records.slice(start + 1);
+  for (const record of tail) {
+    const event = eventOf(record);
+    if (!event) continue;
+    if (event.type === "start") last = startRun(event, config);
+    else if (state) last = transition(state, event, config);
+    else throw new AgentError("NONDETERMINISM", `the log has '${event.type}' before any start or checkpoint`);
+    state = last.state;
+    transitions.push(state.transitionHash);
+    for (const effect of last.effects) if (effect.type === "wal") produced.push(effect.record);
+  }
+  if (!state || !last) throw new AgentError("NONDETERMINISM", "the log holds no run to replay");
+  compare(tail, produced);
+  return { state, last, transitions };
+}
+
+function lastCheckpointIndex(records: readonly WalRecord[]): number {
+  for (let i = records.length - 1; i >= 0; i--) if (records[i]?.type === "CHECKPOINT") return i;
+  return -1;
+}
+
+function compare(recorded: readonly WalRecord[], produced: readonly WalRecord[]): void {
+  const n = Math.min(recorded.length, produced.length);
+  for (let i = 0; i < n; i++) {
+    const a = canonicalJson(recorded[i]);
+    const b = canonicalJson(produced[i]);
+    if (a !== b) {
+      throw new AgentError("NONDETERMINISM", `replay diverged at record ${i + 1} (${recorded[i]?.type} on record, ${produced[i]?.type} replayed)`, {
+        details: { index: i, recorded: recorded[i], replayed: produced[i] },
+      });
+    }
+  }
+  if (recorded.length > produced.length) {
+    throw new AgentError("NONDETERMINISM", `the log has ${recorded.length - produced.length} record(s) the replay does not produce`);
+  }
+}

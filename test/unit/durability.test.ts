@@ -1,0 +1,83 @@
+import { describe, expect, it } from "vitest";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import { startRun, transition } from "../../shared/loop/fsm.js";
+import { replay } from "../../shared/loop/replay.js";
+import type { LoopConfig } from "../../shared/loop/state.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { describeTool } from "../../shared/tools/tool.js";
+import { echoCall, runner, spec } from "../helpers/fixtures.js";
+
+const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 3 };
+const longScript = (n: number) => [...Array.from({ length: n }, (_, i) => echoCall(`step ${i}`)), { text: "final answer" }];
+
+describe("durability", () => {
+  it("replaying the WAL reproduces every transition hash and the final state", async () => {
+    const result = await runner({ checkpointEvery: 3 }).run(spec({ script: longScript(7), resources: { maxIterations: 20 } }));
+    expect(result.state.status).toBe("committed");
+    const replayed = replay(result.wal, { ...config });
+    expect(replayed.transitions).toEqual(result.transitions);
+    expect(replayed.state).toEqual(result.state);
+  });
+
+  it("checkpoints are written every N model responses and resume from the last one equals a full replay", async () => {
+    const result = await runner({ checkpointEvery: 3 }).run(spec({ script: longScript(10), resources: { maxIterations: 20 } }));
+    const checkpoints = result.wal.filter((r) => r.type === "CHECKPOINT");
+    expect(checkpoints.map((c) => c.type === "CHECKPOINT" && (c.state as { step: number }).step)).toEqual([3, 6, 9]);
+    const full = replay(result.wal, config);
+    const fromCheckpoint = replay(result.wal, config, { fromCheckpoint: true });
+    expect(fromCheckpoint.state.transitionHash).toBe(full.state.transitionHash);
+    expect(fromCheckpoint.state).toEqual(full.state);
+    // Resume cost: only the tail after the last checkpoint is replayed.
+    expect(fromCheckpoint.transitions.length).toBeLessThan(full.transitions.length / 3);
+  });
+
+  it("checkpoint ids are content-addressed: sha256 of runId‖iteration", async () => {
+    const a = await runner({ checkpointEvery: 2 }).run(spec({ script: longScript(4) }));
+    const b = await runner({ checkpointEvery: 2 }).run(spec({ script: longScript(4) }));
+    const ids = (r: typeof a) => r.wal.flatMap((w) => (w.type === "CHECKPOINT" ? [w.checkpointId] : []));
+    expect(ids(a)).toHaveLength(2);
+    expect(ids(a)).toEqual(ids(b));
+    expect(a.state.lastCheckpoint).toBe(ids(a).at(-1));
+  });
+
+  it("a log cut short by a crash replays to the state at the cut, with the pending effect to re-issue", async () => {
+    const result = await runner().run(spec({ script: longScript(3) }));
+    const cut = result.wal.findIndex((r) => r.type === "INTENT") + 1;
+    const replayed = replay(result.wal.slice(0, cut), config);
+    expect(replayed.state.pending).toMatchObject({ kind: "tool", actionId: "act-1" });
+    expect(replayed.last.effects.some((e) => e.type === "callTool")).toBe(true);
+  });
+
+  it("a tampered log is reported as nondeterminism, naming the record", async () => {
+    const result = await runner().run(spec({ script: longScript(2) }));
+    const tampered: WalRecord[] = result.wal.map((r) => (r.type === "INTENT" ? { ...r, input: { text: "changed" } } : r));
+    expect(() => replay(tampered, config)).toThrow(expect.objectContaining({ code: "NONDETERMINISM", message: expect.stringMatching(/diverged at record \d+ \(INTENT/) }));
+    expect(() => replay([...result.wal, result.wal.at(-1) as WalRecord], config)).toThrow(/the replay does not produce/);
+    expect(() => replay([], config)).toThrow(/no run to replay/);
+  });
+
+  it("events that do not fit the state are refused with INVALID_TRANSITION", () => {
+    const s = RunSpec.parse(spec());
+    const started = startRun({ type: "start", at: 0, spec: s, runId: "r1", rootRunId: "r1", depth: 0 }, config);
+    expect(started.state.pending).toEqual({ kind: "memory" });
+    const bad = { type: "modelResponded", at: 1, requestId: "model-1", response: { text: "", toolCalls: [], stopReason: "endTurn", usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0, model: "m" } } as const;
+    expect(() => transition(started.state, bad, config)).toThrow(expect.objectContaining({ code: "INVALID_TRANSITION" }));
+    const acting = transition(started.state, { type: "memoryRecalled", at: 1, memories: [] }, config);
+    expect(() => transition(acting.state, { ...bad, requestId: "model-9" }, config)).toThrow(/does not fit/);
+    const halted = transition(acting.state, { type: "halt", at: 2, reason: "operator", by: "ops" }, config);
+    expect(() => transition(halted.state, bad, config)).toThrow(/does not fit/);
+    const resumed = transition(halted.state, { type: "resume", at: 3, by: "ops" }, config);
+    expect(resumed.effects.find((e) => e.type === "callModel")).toMatchObject({ requestId: "model-1" });
+    const committed = transition(resumed.state, { ...bad, response: { ...bad.response, text: "hi" } }, config);
+    expect(committed.state.status).toBe("committed");
+    expect(() => transition(committed.state, { type: "halt", at: 4, reason: "late", by: "ops" }, config)).toThrow(/does not fit/);
+  });
+
+  it("a plan naming a tool the runtime cannot reach fails at PLAN with a clear reason", async () => {
+    const result = await runner().run(spec({ tools: ["echo", "ghost"] }));
+    expect(result.state.status).toBe("failed");
+    expect(result.state.terminal?.reason).toBe("planInvalid");
+    expect(result.audit.find((e) => e.kind === "run.failed")?.data?.diagnosis).toContain("unavailable tool 'ghost'");
+  });
+});
