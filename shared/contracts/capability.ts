@@ -23,7 +23,7 @@ export type CapabilityObject = z.infer<typeof CapabilityObject>;
 export const SIMPLE_CAPABILITY_KINDS = ["rag", "memory", "compute", "inference"] as const;
 
 export const Capability = z.union([
-  z.enum(SIMPLE_CAPABILITY_KINDS).transform((kind) => ({ kind }) as CapabilityObject),
+  z.enum(SIMPLE_CAPABILITY_KINDS).transform((kind): CapabilityObject => ({ kind })),
   CapabilityObject,
 ]);
 export type Capability = CapabilityObject;

@@ -44,7 +44,11 @@ export const ToolAbortedEvent = z.object({
   actionId: z.string(),
   error: ErrorPayload,
 });
-export const CriticReviewedEvent = z.object({ type: z.literal("criticReviewed"), at, verdict: CriticVerdict });
+export const CriticReviewedEvent = z.object({
+  type: z.literal("criticReviewed"),
+  at,
+  verdict: CriticVerdict,
+});
 export const CriticFailedEvent = z.object({ type: z.literal("criticFailed"), at, error: ErrorPayload });
 export const ApprovalDecidedEvent = z.object({
   type: z.literal("approvalDecided"),

@@ -34,7 +34,11 @@ export const AnthropicModelRef = z.object({
   baseUrl: z.url().optional(),
   apiKeyEnv: z.string().min(1).optional(),
 });
-export const ModelRef = z.discriminatedUnion("provider", [ScriptedModelRef, OpenAiModelRef, AnthropicModelRef]);
+export const ModelRef = z.discriminatedUnion("provider", [
+  ScriptedModelRef,
+  OpenAiModelRef,
+  AnthropicModelRef,
+]);
 export type ModelRef = z.infer<typeof ModelRef>;
 export type ScriptedModelRef = z.infer<typeof ScriptedModelRef>;
 export type OpenAiModelRef = z.infer<typeof OpenAiModelRef>;

@@ -27,7 +27,12 @@ export const Verifier = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("nonEmpty") }),
   z.object({ kind: z.literal("regex"), pattern: z.string().min(1), flags: z.string().optional() }),
   z.object({ kind: z.literal("jsonSchema"), schema: z.record(z.string(), z.unknown()) }),
-  z.object({ kind: z.literal("tool"), tool: z.string().min(1), input: z.unknown(), expect: z.unknown().optional() }),
+  z.object({
+    kind: z.literal("tool"),
+    tool: z.string().min(1),
+    input: z.unknown(),
+    expect: z.unknown().optional(),
+  }),
 ]);
 export type Verifier = z.infer<typeof Verifier>;
 

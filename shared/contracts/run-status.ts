@@ -2,7 +2,14 @@ import { z } from "zod";
 import { Phase } from "./audit.js";
 import { RunId } from "./common.js";
 
-export const RunStatusValue = z.enum(["queued", "running", "awaiting_approval", "committed", "failed", "halted"]);
+export const RunStatusValue = z.enum([
+  "queued",
+  "running",
+  "awaiting_approval",
+  "committed",
+  "failed",
+  "halted",
+]);
 export type RunStatusValue = z.infer<typeof RunStatusValue>;
 
 export const RunUsage = z.object({

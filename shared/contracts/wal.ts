@@ -32,7 +32,13 @@ export const WalRecord = z.discriminatedUnion("type", [
   z.object({ ...base, type: z.literal("ABORT"), event: ToolAbortedEvent }),
   z.object({ ...base, type: z.literal("MODEL"), event: ModelRespondedEvent }),
   z.object({ ...base, type: z.literal("EVENT"), event: LoopEvent }),
-  z.object({ ...base, type: z.literal("PHASE"), from: Phase.nullable(), to: Phase, reason: z.string().optional() }),
+  z.object({
+    ...base,
+    type: z.literal("PHASE"),
+    from: Phase.nullable(),
+    to: Phase,
+    reason: z.string().optional(),
+  }),
   z.object({
     ...base,
     type: z.literal("CHECKPOINT"),

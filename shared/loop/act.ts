@@ -34,7 +34,11 @@ export function onModelResponse(d: Draft, config: LoopConfig, response: ModelRes
   };
   s.messages = [
     ...s.messages,
-    { role: "assistant", content: response.text, ...(response.toolCalls.length > 0 ? { toolCalls: response.toolCalls } : {}) },
+    {
+      role: "assistant",
+      content: response.text,
+      ...(response.toolCalls.length > 0 ? { toolCalls: response.toolCalls } : {}),
+    },
   ];
   if (response.text !== "") s.output = response.text;
   if (!accountFor(d, config, response)) return;
@@ -80,7 +84,10 @@ function accountFor(d: Draft, config: LoopConfig, response: ModelResponse): bool
 
 function toolError(d: Draft, call: ToolCall, content: string): void {
   const s = d.state;
-  s.messages = [...s.messages, { role: "tool", toolCallId: call.id, name: call.name, content, isError: true }];
+  s.messages = [
+    ...s.messages,
+    { role: "tool", toolCallId: call.id, name: call.name, content, isError: true },
+  ];
 }
 
 /** The next proposed tool call: guard, visibility, capability and privacy, then INTENT before it runs. */
@@ -104,7 +111,9 @@ export function runNextTool(d: Draft, config: LoopConfig): void {
     runNextTool(d, config);
     return;
   }
-  const descriptor = s.spec.agent.tools.includes(call.name) ? config.tools.find((t) => t.name === call.name) : undefined;
+  const descriptor = s.spec.agent.tools.includes(call.name)
+    ? config.tools.find((t) => t.name === call.name)
+    : undefined;
   if (!descriptor) {
     deny(d, config, call, "UNKNOWN_TOOL", `unknown tool '${call.name}'`);
     return;
@@ -120,17 +129,32 @@ export function runNextTool(d: Draft, config: LoopConfig): void {
   const actionId = `act-${s.actionCount}`;
   const idempotencyKey = `${s.runId}:${actionId}`;
   s.usage = { ...s.usage, toolCalls: s.usage.toolCalls + 1 };
-  s.invocations = [...s.invocations, { actionId, tool: call.name, purpose: "act", inputHash: sha256(canonicalJson(call.input)), ok: null }];
+  s.invocations = [
+    ...s.invocations,
+    { actionId, tool: call.name, purpose: "act", inputHash: sha256(canonicalJson(call.input)), ok: null },
+  ];
   d.wal({ type: "INTENT", actionId, tool: call.name, input: call.input, idempotencyKey, purpose: "act" });
   d.audit("tool.intent", "started", { actor: `tool:${call.name}`, data: { actionId, idempotencyKey } });
   d.await(
-    { type: "callTool", actionId, tool: call.name, input: call.input, idempotencyKey, purpose: "act", timeoutMs: descriptor.timeoutMs },
+    {
+      type: "callTool",
+      actionId,
+      tool: call.name,
+      input: call.input,
+      idempotencyKey,
+      purpose: "act",
+      timeoutMs: descriptor.timeoutMs,
+    },
     { kind: "tool", actionId, tool: call.name, purpose: "act", callId: call.id, input: call.input },
   );
 }
 
 function deny(d: Draft, config: LoopConfig, call: ToolCall, code: string, message: string): void {
-  d.audit("tool.denied", "failed", { actor: /^[A-Za-z0-9_-]+$/.test(call.name) ? `tool:${call.name}` : "agent", reason: message, data: { code } });
+  d.audit("tool.denied", "failed", {
+    actor: /^[A-Za-z0-9_-]+$/.test(call.name) ? `tool:${call.name}` : "agent",
+    reason: message,
+    data: { code },
+  });
   toolError(d, call, `error [${code}]: ${message}`);
   runNextTool(d, config);
 }
@@ -140,7 +164,14 @@ function asText(output: unknown): string {
 }
 
 /** An ACT tool call finished: its sanitised result joins the conversation; success decides nothing. */
-export function recordActResult(d: Draft, config: LoopConfig, ok: boolean, output: unknown, signals: string[], code?: string): void {
+export function recordActResult(
+  d: Draft,
+  config: LoopConfig,
+  ok: boolean,
+  output: unknown,
+  signals: string[],
+  code?: string,
+): void {
   const s = d.state;
   const pending = s.pending;
   if (pending?.kind !== "tool") return;
@@ -168,7 +199,13 @@ export function recordActResult(d: Draft, config: LoopConfig, ok: boolean, outpu
   }
   s.messages = [
     ...s.messages,
-    { role: "tool", toolCallId: pending.callId ?? pending.actionId, name: pending.tool, content: text, isError: !ok },
+    {
+      role: "tool",
+      toolCallId: pending.callId ?? pending.actionId,
+      name: pending.tool,
+      content: text,
+      isError: !ok,
+    },
   ];
   d.settle();
   runNextTool(d, config);

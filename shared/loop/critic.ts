@@ -6,7 +6,9 @@ export type Critic = (request: CriticRequest, signal?: AbortSignal) => Promise<C
 
 /** The critic's prompt: the task, the output, the evidence and the rubric, nothing of the generator's reasoning. */
 export function criticPrompt(request: CriticRequest): string {
-  const dims = request.rubric.dimensions.map((d) => `- ${d.name} (weight ${d.weight}, minimum ${d.min})`).join("\n");
+  const dims = request.rubric.dimensions
+    .map((d) => `- ${d.name} (weight ${d.weight}, minimum ${d.min})`)
+    .join("\n");
   return [
     "You are an independent reviewer. Score the OUTPUT against the TASK on each rubric dimension from 0 to 1.",
     'Reply with JSON only: {"scores": {dimension: number}, "defects": [{"severity", "rootCause", "location"?, "description"}], "repairHints": [string], "passed": boolean}.',
@@ -25,7 +27,8 @@ export function criticPrompt(request: CriticRequest): string {
 export function parseVerdict(text: string): CriticVerdict {
   const start = text.indexOf("{");
   const end = text.lastIndexOf("}");
-  if (start < 0 || end < start) throw new AgentError("MODEL_BAD_RESPONSE", "critic reply contains no JSON object");
+  if (start < 0 || end < start)
+    throw new AgentError("MODEL_BAD_RESPONSE", "critic reply contains no JSON object");
   let raw: unknown;
   try {
     raw = JSON.parse(text.slice(start, end + 1)) as unknown;
@@ -33,14 +36,18 @@ export function parseVerdict(text: string): CriticVerdict {
     throw new AgentError("MODEL_BAD_RESPONSE", "critic reply is not valid JSON", { cause });
   }
   const parsed = CriticVerdict.safeParse(raw);
-  if (!parsed.success) throw new AgentError("MODEL_BAD_RESPONSE", `critic verdict is malformed: ${parsed.error.message}`);
+  if (!parsed.success)
+    throw new AgentError("MODEL_BAD_RESPONSE", `critic verdict is malformed: ${parsed.error.message}`);
   return parsed.data;
 }
 
 /** A critic backed by a model driver (scripted, OpenAI-compatible or Anthropic). */
 export function modelCritic(driver: ModelDriver): Critic {
   return async (request, signal) => {
-    const response = await driver.complete({ messages: [{ role: "user", content: criticPrompt(request) }], tools: [] }, signal);
+    const response = await driver.complete(
+      { messages: [{ role: "user", content: criticPrompt(request) }], tools: [] },
+      signal,
+    );
     return parseVerdict(response.text);
   };
 }

@@ -48,7 +48,13 @@ export class Draft {
 
   wal(body: WalBody): void {
     const s = this.state;
-    const record = { schemaVersion: 1, runId: s.runId, iteration: s.guard.iteration, at: this.at, ...body } as WalRecord;
+    const record = {
+      schemaVersion: 1,
+      runId: s.runId,
+      iteration: s.guard.iteration,
+      at: this.at,
+      ...body,
+    } as WalRecord;
     this.effects.push({ type: "wal", record });
   }
 
@@ -92,7 +98,12 @@ export class Draft {
    */
   guard(verdict: GuardVerdict, data?: Record<string, unknown>): GuardVerdict["kind"] {
     if (verdict.kind === "allow") return "allow";
-    const kind = verdict.kind === "warn" ? "guard.warn" : verdict.kind === "block" ? "guard.blocked" : "guard.circuit_break";
+    const kind =
+      verdict.kind === "warn"
+        ? "guard.warn"
+        : verdict.kind === "block"
+          ? "guard.blocked"
+          : "guard.circuit_break";
     this.audit(kind, verdict.kind === "warn" ? "passed" : "failed", {
       reason: verdict.message,
       data: { guardReason: verdict.reason, ...data },

@@ -7,7 +7,13 @@ import { Draft } from "./draft.js";
 import { initialGuardState, type GuardLimits } from "./guard.js";
 import { requestModel } from "./model-step.js";
 import { planHash, readySet, singleTaskPlan, validatePlan } from "./plan.js";
-import { DEFAULT_CHECKPOINT_EVERY, DEFAULT_MEMORY_LIMIT, type LoopConfig, type LoopState, type Transition } from "./state.js";
+import {
+  DEFAULT_CHECKPOINT_EVERY,
+  DEFAULT_MEMORY_LIMIT,
+  type LoopConfig,
+  type LoopState,
+  type Transition,
+} from "./state.js";
 import { fail, halt, recordCompensation } from "./terminal.js";
 import { onApproval, onCriticVerdict, recordToolVerifier, repair } from "./verify.js";
 
@@ -76,7 +82,11 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
   d.state.plan = plan;
   d.state.planHash = hash;
   d.enter("PLAN", "run started", { planHash: hash });
-  const validation = validatePlan(plan, config.tools.map((t) => t.name), limits);
+  const validation = validatePlan(
+    plan,
+    config.tools.map((t) => t.name),
+    limits,
+  );
   if (!validation.ok) {
     fail(d, config, "planInvalid", validation.errors.join("; "));
     return d.finish(event);
@@ -84,7 +94,12 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
   d.enter("DECOMPOSE", undefined, { ready: readySet(plan, new Set(), new Set(), 1) });
   d.enter("RETRIEVE");
   d.await(
-    { type: "recallMemory", namespace: spec.agent.name, query: spec.task.prompt, limit: config.memoryLimit ?? DEFAULT_MEMORY_LIMIT },
+    {
+      type: "recallMemory",
+      namespace: spec.agent.name,
+      query: spec.task.prompt,
+      limit: config.memoryLimit ?? DEFAULT_MEMORY_LIMIT,
+    },
     { kind: "memory" },
   );
   return d.finish(event);
@@ -113,7 +128,8 @@ export function transition(state: LoopState, event: LoopEvent, config: LoopConfi
   else d.wal({ type: "EVENT", event });
   apply(d, state, event, config);
   const every = config.checkpointEvery ?? DEFAULT_CHECKPOINT_EVERY;
-  const due = every > 0 && d.state.step !== state.step && d.state.step % every === 0 && d.state.pending !== null;
+  const due =
+    every > 0 && d.state.step !== state.step && d.state.step % every === 0 && d.state.pending !== null;
   return d.finish(event, due);
 }
 
@@ -141,7 +157,18 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
       if (pending?.kind !== "critic") throw invalid(state, event);
       d.audit("critic.verdict", "failed", { actor: "critic", reason: event.error.message });
       d.settle();
-      return repair(d, config, [{ severity: "medium", rootCause: "toolFailure", description: `critic unavailable: ${event.error.message}` }], []);
+      return repair(
+        d,
+        config,
+        [
+          {
+            severity: "medium",
+            rootCause: "toolFailure",
+            description: `critic unavailable: ${event.error.message}`,
+          },
+        ],
+        [],
+      );
     case "approvalDecided":
       if (pending?.kind !== "approval") throw invalid(state, event);
       return onApproval(d, config, event.decision, event.by, event.feedback);
@@ -183,7 +210,8 @@ function onToolOutcome(
     });
   }
   if (pending.purpose === "compensate") return recordCompensation(d, config, ok, detail);
-  if (pending.purpose === "verify") return recordToolVerifier(d, config, ok, ok ? event.output : undefined, detail ?? "");
+  if (pending.purpose === "verify")
+    return recordToolVerifier(d, config, ok, ok ? event.output : undefined, detail ?? "");
   if (ok) return recordActResult(d, config, true, event.output, event.signals ?? []);
   return recordActResult(d, config, false, `error ${detail ?? ""}`, [], event.error.code);
 }

@@ -65,7 +65,11 @@ export function initialGuardState(startedAt: number): GuardState {
   };
 }
 
-function verdict(kind: "warn" | "block" | "circuitBreak", reason: GuardReason, message: string): GuardVerdict {
+function verdict(
+  kind: "warn" | "block" | "circuitBreak",
+  reason: GuardReason,
+  message: string,
+): GuardVerdict {
   return { kind, reason, message };
 }
 
@@ -123,7 +127,11 @@ export function checkToolCall(state: GuardState, limits: GuardLimits, name: stri
   if (isTwoCycle(next.recentCalls)) {
     return {
       state: next,
-      verdict: verdict("block", "pingPongCycle", `alternating calls detected ending in '${name}' (A→B→A→B→A)`),
+      verdict: verdict(
+        "block",
+        "pingPongCycle",
+        `alternating calls detected ending in '${name}' (A→B→A→B→A)`,
+      ),
     };
   }
   const threshold = limits.pingPongThreshold ?? DEFAULT_PINGPONG_THRESHOLD;
@@ -220,7 +228,11 @@ export function checkDeadline(state: GuardState, limits: GuardLimits, now: numbe
   if (limits.deadlineMs === undefined) return ALLOW;
   const elapsed = now - state.startedAt;
   if (elapsed > limits.deadlineMs) {
-    return verdict("circuitBreak", "deadline", `wall clock ${elapsed} ms exceeds deadline ${limits.deadlineMs} ms`);
+    return verdict(
+      "circuitBreak",
+      "deadline",
+      `wall clock ${elapsed} ms exceeds deadline ${limits.deadlineMs} ms`,
+    );
   }
   return ALLOW;
 }
@@ -231,7 +243,11 @@ export function checkRepair(state: GuardState, limits: GuardLimits): Checked {
   if (next.repairs > limits.maxRepairs) {
     return {
       state: next,
-      verdict: verdict("circuitBreak", "maxRepairs", `repair ${next.repairs} exceeds maxRepairs ${limits.maxRepairs}`),
+      verdict: verdict(
+        "circuitBreak",
+        "maxRepairs",
+        `repair ${next.repairs} exceeds maxRepairs ${limits.maxRepairs}`,
+      ),
     };
   }
   return { state: next, verdict: ALLOW };

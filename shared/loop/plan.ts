@@ -41,7 +41,10 @@ export function topologicalOrder(plan: Plan): { order: string[]; cyclic: string[
       dependents.set(dep, [...(dependents.get(dep) ?? []), task.id]);
     }
   }
-  const queue = [...indegree].filter(([, d]) => d === 0).map(([id]) => id).sort();
+  const queue = [...indegree]
+    .filter(([, d]) => d === 0)
+    .map(([id]) => id)
+    .sort();
   const order: string[] = [];
   while (queue.length > 0) {
     const id = queue.shift() as string;
@@ -58,7 +61,11 @@ export function topologicalOrder(plan: Plan): { order: string[]; cyclic: string[
 }
 
 /** Acyclic, every dependency known, every tool available, the estimate within budget. */
-export function validatePlan(plan: Plan, availableTools: readonly string[], budget: PlanBudget): PlanValidation {
+export function validatePlan(
+  plan: Plan,
+  availableTools: readonly string[],
+  budget: PlanBudget,
+): PlanValidation {
   const errors: string[] = [];
   const ids = new Set<string>();
   for (const task of plan.subtasks) {
@@ -71,13 +78,17 @@ export function validatePlan(plan: Plan, availableTools: readonly string[], budg
       if (!ids.has(dep)) errors.push(`subtask '${task.id}' depends on unknown subtask '${dep}'`);
     }
     for (const tool of task.tools) {
-      if (!availableTools.includes(tool)) errors.push(`subtask '${task.id}' needs unavailable tool '${tool}'`);
+      if (!availableTools.includes(tool))
+        errors.push(`subtask '${task.id}' needs unavailable tool '${tool}'`);
     }
   }
   const { order, cyclic } = topologicalOrder(plan);
   if (cyclic.length > 0) errors.push(`dependency cycle among: ${cyclic.join(", ")}`);
   const estimate = plan.subtasks.reduce(
-    (sum, s) => ({ iterations: sum.iterations + s.estimate.iterations, costUsd: sum.costUsd + s.estimate.costUsd }),
+    (sum, s) => ({
+      iterations: sum.iterations + s.estimate.iterations,
+      costUsd: sum.costUsd + s.estimate.costUsd,
+    }),
     { iterations: 0, costUsd: 0 },
   );
   if (estimate.iterations > budget.maxIterations) {

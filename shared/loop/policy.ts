@@ -72,7 +72,13 @@ export function evaluateGates(rubric: Rubric, verdict: CriticVerdict): GateResul
   }
   const weighted = totalWeight > 0 ? weightedSum / totalWeight : 0;
   const maxDeficit = Math.max(0, ...Object.values(deficits));
-  return { passed: failing.length === 0 && weighted >= rubric.threshold, weighted, deficits, maxDeficit, failing };
+  return {
+    passed: failing.length === 0 && weighted >= rubric.threshold,
+    weighted,
+    deficits,
+    maxDeficit,
+    failing,
+  };
 }
 
 /** Converges when every verifier passed and, with a critic, every quality gate did too. */

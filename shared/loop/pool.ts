@@ -27,7 +27,10 @@ export class AgentPool<R> {
 
   spawn(spec: RunSpecInput | RunSpec, runId?: string): string {
     if (this.active >= this.maxConcurrent) {
-      throw new AgentError("POOL_FULL", `circuit break: pool full (${this.active}/${this.maxConcurrent} agents active)`);
+      throw new AgentError(
+        "POOL_FULL",
+        `circuit break: pool full (${this.active}/${this.maxConcurrent} agents active)`,
+      );
     }
     const id = runId ?? this.ids.next("agent");
     this.active++;

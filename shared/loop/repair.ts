@@ -1,7 +1,11 @@
 import type { Defect, RootCause } from "../contracts/rubric.js";
 
 export type RepairStrategy = "minimalEdit" | "sectionRewrite" | "fullRegeneration";
-export const STRATEGY_ORDER: readonly RepairStrategy[] = ["minimalEdit", "sectionRewrite", "fullRegeneration"];
+export const STRATEGY_ORDER: readonly RepairStrategy[] = [
+  "minimalEdit",
+  "sectionRewrite",
+  "fullRegeneration",
+];
 
 export const SIMILARITY_THRESHOLD = 0.9;
 
@@ -71,7 +75,9 @@ export function similarity(a: string, b: string): number {
 }
 
 export function diagnose(defects: readonly Defect[], hints: readonly string[]): string {
-  const parts = defects.map((d) => `${d.severity} ${d.rootCause}${d.location ? ` at ${d.location}` : ""}: ${d.description}`);
+  const parts = defects.map(
+    (d) => `${d.severity} ${d.rootCause}${d.location ? ` at ${d.location}` : ""}: ${d.description}`,
+  );
   return [...parts, ...hints.map((h) => `hint: ${h}`)].join("\n");
 }
 
@@ -103,12 +109,18 @@ export function planRepair(
 const INSTRUCTIONS: Record<RepairStrategy, string> = {
   minimalEdit: "Make the smallest edit that fixes the defects below; keep everything else exactly as it is.",
   sectionRewrite: "Rewrite the affected sections to fix the defects below; keep the unaffected parts.",
-  fullRegeneration: "Discard the previous answer and produce a new one from scratch that avoids the defects below.",
+  fullRegeneration:
+    "Discard the previous answer and produce a new one from scratch that avoids the defects below.",
 };
 
 /** The repair request to the generator: defects and hints only, never the critic's own context. */
 export function repairPrompt(strategy: RepairStrategy, diagnosis: string, feedback?: string): string {
-  const lines = [`Repair (${strategy}). ${INSTRUCTIONS[strategy]}`, "", "Defects:", diagnosis || "(none stated)"];
+  const lines = [
+    `Repair (${strategy}). ${INSTRUCTIONS[strategy]}`,
+    "",
+    "Defects:",
+    diagnosis || "(none stated)",
+  ];
   if (feedback) lines.push("", `Reviewer feedback: ${feedback}`);
   return lines.join("\n");
 }

@@ -31,9 +31,16 @@ export interface Replayed {
  * must equal the one on record (a crash may have cut the log short: the log is then a prefix);
  * any difference is a NONDETERMINISM error naming the first diverging record.
  */
-export function replay(records: readonly WalRecord[], config: LoopConfig, options: { fromCheckpoint?: boolean } = {}): Replayed {
+export function replay(
+  records: readonly WalRecord[],
+  config: LoopConfig,
+  options: { fromCheckpoint?: boolean } = {},
+): Replayed {
   const start = options.fromCheckpoint ? lastCheckpointIndex(records) : -1;
-  let state: LoopState | undefined = start >= 0 ? (records[start] as Extract<WalRecord, { type: "CHECKPOINT" }>).state as LoopState : undefined;
+  let state: LoopState | undefined =
+    start >= 0
+      ? ((records[start] as Extract<WalRecord, { type: "CHECKPOINT" }>).state as LoopState)
+      : undefined;
   let last: Transition | undefined;
   const produced: WalRecord[] = [];
   const transitions: string[] = [];
@@ -64,12 +71,19 @@ function compare(recorded: readonly WalRecord[], produced: readonly WalRecord[])
     const a = canonicalJson(recorded[i]);
     const b = canonicalJson(produced[i]);
     if (a !== b) {
-      throw new AgentError("NONDETERMINISM", `replay diverged at record ${i + 1} (${recorded[i]?.type} on record, ${produced[i]?.type} replayed)`, {
-        details: { index: i, recorded: recorded[i], replayed: produced[i] },
-      });
+      throw new AgentError(
+        "NONDETERMINISM",
+        `replay diverged at record ${i + 1} (${recorded[i]?.type} on record, ${produced[i]?.type} replayed)`,
+        {
+          details: { index: i, recorded: recorded[i], replayed: produced[i] },
+        },
+      );
     }
   }
   if (recorded.length > produced.length) {
-    throw new AgentError("NONDETERMINISM", `the log has ${recorded.length - produced.length} record(s) the replay does not produce`);
+    throw new AgentError(
+      "NONDETERMINISM",
+      `the log has ${recorded.length - produced.length} record(s) the replay does not produce`,
+    );
   }
 }

@@ -65,7 +65,11 @@ export class LoopRunner {
   private readonly idempotent = new Map<string, LoopEvent>();
 
   constructor(private readonly deps: RunnerDeps) {
-    this.invoker = new ToolInvoker({ clock: deps.clock, random: deps.random, ...(deps.invokePolicy ? { policy: deps.invokePolicy } : {}) });
+    this.invoker = new ToolInvoker({
+      clock: deps.clock,
+      random: deps.random,
+      ...(deps.invokePolicy ? { policy: deps.invokePolicy } : {}),
+    });
   }
 
   config(): LoopConfig {
@@ -79,11 +83,18 @@ export class LoopRunner {
   async run(input: RunSpecInput | RunSpec, options: RunOptions = {}): Promise<RunResult> {
     const parsed = RunSpec.safeParse(input);
     if (!parsed.success) {
-      throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${parsed.error.message}`, { details: parsed.error.issues });
+      throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${parsed.error.message}`, {
+        details: parsed.error.issues,
+      });
     }
     const spec = parsed.data;
     const runId = options.runId ?? spec.runId ?? this.deps.ids.next("run");
-    const result: RunResult = { state: undefined as unknown as LoopState, wal: [], audit: [], transitions: [] };
+    const result: RunResult = {
+      state: undefined as unknown as LoopState,
+      wal: [],
+      audit: [],
+      transitions: [],
+    };
     const first = startRun(
       {
         type: "start",
@@ -102,7 +113,16 @@ export class LoopRunner {
   /** Feeds an outside event (an approval, a halt, a resume) to a parked or running state. */
   async send(previous: RunResult, event: LoopEvent, signal?: AbortSignal): Promise<RunResult> {
     const next = transition(previous.state, event, this.config());
-    return this.drive(next, { ...previous, wal: [...previous.wal], audit: [...previous.audit], transitions: [...previous.transitions] }, signal);
+    return this.drive(
+      next,
+      {
+        ...previous,
+        wal: [...previous.wal],
+        audit: [...previous.audit],
+        transitions: [...previous.transitions],
+      },
+      signal,
+    );
   }
 
   private async drive(first: Transition, result: RunResult, signal?: AbortSignal): Promise<RunResult> {
@@ -115,7 +135,8 @@ export class LoopRunner {
         this.deps.onEffect?.(effect);
         if (effect.type === "wal") result.wal.push(effect.record);
         else if (effect.type === "audit") result.audit.push(effect.event);
-        else if (effect.type === "storeMemory") await this.deps.memory?.remember(effect.namespace, effect.text);
+        else if (effect.type === "storeMemory")
+          await this.deps.memory?.remember(effect.namespace, effect.text);
         else awaiting = effect;
       }
       if (!awaiting) return result;
@@ -125,7 +146,11 @@ export class LoopRunner {
     }
   }
 
-  private async perform(effect: AwaitingEffect, state: LoopState, signal?: AbortSignal): Promise<LoopEvent | undefined> {
+  private async perform(
+    effect: AwaitingEffect,
+    state: LoopState,
+    signal?: AbortSignal,
+  ): Promise<LoopEvent | undefined> {
     const at = (): number => this.deps.clock.now();
     switch (effect.type) {
       case "recallMemory": {
@@ -137,7 +162,12 @@ export class LoopRunner {
           const response = await this.driverFor(state).complete(effect.request, signal);
           return { type: "modelResponded", at: at(), requestId: effect.requestId, response };
         } catch (err) {
-          return { type: "modelFailed", at: at(), requestId: effect.requestId, error: toAgentError(err).toBody() };
+          return {
+            type: "modelFailed",
+            at: at(),
+            requestId: effect.requestId,
+            error: toAgentError(err).toBody(),
+          };
         }
       case "callTool":
         return this.callTool(effect, state, signal);
@@ -156,20 +186,34 @@ export class LoopRunner {
     }
   }
 
-  private async callTool(effect: Extract<Effect, { type: "callTool" }>, state: LoopState, signal?: AbortSignal): Promise<LoopEvent> {
+  private async callTool(
+    effect: Extract<Effect, { type: "callTool" }>,
+    state: LoopState,
+    signal?: AbortSignal,
+  ): Promise<LoopEvent> {
     const recorded = this.idempotent.get(effect.idempotencyKey);
-    if (recorded) return { ...recorded, at: this.deps.clock.now() } as LoopEvent;
+    if (recorded) return { ...recorded, at: this.deps.clock.now() };
     const event = await this.execute(effect, state, signal);
     this.idempotent.set(effect.idempotencyKey, event);
     return event;
   }
 
-  private async execute(effect: Extract<Effect, { type: "callTool" }>, state: LoopState, signal?: AbortSignal): Promise<LoopEvent> {
+  private async execute(
+    effect: Extract<Effect, { type: "callTool" }>,
+    state: LoopState,
+    signal?: AbortSignal,
+  ): Promise<LoopEvent> {
     const tool = this.deps.registry.get(effect.tool);
-    const aborted = (error: AgentError): LoopEvent => ({ type: "toolAborted", at: this.deps.clock.now(), actionId: effect.actionId, error: error.toBody() });
+    const aborted = (error: AgentError): LoopEvent => ({
+      type: "toolAborted",
+      at: this.deps.clock.now(),
+      actionId: effect.actionId,
+      error: error.toBody(),
+    });
     if (!tool) return aborted(new AgentError("UNKNOWN_TOOL", `unknown tool '${effect.tool}'`));
     const granted = findGrant(state.spec.agent.capabilities, describeTool(tool).capability);
-    if (!granted) return aborted(new AgentError("CAPABILITY_DENIED", `no capability grants tool '${effect.tool}'`));
+    if (!granted)
+      return aborted(new AgentError("CAPABILITY_DENIED", `no capability grants tool '${effect.tool}'`));
     try {
       const result = await this.invoker.invoke(tool, effect.input, {
         runId: state.runId,
@@ -194,7 +238,9 @@ export class LoopRunner {
 
   private driverFor(state: LoopState): ModelDriver {
     if (this.deps.driver) return this.deps.driver;
-    return this.cachedDriver(`${state.runId}:generator`, () => this.buildDriver(state.spec.agent.model, state));
+    return this.cachedDriver(`${state.runId}:generator`, () =>
+      this.buildDriver(state.spec.agent.model, state),
+    );
   }
 
   private criticFor(state: LoopState): Critic {

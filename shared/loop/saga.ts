@@ -23,7 +23,11 @@ export function planCompensation(actions: readonly CompletedAction[]): Compensat
   for (const action of [...actions].reverse()) {
     if (action.reversibility === "pure") continue;
     if (action.reversibility === "irreversible") {
-      plan.manual.push({ actionId: action.actionId, tool: action.tool, reason: "irreversible: needs manual intervention" });
+      plan.manual.push({
+        actionId: action.actionId,
+        tool: action.tool,
+        reason: "irreversible: needs manual intervention",
+      });
     } else if (action.compensation) {
       plan.steps.push({
         actionId: action.actionId,

@@ -95,7 +95,15 @@ export interface Terminal {
 export type Pending =
   | { kind: "memory" }
   | { kind: "model"; requestId: string }
-  | { kind: "tool"; actionId: string; tool: string; purpose: ActionPurpose; callId?: string; verifierIndex?: number; input: unknown }
+  | {
+      kind: "tool";
+      actionId: string;
+      tool: string;
+      purpose: ActionPurpose;
+      callId?: string;
+      verifierIndex?: number;
+      input: unknown;
+    }
   | { kind: "critic" }
   | { kind: "approval"; on: "commit" | "failure" };
 

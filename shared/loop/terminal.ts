@@ -10,7 +10,11 @@ export function buildProvenance(s: LoopState, at: number): Provenance {
     task: s.spec.task.prompt,
     planHash: s.planHash,
     toolInvocations: s.invocations,
-    repairHistory: s.repairHistory.map(({ strategy, diagnosis, loopDetected }) => ({ strategy, diagnosis, loopDetected })),
+    repairHistory: s.repairHistory.map(({ strategy, diagnosis, loopDetected }) => ({
+      strategy,
+      diagnosis,
+      loopDetected,
+    })),
     scores: s.verdict?.scores ?? null,
     verification: s.verification ?? [],
     modelId: s.modelId,
@@ -35,7 +39,11 @@ export function commit(d: Draft, reason: string): void {
   s.status = "committed";
   s.terminal = { kind: "COMMIT", reason, output: s.output, artifact, artifactHash: artifact.contentHash };
   d.wal({ type: "TERMINAL", outcome: "COMMIT", reason, artifactHash: artifact.contentHash });
-  d.audit("run.committed", "passed", { reason, artifacts: [artifact.contentHash], data: { output: s.output } });
+  d.audit("run.committed", "passed", {
+    reason,
+    artifacts: [artifact.contentHash],
+    data: { output: s.output },
+  });
   d.emit({
     type: "storeMemory",
     namespace: s.spec.agent.name,
@@ -71,10 +79,28 @@ export function continueCompensation(d: Draft, config: LoopConfig): void {
   const actionId = `comp-${next.actionId}`;
   const idempotencyKey = `${s.runId}:${actionId}`;
   const timeoutMs = config.tools.find((t) => t.name === next.tool)?.timeoutMs ?? 120_000;
-  d.audit("compensation.started", "started", { actor: `tool:${next.tool}`, data: { actionId: next.actionId, compensatingTool: next.tool } });
-  d.wal({ type: "INTENT", actionId, tool: next.tool, input: next.input, idempotencyKey, purpose: "compensate" });
+  d.audit("compensation.started", "started", {
+    actor: `tool:${next.tool}`,
+    data: { actionId: next.actionId, compensatingTool: next.tool },
+  });
+  d.wal({
+    type: "INTENT",
+    actionId,
+    tool: next.tool,
+    input: next.input,
+    idempotencyKey,
+    purpose: "compensate",
+  });
   d.await(
-    { type: "callTool", actionId, tool: next.tool, input: next.input, idempotencyKey, purpose: "compensate", timeoutMs },
+    {
+      type: "callTool",
+      actionId,
+      tool: next.tool,
+      input: next.input,
+      idempotencyKey,
+      purpose: "compensate",
+      timeoutMs,
+    },
     { kind: "tool", actionId, tool: next.tool, purpose: "compensate", input: next.input },
   );
 }
@@ -86,10 +112,16 @@ export function recordCompensation(d: Draft, config: LoopConfig, ok: boolean, de
   const original = pending.actionId.replace(/^comp-/, "");
   s.compensation = {
     ...s.compensation,
-    results: [...s.compensation.results, { actionId: original, tool: pending.tool, ok, ...(detail ? { detail } : {}) }],
+    results: [
+      ...s.compensation.results,
+      { actionId: original, tool: pending.tool, ok, ...(detail ? { detail } : {}) },
+    ],
     manual: ok
       ? s.compensation.manual
-      : [...s.compensation.manual, { actionId: original, tool: pending.tool, reason: `compensation failed: ${detail ?? "unknown"}` }],
+      : [
+          ...s.compensation.manual,
+          { actionId: original, tool: pending.tool, reason: `compensation failed: ${detail ?? "unknown"}` },
+        ],
   };
   d.audit("compensation.completed", ok ? "passed" : "failed", {
     actor: `tool:${pending.tool}`,
@@ -114,7 +146,13 @@ function finalizeFailure(d: Draft): void {
   };
   const hash = contentHash(report);
   s.status = "failed";
-  s.terminal = { kind: "FAIL", reason: failing.reason, output: s.output, artifact: report, artifactHash: hash };
+  s.terminal = {
+    kind: "FAIL",
+    reason: failing.reason,
+    output: s.output,
+    artifact: report,
+    artifactHash: hash,
+  };
   d.wal({ type: "TERMINAL", outcome: "FAIL", reason: failing.reason, artifactHash: hash });
   d.audit("run.failed", "failed", {
     reason: failing.reason,
@@ -131,8 +169,19 @@ export function halt(d: Draft, reason: string, by: string): void {
   s.pending = null;
   d.enter("HALT", reason);
   s.status = "halted";
-  const artifact = { kind: "halt" as const, reason, by, phase: s.haltedFrom.phase, lastCheckpoint: s.lastCheckpoint };
+  const artifact = {
+    kind: "halt" as const,
+    reason,
+    by,
+    phase: s.haltedFrom.phase,
+    lastCheckpoint: s.lastCheckpoint,
+  };
   const hash = contentHash(artifact);
   s.terminal = { kind: "HALT", reason, artifact, artifactHash: hash };
-  d.audit("run.halted", "skipped", { reason, actor: by === "system" ? "agent" : "human", artifacts: [hash], data: { by } });
+  d.audit("run.halted", "skipped", {
+    reason,
+    actor: by === "system" ? "agent" : "human",
+    artifacts: [hash],
+    data: { by },
+  });
 }

@@ -23,8 +23,17 @@ function validatorFor(schema: Record<string, unknown>): ValidateFunction {
 }
 
 /** Runs a verifier that needs no I/O; `tool` verifiers return undefined (they are effects). */
-export function evaluatePureVerifier(verifier: Verifier, index: number, output: string): VerifierResult | undefined {
-  const result = (passed: boolean, message: string): VerifierResult => ({ index, kind: verifier.kind, passed, message });
+export function evaluatePureVerifier(
+  verifier: Verifier,
+  index: number,
+  output: string,
+): VerifierResult | undefined {
+  const result = (passed: boolean, message: string): VerifierResult => ({
+    index,
+    kind: verifier.kind,
+    passed,
+    message,
+  });
   switch (verifier.kind) {
     case "nonEmpty":
       return output.trim() === "" ? result(false, "output is empty") : result(true, "output is not empty");

@@ -1,12 +1,17 @@
 import type { CriticVerdict, Defect } from "../contracts/rubric.js";
 import { checkRepair } from "./guard.js";
 import type { Draft } from "./draft.js";
-import { convergedNow, policyOf, requestModel, viewOf } from "./model-step.js";
+import { policyOf, requestModel, viewOf } from "./model-step.js";
 import { criticRubric, evaluateGates } from "./policy.js";
 import { planRepair, repairPrompt } from "./repair.js";
 import type { LoopConfig } from "./state.js";
 import { commit, fail, halt } from "./terminal.js";
-import { evaluatePureVerifier, toolVerifierPassed, verifierDefects, type VerifierResult } from "./verifiers.js";
+import {
+  evaluatePureVerifier,
+  toolVerifierPassed,
+  verifierDefects,
+  type VerifierResult,
+} from "./verifiers.js";
 
 const EVIDENCE_LIMIT = 20;
 
@@ -43,23 +48,61 @@ function continueVerify(d: Draft, config: LoopConfig): void {
   const actionId = `verify-${s.actionCount}`;
   const idempotencyKey = `${s.runId}:${actionId}`;
   const timeoutMs = config.tools.find((t) => t.name === verifier.tool)?.timeoutMs ?? 120_000;
-  d.wal({ type: "INTENT", actionId, tool: verifier.tool, input: verifier.input, idempotencyKey, purpose: "verify" });
-  d.audit("tool.intent", "started", { actor: `tool:${verifier.tool}`, data: { actionId, purpose: "verify" } });
+  d.wal({
+    type: "INTENT",
+    actionId,
+    tool: verifier.tool,
+    input: verifier.input,
+    idempotencyKey,
+    purpose: "verify",
+  });
+  d.audit("tool.intent", "started", {
+    actor: `tool:${verifier.tool}`,
+    data: { actionId, purpose: "verify" },
+  });
   d.await(
-    { type: "callTool", actionId, tool: verifier.tool, input: verifier.input, idempotencyKey, purpose: "verify", timeoutMs },
-    { kind: "tool", actionId, tool: verifier.tool, purpose: "verify", verifierIndex: index, input: verifier.input },
+    {
+      type: "callTool",
+      actionId,
+      tool: verifier.tool,
+      input: verifier.input,
+      idempotencyKey,
+      purpose: "verify",
+      timeoutMs,
+    },
+    {
+      kind: "tool",
+      actionId,
+      tool: verifier.tool,
+      purpose: "verify",
+      verifierIndex: index,
+      input: verifier.input,
+    },
   );
 }
 
 /** A tool verifier answered (ok with output, or an error). */
-export function recordToolVerifier(d: Draft, config: LoopConfig, ok: boolean, output: unknown, detail: string): void {
+export function recordToolVerifier(
+  d: Draft,
+  config: LoopConfig,
+  ok: boolean,
+  output: unknown,
+  detail: string,
+): void {
   const s = d.state;
   const pending = s.pending;
   if (pending?.kind !== "tool" || pending.verifierIndex === undefined) return;
   const verifier = s.spec.task.verifiers?.[pending.verifierIndex];
   const passed = ok && verifier?.kind === "tool" && toolVerifierPassed(verifier, output);
-  const message = ok ? (passed ? `tool '${pending.tool}' passed` : `tool '${pending.tool}' output differs from expect`) : detail;
-  s.verification = [...(s.verification ?? []), { index: pending.verifierIndex, kind: "tool", passed, message }];
+  const message = ok
+    ? passed
+      ? `tool '${pending.tool}' passed`
+      : `tool '${pending.tool}' output differs from expect`
+    : detail;
+  s.verification = [
+    ...(s.verification ?? []),
+    { index: pending.verifierIndex, kind: "tool", passed, message },
+  ];
   d.settle();
   continueVerify(d, config);
 }
@@ -105,7 +148,12 @@ export function onCriticVerdict(d: Draft, config: LoopConfig, verdict: CriticVer
   const gateDefects: Defect[] = (gates?.failing ?? []).map((dimension) => ({
     dimension,
     severity: "medium",
-    rootCause: dimension === "safety" ? "safetyViolation" : dimension === "coherence" ? "incoherence" : "incompleteness",
+    rootCause:
+      dimension === "safety"
+        ? "safetyViolation"
+        : dimension === "coherence"
+          ? "incoherence"
+          : "incompleteness",
     description: `${dimension} scored ${verdict.scores[dimension] ?? 0}, below its minimum`,
   }));
   const defects = verdict.defects.length > 0 ? verdict.defects : gateDefects;
@@ -121,12 +169,21 @@ function decide(d: Draft, config: LoopConfig, defects: Defect[], hints: string[]
     else commit(d, decision.reason);
     return;
   }
-  const found = defects.length > 0 ? defects : [{ severity: "medium" as const, rootCause: "incompleteness" as const, description: decision.reason }];
+  const found =
+    defects.length > 0
+      ? defects
+      : [{ severity: "medium" as const, rootCause: "incompleteness" as const, description: decision.reason }];
   repair(d, config, found, hints);
 }
 
 /** REPAIR: bounded by maxRepairs; the strategy follows the defects; then back to ACT. */
-export function repair(d: Draft, config: LoopConfig, defects: Defect[], hints: string[], feedback?: string): void {
+export function repair(
+  d: Draft,
+  config: LoopConfig,
+  defects: Defect[],
+  hints: string[],
+  feedback?: string,
+): void {
   const s = d.state;
   d.enter("REPAIR", `${defects.length} defect(s)`);
   s.defects = defects;
@@ -143,9 +200,17 @@ export function repair(d: Draft, config: LoopConfig, defects: Defect[], hints: s
       return;
     }
   }
-  s.repairHistory = [...s.repairHistory, { output: s.output, diagnosis: plan.diagnosis, strategy: plan.strategy, loopDetected: plan.loopDetected }];
-  d.audit("repair.started", "started", { data: { strategy: plan.strategy, loopDetected: plan.loopDetected, defects: defects.length } });
-  s.messages = [...s.messages, { role: "user", content: repairPrompt(plan.strategy, plan.diagnosis, feedback) }];
+  s.repairHistory = [
+    ...s.repairHistory,
+    { output: s.output, diagnosis: plan.diagnosis, strategy: plan.strategy, loopDetected: plan.loopDetected },
+  ];
+  d.audit("repair.started", "started", {
+    data: { strategy: plan.strategy, loopDetected: plan.loopDetected, defects: defects.length },
+  });
+  s.messages = [
+    ...s.messages,
+    { role: "user", content: repairPrompt(plan.strategy, plan.diagnosis, feedback) },
+  ];
   s.verification = null;
   s.verdict = null;
   d.enter("ACT", `repair: ${plan.strategy}`);
@@ -178,13 +243,16 @@ export function onApproval(
   feedback: string | undefined,
 ): void {
   const s = d.state;
-  d.audit("approval.decided", decision === "reject" ? "failed" : "passed", { actor: "human", data: { decision, by } });
+  d.audit("approval.decided", decision === "reject" ? "failed" : "passed", {
+    actor: "human",
+    data: { decision, by },
+  });
   d.settle();
   s.terminal = null;
   s.haltedFrom = null;
   s.status = "running";
   if (decision === "approve") commit(d, `approved by ${by}`);
-  else if (decision === "reject") fail(d, config, "rejected", `rejected by ${by}${feedback ? `: ${feedback}` : ""}`);
+  else if (decision === "reject")
+    fail(d, config, "rejected", `rejected by ${by}${feedback ? `: ${feedback}` : ""}`);
   else repair(d, config, s.defects, [], feedback ?? "modify requested");
 }
-

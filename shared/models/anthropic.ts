@@ -1,5 +1,11 @@
 import { z } from "zod";
-import type { AnthropicModelRef, Message, ModelRequest, ModelResponse, StopReason } from "../contracts/model.js";
+import type {
+  AnthropicModelRef,
+  Message,
+  ModelRequest,
+  ModelResponse,
+  StopReason,
+} from "../contracts/model.js";
 import { AgentError } from "../runtime/errors.js";
 import type { DriverLocality, ModelDriver } from "./driver.js";
 import { postJson, readApiKey, type HttpDeps, type HttpPolicy } from "./http.js";
@@ -57,7 +63,14 @@ export class AnthropicDriver implements ModelDriver {
     const { ref } = this.options;
     const key = readApiKey(this.options.env, ref.apiKeyEnv ?? ANTHROPIC_DEFAULT_KEY_ENV, true) as string;
     const headers = { "x-api-key": key, "anthropic-version": ANTHROPIC_VERSION };
-    const raw = await postJson(`${this.baseUrl}/v1/messages`, headers, toAnthropicBody(ref.model, request), this.options.http, this.options.policy, signal);
+    const raw = await postJson(
+      `${this.baseUrl}/v1/messages`,
+      headers,
+      toAnthropicBody(ref.model, request),
+      this.options.http,
+      this.options.policy,
+      signal,
+    );
     return parseAnthropicReply(raw, ref.model, this.options.prices);
   }
 }
@@ -95,7 +108,12 @@ function toAnthropicMessages(messages: readonly Message[]): Turn[] {
   for (const message of messages) {
     if (message.role === "user") push("user", { type: "text", text: message.content });
     else if (message.role === "tool") {
-      push("user", { type: "tool_result", tool_use_id: message.toolCallId, content: message.content, is_error: message.isError });
+      push("user", {
+        type: "tool_result",
+        tool_use_id: message.toolCallId,
+        content: message.content,
+        is_error: message.isError,
+      });
     } else {
       if (message.content !== "") push("assistant", { type: "text", text: message.content });
       for (const call of message.toolCalls ?? []) {
@@ -116,9 +134,13 @@ export function parseAnthropicReply(raw: unknown, requestedModel: string, prices
   const toolCalls: ModelResponse["toolCalls"] = [];
   for (const block of reply.content) {
     if (block.type === "text") text += block.text;
-    else if (block.type === "tool_use") toolCalls.push({ id: block.id, name: block.name, input: block.input ?? {} });
+    else if (block.type === "tool_use")
+      toolCalls.push({ id: block.id, name: block.name, input: block.input ?? {} });
   }
-  const usage = { inputTokens: reply.usage?.input_tokens ?? 0, outputTokens: reply.usage?.output_tokens ?? 0 };
+  const usage = {
+    inputTokens: reply.usage?.input_tokens ?? 0,
+    outputTokens: reply.usage?.output_tokens ?? 0,
+  };
   return {
     text,
     toolCalls,

@@ -28,7 +28,12 @@ export function createDriver(ref: ModelRef, privacy: PrivacyTier, deps: DriverFa
 }
 
 function build(ref: ModelRef, deps: DriverFactoryDeps): ModelDriver {
-  const common = { env: deps.env, prices: deps.prices, http: deps.http, ...(deps.policy ? { policy: deps.policy } : {}) };
+  const common = {
+    env: deps.env,
+    prices: deps.prices,
+    http: deps.http,
+    ...(deps.policy ? { policy: deps.policy } : {}),
+  };
   switch (ref.provider) {
     case "scripted":
       return new ScriptedDriver(ref, deps.http.clock);

@@ -1,5 +1,5 @@
 import type { Clock } from "../runtime/clock.js";
-import { AgentError, toAgentError } from "../runtime/errors.js";
+import { AgentError, isAgentError, toAgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { fullJitterDelay } from "../tools/backoff.js";
 
@@ -16,7 +16,12 @@ export interface HttpPolicy {
   timeoutMs: number;
 }
 
-export const DEFAULT_HTTP_POLICY: HttpPolicy = { retries: 3, baseDelayMs: 500, maxDelayMs: 20_000, timeoutMs: 120_000 };
+export const DEFAULT_HTTP_POLICY: HttpPolicy = {
+  retries: 3,
+  baseDelayMs: 500,
+  maxDelayMs: 20_000,
+  timeoutMs: 120_000,
+};
 
 /** The wait a 429/503 asks for: `retry-after` as seconds or an HTTP date. */
 export function retryAfterMs(header: string | null, now: number): number | undefined {
@@ -30,7 +35,8 @@ export function retryAfterMs(header: string | null, now: number): number | undef
 function classify(status: number, body: string): AgentError {
   const snippet = body.slice(0, 500);
   if (status === 429) return new AgentError("MODEL_RATE_LIMITED", `rate limited (429): ${snippet}`);
-  if (status === 401 || status === 403) return new AgentError("MODEL_AUTH", `authentication failed (${status}): ${snippet}`);
+  if (status === 401 || status === 403)
+    return new AgentError("MODEL_AUTH", `authentication failed (${status}): ${snippet}`);
   if (status >= 500) return new AgentError("MODEL_UNAVAILABLE", `provider error (${status}): ${snippet}`);
   return new AgentError("MODEL_REJECTED", `request rejected (${status}): ${snippet}`);
 }
@@ -82,7 +88,7 @@ function parseJson(text: string): unknown {
 }
 
 function fromThrown(err: unknown, signal?: AbortSignal): AgentError {
-  if (err instanceof AgentError) return err;
+  if (isAgentError(err)) return err;
   if (signal?.aborted) return new AgentError("MODEL_REJECTED", "request cancelled", { cause: err });
   if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) {
     return new AgentError("MODEL_TIMEOUT", "model request timed out", { cause: err });
@@ -91,7 +97,11 @@ function fromThrown(err: unknown, signal?: AbortSignal): AgentError {
 }
 
 /** Reads an API key from the environment variable a ModelRef names; the value is never logged. */
-export function readApiKey(env: Readonly<Record<string, string | undefined>>, name: string, required: boolean): string | undefined {
+export function readApiKey(
+  env: Readonly<Record<string, string | undefined>>,
+  name: string,
+  required: boolean,
+): string | undefined {
   const value = env[name];
   if ((value === undefined || value === "") && required) {
     throw new AgentError("MISSING_API_KEY", `environment variable ${name} is not set`);

@@ -18,7 +18,9 @@ const OpenAiReply = z.object({
         message: z.object({
           content: z.string().nullable().optional(),
           tool_calls: z
-            .array(z.object({ id: z.string(), function: z.object({ name: z.string(), arguments: z.string() }) }))
+            .array(
+              z.object({ id: z.string(), function: z.object({ name: z.string(), arguments: z.string() }) }),
+            )
             .optional(),
         }),
       }),
@@ -58,9 +60,20 @@ export class OpenAiDriver implements ModelDriver {
   async complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {
     const { ref } = this.options;
     // Local servers (Ollama, llama.cpp) usually need no key; a named key variable must be set.
-    const key = readApiKey(this.options.env, ref.apiKeyEnv ?? OPENAI_DEFAULT_KEY_ENV, ref.apiKeyEnv !== undefined || this.locality === "remote");
+    const key = readApiKey(
+      this.options.env,
+      ref.apiKeyEnv ?? OPENAI_DEFAULT_KEY_ENV,
+      ref.apiKeyEnv !== undefined || this.locality === "remote",
+    );
     const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {};
-    const raw = await postJson(`${this.baseUrl}/chat/completions`, headers, toOpenAiBody(ref.model, request), this.options.http, this.options.policy, signal);
+    const raw = await postJson(
+      `${this.baseUrl}/chat/completions`,
+      headers,
+      toOpenAiBody(ref.model, request),
+      this.options.http,
+      this.options.policy,
+      signal,
+    );
     return parseOpenAiReply(raw, ref.model, this.options.prices);
   }
 }
@@ -134,6 +147,8 @@ function parseArguments(name: string, text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (cause) {
-    throw new AgentError("MODEL_BAD_RESPONSE", `tool call '${name}' has arguments that are not JSON`, { cause });
+    throw new AgentError("MODEL_BAD_RESPONSE", `tool call '${name}' has arguments that are not JSON`, {
+      cause,
+    });
   }
 }

@@ -36,7 +36,10 @@ export class ScriptedDriver implements ModelDriver {
   private stepAt(index: number): ScriptStep {
     const { script } = this.ref;
     if (index >= script.length && !this.ref.loop) {
-      throw new AgentError("SCRIPT_EXHAUSTED", `the script has ${script.length} steps and step ${index + 1} was asked for`);
+      throw new AgentError(
+        "SCRIPT_EXHAUSTED",
+        `the script has ${script.length} steps and step ${index + 1} was asked for`,
+      );
     }
     return script[index % script.length] as ScriptStep;
   }

@@ -74,7 +74,7 @@ export function isRetryable(value: unknown): boolean {
 
 /** Wraps anything thrown into an AgentError so callers only ever handle one shape. */
 export function toAgentError(value: unknown, fallback: ErrorCode = "INTERNAL"): AgentError {
-  if (value instanceof AgentError) return value;
+  if (isAgentError(value)) return value;
   const message = value instanceof Error ? value.message : String(value);
   return new AgentError(fallback, message, { cause: value });
 }

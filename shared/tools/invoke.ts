@@ -47,12 +47,20 @@ export class ToolInvoker {
     return breaker;
   }
 
-  async invoke<I, O>(tool: ToolDefinition<I, O>, rawInput: unknown, ctx: ToolInvocationContext): Promise<ToolOutput<O>> {
+  async invoke<I, O>(
+    tool: ToolDefinition<I, O>,
+    rawInput: unknown,
+    ctx: ToolInvocationContext,
+  ): Promise<ToolOutput<O>> {
     const parsed = tool.input.safeParse(rawInput);
     if (!parsed.success) {
-      throw new AgentError("INVALID_INPUT", `invalid input for tool '${tool.name}': ${parsed.error.message}`, {
-        details: parsed.error.issues,
-      });
+      throw new AgentError(
+        "INVALID_INPUT",
+        `invalid input for tool '${tool.name}': ${parsed.error.message}`,
+        {
+          details: parsed.error.issues,
+        },
+      );
     }
     const breaker = this.breakerFor(tool.name);
     for (let attempt = 0; ; attempt++) {
@@ -72,7 +80,11 @@ export class ToolInvoker {
     }
   }
 
-  private async attempt<I, O>(tool: ToolDefinition<I, O>, input: I, ctx: ToolInvocationContext): Promise<ToolOutput<O>> {
+  private async attempt<I, O>(
+    tool: ToolDefinition<I, O>,
+    input: I,
+    ctx: ToolInvocationContext,
+  ): Promise<ToolOutput<O>> {
     const controller = new AbortController();
     const onOuterAbort = (): void => controller.abort(ctx.signal?.reason);
     ctx.signal?.addEventListener("abort", onOuterAbort, { once: true });

@@ -64,6 +64,9 @@ function capBytes(text: string, maxBytes: number): { text: string; truncated: bo
   if (bytes.length <= maxBytes) return { text, truncated: false };
   const room = Math.max(0, maxBytes - Buffer.byteLength(TRUNCATION_NOTE));
   // Decoding a cut buffer may end in a broken character; drop the replacement char it yields.
-  const head = bytes.subarray(0, room).toString("utf8").replace(/\uFFFD$/, "");
+  const head = bytes
+    .subarray(0, room)
+    .toString("utf8")
+    .replace(/\uFFFD$/, "");
   return { text: head + TRUNCATION_NOTE, truncated: true };
 }

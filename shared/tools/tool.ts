@@ -1,10 +1,6 @@
 import { z } from "zod";
 import type { CapabilityObject, PrivacyTier, RequiredCapability } from "../contracts/capability.js";
-import {
-  DEFAULT_TOOL_TIMEOUT_MS,
-  type Reversibility,
-  type ToolDescriptor,
-} from "../contracts/tool.js";
+import { DEFAULT_TOOL_TIMEOUT_MS, type Reversibility, type ToolDescriptor } from "../contracts/tool.js";
 
 /** What a tool sees when it runs: who called, with which grants, and how long it has. */
 export interface ToolContext {

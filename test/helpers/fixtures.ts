@@ -36,7 +36,11 @@ export function spec(o: SpecOverrides = {}): RunSpecInput {
     },
     agent: {
       name: o.name ?? "tester",
-      model: { provider: "scripted", script: o.script ?? [{ text: "hello" }], ...(o.loop !== undefined ? { loop: o.loop } : {}) },
+      model: {
+        provider: "scripted",
+        script: o.script ?? [{ text: "hello" }],
+        ...(o.loop !== undefined ? { loop: o.loop } : {}),
+      },
       tools: o.tools ?? ["echo"],
       capabilities: o.capabilities ?? ["compute"],
       ...(o.privacy ? { privacy: o.privacy } : {}),

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
+import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import { replay } from "../../shared/loop/replay.js";
 import type { LoopConfig } from "../../shared/loop/state.js";
@@ -9,11 +10,16 @@ import { describeTool } from "../../shared/tools/tool.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 3 };
-const longScript = (n: number) => [...Array.from({ length: n }, (_, i) => echoCall(`step ${i}`)), { text: "final answer" }];
+const longScript = (n: number) => [
+  ...Array.from({ length: n }, (_, i) => echoCall(`step ${i}`)),
+  { text: "final answer" },
+];
 
 describe("durability", () => {
   it("replaying the WAL reproduces every transition hash and the final state", async () => {
-    const result = await runner({ checkpointEvery: 3 }).run(spec({ script: longScript(7), resources: { maxIterations: 20 } }));
+    const result = await runner({ checkpointEvery: 3 }).run(
+      spec({ script: longScript(7), resources: { maxIterations: 20 } }),
+    );
     expect(result.state.status).toBe("committed");
     const replayed = replay(result.wal, { ...config });
     expect(replayed.transitions).toEqual(result.transitions);
@@ -21,9 +27,13 @@ describe("durability", () => {
   });
 
   it("checkpoints are written every N model responses and resume from the last one equals a full replay", async () => {
-    const result = await runner({ checkpointEvery: 3 }).run(spec({ script: longScript(10), resources: { maxIterations: 20 } }));
+    const result = await runner({ checkpointEvery: 3 }).run(
+      spec({ script: longScript(10), resources: { maxIterations: 20 } }),
+    );
     const checkpoints = result.wal.filter((r) => r.type === "CHECKPOINT");
-    expect(checkpoints.map((c) => c.type === "CHECKPOINT" && (c.state as { step: number }).step)).toEqual([3, 6, 9]);
+    expect(checkpoints.map((c) => c.type === "CHECKPOINT" && (c.state as { step: number }).step)).toEqual([
+      3, 6, 9,
+    ]);
     const full = replay(result.wal, config);
     const fromCheckpoint = replay(result.wal, config, { fromCheckpoint: true });
     expect(fromCheckpoint.state.transitionHash).toBe(full.state.transitionHash);
@@ -51,33 +61,67 @@ describe("durability", () => {
 
   it("a tampered log is reported as nondeterminism, naming the record", async () => {
     const result = await runner().run(spec({ script: longScript(2) }));
-    const tampered: WalRecord[] = result.wal.map((r) => (r.type === "INTENT" ? { ...r, input: { text: "changed" } } : r));
-    expect(() => replay(tampered, config)).toThrow(expect.objectContaining({ code: "NONDETERMINISM", message: expect.stringMatching(/diverged at record \d+ \(INTENT/) }));
-    expect(() => replay([...result.wal, result.wal.at(-1) as WalRecord], config)).toThrow(/the replay does not produce/);
+    const tampered: WalRecord[] = result.wal.map((r) =>
+      r.type === "INTENT" ? { ...r, input: { text: "changed" } } : r,
+    );
+    expect(() => replay(tampered, config)).toThrow(
+      expect.objectContaining({
+        code: "NONDETERMINISM",
+        message: expect.stringMatching(/diverged at record \d+ \(INTENT/) as unknown,
+      }),
+    );
+    expect(() => replay([...result.wal, result.wal.at(-1) as WalRecord], config)).toThrow(
+      /the replay does not produce/,
+    );
     expect(() => replay([], config)).toThrow(/no run to replay/);
   });
 
   it("events that do not fit the state are refused with INVALID_TRANSITION", () => {
     const s = RunSpec.parse(spec());
-    const started = startRun({ type: "start", at: 0, spec: s, runId: "r1", rootRunId: "r1", depth: 0 }, config);
+    const started = startRun(
+      { type: "start", at: 0, spec: s, runId: "r1", rootRunId: "r1", depth: 0 },
+      config,
+    );
     expect(started.state.pending).toEqual({ kind: "memory" });
-    const bad = { type: "modelResponded", at: 1, requestId: "model-1", response: { text: "", toolCalls: [], stopReason: "endTurn", usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0, model: "m" } } as const;
-    expect(() => transition(started.state, bad, config)).toThrow(expect.objectContaining({ code: "INVALID_TRANSITION" }));
+    const bad: Extract<LoopEvent, { type: "modelResponded" }> = {
+      type: "modelResponded",
+      at: 1,
+      requestId: "model-1",
+      response: {
+        text: "",
+        toolCalls: [],
+        stopReason: "endTurn",
+        usage: { inputTokens: 0, outputTokens: 0 },
+        costUsd: 0,
+        model: "m",
+      },
+    };
+    expect(() => transition(started.state, bad, config)).toThrow(
+      expect.objectContaining({ code: "INVALID_TRANSITION" }),
+    );
     const acting = transition(started.state, { type: "memoryRecalled", at: 1, memories: [] }, config);
     expect(() => transition(acting.state, { ...bad, requestId: "model-9" }, config)).toThrow(/does not fit/);
     const halted = transition(acting.state, { type: "halt", at: 2, reason: "operator", by: "ops" }, config);
     expect(() => transition(halted.state, bad, config)).toThrow(/does not fit/);
     const resumed = transition(halted.state, { type: "resume", at: 3, by: "ops" }, config);
     expect(resumed.effects.find((e) => e.type === "callModel")).toMatchObject({ requestId: "model-1" });
-    const committed = transition(resumed.state, { ...bad, response: { ...bad.response, text: "hi" } }, config);
+    const committed = transition(
+      resumed.state,
+      { ...bad, response: { ...bad.response, text: "hi" } },
+      config,
+    );
     expect(committed.state.status).toBe("committed");
-    expect(() => transition(committed.state, { type: "halt", at: 4, reason: "late", by: "ops" }, config)).toThrow(/does not fit/);
+    expect(() =>
+      transition(committed.state, { type: "halt", at: 4, reason: "late", by: "ops" }, config),
+    ).toThrow(/does not fit/);
   });
 
   it("a plan naming a tool the runtime cannot reach fails at PLAN with a clear reason", async () => {
     const result = await runner().run(spec({ tools: ["echo", "ghost"] }));
     expect(result.state.status).toBe("failed");
     expect(result.state.terminal?.reason).toBe("planInvalid");
-    expect(result.audit.find((e) => e.kind === "run.failed")?.data?.diagnosis).toContain("unavailable tool 'ghost'");
+    expect(result.audit.find((e) => e.kind === "run.failed")?.data?.diagnosis).toContain(
+      "unavailable tool 'ghost'",
+    );
   });
 });

@@ -207,24 +207,39 @@ describe("LoopGuard", () => {
   });
 
   it("INV-016 no token budget means unlimited [test_token_budget_unlimited]", () => {
-    const r = recordUsage(initialGuardState(0), limits(), { inputTokens: 10_000_000, outputTokens: 10_000_000 });
+    const r = recordUsage(initialGuardState(0), limits(), {
+      inputTokens: 10_000_000,
+      outputTokens: 10_000_000,
+    });
     expect(r.verdict.kind).toBe("allow");
   });
 
   it("INV-016 below 80% of the token budget is allowed [test_token_budget_allow]", () => {
-    const r = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), { inputTokens: 700, outputTokens: 99 });
+    const r = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), {
+      inputTokens: 700,
+      outputTokens: 99,
+    });
     expect(r.verdict.kind).toBe("allow");
   });
 
   it("INV-016 at 80% of the token budget warns [test_token_budget_warn]", () => {
-    const at = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), { inputTokens: 700, outputTokens: 100 });
+    const at = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), {
+      inputTokens: 700,
+      outputTokens: 100,
+    });
     expect(at.verdict).toMatchObject({ kind: "warn", reason: "tokensNearBudget" });
-    const full = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), { inputTokens: 1000, outputTokens: 0 });
+    const full = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), {
+      inputTokens: 1000,
+      outputTokens: 0,
+    });
     expect(full.verdict.kind).toBe("warn");
   });
 
   it("INV-016 over the token budget circuit-breaks [test_token_budget_exhausted]", () => {
-    const r = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), { inputTokens: 900, outputTokens: 101 });
+    const r = recordUsage(initialGuardState(0), limits({ maxTokensBudget: 1000 }), {
+      inputTokens: 900,
+      outputTokens: 101,
+    });
     expect(r.verdict).toMatchObject({ kind: "circuitBreak", reason: "tokenBudget" });
   });
 
@@ -257,8 +272,15 @@ describe("LoopGuard", () => {
   it("INV-001/INV-002 property: for any event sequence, model calls <= max+1 and the counter is monotonic", () => {
     const event = fc.oneof(
       fc.constant({ t: "iter" as const }),
-      fc.record({ t: fc.constant("tool" as const), name: fc.constantFrom("a", "b", "c"), n: fc.integer({ min: 0, max: 3 }) }),
-      fc.record({ t: fc.constant("stop" as const), r: fc.constantFrom<StopReason>("endTurn", "toolUse", "maxTokens", "stopSequence") }),
+      fc.record({
+        t: fc.constant("tool" as const),
+        name: fc.constantFrom("a", "b", "c"),
+        n: fc.integer({ min: 0, max: 3 }),
+      }),
+      fc.record({
+        t: fc.constant("stop" as const),
+        r: fc.constantFrom<StopReason>("endTurn", "toolUse", "maxTokens", "stopSequence"),
+      }),
       fc.record({ t: fc.constant("cost" as const), c: fc.double({ min: 0, max: 1, noNaN: true }) }),
     );
     fc.assert(

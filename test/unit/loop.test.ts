@@ -15,7 +15,9 @@ const scores = (c: number, s = 1): CriticVerdict => ({
   repairHints: [],
   passed: true,
 });
-const scriptedCritic = { model: { provider: "scripted" as const, script: [{ text: JSON.stringify(scores(0.95)) }] } };
+const scriptedCritic = {
+  model: { provider: "scripted" as const, script: [{ text: JSON.stringify(scores(0.95)) }] },
+};
 
 function criticSeq(...verdicts: CriticVerdict[]) {
   const requests: CriticRequest[] = [];
@@ -28,7 +30,9 @@ function criticSeq(...verdicts: CriticVerdict[]) {
 
 describe("critic and quality gates", () => {
   it("a scripted critic model passes the gates and the run commits with scores in its provenance", async () => {
-    const result = await runner().run(spec({ script: [echoCall("evidence-1"), { text: "answer" }], critic: scriptedCritic }));
+    const result = await runner().run(
+      spec({ script: [echoCall("evidence-1"), { text: "answer" }], critic: scriptedCritic }),
+    );
     expect(result.state.status).toBe("committed");
     expect(kinds(result)).toEqual(expect.arrayContaining(["critic.requested", "critic.verdict"]));
     const artifact = result.state.terminal?.artifact as CommitArtifact;
@@ -37,9 +41,22 @@ describe("critic and quality gates", () => {
 
   it("the critic gets task, output, evidence and rubric only, never the generator's messages", async () => {
     const { critic, requests } = criticSeq(scores(0.9));
-    await runner({ critic }).run(spec({ prompt: "Summarise", script: [echoCall("fact A"), { text: "summary" }], critic: scriptedCritic }));
+    await runner({ critic }).run(
+      spec({
+        prompt: "Summarise",
+        script: [echoCall("fact A"), { text: "summary" }],
+        critic: scriptedCritic,
+      }),
+    );
     expect(requests).toHaveLength(1);
-    expect(Object.keys(requests[0] ?? {}).sort()).toEqual(["evidence", "output", "rubric", "runId", "schemaVersion", "task"]);
+    expect(Object.keys(requests[0] ?? {}).sort()).toEqual([
+      "evidence",
+      "output",
+      "rubric",
+      "runId",
+      "schemaVersion",
+      "task",
+    ]);
     expect(requests[0]).toMatchObject({ task: "Summarise", output: "summary" });
     expect(requests[0]?.evidence.join()).toContain("fact A");
     expect(requests[0]?.rubric.dimensions.map((d) => [d.name, d.weight, d.min])).toEqual([
@@ -67,11 +84,15 @@ describe("critic and quality gates", () => {
     const verdict: CriticVerdict = {
       ...scores(0.5),
       passed: false,
-      defects: [{ severity: "low", rootCause: "factualError", location: "line 2", description: "the date is wrong" }],
+      defects: [
+        { severity: "low", rootCause: "factualError", location: "line 2", description: "the date is wrong" },
+      ],
       repairHints: ["use 1969"],
     };
     const { critic } = criticSeq(verdict, scores(1));
-    const driver = new ScriptedDriver({ script: [{ text: "Moon landing: 1970" }, { text: "Moon landing: 1969" }] });
+    const driver = new ScriptedDriver({
+      script: [{ text: "Moon landing: 1970" }, { text: "Moon landing: 1969" }],
+    });
     await runner({ critic, driver }).run(spec({ critic: scriptedCritic }));
     const repair = driver.requests[1]?.messages.at(-1)?.content ?? "";
     expect(repair).toContain("minimalEdit");
@@ -83,7 +104,9 @@ describe("critic and quality gates", () => {
 
   it("an unavailable critic sends the run to REPAIR, never to COMMIT", async () => {
     const critic: Critic = () => Promise.reject(new Error("critic down"));
-    const result = await runner({ critic }).run(spec({ critic: scriptedCritic, script: [{ text: "x" }], loop: true, resources: { maxRepairs: 1 } }));
+    const result = await runner({ critic }).run(
+      spec({ critic: scriptedCritic, script: [{ text: "x" }], loop: true, resources: { maxRepairs: 1 } }),
+    );
     expect(result.state.status).toBe("failed");
     expect(kinds(result)).not.toContain("run.committed");
   });
@@ -91,8 +114,12 @@ describe("critic and quality gates", () => {
 
 describe("repair bounds, approvals and halts", () => {
   it("repairs are bounded by maxRepairs; exhaustion fails with a diagnosis and a failure report", async () => {
-    const script = ["alpha", "bravo charlie", "delta echo foxtrot", "golf hotel india juliet", "kilo"].map((t) => ({ text: t }));
-    const result = await runner().run(spec({ script, verifiers: [{ kind: "regex", pattern: "^never$" }], resources: { maxRepairs: 2 } }));
+    const script = ["alpha", "bravo charlie", "delta echo foxtrot", "golf hotel india juliet", "kilo"].map(
+      (t) => ({ text: t }),
+    );
+    const result = await runner().run(
+      spec({ script, verifiers: [{ kind: "regex", pattern: "^never$" }], resources: { maxRepairs: 2 } }),
+    );
     expect(result.state.status).toBe("failed");
     expect(result.state.terminal?.reason).toBe("maxRepairs");
     expect(kinds(result).filter((k) => k === "repair.started")).toHaveLength(2);
@@ -105,7 +132,12 @@ describe("repair bounds, approvals and halts", () => {
 
   it("the same output and diagnosis coming back escalates the strategy, then gives up", async () => {
     const result = await runner().run(
-      spec({ script: [{ text: "same answer" }], loop: true, verifiers: [{ kind: "regex", pattern: "^never$" }], resources: { maxRepairs: 10 } }),
+      spec({
+        script: [{ text: "same answer" }],
+        loop: true,
+        verifiers: [{ kind: "regex", pattern: "^never$" }],
+        resources: { maxRepairs: 10 },
+      }),
     );
     const strategies = result.audit.filter((e) => e.kind === "repair.started").map((e) => e.data?.strategy);
     expect(strategies).toEqual(["minimalEdit", "sectionRewrite"]);
@@ -114,13 +146,29 @@ describe("repair bounds, approvals and halts", () => {
 
   it("with requiresApproval, exhausted repairs HALT for a human instead of failing; approve then commits", async () => {
     const r = runner();
-    const parked = await r.run(spec({ script: [{ text: "maybe" }], loop: true, verifiers: [{ kind: "regex", pattern: "^never$" }], requiresApproval: true, resources: { maxRepairs: 0 } }));
+    const parked = await r.run(
+      spec({
+        script: [{ text: "maybe" }],
+        loop: true,
+        verifiers: [{ kind: "regex", pattern: "^never$" }],
+        requiresApproval: true,
+        resources: { maxRepairs: 0 },
+      }),
+    );
     expect(parked.state.phase).toBe("HALT");
     expect(parked.state.status).toBe("awaiting_approval");
     expect(kinds(parked).slice(-2)).toEqual(["run.halted", "approval.requested"]);
-    const approved = await r.send(parked, { type: "approvalDecided", at: 1, decision: "approve", by: "alice" });
+    const approved = await r.send(parked, {
+      type: "approvalDecided",
+      at: 1,
+      decision: "approve",
+      by: "alice",
+    });
     expect(approved.state.status).toBe("committed");
-    expect(approved.audit.find((e) => e.kind === "approval.decided")).toMatchObject({ actor: "human", data: { by: "alice" } });
+    expect(approved.audit.find((e) => e.kind === "approval.decided")).toMatchObject({
+      actor: "human",
+      data: { by: "alice" },
+    });
   });
 
   it("requiresApproval gates COMMIT: reject fails the run, modify repairs with the feedback", async () => {
@@ -129,12 +177,24 @@ describe("repair bounds, approvals and halts", () => {
     const parked = await runner({ driver }).run(spec({ requiresApproval: true }));
     expect(parked.state.status).toBe("awaiting_approval");
     expect(parked.state.phase).toBe("VERIFY");
-    const rejected = await r.send(parked, { type: "approvalDecided", at: 1, decision: "reject", by: "bob", feedback: "no" });
+    const rejected = await r.send(parked, {
+      type: "approvalDecided",
+      at: 1,
+      decision: "reject",
+      by: "bob",
+      feedback: "no",
+    });
     expect(rejected.state.status).toBe("failed");
     expect(rejected.state.terminal?.reason).toBe("rejected");
 
     const r2 = runner({ driver });
-    const modified = await r2.send(parked, { type: "approvalDecided", at: 1, decision: "modify", by: "bob", feedback: "be more formal" });
+    const modified = await r2.send(parked, {
+      type: "approvalDecided",
+      at: 1,
+      decision: "modify",
+      by: "bob",
+      feedback: "be more formal",
+    });
     expect(driver.requests.at(-1)?.messages.at(-1)?.content).toContain("be more formal");
     expect(modified.state.status).toBe("awaiting_approval");
   });
@@ -146,7 +206,9 @@ describe("repair bounds, approvals and halts", () => {
     expect(halted.state.phase).toBe("HALT");
     expect(halted.state.status).toBe("halted");
     expect(kinds(halted).at(-1)).toBe("run.halted");
-    await expect(r.send(halted, { type: "approvalDecided", at: 3, decision: "approve", by: "x" })).rejects.toMatchObject({ code: "INVALID_TRANSITION" });
+    await expect(
+      r.send(halted, { type: "approvalDecided", at: 3, decision: "approve", by: "x" }),
+    ).rejects.toMatchObject({ code: "INVALID_TRANSITION" });
     const resumed = await r.send(halted, { type: "resume", at: 4, by: "ops" });
     expect(kinds(resumed).slice(-2)).toEqual(["phase.entered", "run.resumed"]);
     expect(resumed.state.pending).toEqual({ kind: "approval", on: "commit" });
@@ -158,7 +220,11 @@ describe("repair bounds, approvals and halts", () => {
 describe("saga", () => {
   it("on FAIL after side effects, compensations run in reverse order and irreversible actions need a human", async () => {
     const log: string[] = [];
-    const mk = (name: string, reversibility: "compensable" | "irreversible" | "pure", compensation?: string) =>
+    const mk = (
+      name: string,
+      reversibility: "compensable" | "irreversible" | "pure",
+      compensation?: string,
+    ) =>
       defineTool({
         name,
         description: name,
@@ -172,7 +238,13 @@ describe("saga", () => {
           return Promise.resolve({ output: { done: name } });
         },
       });
-    const tools = [mk("reserve", "compensable", "release"), mk("release", "pure"), mk("notify", "irreversible"), mk("book", "compensable", "unbook"), mk("unbook", "pure")];
+    const tools = [
+      mk("reserve", "compensable", "release"),
+      mk("release", "pure"),
+      mk("notify", "irreversible"),
+      mk("book", "compensable", "unbook"),
+      mk("unbook", "pure"),
+    ];
     const script = [
       { toolCalls: [{ name: "reserve", input: { id: "r1" } }] },
       { toolCalls: [{ name: "notify", input: { id: "n1" } }] },
@@ -183,10 +255,24 @@ describe("saga", () => {
       spec({ tools: ["reserve", "notify", "book"], script, resources: { maxIterations: 4 } }),
     );
     expect(result.state.status).toBe("failed");
-    expect(log).toEqual(["reserve:r1", "notify:n1", "book:b1", "reserve:r2", "release:r2", "book:b1".replace("book", "unbook"), "release:r1"]);
+    expect(log).toEqual([
+      "reserve:r1",
+      "notify:n1",
+      "book:b1",
+      "reserve:r2",
+      "release:r2",
+      "book:b1".replace("book", "unbook"),
+      "release:r1",
+    ]);
     const report = result.state.terminal?.artifact as FailureReport;
-    expect(report.compensations.map((c) => [c.tool, c.ok])).toEqual([["release", true], ["unbook", true], ["release", true]]);
-    expect(report.manualIntervention).toEqual([{ actionId: "act-2", tool: "notify", reason: "irreversible: needs manual intervention" }]);
+    expect(report.compensations.map((c) => [c.tool, c.ok])).toEqual([
+      ["release", true],
+      ["unbook", true],
+      ["release", true],
+    ]);
+    expect(report.manualIntervention).toEqual([
+      { actionId: "act-2", tool: "notify", reason: "irreversible: needs manual intervention" },
+    ]);
     expect(kinds(result).filter((k) => k.startsWith("compensation."))).toHaveLength(6);
     expect(kinds(result).at(-1)).toBe("run.failed");
     expect(result.wal.filter((r) => r.type === "INTENT" && r.purpose === "compensate")).toHaveLength(3);
@@ -199,7 +285,9 @@ describe("budgets inside a run", () => {
     const result = await runner().run(spec({ script, resources: { maxCostUsd: 1 } }));
     expect(result.state.terminal?.reason).toBe("costBudget");
     expect(modelCalls(result)).toBe(4);
-    expect(result.audit.filter((e) => e.kind === "guard.warn").map((e) => e.data?.guardReason)).toContain("costNearBudget");
+    expect(result.audit.filter((e) => e.kind === "guard.warn").map((e) => e.data?.guardReason)).toContain(
+      "costNearBudget",
+    );
   });
 
   it("five truncated responses in a row break the loop; each asks the model to continue", async () => {
@@ -231,15 +319,28 @@ describe("budgets inside a run", () => {
       },
     });
     const script = Array.from({ length: 5 }, (_, n) => ({ toolCalls: [{ name: "slow", input: { n } }] }));
-    const result = await runner({ clock, registry: registry(slow) }).run(spec({ tools: ["slow"], script, resources: { deadlineMs: 90_000 } }));
+    const result = await runner({ clock, registry: registry(slow) }).run(
+      spec({ tools: ["slow"], script, resources: { deadlineMs: 90_000 } }),
+    );
     expect(result.state.terminal?.reason).toBe("deadline");
     expect(modelCalls(result)).toBe(2);
   });
 
   it("the third identical tool call is blocked in a run and not executed", async () => {
     const execute = vi.fn(() => Promise.resolve({ output: "x" }));
-    const probe = defineTool({ name: "probe", description: "p", input: z.object({}), capability: { kind: "compute" }, execute });
-    const driver = new ScriptedDriver({ script: [...Array(3).fill({ toolCalls: [{ name: "probe", input: {} }] }), { text: "done" }] });
+    const probe = defineTool({
+      name: "probe",
+      description: "p",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      execute,
+    });
+    const driver = new ScriptedDriver({
+      script: [
+        ...Array.from({ length: 3 }, () => ({ toolCalls: [{ name: "probe", input: {} }] })),
+        { text: "done" },
+      ],
+    });
     const result = await runner({ driver, registry: registry(probe) }).run(spec({ tools: ["probe"] }));
     expect(execute).toHaveBeenCalledTimes(2);
     expect(driver.requests[3]?.messages.at(-1)?.content).toContain("GUARD_BLOCKED");
@@ -251,7 +352,9 @@ describe("commit artifact", () => {
   it("carries provenance and a sha256 content hash over output and provenance", async () => {
     const result = await runner().run(spec({ script: [echoCall("p"), { text: "final" }] }));
     const artifact = result.state.terminal?.artifact as CommitArtifact;
-    expect(artifact.contentHash).toBe(sha256(canonicalJson({ output: artifact.output, provenance: artifact.provenance })));
+    expect(artifact.contentHash).toBe(
+      sha256(canonicalJson({ output: artifact.output, provenance: artifact.provenance })),
+    );
     expect(artifact.provenance).toMatchObject({
       task: "Say hello",
       modelId: "scripted",
@@ -264,16 +367,33 @@ describe("commit artifact", () => {
 
   it("verifiers: jsonSchema and tool verifiers gate the commit", async () => {
     const schema = { type: "object", required: ["n"], properties: { n: { type: "number" } } };
-    const good = await runner().run(spec({ script: [{ text: '{"n": 3}' }], verifiers: [{ kind: "jsonSchema", schema }, { kind: "tool", tool: "echo", input: { text: "ok" }, expect: { text: "ok" } }] }));
+    const good = await runner().run(
+      spec({
+        script: [{ text: '{"n": 3}' }],
+        verifiers: [
+          { kind: "jsonSchema", schema },
+          { kind: "tool", tool: "echo", input: { text: "ok" }, expect: { text: "ok" } },
+        ],
+      }),
+    );
     expect(good.state.status).toBe("committed");
     expect(good.wal.some((r) => r.type === "INTENT" && r.purpose === "verify")).toBe(true);
-    const bad = await runner().run(spec({ script: [{ text: "not json" }, { text: '{"n": "x"}' }, { text: '{"n": 1}' }], verifiers: [{ kind: "jsonSchema", schema }, { kind: "tool", tool: "echo", input: { text: "ok" }, expect: { text: "different" } }], resources: { maxRepairs: 2 } }));
+    const bad = await runner().run(
+      spec({
+        script: [{ text: "not json" }, { text: '{"n": "x"}' }, { text: '{"n": 1}' }],
+        verifiers: [
+          { kind: "jsonSchema", schema },
+          { kind: "tool", tool: "echo", input: { text: "ok" }, expect: { text: "different" } },
+        ],
+        resources: { maxRepairs: 2 },
+      }),
+    );
     expect(bad.state.status).toBe("failed");
     expect((bad.state.terminal?.artifact as FailureReport).diagnosis).toContain("output differs from expect");
   });
 
   it("refuses an invalid spec with INVALID_SPEC and the zod issues", async () => {
     await expect(runner().run({ schemaVersion: 1 } as never)).rejects.toMatchObject({ code: "INVALID_SPEC" });
-    await expect(runner().run(spec({ tools: ["echo"] , name: "" }))).rejects.toThrow(/invalid RunSpec/);
+    await expect(runner().run(spec({ tools: ["echo"], name: "" }))).rejects.toThrow(/invalid RunSpec/);
   });
 });

@@ -17,15 +17,34 @@ const request: ModelRequest = {
     { role: "assistant", content: "", toolCalls: [{ id: "call_1", name: "calc", input: { expr: "2+2" } }] },
     { role: "tool", toolCallId: "call_1", name: "calc", content: "4", isError: false },
   ],
-  tools: [{ name: "calc", description: "evaluates arithmetic", inputSchema: { type: "object", properties: { expr: { type: "string" } } } }],
+  tools: [
+    {
+      name: "calc",
+      description: "evaluates arithmetic",
+      inputSchema: { type: "object", properties: { expr: { type: "string" } } },
+    },
+  ],
 };
 const http = () => ({ clock: new InstantClock(0), random: seededRandom(1) });
 const fastPolicy = { retries: 2, baseDelayMs: 10, maxDelayMs: 50, timeoutMs: 2_000 };
 
 describe("scripted driver", () => {
   it("returns the steps in order and fails with SCRIPT_EXHAUSTED past the end", async () => {
-    const driver = new ScriptedDriver({ script: [{ text: "one" }, { toolCalls: [{ name: "t", input: { a: 1 } }], usage: { inputTokens: 3, outputTokens: 4 }, costUsd: 0.5 }] });
-    expect(await driver.complete(request)).toMatchObject({ text: "one", stopReason: "endTurn", toolCalls: [] });
+    const driver = new ScriptedDriver({
+      script: [
+        { text: "one" },
+        {
+          toolCalls: [{ name: "t", input: { a: 1 } }],
+          usage: { inputTokens: 3, outputTokens: 4 },
+          costUsd: 0.5,
+        },
+      ],
+    });
+    expect(await driver.complete(request)).toMatchObject({
+      text: "one",
+      stopReason: "endTurn",
+      toolCalls: [],
+    });
     expect(await driver.complete(request)).toMatchObject({
       stopReason: "toolUse",
       toolCalls: [{ id: "call_2_1", name: "t", input: { a: 1 } }],
@@ -57,7 +76,17 @@ describe("openai-compatible driver", () => {
     await using server = await startServer((_req, res) =>
       json(res, 200, {
         model: "llama-3-8b",
-        choices: [{ finish_reason: "tool_calls", message: { content: null, tool_calls: [{ id: "c9", type: "function", function: { name: "calc", arguments: '{"expr":"3*3"}' } }] } }],
+        choices: [
+          {
+            finish_reason: "tool_calls",
+            message: {
+              content: null,
+              tool_calls: [
+                { id: "c9", type: "function", function: { name: "calc", arguments: '{"expr":"3*3"}' } },
+              ],
+            },
+          },
+        ],
         usage: { prompt_tokens: 120, completion_tokens: 30 },
       }),
     );
@@ -85,20 +114,45 @@ describe("openai-compatible driver", () => {
       messages: [
         { role: "system", content: "You are terse." },
         { role: "user", content: "What is 2+2? Use the calculator." },
-        { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "calc", arguments: '{"expr":"2+2"}' } }] },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            { id: "call_1", type: "function", function: { name: "calc", arguments: '{"expr":"2+2"}' } },
+          ],
+        },
         { role: "tool", tool_call_id: "call_1", content: "4" },
       ],
-      tools: [{ type: "function", function: { name: "calc", description: "evaluates arithmetic", parameters: { type: "object", properties: { expr: { type: "string" } } } } }],
+      tools: [
+        {
+          type: "function",
+          function: {
+            name: "calc",
+            description: "evaluates arithmetic",
+            parameters: { type: "object", properties: { expr: { type: "string" } } },
+          },
+        },
+      ],
     });
   });
 
   it("maps finish_reason to stop reasons", async () => {
-    const reasons: [string, string][] = [["stop", "endTurn"], ["length", "maxTokens"], ["content_filter", "stopSequence"], ["tool_calls", "toolUse"]];
+    const reasons: [string, string][] = [
+      ["stop", "endTurn"],
+      ["length", "maxTokens"],
+      ["content_filter", "stopSequence"],
+      ["tool_calls", "toolUse"],
+    ];
     let i = 0;
     await using server = await startServer((_req, res) =>
       json(res, 200, { choices: [{ finish_reason: reasons[i++]?.[0], message: { content: "x" } }] }),
     );
-    const driver = new OpenAiDriver({ ref: { provider: "openai", model: "m", baseUrl: server.url }, env: {}, prices: {}, http: http() });
+    const driver = new OpenAiDriver({
+      ref: { provider: "openai", model: "m", baseUrl: server.url },
+      env: {},
+      prices: {},
+      http: http(),
+    });
     for (const [, expected] of reasons) expect((await driver.complete(request)).stopReason).toBe(expected);
   });
 
@@ -111,7 +165,13 @@ describe("openai-compatible driver", () => {
       json(res, 200, { choices: [{ finish_reason: "stop", message: { content: "fine" } }] });
     });
     const clock = new InstantClock(0);
-    const driver = new OpenAiDriver({ ref: { provider: "openai", model: "m", baseUrl: server.url }, env: {}, prices: {}, http: { clock, random: seededRandom(1) }, policy: fastPolicy });
+    const driver = new OpenAiDriver({
+      ref: { provider: "openai", model: "m", baseUrl: server.url },
+      env: {},
+      prices: {},
+      http: { clock, random: seededRandom(1) },
+      policy: fastPolicy,
+    });
     expect((await driver.complete(request)).text).toBe("fine");
     expect(calls).toBe(3);
     expect(clock.now()).toBeGreaterThanOrEqual(2_000);
@@ -119,8 +179,16 @@ describe("openai-compatible driver", () => {
 
   it("fails at once on 400 and 401 without leaking the key", async () => {
     let status = 400;
-    await using server = await startServer((_req, res) => json(res, status, { error: { message: "bad request" } }));
-    const driver = new OpenAiDriver({ ref: { provider: "openai", model: "m", baseUrl: server.url, apiKeyEnv: "K" }, env: { K: KEY }, prices: {}, http: http(), policy: fastPolicy });
+    await using server = await startServer((_req, res) =>
+      json(res, status, { error: { message: "bad request" } }),
+    );
+    const driver = new OpenAiDriver({
+      ref: { provider: "openai", model: "m", baseUrl: server.url, apiKeyEnv: "K" },
+      env: { K: KEY },
+      prices: {},
+      http: http(),
+      policy: fastPolicy,
+    });
     const rejected = await driver.complete(request).catch((e: unknown) => e);
     expect(rejected).toMatchObject({ code: "MODEL_REJECTED", retryable: false });
     status = 401;
@@ -132,26 +200,61 @@ describe("openai-compatible driver", () => {
 
   it("gives up after its retries on persistent 500, and reports network errors as retryable", async () => {
     await using server = await startServer((_req, res) => json(res, 500, { error: "down" }));
-    const driver = new OpenAiDriver({ ref: { provider: "openai", model: "m", baseUrl: server.url }, env: {}, prices: {}, http: http(), policy: fastPolicy });
-    await expect(driver.complete(request)).rejects.toMatchObject({ code: "MODEL_UNAVAILABLE", retryable: true });
+    const driver = new OpenAiDriver({
+      ref: { provider: "openai", model: "m", baseUrl: server.url },
+      env: {},
+      prices: {},
+      http: http(),
+      policy: fastPolicy,
+    });
+    await expect(driver.complete(request)).rejects.toMatchObject({
+      code: "MODEL_UNAVAILABLE",
+      retryable: true,
+    });
     expect(server.requests).toHaveLength(3);
-    const dead = new OpenAiDriver({ ref: { provider: "openai", model: "m", baseUrl: "http://127.0.0.1:1" }, env: {}, prices: {}, http: http(), policy: { ...fastPolicy, retries: 0 } });
+    const dead = new OpenAiDriver({
+      ref: { provider: "openai", model: "m", baseUrl: "http://127.0.0.1:1" },
+      env: {},
+      prices: {},
+      http: http(),
+      policy: { ...fastPolicy, retries: 0 },
+    });
     await expect(dead.complete(request)).rejects.toMatchObject({ code: "MODEL_NETWORK", retryable: true });
   });
 
   it("rejects malformed replies and non-JSON tool arguments", async () => {
     let body: unknown = { nope: true };
     await using server = await startServer((_req, res) => json(res, 200, body));
-    const driver = new OpenAiDriver({ ref: { provider: "openai", model: "m", baseUrl: server.url }, env: {}, prices: {}, http: http() });
+    const driver = new OpenAiDriver({
+      ref: { provider: "openai", model: "m", baseUrl: server.url },
+      env: {},
+      prices: {},
+      http: http(),
+    });
     await expect(driver.complete(request)).rejects.toMatchObject({ code: "MODEL_BAD_RESPONSE" });
-    body = { choices: [{ finish_reason: "tool_calls", message: { tool_calls: [{ id: "1", function: { name: "f", arguments: "{oops" } }] } }] };
+    body = {
+      choices: [
+        {
+          finish_reason: "tool_calls",
+          message: { tool_calls: [{ id: "1", function: { name: "f", arguments: "{oops" } }] },
+        },
+      ],
+    };
     await expect(driver.complete(request)).rejects.toThrow(/not JSON/);
   });
 
   it("a remote endpoint needs its key; a missing key is a clear error", async () => {
-    const driver = new OpenAiDriver({ ref: { provider: "openai", model: "gpt" }, env: {}, prices: {}, http: http() });
+    const driver = new OpenAiDriver({
+      ref: { provider: "openai", model: "gpt" },
+      env: {},
+      prices: {},
+      http: http(),
+    });
     expect(driver.locality).toBe("remote");
-    await expect(driver.complete(request)).rejects.toMatchObject({ code: "MISSING_API_KEY", message: "environment variable OPENAI_API_KEY is not set" });
+    await expect(driver.complete(request)).rejects.toMatchObject({
+      code: "MISSING_API_KEY",
+      message: "environment variable OPENAI_API_KEY is not set",
+    });
   });
 });
 
@@ -196,10 +299,22 @@ describe("anthropic driver", () => {
       system: "You are terse.",
       messages: [
         { role: "user", content: [{ type: "text", text: "What is 2+2? Use the calculator." }] },
-        { role: "assistant", content: [{ type: "tool_use", id: "call_1", name: "calc", input: { expr: "2+2" } }] },
-        { role: "user", content: [{ type: "tool_result", tool_use_id: "call_1", content: "4", is_error: false }] },
+        {
+          role: "assistant",
+          content: [{ type: "tool_use", id: "call_1", name: "calc", input: { expr: "2+2" } }],
+        },
+        {
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: "call_1", content: "4", is_error: false }],
+        },
       ],
-      tools: [{ name: "calc", description: "evaluates arithmetic", input_schema: { type: "object", properties: { expr: { type: "string" } } } }],
+      tools: [
+        {
+          name: "calc",
+          description: "evaluates arithmetic",
+          input_schema: { type: "object", properties: { expr: { type: "string" } } },
+        },
+      ],
     });
   });
 
@@ -215,7 +330,12 @@ describe("anthropic driver", () => {
       const [status, body] = replies[i++] ?? [500, {}];
       json(res, status, body);
     });
-    const driver = new AnthropicDriver({ ref: { provider: "anthropic", model: "c", baseUrl: server.url }, env: { ANTHROPIC_API_KEY: KEY }, prices: {}, http: http() });
+    const driver = new AnthropicDriver({
+      ref: { provider: "anthropic", model: "c", baseUrl: server.url },
+      env: { ANTHROPIC_API_KEY: KEY },
+      prices: {},
+      http: http(),
+    });
     expect((await driver.complete(request)).stopReason).toBe("maxTokens");
     expect((await driver.complete(request)).stopReason).toBe("stopSequence");
     expect((await driver.complete(request)).stopReason).toBe("endTurn");
@@ -223,9 +343,20 @@ describe("anthropic driver", () => {
   });
 
   it("is remote by default and refused for a sovereign agent", () => {
-    expect(() => createDriver({ provider: "anthropic", model: "c" }, "sovereign", { env: {}, prices: {}, http: http() })).toThrow(/sovereign/);
-    expect(createDriver({ provider: "anthropic", model: "c" }, "standard", { env: {}, prices: {}, http: http() }).locality).toBe("remote");
-    expect(createDriver({ provider: "openai", model: "m", baseUrl: "http://localhost:11434/v1" }, "sovereign", { env: {}, prices: {}, http: http() }).locality).toBe("local");
+    expect(() =>
+      createDriver({ provider: "anthropic", model: "c" }, "sovereign", { env: {}, prices: {}, http: http() }),
+    ).toThrow(/sovereign/);
+    expect(
+      createDriver({ provider: "anthropic", model: "c" }, "standard", { env: {}, prices: {}, http: http() })
+        .locality,
+    ).toBe("remote");
+    expect(
+      createDriver({ provider: "openai", model: "m", baseUrl: "http://localhost:11434/v1" }, "sovereign", {
+        env: {},
+        prices: {},
+        http: http(),
+      }).locality,
+    ).toBe("local");
   });
 });
 

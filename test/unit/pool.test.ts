@@ -13,10 +13,14 @@ function gate() {
 describe("AgentPool", () => {
   it("INV-008 a spawn at capacity is refused with a circuit break [test_pool_capacity_limit]", async () => {
     const g = gate();
-    const pool = new AgentPool(2, async () => {
-      await g.opened;
-      return "done";
-    }, sequentialIds());
+    const pool = new AgentPool(
+      2,
+      async () => {
+        await g.opened;
+        return "done";
+      },
+      sequentialIds(),
+    );
     pool.spawn(spec());
     pool.spawn(spec());
     expect(pool.activeCount()).toBe(2);
@@ -34,13 +38,21 @@ describe("AgentPool", () => {
     const pool = new AgentPool<RunResult>(5, (s, id) => r.run(s, { runId: id }), sequentialIds());
     pool.spawn(spec({ script: [{ text: "first" }] }));
     const before = pool.activeCount();
-    const ids = pool.fanOut([spec({ script: [{ text: "a" }] }), spec({ script: [{ text: "b" }] }), spec({ script: [{ text: "c" }] })]);
+    const ids = pool.fanOut([
+      spec({ script: [{ text: "a" }] }),
+      spec({ script: [{ text: "b" }] }),
+      spec({ script: [{ text: "c" }] }),
+    ]);
     expect(ids).toHaveLength(3);
     expect(new Set(ids).size).toBe(3);
     expect(pool.activeCount()).toBe(before + 3);
     const results = await pool.joinAll(ids);
     expect([...results.keys()]).toEqual(ids);
-    expect([...results.values()].map((s) => (s.ok ? s.value.state.terminal?.output : s.error.code))).toEqual(["a", "b", "c"]);
+    expect([...results.values()].map((s) => (s.ok ? s.value.state.terminal?.output : s.error.code))).toEqual([
+      "a",
+      "b",
+      "c",
+    ]);
     expect(() => pool.fanOut(Array.from({ length: 6 }, () => spec()))).toThrow(/does not fit/);
     expect(pool.activeCount()).toBe(0);
   });
@@ -56,7 +68,10 @@ describe("AgentPool", () => {
     expect(results.size).toBe(ids.length);
     const failed = results.get(ids[1] as string);
     expect(failed?.ok).toBe(false);
-    expect(failed && !failed.ok ? [failed.error.code, failed.error.message] : []).toEqual(["INTERNAL", "boom"]);
+    expect(failed && !failed.ok ? [failed.error.code, failed.error.message] : []).toEqual([
+      "INTERNAL",
+      "boom",
+    ]);
     expect([...results.values()].filter((r) => r.ok)).toHaveLength(3);
     expect((await pool.joinAll()).size).toBe(0);
   });

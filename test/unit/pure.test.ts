@@ -3,7 +3,14 @@ import { DEFAULT_RUBRIC } from "../../shared/contracts/rubric.js";
 import { Capability } from "../../shared/contracts/capability.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
 import { criticPrompt, modelCritic, parseVerdict } from "../../shared/loop/critic.js";
-import { criticalPath, readySet, topologicalOrder, validatePlan, type Plan, type Subtask } from "../../shared/loop/plan.js";
+import {
+  criticalPath,
+  readySet,
+  topologicalOrder,
+  validatePlan,
+  type Plan,
+  type Subtask,
+} from "../../shared/loop/plan.js";
 import { evaluateGates, gatePolicy } from "../../shared/loop/policy.js";
 import { chooseStrategy, normalizeText, planRepair, similarity, stronger } from "../../shared/loop/repair.js";
 import { planCompensation } from "../../shared/loop/saga.js";
@@ -38,7 +45,9 @@ describe("plan DAG", () => {
       "estimated 2 iterations exceed the budget of 1",
       "estimated cost $0.2 exceeds the budget of $0.1",
     ]);
-    expect(validatePlan({ subtasks: [] }, [], { maxIterations: 1, maxCostUsd: 0 }).errors).toContain("the plan has no subtasks");
+    expect(validatePlan({ subtasks: [] }, [], { maxIterations: 1, maxCostUsd: 0 }).errors).toContain(
+      "the plan has no subtasks",
+    );
   });
 
   it("orders a valid DAG topologically and estimates its budget", () => {
@@ -49,7 +58,15 @@ describe("plan DAG", () => {
 
   it("the ready set honours dependencies, running work and the concurrency limit, longest critical path first", () => {
     //   a(1) → b(10) → d(1);  c(2) → d;  e(5) alone
-    const plan: Plan = { subtasks: [task("a", [], 1), task("b", ["a"], 10), task("c", [], 2), task("d", ["b", "c"], 1), task("e", [], 5)] };
+    const plan: Plan = {
+      subtasks: [
+        task("a", [], 1),
+        task("b", ["a"], 10),
+        task("c", [], 2),
+        task("d", ["b", "c"], 1),
+        task("e", [], 5),
+      ],
+    };
     const cp = criticalPath(plan);
     expect(Object.fromEntries(cp)).toEqual({ a: 12, b: 11, c: 3, d: 1, e: 5 });
     expect(readySet(plan, new Set(), new Set(), 10)).toEqual(["a", "e", "c"]);
@@ -62,12 +79,24 @@ describe("plan DAG", () => {
 
 describe("repair strategy", () => {
   it("follows severity and root cause", () => {
-    expect(chooseStrategy([{ severity: "low", rootCause: "schemaViolation", description: "" }])).toBe("minimalEdit");
-    expect(chooseStrategy([{ severity: "medium", rootCause: "factualError", description: "" }])).toBe("minimalEdit");
-    expect(chooseStrategy([{ severity: "low", rootCause: "logicError", description: "" }])).toBe("sectionRewrite");
-    expect(chooseStrategy([{ severity: "high", rootCause: "toolFailure", description: "" }])).toBe("sectionRewrite");
-    expect(chooseStrategy([{ severity: "low", rootCause: "hallucination", description: "" }])).toBe("fullRegeneration");
-    expect(chooseStrategy([{ severity: "critical", rootCause: "incompleteness", description: "" }])).toBe("fullRegeneration");
+    expect(chooseStrategy([{ severity: "low", rootCause: "schemaViolation", description: "" }])).toBe(
+      "minimalEdit",
+    );
+    expect(chooseStrategy([{ severity: "medium", rootCause: "factualError", description: "" }])).toBe(
+      "minimalEdit",
+    );
+    expect(chooseStrategy([{ severity: "low", rootCause: "logicError", description: "" }])).toBe(
+      "sectionRewrite",
+    );
+    expect(chooseStrategy([{ severity: "high", rootCause: "toolFailure", description: "" }])).toBe(
+      "sectionRewrite",
+    );
+    expect(chooseStrategy([{ severity: "low", rootCause: "hallucination", description: "" }])).toBe(
+      "fullRegeneration",
+    );
+    expect(chooseStrategy([{ severity: "critical", rootCause: "incompleteness", description: "" }])).toBe(
+      "fullRegeneration",
+    );
     expect(chooseStrategy([])).toBe("minimalEdit");
     expect(stronger("fullRegeneration")).toBe("fullRegeneration");
   });
@@ -81,7 +110,9 @@ describe("repair strategy", () => {
   });
 
   it("a repeated output+diagnosis escalates once, then gives up", () => {
-    const defects = [{ severity: "low" as const, rootCause: "factualError" as const, description: "wrong year" }];
+    const defects = [
+      { severity: "low" as const, rootCause: "factualError" as const, description: "wrong year" },
+    ];
     const first = planRepair(defects, [], "answer 1970", []);
     expect(first).toMatchObject({ strategy: "minimalEdit", loopDetected: false, giveUp: false });
     const h1 = [{ ...first, output: "answer 1970" }];
@@ -96,13 +127,26 @@ describe("repair strategy", () => {
 
 describe("quality gates", () => {
   it("pass only when every dimension meets its minimum and the weighted score its threshold", () => {
-    const pass = evaluateGates(DEFAULT_RUBRIC, { scores: { correctness: 0.9, completeness: 0.8, coherence: 0.8, safety: 1 }, defects: [], repairHints: [], passed: false });
+    const pass = evaluateGates(DEFAULT_RUBRIC, {
+      scores: { correctness: 0.9, completeness: 0.8, coherence: 0.8, safety: 1 },
+      defects: [],
+      repairHints: [],
+      passed: false,
+    });
     expect(pass.passed).toBe(true);
     expect(pass.maxDeficit).toBe(0);
-    const safety = evaluateGates(DEFAULT_RUBRIC, { scores: { correctness: 1, completeness: 1, coherence: 1, safety: 0.94 }, defects: [], repairHints: [], passed: true });
+    const safety = evaluateGates(DEFAULT_RUBRIC, {
+      scores: { correctness: 1, completeness: 1, coherence: 1, safety: 0.94 },
+      defects: [],
+      repairHints: [],
+      passed: true,
+    });
     expect(safety).toMatchObject({ passed: false, failing: ["safety"] });
     expect(safety.maxDeficit).toBeCloseTo(0.01);
-    const weighted = evaluateGates({ dimensions: [{ name: "a", weight: 1, min: 0.5 }], threshold: 0.9 }, { scores: { a: 0.6 }, defects: [], repairHints: [], passed: true });
+    const weighted = evaluateGates(
+      { dimensions: [{ name: "a", weight: 1, min: 0.5 }], threshold: 0.9 },
+      { scores: { a: 0.6 }, defects: [], repairHints: [], passed: true },
+    );
     expect(weighted).toMatchObject({ passed: false, failing: [] });
     const missing = evaluateGates(DEFAULT_RUBRIC, { scores: {}, defects: [], repairHints: [], passed: true });
     expect(missing.failing).toHaveLength(4);
@@ -121,8 +165,12 @@ describe("verifiers", () => {
   it("nonEmpty, regex (with an invalid pattern) and jsonSchema (with an invalid schema)", () => {
     expect(evaluatePureVerifier({ kind: "nonEmpty" }, 0, "  ")?.passed).toBe(false);
     expect(evaluatePureVerifier({ kind: "regex", pattern: "^ok$", flags: "i" }, 0, "OK")?.passed).toBe(true);
-    expect(evaluatePureVerifier({ kind: "regex", pattern: "(" }, 0, "x")?.message).toContain("invalid pattern");
-    expect(evaluatePureVerifier({ kind: "jsonSchema", schema: { type: "nope" } }, 0, "{}")?.message).toContain("invalid JSON Schema");
+    expect(evaluatePureVerifier({ kind: "regex", pattern: "(" }, 0, "x")?.message).toContain(
+      "invalid pattern",
+    );
+    expect(
+      evaluatePureVerifier({ kind: "jsonSchema", schema: { type: "nope" } }, 0, "{}")?.message,
+    ).toContain("invalid JSON Schema");
     expect(evaluatePureVerifier({ kind: "tool", tool: "t", input: {} }, 0, "x")).toBeUndefined();
   });
 });
@@ -140,12 +188,21 @@ describe("saga planning", () => {
 
 describe("critic parsing", () => {
   it("reads a verdict out of prose or fences and refuses malformed ones", async () => {
-    expect(parseVerdict('Here you go:\n```json\n{"scores": {"a": 1}, "passed": true}\n```').scores).toEqual({ a: 1 });
+    expect(parseVerdict('Here you go:\n```json\n{"scores": {"a": 1}, "passed": true}\n```').scores).toEqual({
+      a: 1,
+    });
     expect(() => parseVerdict("no json")).toThrow(/no JSON object/);
     expect(() => parseVerdict("{not json}")).toThrow(/not valid JSON/);
     expect(() => parseVerdict('{"scores": {"a": 7}, "passed": true}')).toThrow(/malformed/);
     const driver = new ScriptedDriver({ script: [{ text: '{"scores":{"correctness":1},"passed":true}' }] });
-    const request = { schemaVersion: 1 as const, runId: "r", task: "T", output: "O", evidence: [], rubric: DEFAULT_RUBRIC };
+    const request = {
+      schemaVersion: 1 as const,
+      runId: "r",
+      task: "T",
+      output: "O",
+      evidence: [],
+      rubric: DEFAULT_RUBRIC,
+    };
     expect((await modelCritic(driver)(request)).passed).toBe(true);
     expect(driver.requests[0]?.messages[0]?.content).toBe(criticPrompt(request));
     expect(criticPrompt(request)).toContain("(none)");
@@ -155,14 +212,22 @@ describe("critic parsing", () => {
 describe("contracts and runtime helpers", () => {
   it("capabilities accept bare strings for parameterless kinds", () => {
     expect(Capability.parse("rag")).toEqual({ kind: "rag" });
-    expect(Capability.parse({ kind: "network", allowedHosts: ["*"] })).toEqual({ kind: "network", allowedHosts: ["*"] });
+    expect(Capability.parse({ kind: "network", allowedHosts: ["*"] })).toEqual({
+      kind: "network",
+      allowedHosts: ["*"],
+    });
     expect(Capability.safeParse("network").success).toBe(false);
   });
 
   it("a RunSpec gets its defaults: sovereign privacy and the documented resource bounds", () => {
     const parsed = RunSpec.parse(spec());
     expect(parsed.agent.privacy).toBe("sovereign");
-    expect(parsed.agent.resources).toEqual({ maxIterations: 20, maxToolCalls: 50, maxCostUsd: 0, maxRepairs: 3 });
+    expect(parsed.agent.resources).toEqual({
+      maxIterations: 20,
+      maxToolCalls: 50,
+      maxCostUsd: 0,
+      maxRepairs: 3,
+    });
     expect(RunSpec.safeParse({ ...spec(), runId: "bad id!" }).success).toBe(false);
   });
 
@@ -176,11 +241,14 @@ describe("contracts and runtime helpers", () => {
     expect(isRetryable(new Error("plain"))).toBe(false);
     expect(toAgentError("weird").code).toBe("INTERNAL");
     expect(toAgentError(err)).toBe(err);
-    for (const [code, meta] of Object.entries(ERROR_CODES)) expect(typeof meta.retryable, code).toBe("boolean");
+    for (const [code, meta] of Object.entries(ERROR_CODES))
+      expect(typeof meta.retryable, code).toBe("boolean");
   });
 
   it("canonical JSON sorts keys and drops undefined members", () => {
-    expect(canonicalJson({ b: 1, a: { d: undefined, c: [3, undefined] } })).toBe('{"a":{"c":[3,null]},"b":1}');
+    expect(canonicalJson({ b: 1, a: { d: undefined, c: [3, undefined] } })).toBe(
+      '{"a":{"c":[3,null]},"b":1}',
+    );
     expect(canonicalJson(undefined)).toBe("null");
   });
 
@@ -200,6 +268,11 @@ describe("contracts and runtime helpers", () => {
 
   it("prices unknown models at zero and known ones per million tokens", () => {
     expect(costOf({}, "m", { inputTokens: 1e6, outputTokens: 1e6 })).toBe(0);
-    expect(costOf({ m: { inputPerMTok: 2, outputPerMTok: 4 } }, "m", { inputTokens: 500_000, outputTokens: 250_000 })).toBe(2);
+    expect(
+      costOf({ m: { inputPerMTok: 2, outputPerMTok: 4 } }, "m", {
+        inputTokens: 500_000,
+        outputTokens: 250_000,
+      }),
+    ).toBe(2);
   });
 });

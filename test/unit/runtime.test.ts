@@ -45,7 +45,9 @@ describe("runtime (in-process runner)", () => {
   });
 
   it("a call to an unknown tool returns an error result and the loop goes on [test_unknown_tool_handled]", async () => {
-    const driver = new ScriptedDriver({ script: [{ toolCalls: [{ name: "teleport", input: {} }] }, { text: "ok" }] });
+    const driver = new ScriptedDriver({
+      script: [{ toolCalls: [{ name: "teleport", input: {} }] }, { text: "ok" }],
+    });
     const result = await runner({ driver }).run(spec());
     const toolMessage = driver.requests[1]?.messages.find((m) => m.role === "tool");
     expect(toolMessage).toMatchObject({ isError: true });
@@ -65,8 +67,12 @@ describe("runtime (in-process runner)", () => {
       idempotent: false,
       execute,
     });
-    const driver = new ScriptedDriver({ script: [{ toolCalls: [{ name: "shell", input: { cmd: "ls" } }] }, { text: "ok" }] });
-    const result = await runner({ driver, registry: registry(shell) }).run(spec({ tools: ["shell"], capabilities: ["compute"] }));
+    const driver = new ScriptedDriver({
+      script: [{ toolCalls: [{ name: "shell", input: { cmd: "ls" } }] }, { text: "ok" }],
+    });
+    const result = await runner({ driver, registry: registry(shell) }).run(
+      spec({ tools: ["shell"], capabilities: ["compute"] }),
+    );
     expect(execute).not.toHaveBeenCalled();
     const toolMessage = driver.requests[1]?.messages.find((m) => m.role === "tool");
     expect(toolMessage?.isError).toBe(true);
@@ -76,16 +82,26 @@ describe("runtime (in-process runner)", () => {
 
   it("every transition is streamed as schema-valid audit events with a gapless seq [test_stream_events_emitted]", async () => {
     const effects: Effect[] = [];
-    const result = await runner({ onEffect: (e) => effects.push(e) }).run(spec({ script: [echoCall("x"), { text: "done" }] }));
+    const result = await runner({ onEffect: (e) => effects.push(e) }).run(
+      spec({ script: [echoCall("x"), { text: "done" }] }),
+    );
     const audit = effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
     expect(audit.length).toBeGreaterThan(5);
     audit.forEach((event, i) => {
       expect(AuditEvent.parse(event).seq).toBe(i + 1);
       expect(event.runId).toBe(result.state.runId);
     });
-    for (const record of effects.flatMap((e) => (e.type === "wal" ? [e.record] : []))) WalRecord.parse(record);
+    for (const record of effects.flatMap((e) => (e.type === "wal" ? [e.record] : [])))
+      WalRecord.parse(record);
     expect(audit.map((e) => e.kind)).toEqual(
-      expect.arrayContaining(["phase.entered", "model.called", "model.responded", "tool.intent", "tool.completed", "run.committed"]),
+      expect.arrayContaining([
+        "phase.entered",
+        "model.called",
+        "model.responded",
+        "tool.intent",
+        "tool.completed",
+        "run.committed",
+      ]),
     );
     expect(audit.at(-1)?.kind).toBe("run.committed");
   });
@@ -116,7 +132,9 @@ describe("runtime (in-process runner)", () => {
 
   it("INV-007 a committed run stores its query and answer in memory [test_conversation_stored_in_memory]", async () => {
     const memory = new InMemoryMemory(new InstantClock(0), sequentialIds());
-    const result = await runner({ memory }).run(spec({ prompt: "Name the largest planet", script: [{ text: "Jupiter" }] }));
+    const result = await runner({ memory }).run(
+      spec({ prompt: "Name the largest planet", script: [{ text: "Jupiter" }] }),
+    );
     expect(result.state.status).toBe("committed");
     const recalled = await memory.recall("tester", "Name the largest planet", 5);
     expect(recalled.length).toBeGreaterThan(0);
@@ -126,17 +144,26 @@ describe("runtime (in-process runner)", () => {
   it("INV-007 a failed run stores nothing in memory", async () => {
     const memory = new InMemoryMemory(new InstantClock(0), sequentialIds());
     const script = Array.from({ length: 5 }, (_, i) => echoCall(`s${i}`));
-    await runner({ memory }).run(spec({ prompt: "Name the largest planet", script, resources: { maxIterations: 2 } }));
+    await runner({ memory }).run(
+      spec({ prompt: "Name the largest planet", script, resources: { maxIterations: 2 } }),
+    );
     expect(await memory.recall("tester", "Name the largest planet", 5)).toEqual([]);
   });
 
   it("INV-015 sovereign privacy blocks a network tool even when the capability is granted [test_sovereign_privacy_blocks_network]", async () => {
     const fetchSpy = vi.spyOn(globalThis, "fetch");
     const driver = new ScriptedDriver({
-      script: [{ toolCalls: [{ name: "http_fetch", input: { url: "http://127.0.0.1:9/x" } }] }, { text: "ok" }],
+      script: [
+        { toolCalls: [{ name: "http_fetch", input: { url: "http://127.0.0.1:9/x" } }] },
+        { text: "ok" },
+      ],
     });
     const result = await runner({ driver, registry: registry(httpFetchTool) }).run(
-      spec({ tools: ["http_fetch"], capabilities: [{ kind: "network", allowedHosts: ["*"] }], privacy: "sovereign" }),
+      spec({
+        tools: ["http_fetch"],
+        capabilities: [{ kind: "network", allowedHosts: ["*"] }],
+        privacy: "sovereign",
+      }),
     );
     expect(fetchSpy).not.toHaveBeenCalled();
     fetchSpy.mockRestore();

@@ -59,7 +59,14 @@ describe("output sanitization", () => {
   });
 
   it("INV-011 matching ignores case and tolerates whitespace [test_sanitize_output_case_insensitive]", () => {
-    for (const variant of ["ignore previous instructions", "Ignore   Previous\n\tInstructions", "<|IM_START|>System", "new system prompt:", "[inst]", "< |eot_id| >".replace(/ /g, "")]) {
+    for (const variant of [
+      "ignore previous instructions",
+      "Ignore   Previous\n\tInstructions",
+      "<|IM_START|>System",
+      "new system prompt:",
+      "[inst]",
+      "< |eot_id| >".replace(/ /g, ""),
+    ]) {
       const result = sanitizeOutput(`x ${variant} y`);
       expect(result.text, variant).toBe(`x ${SANITIZED} y`);
     }
@@ -88,7 +95,9 @@ describe("output sanitization", () => {
 
 describe("capabilities and privacy", () => {
   it("INV-003 a missing capability is refused with 'capability' in the message", () => {
-    expect(() => authorizeTool("shell", { kind: "shell" }, [{ kind: "compute" }], "standard")).toThrow(/capability/);
+    expect(() => authorizeTool("shell", { kind: "shell" }, [{ kind: "compute" }], "standard")).toThrow(
+      /capability/,
+    );
   });
 
   it("INV-015 sovereign refuses network tools even with the capability granted", () => {
@@ -101,7 +110,9 @@ describe("capabilities and privacy", () => {
     const grants: CapabilityObject[] = [{ kind: "mcp", server: "git", tool: "*" }];
     expect(findGrant(grants, { kind: "mcp", server: "git", tool: "log" })).toBeDefined();
     expect(findGrant(grants, { kind: "mcp", server: "jira", tool: "log" })).toBeUndefined();
-    expect(findGrant([{ kind: "mcp", server: "*", tool: "read" }], { kind: "mcp", server: "x", tool: "write" })).toBeUndefined();
+    expect(
+      findGrant([{ kind: "mcp", server: "*", tool: "read" }], { kind: "mcp", server: "x", tool: "write" }),
+    ).toBeUndefined();
   });
 
   it("host allowlist: exact names, case-insensitive, or *", () => {
@@ -126,12 +137,12 @@ describe("built-in tools", () => {
     const ok = await httpFetchTool.execute({ url: `${server.url}/hello`, method: "GET" }, ctx(allowed));
     expect(ok.output).toMatchObject({ status: 200, body: "you reached /hello" });
 
-    await expect(httpFetchTool.execute({ url: "http://blocked.invalid/x", method: "GET" }, ctx(allowed))).rejects.toThrow(
-      /not in allowed_hosts/,
-    );
-    await expect(httpFetchTool.execute({ url: `${server.url}/bounce`, method: "GET" }, ctx(allowed))).rejects.toThrow(
-      /'localhost' is not in allowed_hosts/,
-    );
+    await expect(
+      httpFetchTool.execute({ url: "http://blocked.invalid/x", method: "GET" }, ctx(allowed)),
+    ).rejects.toThrow(/not in allowed_hosts/);
+    await expect(
+      httpFetchTool.execute({ url: `${server.url}/bounce`, method: "GET" }, ctx(allowed)),
+    ).rejects.toThrow(/'localhost' is not in allowed_hosts/);
     expect(server.requests.map((r) => r.url)).toEqual(["/hello", "/bounce"]);
 
     const both: CapabilityObject = { kind: "network", allowedHosts: ["127.0.0.1", "localhost"] };
@@ -149,7 +160,10 @@ describe("built-in tools", () => {
 
   it("INV-014 the inference tool is cut off at 300 s, not before", async () => {
     const clock = new ManualClock(0);
-    const tool = createInferenceTool((_input, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error("aborted")))));
+    const tool = createInferenceTool(
+      (_input, signal) =>
+        new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error("aborted")))),
+    );
     const invoker = new ToolInvoker({ clock, random: seededRandom(1), policy: { retries: 0 } });
     const outcome = invoker.invoke(tool, { prompt: "think hard" }, ctx({ kind: "inference" }));
     const settled = vi.fn();
@@ -166,7 +180,9 @@ describe("built-in tools", () => {
     const input = { runs: [spec()] } as unknown as Parameters<typeof tool.execute>[0];
     const grant: CapabilityObject = { kind: "spawn", maxDepth: 2 };
     await expect(tool.execute(input, ctx(grant, { depth: 2 }))).rejects.toThrow(/depth limit/);
-    await expect(tool.execute(input, ctx(grant, { depth: 3 }))).rejects.toMatchObject({ code: "DEPTH_LIMIT" });
+    await expect(tool.execute(input, ctx(grant, { depth: 3 }))).rejects.toMatchObject({
+      code: "DEPTH_LIMIT",
+    });
     expect(spawnChildren).not.toHaveBeenCalled();
     await tool.execute(input, ctx(grant, { depth: 1 }));
     expect(spawnChildren).toHaveBeenCalledWith(input.runs, 2, expect.anything());
@@ -192,7 +208,11 @@ describe("invocation policy", () => {
   it("retries retryable errors with backoff and then succeeds", async () => {
     const clock = new InstantClock(0);
     const { tool, calls } = flaky(2, () => new AgentError("TOOL_UNAVAILABLE", "down"));
-    const invoker = new ToolInvoker({ clock, random: seededRandom(7), policy: { retries: 3, baseDelayMs: 100, maxDelayMs: 1000 } });
+    const invoker = new ToolInvoker({
+      clock,
+      random: seededRandom(7),
+      policy: { retries: 3, baseDelayMs: 100, maxDelayMs: 1000 },
+    });
     const result = await invoker.invoke(tool, {}, ctx({ kind: "compute" }));
     expect(result.output).toBe(3);
     expect(calls()).toBe(3);
@@ -202,21 +222,35 @@ describe("invocation policy", () => {
 
   it("never retries an error typed terminal", async () => {
     const { tool, calls } = flaky(5, () => new AgentError("TOOL_FAILED", "bad"));
-    const invoker = new ToolInvoker({ clock: new InstantClock(0), random: seededRandom(1), policy: { retries: 5 } });
-    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({ code: "TOOL_FAILED" });
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 5 },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+    });
     expect(calls()).toBe(1);
   });
 
   it("gives up after the configured retries", async () => {
     const { tool, calls } = flaky(10, () => new AgentError("TOOL_TIMEOUT", "slow"));
-    const invoker = new ToolInvoker({ clock: new InstantClock(0), random: seededRandom(1), policy: { retries: 2 } });
-    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({ code: "TOOL_TIMEOUT" });
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 2 },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_TIMEOUT",
+    });
     expect(calls()).toBe(3);
   });
 
   it("invalid input is refused before the tool runs", async () => {
     const invoker = new ToolInvoker({ clock: new InstantClock(0), random: seededRandom(1) });
-    await expect(invoker.invoke(echoTool, { text: 42 }, ctx({ kind: "compute" }))).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    await expect(invoker.invoke(echoTool, { text: 42 }, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "INVALID_INPUT",
+    });
   });
 
   it("full jitter stays within [0, min(max, base·2^attempt))", () => {
@@ -263,9 +297,18 @@ describe("invocation policy", () => {
 
   it("the invoker refuses calls while a tool's breaker is open", async () => {
     const { tool, calls } = flaky(100, () => new AgentError("TOOL_FAILED", "x"));
-    const invoker = new ToolInvoker({ clock: new InstantClock(0), random: seededRandom(1), policy: { retries: 0, breaker: { failureThreshold: 2, cooldownMs: 10_000 } } });
-    for (let i = 0; i < 2; i++) await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({ code: "TOOL_FAILED" });
-    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({ code: "CIRCUIT_OPEN" });
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 0, breaker: { failureThreshold: 2, cooldownMs: 10_000 } },
+    });
+    for (let i = 0; i < 2; i++)
+      await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+        code: "TOOL_FAILED",
+      });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "CIRCUIT_OPEN",
+    });
     expect(calls()).toBe(2);
   });
 });
@@ -275,7 +318,11 @@ describe("registry", () => {
     const registry = new ToolRegistry([echoTool, httpFetchTool]);
     expect(registry.visibleTo({ tools: ["echo", "missing"] }).map((t) => t.name)).toEqual(["echo"]);
     const [echo] = registry.descriptors({ tools: ["echo"] });
-    expect(echo?.inputSchema).toMatchObject({ type: "object", properties: { text: { type: "string" } }, required: ["text"] });
+    expect(echo?.inputSchema).toMatchObject({
+      type: "object",
+      properties: { text: { type: "string" } },
+      required: ["text"],
+    });
     expect(registry.names()).toEqual(["echo", "http_fetch"]);
     expect(() => registry.register(echoTool)).toThrow(/already registered/);
   });

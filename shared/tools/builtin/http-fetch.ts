@@ -30,7 +30,8 @@ function allowedHostsOf(ctx: ToolContext): readonly string[] {
  */
 export const httpFetchTool = defineTool({
   name: "http_fetch",
-  description: "Fetches a URL over HTTP(S) (GET or HEAD) from an allowed host and returns status and body text.",
+  description:
+    "Fetches a URL over HTTP(S) (GET or HEAD) from an allowed host and returns status and body text.",
   input: HttpFetchInput,
   capability: { kind: "network" },
   reversibility: "pure",
@@ -57,7 +58,12 @@ export const httpFetchTool = defineTool({
       }
       const body = input.method === "HEAD" ? "" : await readCapped(response);
       return {
-        output: { status: response.status, url: url.toString(), contentType: response.headers.get("content-type"), body },
+        output: {
+          status: response.status,
+          url: url.toString(),
+          contentType: response.headers.get("content-type"),
+          body,
+        },
       };
     }
     throw new AgentError("TOOL_FAILED", `more than ${MAX_REDIRECTS} redirects`);

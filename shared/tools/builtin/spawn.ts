@@ -1,10 +1,13 @@
-import { z } from "zod";
 import { SpawnAgentInput, type SpawnAgentOutput } from "../../contracts/control.js";
 import type { RunSpec } from "../../contracts/run-spec.js";
 import { AgentError } from "../../runtime/errors.js";
 import { defineTool } from "../tool.js";
 
-export type SpawnChildren = (runs: RunSpec[], childDepth: number, signal: AbortSignal) => Promise<SpawnAgentOutput>;
+export type SpawnChildren = (
+  runs: RunSpec[],
+  childDepth: number,
+  signal: AbortSignal,
+) => Promise<SpawnAgentOutput>;
 
 /**
  * Fans work out to child agents (each at depth + 1) and returns one result per child, in order.
@@ -14,7 +17,7 @@ export function createSpawnTool(spawnChildren: SpawnChildren) {
   return defineTool({
     name: "spawn_agent",
     description: "Runs each given RunSpec as a child agent and returns one result per child, in order.",
-    input: SpawnAgentInput as z.ZodType<{ runs: RunSpec[] }>,
+    input: SpawnAgentInput,
     capability: { kind: "spawn" },
     reversibility: "pure",
     idempotent: false,

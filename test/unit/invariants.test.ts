@@ -1,0 +1,67 @@
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+
+/**
+ * The map from every invariant, contract binding and scenario to the tests that prove it. A
+ * mapped test that does not exist (renamed, deleted) fails here, so the map cannot rot silently.
+ */
+const InvariantMap = z.object({
+  contract: z.string(),
+  invariants: z.record(
+    z.string().regex(/^INV-\d{3}$/),
+    z.object({ name: z.string(), tests: z.array(z.string()).min(1) }),
+  ),
+  bindings: z.record(z.string().startsWith("agent::"), z.string()),
+  scenarios: z.record(z.string().regex(/^RT-\d{2}$/), z.array(z.string()).min(1)),
+});
+
+const map = InvariantMap.parse(JSON.parse(readFileSync("test/invariants.json", "utf8")));
+const testDir = "test/unit";
+const sources = readdirSync(testDir)
+  .filter((f) => f.endsWith(".test.ts"))
+  .map((f) => readFileSync(join(testDir, f), "utf8"));
+const titles = sources.flatMap((src) =>
+  [...src.matchAll(/\bit\(\s*"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1] as string),
+);
+const seedPath = "../shared/seeds/000_6adaf3d6ac9e578f.txt";
+
+describe("invariant map", () => {
+  it("covers INV-001 to INV-016, each with at least one existing test", () => {
+    expect(Object.keys(map.invariants)).toEqual(
+      Array.from({ length: 16 }, (_, i) => `INV-${String(i + 1).padStart(3, "0")}`),
+    );
+    for (const [id, { tests }] of Object.entries(map.invariants)) {
+      for (const name of tests) expect(titles, `${id}: ${name}`).toContain(name);
+    }
+  });
+
+  it("binds each of the contract's 35 unit tests to exactly one existing test", () => {
+    const bindings = Object.entries(map.bindings);
+    expect(bindings).toHaveLength(35);
+    for (const [binding, name] of bindings) {
+      expect(
+        titles.filter((t) => t === name),
+        binding,
+      ).toHaveLength(1);
+      expect(name, binding).toContain(`[${binding.split("::").at(-1) ?? ""}]`);
+    }
+    if (existsSync(seedPath)) {
+      const listed = [...readFileSync(seedPath, "utf8").matchAll(/^- (agent::[\w:]+)$/gm)].map((m) => m[1]);
+      expect(Object.keys(map.bindings).sort()).toEqual(listed.sort());
+    }
+  });
+
+  it("maps the 14 runtime-invariant scenarios to existing tests", () => {
+    expect(Object.keys(map.scenarios)).toHaveLength(14);
+    for (const [id, tests] of Object.entries(map.scenarios)) {
+      for (const name of tests) expect(titles, id).toContain(name);
+    }
+  });
+
+  it("no test is skipped, focused or left as a todo", () => {
+    for (const src of sources)
+      expect(src).not.toMatch(/\b(it|test|describe)\.(skip|only|todo)\(|\bx(it|describe)\(/);
+  });
+});
