@@ -262,6 +262,72 @@ describe("LoopGuard", () => {
     expect(kinds).toEqual(["allow", "allow", "circuitBreak"]);
   });
 
+  it("INV-004 alternation is judged on the last five calls only", () => {
+    let s = initialGuardState(0);
+    const l = limits({ pingPongThreshold: 100 });
+    const calls = ["c", "d", "a", "b", "a", "b", "a"];
+    const kinds = calls.map((name) => {
+      const r = checkToolCall(s, l, name, {});
+      s = r.state;
+      return r.verdict.kind;
+    });
+    expect(kinds).toEqual(["allow", "allow", "allow", "allow", "allow", "allow", "block"]);
+    expect(s.recentCalls).toHaveLength(5);
+  });
+
+  it("INV-005 the cost warning starts exactly at 80% of the budget", () => {
+    const l = limits({ maxCostUsd: 10 });
+    expect(recordCost(initialGuardState(0), l, 7.99).verdict.kind).toBe("allow");
+    expect(recordCost(initialGuardState(0), l, 8).verdict.kind).toBe("warn");
+  });
+
+  it("every non-allow verdict explains itself with the numbers that tripped it", () => {
+    const s = initialGuardState(0);
+    const msg = (v: { kind: string; message?: string }) => ("message" in v ? v.message : "");
+    expect(msg(checkIteration({ ...s, iteration: 5 }, limits({ maxIterations: 5 })).verdict)).toBe(
+      "iteration 6 exceeds maxIterations 5",
+    );
+    expect(msg(checkIteration({ ...s, iteration: 7 }, limits({ maxIterations: 10 })).verdict)).toBe(
+      "iteration 8 of 10 (>= 80%)",
+    );
+    expect(msg(checkToolCall({ ...s, toolCalls: 2 }, limits({ maxToolCalls: 2 }), "t", {}).verdict)).toBe(
+      "tool call 3 exceeds maxToolCalls 2",
+    );
+    let p = s;
+    for (let i = 0; i < 2; i++) p = checkToolCall(p, limits(), "t", { a: 1 }).state;
+    expect(msg(checkToolCall(p, limits(), "t", { a: 1 }).verdict)).toBe(
+      "'t' called 3 times with the same input",
+    );
+    let c = s;
+    for (const n of ["x", "y", "x", "y"])
+      c = checkToolCall(c, limits({ pingPongThreshold: 99 }), n, {}).state;
+    expect(msg(checkToolCall(c, limits({ pingPongThreshold: 99 }), "x", {}).verdict)).toContain(
+      "alternating calls detected ending in 'x'",
+    );
+    expect(msg(recordStopReason({ ...s, consecutiveMaxTokens: 4 }, "maxTokens").verdict)).toBe(
+      "5 consecutive responses hit maxTokens",
+    );
+    expect(msg(recordCost(s, limits({ maxCostUsd: 1 }), 2).verdict)).toBe("cost $2.000000 exceeds budget $1");
+    expect(msg(recordCost(s, limits({ maxCostUsd: 1 }), 0.9).verdict)).toBe("cost $0.900000 is >= 80% of $1");
+    expect(
+      msg(recordUsage(s, limits({ maxTokensBudget: 10 }), { inputTokens: 11, outputTokens: 0 }).verdict),
+    ).toBe("11 tokens exceed budget 10");
+    expect(
+      msg(recordUsage(s, limits({ maxTokensBudget: 10 }), { inputTokens: 9, outputTokens: 0 }).verdict),
+    ).toBe("9 tokens are >= 80% of budget 10");
+    expect(msg(checkDeadline(s, limits({ deadlineMs: 10 }), 11))).toBe(
+      "wall clock 11 ms exceeds deadline 10 ms",
+    );
+    expect(checkRepair({ ...s, repairs: 1 }, limits({ maxRepairs: 1 })).verdict).toEqual({
+      kind: "circuitBreak",
+      reason: "maxRepairs",
+      message: "repair 2 exceeds maxRepairs 1",
+    });
+    expect(checkToolCall({ ...s, toolCalls: 2 }, limits({ maxToolCalls: 2 }), "t", {}).verdict).toMatchObject(
+      { reason: "maxToolCalls" },
+    );
+  });
+
   it("worst() picks the most severe verdict", () => {
     const warn = { kind: "warn", reason: "costNearBudget", message: "w" } as const;
     const brk = { kind: "circuitBreak", reason: "costBudget", message: "b" } as const;

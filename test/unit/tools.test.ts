@@ -84,6 +84,11 @@ describe("output sanitization", () => {
     }
   });
 
+  it("INV-011 output exactly at the byte cap is kept whole", () => {
+    expect(sanitizeOutput("abcd", 4)).toEqual({ text: "abcd", sanitized: false, truncated: false });
+    expect(sanitizeOutput("abcde", 4).truncated).toBe(true);
+  });
+
   it("INV-011 output is capped in bytes without splitting a character", () => {
     const result = sanitizeOutput("é".repeat(1000), 101);
     expect(result.truncated).toBe(true);
@@ -251,6 +256,94 @@ describe("invocation policy", () => {
     await expect(invoker.invoke(echoTool, { text: 42 }, ctx({ kind: "compute" }))).rejects.toMatchObject({
       code: "INVALID_INPUT",
     });
+  });
+
+  it("aborting the caller's signal aborts the running tool and stops retries", async () => {
+    let seen: AbortSignal | undefined;
+    let calls = 0;
+    const hang = defineTool({
+      name: "hang",
+      description: "waits for abort",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      execute: (_i, c) => {
+        calls++;
+        seen = c.signal;
+        return new Promise((_, reject) =>
+          c.signal.addEventListener("abort", () => reject(new AgentError("TOOL_UNAVAILABLE", "cancelled"))),
+        );
+      },
+    });
+    const invoker = new ToolInvoker({
+      clock: new ManualClock(0),
+      random: seededRandom(1),
+      policy: { retries: 5 },
+    });
+    const outer = new AbortController();
+    const pending = invoker.invoke(hang, {}, ctx({ kind: "compute" }, { signal: outer.signal }));
+    await Promise.resolve();
+    outer.abort(new Error("caller gone"));
+    await expect(pending).rejects.toMatchObject({ code: "TOOL_UNAVAILABLE" });
+    expect(seen?.aborted).toBe(true);
+    expect((seen?.reason as Error).message).toBe("caller gone");
+    expect(calls).toBe(1);
+  });
+
+  it("a timeout says which tool and after how long; invalid input carries the zod issues", async () => {
+    const clock = new ManualClock(0);
+    const slow = defineTool({
+      name: "slow",
+      description: "s",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      timeoutMs: 50,
+      execute: () => new Promise(() => undefined),
+    });
+    const invoker = new ToolInvoker({ clock, random: seededRandom(1), policy: { retries: 0 } });
+    const pending = invoker.invoke(slow, {}, ctx({ kind: "compute" }));
+    await clock.advance(50);
+    await expect(pending).rejects.toThrow("tool 'slow' timed out after 50 ms");
+    const invalid = await invoker
+      .invoke(echoTool, {}, ctx({ kind: "compute" }))
+      .catch((e: unknown) => e as AgentError);
+    expect(invalid.message).toMatch(/^invalid input for tool 'echo': /);
+    expect(invalid.details).toEqual(expect.arrayContaining([expect.objectContaining({ path: ["text"] })]));
+    const { tool } = flaky(1, () => new Error("plain failure"));
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+      message: "plain failure",
+    });
+  });
+
+  it("a success in between resets the invoker's breaker count", async () => {
+    let n = 0;
+    const outcomes = [false, true, false, false];
+    const tool = defineTool({
+      name: "alt",
+      description: "a",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      execute: () =>
+        outcomes[n++] ? Promise.resolve({ output: n }) : Promise.reject(new AgentError("TOOL_FAILED", "x")),
+    });
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 0, breaker: { failureThreshold: 2, cooldownMs: 1000 } },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toThrow();
+    await invoker.invoke(tool, {}, ctx({ kind: "compute" }));
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+    });
+    expect(invoker.breakerFor("alt").current(0)).toBe("closed");
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+    });
+    expect(invoker.breakerFor("alt").current(0)).toBe("open");
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toThrow(
+      "tool 'alt' is failing; its circuit breaker is open",
+    );
   });
 
   it("full jitter stays within [0, min(max, base·2^attempt))", () => {
