@@ -269,7 +269,7 @@ describe("invocation policy", () => {
       execute: (_i, c) => {
         calls++;
         seen = c.signal;
-        return new Promise((_, reject) =>
+        return new Promise<never>((_, reject) =>
           c.signal.addEventListener("abort", () => reject(new AgentError("TOOL_UNAVAILABLE", "cancelled"))),
         );
       },
@@ -297,15 +297,16 @@ describe("invocation policy", () => {
       input: z.object({}),
       capability: { kind: "compute" },
       timeoutMs: 50,
-      execute: () => new Promise(() => undefined),
+      execute: () => new Promise<never>(() => undefined),
     });
     const invoker = new ToolInvoker({ clock, random: seededRandom(1), policy: { retries: 0 } });
     const pending = invoker.invoke(slow, {}, ctx({ kind: "compute" }));
     await clock.advance(50);
     await expect(pending).rejects.toThrow("tool 'slow' timed out after 50 ms");
-    const invalid = await invoker
-      .invoke(echoTool, {}, ctx({ kind: "compute" }))
-      .catch((e: unknown) => e as AgentError);
+    const invalid = (await invoker.invoke(echoTool, {}, ctx({ kind: "compute" })).then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as AgentError;
     expect(invalid.message).toMatch(/^invalid input for tool 'echo': /);
     expect(invalid.details).toEqual(expect.arrayContaining([expect.objectContaining({ path: ["text"] })]));
     const { tool } = flaky(1, () => new Error("plain failure"));
