@@ -72,10 +72,11 @@ function accountFor(d: Draft, config: LoopConfig, response: ModelResponse): bool
     () => recordCost(s.guard, s.limits, response.costUsd),
     () => recordStopReason(s.guard, response.stopReason),
   ]) {
-    const checked = check();
-    s.guard = checked.state;
-    if (d.guard(checked.verdict) === "circuitBreak" && checked.verdict.kind !== "allow") {
-      fail(d, config, checked.verdict.reason, checked.verdict.message);
+    const { state, verdict } = check();
+    s.guard = state;
+    d.guard(verdict);
+    if (verdict.kind === "circuitBreak") {
+      fail(d, config, verdict.reason, verdict.message);
       return false;
     }
   }
@@ -99,15 +100,15 @@ export function runNextTool(d: Draft, config: LoopConfig): void {
     return;
   }
   s.queue = rest;
-  const checked = checkToolCall(s.guard, s.limits, call.name, call.input);
-  s.guard = checked.state;
-  const kind = d.guard(checked.verdict, { tool: call.name });
-  if (kind === "circuitBreak" && checked.verdict.kind !== "allow") {
-    fail(d, config, checked.verdict.reason, checked.verdict.message);
+  const { state, verdict } = checkToolCall(s.guard, s.limits, call.name, call.input);
+  s.guard = state;
+  d.guard(verdict, { tool: call.name });
+  if (verdict.kind === "circuitBreak") {
+    fail(d, config, verdict.reason, verdict.message);
     return;
   }
-  if (kind === "block" && checked.verdict.kind !== "allow") {
-    toolError(d, call, `error [GUARD_BLOCKED]: ${checked.verdict.message}; try something different`);
+  if (verdict.kind === "block") {
+    toolError(d, call, `error [GUARD_BLOCKED]: ${verdict.message}; try something different`);
     runNextTool(d, config);
     return;
   }
@@ -179,7 +180,8 @@ export function recordActResult(
   s.invocations = s.invocations.map((inv) =>
     inv.actionId === pending.actionId ? { ...inv, ok, ...(code ? { code } : {}) } : inv,
   );
-  const text = ok ? sanitizeOutput(asText(output), config.maxOutputBytes).text : String(output);
+  // Error text comes from the tool too: it is sanitised like any output before the model sees it.
+  const text = sanitizeOutput(asText(output), config.maxOutputBytes).text;
   if (ok) {
     s.evidence = [...s.evidence, text].slice(-50);
     s.signals = [...s.signals, ...signals.map((name) => ({ step: s.step, tool: pending.tool, name }))];

@@ -92,12 +92,9 @@ export class Draft {
     this.audit("phase.entered", "started", { ...(reason ? { reason } : {}), ...(data ? { data } : {}) });
   }
 
-  /**
-   * Records a guard verdict: every non-allow verdict becomes an audit event, so warnings are
-   * never swallowed. Returns the verdict's kind for the caller to act on.
-   */
-  guard(verdict: GuardVerdict, data?: Record<string, unknown>): GuardVerdict["kind"] {
-    if (verdict.kind === "allow") return "allow";
+  /** Records a guard verdict: every non-allow verdict becomes an audit event, so warnings are never swallowed. */
+  guard(verdict: GuardVerdict, data?: Record<string, unknown>): void {
+    if (verdict.kind === "allow") return;
     const kind =
       verdict.kind === "warn"
         ? "guard.warn"
@@ -108,7 +105,6 @@ export class Draft {
       reason: verdict.message,
       data: { guardReason: verdict.reason, ...data },
     });
-    return verdict.kind;
   }
 
   /**

@@ -54,14 +54,17 @@ export function visibleTools(state: LoopState, config: LoopConfig): ToolSpec[] {
 export function requestModel(d: Draft, config: LoopConfig): void {
   if (convergedNow(d, config)) return;
   const s = d.state;
-  if (d.guard(checkDeadline(s.guard, s.limits, d.at)) === "circuitBreak") {
-    fail(d, config, "deadline", "the wall-clock deadline passed");
+  const deadline = checkDeadline(s.guard, s.limits, d.at);
+  d.guard(deadline);
+  if (deadline.kind === "circuitBreak") {
+    fail(d, config, deadline.reason, deadline.message);
     return;
   }
-  const checked = checkIteration(s.guard, s.limits);
-  s.guard = checked.state;
-  if (d.guard(checked.verdict) === "circuitBreak") {
-    fail(d, config, "maxIterations", checked.verdict.kind === "allow" ? "" : checked.verdict.message);
+  const { state, verdict } = checkIteration(s.guard, s.limits);
+  s.guard = state;
+  d.guard(verdict);
+  if (verdict.kind === "circuitBreak") {
+    fail(d, config, verdict.reason, verdict.message);
     return;
   }
   const request: ModelRequest = {

@@ -139,7 +139,11 @@ export class LoopRunner {
           await this.deps.memory?.remember(effect.namespace, effect.text);
         else awaiting = effect;
       }
-      if (!awaiting) return result;
+      if (!awaiting) {
+        if (current.state.status === "committed" || current.state.status === "failed")
+          this.forget(current.state.runId);
+        return result;
+      }
       const event = await this.perform(awaiting, current.state, signal);
       if (!event) return result;
       current = transition(current.state, event, this.config());
@@ -234,6 +238,13 @@ export class LoopRunner {
     } catch (err) {
       return aborted(toAgentError(err, "TOOL_FAILED"));
     }
+  }
+
+  /** A finished run's drivers and recorded tool results are dropped: a long-lived runner must not grow. */
+  private forget(runId: string): void {
+    const prefix = `${runId}:`;
+    for (const key of [...this.drivers.keys()]) if (key.startsWith(prefix)) this.drivers.delete(key);
+    for (const key of [...this.idempotent.keys()]) if (key.startsWith(prefix)) this.idempotent.delete(key);
   }
 
   private driverFor(state: LoopState): ModelDriver {

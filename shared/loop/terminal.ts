@@ -1,3 +1,4 @@
+import { DEFAULT_TOOL_TIMEOUT_MS } from "../contracts/tool.js";
 import { toRfc3339 } from "../runtime/clock.js";
 import { contentHash } from "../runtime/hash.js";
 import type { Draft } from "./draft.js";
@@ -78,7 +79,7 @@ export function continueCompensation(d: Draft, config: LoopConfig): void {
   s.compensation = { ...comp, steps: comp.steps.slice(1) };
   const actionId = `comp-${next.actionId}`;
   const idempotencyKey = `${s.runId}:${actionId}`;
-  const timeoutMs = config.tools.find((t) => t.name === next.tool)?.timeoutMs ?? 120_000;
+  const timeoutMs = config.tools.find((t) => t.name === next.tool)?.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
   d.audit("compensation.started", "started", {
     actor: `tool:${next.tool}`,
     data: { actionId: next.actionId, compensatingTool: next.tool },

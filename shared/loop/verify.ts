@@ -1,4 +1,5 @@
 import type { CriticVerdict, Defect } from "../contracts/rubric.js";
+import { DEFAULT_TOOL_TIMEOUT_MS } from "../contracts/tool.js";
 import { checkRepair } from "./guard.js";
 import type { Draft } from "./draft.js";
 import { policyOf, requestModel, viewOf } from "./model-step.js";
@@ -47,7 +48,7 @@ function continueVerify(d: Draft, config: LoopConfig): void {
   s.actionCount += 1;
   const actionId = `verify-${s.actionCount}`;
   const idempotencyKey = `${s.runId}:${actionId}`;
-  const timeoutMs = config.tools.find((t) => t.name === verifier.tool)?.timeoutMs ?? 120_000;
+  const timeoutMs = config.tools.find((t) => t.name === verifier.tool)?.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
   d.wal({
     type: "INTENT",
     actionId,
@@ -189,9 +190,10 @@ export function repair(
   s.defects = defects;
   const plan = planRepair(defects, hints, s.output, s.repairHistory);
   if (feedback === undefined) {
-    const checked = checkRepair(s.guard, s.limits);
-    s.guard = checked.state;
-    if (d.guard(checked.verdict) === "circuitBreak") {
+    const { state, verdict } = checkRepair(s.guard, s.limits);
+    s.guard = state;
+    d.guard(verdict);
+    if (verdict.kind === "circuitBreak") {
       giveUp(d, config, "maxRepairs", plan.diagnosis);
       return;
     }

@@ -56,7 +56,7 @@ export class AnthropicDriver implements ModelDriver {
   constructor(private readonly options: AnthropicDriverOptions) {
     this.baseUrl = (options.ref.baseUrl ?? ANTHROPIC_DEFAULT_BASE_URL).replace(/\/+$/, "");
     this.id = `anthropic:${options.ref.model}`;
-    this.locality = isLoopbackUrl(this.baseUrl) && options.ref.baseUrl !== undefined ? "local" : "remote";
+    this.locality = isLoopbackUrl(this.baseUrl) ? "local" : "remote";
   }
 
   async complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {

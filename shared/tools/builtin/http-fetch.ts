@@ -70,7 +70,18 @@ export const httpFetchTool = defineTool({
   },
 });
 
+/** Reads at most MAX_BODY_BYTES and drops the rest unread, so a huge response cannot exhaust memory. */
 async function readCapped(response: Response): Promise<string> {
-  const buffer = Buffer.from(await response.arrayBuffer());
-  return buffer.subarray(0, MAX_BODY_BYTES).toString("utf8");
+  if (!response.body) return "";
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (size < MAX_BODY_BYTES) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    size += value.byteLength;
+  }
+  await reader.cancel();
+  return Buffer.concat(chunks).subarray(0, MAX_BODY_BYTES).toString("utf8");
 }

@@ -1,0 +1,235 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { CapabilityObject } from "../../shared/contracts/capability.js";
+import { InstantClock, ManualClock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { fullJitterDelay } from "../../shared/tools/backoff.js";
+import { CircuitBreaker } from "../../shared/tools/breaker.js";
+import { ToolInvoker } from "../../shared/tools/invoke.js";
+import { defineTool, type ToolContext } from "../../shared/tools/tool.js";
+
+const ctx = (granted: CapabilityObject, over: Partial<ToolContext> = {}): ToolContext => ({
+  runId: "r1",
+  actionId: "a1",
+  idempotencyKey: "r1:a1",
+  granted,
+  privacy: "standard",
+  depth: 0,
+  signal: new AbortController().signal,
+  ...over,
+});
+
+describe("invocation policy", () => {
+  const flaky = (failures: number, error: () => Error) => {
+    let calls = 0;
+    const tool = defineTool({
+      name: "flaky",
+      description: "fails a few times",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      execute: () => {
+        calls++;
+        return calls <= failures ? Promise.reject(error()) : Promise.resolve({ output: calls });
+      },
+    });
+    return { tool, calls: () => calls };
+  };
+
+  it("retries retryable errors with backoff and then succeeds", async () => {
+    const clock = new InstantClock(0);
+    const { tool, calls } = flaky(2, () => new AgentError("TOOL_UNAVAILABLE", "down"));
+    const invoker = new ToolInvoker({
+      clock,
+      random: seededRandom(7),
+      policy: { retries: 3, baseDelayMs: 100, maxDelayMs: 1000 },
+    });
+    const result = await invoker.invoke(tool, {}, ctx({ kind: "compute" }));
+    expect(result.output).toBe(3);
+    expect(calls()).toBe(3);
+    expect(clock.now()).toBeGreaterThan(0);
+    expect(clock.now()).toBeLessThan(100 + 200);
+  });
+
+  it("never retries an error typed terminal", async () => {
+    const { tool, calls } = flaky(5, () => new AgentError("TOOL_FAILED", "bad"));
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 5 },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+    });
+    expect(calls()).toBe(1);
+  });
+
+  it("gives up after the configured retries", async () => {
+    const { tool, calls } = flaky(10, () => new AgentError("TOOL_TIMEOUT", "slow"));
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 2 },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_TIMEOUT",
+    });
+    expect(calls()).toBe(3);
+  });
+
+  it("invalid input is refused before the tool runs", async () => {
+    const invoker = new ToolInvoker({ clock: new InstantClock(0), random: seededRandom(1) });
+    await expect(invoker.invoke(echoTool, { text: 42 }, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "INVALID_INPUT",
+    });
+  });
+
+  it("aborting the caller's signal aborts the running tool and stops retries", async () => {
+    let seen: AbortSignal | undefined;
+    let calls = 0;
+    const hang = defineTool({
+      name: "hang",
+      description: "waits for abort",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      execute: (_i, c) => {
+        calls++;
+        seen = c.signal;
+        return new Promise<never>((_, reject) =>
+          c.signal.addEventListener("abort", () => reject(new AgentError("TOOL_UNAVAILABLE", "cancelled"))),
+        );
+      },
+    });
+    const invoker = new ToolInvoker({
+      clock: new ManualClock(0),
+      random: seededRandom(1),
+      policy: { retries: 5 },
+    });
+    const outer = new AbortController();
+    const pending = invoker.invoke(hang, {}, ctx({ kind: "compute" }, { signal: outer.signal }));
+    await Promise.resolve();
+    outer.abort(new Error("caller gone"));
+    await expect(pending).rejects.toMatchObject({ code: "TOOL_UNAVAILABLE" });
+    expect(seen?.aborted).toBe(true);
+    expect((seen?.reason as Error).message).toBe("caller gone");
+    expect(calls).toBe(1);
+  });
+
+  it("a timeout says which tool and after how long; invalid input carries the zod issues", async () => {
+    const clock = new ManualClock(0);
+    const slow = defineTool({
+      name: "slow",
+      description: "s",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      timeoutMs: 50,
+      execute: () => new Promise<never>(() => undefined),
+    });
+    const invoker = new ToolInvoker({ clock, random: seededRandom(1), policy: { retries: 0 } });
+    const pending = invoker.invoke(slow, {}, ctx({ kind: "compute" }));
+    await clock.advance(50);
+    await expect(pending).rejects.toThrow("tool 'slow' timed out after 50 ms");
+    const invalid = (await invoker.invoke(echoTool, {}, ctx({ kind: "compute" })).then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as AgentError;
+    expect(invalid.message).toMatch(/^invalid input for tool 'echo': /);
+    expect(invalid.details).toEqual(expect.arrayContaining([expect.objectContaining({ path: ["text"] })]));
+    const { tool } = flaky(1, () => new Error("plain failure"));
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+      message: "plain failure",
+    });
+  });
+
+  it("a success in between resets the invoker's breaker count", async () => {
+    let n = 0;
+    const outcomes = [false, true, false, false];
+    const tool = defineTool({
+      name: "alt",
+      description: "a",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      execute: () =>
+        outcomes[n++] ? Promise.resolve({ output: n }) : Promise.reject(new AgentError("TOOL_FAILED", "x")),
+    });
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 0, breaker: { failureThreshold: 2, cooldownMs: 1000 } },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toThrow();
+    await invoker.invoke(tool, {}, ctx({ kind: "compute" }));
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+    });
+    expect(invoker.breakerFor("alt").current(0)).toBe("closed");
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+    });
+    expect(invoker.breakerFor("alt").current(0)).toBe("open");
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toThrow(
+      "tool 'alt' is failing; its circuit breaker is open",
+    );
+  });
+
+  it("full jitter stays within [0, min(max, base·2^attempt))", () => {
+    const random = seededRandom(3);
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const ceiling = Math.min(1000, 50 * 2 ** attempt);
+      for (let i = 0; i < 50; i++) {
+        const d = fullJitterDelay(attempt, { baseDelayMs: 50, maxDelayMs: 1000 }, random);
+        expect(d).toBeGreaterThanOrEqual(0);
+        expect(d).toBeLessThan(ceiling);
+      }
+    }
+    expect(fullJitterDelay(3, { baseDelayMs: 100, maxDelayMs: 10_000 }, { next: () => 0.5 })).toBe(400);
+  });
+
+  it("the breaker opens after N failures, half-opens after the cooldown, and closes on success", () => {
+    const breaker = new CircuitBreaker({ failureThreshold: 3, cooldownMs: 1000 });
+    for (let i = 0; i < 3; i++) {
+      expect(breaker.tryAcquire(0)).toBe(true);
+      breaker.onFailure(0);
+    }
+    expect(breaker.current(0)).toBe("open");
+    expect(breaker.tryAcquire(999)).toBe(false);
+    expect(breaker.current(1000)).toBe("halfOpen");
+    expect(breaker.tryAcquire(1000)).toBe(true);
+    expect(breaker.tryAcquire(1000)).toBe(false); // one trial at a time
+    breaker.onSuccess();
+    expect(breaker.current(1000)).toBe("closed");
+  });
+
+  it("a failed half-open trial re-opens the breaker; a success resets the failure count", () => {
+    const breaker = new CircuitBreaker({ failureThreshold: 2, cooldownMs: 100 });
+    breaker.onFailure(0);
+    breaker.onSuccess();
+    breaker.onFailure(0);
+    expect(breaker.current(0)).toBe("closed");
+    breaker.onFailure(0);
+    expect(breaker.current(0)).toBe("open");
+    expect(breaker.tryAcquire(100)).toBe(true);
+    breaker.onFailure(100);
+    expect(breaker.current(150)).toBe("open");
+    expect(breaker.current(200)).toBe("halfOpen");
+  });
+
+  it("the invoker refuses calls while a tool's breaker is open", async () => {
+    const { tool, calls } = flaky(100, () => new AgentError("TOOL_FAILED", "x"));
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 0, breaker: { failureThreshold: 2, cooldownMs: 10_000 } },
+    });
+    for (let i = 0; i < 2; i++)
+      await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+        code: "TOOL_FAILED",
+      });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "CIRCUIT_OPEN",
+    });
+    expect(calls()).toBe(2);
+  });
+});
