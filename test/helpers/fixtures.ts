@@ -7,7 +7,8 @@ import { seededRandom } from "../../shared/runtime/random.js";
 import { LoopRunner, type RunnerDeps } from "../../shared/loop/runner.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
-import type { AnyTool } from "../../shared/tools/tool.js";
+import type { AnyTool, ToolContext } from "../../shared/tools/tool.js";
+import type { CapabilityObject } from "../../shared/contracts/capability.js";
 import type { AuditKind } from "../../shared/contracts/audit.js";
 import type { RunResult } from "../../shared/loop/runner.js";
 
@@ -83,3 +84,15 @@ export function modelCalls(result: RunResult): number {
 export function echoCall(text: string): ScriptStep {
   return { toolCalls: [{ name: "echo", input: { text } }] };
 }
+
+/** A tool context as the runner would build it, for calling tools directly. */
+export const toolCtx = (granted: CapabilityObject, over: Partial<ToolContext> = {}): ToolContext => ({
+  runId: "r1",
+  actionId: "a1",
+  idempotencyKey: "r1:a1",
+  granted,
+  privacy: "standard",
+  depth: 0,
+  signal: new AbortController().signal,
+  ...over,
+});

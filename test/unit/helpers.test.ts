@@ -7,8 +7,8 @@ import { ManualClock, systemClock, toRfc3339 } from "../../shared/runtime/clock.
 import { RUN_ID_PATTERN, sequentialIds, uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { httpFetchTool, MAX_REDIRECTS } from "../../shared/tools/builtin/http-fetch.js";
-import type { ToolContext } from "../../shared/tools/tool.js";
 import { startServer } from "../helpers/http-server.js";
+import { toolCtx } from "../helpers/fixtures.js";
 
 const PLANTED = "sk-PLANTED-9f8e7d";
 
@@ -89,15 +89,9 @@ describe("memory", () => {
 });
 
 describe("http_fetch edges", () => {
-  const ctx = (granted: CapabilityObject): ToolContext => ({
-    runId: "r",
-    actionId: "a",
-    idempotencyKey: "k",
-    granted,
-    privacy: "standard",
-    depth: 0,
-    signal: new AbortController().signal,
-  });
+  const ctx = (granted: CapabilityObject) =>
+    toolCtx(granted, { runId: "r", actionId: "a", idempotencyKey: "k" });
+
   const net: CapabilityObject = { kind: "network", allowedHosts: ["127.0.0.1"] };
 
   it("HEAD returns no body; an endless redirect loop stops; other schemes and grants are refused", async () => {

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { CapabilityObject } from "../../shared/contracts/capability.js";
 import { InstantClock, ManualClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { seededRandom } from "../../shared/runtime/random.js";
@@ -8,18 +7,10 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { fullJitterDelay } from "../../shared/tools/backoff.js";
 import { CircuitBreaker } from "../../shared/tools/breaker.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
-import { defineTool, type ToolContext } from "../../shared/tools/tool.js";
+import { defineTool } from "../../shared/tools/tool.js";
+import { toolCtx } from "../helpers/fixtures.js";
 
-const ctx = (granted: CapabilityObject, over: Partial<ToolContext> = {}): ToolContext => ({
-  runId: "r1",
-  actionId: "a1",
-  idempotencyKey: "r1:a1",
-  granted,
-  privacy: "standard",
-  depth: 0,
-  signal: new AbortController().signal,
-  ...over,
-});
+const ctx = toolCtx;
 
 describe("invocation policy", () => {
   const flaky = (failures: number, error: () => Error) => {

@@ -11,20 +11,11 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { SANITIZED, sanitizeOutput } from "../../shared/tools/sanitize.js";
-import { describeTool, type ToolContext } from "../../shared/tools/tool.js";
+import { describeTool } from "../../shared/tools/tool.js";
 import { startServer } from "../helpers/http-server.js";
-import { spec } from "../helpers/fixtures.js";
+import { spec, toolCtx } from "../helpers/fixtures.js";
 
-const ctx = (granted: CapabilityObject, over: Partial<ToolContext> = {}): ToolContext => ({
-  runId: "r1",
-  actionId: "a1",
-  idempotencyKey: "r1:a1",
-  granted,
-  privacy: "standard",
-  depth: 0,
-  signal: new AbortController().signal,
-  ...over,
-});
+const ctx = toolCtx;
 
 describe("output sanitization", () => {
   it("INV-011 system-injection markers are replaced by [SANITIZED] [test_sanitize_output_system_injection]", () => {
