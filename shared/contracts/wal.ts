@@ -50,9 +50,12 @@ export const WalRecord = z.discriminatedUnion("type", [
   z.object({
     ...base,
     type: z.literal("TERMINAL"),
+    /** HALT is resumable: a later record may follow it. COMMIT and FAIL are final. */
     outcome: z.enum(["COMMIT", "FAIL", "HALT"]),
     reason: z.string(),
     artifactHash: z.string(),
+    /** The artifact itself (result with provenance, failure report or halt record), so it is durable. */
+    artifact: z.unknown(),
   }),
 ]);
 export type WalRecord = z.infer<typeof WalRecord>;

@@ -9,6 +9,7 @@ import { createDriver } from "../models/factory.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
 import type { IdGenerator } from "../runtime/ids.js";
+import type { Logger } from "../runtime/logger.js";
 import type { Random } from "../runtime/random.js";
 import { findGrant } from "../tools/capabilities.js";
 import { ToolInvoker, type InvokePolicy } from "../tools/invoke.js";
@@ -37,6 +38,8 @@ export interface RunnerDeps {
   invokePolicy?: Partial<InvokePolicy>;
   /** Every effect as it happens (WAL records, audit events): the live event stream. */
   onEffect?: (effect: Effect) => void;
+  /** One line per audit event, with runId, phase and iteration; silent when absent. */
+  logger?: Logger;
 }
 
 export interface RunOptions {
@@ -134,8 +137,10 @@ export class LoopRunner {
       for (const effect of current.effects) {
         this.deps.onEffect?.(effect);
         if (effect.type === "wal") result.wal.push(effect.record);
-        else if (effect.type === "audit") result.audit.push(effect.event);
-        else if (effect.type === "storeMemory")
+        else if (effect.type === "audit") {
+          result.audit.push(effect.event);
+          this.log(effect.event);
+        } else if (effect.type === "storeMemory")
           await this.deps.memory?.remember(effect.namespace, effect.text);
         else awaiting = effect;
       }
@@ -238,6 +243,21 @@ export class LoopRunner {
     } catch (err) {
       return aborted(toAgentError(err, "TOOL_FAILED"));
     }
+  }
+
+  private log(event: AuditEvent): void {
+    const logger = this.deps.logger;
+    if (!logger) return;
+    const line = {
+      runId: event.runId,
+      phase: event.phase,
+      iteration: event.iteration,
+      kind: event.kind,
+      status: event.status,
+    };
+    const failed = event.status === "failed" || event.kind === "guard.warn";
+    if (failed) logger.warn(line, event.reason ?? event.kind);
+    else logger.info(line, event.reason ?? event.kind);
   }
 
   /** A finished run's drivers and recorded tool results are dropped: a long-lived runner must not grow. */

@@ -39,7 +39,7 @@ export function commit(d: Draft, reason: string): void {
   };
   s.status = "committed";
   s.terminal = { kind: "COMMIT", reason, output: s.output, artifact, artifactHash: artifact.contentHash };
-  d.wal({ type: "TERMINAL", outcome: "COMMIT", reason, artifactHash: artifact.contentHash });
+  d.wal({ type: "TERMINAL", outcome: "COMMIT", reason, artifactHash: artifact.contentHash, artifact });
   d.audit("run.committed", "passed", {
     reason,
     artifacts: [artifact.contentHash],
@@ -154,7 +154,7 @@ function finalizeFailure(d: Draft): void {
     artifact: report,
     artifactHash: hash,
   };
-  d.wal({ type: "TERMINAL", outcome: "FAIL", reason: failing.reason, artifactHash: hash });
+  d.wal({ type: "TERMINAL", outcome: "FAIL", reason: failing.reason, artifactHash: hash, artifact: report });
   d.audit("run.failed", "failed", {
     reason: failing.reason,
     artifacts: [hash],
@@ -179,6 +179,7 @@ export function halt(d: Draft, reason: string, by: string): void {
   };
   const hash = contentHash(artifact);
   s.terminal = { kind: "HALT", reason, artifact, artifactHash: hash };
+  d.wal({ type: "TERMINAL", outcome: "HALT", reason, artifactHash: hash, artifact });
   d.audit("run.halted", "skipped", {
     reason,
     actor: by === "system" ? "agent" : "human",

@@ -8,7 +8,7 @@ import { RUN_ID_PATTERN, sequentialIds, uuidIds } from "../../shared/runtime/ids
 import { createLogger } from "../../shared/runtime/logger.js";
 import { httpFetchTool, MAX_REDIRECTS } from "../../shared/tools/builtin/http-fetch.js";
 import { startServer } from "../helpers/http-server.js";
-import { toolCtx } from "../helpers/fixtures.js";
+import { runner, spec, toolCtx } from "../helpers/fixtures.js";
 
 const PLANTED = "sk-PLANTED-9f8e7d";
 
@@ -41,6 +41,29 @@ describe("logger", () => {
     });
     expect(lines.join("")).not.toContain(PLANTED);
     expect(lines.join("")).toContain("[REDACTED]");
+  });
+});
+
+describe("runner logging", () => {
+  it("logs one JSON line per audit event with runId, phase and iteration", async () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const result = await runner({ logger: createLogger({ actor: "agent", destination: sink }) }).run(spec());
+    const records = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(records).toHaveLength(result.audit.length);
+    for (const r of records)
+      expect(r).toMatchObject({
+        actor: "agent",
+        runId: result.state.runId,
+        phase: expect.any(String) as unknown,
+        iteration: expect.any(Number) as unknown,
+      });
+    expect(records.at(-1)).toMatchObject({ kind: "run.committed", phase: "COMMIT", level: 30 });
   });
 });
 

@@ -127,7 +127,8 @@ describe("repair bounds, approvals and halts", () => {
     expect(report.kind).toBe("failure");
     expect(report.diagnosis).toContain("does not match");
     expect(report.partialOutput).toBe("delta echo foxtrot");
-    expect(result.wal.at(-1)).toMatchObject({ type: "TERMINAL", outcome: "FAIL" });
+    // The failure report itself is in the WAL, not only its hash: it survives the process.
+    expect(result.wal.at(-1)).toMatchObject({ type: "TERMINAL", outcome: "FAIL", artifact: report });
   });
 
   it("the same output and diagnosis coming back escalates the strategy, then gives up", async () => {
@@ -206,6 +207,11 @@ describe("repair bounds, approvals and halts", () => {
     expect(halted.state.phase).toBe("HALT");
     expect(halted.state.status).toBe("halted");
     expect(kinds(halted).at(-1)).toBe("run.halted");
+    expect(halted.wal.at(-1)).toMatchObject({
+      type: "TERMINAL",
+      outcome: "HALT",
+      artifact: { kind: "halt", reason: "kill switch", by: "ops", phase: "VERIFY" },
+    });
     await expect(
       r.send(halted, { type: "approvalDecided", at: 3, decision: "approve", by: "x" }),
     ).rejects.toMatchObject({ code: "INVALID_TRANSITION" });
@@ -363,6 +369,7 @@ describe("commit artifact", () => {
     });
     expect(artifact.provenance.planHash).toMatch(/^[0-9a-f]{64}$/);
     expect(result.audit.find((e) => e.kind === "run.committed")?.artifacts).toEqual([artifact.contentHash]);
+    expect(result.wal.at(-1)).toMatchObject({ type: "TERMINAL", outcome: "COMMIT", artifact });
   });
 
   it("verifiers: jsonSchema and tool verifiers gate the commit", async () => {
