@@ -1,0 +1,38 @@
+import type { z } from "zod";
+import { AgentError } from "../runtime/errors.js";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Every payload on the wire goes through here: encode validates what we send, decode validates
+ * what we receive. A bad payload becomes an INVALID_INPUT error with the zod issues, never an
+ * exception from deep inside a handler.
+ */
+export function encode<S extends z.ZodType>(schema: S, value: z.input<S>): Uint8Array {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    throw new AgentError("INTERNAL", `refusing to send an invalid payload: ${parsed.error.message}`, {
+      details: parsed.error.issues,
+    });
+  }
+  return encoder.encode(JSON.stringify(parsed.data));
+}
+
+export function decode<S extends z.ZodType>(schema: S, data: Uint8Array): z.output<S> {
+  let text: string;
+  let raw: unknown;
+  try {
+    text = decoder.decode(data);
+    raw = JSON.parse(text) as unknown;
+  } catch (cause) {
+    throw new AgentError("INVALID_INPUT", "payload is not valid UTF-8 JSON", { cause });
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    throw new AgentError("INVALID_INPUT", `payload does not match the schema: ${parsed.error.message}`, {
+      details: parsed.error.issues,
+    });
+  }
+  return parsed.data;
+}

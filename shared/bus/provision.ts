@@ -1,0 +1,124 @@
+import {
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamManager,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { AgentError } from "../runtime/errors.js";
+import { serverVersion } from "./connect.js";
+import type { Subjects } from "./subjects.js";
+
+export interface ProvisionOptions {
+  subjects: Subjects;
+  /** 1 on a single local server, 3 in production. */
+  replicas: number;
+}
+
+export type ProvisionAction = "created" | "updated" | "unchanged";
+
+export interface ProvisionReport {
+  serverVersion: string;
+  streams: Record<string, ProvisionAction>;
+  buckets: string[];
+  /** Features this server lacks, said once at start-up rather than discovered in production. */
+  notes: string[];
+}
+
+const NANOS_PER_MS = 1_000_000;
+/** Message-id dedupe window for WAL appends and run submissions. */
+export const DUPLICATE_WINDOW_MS = 120_000;
+
+type WantedStream = Partial<StreamConfig> & { name: string };
+
+export function streamConfigs(subjects: Subjects, replicas: number): WantedStream[] {
+  const names = subjects.streams();
+  const common = {
+    storage: StorageType.File,
+    num_replicas: replicas,
+    duplicate_window: DUPLICATE_WINDOW_MS * NANOS_PER_MS,
+  };
+  return [
+    { ...common, name: names.runs, subjects: [subjects.runQueueAll()], retention: RetentionPolicy.Workqueue },
+    { ...common, name: names.wal, subjects: [subjects.walAll()], retention: RetentionPolicy.Limits },
+    {
+      ...common,
+      name: names.audit,
+      subjects: [subjects.auditAll()],
+      retention: RetentionPolicy.Limits,
+      deny_delete: true,
+      deny_purge: true,
+    },
+  ];
+}
+
+/** The fields we set, and so the ones that must read back the same (servers drop options they do not know). */
+const CHECKED: (keyof StreamConfig)[] = [
+  "subjects",
+  "retention",
+  "storage",
+  "num_replicas",
+  "duplicate_window",
+  "deny_delete",
+  "deny_purge",
+];
+
+function differences(wanted: Partial<StreamConfig>, actual: StreamConfig): string[] {
+  return CHECKED.filter(
+    (key) => key in wanted && JSON.stringify(wanted[key]) !== JSON.stringify(actual[key]),
+  ).map(
+    (key) =>
+      `${String(key)}: wanted ${JSON.stringify(wanted[key])}, server has ${JSON.stringify(actual[key])}`,
+  );
+}
+
+async function ensureStream(jsm: JetStreamManager, wanted: WantedStream): Promise<ProvisionAction> {
+  const name = wanted.name;
+  const existing = await jsm.streams.info(name).catch(() => undefined);
+  let action: ProvisionAction = "unchanged";
+  if (!existing) {
+    await jsm.streams.add(wanted);
+    action = "created";
+  } else if (differences(wanted, existing.config).length > 0) {
+    await jsm.streams.update(name, { ...existing.config, ...wanted });
+    action = "updated";
+  }
+  const diff = differences(wanted, (await jsm.streams.info(name)).config);
+  if (diff.length > 0) {
+    throw new AgentError("INTERNAL", `stream ${name} did not take its configuration (${diff.join("; ")})`);
+  }
+  return action;
+}
+
+/**
+ * Creates or converges the streams and KV buckets of DESIGN.md §3. Safe to run from every actor
+ * at every start: it only changes what differs, then reads the configuration back.
+ */
+export async function provision(nc: NatsConnection, options: ProvisionOptions): Promise<ProvisionReport> {
+  const [major, minor] = serverVersion(nc);
+  const version = nc.info?.version ?? "unknown";
+  if (major < 2 || (major === 2 && minor < 9)) {
+    throw new AgentError(
+      "INTERNAL",
+      `nats-server ${version} is too old: JetStream features used here need 2.9 or newer`,
+    );
+  }
+  const notes: string[] = [];
+  if (major === 2 && minor < 10) {
+    notes.push(
+      `nats-server ${version}: no per-message fsync (syncs every 60 s); run R3 streams or 2.10+ with sync_interval: always for durability`,
+    );
+  }
+  const jsm = await jetstreamManager(nc);
+  const streams: Record<string, ProvisionAction> = {};
+  for (const config of streamConfigs(options.subjects, options.replicas)) {
+    streams[config.name] = await ensureStream(jsm, config);
+  }
+  const kvm = new Kvm(nc);
+  const names = options.subjects.buckets();
+  const buckets = [names.runs, names.pool, names.idempotency, names.memory];
+  for (const bucket of buckets) await kvm.create(bucket, { replicas: options.replicas, history: 1 });
+  return { serverVersion: version, streams, buckets, notes };
+}

@@ -1,0 +1,100 @@
+import { AgentError } from "../runtime/errors.js";
+
+/**
+ * The one place that knows the subject grammar (DESIGN.md §3). Every token is validated, so a
+ * runId or tool name can never smuggle a `.`, `*` or `>` into a subject and widen what it matches.
+ */
+const TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
+/** Audit kinds are dotted (`tool.intent`): each part is a token. */
+const DOTTED = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
+
+export const DEFAULT_PREFIX = "agents";
+
+function token(kind: string, value: string): string {
+  if (!TOKEN.test(value)) {
+    throw new AgentError(
+      "INVALID_INPUT",
+      `${kind} '${value}' is not a valid subject token ([A-Za-z0-9_-]{1,64})`,
+    );
+  }
+  return value;
+}
+
+export interface StreamNames {
+  runs: string;
+  wal: string;
+  audit: string;
+}
+
+export interface BucketNames {
+  runs: string;
+  pool: string;
+  idempotency: string;
+  memory: string;
+}
+
+export class Subjects {
+  readonly prefix: string;
+
+  constructor(prefix: string = DEFAULT_PREFIX) {
+    this.prefix = token("prefix", prefix);
+  }
+
+  runsSubmit(): string {
+    return `${this.prefix}.runs.submit`;
+  }
+
+  runQueue(runId: string): string {
+    return `${this.prefix}.runs.queue.${token("runId", runId)}`;
+  }
+
+  runQueueAll(): string {
+    return `${this.prefix}.runs.queue.>`;
+  }
+
+  wal(runId: string): string {
+    return `${this.prefix}.wal.${token("runId", runId)}`;
+  }
+
+  walAll(): string {
+    return `${this.prefix}.wal.>`;
+  }
+
+  audit(runId: string, kind: string): string {
+    if (!DOTTED.test(kind))
+      throw new AgentError("INVALID_INPUT", `audit kind '${kind}' is not a dotted lowercase name`);
+    return `${this.prefix}.audit.${token("runId", runId)}.${kind}`;
+  }
+
+  /** Every audit event, or one run's when `runId` is given. */
+  auditAll(runId?: string): string {
+    return runId === undefined ? `${this.prefix}.audit.>` : `${this.prefix}.audit.${token("runId", runId)}.>`;
+  }
+
+  tool(name: string): string {
+    return `${this.prefix}.tools.${token("tool name", name)}`;
+  }
+
+  criticReview(): string {
+    return `${this.prefix}.critic.review`;
+  }
+
+  approvals(runId: string): string {
+    return `${this.prefix}.approvals.${token("runId", runId)}`;
+  }
+
+  killSwitch(): string {
+    return `${this.prefix}.control.killswitch`;
+  }
+
+  /** Stream names: upper-cased prefix, so a second prefix on one server gets its own streams. */
+  streams(): StreamNames {
+    const p = this.prefix === DEFAULT_PREFIX ? "AGENT" : `${this.prefix.toUpperCase().replaceAll("-", "_")}`;
+    return { runs: `${p}_RUNS`, wal: `${p}_WAL`, audit: `${p}_AUDIT` };
+  }
+
+  buckets(): BucketNames {
+    const p = this.prefix;
+    return { runs: `${p}-runs`, pool: `${p}-pool`, idempotency: `${p}-idempotency`, memory: `${p}-memory` };
+  }
+}

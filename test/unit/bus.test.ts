@@ -1,0 +1,78 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { decode, encode } from "../../shared/bus/codec.js";
+import { Subjects } from "../../shared/bus/subjects.js";
+import { ToolCallRequest } from "../../shared/contracts/tool.js";
+
+describe("subjects", () => {
+  const s = new Subjects();
+
+  it("builds every subject of the wire contract under the prefix", () => {
+    expect(s.runsSubmit()).toBe("agents.runs.submit");
+    expect(s.runQueue("r-1")).toBe("agents.runs.queue.r-1");
+    expect(s.wal("r_1")).toBe("agents.wal.r_1");
+    expect(s.audit("r1", "tool.intent")).toBe("agents.audit.r1.tool.intent");
+    expect(s.auditAll()).toBe("agents.audit.>");
+    expect(s.auditAll("r1")).toBe("agents.audit.r1.>");
+    expect(s.tool("http_fetch")).toBe("agents.tools.http_fetch");
+    expect(s.criticReview()).toBe("agents.critic.review");
+    expect(s.approvals("r1")).toBe("agents.approvals.r1");
+    expect(s.killSwitch()).toBe("agents.control.killswitch");
+    expect(s.streams()).toEqual({ runs: "AGENT_RUNS", wal: "AGENT_WAL", audit: "AGENT_AUDIT" });
+    expect(s.buckets()).toEqual({
+      runs: "agents-runs",
+      pool: "agents-pool",
+      idempotency: "agents-idempotency",
+      memory: "agents-memory",
+    });
+    expect(new Subjects("team-a").streams()).toEqual({
+      runs: "TEAM_A_RUNS",
+      wal: "TEAM_A_WAL",
+      audit: "TEAM_A_AUDIT",
+    });
+  });
+
+  it("refuses tokens that would widen or break a subject", () => {
+    for (const bad of ["a.b", "*", ">", "", "x y", "a".repeat(65)]) {
+      expect(() => s.wal(bad), bad).toThrow(expect.objectContaining({ code: "INVALID_INPUT" }));
+    }
+    expect(() => s.audit("r1", "Tool.Intent")).toThrow(/dotted lowercase/);
+    expect(() => s.audit("r1", "tool.>")).toThrow();
+    expect(() => new Subjects("a.b")).toThrow(/prefix/);
+  });
+});
+
+describe("codec", () => {
+  const request: ToolCallRequest = {
+    schemaVersion: 1,
+    runId: "r1",
+    actionId: "a1",
+    idempotencyKey: "k",
+    input: { x: 1 },
+    deadline: 5,
+  };
+
+  it("round-trips a valid payload", () => {
+    expect(decode(ToolCallRequest, encode(ToolCallRequest, request))).toEqual(request);
+  });
+
+  it("turns malformed bytes and schema violations into INVALID_INPUT with the issues", () => {
+    expect(() => decode(ToolCallRequest, new TextEncoder().encode("{not json"))).toThrow(
+      expect.objectContaining({ code: "INVALID_INPUT" }),
+    );
+    expect(() => decode(ToolCallRequest, new Uint8Array([0xff, 0xfe]))).toThrow(/UTF-8 JSON/);
+    const bad = (() => {
+      try {
+        decode(ToolCallRequest, new TextEncoder().encode(JSON.stringify({ ...request, runId: "bad id" })));
+      } catch (e) {
+        return e as { code: string; details: unknown };
+      }
+    })();
+    expect(bad?.code).toBe("INVALID_INPUT");
+    expect(JSON.stringify(bad?.details)).toContain("runId");
+  });
+
+  it("refuses to send what does not match its own schema", () => {
+    expect(() => encode(z.object({ n: z.number() }), { n: "x" } as never)).toThrow(/refusing to send/);
+  });
+});
