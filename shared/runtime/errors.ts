@@ -32,6 +32,9 @@ export const ERROR_CODES = {
   PLAN_INVALID: { retryable: false },
   NONDETERMINISM: { retryable: false },
   INVALID_TRANSITION: { retryable: false },
+  /** Another writer appended to this run's WAL: this worker must stop driving the run. */
+  FENCED: { retryable: false },
+  BUS_UNAVAILABLE: { retryable: true },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,0 +1,128 @@
+import {
+  DeliverPolicy,
+  JetStreamApiError,
+  type JetStreamClient,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
+import { WalRecord } from "../contracts/wal.js";
+import type { Clock } from "../runtime/clock.js";
+import { AgentError } from "../runtime/errors.js";
+import type { Random } from "../runtime/random.js";
+import { fullJitterDelay } from "../tools/backoff.js";
+import { decode, encode } from "./codec.js";
+import type { Subjects } from "./subjects.js";
+
+/** JetStream's answer when the expected last subject sequence does not match: someone else wrote. */
+export const WRONG_LAST_SEQUENCE = 10071;
+const RETRIES = 5;
+const BACKOFF = { baseDelayMs: 50, maxDelayMs: 2_000 };
+
+export interface StoredRecord {
+  seq: number;
+  record: WalRecord;
+}
+
+export interface WalDeps {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  subjects: Subjects;
+  clock: Clock;
+  random: Random;
+}
+
+/**
+ * Appends one run's WAL records. Each append carries the expected last sequence of the run's
+ * subject, a fencing token: if another worker appended in between, the append fails with FENCED
+ * and this worker must let the run go. The message id, `runId:index:writerId`, makes this
+ * writer's retry after a lost ack a duplicate rather than a second record. It must name the
+ * writer: JetStream checks duplicates before the expected sequence, so two writers sharing ids
+ * would see the loser's different record acknowledged as the winner's.
+ */
+export class WalWriter {
+  constructor(
+    private readonly deps: WalDeps,
+    readonly runId: string,
+    /** Unique per worker and run lease (a worker id plus a random suffix). */
+    readonly writerId: string,
+    private lastSeq: number,
+    private count: number,
+  ) {}
+
+  get position(): { lastSeq: number; count: number } {
+    return { lastSeq: this.lastSeq, count: this.count };
+  }
+
+  async append(record: WalRecord): Promise<number> {
+    const subject = this.deps.subjects.wal(this.runId);
+    const data = encode(WalRecord, record);
+    const msgID = `${this.runId}:${this.count + 1}:${this.writerId}`;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const ack = await this.deps.js.publish(subject, data, {
+          msgID,
+          expect: { lastSubjectSequence: this.lastSeq },
+        });
+        this.lastSeq = ack.seq;
+        this.count += 1;
+        return ack.seq;
+      } catch (err) {
+        if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
+          throw new AgentError(
+            "FENCED",
+            `another writer appended to the WAL of run ${this.runId}; letting it go`,
+            { cause: err },
+          );
+        }
+        // Timeouts and leader elections are retried; the message id makes the retry safe.
+        if (attempt >= RETRIES)
+          throw new AgentError("BUS_UNAVAILABLE", `WAL append failed for run ${this.runId}`, { cause: err });
+        await this.deps.clock.sleep(fullJitterDelay(attempt, BACKOFF, this.deps.random));
+      }
+    }
+  }
+
+  async appendAll(records: readonly WalRecord[]): Promise<number> {
+    let seq = this.lastSeq;
+    for (const record of records) seq = await this.append(record);
+    return seq;
+  }
+}
+
+/** Reads a run's WAL in order from `fromSeq` (a checkpoint's sequence, for a flat resume cost). */
+export async function readWal(
+  deps: WalDeps,
+  runId: string,
+  fromSeq = 1,
+): Promise<{ records: StoredRecord[]; lastSeq: number }> {
+  const subject = deps.subjects.wal(runId);
+  const stream = deps.subjects.streams().wal;
+  const last = await deps.jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => null);
+  if (!last || last.seq < fromSeq) return { records: [], lastSeq: last?.seq ?? 0 };
+  const consumer = await deps.js.consumers.get(stream, {
+    filter_subjects: subject,
+    deliver_policy: DeliverPolicy.StartSequence,
+    opt_start_seq: fromSeq,
+  });
+  const records: StoredRecord[] = [];
+  const messages = await consumer.consume();
+  try {
+    for await (const msg of messages) {
+      records.push({ seq: msg.seq, record: decode(WalRecord, msg.data) });
+      if (msg.seq >= last.seq) break;
+    }
+  } finally {
+    await messages.close();
+  }
+  return { records, lastSeq: last.seq };
+}
+
+/** A writer positioned after what `readWal` returned: the next append must follow the last record. */
+export function writerAfter(
+  deps: WalDeps,
+  runId: string,
+  writerId: string,
+  read: { records: StoredRecord[]; lastSeq: number },
+  countBefore = 0,
+): WalWriter {
+  return new WalWriter(deps, runId, writerId, read.lastSeq, countBefore + read.records.length);
+}

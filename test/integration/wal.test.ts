@@ -1,0 +1,112 @@
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connectBus } from "../../shared/bus/connect.js";
+import { provision } from "../../shared/bus/provision.js";
+import { Subjects } from "../../shared/bus/subjects.js";
+import { readWal, WalWriter, writerAfter, type WalDeps } from "../../shared/bus/wal.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import { replay } from "../../shared/loop/replay.js";
+import { InstantClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { describeTool } from "../../shared/tools/tool.js";
+import { echoCall, runner, spec } from "../helpers/fixtures.js";
+import { startNats, type TestNats } from "../helpers/nats-server.js";
+
+const subjects = new Subjects(`w${process.pid}x${Date.now().toString(36)}`);
+let server: TestNats;
+let nc: NatsConnection;
+let deps: WalDeps;
+
+beforeAll(async () => {
+  server = await startNats();
+  nc = await connectBus({ servers: server.url, name: "wal-test", logger: silentLogger });
+  await provision(nc, { subjects, replicas: 1 });
+  deps = {
+    js: jetstream(nc),
+    jsm: await jetstreamManager(nc),
+    subjects,
+    clock: new InstantClock(0),
+    random: seededRandom(1),
+  };
+});
+
+afterAll(async () => {
+  await nc?.drain();
+  await server?.stop();
+});
+
+const phase = (runId: string, n: number): WalRecord => ({
+  schemaVersion: 1,
+  runId,
+  iteration: n,
+  at: n,
+  type: "PHASE",
+  from: null,
+  to: "ACT",
+});
+
+describe("the WAL on JetStream", () => {
+  it("a run's WAL written to JetStream and read back replays to the same state", async () => {
+    const result = await runner({ checkpointEvery: 2 }).run(
+      spec({ script: [echoCall("a"), echoCall("b"), echoCall("c"), { text: "done" }] }),
+      {
+        runId: "replayed-run",
+      },
+    );
+    const writer = new WalWriter(deps, "replayed-run", "worker-a", 0, 0);
+    await writer.appendAll(result.wal);
+    const read = await readWal(deps, "replayed-run");
+    expect(read.records.map((r) => r.record)).toEqual(result.wal);
+    expect(read.records.map((r) => r.seq)).toEqual([...read.records.map((r) => r.seq)].sort((a, b) => a - b));
+    const config = { tools: [describeTool(echoTool)], checkpointEvery: 2 };
+    const replayed = replay(
+      read.records.map((r) => r.record),
+      config,
+    );
+    expect(replayed.transitions).toEqual(result.transitions);
+    expect(replayed.state).toEqual(result.state);
+    // Reading from the last checkpoint's sequence resumes with a short tail and the same state.
+    const checkpoint = read.records.filter((r) => r.record.type === "CHECKPOINT").at(-1);
+    expect(checkpoint).toBeDefined();
+    const tail = await readWal(deps, "replayed-run", checkpoint?.seq);
+    expect(tail.records.length).toBeLessThan(read.records.length);
+    expect(
+      replay(
+        tail.records.map((r) => r.record),
+        config,
+        { fromCheckpoint: true },
+      ).state,
+    ).toEqual(result.state);
+  });
+
+  it("two writers at the same position: exactly one append lands, the other is FENCED", async () => {
+    const a = new WalWriter(deps, "contended", "worker-a", 0, 0);
+    await a.append(phase("contended", 1));
+    const read = await readWal(deps, "contended");
+    const w1 = writerAfter(deps, "contended", "worker-b", read);
+    const w2 = writerAfter(deps, "contended", "worker-c", read);
+    await w1.append(phase("contended", 2));
+    await expect(w2.append(phase("contended", 3))).rejects.toMatchObject({
+      code: "FENCED",
+      retryable: false,
+    });
+    const after = await readWal(deps, "contended");
+    expect(after.records.map((r) => r.record.iteration)).toEqual([1, 2]);
+  });
+
+  it("re-sending an appended record (a retry after a lost ack) is deduplicated, not fenced", async () => {
+    const w = new WalWriter(deps, "retried", "worker-a", 0, 0);
+    const seq = await w.append(phase("retried", 1));
+    // The same writer position again: same message id, same expected sequence as the first try.
+    const again = new WalWriter(deps, "retried", "worker-a", 0, 0);
+    expect(await again.append(phase("retried", 1))).toBe(seq);
+    expect((await readWal(deps, "retried")).records).toHaveLength(1);
+  });
+
+  it("an empty WAL reads as no records", async () => {
+    expect(await readWal(deps, "never-written")).toEqual({ records: [], lastSeq: 0 });
+  });
+});
