@@ -1,39 +1,10 @@
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { publishAudit, readAudit, type AuditDeps } from "../../shared/bus/audit.js";
-import { connectBus } from "../../shared/bus/connect.js";
-import { provision } from "../../shared/bus/provision.js";
-import { Subjects } from "../../shared/bus/subjects.js";
+import { describe, expect, it } from "vitest";
+import { publishAudit, readAudit } from "../../shared/bus/audit.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
-import { InstantClock } from "../../shared/runtime/clock.js";
-import { silentLogger } from "../../shared/runtime/logger.js";
-import { seededRandom } from "../../shared/runtime/random.js";
+import { useBusSuite } from "../helpers/bus-suite.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
-import { startNats, type TestNats } from "../helpers/nats-server.js";
 
-const subjects = new Subjects(`a${process.pid}x${Date.now().toString(36)}`);
-let server: TestNats;
-let nc: NatsConnection;
-let deps: AuditDeps & { jsm: JetStreamManager };
-
-beforeAll(async () => {
-  server = await startNats();
-  nc = await connectBus({ servers: server.url, name: "audit-test", logger: silentLogger });
-  await provision(nc, { subjects, replicas: 1 });
-  deps = {
-    js: jetstream(nc),
-    jsm: await jetstreamManager(nc),
-    subjects,
-    clock: new InstantClock(0),
-    random: seededRandom(1),
-  };
-});
-
-afterAll(async () => {
-  await nc?.drain();
-  await server?.stop();
-});
+const deps = useBusSuite("a");
 
 async function collect(options: Parameters<typeof readAudit>[1]): Promise<AuditEvent[]> {
   const events: AuditEvent[] = [];

@@ -1,42 +1,13 @@
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connectBus } from "../../shared/bus/connect.js";
-import { provision } from "../../shared/bus/provision.js";
-import { Subjects } from "../../shared/bus/subjects.js";
+import { describe, expect, it } from "vitest";
 import { readWal, WalWriter, writerAfter, type WalDeps } from "../../shared/bus/wal.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import { replay } from "../../shared/loop/replay.js";
-import { InstantClock } from "../../shared/runtime/clock.js";
-import { silentLogger } from "../../shared/runtime/logger.js";
-import { seededRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
+import { useBusSuite } from "../helpers/bus-suite.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
-import { startNats, type TestNats } from "../helpers/nats-server.js";
 
-const subjects = new Subjects(`w${process.pid}x${Date.now().toString(36)}`);
-let server: TestNats;
-let nc: NatsConnection;
-let deps: WalDeps;
-
-beforeAll(async () => {
-  server = await startNats();
-  nc = await connectBus({ servers: server.url, name: "wal-test", logger: silentLogger });
-  await provision(nc, { subjects, replicas: 1 });
-  deps = {
-    js: jetstream(nc),
-    jsm: await jetstreamManager(nc),
-    subjects,
-    clock: new InstantClock(0),
-    random: seededRandom(1),
-  };
-});
-
-afterAll(async () => {
-  await nc?.drain();
-  await server?.stop();
-});
+const deps: WalDeps = useBusSuite("w");
 
 const phase = (runId: string, n: number): WalRecord => ({
   schemaVersion: 1,

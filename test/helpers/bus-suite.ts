@@ -1,0 +1,44 @@
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll } from "vitest";
+import { connectBus } from "../../shared/bus/connect.js";
+import { provision } from "../../shared/bus/provision.js";
+import { Subjects } from "../../shared/bus/subjects.js";
+import { InstantClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { startNats, type TestNats } from "./nats-server.js";
+
+export interface BusSuite {
+  server: TestNats;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  subjects: Subjects;
+  clock: InstantClock;
+  random: ReturnType<typeof seededRandom>;
+}
+
+/**
+ * A real nats-server, a connection and provisioned streams for one suite, under a prefix of its
+ * own so suites sharing a server (NATS_URL) never see each other. Fields are filled in beforeAll.
+ */
+export function useBusSuite(name: string): BusSuite {
+  const suite = {
+    subjects: new Subjects(`${name}${process.pid}x${Date.now().toString(36)}`),
+    clock: new InstantClock(0),
+    random: seededRandom(1),
+  } as BusSuite;
+  beforeAll(async () => {
+    suite.server = await startNats();
+    suite.nc = await connectBus({ servers: suite.server.url, name: `${name}-test`, logger: silentLogger });
+    await provision(suite.nc, { subjects: suite.subjects, replicas: 1 });
+    suite.js = jetstream(suite.nc);
+    suite.jsm = await jetstreamManager(suite.nc);
+  });
+  afterAll(async () => {
+    await suite.nc?.drain();
+    await suite.server?.stop();
+  });
+  return suite;
+}
