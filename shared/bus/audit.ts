@@ -1,14 +1,10 @@
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { AuditEvent } from "../contracts/audit.js";
 import type { Clock } from "../runtime/clock.js";
-import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
-import { fullJitterDelay } from "../tools/backoff.js";
 import { decode, encode } from "./codec.js";
+import { publishWithRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
-
-const RETRIES = 5;
-const BACKOFF = { baseDelayMs: 50, maxDelayMs: 2_000 };
 
 export interface AuditDeps {
   js: JetStreamClient;
@@ -25,15 +21,10 @@ export interface AuditDeps {
 export async function publishAudit(deps: AuditDeps, event: AuditEvent): Promise<number> {
   const data = encode(AuditEvent, event);
   const subject = deps.subjects.audit(event.runId, event.kind);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return (await deps.js.publish(subject, data, { msgID: event.auditId })).seq;
-    } catch (err) {
-      if (attempt >= RETRIES)
-        throw new AgentError("BUS_UNAVAILABLE", `audit publish failed for ${event.auditId}`, { cause: err });
-      await deps.clock.sleep(fullJitterDelay(attempt, BACKOFF, deps.random));
-    }
-  }
+  const ack = await publishWithRetry(`audit publish of ${event.auditId}`, deps, () =>
+    deps.js.publish(subject, data, { msgID: event.auditId }),
+  );
+  return ack.seq;
 }
 
 /**

@@ -8,14 +8,12 @@ import { WalRecord } from "../contracts/wal.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
-import { fullJitterDelay } from "../tools/backoff.js";
 import { decode, encode } from "./codec.js";
+import { publishWithRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
 /** JetStream's answer when the expected last subject sequence does not match: someone else wrote. */
 export const WRONG_LAST_SEQUENCE = 10071;
-const RETRIES = 5;
-const BACKOFF = { baseDelayMs: 50, maxDelayMs: 2_000 };
 
 export interface StoredRecord {
   seq: number;
@@ -56,29 +54,22 @@ export class WalWriter {
     const subject = this.deps.subjects.wal(this.runId);
     const data = encode(WalRecord, record);
     const msgID = `${this.runId}:${this.count + 1}:${this.writerId}`;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const ack = await this.deps.js.publish(subject, data, {
-          msgID,
-          expect: { lastSubjectSequence: this.lastSeq },
-        });
-        this.lastSeq = ack.seq;
-        this.count += 1;
-        return ack.seq;
-      } catch (err) {
-        if (err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE) {
-          throw new AgentError(
-            "FENCED",
-            `another writer appended to the WAL of run ${this.runId}; letting it go`,
-            { cause: err },
-          );
-        }
-        // Timeouts and leader elections are retried; the message id makes the retry safe.
-        if (attempt >= RETRIES)
-          throw new AgentError("BUS_UNAVAILABLE", `WAL append failed for run ${this.runId}`, { cause: err });
-        await this.deps.clock.sleep(fullJitterDelay(attempt, BACKOFF, this.deps.random));
-      }
-    }
+    const ack = await publishWithRetry(
+      `WAL append for run ${this.runId}`,
+      this.deps,
+      () => this.deps.js.publish(subject, data, { msgID, expect: { lastSubjectSequence: this.lastSeq } }),
+      (err) =>
+        err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE
+          ? new AgentError(
+              "FENCED",
+              `another writer appended to the WAL of run ${this.runId}; letting it go`,
+              { cause: err },
+            )
+          : undefined,
+    );
+    this.lastSeq = ack.seq;
+    this.count += 1;
+    return ack.seq;
   }
 
   async appendAll(records: readonly WalRecord[]): Promise<number> {

@@ -1,7 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
+import { publishWithRetry } from "../../shared/bus/retry.js";
 import { Subjects } from "../../shared/bus/subjects.js";
+import { InstantClock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { seededRandom } from "../../shared/runtime/random.js";
 import { ToolCallRequest } from "../../shared/contracts/tool.js";
 
 describe("subjects", () => {
@@ -74,5 +78,43 @@ describe("codec", () => {
 
   it("refuses to send what does not match its own schema", () => {
     expect(() => encode(z.object({ n: z.number() }), { n: "x" } as never)).toThrow(/refusing to send/);
+  });
+});
+
+describe("publishWithRetry", () => {
+  const deps = () => ({ clock: new InstantClock(0), random: seededRandom(1) });
+
+  it("retries transient failures until the publish lands", async () => {
+    let calls = 0;
+    const result = await publishWithRetry("p", deps(), () =>
+      ++calls < 3 ? Promise.reject(new Error("timeout")) : Promise.resolve("ok"),
+    );
+    expect([result, calls]).toEqual(["ok", 3]);
+  });
+
+  it("stops at once on an error classified fatal or already typed", async () => {
+    let calls = 0;
+    const fenced = new AgentError("FENCED", "lost");
+    await expect(
+      publishWithRetry(
+        "p",
+        deps(),
+        () => (calls++, Promise.reject(new Error("x"))),
+        () => fenced,
+      ),
+    ).rejects.toBe(fenced);
+    await expect(publishWithRetry("p", deps(), () => (calls++, Promise.reject(fenced)))).rejects.toBe(fenced);
+    expect(calls).toBe(2);
+  });
+
+  it("gives up after six attempts with BUS_UNAVAILABLE", async () => {
+    let calls = 0;
+    await expect(
+      publishWithRetry("audit publish", deps(), () => (calls++, Promise.reject(new Error("down")))),
+    ).rejects.toMatchObject({
+      code: "BUS_UNAVAILABLE",
+      message: "audit publish failed after 6 attempts",
+    });
+    expect(calls).toBe(6);
   });
 });
