@@ -1,0 +1,67 @@
+import { Kvm } from "@nats-io/kv";
+import { describe, expect, it } from "vitest";
+import { connectBus } from "../../shared/bus/connect.js";
+import { POOL_KEY, PoolLedger, PoolState } from "../../shared/bus/pool.js";
+import { decode } from "../../shared/bus/codec.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { useBusSuite } from "../helpers/bus-suite.js";
+
+const suite = useBusSuite("p");
+
+describe("pool admission with compare-and-set (two supervisor replicas)", () => {
+  it("50 concurrent admissions across two replicas, capacity 5: exactly 5 admitted, never more than 5 active", async () => {
+    const bucket = suite.subjects.buckets().pool;
+    // A second connection stands in for a second supervisor replica.
+    const nc2 = await connectBus({ servers: suite.server.url, name: "replica-2", logger: silentLogger });
+    const replicas = [
+      new PoolLedger({
+        kv: await new Kvm(suite.nc).open(bucket),
+        clock: systemClock,
+        random: seededRandom(1),
+      }),
+      new PoolLedger({ kv: await new Kvm(nc2).open(bucket), clock: systemClock, random: seededRandom(2) }),
+    ];
+    // Sample every revision of the ledger while the race runs.
+    const seen: number[] = [];
+    const watcher = await (await new Kvm(suite.nc).open(bucket)).watch({ key: POOL_KEY });
+    const watching = (async () => {
+      for await (const entry of watcher)
+        if (entry.operation === "PUT") seen.push(decode(PoolState, entry.value).active.length);
+    })();
+
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 50 }, (_, i) => (replicas[i % 2] as PoolLedger).acquire(`run-${i}`, 5)),
+    );
+    const admitted = outcomes.filter((o) => o.status === "fulfilled");
+    const refused = outcomes.flatMap((o) => (o.status === "rejected" ? [o.reason as { code: string }] : []));
+    expect(admitted).toHaveLength(5);
+    expect(refused).toHaveLength(45);
+    expect(new Set(refused.map((r) => r.code))).toEqual(new Set(["POOL_FULL"]));
+    expect(await replicas[0]?.active()).toHaveLength(5);
+
+    await new Promise((r) => setTimeout(r, 200));
+    watcher.stop();
+    await watching;
+    expect(seen.length).toBeGreaterThanOrEqual(5);
+    expect(Math.max(...seen)).toBeLessThanOrEqual(5);
+    await nc2.close();
+  });
+
+  it("admission is idempotent per run, and a released slot can be taken again", async () => {
+    const ledger = new PoolLedger({
+      kv: await new Kvm(suite.nc).open(suite.subjects.buckets().pool),
+      clock: systemClock,
+      random: seededRandom(3),
+    });
+    const [first] = await ledger.active();
+    expect(first).toBeDefined();
+    await expect(ledger.acquire(first as string, 5)).resolves.toBe("existing");
+    await expect(ledger.acquire("newcomer", 5)).rejects.toMatchObject({ code: "POOL_FULL", retryable: true });
+    expect(await ledger.release(first as string)).toBe(true);
+    expect(await ledger.release(first as string)).toBe(false);
+    await expect(ledger.acquire("newcomer", 5)).resolves.toBe("admitted");
+    expect(await ledger.active()).toHaveLength(5);
+  });
+});
