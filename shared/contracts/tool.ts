@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { RequiredCapability } from "./capability.js";
+import { CapabilityObject, PrivacyTier, RequiredCapability } from "./capability.js";
 import { RunId, SchemaVersion } from "./common.js";
 
 export const Reversibility = z.enum(["pure", "reversible", "compensable", "irreversible"]);
@@ -30,6 +30,11 @@ export const ToolCallRequest = z.object({
   input: z.unknown(),
   /** Epoch milliseconds after which the caller no longer waits. */
   deadline: z.number().int(),
+  /** The manifest capability that granted the call: its allowlists bound what the tool may touch. */
+  grant: CapabilityObject.optional(),
+  privacy: PrivacyTier.optional(),
+  /** Spawn depth of the calling run. */
+  depth: z.number().int().nonnegative().optional(),
 });
 export type ToolCallRequest = z.infer<typeof ToolCallRequest>;
 

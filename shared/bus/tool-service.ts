@@ -1,0 +1,166 @@
+import type { KV } from "@nats-io/kv";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import { z } from "zod";
+import { SIMPLE_CAPABILITY_KINDS, type CapabilityObject } from "../contracts/capability.js";
+import { ToolCallReply, ToolCallRequest } from "../contracts/tool.js";
+import type { Clock } from "../runtime/clock.js";
+import { AgentError, toAgentError } from "../runtime/errors.js";
+import { sha256 } from "../runtime/hash.js";
+import type { Logger } from "../runtime/logger.js";
+import type { ToolInvoker } from "../tools/invoke.js";
+import type { AnyTool } from "../tools/tool.js";
+import { decode, encode } from "./codec.js";
+import type { Subjects } from "./subjects.js";
+
+/** What the idempotency bucket holds per key: a claim while the tool runs, then its reply. */
+export const IdempotencyRecord = z.discriminatedUnion("status", [
+  z.object({ status: z.literal("running"), idempotencyKey: z.string(), since: z.number() }),
+  z.object({ status: z.literal("done"), idempotencyKey: z.string(), reply: ToolCallReply }),
+]);
+export type IdempotencyRecord = z.infer<typeof IdempotencyRecord>;
+
+export interface ToolServiceDeps {
+  nc: NatsConnection;
+  subjects: Subjects;
+  /** The `agents-idempotency` bucket. */
+  idempotency: KV;
+  invoker: ToolInvoker;
+  clock: Clock;
+  logger: Logger;
+}
+
+const failure = (error: AgentError): ToolCallReply => ({
+  ok: false,
+  error: { code: error.code, message: error.message, retryable: error.retryable },
+});
+
+/** KV keys allow a narrow alphabet; the idempotency key itself is kept in the record. */
+export function idempotencyBucketKey(tool: string, idempotencyKey: string): string {
+  return `${tool}.${sha256(idempotencyKey)}`;
+}
+
+/**
+ * Serves one tool on `<prefix>.tools.<name>` in a queue group, so replicas share the load. A call
+ * first claims its idempotency key (KV create, which only one caller can win); a key already done
+ * answers with the recorded reply and runs nothing; a key still running answers "in progress"
+ * (retryable). Terminal outcomes are recorded; a retryable failure frees the claim for a retry.
+ * Bad payloads get a structured INVALID_INPUT reply and the service keeps serving.
+ */
+export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription {
+  const subject = deps.subjects.tool(tool.name);
+  return deps.nc.subscribe(subject, {
+    queue: `tools.${tool.name}`,
+    callback: (err, msg) => {
+      if (err) {
+        deps.logger.error({ err, tool: tool.name }, "tool subscription failed");
+        return;
+      }
+      handle(tool, deps, msg).catch((e: unknown) => {
+        deps.logger.error({ err: e, tool: tool.name }, "tool call handler failed");
+        respond(msg, failure(toAgentError(e)));
+      });
+    },
+  });
+}
+
+function respond(msg: Msg, reply: ToolCallReply): void {
+  if (msg.reply) msg.respond(encode(ToolCallReply, reply));
+}
+
+async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<void> {
+  let request: ToolCallRequest;
+  try {
+    request = decode(ToolCallRequest, msg.data);
+  } catch (err) {
+    respond(msg, failure(toAgentError(err, "INVALID_INPUT")));
+    return;
+  }
+  const log = deps.logger.child({ runId: request.runId, actionId: request.actionId, tool: tool.name });
+  if (request.deadline <= deps.clock.now()) {
+    respond(
+      msg,
+      failure(new AgentError("TOOL_TIMEOUT", `the caller's deadline passed before '${tool.name}' started`)),
+    );
+    return;
+  }
+  const key = idempotencyBucketKey(tool.name, request.idempotencyKey);
+  const claimed = await claim(deps, key, request.idempotencyKey);
+  if (claimed !== "claimed") {
+    log.info({ idempotent: claimed.status }, "repeated idempotency key");
+    respond(
+      msg,
+      claimed.status === "done"
+        ? claimed.reply
+        : failure(new AgentError("TOOL_UNAVAILABLE", `a call with this idempotency key is still running`)),
+    );
+    return;
+  }
+  const reply = await run(tool, deps, request);
+  if (reply.ok || !reply.error.retryable) {
+    await deps.idempotency.put(
+      key,
+      encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply }),
+    );
+  } else {
+    await deps.idempotency.delete(key);
+  }
+  respond(msg, reply);
+}
+
+async function claim(
+  deps: ToolServiceDeps,
+  key: string,
+  idempotencyKey: string,
+): Promise<"claimed" | IdempotencyRecord> {
+  try {
+    await deps.idempotency.create(
+      key,
+      encode(IdempotencyRecord, { status: "running", idempotencyKey, since: deps.clock.now() }),
+    );
+    return "claimed";
+  } catch (err) {
+    const entry = await deps.idempotency.get(key);
+    if (!entry || entry.operation !== "PUT") throw toAgentError(err, "INTERNAL");
+    return decode(IdempotencyRecord, entry.value);
+  }
+}
+
+/**
+ * The grant a call runs under: the one it carries, or for parameterless capabilities (compute,
+ * inference…) the bare kind. Allowlist kinds (network, shell, files, spawn, mcp) need the caller's
+ * grant: without it the tool could not know what it may touch, so the call is refused.
+ */
+function grantFor(tool: AnyTool, request: ToolCallRequest): CapabilityObject {
+  if (request.grant) {
+    if (request.grant.kind !== tool.capability.kind) {
+      throw new AgentError(
+        "CAPABILITY_DENIED",
+        `the call's grant is '${request.grant.kind}', tool '${tool.name}' needs capability '${tool.capability.kind}'`,
+      );
+    }
+    return request.grant;
+  }
+  const kind = tool.capability.kind;
+  if ((SIMPLE_CAPABILITY_KINDS as readonly string[]).includes(kind)) return { kind } as CapabilityObject;
+  throw new AgentError(
+    "CAPABILITY_DENIED",
+    `tool '${tool.name}' needs the caller's '${kind}' capability grant, and the call carries none`,
+  );
+}
+
+async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallRequest): Promise<ToolCallReply> {
+  try {
+    const granted = grantFor(tool, request);
+    const result = await deps.invoker.invoke(tool, request.input, {
+      runId: request.runId,
+      actionId: request.actionId,
+      idempotencyKey: request.idempotencyKey,
+      granted,
+      privacy: request.privacy ?? "sovereign",
+      depth: request.depth ?? 0,
+    });
+    return { ok: true, output: result.output, ...(result.signals ? { signals: result.signals } : {}) };
+  } catch (err) {
+    return failure(toAgentError(err, "TOOL_FAILED"));
+  }
+}

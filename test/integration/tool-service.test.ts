@@ -1,0 +1,132 @@
+import { Kvm } from "@nats-io/kv";
+import { beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { decode, encode } from "../../shared/bus/codec.js";
+import { serveTool } from "../../shared/bus/tool-service.js";
+import { ToolCallReply, ToolCallRequest } from "../../shared/contracts/tool.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
+import { ToolInvoker } from "../../shared/tools/invoke.js";
+import { defineTool } from "../../shared/tools/tool.js";
+import { useBusSuite } from "../helpers/bus-suite.js";
+
+const suite = useBusSuite("ts");
+let sideEffects = 0;
+const charge = defineTool({
+  name: "charge",
+  description: "a non-idempotent side effect",
+  input: z.object({ cents: z.number() }),
+  capability: { kind: "compute" },
+  reversibility: "irreversible",
+  idempotent: false,
+  execute: async (input) => {
+    sideEffects++;
+    // Long enough that a concurrent duplicate always finds the claim still running.
+    await new Promise((r) => setTimeout(r, 200));
+    return { output: { charged: input.cents, n: sideEffects } };
+  },
+});
+
+beforeAll(async () => {
+  const deps = {
+    nc: suite.nc,
+    subjects: suite.subjects,
+    idempotency: await new Kvm(suite.nc).open(suite.subjects.buckets().idempotency),
+    invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(1), policy: { retries: 0 } }),
+    clock: systemClock,
+    logger: silentLogger,
+  };
+  for (const tool of [echoTool, charge, httpFetchTool]) serveTool(tool, deps);
+  await suite.nc.flush();
+});
+
+const request = (over: Partial<ToolCallRequest> = {}): ToolCallRequest => ({
+  schemaVersion: 1,
+  runId: "r1",
+  actionId: "a1",
+  idempotencyKey: `r1:a1:${Math.random()}`,
+  input: { text: "hi" },
+  deadline: Date.now() + 10_000,
+  ...over,
+});
+
+async function call(tool: string, body: Uint8Array): Promise<ToolCallReply> {
+  const msg = await suite.nc.request(suite.subjects.tool(tool), body, { timeout: 5_000 });
+  return decode(ToolCallReply, msg.data);
+}
+
+describe("tools as NATS services", () => {
+  it("answers a valid call with the tool's output", async () => {
+    expect(await call("echo", encode(ToolCallRequest, request()))).toEqual({
+      ok: true,
+      output: { text: "hi" },
+    });
+  });
+
+  it("a repeated idempotency key returns the recorded result and never runs the side effect again", async () => {
+    const req = request({ input: { cents: 500 }, idempotencyKey: "r1:charge-1" });
+    const [a, b] = await Promise.all([
+      call("charge", encode(ToolCallRequest, req)),
+      call("charge", encode(ToolCallRequest, req)),
+    ]);
+    // One call ran; the concurrent one was told it is still running (retryable), not run twice.
+    const done = [a, b].filter((r) => r.ok);
+    expect(done).toEqual([{ ok: true, output: { charged: 500, n: 1 } }]);
+    expect([a, b].find((r) => !r.ok)).toMatchObject({
+      ok: false,
+      error: { code: "TOOL_UNAVAILABLE", retryable: true },
+    });
+    expect(await call("charge", encode(ToolCallRequest, req))).toEqual({
+      ok: true,
+      output: { charged: 500, n: 1 },
+    });
+    expect(sideEffects).toBe(1);
+  });
+
+  it("malformed JSON and schema-invalid payloads get INVALID_INPUT and the service keeps serving", async () => {
+    const garbage = await call("echo", new TextEncoder().encode("{nope"));
+    expect(garbage).toMatchObject({ ok: false, error: { code: "INVALID_INPUT", retryable: false } });
+    const wrongShape = await call(
+      "echo",
+      new TextEncoder().encode(JSON.stringify({ schemaVersion: 1, runId: "bad id" })),
+    );
+    expect(wrongShape).toMatchObject({ ok: false, error: { code: "INVALID_INPUT" } });
+    const badInput = await call("echo", encode(ToolCallRequest, request({ input: { text: 42 } })));
+    expect(badInput).toMatchObject({ ok: false, error: { code: "INVALID_INPUT" } });
+    expect(await call("echo", encode(ToolCallRequest, request()))).toMatchObject({ ok: true });
+  });
+
+  it("a call past its deadline is refused without running", async () => {
+    const before = sideEffects;
+    const late = await call(
+      "charge",
+      encode(ToolCallRequest, request({ input: { cents: 1 }, deadline: Date.now() - 1 })),
+    );
+    expect(late).toMatchObject({ ok: false, error: { code: "TOOL_TIMEOUT", retryable: true } });
+    expect(sideEffects).toBe(before);
+  });
+
+  it("an allowlist tool runs only under the caller's grant", async () => {
+    const none = await call(
+      "http_fetch",
+      encode(ToolCallRequest, request({ input: { url: "http://127.0.0.1:9/" } })),
+    );
+    expect(none).toMatchObject({ ok: false, error: { code: "CAPABILITY_DENIED" } });
+    expect(JSON.stringify(none)).toContain("carries none");
+    const blocked = await call(
+      "http_fetch",
+      encode(
+        ToolCallRequest,
+        request({
+          input: { url: "http://blocked.invalid/" },
+          grant: { kind: "network", allowedHosts: ["127.0.0.1"] },
+        }),
+      ),
+    );
+    expect(blocked).toMatchObject({ ok: false, error: { code: "HOST_NOT_ALLOWED" } });
+    expect(JSON.stringify(blocked)).toContain("not in allowed_hosts");
+  });
+});
