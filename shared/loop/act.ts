@@ -3,7 +3,8 @@ import { sanitizeOutput } from "../tools/sanitize.js";
 import { authorizeTool } from "../tools/capabilities.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
 import { isAgentError } from "../runtime/errors.js";
-import { sha256 } from "../runtime/hash.js";
+import { contentHash } from "../runtime/hash.js";
+import { descriptorOf, idempotencyKeyFor, startAction } from "./action.js";
 import { checkToolCall, recordCost, recordStopReason, recordUsage } from "./guard.js";
 import type { Draft } from "./draft.js";
 import { convergedNow, requestModel } from "./model-step.js";
@@ -112,9 +113,7 @@ export function runNextTool(d: Draft, config: LoopConfig): void {
     runNextTool(d, config);
     return;
   }
-  const descriptor = s.spec.agent.tools.includes(call.name)
-    ? config.tools.find((t) => t.name === call.name)
-    : undefined;
+  const descriptor = s.spec.agent.tools.includes(call.name) ? descriptorOf(config, call.name) : undefined;
   if (!descriptor) {
     deny(d, config, call, "UNKNOWN_TOOL", `unknown tool '${call.name}'`);
     return;
@@ -128,26 +127,19 @@ export function runNextTool(d: Draft, config: LoopConfig): void {
   }
   s.actionCount += 1;
   const actionId = `act-${s.actionCount}`;
-  const idempotencyKey = `${s.runId}:${actionId}`;
   s.usage = { ...s.usage, toolCalls: s.usage.toolCalls + 1 };
   s.invocations = [
     ...s.invocations,
-    { actionId, tool: call.name, purpose: "act", inputHash: sha256(canonicalJson(call.input)), ok: null },
+    { actionId, tool: call.name, purpose: "act", inputHash: contentHash(call.input), ok: null },
   ];
-  d.wal({ type: "INTENT", actionId, tool: call.name, input: call.input, idempotencyKey, purpose: "act" });
-  d.audit("tool.intent", "started", { actor: `tool:${call.name}`, data: { actionId, idempotencyKey } });
-  d.await(
-    {
-      type: "callTool",
-      actionId,
-      tool: call.name,
-      input: call.input,
-      idempotencyKey,
-      purpose: "act",
-      timeoutMs: descriptor.timeoutMs,
-    },
-    { kind: "tool", actionId, tool: call.name, purpose: "act", callId: call.id, input: call.input },
-  );
+  startAction(d, config, {
+    actionId,
+    tool: call.name,
+    input: call.input,
+    purpose: "act",
+    audit: { kind: "tool.intent", data: { actionId, idempotencyKey: idempotencyKeyFor(s.runId, actionId) } },
+    link: { callId: call.id },
+  });
 }
 
 function deny(d: Draft, config: LoopConfig, call: ToolCall, code: string, message: string): void {
@@ -176,7 +168,7 @@ export function recordActResult(
   const s = d.state;
   const pending = s.pending;
   if (pending?.kind !== "tool") return;
-  const descriptor = config.tools.find((t) => t.name === pending.tool);
+  const descriptor = descriptorOf(config, pending.tool);
   s.invocations = s.invocations.map((inv) =>
     inv.actionId === pending.actionId ? { ...inv, ok, ...(code ? { code } : {}) } : inv,
   );

@@ -14,7 +14,6 @@ import type { Random } from "../runtime/random.js";
 import { findGrant } from "../tools/capabilities.js";
 import { ToolInvoker, type InvokePolicy } from "../tools/invoke.js";
 import type { ToolRegistry } from "../tools/registry.js";
-import { describeTool } from "../tools/tool.js";
 import { modelCritic, type Critic } from "./critic.js";
 import { startRun, transition } from "./fsm.js";
 import type { ConvergencePolicy } from "./policy.js";
@@ -98,6 +97,8 @@ export class LoopRunner {
       audit: [],
       transitions: [],
     };
+    // Built once per run: it derives every tool's JSON Schema, too costly to repeat per transition.
+    const config = this.config();
     const first = startRun(
       {
         type: "start",
@@ -108,14 +109,15 @@ export class LoopRunner {
         ...(options.parentRunId ? { parentRunId: options.parentRunId } : {}),
         depth: options.depth ?? 0,
       },
-      this.config(),
+      config,
     );
-    return this.drive(first, result, options.signal);
+    return this.drive(first, result, config, options.signal);
   }
 
   /** Feeds an outside event (an approval, a halt, a resume) to a parked or running state. */
   async send(previous: RunResult, event: LoopEvent, signal?: AbortSignal): Promise<RunResult> {
-    const next = transition(previous.state, event, this.config());
+    const config = this.config();
+    const next = transition(previous.state, event, config);
     return this.drive(
       next,
       {
@@ -124,11 +126,17 @@ export class LoopRunner {
         audit: [...previous.audit],
         transitions: [...previous.transitions],
       },
+      config,
       signal,
     );
   }
 
-  private async drive(first: Transition, result: RunResult, signal?: AbortSignal): Promise<RunResult> {
+  private async drive(
+    first: Transition,
+    result: RunResult,
+    config: LoopConfig,
+    signal?: AbortSignal,
+  ): Promise<RunResult> {
     let current = first;
     for (;;) {
       result.state = current.state;
@@ -151,7 +159,7 @@ export class LoopRunner {
       }
       const event = await this.perform(awaiting, current.state, signal);
       if (!event) return result;
-      current = transition(current.state, event, this.config());
+      current = transition(current.state, event, config);
     }
   }
 
@@ -220,7 +228,7 @@ export class LoopRunner {
       error: error.toBody(),
     });
     if (!tool) return aborted(new AgentError("UNKNOWN_TOOL", `unknown tool '${effect.tool}'`));
-    const granted = findGrant(state.spec.agent.capabilities, describeTool(tool).capability);
+    const granted = findGrant(state.spec.agent.capabilities, tool.capability);
     if (!granted)
       return aborted(new AgentError("CAPABILITY_DENIED", `no capability grants tool '${effect.tool}'`));
     try {

@@ -100,8 +100,12 @@ export type Pending =
       actionId: string;
       tool: string;
       purpose: ActionPurpose;
+      /** The model's tool-call id (ACT calls), pairing the result with the call. */
       callId?: string;
+      /** Index into task.verifiers (VERIFY calls). */
       verifierIndex?: number;
+      /** The action this one undoes (compensating calls). */
+      compensates?: string;
       input: unknown;
     }
   | { kind: "critic" }

@@ -1,9 +1,9 @@
-import { DEFAULT_TOOL_TIMEOUT_MS } from "../contracts/tool.js";
 import { toRfc3339 } from "../runtime/clock.js";
 import { contentHash } from "../runtime/hash.js";
+import { startAction } from "./action.js";
 import type { Draft } from "./draft.js";
 import { planCompensation } from "./saga.js";
-import type { CommitArtifact, FailureReport, LoopConfig, LoopState, Provenance } from "./state.js";
+import type { CommitArtifact, FailureReport, LoopConfig, LoopState, Provenance, Terminal } from "./state.js";
 
 export function buildProvenance(s: LoopState, at: number): Provenance {
   return {
@@ -24,6 +24,13 @@ export function buildProvenance(s: LoopState, at: number): Provenance {
   };
 }
 
+/** Records the outcome in the state and, artifact in full, in the WAL: it survives the process. */
+function seal(d: Draft, terminal: Terminal): void {
+  d.state.terminal = terminal;
+  const { kind: outcome, reason, artifactHash, artifact } = terminal;
+  d.wal({ type: "TERMINAL", outcome, reason, artifactHash, artifact });
+}
+
 /** COMMIT: the result with its provenance and a sha256 over both; the Q/A pair goes to memory. */
 export function commit(d: Draft, reason: string): void {
   const s = d.state;
@@ -38,8 +45,7 @@ export function commit(d: Draft, reason: string): void {
     contentHash: contentHash({ output: s.output, provenance }),
   };
   s.status = "committed";
-  s.terminal = { kind: "COMMIT", reason, output: s.output, artifact, artifactHash: artifact.contentHash };
-  d.wal({ type: "TERMINAL", outcome: "COMMIT", reason, artifactHash: artifact.contentHash, artifact });
+  seal(d, { kind: "COMMIT", reason, output: s.output, artifact, artifactHash: artifact.contentHash });
   d.audit("run.committed", "passed", {
     reason,
     artifacts: [artifact.contentHash],
@@ -77,40 +83,21 @@ export function continueCompensation(d: Draft, config: LoopConfig): void {
     return;
   }
   s.compensation = { ...comp, steps: comp.steps.slice(1) };
-  const actionId = `comp-${next.actionId}`;
-  const idempotencyKey = `${s.runId}:${actionId}`;
-  const timeoutMs = config.tools.find((t) => t.name === next.tool)?.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
-  d.audit("compensation.started", "started", {
-    actor: `tool:${next.tool}`,
-    data: { actionId: next.actionId, compensatingTool: next.tool },
-  });
-  d.wal({
-    type: "INTENT",
-    actionId,
+  startAction(d, config, {
+    actionId: `comp-${next.actionId}`,
     tool: next.tool,
     input: next.input,
-    idempotencyKey,
     purpose: "compensate",
+    audit: { kind: "compensation.started", data: { actionId: next.actionId, compensatingTool: next.tool } },
+    link: { compensates: next.actionId },
   });
-  d.await(
-    {
-      type: "callTool",
-      actionId,
-      tool: next.tool,
-      input: next.input,
-      idempotencyKey,
-      purpose: "compensate",
-      timeoutMs,
-    },
-    { kind: "tool", actionId, tool: next.tool, purpose: "compensate", input: next.input },
-  );
 }
 
 export function recordCompensation(d: Draft, config: LoopConfig, ok: boolean, detail?: string): void {
   const s = d.state;
   const pending = s.pending;
-  if (!pending || pending.kind !== "tool" || !s.compensation) return;
-  const original = pending.actionId.replace(/^comp-/, "");
+  if (pending?.kind !== "tool" || !s.compensation) return;
+  const original = pending.compensates ?? pending.actionId;
   s.compensation = {
     ...s.compensation,
     results: [
@@ -147,14 +134,7 @@ function finalizeFailure(d: Draft): void {
   };
   const hash = contentHash(report);
   s.status = "failed";
-  s.terminal = {
-    kind: "FAIL",
-    reason: failing.reason,
-    output: s.output,
-    artifact: report,
-    artifactHash: hash,
-  };
-  d.wal({ type: "TERMINAL", outcome: "FAIL", reason: failing.reason, artifactHash: hash, artifact: report });
+  seal(d, { kind: "FAIL", reason: failing.reason, output: s.output, artifact: report, artifactHash: hash });
   d.audit("run.failed", "failed", {
     reason: failing.reason,
     artifacts: [hash],
@@ -178,8 +158,7 @@ export function halt(d: Draft, reason: string, by: string): void {
     lastCheckpoint: s.lastCheckpoint,
   };
   const hash = contentHash(artifact);
-  s.terminal = { kind: "HALT", reason, artifact, artifactHash: hash };
-  d.wal({ type: "TERMINAL", outcome: "HALT", reason, artifactHash: hash, artifact });
+  seal(d, { kind: "HALT", reason, artifact, artifactHash: hash });
   d.audit("run.halted", "skipped", {
     reason,
     actor: by === "system" ? "agent" : "human",

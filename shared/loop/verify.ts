@@ -1,6 +1,6 @@
 import type { CriticVerdict, Defect } from "../contracts/rubric.js";
-import { DEFAULT_TOOL_TIMEOUT_MS } from "../contracts/tool.js";
 import { checkRepair } from "./guard.js";
+import { startAction } from "./action.js";
 import type { Draft } from "./draft.js";
 import { policyOf, requestModel, viewOf } from "./model-step.js";
 import { criticRubric, evaluateGates } from "./policy.js";
@@ -47,39 +47,14 @@ function continueVerify(d: Draft, config: LoopConfig): void {
   if (verifier?.kind !== "tool") return;
   s.actionCount += 1;
   const actionId = `verify-${s.actionCount}`;
-  const idempotencyKey = `${s.runId}:${actionId}`;
-  const timeoutMs = config.tools.find((t) => t.name === verifier.tool)?.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
-  d.wal({
-    type: "INTENT",
+  startAction(d, config, {
     actionId,
     tool: verifier.tool,
     input: verifier.input,
-    idempotencyKey,
     purpose: "verify",
+    audit: { kind: "tool.intent", data: { actionId, purpose: "verify" } },
+    link: { verifierIndex: index },
   });
-  d.audit("tool.intent", "started", {
-    actor: `tool:${verifier.tool}`,
-    data: { actionId, purpose: "verify" },
-  });
-  d.await(
-    {
-      type: "callTool",
-      actionId,
-      tool: verifier.tool,
-      input: verifier.input,
-      idempotencyKey,
-      purpose: "verify",
-      timeoutMs,
-    },
-    {
-      kind: "tool",
-      actionId,
-      tool: verifier.tool,
-      purpose: "verify",
-      verifierIndex: index,
-      input: verifier.input,
-    },
-  );
 }
 
 /** A tool verifier answered (ok with output, or an error). */

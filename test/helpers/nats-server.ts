@@ -16,11 +16,12 @@ const READY_TIMEOUT_MS = 10_000;
 /**
  * A real nats-server for one suite: NATS_URL when set (the caller isolates itself with its own
  * prefix), else the `nats-server` binary on 127.0.0.1 with `-p -1` and its own store directory,
- * its port read from its log. (A Docker engine is not available on the machines this runs on;
+ * its port read from its log. `own` always starts a binary (for tests that stop the server).
+ * (A Docker engine is not available on the machines this runs on;
  * the testcontainers path comes with the cluster suites.)
  */
-export async function startNats(): Promise<TestNats> {
-  const external = process.env.NATS_URL;
+export async function startNats(options: { own?: boolean } = {}): Promise<TestNats> {
+  const external = options.own ? undefined : process.env.NATS_URL;
   if (external) {
     const stop = (): Promise<void> => Promise.resolve();
     return { url: external, source: "env", stop, [Symbol.asyncDispose]: stop };

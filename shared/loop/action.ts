@@ -1,0 +1,40 @@
+import type { AuditKind } from "../contracts/audit.js";
+import { DEFAULT_TOOL_TIMEOUT_MS, type ToolDescriptor } from "../contracts/tool.js";
+import type { ActionPurpose } from "../contracts/wal.js";
+import type { Draft } from "./draft.js";
+import type { LoopConfig, Pending } from "./state.js";
+
+export function descriptorOf(config: LoopConfig, tool: string): ToolDescriptor | undefined {
+  return config.tools.find((t) => t.name === tool);
+}
+
+/** The key a tool service records an action's result under: stable across retries and resumes. */
+export function idempotencyKeyFor(runId: string, actionId: string): string {
+  return `${runId}:${actionId}`;
+}
+
+export interface ActionStart {
+  actionId: string;
+  tool: string;
+  input: unknown;
+  purpose: ActionPurpose;
+  audit: { kind: AuditKind; data: Record<string, unknown> };
+  /** What the pending answer must be matched with (call id, verifier index, compensated action). */
+  link?: Pick<Extract<Pending, { kind: "tool" }>, "callId" | "verifierIndex" | "compensates">;
+}
+
+/**
+ * Every tool call the runtime makes (to act, to verify, to compensate) starts the same way: its
+ * INTENT is logged before anything runs, then it is audited, then the loop waits for its outcome.
+ */
+export function startAction(d: Draft, config: LoopConfig, action: ActionStart): void {
+  const { actionId, tool, input, purpose } = action;
+  const idempotencyKey = idempotencyKeyFor(d.state.runId, actionId);
+  const timeoutMs = descriptorOf(config, tool)?.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
+  d.wal({ type: "INTENT", actionId, tool, input, idempotencyKey, purpose });
+  d.audit(action.audit.kind, "started", { actor: `tool:${tool}`, data: action.audit.data });
+  d.await(
+    { type: "callTool", actionId, tool, input, idempotencyKey, purpose, timeoutMs },
+    { kind: "tool", actionId, tool, purpose, input, ...action.link },
+  );
+}
