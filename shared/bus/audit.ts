@@ -53,3 +53,14 @@ export async function* readAudit(
     }
   }
 }
+
+/** How many audit events the stream holds for one run: the next event's `seq` is this plus one. */
+export async function auditCount(
+  deps: { jsm: JetStreamManager; subjects: Subjects },
+  runId: string,
+): Promise<number> {
+  const info = await deps.jsm.streams.info(deps.subjects.streams().audit, {
+    subjects_filter: deps.subjects.auditAll(runId),
+  });
+  return Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
+}

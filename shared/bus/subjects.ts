@@ -71,8 +71,18 @@ export class Subjects {
     return runId === undefined ? `${this.prefix}.audit.>` : `${this.prefix}.audit.${token("runId", runId)}.>`;
   }
 
+  /** The run lifecycle events of every run (`run.admitted`, `run.committed`…): one wildcard, fine on 2.9. */
+  auditRunLifecycle(): string {
+    return `${this.prefix}.audit.*.run.*`;
+  }
+
   tool(name: string): string {
     return `${this.prefix}.tools.${token("tool name", name)}`;
+  }
+
+  /** Where a tool service answers with its descriptor (how workers discover tools in any language). */
+  toolDescribe(name: string): string {
+    return `${this.tool(name)}.describe`;
   }
 
   criticReview(): string {
@@ -81,6 +91,19 @@ export class Subjects {
 
   approvals(runId: string): string {
     return `${this.prefix}.approvals.${token("runId", runId)}`;
+  }
+
+  /** Every run's approval subject, for the supervisor's subscription. */
+  approvalsAll(): string {
+    return `${this.prefix}.approvals.*`;
+  }
+
+  /** The runId an approval subject names; INVALID_INPUT for anything else. */
+  runIdOfApproval(subject: string): string {
+    const head = `${this.prefix}.approvals.`;
+    if (!subject.startsWith(head))
+      throw new AgentError("INVALID_INPUT", `'${subject}' is not an approval subject`);
+    return token("runId", subject.slice(head.length));
   }
 
   killSwitch(): string {

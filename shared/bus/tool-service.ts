@@ -2,13 +2,13 @@ import type { KV } from "@nats-io/kv";
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import { z } from "zod";
 import { SIMPLE_CAPABILITY_KINDS, type CapabilityObject } from "../contracts/capability.js";
-import { ToolCallReply, ToolCallRequest } from "../contracts/tool.js";
+import { ToolCallReply, ToolCallRequest, ToolDescriptor } from "../contracts/tool.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
 import { sha256 } from "../runtime/hash.js";
 import type { Logger } from "../runtime/logger.js";
 import type { ToolInvoker } from "../tools/invoke.js";
-import type { AnyTool } from "../tools/tool.js";
+import { describeTool, type AnyTool } from "../tools/tool.js";
 import { decode, encode } from "./codec.js";
 import type { Subjects } from "./subjects.js";
 
@@ -46,9 +46,16 @@ export function idempotencyBucketKey(tool: string, idempotencyKey: string): stri
  * (retryable). Terminal outcomes are recorded; a retryable failure frees the claim for a retry.
  * Bad payloads get a structured INVALID_INPUT reply and the service keeps serving.
  */
-export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription {
+export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] {
   const subject = deps.subjects.tool(tool.name);
-  return deps.nc.subscribe(subject, {
+  const descriptor = encode(ToolDescriptor, describeTool(tool));
+  const describe = deps.nc.subscribe(deps.subjects.toolDescribe(tool.name), {
+    queue: `tools.${tool.name}`,
+    callback: (err, msg) => {
+      if (!err && msg.reply) msg.respond(descriptor);
+    },
+  });
+  const calls = deps.nc.subscribe(subject, {
     queue: `tools.${tool.name}`,
     callback: (err, msg) => {
       if (err) {
@@ -61,6 +68,7 @@ export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription {
       });
     },
   });
+  return [calls, describe];
 }
 
 function respond(msg: Msg, reply: ToolCallReply): void {

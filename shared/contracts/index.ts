@@ -10,3 +10,4 @@ export * from "./run-spec.js";
 export * from "./run-status.js";
 export * from "./tool.js";
 export * from "./wal.js";
+export * from "./cluster.js";

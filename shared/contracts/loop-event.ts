@@ -18,6 +18,8 @@ export const StartEvent = z.object({
   rootRunId: z.string(),
   parentRunId: z.string().optional(),
   depth: z.number().int().nonnegative(),
+  /** Audit events already published for this run before it started (the supervisor's `run.admitted`). */
+  auditSeq: z.number().int().nonnegative().optional(),
 });
 export const ModelRespondedEvent = z.object({
   type: z.literal("modelResponded"),
@@ -65,6 +67,8 @@ export const MemoryRecalledEvent = z.object({
 });
 export const HaltEvent = z.object({ type: z.literal("halt"), at, reason: z.string(), by: z.string() });
 export const ResumeEvent = z.object({ type: z.literal("resume"), at, by: z.string() });
+/** A worker took over a run whose previous worker stopped mid-step (crash, drain, lost lease). */
+export const RecoveredEvent = z.object({ type: z.literal("recovered"), at, by: z.string() });
 
 export const LoopEvent = z.discriminatedUnion("type", [
   StartEvent,
@@ -78,6 +82,7 @@ export const LoopEvent = z.discriminatedUnion("type", [
   MemoryRecalledEvent,
   HaltEvent,
   ResumeEvent,
+  RecoveredEvent,
 ]);
 export type LoopEvent = z.infer<typeof LoopEvent>;
 export type StartEvent = z.infer<typeof StartEvent>;

@@ -43,22 +43,27 @@ export type CriticSpec = z.infer<typeof CriticSpec>;
  * A run request. Convergence is always explicit: a spec with neither verifiers nor a critic
  * has no way to finish and is refused.
  */
-export const RunSpec = z
-  .object({
-    schemaVersion: SchemaVersion,
-    runId: RunId.optional(),
-    task: Task,
-    agent: AgentManifest,
-    critic: CriticSpec.optional(),
-  })
-  .superRefine((spec, ctx) => {
-    if ((spec.task.verifiers?.length ?? 0) === 0 && spec.critic === undefined) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["task", "verifiers"],
-        message: "no convergence policy: give task.verifiers or a critic",
-      });
-    }
-  });
+export const RunSpecShape = z.object({
+  schemaVersion: SchemaVersion,
+  runId: RunId.optional(),
+  task: Task,
+  agent: AgentManifest,
+  critic: CriticSpec.optional(),
+});
+
+export function requireConvergence(
+  spec: { task: { verifiers?: unknown[] | undefined }; critic?: unknown },
+  ctx: z.RefinementCtx,
+): void {
+  if ((spec.task.verifiers?.length ?? 0) === 0 && spec.critic === undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["task", "verifiers"],
+      message: "no convergence policy: give task.verifiers or a critic",
+    });
+  }
+}
+
+export const RunSpec = RunSpecShape.superRefine(requireConvergence);
 export type RunSpec = z.infer<typeof RunSpec>;
 export type RunSpecInput = z.input<typeof RunSpec>;

@@ -23,6 +23,9 @@ export type RunUsage = z.infer<typeof RunUsage>;
 
 export const RunStatus = z.object({
   runId: RunId,
+  rootRunId: RunId.optional(),
+  parentRunId: RunId.optional(),
+  depth: z.number().int().nonnegative().optional(),
   status: RunStatusValue,
   phase: Phase,
   iteration: z.number().int().nonnegative(),
@@ -35,6 +38,8 @@ export const RunStatus = z.object({
       provenance: z.unknown().optional(),
     })
     .optional(),
+  /** WAL sequence of the run's last checkpoint: a resumed run reads its log from there. */
+  checkpointSeq: z.number().int().nonnegative().optional(),
   updatedAt: z.iso.datetime({ offset: true }),
 });
 export type RunStatus = z.infer<typeof RunStatus>;

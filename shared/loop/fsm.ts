@@ -67,7 +67,8 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
     haltedFrom: null,
     usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
     modelId: null,
-    auditSeq: 0,
+    auditSeq: event.auditSeq ?? 0,
+    critiques: 0,
     transitions: 0,
     transitionHash: sha256(event.runId),
     lastCheckpoint: null,
@@ -177,6 +178,8 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
       return halt(d, event.reason, event.by);
     case "resume":
       return resume(d, state, event);
+    case "recovered":
+      return recovered(d, state, event);
   }
 }
 
@@ -227,4 +230,14 @@ function resume(d: Draft, state: LoopState, event: Extract<LoopEvent, { type: "r
   d.enter(from.phase, `resumed by ${event.by}`);
   d.audit("run.resumed", "started", { actor: "human", data: { by: event.by } });
   if (state.awaiting && from.pending) d.await(state.awaiting, from.pending);
+}
+
+/**
+ * A new worker picks up a run mid-step: the take-over is logged, and the effect the run was
+ * waiting on is issued again (the shell reconciles tool intents before re-running anything).
+ */
+function recovered(d: Draft, state: LoopState, event: Extract<LoopEvent, { type: "recovered" }>): void {
+  if (!state.awaiting || !state.pending || state.phase === "HALT") throw invalid(state, event);
+  d.audit("run.resumed", "started", { data: { by: event.by, waitingFor: state.pending.kind } });
+  d.await(state.awaiting, state.pending);
 }

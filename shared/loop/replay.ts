@@ -23,6 +23,11 @@ export interface Replayed {
   /** The effects of the last transition: what the run was about to do when the log ends. */
   last: Transition;
   transitions: string[];
+  /**
+   * Records the replay produced past the end of the log: a worker that died in the middle of
+   * writing one transition's records left these out, and its successor writes them first.
+   */
+  unwritten: WalRecord[];
 }
 
 /**
@@ -57,7 +62,7 @@ export function replay(
   }
   if (!state || !last) throw new AgentError("NONDETERMINISM", "the log holds no run to replay");
   compare(tail, produced);
-  return { state, last, transitions };
+  return { state, last, transitions, unwritten: produced.slice(tail.length) };
 }
 
 function lastCheckpointIndex(records: readonly WalRecord[]): number {

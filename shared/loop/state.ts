@@ -151,6 +151,8 @@ export interface LoopState {
   usage: RunUsage;
   modelId: string | null;
   auditSeq: number;
+  /** Critic reviews asked for so far (a scripted critic continues from here). */
+  critiques: number;
   transitions: number;
   transitionHash: string;
   lastCheckpoint: string | null;

@@ -95,6 +95,7 @@ function verificationDone(d: Draft, config: LoopConfig): void {
   if (!rubric) return;
   d.enter("CRITIQUE", "verifiers passed", { verification: results });
   d.audit("critic.requested", "started", { actor: "critic" });
+  s.critiques += 1;
   d.await(
     {
       type: "critique",

@@ -35,6 +35,10 @@ export const ERROR_CODES = {
   /** Another writer appended to this run's WAL: this worker must stop driving the run. */
   FENCED: { retryable: false },
   BUS_UNAVAILABLE: { retryable: true },
+  /** A non-idempotent tool's outcome is unknown after a crash: a human must reconcile it. */
+  RECONCILIATION_REQUIRED: { retryable: false },
+  /** The named run (or other object) does not exist. */
+  NOT_FOUND: { retryable: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -80,4 +84,21 @@ export function toAgentError(value: unknown, fallback: ErrorCode = "INTERNAL"): 
   if (isAgentError(value)) return value;
   const message = value instanceof Error ? value.message : String(value);
   return new AgentError(fallback, message, { cause: value });
+}
+
+export function isErrorCode(code: string): code is ErrorCode {
+  return Object.hasOwn(ERROR_CODES, code);
+}
+
+/**
+ * Rebuilds an error that crossed the wire. A code this runtime does not know (a tool written in
+ * another language may invent its own) becomes `fallback`, keeping the original code in the text.
+ */
+export function fromErrorPayload(
+  payload: { code: string; message: string; details?: unknown },
+  fallback: ErrorCode = "INTERNAL",
+): AgentError {
+  const details = payload.details === undefined ? {} : { details: payload.details };
+  if (isErrorCode(payload.code)) return new AgentError(payload.code, payload.message, details);
+  return new AgentError(fallback, `[${payload.code}] ${payload.message}`, details);
 }

@@ -29,6 +29,8 @@ export interface ToolDefinition<I = unknown, O = unknown> {
   reversibility: Reversibility;
   idempotent: boolean;
   compensation?: { tool: string };
+  /** The input's JSON Schema when it is known as such (a remote tool's descriptor), not derived from `input`. */
+  inputSchema?: Record<string, unknown>;
   execute(input: I, ctx: ToolContext): Promise<ToolOutput<O>>;
 }
 
@@ -66,7 +68,7 @@ export function describeTool(tool: AnyTool): ToolDescriptor {
   const descriptor: ToolDescriptor = {
     name: tool.name,
     description: tool.description,
-    inputSchema: toJsonSchema(tool.input),
+    inputSchema: tool.inputSchema ?? toJsonSchema(tool.input),
     capability: tool.capability,
     timeoutMs: tool.timeoutMs,
     reversibility: tool.reversibility,

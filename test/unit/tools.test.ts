@@ -177,7 +177,11 @@ describe("built-in tools", () => {
     });
     expect(spawnChildren).not.toHaveBeenCalled();
     await tool.execute(input, ctx(grant, { depth: 1 }));
-    expect(spawnChildren).toHaveBeenCalledWith(input.runs, 2, expect.anything());
+    expect(spawnChildren).toHaveBeenCalledWith(
+      input.runs,
+      { depth: 2, parentRunId: expect.any(String) as string },
+      expect.anything(),
+    );
   });
 });
 

@@ -5,7 +5,7 @@ import { defineTool } from "../tool.js";
 
 export type SpawnChildren = (
   runs: RunSpec[],
-  childDepth: number,
+  child: { depth: number; parentRunId: string },
   signal: AbortSignal,
 ) => Promise<SpawnAgentOutput>;
 
@@ -29,7 +29,9 @@ export function createSpawnTool(spawnChildren: SpawnChildren) {
           `depth limit reached: depth ${ctx.depth} >= maxDepth ${maxDepth}, no child spawned`,
         );
       }
-      return { output: await spawnChildren(input.runs, ctx.depth + 1, ctx.signal) };
+      return {
+        output: await spawnChildren(input.runs, { depth: ctx.depth + 1, parentRunId: ctx.runId }, ctx.signal),
+      };
     },
   });
 }

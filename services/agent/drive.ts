@@ -1,0 +1,244 @@
+import type { AuditEvent } from "../../shared/contracts/audit.js";
+import type { RunJob } from "../../shared/contracts/cluster.js";
+import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import type { RunSpec } from "../../shared/contracts/run-spec.js";
+import type { ToolDescriptor } from "../../shared/contracts/tool.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { auditCount, publishAudit } from "../../shared/bus/audit.js";
+import { readWal, writerAfter, type WalWriter } from "../../shared/bus/wal.js";
+import { startRun, transition } from "../../shared/loop/fsm.js";
+import type { EffectPerformer } from "../../shared/loop/performer.js";
+import { replay } from "../../shared/loop/replay.js";
+import type { AwaitingEffect, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
+import { statusOf } from "../../shared/loop/status.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import type { Logger } from "../../shared/runtime/logger.js";
+import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
+import type { Reconciler } from "./reconcile.js";
+
+/** How a lease on a run ended: the job is acked (`done`), handed back (`release`) or lost (`fenced`). */
+export type LeaseOutcome = "done" | "release" | "fenced";
+
+export interface LeaseDeps {
+  bus: ActorBus;
+  checkpointEvery: number;
+  /** Finds the named tools' services; returns the descriptors of those that answered. */
+  discover: (names: readonly string[]) => Promise<ToolDescriptor[]>;
+  performer: EffectPerformer;
+  reconciler: Reconciler;
+  killSwitch: KillSwitchView;
+  workerId: string;
+  /** Unique per lease: the WAL message ids name it, so a stale writer can never pass as this one. */
+  writerId: string;
+  logger: Logger;
+  /** Called while a step runs, so JetStream knows the job is alive (`working()`). */
+  heartbeat: () => void;
+  heartbeatMs: number;
+  /** Aborted when the worker drains: the lease hands the run back after the current step. */
+  stopping: AbortSignal;
+}
+
+/**
+ * One worker's lease on one run: rebuild the run from its last checkpoint and WAL tail, then
+ * drive the loop, writing every record before acting on it. A conflicting WAL append (another
+ * writer) ends the lease at once; a drain ends it after the current step.
+ */
+export class RunLease {
+  private writer!: WalWriter;
+  private checkpointSeq: number | undefined;
+  /** Set when this lease took over a run mid-step: its first tool call is reconciled first. */
+  private tookOver = false;
+  private readonly status: RunStatusStore;
+  private config!: LoopConfig;
+  private log: Logger;
+
+  constructor(
+    private readonly deps: LeaseDeps,
+    private readonly job: RunJob,
+  ) {
+    this.status = new RunStatusStore(deps.bus.buckets.runs);
+    this.log = deps.logger.child({ runId: job.runId });
+  }
+
+  async run(): Promise<LeaseOutcome> {
+    try {
+      const first = await this.open();
+      if (!first) return "done";
+      return await this.drive(first);
+    } catch (err) {
+      if (err instanceof AgentError && err.code === "FENCED") {
+        this.log.warn({ writerId: this.deps.writerId }, "fenced: another worker drives this run; letting go");
+        return "fenced";
+      }
+      throw err;
+    }
+  }
+
+  /** The transition to continue from, or nothing when the run needs no worker now. */
+  private async open(): Promise<Transition | undefined> {
+    const { bus } = this.deps;
+    const now = bus.clock.now();
+    const known = await this.status.get(this.job.runId);
+    this.checkpointSeq = known?.checkpointSeq;
+    let read = await readWal(bus, this.job.runId, this.checkpointSeq ?? 1);
+    if (read.records.length === 0 && this.checkpointSeq !== undefined)
+      read = await readWal(bus, this.job.runId);
+    this.writer = writerAfter(bus, this.job.runId, this.deps.writerId, read);
+    const records = read.records.map((r) => r.record);
+    const spec = specOf(records) ?? this.job.spec;
+    if (!spec) {
+      throw new AgentError(
+        "INVALID_INPUT",
+        `job for run ${this.job.runId} has no spec and the run has no WAL`,
+      );
+    }
+    this.config = {
+      tools: await this.deps.discover(spec.agent.tools),
+      checkpointEvery: this.deps.checkpointEvery,
+    };
+    if (records.length === 0) return this.start(spec, now);
+    const replayed = replay(records, this.config, { fromCheckpoint: true });
+    await this.finishInterrupted(replayed.unwritten, replayed.last);
+    return this.resume(replayed.state, now);
+  }
+
+  private start(spec: RunSpec, now: number): Transition {
+    const { job } = this;
+    return startRun(
+      {
+        type: "start",
+        at: now,
+        spec,
+        runId: job.runId,
+        rootRunId: job.rootRunId,
+        ...(job.parentRunId ? { parentRunId: job.parentRunId } : {}),
+        depth: job.depth,
+        auditSeq: job.auditSeq,
+      },
+      this.config,
+    );
+  }
+
+  /**
+   * The previous worker may have died between writing one transition's records: the records and
+   * audit events it did not get to are written now, before anything new happens.
+   */
+  private async finishInterrupted(unwritten: WalRecord[], last: Transition): Promise<void> {
+    for (const record of unwritten) await this.append(record);
+    const audits = last.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
+    if (audits.length === 0) return;
+    const held = await auditCount(this.deps.bus, this.job.runId);
+    for (const event of audits) if (event.seq > held) await this.audit(event);
+  }
+
+  private async resume(state: LoopState, now: number): Promise<Transition | undefined> {
+    const terminal = state.status === "committed" || state.status === "failed";
+    const event = this.job.event ? ({ ...this.job.event, at: now } as LoopEvent) : undefined;
+    if (terminal) {
+      if (event) this.log.warn({ event: event.type }, "run already finished; event ignored");
+      await this.putStatus(state);
+      return undefined;
+    }
+    if (event) return transition(state, event, this.config);
+    const parked = state.phase === "HALT" || state.pending?.kind === "approval";
+    if (parked || !state.awaiting) {
+      await this.putStatus(state);
+      return undefined;
+    }
+    this.log.info({ phase: state.phase, waitingFor: state.pending?.kind }, "taking over the run");
+    this.tookOver = true;
+    return transition(state, { type: "recovered", at: now, by: this.deps.workerId }, this.config);
+  }
+
+  private async drive(first: Transition): Promise<LeaseOutcome> {
+    let current = first;
+    for (;;) {
+      const awaiting = await this.apply(current);
+      const state = current.state;
+      if (!awaiting || awaiting.type === "requestApproval") return "done";
+      if (this.deps.stopping.aborted) return "release";
+      const killed = this.deps.killSwitch.active;
+      if (killed) {
+        const halt: LoopEvent = {
+          type: "halt",
+          at: this.deps.bus.clock.now(),
+          reason: `kill switch: ${killed.reason}`,
+          by: killed.by,
+        };
+        current = transition(state, halt, this.config);
+        continue;
+      }
+      const event = await this.perform(awaiting, state);
+      if (event === "release") return "release";
+      if (!event) return "done";
+      current = transition(state, event, this.config);
+    }
+  }
+
+  /** Performs one transition's effects in order; returns the one the run now waits on. */
+  private async apply(t: Transition): Promise<AwaitingEffect | undefined> {
+    let awaiting: AwaitingEffect | undefined;
+    for (const effect of t.effects) {
+      if (effect.type === "wal") await this.append(effect.record);
+      else if (effect.type === "audit") await this.audit(effect.event);
+      else if (effect.type === "storeMemory")
+        await this.deps.performer.remember(effect.namespace, effect.text);
+      else awaiting = effect;
+    }
+    this.log = this.deps.logger.child({
+      runId: t.state.runId,
+      phase: t.state.phase,
+      iteration: t.state.guard.iteration,
+    });
+    await this.putStatus(t.state);
+    return awaiting;
+  }
+
+  private async perform(
+    awaiting: AwaitingEffect,
+    state: LoopState,
+  ): Promise<LoopEvent | "release" | undefined> {
+    const timer = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
+    try {
+      if (this.tookOver && awaiting.type === "callTool") {
+        this.tookOver = false;
+        const decided = await this.deps.reconciler.check(awaiting, this.deps.stopping);
+        if (decided) return decided;
+      }
+      this.tookOver = false;
+      return await this.deps.performer.perform(awaiting, state);
+    } finally {
+      clearInterval(timer);
+    }
+  }
+
+  private async append(record: WalRecord): Promise<void> {
+    const seq = await this.writer.append(record);
+    if (record.type === "CHECKPOINT") this.checkpointSeq = seq;
+  }
+
+  private async audit(event: AuditEvent): Promise<void> {
+    await publishAudit(this.deps.bus, event);
+    const line = { kind: event.kind, status: event.status, seq: event.seq };
+    if (event.status === "failed") this.log.warn(line, event.reason ?? event.kind);
+    else this.log.info(line, event.reason ?? event.kind);
+  }
+
+  private async putStatus(state: LoopState): Promise<void> {
+    await this.status.put({
+      ...statusOf(state, this.deps.bus.clock.now()),
+      ...(this.checkpointSeq !== undefined ? { checkpointSeq: this.checkpointSeq } : {}),
+    });
+  }
+}
+
+/** The run's spec, from the log: its start record, or the state a checkpoint holds. */
+function specOf(records: readonly WalRecord[]): RunSpec | undefined {
+  for (const record of records) {
+    if (record.type === "EVENT" && record.event.type === "start") return record.event.spec;
+    if (record.type === "CHECKPOINT") return (record.state as LoopState).spec;
+  }
+  return undefined;
+}

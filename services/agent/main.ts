@@ -1,0 +1,55 @@
+/**
+ * The agent worker actor: `npm run actor -- agent`. Configuration comes from the environment
+ * (see the README's table); SIGTERM/SIGINT drain it: no new jobs, current steps finish, jobs go
+ * back to the queue at once for another worker.
+ */
+import { hostname } from "node:os";
+import { z } from "zod";
+import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { ActorEnv, millis, parseEnv } from "../../shared/runtime/config.js";
+import { uuidIds } from "../../shared/runtime/ids.js";
+import { createLogger } from "../../shared/runtime/logger.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { AgentWorker } from "./worker.js";
+
+const AgentEnv = ActorEnv.extend({
+  WORKER_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,48}$/)
+    .default(
+      `${hostname()
+        .replaceAll(/[^A-Za-z0-9_-]/g, "-")
+        .slice(0, 32)}-${process.pid}`,
+    ),
+  AGENT_ACK_WAIT_MS: millis(30_000),
+  AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
+  AGENT_CHECKPOINT_EVERY: z.coerce.number().int().min(1).max(10_000).default(10),
+  AGENT_RETRY_DELAY_MS: millis(5_000),
+});
+
+const env = parseEnv(AgentEnv, process.env);
+const logger = createLogger({ actor: "agent", level: env.LOG_LEVEL }).child({ workerId: env.WORKER_ID });
+const bus = await openActorBus(env, `agent-${env.WORKER_ID}`, {
+  clock: systemClock,
+  random: systemRandom,
+  logger,
+});
+const worker = new AgentWorker(
+  bus,
+  {
+    workerId: env.WORKER_ID,
+    ackWaitMs: env.AGENT_ACK_WAIT_MS,
+    concurrency: env.AGENT_CONCURRENCY,
+    checkpointEvery: env.AGENT_CHECKPOINT_EVERY,
+    retryDelayMs: env.AGENT_RETRY_DELAY_MS,
+    env: process.env,
+  },
+  uuidIds,
+);
+await worker.start();
+logger.info({ concurrency: env.AGENT_CONCURRENCY, ackWaitMs: env.AGENT_ACK_WAIT_MS }, "agent worker ready");
+onShutdown(logger, async () => {
+  await worker.stop();
+  await bus.nc.drain();
+});

@@ -1,0 +1,154 @@
+import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import { RunJob } from "../../shared/contracts/cluster.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { decode } from "../../shared/bus/codec.js";
+import { remoteCritic } from "../../shared/bus/critic-client.js";
+import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
+import { KillSwitchView } from "../../shared/bus/kill-switch.js";
+import { KvMemory } from "../../shared/bus/kv-memory.js";
+import { discoverTools } from "../../shared/bus/remote-tool.js";
+import { EffectPerformer } from "../../shared/loop/performer.js";
+import { toAgentError } from "../../shared/runtime/errors.js";
+import type { IdGenerator } from "../../shared/runtime/ids.js";
+import { ToolRegistry } from "../../shared/tools/registry.js";
+import { RunLease, type LeaseOutcome } from "./drive.js";
+import { Reconciler } from "./reconcile.js";
+
+export interface WorkerOptions {
+  workerId: string;
+  ackWaitMs: number;
+  /** Runs this worker drives at once. */
+  concurrency: number;
+  checkpointEvery: number;
+  /** How long a FENCED or failing job waits before it is offered again. */
+  retryDelayMs: number;
+  env: Readonly<Record<string, string | undefined>>;
+}
+
+/**
+ * An agent worker: pulls jobs from the shared durable consumer on the work queue and drives each
+ * run for as long as it holds the job. Any number of workers may share the consumer; JetStream
+ * gives each job to one of them and hands it to another if the holder stops heartbeating.
+ */
+export class AgentWorker {
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly drain = new AbortController();
+  private readonly killSwitch = new KillSwitchView();
+  private consumer!: Consumer;
+  private loop: Promise<void> | undefined;
+  private leases = 0;
+
+  constructor(
+    private readonly bus: ActorBus,
+    private readonly options: WorkerOptions,
+    private readonly ids: IdGenerator,
+  ) {}
+
+  async start(): Promise<void> {
+    const name = await ensureWorkerConsumer(this.bus.jsm, this.bus.subjects, {
+      ackWaitMs: this.options.ackWaitMs,
+    });
+    this.consumer = await this.bus.js.consumers.get(this.bus.subjects.streams().runs, name);
+    await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
+    this.loop = this.pull();
+  }
+
+  /** Stops pulling, lets each run finish its current step, hands the jobs back at once. */
+  async stop(): Promise<void> {
+    this.drain.abort();
+    await this.loop;
+    await Promise.all(this.inFlight);
+    this.killSwitch.stop();
+  }
+
+  private async pull(): Promise<void> {
+    while (!this.drain.signal.aborted) {
+      if (this.inFlight.size >= this.options.concurrency) {
+        await Promise.race(this.inFlight);
+        continue;
+      }
+      let msg: JsMsg | null;
+      try {
+        msg = await this.consumer.next({ expires: 1_000 });
+      } catch (err) {
+        this.bus.logger.warn({ err }, "pulling a job failed; retrying");
+        await this.bus.clock.sleep(500);
+        continue;
+      }
+      if (!msg) continue;
+      if (this.drain.signal.aborted) {
+        msg.nak();
+        break;
+      }
+      const task = this.handle(msg).finally(() => this.inFlight.delete(task));
+      this.inFlight.add(task);
+    }
+  }
+
+  private async handle(msg: JsMsg): Promise<void> {
+    let job: RunJob;
+    try {
+      job = decode(RunJob, msg.data);
+    } catch (err) {
+      // A job nobody can read will never become readable: drop it, loudly.
+      this.bus.logger.error({ err, subject: msg.subject }, "unreadable job dropped");
+      msg.term();
+      return;
+    }
+    const log = this.bus.logger.child({ runId: job.runId });
+    let outcome: LeaseOutcome;
+    try {
+      outcome = await this.lease(job, msg).run();
+    } catch (err) {
+      const error = toAgentError(err);
+      log.error({ err: error, code: error.code }, "run lease failed; the job will be retried");
+      msg.nak(this.options.retryDelayMs);
+      return;
+    }
+    if (outcome === "done") msg.ack();
+    else if (outcome === "release") {
+      log.info("handing the run back to the queue");
+      msg.nak();
+    } else msg.nak(this.options.retryDelayMs);
+  }
+
+  private lease(job: RunJob, msg: JsMsg): RunLease {
+    const bus = this.bus;
+    const registry = new ToolRegistry();
+    this.leases += 1;
+    const writerId = `${this.options.workerId}-${this.leases}-${this.ids.next("w").slice(-8)}`;
+    const performer = new EffectPerformer({
+      registry,
+      clock: bus.clock,
+      random: bus.random,
+      env: this.options.env,
+      memory: new KvMemory(bus.buckets.memory, bus.clock, this.ids),
+      criticFor: (state) => remoteCritic(bus, state),
+    });
+    return new RunLease(
+      {
+        bus,
+        checkpointEvery: this.options.checkpointEvery,
+        discover: async (names) => {
+          for (const tool of await discoverTools(names, bus)) registry.register(tool);
+          return registry.descriptors();
+        },
+        performer,
+        reconciler: new Reconciler({
+          idempotency: bus.buckets.idempotency,
+          clock: bus.clock,
+          logger: bus.logger,
+          tool: (name) => registry.get(name),
+        }),
+        killSwitch: this.killSwitch,
+        workerId: this.options.workerId,
+        writerId,
+        logger: bus.logger,
+        heartbeat: () => msg.working(),
+        heartbeatMs: Math.max(100, Math.floor(this.options.ackWaitMs / 3)),
+        stopping: this.drain.signal,
+      },
+      job,
+    );
+  }
+}

@@ -1,0 +1,84 @@
+import { readFile } from "node:fs/promises";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { ControlReply, SubmitRequest } from "../../shared/contracts/cluster.js";
+import { Approval, KillSwitch, SubmitReply } from "../../shared/contracts/control.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { requestJson } from "../../shared/bus/request.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
+
+const REQUEST_TIMEOUT_MS = 10_000;
+const SETTLED = new Set(["committed", "failed", "halted", "awaiting_approval"]);
+
+/** What agentctl does, as functions over a connected bus (the CLI and `npm start` share them). */
+export class ClusterClient {
+  readonly status: RunStatusStore;
+
+  constructor(readonly bus: ActorBus) {
+    this.status = new RunStatusStore(bus.buckets.runs);
+  }
+
+  async submit(spec: unknown): Promise<Extract<SubmitReply, { ok: true }>> {
+    const parsed = SubmitRequest.safeParse(spec);
+    if (!parsed.success) {
+      throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${z.prettifyError(parsed.error)}`, {
+        details: parsed.error.issues,
+      });
+    }
+    const reply = await requestJson(
+      this.bus.nc,
+      this.bus.subjects.runsSubmit(),
+      { schema: SubmitRequest, value: parsed.data },
+      SubmitReply,
+      { timeoutMs: REQUEST_TIMEOUT_MS },
+    );
+    if (!reply.ok) throw fromErrorPayload(reply.error);
+    return reply;
+  }
+
+  async decide(runId: string, approval: Approval): Promise<string> {
+    return this.control(this.bus.subjects.approvals(runId), Approval, approval);
+  }
+
+  async killSwitch(request: KillSwitch): Promise<string> {
+    return this.control(this.bus.subjects.killSwitch(), KillSwitch, request);
+  }
+
+  /** Status changes of one run until it settles (terminal, halted or waiting for a human). */
+  async *follow(runId: string, signal?: AbortSignal): AsyncGenerator<RunStatus> {
+    const stop = new AbortController();
+    signal?.addEventListener("abort", () => stop.abort(), { once: true });
+    for await (const status of this.status.watch(runId, stop.signal)) {
+      yield status;
+      if (SETTLED.has(status.status)) {
+        stop.abort();
+        return;
+      }
+    }
+  }
+
+  private async control<S extends z.ZodType>(subject: string, schema: S, value: z.input<S>): Promise<string> {
+    const reply = await requestJson(this.bus.nc, subject, { schema, value }, ControlReply, {
+      timeoutMs: REQUEST_TIMEOUT_MS,
+    });
+    if (!reply.ok) throw fromErrorPayload(reply.error);
+    return reply.message;
+  }
+}
+
+/** A spec file in JSON or YAML. */
+export async function readSpecFile(path: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (cause) {
+    throw new AgentError("INVALID_INPUT", `cannot read spec file '${path}'`, { cause });
+  }
+  try {
+    return parseYaml(text) as unknown;
+  } catch (cause) {
+    throw new AgentError("INVALID_SPEC", `spec file '${path}' is neither JSON nor YAML`, { cause });
+  }
+}

@@ -1,0 +1,87 @@
+import { readFile } from "node:fs/promises";
+import { DeliverPolicy } from "@nats-io/jetstream";
+import { z } from "zod";
+import { AuditEvent } from "../../shared/contracts/audit.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { decode } from "../../shared/bus/codec.js";
+import { discoverTools } from "../../shared/bus/remote-tool.js";
+import { readWal } from "../../shared/bus/wal.js";
+import { replay } from "../../shared/loop/replay.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { describeTool } from "../../shared/tools/tool.js";
+
+export interface ReplayReport {
+  runId: string;
+  records: number;
+  transitions: number;
+  finalHash: string;
+  status: string;
+  phase: string;
+}
+
+/**
+ * Re-derives every transition of a run from its WAL (from the start, not from a checkpoint) and
+ * checks each record the replay produces against the one on record: NONDETERMINISM on a mismatch.
+ */
+export async function replayRun(bus: ActorBus, runId: string): Promise<ReplayReport> {
+  const read = await readWal(bus, runId);
+  const records: WalRecord[] = read.records.map((r) => r.record);
+  const first = records[0];
+  if (first?.type !== "EVENT" || first.event.type !== "start") {
+    throw new AgentError("NOT_FOUND", `run '${runId}' has no WAL`);
+  }
+  const tools = await discoverTools(first.event.spec.agent.tools, bus);
+  const replayed = replay(records, { tools: tools.map((t) => describeTool(t)) });
+  return {
+    runId,
+    records: records.length,
+    transitions: replayed.transitions.length,
+    finalHash: replayed.state.transitionHash,
+    status: replayed.state.status,
+    phase: replayed.state.phase,
+  };
+}
+
+/** Audit events in stream order through an ordered consumer; with `follow`, waits for new ones. */
+export async function* tailAudit(
+  bus: ActorBus,
+  options: { runId?: string; follow: boolean; signal?: AbortSignal },
+): AsyncGenerator<AuditEvent> {
+  const stream = bus.subjects.streams().audit;
+  const filter = bus.subjects.auditAll(options.runId);
+  const info = await bus.jsm.streams.info(stream, { subjects_filter: filter });
+  let remaining = Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
+  if (!options.follow && remaining === 0) return;
+  const consumer = await bus.js.consumers.get(stream, {
+    filter_subjects: filter,
+    deliver_policy: DeliverPolicy.All,
+  });
+  const messages = await consumer.consume();
+  options.signal?.addEventListener("abort", () => void messages.close(), { once: true });
+  try {
+    for await (const msg of messages) {
+      yield decode(AuditEvent, msg.data);
+      remaining -= 1;
+      if (!options.follow && remaining <= 0) return;
+    }
+  } finally {
+    await messages.close();
+  }
+}
+
+const Invariants = z.object({
+  contract: z.string(),
+  invariants: z.record(z.string(), z.object({ name: z.string(), tests: z.array(z.string()) })),
+});
+
+/** Each invariant with the tests bound to it, from `test/invariants.json`. */
+export async function contracts(path: string): Promise<string[]> {
+  const parsed = decode(Invariants, await readFile(path));
+  const lines = [`contract: ${parsed.contract}`];
+  for (const [id, inv] of Object.entries(parsed.invariants)) {
+    lines.push(`${id}  ${inv.name}  (${inv.tests.length} tests)`);
+    for (const test of inv.tests) lines.push(`    - ${test}`);
+  }
+  return lines;
+}

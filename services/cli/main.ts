@@ -1,0 +1,168 @@
+/**
+ * agentctl: the operator's command line (`npm run agentctl -- <command>`). Every command speaks
+ * the public wire contract, so anything it does can be scripted against NATS directly.
+ */
+import { fileURLToPath } from "node:url";
+import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { toAgentError } from "../../shared/runtime/errors.js";
+import { createLogger } from "../../shared/runtime/logger.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { ClusterClient, readSpecFile } from "./client.js";
+import { contracts, replayRun, tailAudit } from "./inspect.js";
+import { auditLine, statusLine } from "./render.js";
+
+const RUN_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const runIdArg = (value: string): string => {
+  if (!RUN_ID.test(value)) throw new InvalidArgumentError("a runId is 1-64 characters of [A-Za-z0-9_-]");
+  return value;
+};
+
+async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise<T> {
+  const env = parseEnv(ActorEnv, process.env);
+  const logger = createLogger({ actor: "cli", level: env.LOG_LEVEL === "info" ? "error" : env.LOG_LEVEL });
+  const bus: ActorBus = await openActorBus(env, "agentctl", {
+    clock: systemClock,
+    random: systemRandom,
+    logger,
+  });
+  try {
+    return await fn(new ClusterClient(bus));
+  } finally {
+    await bus.nc.drain();
+  }
+}
+
+const out = (line: string): void => void process.stdout.write(`${line}\n`);
+
+async function watch(client: ClusterClient, runId: string): Promise<void> {
+  for await (const status of client.follow(runId)) out(statusLine(status));
+  const last = await client.status.get(runId);
+  if (last?.terminal)
+    out(
+      `${last.terminal.kind}: ${last.terminal.reason}${last.terminal.output ? `\n${last.terminal.output}` : ""}`,
+    );
+}
+
+export function program(): Command {
+  const cmd = new Command("agentctl")
+    .exitOverride()
+    .description("Operate a bounded agent cluster on NATS (NATS_URL, AGENTS_PREFIX).");
+  cmd
+    .command("submit")
+    .description("submit a run from a RunSpec file (JSON or YAML)")
+    .argument("<spec>", "path to the RunSpec")
+    .option("--run-id <id>", "use this runId (re-submitting it returns the existing run)", runIdArg)
+    .option("-w, --watch", "follow the run until it settles")
+    .action(async (path: string, opts: { runId?: string; watch?: boolean }) => {
+      const spec = (await readSpecFile(path)) as Record<string, unknown>;
+      await withClient(async (client) => {
+        const reply = await client.submit(opts.runId ? { ...spec, runId: opts.runId } : spec);
+        out(`${reply.status} ${reply.runId}`);
+        if (opts.watch) await watch(client, reply.runId);
+      });
+    });
+  cmd
+    .command("watch")
+    .description("live phase, iteration and budget bars until the run settles")
+    .argument("<runId>", "the run", runIdArg)
+    .action((runId: string) => withClient((client) => watch(client, runId)));
+  cmd
+    .command("status")
+    .description("the run's status record as JSON")
+    .argument("<runId>", "the run", runIdArg)
+    .action((runId: string) =>
+      withClient(async (client) => {
+        const status = await client.status.get(runId);
+        if (!status) throw toAgentError(new Error(`no run '${runId}'`), "NOT_FOUND");
+        out(JSON.stringify(status, null, 2));
+      }),
+    );
+  for (const decision of ["approve", "reject"] as const) {
+    cmd
+      .command(decision)
+      .description(`${decision} a run waiting for approval`)
+      .argument("<runId>", "the run", runIdArg)
+      .option("--by <name>", "who decides (recorded in the audit)", process.env.USER ?? "operator")
+      .option("--reason <text>", "why")
+      .action((runId: string, opts: { by: string; reason?: string }) =>
+        withClient(async (client) =>
+          out(
+            await client.decide(runId, {
+              decision,
+              by: opts.by,
+              ...(opts.reason ? { reason: opts.reason } : {}),
+            }),
+          ),
+        ),
+      );
+  }
+  cmd
+    .command("kill-switch")
+    .description("stop all admissions and halt running runs at their next step (on), or lift it (off)")
+    .argument("<state>", "on | off", (v: string) => {
+      if (v !== "on" && v !== "off") throw new InvalidArgumentError("expected 'on' or 'off'");
+      return v;
+    })
+    .option("--reason <text>", "why", "operator request")
+    .option("--by <name>", "who", process.env.USER ?? "operator")
+    .action((state: "on" | "off", opts: { reason: string; by: string }) =>
+      withClient(async (client) =>
+        out(await client.killSwitch({ active: state === "on", reason: opts.reason, by: opts.by })),
+      ),
+    );
+  cmd
+    .command("audit")
+    .description("audit stream commands")
+    .command("tail")
+    .description("print audit events in order (all runs, or one)")
+    .argument("[runId]", "only this run", runIdArg)
+    .option("--json", "one JSON event per line")
+    .option("-f, --follow", "keep waiting for new events")
+    .action((runId: string | undefined, opts: { json?: boolean; follow?: boolean }) =>
+      withClient(async (client) => {
+        for await (const event of tailAudit(client.bus, {
+          ...(runId ? { runId } : {}),
+          follow: opts.follow ?? false,
+        }))
+          out(opts.json ? JSON.stringify(event) : auditLine(event));
+      }),
+    );
+  cmd
+    .command("replay")
+    .description("re-derive a run's transitions from its WAL and compare every record")
+    .argument("<runId>", "the run", runIdArg)
+    .action((runId: string) =>
+      withClient(async (client) => {
+        const report = await replayRun(client.bus, runId);
+        out(
+          `replay of ${runId}: ${report.records} records, ${report.transitions} transitions reproduced identically; final hash ${report.finalHash} (${report.status}, ${report.phase})`,
+        );
+      }),
+    );
+  cmd
+    .command("contracts")
+    .description("each invariant and the tests bound to it")
+    .option(
+      "--file <path>",
+      "the invariants map",
+      fileURLToPath(new URL("../../../test/invariants.json", import.meta.url)),
+    )
+    .action(async (opts: { file: string }) => {
+      for (const line of await contracts(opts.file)) out(line);
+    });
+  return cmd;
+}
+
+try {
+  await program().parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError && err.exitCode === 0) process.exit(0);
+  // A bad flag or argument is INVALID_INPUT; commander already printed the usage hint.
+  const error =
+    err instanceof CommanderError ? toAgentError(new Error(err.message), "INVALID_INPUT") : toAgentError(err);
+  process.stderr.write(`${JSON.stringify({ error: { code: error.code, message: error.message } })}\n`);
+  process.exitCode = 2;
+}

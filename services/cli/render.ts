@@ -1,0 +1,34 @@
+import type { AuditEvent } from "../../shared/contracts/audit.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+
+/** A fixed-width bar: `used` of `limit`, or just the count when there is no limit. */
+export function bar(used: number, limit: number | undefined, width = 20): string {
+  if (!limit || limit <= 0) return `${used}`;
+  const filled = Math.min(width, Math.round((used / limit) * width));
+  return `${"█".repeat(filled)}${"░".repeat(width - filled)} ${used}/${limit}`;
+}
+
+export interface Limits {
+  maxIterations?: number;
+  maxToolCalls?: number;
+  maxCostUsd?: number;
+}
+
+/** One line of `watch`: phase, status and a bar per budget. */
+export function statusLine(status: RunStatus, limits: Limits = {}): string {
+  const u = status.usage;
+  const cost = limits.maxCostUsd ? bar(u.costUsd, limits.maxCostUsd, 10) : `$${u.costUsd.toFixed(4)}`;
+  return [
+    `${status.status.padEnd(17)} ${status.phase.padEnd(9)}`,
+    `iter ${bar(status.iteration, limits.maxIterations, 12)}`,
+    `tools ${bar(u.toolCalls, limits.maxToolCalls, 12)}`,
+    `model calls ${u.modelCalls}`,
+    `tokens ${u.inputTokens + u.outputTokens}`,
+    `cost ${cost}`,
+  ].join("  ");
+}
+
+export function auditLine(event: AuditEvent): string {
+  const reason = event.reason ? `  ${event.reason}` : "";
+  return `${event.timestamp}  ${event.runId}  #${String(event.seq).padStart(3)}  ${event.phase.padEnd(9)} ${event.kind.padEnd(22)} ${event.status.padEnd(8)} ${event.actor}${reason}`;
+}

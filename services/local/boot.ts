@@ -1,0 +1,50 @@
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { LocalCluster } from "./cluster.js";
+import { ensureNats, type NatsTarget } from "./ensure-nats.js";
+
+export interface Booted {
+  nats: NatsTarget;
+  cluster: LocalCluster;
+  logDir: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * A whole local cluster: NATS (found or started), one supervisor, the tool services, a critic
+ * and `agents` workers, each its own OS process, logging to `logDir`.
+ */
+export async function bootCluster(
+  say: (line: string) => void,
+  options: { agents?: number; env?: Record<string, string> } = {},
+): Promise<Booted> {
+  const nats = await ensureNats(say);
+  say(`NATS: ${nats.origin}`);
+  const logDir = await mkdtemp(join(tmpdir(), "agents-cluster-"));
+  const cluster = new LocalCluster({
+    natsUrl: nats.url,
+    useConfUsers: nats.useConfUsers,
+    logDir,
+    ...(options.env ? { env: options.env } : {}),
+  });
+  const stop = async (): Promise<void> => {
+    await cluster.stop();
+    await nats.stop();
+  };
+  try {
+    // The supervisor provisions streams and buckets first; the others then start side by side.
+    await cluster.start("supervisor");
+    const agents = Array.from({ length: options.agents ?? 2 }, (_, i) => `agent-${i + 1}`);
+    await Promise.all([
+      cluster.start("tools"),
+      cluster.start("critic"),
+      ...agents.map((name) => cluster.start("agent", name)),
+    ]);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  say(`actors: ${[...cluster.actors.keys()].join(", ")} (logs in ${logDir})`);
+  return { nats, cluster, logDir, stop };
+}

@@ -1,0 +1,130 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream, type WriteStream } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ACTOR_KINDS = ["supervisor", "agent", "critic", "tools"] as const;
+export type ActorKind = (typeof ACTOR_KINDS)[number];
+
+/** The NATS user each actor kind connects as under `nats.conf` (development passwords). */
+export const NATS_USERS: Record<ActorKind | "cli", { user: string; password: string }> = {
+  supervisor: { user: "supervisor", password: "supervisor-dev" },
+  agent: { user: "agent", password: "agent-dev" },
+  critic: { user: "critic", password: "critic-dev" },
+  tools: { user: "tool", password: "tool-dev" },
+  cli: { user: "cli", password: "cli-dev" },
+};
+
+/** The compiled entry point of an actor (the same one a container runs). */
+export function actorEntry(kind: ActorKind | "cli"): string {
+  return fileURLToPath(new URL(`../${kind}/main.js`, import.meta.url));
+}
+
+export interface ActorProcess {
+  name: string;
+  kind: ActorKind;
+  child: ChildProcess;
+  exited: Promise<number | null>;
+}
+
+export interface LocalClusterOptions {
+  natsUrl: string;
+  /** Connect each actor as its own nats.conf user. */
+  useConfUsers: boolean;
+  /** Each actor's JSON log goes to `<logDir>/<name>.log`. */
+  logDir: string;
+  env?: Record<string, string>;
+  readyTimeoutMs?: number;
+}
+
+const READY = /"msg":"[^"]*ready"/;
+
+/**
+ * Actors as separate OS processes on one machine: what `npm run cluster` and `npm start` run, and
+ * what the process-level tests (kill -9, drain) drive. Each actor is started from its compiled
+ * entry point and counts as up once it logs that it is ready.
+ */
+export class LocalCluster {
+  readonly actors = new Map<string, ActorProcess>();
+  private readonly logs: WriteStream[] = [];
+
+  constructor(private readonly options: LocalClusterOptions) {}
+
+  async start(kind: ActorKind, name: string = kind, env: Record<string, string> = {}): Promise<ActorProcess> {
+    const creds = this.options.useConfUsers
+      ? { NATS_USER: NATS_USERS[kind].user, NATS_PASSWORD: NATS_USERS[kind].password }
+      : {};
+    const log = createWriteStream(join(this.options.logDir, `${name}.log`), { flags: "a" });
+    this.logs.push(log);
+    const child = spawn(process.execPath, [actorEntry(kind)], {
+      env: {
+        ...process.env,
+        NATS_URL: this.options.natsUrl,
+        ...creds,
+        ...(kind === "agent" ? { WORKER_ID: name } : {}),
+        ...this.options.env,
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.stdout?.pipe(log, { end: false });
+    child.stderr?.pipe(log, { end: false });
+    const actor: ActorProcess = { name, kind, child, exited };
+    this.actors.set(name, actor);
+    await this.ready(actor);
+    return actor;
+  }
+
+  private ready(actor: ActorProcess): Promise<void> {
+    const timeoutMs = this.options.readyTimeoutMs ?? 20_000;
+    return new Promise((resolve, reject) => {
+      let seen = "";
+      const timer = setTimeout(
+        () => reject(new Error(`${actor.name} was not ready within ${timeoutMs} ms:\n${seen.slice(-2_000)}`)),
+        timeoutMs,
+      );
+      const onData = (chunk: Buffer): void => {
+        seen += chunk.toString();
+        if (READY.test(seen)) {
+          clearTimeout(timer);
+          actor.child.stdout?.off("data", onData);
+          resolve();
+        }
+      };
+      actor.child.stdout?.on("data", onData);
+      actor.child.stderr?.on("data", (chunk: Buffer) => (seen += chunk.toString()));
+      void actor.exited.then((code) => {
+        clearTimeout(timer);
+        reject(
+          new Error(
+            `${actor.name} exited with code ${String(code)} before it was ready:\n${seen.slice(-2_000)}`,
+          ),
+        );
+      });
+    });
+  }
+
+  /** Sends a signal to one actor; SIGKILL is the crash the durability guarantees are about. */
+  signal(name: string, signal: NodeJS.Signals): void {
+    const actor = this.actors.get(name);
+    if (!actor) throw new Error(`no actor '${name}'`);
+    actor.child.kill(signal);
+  }
+
+  /** SIGTERM to every actor (they drain), SIGKILL to any still running after `graceMs`. */
+  async stop(graceMs = 10_000): Promise<void> {
+    const running = [...this.actors.values()].filter(
+      (a) => a.child.exitCode === null && a.child.signalCode === null,
+    );
+    for (const actor of running) actor.child.kill("SIGTERM");
+    await Promise.all(
+      running.map(async (actor) => {
+        const timer = setTimeout(() => actor.child.kill("SIGKILL"), graceMs);
+        await actor.exited;
+        clearTimeout(timer);
+      }),
+    );
+    for (const log of this.logs) log.end();
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * `npm start`: the quick start. Boots a local cluster (each actor its own process), submits the
+ * sample run through the supervisor, shows its progress live, prints the result with its
+ * provenance, and shuts everything down.
+ */
+import { openActorBus } from "../../shared/bus/actor.js";
+import { readAudit } from "../../shared/bus/audit.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { toAgentError } from "../../shared/runtime/errors.js";
+import { createLogger } from "../../shared/runtime/logger.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { ClusterClient } from "../cli/client.js";
+import { auditLine, statusLine } from "../cli/render.js";
+import { bootCluster, type Booted } from "./boot.js";
+import { NATS_USERS } from "./cluster.js";
+import { demoSpec } from "./demo-spec.js";
+
+const say = (line: string): void => void process.stdout.write(`${line}\n`);
+const started = Date.now();
+
+async function demo(booted: Booted): Promise<boolean> {
+  const env = parseEnv(ActorEnv, {
+    NATS_URL: booted.nats.url,
+    LOG_LEVEL: "warn",
+    ...(booted.nats.useConfUsers
+      ? { NATS_USER: NATS_USERS.cli.user, NATS_PASSWORD: NATS_USERS.cli.password }
+      : { NATS_USER: process.env.NATS_USER, NATS_PASSWORD: process.env.NATS_PASSWORD }),
+  });
+  const logger = createLogger({ actor: "cli", level: "error" });
+  const bus = await openActorBus(env, "npm-start", { clock: systemClock, random: systemRandom, logger });
+  try {
+    const client = new ClusterClient(bus);
+    const reply = await client.submit(demoSpec);
+    say(`\nsubmitted run ${reply.runId} (${reply.status}); progress:`);
+    const limits = { maxIterations: 10, maxToolCalls: 10 };
+    for await (const status of client.follow(reply.runId)) say(`  ${statusLine(status, limits)}`);
+    say("\naudit trail:");
+    for await (const event of readAudit(bus, { runId: reply.runId })) say(`  ${auditLine(event)}`);
+    const final = await client.status.get(reply.runId);
+    const terminal = final?.terminal;
+    say(`\nresult: ${final?.status ?? "unknown"} — ${terminal?.reason ?? ""}`);
+    if (terminal?.output) say(`output: ${terminal.output}`);
+    if (terminal?.provenance) say(`provenance: ${JSON.stringify(terminal.provenance, null, 2)}`);
+    const creds = booted.nats.useConfUsers
+      ? `NATS_USER=${NATS_USERS.cli.user} NATS_PASSWORD=${NATS_USERS.cli.password} `
+      : "";
+    say(
+      `\ntail its audit on a running cluster (npm run cluster):\n  NATS_URL=<url> ${creds}npm run agentctl -- audit tail ${reply.runId}`,
+    );
+    return final?.status === "committed";
+  } finally {
+    await bus.nc.drain();
+  }
+}
+
+let booted: Booted | undefined;
+let ok = false;
+try {
+  say("starting a local cluster…");
+  booted = await bootCluster(say);
+  say(`cluster up in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  ok = await demo(booted);
+} catch (err) {
+  const error = toAgentError(err);
+  process.stderr.write(`${error.code}: ${error.message}\n`);
+} finally {
+  await booted?.stop();
+  say(`\ndone in ${((Date.now() - started) / 1000).toFixed(1)} s; everything stopped.`);
+}
+process.exit(ok ? 0 : 1);

@@ -1,0 +1,191 @@
+import { z } from "zod";
+import type { AuditEvent } from "../../shared/contracts/audit.js";
+import { SubmitRequest, type RunJob } from "../../shared/contracts/cluster.js";
+import type { SubmitReply } from "../../shared/contracts/control.js";
+import type { RunSpec } from "../../shared/contracts/run-spec.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { auditCount, publishAudit } from "../../shared/bus/audit.js";
+import { decode } from "../../shared/bus/codec.js";
+import { publishJob } from "../../shared/bus/jobs.js";
+import { readKillSwitch } from "../../shared/bus/kill-switch.js";
+import { PoolLedger } from "../../shared/bus/pool.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { toRfc3339 } from "../../shared/runtime/clock.js";
+import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
+import type { IdGenerator } from "../../shared/runtime/ids.js";
+
+export interface AdmissionLimits {
+  /** Runs active at once across the cluster (every supervisor replica shares the ledger). */
+  poolCapacity: number;
+  /** Deepest spawn allowed: a root run is depth 0. */
+  maxDepth: number;
+}
+
+/**
+ * Admission control on `<prefix>.runs.submit`. Every decision reads and writes shared state in
+ * JetStream KV with compare-and-set, so any number of supervisor replicas decide consistently.
+ * Idempotent by runId: a second submit of a known run answers "existing" and starts nothing.
+ */
+export class Admission {
+  private readonly pool: PoolLedger;
+  private readonly status: RunStatusStore;
+
+  constructor(
+    private readonly bus: ActorBus,
+    private readonly limits: AdmissionLimits,
+    private readonly ids: IdGenerator,
+  ) {
+    this.pool = new PoolLedger({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
+    this.status = new RunStatusStore(bus.buckets.runs);
+  }
+
+  async submit(data: Uint8Array): Promise<SubmitReply> {
+    let request: SubmitRequest;
+    try {
+      request = parseSubmit(data);
+    } catch (err) {
+      return rejected(toAgentError(err));
+    }
+    const runId = request.runId ?? this.ids.next("run").replaceAll(/[^A-Za-z0-9_-]/g, "_");
+    const rootRunId = await this.rootOf(request, runId);
+    const depth = request.parent ? request.parent.depth + 1 : 0;
+    try {
+      if (await this.status.get(runId)) return { schemaVersion: 1, ok: true, runId, status: "existing" };
+      await this.check(depth);
+      const taken = await this.pool.acquire(runId, this.limits.poolCapacity);
+      if (taken === "existing") return { schemaVersion: 1, ok: true, runId, status: "existing" };
+      await this.admit(request, { runId, rootRunId, depth });
+      return { schemaVersion: 1, ok: true, runId, status: "admitted" };
+    } catch (err) {
+      const error = toAgentError(err);
+      await this.record(runId, rootRunId, request.parent?.runId, "run.rejected", "failed", error.message, {
+        code: error.code,
+      }).catch((e: unknown) => this.bus.logger.error({ err: e, runId }, "could not audit a rejection"));
+      this.bus.logger.warn({ runId, code: error.code }, `run rejected: ${error.message}`);
+      return rejected(error);
+    }
+  }
+
+  /** A child belongs to its parent's run tree; a root run is its own root. */
+  private async rootOf(request: SubmitRequest, runId: string): Promise<string> {
+    const parent = request.parent;
+    if (!parent) return runId;
+    if (parent.rootRunId) return parent.rootRunId;
+    const status = await this.status.get(parent.runId).catch(() => undefined);
+    return status?.rootRunId ?? parent.runId;
+  }
+
+  private async check(depth: number): Promise<void> {
+    const killSwitch = await readKillSwitch(this.bus.buckets.pool);
+    if (killSwitch?.active) {
+      throw new AgentError(
+        "KILL_SWITCH_ACTIVE",
+        `kill switch is on (${killSwitch.reason}, by ${killSwitch.by}): no runs are admitted`,
+      );
+    }
+    if (depth > this.limits.maxDepth) {
+      throw new AgentError(
+        "DEPTH_LIMIT",
+        `depth limit: a child at depth ${depth} exceeds the cluster's maximum depth ${this.limits.maxDepth}`,
+      );
+    }
+  }
+
+  private async admit(
+    request: SubmitRequest,
+    ids: { runId: string; rootRunId: string; depth: number },
+  ): Promise<void> {
+    const { parent, ...rest } = request;
+    const spec: RunSpec = { ...rest, runId: ids.runId };
+    const now = this.bus.clock.now();
+    await this.status.put({
+      runId: ids.runId,
+      rootRunId: ids.rootRunId,
+      ...(parent ? { parentRunId: parent.runId } : {}),
+      depth: ids.depth,
+      status: "queued",
+      phase: "PLAN",
+      iteration: 0,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
+      updatedAt: toRfc3339(now),
+    });
+    const seq = await this.record(
+      ids.runId,
+      ids.rootRunId,
+      parent?.runId,
+      "run.admitted",
+      "passed",
+      undefined,
+      {
+        depth: ids.depth,
+        agent: spec.agent.name,
+      },
+    );
+    const job: RunJob = {
+      schemaVersion: 1,
+      runId: ids.runId,
+      rootRunId: ids.rootRunId,
+      ...(parent ? { parentRunId: parent.runId } : {}),
+      depth: ids.depth,
+      spec,
+      auditSeq: seq,
+    };
+    await publishJob(this.bus, job, `${ids.runId}:start`);
+    this.bus.logger.info({ runId: ids.runId, depth: ids.depth }, "run admitted");
+  }
+
+  /** Publishes a supervisor audit event as the run's next `seq`; returns that seq. */
+  private async record(
+    runId: string,
+    rootRunId: string,
+    parentRunId: string | undefined,
+    kind: "run.admitted" | "run.rejected",
+    status: AuditEvent["status"],
+    reason: string | undefined,
+    data: Record<string, unknown>,
+  ): Promise<number> {
+    const seq = (await auditCount(this.bus, runId)) + 1;
+    await publishAudit(this.bus, {
+      schemaVersion: 1,
+      auditId: `${runId}:${seq}`,
+      runId,
+      rootRunId,
+      ...(parentRunId ? { parentRunId } : {}),
+      seq,
+      iteration: 0,
+      phase: "PLAN",
+      kind,
+      actor: "supervisor",
+      status,
+      ...(reason !== undefined ? { reason } : {}),
+      artifacts: [],
+      data,
+      timestamp: toRfc3339(this.bus.clock.now()),
+    });
+    return seq;
+  }
+}
+
+/** Not JSON is INVALID_INPUT; JSON that is not a valid RunSpec is INVALID_SPEC with the zod issues. */
+function parseSubmit(data: Uint8Array): SubmitRequest {
+  const raw = decode(z.unknown(), data);
+  const parsed = SubmitRequest.safeParse(raw);
+  if (!parsed.success) {
+    throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${z.prettifyError(parsed.error)}`, {
+      details: parsed.error.issues,
+    });
+  }
+  return parsed.data;
+}
+
+function rejected(error: AgentError): SubmitReply {
+  return {
+    schemaVersion: 1,
+    ok: false,
+    error: {
+      code: error.code,
+      message: error.message,
+      ...(error.details !== undefined ? { details: error.details } : {}),
+    },
+  };
+}

@@ -1,0 +1,113 @@
+import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
+import { ApprovalRequest, KillSwitchRequest, type ControlReply } from "../../shared/contracts/cluster.js";
+import { AuditEvent } from "../../shared/contracts/audit.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { decode } from "../../shared/bus/codec.js";
+import { publishJob } from "../../shared/bus/jobs.js";
+import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
+import { PoolLedger } from "../../shared/bus/pool.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
+
+const RELEASING_KINDS = new Set(["run.committed", "run.failed", "run.halted"]);
+export const RELEASE_CONSUMER = "supervisor-release";
+
+export function failed(err: unknown): ControlReply {
+  const error = toAgentError(err);
+  return {
+    schemaVersion: 1,
+    ok: false,
+    error: { code: error.code, message: error.message, retryable: error.retryable },
+  };
+}
+
+/**
+ * Approvals: a run waiting for a human holds no worker; the decision becomes a job on the work
+ * queue, and whichever worker takes it continues the run from its WAL.
+ */
+export async function decideApproval(
+  bus: ActorBus,
+  subject: string,
+  data: Uint8Array,
+): Promise<ControlReply> {
+  const runId = bus.subjects.runIdOfApproval(subject);
+  const approval = decode(ApprovalRequest, data);
+  const status = new RunStatusStore(bus.buckets.runs);
+  const entry = await bus.buckets.runs.get(runId);
+  const current = await status.get(runId);
+  if (!current || !entry) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  if (current.status !== "awaiting_approval") {
+    throw new AgentError(
+      "INVALID_INPUT",
+      `run '${runId}' is not awaiting approval (it is ${current.status})`,
+    );
+  }
+  await publishJob(
+    bus,
+    {
+      schemaVersion: 1,
+      runId,
+      rootRunId: current.rootRunId ?? runId,
+      ...(current.parentRunId ? { parentRunId: current.parentRunId } : {}),
+      depth: current.depth ?? 0,
+      auditSeq: 0,
+      event: { type: "approvalDecided", at: bus.clock.now(), ...approval },
+    },
+    // One decision per waiting state: the status revision names it, so a repeated request is a duplicate.
+    `${runId}:approval:${entry.revision}`,
+  );
+  bus.logger.info({ runId, decision: approval.decision, by: approval.by }, "approval decided");
+  return {
+    schemaVersion: 1,
+    ok: true,
+    message: `run ${runId}: ${approval.decision} recorded`,
+    data: { runId },
+  };
+}
+
+/** The kill switch: stored where every worker watches it; admissions stop while it is on. */
+export async function setKillSwitch(bus: ActorBus, data: Uint8Array): Promise<ControlReply> {
+  const request = decode(KillSwitchRequest, data);
+  await writeKillSwitch(bus.buckets.pool, { ...request, at: bus.clock.now() });
+  bus.logger.warn({ active: request.active, by: request.by, reason: request.reason }, "kill switch set");
+  return {
+    schemaVersion: 1,
+    ok: true,
+    message: `kill switch ${request.active ? "on" : "off"}`,
+    data: { active: request.active },
+  };
+}
+
+/**
+ * Frees a run's pool slot when it commits, fails or halts. Reads the audit stream's lifecycle
+ * events through one durable consumer shared by all supervisor replicas, so a slot is freed even
+ * if the supervisor that admitted the run is gone.
+ */
+export async function releaseSlots(bus: ActorBus, signal: AbortSignal): Promise<void> {
+  const stream = bus.subjects.streams().audit;
+  const existing = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER).catch(() => null);
+  if (!existing) {
+    await bus.jsm.consumers.add(stream, {
+      durable_name: RELEASE_CONSUMER,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.New,
+      filter_subject: bus.subjects.auditRunLifecycle(),
+    });
+  }
+  const pool = new PoolLedger({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
+  const consumer = await bus.js.consumers.get(stream, RELEASE_CONSUMER);
+  const messages = await consumer.consume({ max_messages: 64 });
+  signal.addEventListener("abort", () => void messages.close(), { once: true });
+  for await (const msg of messages) {
+    try {
+      const event = decode(AuditEvent, msg.data);
+      if (RELEASING_KINDS.has(event.kind) && (await pool.release(event.runId))) {
+        bus.logger.info({ runId: event.runId, kind: event.kind }, "pool slot released");
+      }
+      msg.ack();
+    } catch (err) {
+      bus.logger.error({ err, subject: msg.subject }, "could not release a pool slot; retrying");
+      msg.nak(1_000);
+    }
+  }
+}

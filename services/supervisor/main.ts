@@ -1,0 +1,71 @@
+/**
+ * The supervisor actor: `npm run actor -- supervisor`. Stateless: admission decisions, the kill
+ * switch and approvals live in JetStream KV, so any number of replicas can run side by side.
+ */
+import { z } from "zod";
+import { ControlReply } from "../../shared/contracts/cluster.js";
+import { SubmitReply } from "../../shared/contracts/control.js";
+import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
+import { serve } from "../../shared/bus/serve.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { toAgentError } from "../../shared/runtime/errors.js";
+import { uuidIds } from "../../shared/runtime/ids.js";
+import { createLogger } from "../../shared/runtime/logger.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { Admission } from "./admission.js";
+import { decideApproval, failed, releaseSlots, setKillSwitch } from "./control.js";
+
+const SupervisorEnv = ActorEnv.extend({
+  SUPERVISOR_POOL_CAPACITY: z.coerce.number().int().min(1).max(100_000).default(16),
+  SUPERVISOR_MAX_DEPTH: z.coerce.number().int().min(0).max(16).default(3),
+});
+
+const env = parseEnv(SupervisorEnv, process.env);
+const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
+const bus = await openActorBus(env, "supervisor", { clock: systemClock, random: systemRandom, logger });
+const admission = new Admission(
+  bus,
+  { poolCapacity: env.SUPERVISOR_POOL_CAPACITY, maxDepth: env.SUPERVISOR_MAX_DEPTH },
+  uuidIds,
+);
+const subjects = bus.subjects;
+const queue = "supervisor";
+serve(bus.nc, subjects.runsSubmit(), {
+  queue,
+  reply: SubmitReply,
+  logger,
+  handle: (msg) => admission.submit(msg.data),
+  onError: (err): SubmitReply => {
+    const error = toAgentError(err);
+    return { schemaVersion: 1, ok: false, error: { code: error.code, message: error.message } };
+  },
+});
+serve(bus.nc, subjects.approvalsAll(), {
+  queue,
+  reply: ControlReply,
+  logger,
+  handle: (msg) => decideApproval(bus, msg.subject, msg.data),
+  onError: failed,
+});
+serve(bus.nc, subjects.killSwitch(), {
+  queue,
+  reply: ControlReply,
+  logger,
+  handle: (msg) => setKillSwitch(bus, msg.data),
+  onError: failed,
+});
+const stopping = new AbortController();
+const released = releaseSlots(bus, stopping.signal).catch((err: unknown) => {
+  logger.fatal({ err }, "pool release loop stopped");
+  process.exit(1);
+});
+logger.info(
+  { poolCapacity: env.SUPERVISOR_POOL_CAPACITY, maxDepth: env.SUPERVISOR_MAX_DEPTH },
+  "supervisor ready",
+);
+onShutdown(logger, async () => {
+  stopping.abort();
+  await bus.nc.drain();
+  await released;
+});

@@ -1,0 +1,61 @@
+/**
+ * The built-in tool services: `npm run actor -- tools`. Each tool is its own NATS service on
+ * `<prefix>.tools.<name>` (a queue group: run as many replicas as the load needs). TOOLS picks
+ * which to serve.
+ */
+import { z } from "zod";
+import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
+import { KvMemory } from "../../shared/bus/kv-memory.js";
+import { serveTool } from "../../shared/bus/tool-service.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { uuidIds } from "../../shared/runtime/ids.js";
+import { createLogger } from "../../shared/runtime/logger.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
+import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
+import { createSpawnTool } from "../../shared/tools/builtin/spawn.js";
+import { ToolInvoker } from "../../shared/tools/invoke.js";
+import type { AnyTool } from "../../shared/tools/tool.js";
+import { spawnThroughSupervisor } from "./spawn.js";
+
+const BUILT_IN = ["echo", "http_fetch", "memory", "spawn_agent"] as const;
+const ToolsEnv = ActorEnv.extend({
+  TOOLS: z
+    .string()
+    .default(BUILT_IN.join(","))
+    .transform((s) =>
+      s
+        .split(",")
+        .map((t) => t.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.enum(BUILT_IN)).min(1)),
+});
+
+const env = parseEnv(ToolsEnv, process.env);
+const logger = createLogger({ actor: "tools", level: env.LOG_LEVEL });
+const bus = await openActorBus(env, "tools", { clock: systemClock, random: systemRandom, logger });
+const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
+  echo: () => echoTool,
+  http_fetch: () => httpFetchTool,
+  memory: () => createMemoryTool(new KvMemory(bus.buckets.memory, systemClock, uuidIds)),
+  spawn_agent: () => createSpawnTool(spawnThroughSupervisor(bus)),
+};
+// The worker already retried; the service runs each call once and records the outcome.
+const invoker = new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } });
+for (const name of env.TOOLS) {
+  serveTool(available[name](), {
+    nc: bus.nc,
+    subjects: bus.subjects,
+    idempotency: bus.buckets.idempotency,
+    invoker,
+    clock: systemClock,
+    logger,
+  });
+}
+logger.info({ tools: env.TOOLS }, "tool services ready");
+onShutdown(logger, async () => {
+  await bus.nc.drain();
+});

@@ -1,0 +1,83 @@
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Clock } from "../runtime/clock.js";
+import type { ActorEnv } from "../runtime/config.js";
+import type { Logger } from "../runtime/logger.js";
+import type { Random } from "../runtime/random.js";
+import { connectBus } from "./connect.js";
+import { provision } from "./provision.js";
+import { Subjects } from "./subjects.js";
+
+/** What every actor holds once connected: the bus, its streams and buckets, and its clock. */
+export interface ActorBus {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  subjects: Subjects;
+  buckets: { runs: KV; pool: KV; idempotency: KV; memory: KV };
+  clock: Clock;
+  random: Random;
+  logger: Logger;
+}
+
+/**
+ * Connects an actor and makes sure the streams and buckets it needs exist (provisioning is
+ * idempotent, so any actor may start first). Server limitations are logged once here.
+ */
+export async function openActorBus(
+  env: ActorEnv,
+  name: string,
+  deps: { clock: Clock; random: Random; logger: Logger },
+): Promise<ActorBus> {
+  const nc = await connectBus({
+    servers: env.NATS_URL.split(","),
+    name,
+    logger: deps.logger,
+    ...(env.NATS_USER ? { user: env.NATS_USER, pass: env.NATS_PASSWORD ?? "" } : {}),
+  });
+  const subjects = new Subjects(env.AGENTS_PREFIX);
+  const report = await provision(nc, { subjects, replicas: env.AGENTS_REPLICAS });
+  for (const note of report.notes) deps.logger.warn({ serverVersion: report.serverVersion }, note);
+  const kvm = new Kvm(nc);
+  const names = subjects.buckets();
+  const [runs, pool, idempotency, memory] = await Promise.all([
+    kvm.open(names.runs),
+    kvm.open(names.pool),
+    kvm.open(names.idempotency),
+    kvm.open(names.memory),
+  ]);
+  return {
+    nc,
+    js: jetstream(nc),
+    jsm: await jetstreamManager(nc),
+    subjects,
+    buckets: { runs, pool, idempotency, memory },
+    ...deps,
+  };
+}
+
+/**
+ * Runs `stop` once on SIGTERM or SIGINT, then exits; a second signal exits at once. `stop` should
+ * finish or hand back work in progress and drain the connection.
+ */
+export function onShutdown(logger: Logger, stop: (signal: string) => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      logger.warn({ signal }, "second signal: exiting now");
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, "stopping");
+    stop(signal).then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err }, "error while stopping");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", handler);
+  process.on("SIGINT", handler);
+}

@@ -1,0 +1,41 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { CriticReviewReply, CriticReviewRequest } from "../contracts/cluster.js";
+import type { Critic } from "../loop/critic.js";
+import type { LoopState } from "../loop/state.js";
+import { AgentError, fromErrorPayload } from "../runtime/errors.js";
+import { requestJson } from "./request.js";
+import type { Subjects } from "./subjects.js";
+
+export const DEFAULT_CRITIC_TIMEOUT_MS = 120_000;
+
+/**
+ * The critic as the worker sees it: a request to the critic service with only what the critic
+ * may see (task, output, evidence, rubric) and the critic's model, never the generator's messages.
+ */
+export function remoteCritic(
+  deps: { nc: NatsConnection; subjects: Subjects; timeoutMs?: number },
+  state: LoopState,
+): Critic {
+  return async (request) => {
+    const model = state.spec.critic?.model;
+    if (!model) throw new AgentError("INVALID_SPEC", "the run has no critic");
+    const reply = await requestJson(
+      deps.nc,
+      deps.subjects.criticReview(),
+      {
+        schema: CriticReviewRequest,
+        value: {
+          schemaVersion: 1,
+          request,
+          model,
+          privacy: state.spec.agent.privacy,
+          attempt: Math.max(0, state.critiques - 1),
+        },
+      },
+      CriticReviewReply,
+      { timeoutMs: deps.timeoutMs ?? DEFAULT_CRITIC_TIMEOUT_MS },
+    );
+    if (!reply.ok) throw fromErrorPayload(reply.error);
+    return reply.verdict;
+  };
+}

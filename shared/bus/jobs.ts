@@ -1,0 +1,67 @@
+import {
+  AckPolicy,
+  DeliverPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  type ConsumerConfig,
+} from "@nats-io/jetstream";
+import { RunJob } from "../contracts/cluster.js";
+import type { Clock } from "../runtime/clock.js";
+import type { Random } from "../runtime/random.js";
+import { encode } from "./codec.js";
+import { publishWithRetry } from "./retry.js";
+import type { Subjects } from "./subjects.js";
+
+export const WORKER_CONSUMER = "agent-workers";
+const NANOS_PER_MS = 1_000_000;
+
+export interface JobDeps {
+  js: JetStreamClient;
+  subjects: Subjects;
+  clock: Clock;
+  random: Random;
+}
+
+/**
+ * Puts a job on the work queue. `msgID` names what the job is for (`<runId>:start`,
+ * `<runId>:approval:<n>`), so a supervisor retrying after a lost ack never queues it twice.
+ */
+export async function publishJob(deps: JobDeps, job: RunJob, msgID: string): Promise<number> {
+  const data = encode(RunJob, job);
+  const ack = await publishWithRetry(`job for run ${job.runId}`, deps, () =>
+    deps.js.publish(deps.subjects.runQueue(job.runId), data, { msgID }),
+  );
+  return ack.seq;
+}
+
+export interface WorkerConsumerOptions {
+  /** How long a job may go without an ack or a heartbeat before JetStream hands it to another worker. */
+  ackWaitMs: number;
+  name?: string;
+}
+
+/**
+ * The one durable pull consumer every agent worker shares. Created or updated in place, so
+ * workers started with a new ack wait converge on it; a job is never dropped for having been
+ * delivered too often (a run survives any number of worker crashes).
+ */
+export async function ensureWorkerConsumer(
+  jsm: JetStreamManager,
+  subjects: Subjects,
+  options: WorkerConsumerOptions,
+): Promise<string> {
+  const name = options.name ?? WORKER_CONSUMER;
+  const stream = subjects.streams().runs;
+  const config: Partial<ConsumerConfig> = {
+    durable_name: name,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: options.ackWaitMs * NANOS_PER_MS,
+    max_deliver: -1,
+    filter_subject: subjects.runQueueAll(),
+  };
+  const existing = await jsm.consumers.info(stream, name).catch(() => null);
+  if (!existing) await jsm.consumers.add(stream, config);
+  else if (existing.config.ack_wait !== config.ack_wait) await jsm.consumers.update(stream, name, config);
+  return name;
+}

@@ -1,0 +1,67 @@
+import type { KV } from "@nats-io/kv";
+import { z } from "zod";
+import type { MemoryEntry, MemoryStore } from "../memory/memory.js";
+import { relevance } from "../memory/memory.js";
+import type { Clock } from "../runtime/clock.js";
+import { sha256 } from "../runtime/hash.js";
+import type { IdGenerator } from "../runtime/ids.js";
+import { decode, encode } from "./codec.js";
+
+const StoredMemory = z.object({
+  id: z.string(),
+  namespace: z.string(),
+  text: z.string(),
+  createdAt: z.number(),
+});
+
+/** KV keys allow a narrow alphabet: the namespace is hashed, its name kept in the value. */
+function prefixOf(namespace: string): string {
+  return `ns_${sha256(namespace).slice(0, 24)}`;
+}
+
+/**
+ * Agent memory on the `agents-memory` bucket, shared by every worker and the memory tool: a
+ * run that remembers something on one worker recalls it on any other.
+ */
+export class KvMemory implements MemoryStore {
+  constructor(
+    private readonly kv: KV,
+    private readonly clock: Clock,
+    private readonly ids: IdGenerator,
+  ) {}
+
+  async remember(namespace: string, text: string): Promise<MemoryEntry> {
+    const entry: MemoryEntry = {
+      id: this.ids.next("mem").replaceAll(/[^A-Za-z0-9_-]/g, "_"),
+      text,
+      createdAt: this.clock.now(),
+    };
+    await this.kv.put(`${prefixOf(namespace)}.${entry.id}`, encode(StoredMemory, { ...entry, namespace }));
+    return entry;
+  }
+
+  async recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {
+    const entries: MemoryEntry[] = [];
+    const keys = await this.kv.keys(`${prefixOf(namespace)}.*`);
+    for await (const key of keys) {
+      const got = await this.kv.get(key);
+      if (!got || got.operation !== "PUT") continue;
+      const { id, text, createdAt } = decode(StoredMemory, got.value);
+      entries.push({ id, text, createdAt });
+    }
+    return entries
+      .map((entry) => ({ entry, score: relevance(query, entry.text) }))
+      .filter((s) => s.score > 0)
+      .sort((a, b) => b.score - a.score || b.entry.createdAt - a.entry.createdAt)
+      .slice(0, Math.max(0, limit))
+      .map((s) => s.entry);
+  }
+
+  async forget(namespace: string, id: string): Promise<boolean> {
+    const key = `${prefixOf(namespace)}.${id}`;
+    const got = await this.kv.get(key);
+    if (!got || got.operation !== "PUT") return false;
+    await this.kv.delete(key);
+    return true;
+  }
+}

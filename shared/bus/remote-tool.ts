@@ -1,0 +1,85 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { z } from "zod";
+import { ToolCallReply, ToolCallRequest, ToolDescriptor } from "../contracts/tool.js";
+import type { Clock } from "../runtime/clock.js";
+import { fromErrorPayload } from "../runtime/errors.js";
+import type { Logger } from "../runtime/logger.js";
+import type { AnyTool } from "../tools/tool.js";
+import { requestJson } from "./request.js";
+import type { Subjects } from "./subjects.js";
+
+export interface RemoteToolDeps {
+  nc: NatsConnection;
+  subjects: Subjects;
+  clock: Clock;
+}
+
+const DescribeRequest = z.object({});
+
+/**
+ * A tool served by another process (in any language) on `<prefix>.tools.<name>`, seen by the
+ * worker as an ordinary tool: the invoker's timeout, retries and breaker apply, and the call
+ * carries its idempotency key, so the service answers a repeat with the recorded result.
+ */
+export function remoteTool(descriptor: ToolDescriptor, deps: RemoteToolDeps): AnyTool {
+  return {
+    name: descriptor.name,
+    description: descriptor.description,
+    input: z.unknown(),
+    inputSchema: descriptor.inputSchema,
+    capability: descriptor.capability,
+    timeoutMs: descriptor.timeoutMs,
+    reversibility: descriptor.reversibility,
+    idempotent: descriptor.idempotent,
+    ...(descriptor.compensation ? { compensation: descriptor.compensation } : {}),
+    execute: async (input, ctx) => {
+      const reply = await requestJson(
+        deps.nc,
+        deps.subjects.tool(descriptor.name),
+        {
+          schema: ToolCallRequest,
+          value: {
+            schemaVersion: 1,
+            runId: ctx.runId,
+            actionId: ctx.actionId,
+            idempotencyKey: ctx.idempotencyKey,
+            input,
+            deadline: deps.clock.now() + descriptor.timeoutMs,
+            grant: ctx.granted,
+            privacy: ctx.privacy,
+            depth: ctx.depth,
+          },
+        },
+        ToolCallReply,
+        { timeoutMs: descriptor.timeoutMs, unavailable: "TOOL_UNAVAILABLE", timeout: "TOOL_TIMEOUT" },
+      );
+      if (!reply.ok) throw fromErrorPayload(reply.error, "TOOL_FAILED");
+      return { output: reply.output, ...(reply.signals ? { signals: reply.signals } : {}) };
+    },
+  };
+}
+
+/** Asks each named tool service for its descriptor; a tool nobody serves is left out (and logged). */
+export async function discoverTools(
+  names: readonly string[],
+  deps: RemoteToolDeps & { logger: Logger; timeoutMs?: number },
+): Promise<AnyTool[]> {
+  const found = await Promise.all(
+    names.map(async (name) => {
+      try {
+        const descriptor = await requestJson(
+          deps.nc,
+          deps.subjects.toolDescribe(name),
+          { schema: DescribeRequest, value: {} },
+          ToolDescriptor,
+          { timeoutMs: deps.timeoutMs ?? 2_000 },
+        );
+        return [remoteTool(descriptor, deps)];
+      } catch (err) {
+        deps.logger.warn({ err, tool: name }, "tool not available: no service described it");
+        return [];
+      }
+    }),
+  );
+  return found.flat();
+}

@@ -1,0 +1,51 @@
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { z } from "zod";
+import type { Logger } from "../runtime/logger.js";
+import { encode } from "./codec.js";
+
+export interface ServeOptions<R extends z.ZodType> {
+  /** Replicas in one queue group share the requests. */
+  queue: string;
+  reply: R;
+  logger: Logger;
+  handle: (msg: Msg) => Promise<z.input<R>>;
+  /** The structured reply for anything `handle` throws: the service answers and keeps serving. */
+  onError: (err: unknown) => z.input<R>;
+}
+
+/**
+ * A request/reply endpoint that never dies of bad input: every request gets a validated reply,
+ * failures included, and a failure is logged and counted rather than thrown out of the callback.
+ */
+export function serve<R extends z.ZodType>(
+  nc: NatsConnection,
+  subject: string,
+  options: ServeOptions<R>,
+): Subscription & { failures: () => number } {
+  let failures = 0;
+  const answer = (msg: Msg, value: z.input<R>): void => {
+    if (msg.reply) msg.respond(encode(options.reply, value));
+  };
+  const sub = nc.subscribe(subject, {
+    queue: options.queue,
+    callback: (err, msg) => {
+      if (err) {
+        options.logger.error({ err, subject }, "subscription failed");
+        return;
+      }
+      options.handle(msg).then(
+        (value) => answer(msg, value),
+        (e: unknown) => {
+          failures += 1;
+          options.logger.warn({ err: e, subject: msg.subject }, "request refused");
+          try {
+            answer(msg, options.onError(e));
+          } catch (encodeError) {
+            options.logger.error({ err: encodeError }, "could not encode the error reply");
+          }
+        },
+      );
+    },
+  });
+  return Object.assign(sub, { failures: () => failures });
+}

@@ -1,0 +1,83 @@
+import { z } from "zod";
+import { ErrorPayload, RunId, SchemaVersion } from "./common.js";
+import { Approval, KillSwitch } from "./control.js";
+import { ApprovalDecidedEvent, HaltEvent, ResumeEvent } from "./loop-event.js";
+import { ModelRef } from "./model.js";
+import { PrivacyTier } from "./capability.js";
+import { CriticRequest, CriticVerdict } from "./rubric.js";
+import { requireConvergence, RunSpec, RunSpecShape } from "./run-spec.js";
+
+/** Who asked for a child run: the supervisor derives the child's depth and run tree from it. */
+export const ParentRef = z.object({
+  runId: RunId,
+  /** Looked up from the parent's status when absent. */
+  rootRunId: RunId.optional(),
+  depth: z.number().int().nonnegative(),
+});
+export type ParentRef = z.infer<typeof ParentRef>;
+
+/** The request on `<prefix>.runs.submit`: a RunSpec, plus the parent envelope for a spawned child. */
+export const SubmitRequest = RunSpecShape.extend({ parent: ParentRef.optional() }).superRefine(
+  requireConvergence,
+);
+export type SubmitRequest = z.infer<typeof SubmitRequest>;
+
+/**
+ * One message on the work queue (`<prefix>.runs.queue.<runId>`): start a run, or continue one
+ * with an outside event (an approval decision, a halt, a resume). The run's state itself lives
+ * in its WAL, so any worker can take the job.
+ */
+export const RunJob = z.object({
+  schemaVersion: SchemaVersion,
+  runId: RunId,
+  rootRunId: RunId,
+  parentRunId: RunId.optional(),
+  depth: z.number().int().nonnegative(),
+  /** Present on the first job of a run; later jobs find the spec in the WAL. */
+  spec: RunSpec.optional(),
+  /** Audit events the supervisor already published for this run. */
+  auditSeq: z.number().int().nonnegative(),
+  event: z.discriminatedUnion("type", [ApprovalDecidedEvent, HaltEvent, ResumeEvent]).optional(),
+});
+export type RunJob = z.infer<typeof RunJob>;
+
+/** The request on `<prefix>.critic.review`: what the critic may see, and the model to judge with. */
+export const CriticReviewRequest = z.object({
+  schemaVersion: SchemaVersion,
+  request: CriticRequest,
+  model: ModelRef,
+  privacy: PrivacyTier.default("sovereign"),
+  /** Reviews of this run before this one: a scripted critic continues from this step. */
+  attempt: z.number().int().nonnegative(),
+});
+export type CriticReviewRequest = z.infer<typeof CriticReviewRequest>;
+
+export const CriticReviewReply = z.discriminatedUnion("ok", [
+  z.object({ schemaVersion: SchemaVersion, ok: z.literal(true), verdict: CriticVerdict }),
+  z.object({ schemaVersion: SchemaVersion, ok: z.literal(false), error: ErrorPayload }),
+]);
+export type CriticReviewReply = z.infer<typeof CriticReviewReply>;
+
+/** The request on `<prefix>.approvals.<runId>`. */
+export const ApprovalRequest = Approval;
+export type ApprovalRequest = z.infer<typeof ApprovalRequest>;
+
+/** The request on `<prefix>.control.killswitch`. */
+export const KillSwitchRequest = KillSwitch;
+export type KillSwitchRequest = z.infer<typeof KillSwitchRequest>;
+
+/** The kill switch as stored (one key in the pool bucket, watched by every worker). */
+export const KillSwitchState = KillSwitch.extend({ at: z.number().int().nonnegative() });
+export type KillSwitchState = z.infer<typeof KillSwitchState>;
+
+/** The reply to control requests (approvals, kill switch). */
+export const ControlReply = z.discriminatedUnion("ok", [
+  z.object({
+    schemaVersion: SchemaVersion,
+    ok: z.literal(true),
+    message: z.string(),
+    data: z.record(z.string(), z.unknown()).optional(),
+  }),
+  z.object({ schemaVersion: SchemaVersion, ok: z.literal(false), error: ErrorPayload }),
+]);
+export type ControlReply = z.infer<typeof ControlReply>;

@@ -1,0 +1,193 @@
+import type { Approval } from "../contracts/control.js";
+import type { LoopEvent } from "../contracts/loop-event.js";
+import type { MemoryStore } from "../memory/memory.js";
+import type { ModelDriver } from "../models/driver.js";
+import { createDriver } from "../models/factory.js";
+import { ScriptedDriver } from "../models/scripted.js";
+import type { Clock } from "../runtime/clock.js";
+import { AgentError, toAgentError } from "../runtime/errors.js";
+import type { Random } from "../runtime/random.js";
+import { findGrant } from "../tools/capabilities.js";
+import { ToolInvoker, type InvokePolicy } from "../tools/invoke.js";
+import type { ToolRegistry } from "../tools/registry.js";
+import { modelCritic, type Critic } from "./critic.js";
+import type { AwaitingEffect, Effect, LoopState } from "./state.js";
+
+export interface PerformerDeps {
+  registry: ToolRegistry;
+  clock: Clock;
+  random: Random;
+  env?: Readonly<Record<string, string | undefined>>;
+  /** The generator's model; built from the RunSpec's ModelRef when absent. */
+  driver?: ModelDriver;
+  /** The critic; built from the RunSpec's critic ModelRef when absent. */
+  critic?: Critic;
+  /** A critic chosen per run (a remote critic service, told how many reviews came before). */
+  criticFor?: (state: LoopState) => Critic;
+  memory?: MemoryStore;
+  /** Answers approval requests; without it a run waiting for approval parks. */
+  approvals?: (runId: string, reason: string) => Promise<Approval>;
+  invokePolicy?: Partial<InvokePolicy>;
+}
+
+/**
+ * Performs the effects the loop waits on (memory recall, model call, tool call, critique,
+ * approval) and turns each outcome, success or error, into the event the loop consumes next.
+ * Shared by the in-process runner and the agent worker on NATS.
+ */
+export class EffectPerformer {
+  private readonly invoker: ToolInvoker;
+  private readonly drivers = new Map<string, ModelDriver>();
+  private readonly idempotent = new Map<string, LoopEvent>();
+
+  constructor(private readonly deps: PerformerDeps) {
+    this.invoker = new ToolInvoker({
+      clock: deps.clock,
+      random: deps.random,
+      ...(deps.invokePolicy ? { policy: deps.invokePolicy } : {}),
+    });
+  }
+
+  /** Stores a memory (a committed run's question and answer) when the performer has a store. */
+  async remember(namespace: string, text: string): Promise<void> {
+    await this.deps.memory?.remember(namespace, text);
+  }
+
+  async perform(
+    effect: AwaitingEffect,
+    state: LoopState,
+    signal?: AbortSignal,
+  ): Promise<LoopEvent | undefined> {
+    const at = (): number => this.deps.clock.now();
+    switch (effect.type) {
+      case "recallMemory": {
+        const entries = (await this.deps.memory?.recall(effect.namespace, effect.query, effect.limit)) ?? [];
+        return { type: "memoryRecalled", at: at(), memories: entries.map((e) => e.text) };
+      }
+      case "callModel":
+        try {
+          const response = await this.driverFor(state).complete(effect.request, signal);
+          return { type: "modelResponded", at: at(), requestId: effect.requestId, response };
+        } catch (err) {
+          return {
+            type: "modelFailed",
+            at: at(),
+            requestId: effect.requestId,
+            error: toAgentError(err).toBody(),
+          };
+        }
+      case "callTool":
+        return this.callTool(effect, state, signal);
+      case "critique":
+        try {
+          const verdict = await this.criticFor(state)(effect.request, signal);
+          return { type: "criticReviewed", at: at(), verdict };
+        } catch (err) {
+          return { type: "criticFailed", at: at(), error: toAgentError(err).toBody() };
+        }
+      case "requestApproval": {
+        if (!this.deps.approvals) return undefined;
+        const approval = await this.deps.approvals(state.runId, effect.reason);
+        return { type: "approvalDecided", at: at(), ...approval };
+      }
+    }
+  }
+
+  private async callTool(
+    effect: Extract<Effect, { type: "callTool" }>,
+    state: LoopState,
+    signal?: AbortSignal,
+  ): Promise<LoopEvent> {
+    const recorded = this.idempotent.get(effect.idempotencyKey);
+    if (recorded) return { ...recorded, at: this.deps.clock.now() };
+    const event = await this.execute(effect, state, signal);
+    this.idempotent.set(effect.idempotencyKey, event);
+    return event;
+  }
+
+  private async execute(
+    effect: Extract<Effect, { type: "callTool" }>,
+    state: LoopState,
+    signal?: AbortSignal,
+  ): Promise<LoopEvent> {
+    const tool = this.deps.registry.get(effect.tool);
+    const aborted = (error: AgentError): LoopEvent => ({
+      type: "toolAborted",
+      at: this.deps.clock.now(),
+      actionId: effect.actionId,
+      error: error.toBody(),
+    });
+    if (!tool) return aborted(new AgentError("UNKNOWN_TOOL", `unknown tool '${effect.tool}'`));
+    const granted = findGrant(state.spec.agent.capabilities, tool.capability);
+    if (!granted)
+      return aborted(new AgentError("CAPABILITY_DENIED", `no capability grants tool '${effect.tool}'`));
+    try {
+      const result = await this.invoker.invoke(tool, effect.input, {
+        runId: state.runId,
+        actionId: effect.actionId,
+        idempotencyKey: effect.idempotencyKey,
+        granted,
+        privacy: state.spec.agent.privacy,
+        depth: state.depth,
+        ...(signal ? { signal } : {}),
+      });
+      return {
+        type: "toolCompleted",
+        at: this.deps.clock.now(),
+        actionId: effect.actionId,
+        output: result.output,
+        ...(result.signals ? { signals: result.signals } : {}),
+      };
+    } catch (err) {
+      return aborted(toAgentError(err, "TOOL_FAILED"));
+    }
+  }
+
+  /** A finished run's drivers and recorded tool results are dropped: a long-lived runner must not grow. */
+  forget(runId: string): void {
+    const prefix = `${runId}:`;
+    for (const key of [...this.drivers.keys()]) if (key.startsWith(prefix)) this.drivers.delete(key);
+    for (const key of [...this.idempotent.keys()]) if (key.startsWith(prefix)) this.idempotent.delete(key);
+  }
+
+  private driverFor(state: LoopState): ModelDriver {
+    if (this.deps.driver) return this.deps.driver;
+    return this.cachedDriver(`${state.runId}:generator`, state.step, () =>
+      this.buildDriver(state.spec.agent.model, state),
+    );
+  }
+
+  private criticFor(state: LoopState): Critic {
+    if (this.deps.critic) return this.deps.critic;
+    if (this.deps.criticFor) return this.deps.criticFor(state);
+    const ref = state.spec.critic?.model;
+    if (!ref) throw new AgentError("INVALID_SPEC", "the run has no critic");
+    return modelCritic(
+      this.cachedDriver(`${state.runId}:critic`, Math.max(0, state.critiques - 1), () =>
+        this.buildDriver(ref, state),
+      ),
+    );
+  }
+
+  /**
+   * One driver per run and role. A scripted driver built for a run already under way (a worker
+   * taking over) continues from the responses on record instead of starting the script over.
+   */
+  private cachedDriver(key: string, consumed: number, build: () => ModelDriver): ModelDriver {
+    let driver = this.drivers.get(key);
+    if (!driver) {
+      driver = build();
+      if (driver instanceof ScriptedDriver) driver.seek(consumed);
+      this.drivers.set(key, driver);
+    }
+    return driver;
+  }
+
+  private buildDriver(ref: LoopState["spec"]["agent"]["model"], state: LoopState): ModelDriver {
+    return createDriver(ref, state.spec.agent.privacy, {
+      env: this.deps.env ?? {},
+      prices: {},
+      http: { clock: this.deps.clock, random: this.deps.random },
+    });
+  }
+}

@@ -1,0 +1,38 @@
+import { z } from "zod";
+import { AgentError } from "./errors.js";
+
+/** Milliseconds from an environment variable (a string), with a default and sane bounds. */
+export const millis = (defaultMs: number) =>
+  z.coerce.number().int().min(1).max(86_400_000).default(defaultMs);
+
+/** Settings every actor reads from its environment (documented in the README's table). */
+export const ActorEnv = z.object({
+  NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
+  NATS_USER: z.string().min(1).optional(),
+  NATS_PASSWORD: z.string().optional(),
+  AGENTS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/)
+    .default("agents"),
+  AGENTS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+  LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+});
+export type ActorEnv = z.infer<typeof ActorEnv>;
+
+/**
+ * Parses an actor's configuration once, at start-up. A bad value stops the actor with every
+ * problem listed (INVALID_INPUT), rather than failing later on first use.
+ */
+export function parseEnv<S extends z.ZodType>(
+  schema: S,
+  env: Readonly<Record<string, string | undefined>>,
+): z.output<S> {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
+    throw new AgentError("INVALID_INPUT", `invalid configuration: ${problems}`, {
+      details: parsed.error.issues,
+    });
+  }
+  return parsed.data;
+}
