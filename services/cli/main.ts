@@ -2,7 +2,7 @@
  * agentctl: the operator's command line (`npm run agentctl -- <command>`). Every command speaks
  * the public wire contract, so anything it does can be scripted against NATS directly.
  */
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -12,6 +12,7 @@ import { createLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { ClusterClient, readSpecFile } from "./client.js";
 import { contracts, replayRun, tailAudit } from "./inspect.js";
+import { repoRoot } from "../local/paths.js";
 import { auditLine, statusLine } from "./render.js";
 
 const RUN_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -145,11 +146,7 @@ export function program(): Command {
   cmd
     .command("contracts")
     .description("each invariant and the tests bound to it")
-    .option(
-      "--file <path>",
-      "the invariants map",
-      fileURLToPath(new URL("../../../test/invariants.json", import.meta.url)),
-    )
+    .option("--file <path>", "the invariants map", join(repoRoot(), "test", "invariants.json"))
     .action(async (opts: { file: string }) => {
       for (const line of await contracts(opts.file)) out(line);
     });

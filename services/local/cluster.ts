@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { compiledEntry } from "./paths.js";
 
 export const ACTOR_KINDS = ["supervisor", "agent", "critic", "tools"] as const;
 export type ActorKind = (typeof ACTOR_KINDS)[number];
@@ -17,7 +17,7 @@ export const NATS_USERS: Record<ActorKind | "cli", { user: string; password: str
 
 /** The compiled entry point of an actor (the same one a container runs). */
 export function actorEntry(kind: ActorKind | "cli"): string {
-  return fileURLToPath(new URL(`../${kind}/main.js`, import.meta.url));
+  return compiledEntry(kind);
 }
 
 export interface ActorProcess {

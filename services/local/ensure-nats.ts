@@ -1,9 +1,10 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { startLocalNats } from "./nats-server.js";
+import { repoRoot } from "./paths.js";
 
 export interface NatsTarget {
   url: string;
@@ -14,7 +15,7 @@ export interface NatsTarget {
   stop(): Promise<void>;
 }
 
-export const NATS_CONF = fileURLToPath(new URL("../../../nats.conf", import.meta.url));
+export const NATS_CONF = join(repoRoot(), "nats.conf");
 
 async function reachable(url: string, user?: string, pass?: string): Promise<boolean> {
   try {
@@ -74,6 +75,6 @@ export async function ensureNats(say: (line: string) => void): Promise<NatsTarge
     url: local.url,
     useConfUsers: true,
     origin: `local nats-server (pid ${local.pid ?? "?"}) on ${local.url} with nats.conf`,
-    stop: local.stop,
+    stop: () => local.stop(),
   };
 }

@@ -174,13 +174,22 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
       if (pending?.kind !== "approval") throw invalid(state, event);
       return onApproval(d, config, event.decision, event.by, event.feedback);
     case "halt":
-      if (state.phase === "HALT" || state.phase === "FAIL") throw invalid(state, event);
-      return halt(d, event.reason, event.by);
     case "resume":
-      return resume(d, state, event);
     case "recovered":
-      return recovered(d, state, event);
+      return control(d, state, event);
   }
+}
+
+/** Events from outside the loop's own work: an operator's halt or resume, a worker's take-over. */
+function control(
+  d: Draft,
+  state: LoopState,
+  event: Extract<LoopEvent, { type: "halt" | "resume" | "recovered" }>,
+): void {
+  if (event.type === "resume") return resume(d, state, event);
+  if (event.type === "recovered") return recovered(d, state, event);
+  if (state.phase === "HALT" || state.phase === "FAIL") throw invalid(state, event);
+  halt(d, event.reason, event.by);
 }
 
 function onMemories(d: Draft, config: LoopConfig, memories: string[]): void {

@@ -1,6 +1,6 @@
 import type { RunStatus } from "../contracts/run-status.js";
 import { toRfc3339 } from "../runtime/clock.js";
-import type { CommitArtifact, LoopState } from "./state.js";
+import type { LoopState } from "./state.js";
 
 /** What `watch` and `status` show for a run: derived from its state, never stored separately. */
 export function statusOf(state: LoopState, now: number): RunStatus {
@@ -20,9 +20,7 @@ export function statusOf(state: LoopState, now: number): RunStatus {
             kind: terminal.kind,
             reason: terminal.reason,
             ...(terminal.output !== undefined ? { output: terminal.output } : {}),
-            ...(terminal.artifact.kind === "commit"
-              ? { provenance: (terminal.artifact as CommitArtifact).provenance }
-              : {}),
+            ...(terminal.artifact.kind === "commit" ? { provenance: terminal.artifact.provenance } : {}),
           },
         }
       : {}),

@@ -20,5 +20,10 @@ export async function startNats(options: { own?: boolean; configFile?: string } 
     return { url: external, source: "env", stop, [Symbol.asyncDispose]: stop };
   }
   const local = await startLocalNats(options.configFile ? { configFile: options.configFile } : {});
-  return { url: local.url, source: "binary", stop: local.stop, [Symbol.asyncDispose]: local.stop };
+  return {
+    url: local.url,
+    source: "binary",
+    stop: () => local.stop(),
+    [Symbol.asyncDispose]: () => local.stop(),
+  };
 }

@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest";
+import { SubmitReply } from "../../shared/contracts/control.js";
+import { decode, encode } from "../../shared/bus/codec.js";
+import { PoolLedger } from "../../shared/bus/pool.js";
+import { SubmitRequest } from "../../shared/contracts/cluster.js";
+import { useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+
+const CAPACITY = 5;
+const suite = useClusterSuite("adm", {
+  // No workers: admitted runs stay queued and keep their slots, so capacity is really contended.
+  actors: [
+    { kind: "supervisor", name: "supervisor-1" },
+    { kind: "supervisor", name: "supervisor-2" },
+  ],
+  env: { SUPERVISOR_POOL_CAPACITY: String(CAPACITY) },
+});
+
+describe("admission across supervisor replicas", () => {
+  it("two supervisors, 50 concurrent submits, capacity 5: never more than 5 active", async () => {
+    const { nc, subjects, buckets } = suite.bus;
+    const pool = new PoolLedger({ kv: buckets.pool, clock: suite.bus.clock, random: suite.bus.random });
+    const samples: number[] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        samples.push((await pool.active()).length);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, async (_, i) => {
+        const msg = await nc.request(
+          subjects.runsSubmit(),
+          encode(SubmitRequest, { ...spec(), runId: `adm-${i}` }),
+          {
+            timeout: 15_000,
+          },
+        );
+        return decode(SubmitReply, msg.data);
+      }),
+    );
+    sampling = false;
+    await sampler;
+    const admitted = replies.filter((r) => r.ok);
+    const refused = replies.flatMap((r) => (r.ok ? [] : [r.error.code]));
+    expect(admitted).toHaveLength(CAPACITY);
+    expect(refused).toEqual(Array.from({ length: 50 - CAPACITY }, () => "POOL_FULL"));
+    expect(samples.length).toBeGreaterThan(0);
+    expect(Math.max(...samples)).toBeLessThanOrEqual(CAPACITY);
+    expect(await pool.active()).toHaveLength(CAPACITY);
+    // Both replicas served (a queue group spreads 50 requests; all on one has odds of 2^-49).
+    for (const name of ["supervisor-1", "supervisor-2"])
+      expect(await suite.log(name)).toMatch(/run (admitted|rejected)/);
+    const refusedId = `adm-${replies.findIndex((r) => !r.ok)}`;
+    const [rejection, ...more] = await suite.audit(refusedId);
+    expect(more).toEqual([]);
+    expect(rejection).toMatchObject({
+      kind: "run.rejected",
+      seq: 1,
+      actor: "supervisor",
+      data: { code: "POOL_FULL" },
+    });
+  }, 60_000);
+});

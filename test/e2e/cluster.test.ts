@@ -1,0 +1,303 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { AuditEvent } from "../../shared/contracts/audit.js";
+import { RunJob } from "../../shared/contracts/cluster.js";
+import { SubmitReply } from "../../shared/contracts/control.js";
+import { encode } from "../../shared/bus/codec.js";
+import { publishJob } from "../../shared/bus/jobs.js";
+import { serveTool } from "../../shared/bus/tool-service.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { ToolInvoker } from "../../shared/tools/invoke.js";
+import { defineTool } from "../../shared/tools/tool.js";
+import { useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+
+const run = promisify(execFile);
+const AGENTCTL = fileURLToPath(new URL("../../dist/services/cli/main.js", import.meta.url));
+
+const suite = useClusterSuite("e2e", {
+  actors: [
+    { kind: "supervisor" },
+    { kind: "tools", env: { TOOLS: "echo,memory,spawn_agent" } },
+    { kind: "critic" },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+  ],
+  env: { AGENT_ACK_WAIT_MS: "2000", AGENT_RETRY_DELAY_MS: "500", SUPERVISOR_MAX_DEPTH: "2" },
+});
+
+/** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */
+function serveCharge(delayMs: number): { executions: Map<string, number>; started: Promise<string> } {
+  const executions = new Map<string, number>();
+  let onStart: (key: string) => void = () => undefined;
+  const started = new Promise<string>((resolve) => (onStart = resolve));
+  const charge = defineTool({
+    name: "charge",
+    description: "Charges an amount (a side effect that must happen once).",
+    input: z.object({ amount: z.number() }),
+    capability: { kind: "compute" },
+    reversibility: "irreversible",
+    idempotent: false,
+    execute: async (input, ctx) => {
+      executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
+      onStart(ctx.idempotencyKey);
+      await systemClock.sleep(delayMs);
+      return { output: { charged: input.amount } };
+    },
+  });
+  serveTool(charge, {
+    nc: suite.bus.nc,
+    subjects: suite.bus.subjects,
+    idempotency: suite.bus.buckets.idempotency,
+    invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
+    clock: systemClock,
+    logger: silentLogger,
+  });
+  return { executions, started };
+}
+
+const settled = (s: { status: string }): boolean => ["committed", "failed", "halted"].includes(s.status);
+
+function verdict(passed: boolean): string {
+  const s = passed ? 0.95 : 0.5;
+  return JSON.stringify({
+    scores: { correctness: s, completeness: s, coherence: s, safety: passed ? 1 : 0.5 },
+    defects: passed ? [] : [{ severity: "high", rootCause: "incompleteOutput", description: "too short" }],
+    repairHints: passed ? [] : ["say more"],
+    passed,
+  });
+}
+
+describe("cluster: actors as processes on a real nats-server", () => {
+  it("a run goes end to end to run.committed with a gapless, schema-valid audit trail", async () => {
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "echo", input: { text: "green" } }] },
+          { text: "The service is green, mostly." },
+          { toolCalls: [{ name: "finish", input: { answer: "The service is green." } }] },
+        ],
+        verifiers: [],
+        critic: {
+          model: { provider: "scripted", script: [{ text: verdict(false) }, { text: verdict(true) }] },
+        },
+      }),
+    );
+    expect(reply.status).toBe("admitted");
+    const status = await suite.waitFor(reply.runId, settled);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "The service is green." } });
+    const events = await suite.audit(reply.runId);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    for (const event of events) expect(AuditEvent.safeParse(event).success).toBe(true);
+    const kinds = events.map((e) => e.kind);
+    expect(kinds[0]).toBe("run.admitted");
+    expect(events[0]?.actor).toBe("supervisor");
+    expect(kinds.at(-1)).toBe("run.committed");
+    expect(kinds.filter((k) => k === "run.committed" || k === "run.failed")).toHaveLength(1);
+    const order: AuditEvent["kind"][] = [
+      "run.admitted",
+      "tool.intent",
+      "tool.completed",
+      "critic.verdict",
+      "repair.started",
+      "run.committed",
+    ];
+    const positions = order.map((k) => kinds.indexOf(k));
+    expect(positions.every((p) => p >= 0)).toBe(true);
+    expect([...positions].sort((a, b) => a - b)).toEqual(positions);
+    // agentctl replay re-derives every transition from the WAL and finds them identical.
+    const { stdout } = await run(process.execPath, [AGENTCTL, "replay", reply.runId], {
+      env: { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix },
+    });
+    expect(stdout).toMatch(/reproduced identically/);
+    // Re-submitting the runId returns the existing run and starts nothing.
+    const again = await suite.client.submit({ ...spec(), runId: reply.runId });
+    expect(again.status).toBe("existing");
+  });
+
+  it("kill -9 of the worker mid-run: another worker resumes it, the side effect happens once, no recorded model step is called again", async () => {
+    const charge = serveCharge(1_500);
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "charge", input: { amount: 5 } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "charged 5" } }] },
+        ],
+        tools: ["charge"],
+      }),
+    );
+    const key = await charge.started;
+    const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
+      last_by_subj: suite.bus.subjects.wal(reply.runId),
+    });
+    const holder = /^[^:]+:\d+:(agent-\d+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
+    expect(holder).toMatch(/^agent-\d$/);
+    suite.cluster.signal(holder as string, "SIGKILL");
+
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 5" } });
+    expect(charge.executions.get(key)).toBe(1);
+    const events = await suite.audit(reply.runId);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
+    const wal = (await suite.wal(reply.runId)).map((r) => r.record);
+    const models = wal.flatMap((r) => (r.type === "MODEL" ? [r.event.requestId] : []));
+    expect(models).toHaveLength(2);
+    expect(new Set(models).size).toBe(2);
+    expect(events.filter((e) => e.kind === "model.called")).toHaveLength(2);
+    await suite.cluster.start("agent", `${holder as string}b`);
+  }, 60_000);
+
+  it("two workers forced onto one run: fencing lets exactly one drive; the other logs the conflict and lets go", async () => {
+    const runId = `fence${Date.now().toString(36)}`;
+    const runSpec = spec({
+      script: [
+        { toolCalls: [{ name: "echo", input: { text: "a" } }], delayMs: 300 },
+        { toolCalls: [{ name: "echo", input: { text: "b" } }], delayMs: 300 },
+        { toolCalls: [{ name: "finish", input: { answer: "done" } }], delayMs: 300 },
+      ],
+    });
+    await suite.bus.buckets.runs.delete(runId).catch(() => undefined);
+    const job = RunJob.parse({
+      schemaVersion: 1,
+      runId,
+      rootRunId: runId,
+      depth: 0,
+      spec: runSpec,
+      auditSeq: 0,
+    });
+    await publishJob(suite.bus, job, `${runId}:copy-1`);
+    await publishJob(suite.bus, job, `${runId}:copy-2`);
+    const status = await suite.waitFor(runId, settled, 30_000);
+    expect(status.status).toBe("committed");
+    const wal = (await suite.wal(runId)).map((r) => r.record);
+    const models = wal.flatMap((r) => (r.type === "MODEL" ? [r.event.requestId] : []));
+    expect(new Set(models).size).toBe(models.length);
+    const events = await suite.audit(runId);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
+    expect(await suite.logs()).toMatch(
+      new RegExp(`"runId":"${runId}"[^\\n]*fenced: another worker drives this run`),
+    );
+  }, 60_000);
+
+  it("approval: the run halts in awaiting_approval holding no worker; agentctl approve commits it, reject fails it with the reason", async () => {
+    const env = { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix };
+    const approved = await suite.client.submit(
+      spec({ requiresApproval: true, script: [{ text: "ship it" }] }),
+    );
+    const rejected = await suite.client.submit(
+      spec({ requiresApproval: true, script: [{ text: "ship it" }] }),
+    );
+    for (const r of [approved, rejected])
+      await suite.waitFor(r.runId, (s) => s.status === "awaiting_approval");
+    const out = await run(process.execPath, [AGENTCTL, "approve", approved.runId, "--by", "alice"], { env });
+    expect(out.stdout).toMatch(/approve recorded/);
+    await run(
+      process.execPath,
+      [AGENTCTL, "reject", rejected.runId, "--by", "bob", "--reason", "not today"],
+      { env },
+    );
+    expect((await suite.waitFor(approved.runId, settled)).status).toBe("committed");
+    const failed = await suite.waitFor(rejected.runId, settled);
+    expect(failed.status).toBe("failed");
+    expect(failed.terminal?.reason).toMatch(/not today|reject/i);
+    const decided = (await suite.audit(approved.runId)).find((e) => e.kind === "approval.decided");
+    expect(decided).toMatchObject({ actor: "human", status: "passed" });
+  }, 60_000);
+
+  it("kill switch: admissions are refused and running runs halt at their next step", async () => {
+    const slow = await suite.client.submit(
+      spec({ script: [{ toolCalls: [{ name: "echo", input: { text: "x" } }], delayMs: 1_000 }], loop: true }),
+    );
+    await suite.waitFor(slow.runId, (s) => s.status === "running");
+    expect(await suite.client.killSwitch({ active: true, reason: "incident 42", by: "oncall" })).toMatch(
+      /on/,
+    );
+    try {
+      await expect(suite.client.submit(spec())).rejects.toMatchObject({ code: "KILL_SWITCH_ACTIVE" });
+      const halted = await suite.waitFor(slow.runId, settled, 15_000);
+      expect(halted).toMatchObject({ status: "halted" });
+      expect(halted.terminal?.reason).toMatch(/incident 42/);
+      expect((await suite.audit(slow.runId)).some((e) => e.kind === "run.halted")).toBe(true);
+    } finally {
+      await suite.client.killSwitch({ active: false, reason: "resolved", by: "oncall" });
+    }
+    const after = await suite.client.submit(spec());
+    expect((await suite.waitFor(after.runId, settled)).status).toBe("committed");
+  }, 60_000);
+
+  it("spawn: fan-out of 3 children returns 3 results in order; a child past the depth limit is refused with DEPTH_LIMIT", async () => {
+    const child = (text: string) => spec({ script: [{ text }] });
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          {
+            toolCalls: [
+              { name: "spawn_agent", input: { runs: [child("one"), child("two"), child("three")] } },
+            ],
+          },
+          { toolCalls: [{ name: "finish", input: { answer: "fanned in" } }] },
+        ],
+        tools: ["spawn_agent"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+      }),
+    );
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status.status).toBe("committed");
+    const wal = (await suite.wal(reply.runId)).map((r) => r.record);
+    const completed = wal.find((r) => r.type === "COMPLETE");
+    const output = (completed?.type === "COMPLETE" ? completed.event.output : undefined) as {
+      results: { runId: string; status: string; output?: string }[];
+    };
+    expect(output.results.map((r) => [r.status, r.output])).toEqual([
+      ["committed", "one"],
+      ["committed", "two"],
+      ["committed", "three"],
+    ]);
+    const childStatus = await suite.client.status.get(output.results[0]?.runId ?? "");
+    expect(childStatus).toMatchObject({ rootRunId: reply.runId, parentRunId: reply.runId, depth: 1 });
+    // The supervisor enforces the cluster's depth limit (2 here) on any child, whatever the parent claims.
+    await expect(
+      suite.client.submit({ ...spec(), parent: { runId: reply.runId, depth: 2 } }),
+    ).rejects.toMatchObject({ code: "DEPTH_LIMIT", message: expect.stringMatching(/depth limit/) as string });
+  }, 60_000);
+
+  it("malformed JSON and schema-invalid payloads on every request subject get structured errors; the actors keep serving", async () => {
+    const { nc, subjects } = suite.bus;
+    const ask = async (subject: string, body: string) =>
+      JSON.parse(new TextDecoder().decode((await nc.request(subject, body, { timeout: 5_000 })).data)) as {
+        ok: boolean;
+        error?: { code: string };
+      };
+    const cases: [string, string, string][] = [
+      [subjects.runsSubmit(), "{not json", "INVALID_INPUT"],
+      [subjects.runsSubmit(), JSON.stringify({ schemaVersion: 1, task: {} }), "INVALID_SPEC"],
+      [subjects.runsSubmit(), JSON.stringify({ ...spec(), task: { prompt: "p" } }), "INVALID_SPEC"],
+      [subjects.approvals("nobody"), "{", "INVALID_INPUT"],
+      [subjects.approvals("nobody"), JSON.stringify({ decision: "maybe", by: "x" }), "INVALID_INPUT"],
+      [subjects.approvals("nobody"), JSON.stringify({ decision: "approve", by: "x" }), "NOT_FOUND"],
+      [subjects.killSwitch(), "[]", "INVALID_INPUT"],
+      [subjects.killSwitch(), JSON.stringify({ active: "yes" }), "INVALID_INPUT"],
+      [subjects.criticReview(), "\u0000", "INVALID_INPUT"],
+      [subjects.criticReview(), JSON.stringify({ schemaVersion: 1 }), "INVALID_INPUT"],
+      [subjects.tool("echo"), "nope", "INVALID_INPUT"],
+      [subjects.tool("echo"), JSON.stringify({ schemaVersion: 1, runId: "r" }), "INVALID_INPUT"],
+    ];
+    for (const [subject, body, code] of cases) {
+      const reply = await ask(subject, body);
+      expect({ subject, body, reply }).toMatchObject({ reply: { ok: false, error: { code } } });
+    }
+    const spec400 = SubmitReply.parse(await ask(subjects.runsSubmit(), JSON.stringify({ schemaVersion: 1 })));
+    expect(spec400.ok).toBe(false);
+    // Everyone still serves, and a bad job on the queue is dropped without hurting the next run.
+    await suite.bus.js.publish(subjects.runQueue("garbage"), encode(z.object({ x: z.number() }), { x: 1 }));
+    const fine = await suite.client.submit(spec());
+    expect((await suite.waitFor(fine.runId, settled)).status).toBe("committed");
+  }, 60_000);
+});

@@ -1,0 +1,94 @@
+import { mkdtemp, readdir, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll } from "vitest";
+import type { AuditEvent } from "../../shared/contracts/audit.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { readAudit } from "../../shared/bus/audit.js";
+import { readWal, type StoredRecord } from "../../shared/bus/wal.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { ActorEnv } from "../../shared/runtime/config.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { ClusterClient } from "../../services/cli/client.js";
+import { LocalCluster, type ActorKind } from "../../services/local/cluster.js";
+import { startNats, type TestNats } from "./nats-server.js";
+
+export interface ClusterSuite {
+  server: TestNats;
+  cluster: LocalCluster;
+  bus: ActorBus;
+  client: ClusterClient;
+  prefix: string;
+  logDir: string;
+  /** Resolves with the run's status once `until` holds (or rejects after `timeoutMs`). */
+  waitFor(runId: string, until: (s: RunStatus) => boolean, timeoutMs?: number): Promise<RunStatus>;
+  audit(runId: string): Promise<AuditEvent[]>;
+  wal(runId: string): Promise<StoredRecord[]>;
+  logs(): Promise<string>;
+  /** One actor's log. */
+  log(name: string): Promise<string>;
+}
+
+export interface ClusterSuiteOptions {
+  actors: { kind: ActorKind; name?: string; env?: Record<string, string> }[];
+  env?: Record<string, string>;
+}
+
+/**
+ * A real cluster for one suite: a nats-server, and each actor as its own OS process under a
+ * prefix of the suite's own, plus a client connection for the test itself.
+ */
+export function useClusterSuite(name: string, options: ClusterSuiteOptions): ClusterSuite {
+  const prefix = `${name}${process.pid}x${Date.now().toString(36)}`;
+  const suite = { prefix } as ClusterSuite;
+  beforeAll(async () => {
+    suite.server = await startNats();
+    suite.logDir = await mkdtemp(join(tmpdir(), `cluster-${name}-`));
+    suite.cluster = new LocalCluster({
+      natsUrl: suite.server.url,
+      useConfUsers: false,
+      logDir: suite.logDir,
+      env: { AGENTS_PREFIX: prefix, LOG_LEVEL: "info", ...options.env },
+    });
+    const [first, ...rest] = options.actors;
+    if (first) await suite.cluster.start(first.kind, first.name, first.env);
+    await Promise.all(rest.map((a) => suite.cluster.start(a.kind, a.name, a.env)));
+    suite.bus = await openActorBus(
+      ActorEnv.parse({ NATS_URL: suite.server.url, AGENTS_PREFIX: prefix }),
+      `${name}-test`,
+      { clock: systemClock, random: systemRandom, logger: silentLogger },
+    );
+    suite.client = new ClusterClient(suite.bus);
+  }, 60_000);
+  afterAll(async () => {
+    await suite.cluster?.stop(5_000);
+    await suite.bus?.nc.drain();
+    await suite.server?.stop();
+  }, 30_000);
+  suite.waitFor = async (runId, until, timeoutMs = 20_000) => {
+    const stop = AbortSignal.timeout(timeoutMs);
+    let last: RunStatus | undefined;
+    for await (const status of suite.client.status.watch(runId, stop)) {
+      last = status;
+      if (until(status)) return status;
+    }
+    throw new Error(
+      `run ${runId} did not reach the expected status in ${timeoutMs} ms (last: ${JSON.stringify(last)})`,
+    );
+  };
+  suite.audit = async (runId) => {
+    const events: AuditEvent[] = [];
+    for await (const event of readAudit(suite.bus, { runId })) events.push(event);
+    return events;
+  };
+  suite.wal = async (runId) => (await readWal(suite.bus, runId)).records;
+  suite.logs = async () => {
+    const files = await readdir(suite.logDir);
+    const texts = await Promise.all(files.map((f) => readFile(join(suite.logDir, f), "utf8")));
+    return texts.join("\n");
+  };
+  suite.log = (actor) => readFile(join(suite.logDir, `${actor}.log`), "utf8");
+  return suite;
+}
