@@ -16,6 +16,7 @@ import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
+import type { IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 
 /** How a lease on a run ended: the job is acked (`done`), handed back (`release`) or lost (`fenced`). */
@@ -28,6 +29,7 @@ export interface LeaseDeps {
   discover: (names: readonly string[]) => Promise<ToolDescriptor[]>;
   performer: EffectPerformer;
   reconciler: Reconciler;
+  leases: IterationLeases;
   killSwitch: KillSwitchView;
   workerId: string;
   /** Unique per lease: the WAL message ids name it, so a stale writer can never pass as this one. */
@@ -208,6 +210,10 @@ export class RunLease {
         if (decided) return decided;
       }
       this.tookOver = false;
+      if (awaiting.type === "callModel") {
+        const refused = await this.deps.leases.take(state);
+        if (refused) return refused;
+      }
       return await this.deps.performer.perform(awaiting, state);
     } finally {
       clearInterval(timer);

@@ -26,6 +26,7 @@ const AgentEnv = ActorEnv.extend({
   AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
   AGENT_CHECKPOINT_EVERY: z.coerce.number().int().min(1).max(10_000).default(10),
   AGENT_RETRY_DELAY_MS: millis(5_000),
+  AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(1),
 });
 
 const env = parseEnv(AgentEnv, process.env);
@@ -43,6 +44,7 @@ const worker = new AgentWorker(
     concurrency: env.AGENT_CONCURRENCY,
     checkpointEvery: env.AGENT_CHECKPOINT_EVERY,
     retryDelayMs: env.AGENT_RETRY_DELAY_MS,
+    iterationLease: env.AGENT_ITERATION_LEASE,
     env: process.env,
   },
   uuidIds,

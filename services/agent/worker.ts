@@ -12,6 +12,7 @@ import { toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { RunLease, type LeaseOutcome } from "./drive.js";
+import { IterationLeases } from "./leases.js";
 import { Reconciler } from "./reconcile.js";
 
 export interface WorkerOptions {
@@ -20,6 +21,8 @@ export interface WorkerOptions {
   /** Runs this worker drives at once. */
   concurrency: number;
   checkpointEvery: number;
+  /** Iterations leased from the run tree's global budget per request. */
+  iterationLease: number;
   /** How long a FENCED or failing job waits before it is offered again. */
   retryDelayMs: number;
   env: Readonly<Record<string, string | undefined>>;
@@ -34,6 +37,7 @@ export class AgentWorker {
   private readonly inFlight = new Set<Promise<void>>();
   private readonly drain = new AbortController();
   private readonly killSwitch = new KillSwitchView();
+  private leasesOf!: IterationLeases;
   private consumer!: Consumer;
   private loop: Promise<void> | undefined;
   private leases = 0;
@@ -50,6 +54,7 @@ export class AgentWorker {
     });
     this.consumer = await this.bus.js.consumers.get(this.bus.subjects.streams().runs, name);
     await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
+    this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
     this.loop = this.pull();
   }
 
@@ -104,6 +109,8 @@ export class AgentWorker {
       log.error({ err: error, code: error.code }, "run lease failed; the job will be retried");
       msg.nak(this.options.retryDelayMs);
       return;
+    } finally {
+      this.leasesOf.forget(job.runId);
     }
     if (outcome === "done") msg.ack();
     else if (outcome === "release") {
@@ -141,6 +148,7 @@ export class AgentWorker {
           tool: (name) => registry.get(name),
         }),
         killSwitch: this.killSwitch,
+        leases: this.leasesOf,
         workerId: this.options.workerId,
         writerId,
         logger: bus.logger,

@@ -10,6 +10,7 @@ import { publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
@@ -19,6 +20,8 @@ export interface AdmissionLimits {
   poolCapacity: number;
   /** Deepest spawn allowed: a root run is depth 0. */
   maxDepth: number;
+  /** Model calls a whole run tree may make; a child of a spent tree is refused with GLOBAL_CAP. */
+  treeIterationCap: number;
 }
 
 /**
@@ -29,6 +32,7 @@ export interface AdmissionLimits {
 export class Admission {
   private readonly pool: PoolLedger;
   private readonly status: RunStatusStore;
+  private readonly budget: TreeBudget;
 
   constructor(
     private readonly bus: ActorBus,
@@ -37,6 +41,7 @@ export class Admission {
   ) {
     this.pool = new PoolLedger({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
     this.status = new RunStatusStore(bus.buckets.runs);
+    this.budget = new TreeBudget({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
   }
 
   async submit(data: Uint8Array): Promise<SubmitReply> {
@@ -52,6 +57,7 @@ export class Admission {
     try {
       if (await this.status.get(runId)) return { schemaVersion: 1, ok: true, runId, status: "existing" };
       await this.check(depth);
+      if (request.parent) await this.checkBudget(rootRunId);
       const taken = await this.pool.acquire(runId, this.limits.poolCapacity);
       if (taken === "existing") return { schemaVersion: 1, ok: true, runId, status: "existing" };
       await this.admit(request, { runId, rootRunId, depth });
@@ -73,6 +79,16 @@ export class Admission {
     if (parent.rootRunId) return parent.rootRunId;
     const status = await this.status.get(parent.runId).catch(() => undefined);
     return status?.rootRunId ?? parent.runId;
+  }
+
+  private async checkBudget(rootRunId: string): Promise<void> {
+    const used = await this.budget.used(rootRunId);
+    if (used >= this.limits.treeIterationCap) {
+      throw new AgentError(
+        "GLOBAL_CAP",
+        `run tree ${rootRunId} used its global budget of ${this.limits.treeIterationCap} iterations`,
+      );
+    }
   }
 
   private async check(depth: number): Promise<void> {

@@ -1,5 +1,11 @@
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
-import { ApprovalRequest, KillSwitchRequest, type ControlReply } from "../../shared/contracts/cluster.js";
+import {
+  ApprovalRequest,
+  KillSwitchRequest,
+  LeaseRequest,
+  type ControlReply,
+  type LeaseReply,
+} from "../../shared/contracts/cluster.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
@@ -7,6 +13,7 @@ import { publishJob } from "../../shared/bus/jobs.js";
 import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import type { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 
 const RELEASING_KINDS = new Set(["run.committed", "run.failed", "run.halted"]);
@@ -110,4 +117,25 @@ export async function releaseSlots(bus: ActorBus, signal: AbortSignal): Promise<
       msg.nak(1_000);
     }
   }
+}
+
+/** Leases iterations of a run tree's global budget to a worker (GLOBAL_CAP when it is spent). */
+export async function leaseIterations(
+  bus: ActorBus,
+  budget: TreeBudget,
+  cap: number,
+  data: Uint8Array,
+): Promise<LeaseReply> {
+  const request = decode(LeaseRequest, data);
+  const { granted, used } = await budget.lease(request.rootRunId, request.count, cap);
+  return { schemaVersion: 1, ok: true, granted, used, cap };
+}
+
+export function leaseFailed(err: unknown): LeaseReply {
+  const error = toAgentError(err);
+  return {
+    schemaVersion: 1,
+    ok: false,
+    error: { code: error.code, message: error.message, retryable: error.retryable },
+  };
 }

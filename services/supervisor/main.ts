@@ -3,10 +3,11 @@
  * switch and approvals live in JetStream KV, so any number of replicas can run side by side.
  */
 import { z } from "zod";
-import { ControlReply } from "../../shared/contracts/cluster.js";
+import { ControlReply, LeaseReply } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
 import { serve } from "../../shared/bus/serve.js";
+import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { toAgentError } from "../../shared/runtime/errors.js";
@@ -14,11 +15,19 @@ import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
-import { decideApproval, failed, releaseSlots, setKillSwitch } from "./control.js";
+import {
+  decideApproval,
+  failed,
+  leaseFailed,
+  leaseIterations,
+  releaseSlots,
+  setKillSwitch,
+} from "./control.js";
 
 const SupervisorEnv = ActorEnv.extend({
   SUPERVISOR_POOL_CAPACITY: z.coerce.number().int().min(1).max(100_000).default(16),
   SUPERVISOR_MAX_DEPTH: z.coerce.number().int().min(0).max(16).default(3),
+  SUPERVISOR_TREE_ITERATION_CAP: z.coerce.number().int().min(1).max(10_000_000).default(1_000),
 });
 
 const env = parseEnv(SupervisorEnv, process.env);
@@ -26,7 +35,11 @@ const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
 const bus = await openActorBus(env, "supervisor", { clock: systemClock, random: systemRandom, logger });
 const admission = new Admission(
   bus,
-  { poolCapacity: env.SUPERVISOR_POOL_CAPACITY, maxDepth: env.SUPERVISOR_MAX_DEPTH },
+  {
+    poolCapacity: env.SUPERVISOR_POOL_CAPACITY,
+    maxDepth: env.SUPERVISOR_MAX_DEPTH,
+    treeIterationCap: env.SUPERVISOR_TREE_ITERATION_CAP,
+  },
   uuidIds,
 );
 const subjects = bus.subjects;
@@ -55,13 +68,25 @@ serve(bus.nc, subjects.killSwitch(), {
   handle: (msg) => setKillSwitch(bus, msg.data),
   onError: failed,
 });
+const budget = new TreeBudget({ kv: bus.buckets.pool, clock: systemClock, random: systemRandom });
+serve(bus.nc, subjects.iterationLease(), {
+  queue,
+  reply: LeaseReply,
+  logger,
+  handle: (msg) => leaseIterations(bus, budget, env.SUPERVISOR_TREE_ITERATION_CAP, msg.data),
+  onError: leaseFailed,
+});
 const stopping = new AbortController();
 const released = releaseSlots(bus, stopping.signal).catch((err: unknown) => {
   logger.fatal({ err }, "pool release loop stopped");
   process.exit(1);
 });
 logger.info(
-  { poolCapacity: env.SUPERVISOR_POOL_CAPACITY, maxDepth: env.SUPERVISOR_MAX_DEPTH },
+  {
+    poolCapacity: env.SUPERVISOR_POOL_CAPACITY,
+    maxDepth: env.SUPERVISOR_MAX_DEPTH,
+    treeIterationCap: env.SUPERVISOR_TREE_ITERATION_CAP,
+  },
   "supervisor ready",
 );
 onShutdown(logger, async () => {

@@ -3,16 +3,14 @@ import { z } from "zod";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
-import { fullJitterDelay } from "../tools/backoff.js";
-import { decode, encode } from "./codec.js";
+import { casChange } from "./cas.js";
+import { decode } from "./codec.js";
 
 /** The runs holding a pool slot; one key, so one compare-and-set decides every admission. */
 export const PoolState = z.object({ active: z.array(z.string()) });
 export type PoolState = z.infer<typeof PoolState>;
 
 export const POOL_KEY = "active";
-const MAX_ATTEMPTS = 200;
-const BACKOFF = { baseDelayMs: 2, maxDelayMs: 100 };
 
 export interface PoolDeps {
   kv: KV;
@@ -54,27 +52,13 @@ export class PoolLedger {
     );
   }
 
-  private async read(): Promise<{ state: PoolState; revision: number }> {
+  private async read(): Promise<{ state: PoolState }> {
     const entry = await this.deps.kv.get(POOL_KEY);
-    if (!entry || entry.operation !== "PUT") return { state: { active: [] }, revision: 0 };
-    return { state: decode(PoolState, entry.value), revision: entry.revision };
+    if (!entry || entry.operation !== "PUT") return { state: { active: [] } };
+    return { state: decode(PoolState, entry.value) };
   }
 
-  private async change<R>(decide: (state: PoolState) => { result: R; next?: PoolState }): Promise<R> {
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const { state, revision } = await this.read();
-      const { result, next } = decide(state);
-      if (!next) return result;
-      const data = encode(PoolState, next);
-      try {
-        if (revision === 0) await this.deps.kv.create(POOL_KEY, data);
-        else await this.deps.kv.update(POOL_KEY, data, revision);
-        return result;
-      } catch {
-        // Another replica wrote first (or the write timed out): read again and decide again.
-        await this.deps.clock.sleep(fullJitterDelay(Math.min(attempt, 6), BACKOFF, this.deps.random));
-      }
-    }
-    throw new AgentError("INTERNAL", `pool ledger still contended after ${MAX_ATTEMPTS} attempts`);
+  private change<R>(decide: (state: PoolState) => { result: R; next?: PoolState }): Promise<R> {
+    return casChange(this.deps, POOL_KEY, PoolState, { active: [] }, decide);
   }
 }

@@ -106,6 +106,11 @@ export class Subjects {
     return token("runId", subject.slice(head.length));
   }
 
+  /** Where workers lease iterations of their run tree's global budget from the supervisors. */
+  iterationLease(): string {
+    return `${this.prefix}.control.lease`;
+  }
+
   killSwitch(): string {
     return `${this.prefix}.control.killswitch`;
   }

@@ -81,3 +81,24 @@ export const ControlReply = z.discriminatedUnion("ok", [
   z.object({ schemaVersion: SchemaVersion, ok: z.literal(false), error: ErrorPayload }),
 ]);
 export type ControlReply = z.infer<typeof ControlReply>;
+
+/** The request on `<prefix>.control.lease`: a worker asks for iterations of its run tree's budget. */
+export const LeaseRequest = z.object({
+  schemaVersion: SchemaVersion,
+  runId: RunId,
+  rootRunId: RunId,
+  count: z.number().int().min(1).max(1_000),
+});
+export type LeaseRequest = z.infer<typeof LeaseRequest>;
+
+export const LeaseReply = z.discriminatedUnion("ok", [
+  z.object({
+    schemaVersion: SchemaVersion,
+    ok: z.literal(true),
+    granted: z.number().int().positive(),
+    used: z.number().int().nonnegative(),
+    cap: z.number().int().positive(),
+  }),
+  z.object({ schemaVersion: SchemaVersion, ok: z.literal(false), error: ErrorPayload }),
+]);
+export type LeaseReply = z.infer<typeof LeaseReply>;

@@ -17,6 +17,7 @@ export const GuardReason = z.enum([
   "tokenBudget",
   "deadline",
   "maxRepairs",
+  "globalCap",
 ]);
 export type GuardReason = z.infer<typeof GuardReason>;
 

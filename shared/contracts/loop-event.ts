@@ -67,6 +67,8 @@ export const MemoryRecalledEvent = z.object({
 });
 export const HaltEvent = z.object({ type: z.literal("halt"), at, reason: z.string(), by: z.string() });
 export const ResumeEvent = z.object({ type: z.literal("resume"), at, by: z.string() });
+/** The run tree's global iteration budget refused this run another model call (supervisor counters). */
+export const GlobalCapEvent = z.object({ type: z.literal("globalCapReached"), at, message: z.string() });
 /** A worker took over a run whose previous worker stopped mid-step (crash, drain, lost lease). */
 export const RecoveredEvent = z.object({ type: z.literal("recovered"), at, by: z.string() });
 
@@ -83,6 +85,7 @@ export const LoopEvent = z.discriminatedUnion("type", [
   HaltEvent,
   ResumeEvent,
   RecoveredEvent,
+  GlobalCapEvent,
 ]);
 export type LoopEvent = z.infer<typeof LoopEvent>;
 export type StartEvent = z.infer<typeof StartEvent>;

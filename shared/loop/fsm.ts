@@ -177,6 +177,12 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
     case "resume":
     case "recovered":
       return control(d, state, event);
+    case "globalCapReached": {
+      if (pending?.kind !== "model") throw invalid(state, event);
+      const verdict = { kind: "circuitBreak", reason: "globalCap", message: event.message } as const;
+      d.guard(verdict);
+      return fail(d, config, verdict.reason, `[GLOBAL_CAP] ${verdict.message}`);
+    }
   }
 }
 

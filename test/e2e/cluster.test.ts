@@ -18,6 +18,7 @@ import { useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
 const run = promisify(execFile);
+const TREE_CAP = 12;
 const AGENTCTL = fileURLToPath(new URL("../../dist/services/cli/main.js", import.meta.url));
 
 const suite = useClusterSuite("e2e", {
@@ -28,7 +29,12 @@ const suite = useClusterSuite("e2e", {
     { kind: "agent", name: "agent-1" },
     { kind: "agent", name: "agent-2" },
   ],
-  env: { AGENT_ACK_WAIT_MS: "2000", AGENT_RETRY_DELAY_MS: "500", SUPERVISOR_MAX_DEPTH: "2" },
+  env: {
+    AGENT_ACK_WAIT_MS: "2000",
+    AGENT_RETRY_DELAY_MS: "500",
+    SUPERVISOR_MAX_DEPTH: "2",
+    SUPERVISOR_TREE_ITERATION_CAP: String(TREE_CAP),
+  },
 });
 
 /** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */
@@ -266,6 +272,95 @@ describe("cluster: actors as processes on a real nats-server", () => {
     await expect(
       suite.client.submit({ ...spec(), parent: { runId: reply.runId, depth: 2 } }),
     ).rejects.toMatchObject({ code: "DEPTH_LIMIT", message: expect.stringMatching(/depth limit/) as string });
+  }, 60_000);
+
+  it("global iteration cap: a run tree (parent and children) never makes more model calls than the cap; the run that hits it circuit-breaks with GLOBAL_CAP", async () => {
+    const steps = (tag: string) => [
+      ...Array.from({ length: 5 }, (_, i) => ({
+        toolCalls: [{ name: "echo", input: { text: `${tag}${i}` } }],
+      })),
+      { toolCalls: [{ name: "finish", input: { answer: tag } }] },
+    ];
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          {
+            toolCalls: [
+              {
+                name: "spawn_agent",
+                input: { runs: [spec({ script: steps("a") }), spec({ script: steps("b") })] },
+              },
+            ],
+          },
+          { toolCalls: [{ name: "finish", input: { answer: "parent" } }] },
+        ],
+        tools: ["spawn_agent"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+      }),
+    );
+    const parent = await suite.waitFor(reply.runId, settled, 30_000);
+    const children = [0, 1].map((i) => `${reply.runId}-c${i + 1}`);
+    const runs = [reply.runId, ...children];
+    const statuses = await Promise.all(runs.map((id) => suite.waitFor(id, settled)));
+    const capped = statuses.filter((s) => s.status === "failed" && s.terminal?.reason === "globalCap");
+    expect(
+      capped.length,
+      JSON.stringify(statuses.map((s) => [s.runId, s.status, s.terminal?.reason, s.usage.modelCalls])),
+    ).toBeGreaterThan(0);
+    expect(statuses.every((s) => s.rootRunId === reply.runId)).toBe(true);
+    let calls = 0;
+    for (const id of runs) {
+      const events = await suite.audit(id);
+      calls += events.filter((e) => e.kind === "model.responded").length;
+      if (capped.some((s) => s.runId === id)) {
+        expect(events.find((e) => e.kind === "guard.circuit_break")).toMatchObject({
+          data: { guardReason: "globalCap" },
+        });
+      }
+    }
+    expect(calls).toBeLessThanOrEqual(TREE_CAP);
+    expect(["committed", "failed"]).toContain(parent.status);
+    // A spent tree admits no more children.
+    await expect(
+      suite.client.submit({ ...spec(), parent: { runId: reply.runId, depth: 0 } }),
+    ).rejects.toMatchObject({ code: "GLOBAL_CAP" });
+  }, 60_000);
+
+  it("SIGTERM on a worker mid-run: it finishes its step, hands the run back, and another worker continues within 2 s", async () => {
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          ...["a", "b", "c"].map((text) => ({
+            toolCalls: [{ name: "echo", input: { text } }],
+            delayMs: 700,
+          })),
+          { toolCalls: [{ name: "finish", input: { answer: "drained" } }] },
+        ],
+      }),
+    );
+    await suite.waitFor(reply.runId, (s) => s.usage.toolCalls >= 1);
+    const writerOf = async () => {
+      const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
+        last_by_subj: suite.bus.subjects.wal(reply.runId),
+      });
+      return /^[^:]+:\d+:(agent-\w+)-\d+-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
+    };
+    const holder = (await writerOf()) as string;
+    expect(holder).toMatch(/^agent-/);
+    const stoppedAt = Date.now();
+    suite.cluster.signal(holder, "SIGTERM");
+    let next = holder;
+    while (next === holder && Date.now() - stoppedAt < 10_000) {
+      await new Promise((r) => setTimeout(r, 20));
+      next = (await writerOf()) ?? holder;
+    }
+    const handover = Date.now() - stoppedAt;
+    expect(next).not.toBe(holder);
+    expect(handover).toBeLessThan(2_000);
+    expect(await suite.cluster.actors.get(holder)?.exited).toBe(0);
+    expect((await suite.waitFor(reply.runId, settled, 20_000)).status).toBe("committed");
+    expect((await suite.audit(reply.runId)).filter((e) => e.kind === "run.resumed")).toHaveLength(1);
+    await suite.cluster.start("agent", `${holder}x`);
   }, 60_000);
 
   it("malformed JSON and schema-invalid payloads on every request subject get structured errors; the actors keep serving", async () => {
