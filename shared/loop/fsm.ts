@@ -176,23 +176,25 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
     case "halt":
     case "resume":
     case "recovered":
-      return control(d, state, event);
-    case "globalCapReached": {
-      if (pending?.kind !== "model") throw invalid(state, event);
-      const verdict = { kind: "circuitBreak", reason: "globalCap", message: event.message } as const;
-      d.guard(verdict);
-      return fail(d, config, verdict.reason, `[GLOBAL_CAP] ${verdict.message}`);
-    }
+    case "globalCapReached":
+      return control(d, config, state, event);
   }
 }
 
-/** Events from outside the loop's own work: an operator's halt or resume, a worker's take-over. */
+/** Events from outside the loop's own work: an operator's halt or resume, a worker's take-over, the tree's cap. */
 function control(
   d: Draft,
+  config: LoopConfig,
   state: LoopState,
-  event: Extract<LoopEvent, { type: "halt" | "resume" | "recovered" }>,
+  event: Extract<LoopEvent, { type: "halt" | "resume" | "recovered" | "globalCapReached" }>,
 ): void {
   if (event.type === "resume") return resume(d, state, event);
+  if (event.type === "globalCapReached") {
+    if (state.pending?.kind !== "model") throw invalid(state, event);
+    const verdict = { kind: "circuitBreak", reason: "globalCap", message: event.message } as const;
+    d.guard(verdict);
+    return fail(d, config, verdict.reason, `[GLOBAL_CAP] ${verdict.message}`);
+  }
   if (event.type === "recovered") return recovered(d, state, event);
   if (state.phase === "HALT" || state.phase === "FAIL") throw invalid(state, event);
   halt(d, event.reason, event.by);

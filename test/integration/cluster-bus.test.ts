@@ -1,0 +1,300 @@
+import { Kvm, type KV } from "@nats-io/kv";
+import { beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { CriticReviewReply } from "../../shared/contracts/cluster.js";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
+import { auditCount, publishAudit } from "../../shared/bus/audit.js";
+import { encode } from "../../shared/bus/codec.js";
+import { remoteCritic } from "../../shared/bus/critic-client.js";
+import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
+import { KillSwitchView, readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
+import { KvMemory } from "../../shared/bus/kv-memory.js";
+import { discoverTools } from "../../shared/bus/remote-tool.js";
+import { requestJson } from "../../shared/bus/request.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { serve } from "../../shared/bus/serve.js";
+import { serveTool } from "../../shared/bus/tool-service.js";
+import { TreeBudget } from "../../shared/bus/tree-budget.js";
+import { startRun } from "../../shared/loop/fsm.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { sequentialIds } from "../../shared/runtime/ids.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
+import { ToolInvoker } from "../../shared/tools/invoke.js";
+import { describeTool } from "../../shared/tools/tool.js";
+import { review, reviewFailed } from "../../services/critic/review.js";
+import { useBusSuite } from "../helpers/bus-suite.js";
+import { spec, START, toolCtx } from "../helpers/fixtures.js";
+
+const suite = useBusSuite("cb");
+const buckets = {} as { runs: KV; pool: KV; memory: KV; idempotency: KV };
+const Ping = z.object({ n: z.number() });
+
+beforeAll(async () => {
+  const kvm = new Kvm(suite.nc);
+  const names = suite.subjects.buckets();
+  buckets.runs = await kvm.open(names.runs);
+  buckets.pool = await kvm.open(names.pool);
+  buckets.memory = await kvm.open(names.memory);
+  buckets.idempotency = await kvm.open(names.idempotency);
+});
+
+const verdict = (passed: boolean) =>
+  JSON.stringify({
+    scores: { correctness: passed ? 1 : 0.1, completeness: 1, coherence: 1, safety: 1 },
+    defects: [],
+    repairHints: [],
+    passed,
+  });
+
+describe("request/reply on the bus", () => {
+  it("nobody serving and no reply in time become stable codes", async () => {
+    const ask = (subject: string, codes: { unavailable?: "TOOL_UNAVAILABLE"; timeout?: "TOOL_TIMEOUT" }) =>
+      requestJson(suite.nc, subject, { schema: Ping, value: { n: 1 } }, Ping, { timeoutMs: 300, ...codes });
+    await expect(
+      ask(`${suite.subjects.prefix}.nobody`, { unavailable: "TOOL_UNAVAILABLE" }),
+    ).rejects.toMatchObject({
+      code: "TOOL_UNAVAILABLE",
+    });
+    const silent = suite.nc.subscribe(`${suite.subjects.prefix}.silent`);
+    await expect(ask(`${suite.subjects.prefix}.silent`, { timeout: "TOOL_TIMEOUT" })).rejects.toMatchObject({
+      code: "TOOL_TIMEOUT",
+    });
+    silent.unsubscribe();
+    const bad = suite.nc.subscribe(`${suite.subjects.prefix}.bad`, {
+      callback: (_e, m) => void m.respond("{"),
+    });
+    await expect(ask(`${suite.subjects.prefix}.bad`, {})).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    bad.unsubscribe();
+  });
+
+  it("a service answers failures with its structured error reply, counts them and keeps serving", async () => {
+    const subject = `${suite.subjects.prefix}.svc`;
+    const Reply = z.object({ ok: z.boolean(), n: z.number() });
+    const sub = serve(suite.nc, subject, {
+      queue: "svc",
+      reply: Reply,
+      logger: silentLogger,
+      handle: (msg) => {
+        const n = Ping.parse(JSON.parse(new TextDecoder().decode(msg.data)));
+        if (n.n < 0) return Promise.reject(new Error("negative"));
+        return Promise.resolve({ ok: true, n: n.n * 2 });
+      },
+      onError: () => ({ ok: false, n: -1 }),
+    });
+    const call = (n: number) =>
+      requestJson(suite.nc, subject, { schema: Ping, value: { n } }, Reply, { timeoutMs: 2_000 });
+    expect(await call(-1)).toEqual({ ok: false, n: -1 });
+    expect(await call(21)).toEqual({ ok: true, n: 42 });
+    expect(sub.failures()).toBe(1);
+    sub.unsubscribe();
+  });
+});
+
+describe("remote tools", () => {
+  it("workers discover tool services by name and call them like local tools; a missing tool is left out", async () => {
+    const deps = {
+      nc: suite.nc,
+      subjects: suite.subjects,
+      idempotency: buckets.idempotency,
+      invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(3) }),
+      clock: systemClock,
+      logger: silentLogger,
+    };
+    const memory = createMemoryTool(new KvMemory(buckets.memory, systemClock, sequentialIds()));
+    const subs = [...serveTool(echoTool, deps), ...serveTool(memory, deps)];
+    const tools = await discoverTools(["echo", "memory", "missing"], { ...deps, timeoutMs: 500 });
+    expect(tools.map((t) => t.name)).toEqual(["echo", "memory"]);
+    const [echo, mem] = tools;
+    expect(echo?.inputSchema).toMatchObject({ properties: { text: { type: "string" } } });
+    expect(mem?.idempotent).toBe(false);
+    expect(await echo?.execute({ text: "hi" }, toolCtx({ kind: "compute" }))).toEqual({
+      output: { text: "hi" },
+    });
+    const ctx = (key: string) => toolCtx({ kind: "memory" }, { idempotencyKey: key });
+    await mem?.execute(
+      { action: "remember", namespace: "ns", text: "the deploy key rotates on mondays" },
+      ctx("k1"),
+    );
+    await mem?.execute(
+      { action: "remember", namespace: "ns", text: "the deploy key rotates on mondays" },
+      ctx("k1"),
+    );
+    const recalled = await mem?.execute(
+      { action: "recall", namespace: "ns", query: "deploy key" },
+      ctx("k2"),
+    );
+    expect((recalled?.output as { memories: unknown[] }).memories).toHaveLength(1);
+    await expect(
+      echo?.execute({ text: 5 }, toolCtx({ kind: "compute" }, { idempotencyKey: "k3" })),
+    ).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    for (const sub of subs) sub.unsubscribe();
+  });
+
+  it("an error code a foreign tool invents arrives as TOOL_FAILED with the code in the message", async () => {
+    const name = "foreign";
+    const descriptor = { ...describeTool(echoTool), name };
+    const subs = [
+      suite.nc.subscribe(suite.subjects.toolDescribe(name), {
+        callback: (_e, m) => void m.respond(JSON.stringify(descriptor)),
+      }),
+      suite.nc.subscribe(suite.subjects.tool(name), {
+        callback: (_e, m) =>
+          void m.respond(
+            JSON.stringify({ ok: false, error: { code: "E_RUST", message: "panic", retryable: false } }),
+          ),
+      }),
+    ];
+    const [tool] = await discoverTools([name], {
+      nc: suite.nc,
+      subjects: suite.subjects,
+      clock: systemClock,
+      logger: silentLogger,
+    });
+    await expect(tool?.execute({ text: "x" }, toolCtx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+      message: "[E_RUST] panic",
+    });
+    for (const sub of subs) sub.unsubscribe();
+  });
+});
+
+describe("cluster state in KV", () => {
+  it("memory on KV: per-namespace recall by relevance, forget", async () => {
+    const store = new KvMemory(buckets.memory, systemClock, sequentialIds());
+    const a = await store.remember("agent/a", "postgres runs on port 5432");
+    await store.remember("agent/a", "redis runs on port 6379");
+    await store.remember("agent/b", "postgres is managed by team b");
+    const hits = await store.recall("agent/a", "which port does postgres use", 5);
+    expect(hits.map((h) => h.text)).toEqual(["postgres runs on port 5432", "redis runs on port 6379"]);
+    expect(await store.forget("agent/a", a.id)).toBe(true);
+    expect(await store.forget("agent/a", a.id)).toBe(false);
+    expect((await store.recall("agent/a", "postgres", 5)).map((h) => h.text)).toEqual([]);
+  });
+
+  it("run status: put, get and a watch that sees each change", async () => {
+    const store = new RunStatusStore(buckets.runs);
+    const base = {
+      runId: "st1",
+      phase: "PLAN" as const,
+      iteration: 0,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
+      updatedAt: new Date(START).toISOString(),
+    };
+    expect(await store.get("st1")).toBeUndefined();
+    const seen: string[] = [];
+    const stop = new AbortController();
+    const watching = (async () => {
+      for await (const s of store.watch("st1", stop.signal)) {
+        seen.push(s.status);
+        if (s.status === "committed") stop.abort();
+      }
+    })();
+    await store.put({ ...base, status: "queued" });
+    await store.put({ ...base, status: "committed", checkpointSeq: 7 });
+    await watching;
+    expect(seen.at(-1)).toBe("committed");
+    expect(await store.get("st1")).toMatchObject({ status: "committed", checkpointSeq: 7 });
+  });
+
+  it("the kill switch view follows every write", async () => {
+    const view = new KillSwitchView();
+    await view.start(buckets.pool, silentLogger);
+    expect(view.active).toBeUndefined();
+    await writeKillSwitch(buckets.pool, { active: true, reason: "drill", by: "ops", at: START });
+    for (let i = 0; i < 100 && !view.active; i++) await systemClock.sleep(10);
+    expect(view.active).toMatchObject({ reason: "drill" });
+    await writeKillSwitch(buckets.pool, { active: false, reason: "over", by: "ops", at: START });
+    for (let i = 0; i < 100 && view.active; i++) await systemClock.sleep(10);
+    expect(view.active).toBeUndefined();
+    expect(await readKillSwitch(buckets.pool)).toMatchObject({ active: false });
+    view.stop();
+  });
+
+  it("a tree's iteration budget is never overspent by concurrent leases", async () => {
+    const budget = new TreeBudget({ kv: buckets.pool, clock: systemClock, random: seededRandom(9) });
+    const results = await Promise.allSettled(Array.from({ length: 20 }, () => budget.lease("tree1", 1, 10)));
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(10);
+    expect(
+      results.filter((r) => r.status === "rejected").map((r) => (r.reason as { code: string }).code),
+    ).toEqual(Array.from({ length: 10 }, () => "GLOBAL_CAP"));
+    expect(await budget.used("tree1")).toBe(10);
+    expect(await budget.lease("tree2", 5, 3)).toEqual({ granted: 3, used: 3 });
+  });
+});
+
+describe("workers' plumbing", () => {
+  it("the shared work-queue consumer is created once and follows a new ack wait", async () => {
+    const name = await ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 5_000 });
+    await ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 5_000 });
+    await ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 7_000 });
+    const info = await suite.jsm.consumers.info(suite.subjects.streams().runs, name);
+    expect(info.config.ack_wait).toBe(7_000 * 1_000_000);
+    expect((await suite.jsm.consumers.list(suite.subjects.streams().runs).next()).length).toBe(1);
+  });
+
+  it("the remote critic gets task, output, evidence and rubric, and a scripted critic continues at the run's attempt", async () => {
+    const sub = serve(suite.nc, suite.subjects.criticReview(), {
+      queue: "critic",
+      reply: CriticReviewReply,
+      logger: silentLogger,
+      handle: (msg) => review(msg.data, { clock: systemClock, random: seededRandom(1), env: {} }),
+      onError: reviewFailed,
+    });
+    const runSpec = RunSpec.parse(
+      spec({
+        critic: {
+          model: { provider: "scripted", script: [{ text: verdict(false) }, { text: verdict(true) }] },
+        },
+      }),
+    );
+    const { state } = startRun(
+      { type: "start", at: START, spec: runSpec, runId: "c1", rootRunId: "c1", depth: 0 },
+      { tools: [] },
+    );
+    const request = {
+      schemaVersion: 1 as const,
+      runId: "c1",
+      task: "t",
+      output: "o",
+      evidence: [],
+      rubric: { dimensions: [{ name: "correctness", weight: 1, min: 0.5 }], threshold: 0.5 },
+    };
+    expect((await remoteCritic(suite, { ...state, critiques: 1 })(request)).passed).toBe(false);
+    expect((await remoteCritic(suite, { ...state, critiques: 2 })(request)).passed).toBe(true);
+    await expect(remoteCritic(suite, { ...state, critiques: 3 })(request)).rejects.toMatchObject({
+      code: "SCRIPT_EXHAUSTED",
+    });
+    const raw = await suite.nc.request(suite.subjects.criticReview(), encode(Ping, { n: 1 }), {
+      timeout: 2_000,
+    });
+    expect(CriticReviewReply.parse(JSON.parse(new TextDecoder().decode(raw.data)))).toMatchObject({
+      ok: false,
+      error: { code: "INVALID_INPUT" },
+    });
+    sub.unsubscribe();
+  });
+
+  it("auditCount says how many events a run already has", async () => {
+    expect(await auditCount(suite, "ac1")).toBe(0);
+    const event = {
+      schemaVersion: 1 as const,
+      auditId: "ac1:1",
+      runId: "ac1",
+      rootRunId: "ac1",
+      seq: 1,
+      iteration: 0,
+      phase: "PLAN" as const,
+      kind: "run.admitted" as const,
+      actor: "supervisor" as const,
+      status: "passed" as const,
+      artifacts: [],
+      timestamp: new Date(START).toISOString(),
+    };
+    await publishAudit(suite, event);
+    await publishAudit(suite, { ...event, auditId: "ac1:2", seq: 2, kind: "run.committed" });
+    expect(await auditCount(suite, "ac1")).toBe(2);
+  });
+});

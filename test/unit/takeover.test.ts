@@ -1,0 +1,174 @@
+import { describe, expect, it } from "vitest";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import { SubmitRequest } from "../../shared/contracts/cluster.js";
+import { startRun, transition } from "../../shared/loop/fsm.js";
+import { replay } from "../../shared/loop/replay.js";
+import type { LoopConfig, Transition } from "../../shared/loop/state.js";
+import { statusOf } from "../../shared/loop/status.js";
+import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { fromErrorPayload } from "../../shared/runtime/errors.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { describeTool } from "../../shared/tools/tool.js";
+import { bar, statusLine } from "../../services/cli/render.js";
+import { childRunId } from "../../services/tools/spawn.js";
+import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
+
+const config: LoopConfig = { tools: [describeTool(echoTool)] };
+
+const walOf = (t: Transition): WalRecord[] => t.effects.flatMap((e) => (e.type === "wal" ? [e.record] : []));
+
+/** Feeds answers until the run waits on a model call; `log` collects every WAL record on the way. */
+function untilModel(t: Transition, log: WalRecord[] = []): Transition {
+  let current = t;
+  log.push(...walOf(t));
+  for (let i = 0; i < 10 && current.state.pending?.kind !== "model"; i++) {
+    current = transition(current.state, { type: "memoryRecalled", at: START, memories: [] }, config);
+    log.push(...walOf(current));
+  }
+  return current;
+}
+
+function started(auditSeq?: number): Transition {
+  return startRun(
+    {
+      type: "start",
+      at: START,
+      spec: RunSpec.parse(spec({ script: [echoCall("x")] })),
+      runId: "r1",
+      rootRunId: "r1",
+      depth: 0,
+      ...(auditSeq !== undefined ? { auditSeq } : {}),
+    },
+    config,
+  );
+}
+
+describe("taking over a run", () => {
+  it("the first audit seq follows the events the supervisor already published", () => {
+    const first = started(1).effects.flatMap((e) => (e.type === "audit" ? [e.event.seq] : []));
+    expect(first[0]).toBe(2);
+    expect(started().effects.find((e) => e.type === "audit")).toMatchObject({ event: { seq: 1 } });
+  });
+
+  it("'recovered' logs run.resumed and re-issues the effect the run was waiting on, and is replayable", () => {
+    const log: WalRecord[] = [];
+    const waiting = untilModel(started(), log);
+    const awaited = waiting.effects.find((e) => e.type === "callModel");
+    expect(awaited).toBeDefined();
+    const taken = transition(waiting.state, { type: "recovered", at: START + 5, by: "agent-2" }, config);
+    expect(taken.effects.find((e) => e.type === "audit")).toMatchObject({
+      event: { kind: "run.resumed", actor: "agent", data: { by: "agent-2", waitingFor: "model" } },
+    });
+    expect(taken.effects.find((e) => e.type === "callModel")).toEqual(awaited);
+    expect(taken.state.pending).toEqual(waiting.state.pending);
+    const replayed = replay([...log, ...walOf(taken)], config);
+    expect(replayed.state.transitionHash).toBe(taken.state.transitionHash);
+    expect(replayed.unwritten).toEqual([]);
+  });
+
+  it("'recovered' is refused when the run waits on nothing", () => {
+    const halted = transition(
+      untilModel(started()).state,
+      { type: "halt", at: START, reason: "r", by: "op" },
+      config,
+    );
+    expect(() => transition(halted.state, { type: "recovered", at: START, by: "w" }, config)).toThrow(
+      /does not fit/,
+    );
+  });
+
+  it("the tree's global cap circuit-breaks a run waiting on a model call, and nothing else", () => {
+    const waiting = untilModel(started());
+    const capped = transition(
+      waiting.state,
+      { type: "globalCapReached", at: START, message: "12 used" },
+      config,
+    );
+    expect(capped.state.status).toBe("failed");
+    expect(capped.state.terminal?.reason).toBe("globalCap");
+    expect(
+      capped.effects.find((e) => e.type === "audit" && e.event.kind === "guard.circuit_break"),
+    ).toMatchObject({
+      event: { data: { guardReason: "globalCap" } },
+    });
+    expect(() =>
+      transition(started().state, { type: "globalCapReached", at: START, message: "x" }, config),
+    ).toThrow(/does not fit/);
+  });
+
+  it("replay returns the records a crash left unwritten at the end of the last transition", async () => {
+    const result = await runner().run(spec({ script: [echoCall("a"), { text: "done" }] }));
+    const last = result.wal.at(-1);
+    const replayed = replay(result.wal.slice(0, -1), config);
+    expect(replayed.unwritten).toEqual([last]);
+    expect(replay(result.wal, config).unwritten).toEqual([]);
+  });
+
+  it("a run's status carries its tree, terminal output and provenance", async () => {
+    const result = await runner().run(spec({ script: [{ text: "hi" }] }));
+    const status = statusOf(result.state, START);
+    expect(status).toMatchObject({
+      status: "committed",
+      rootRunId: result.state.runId,
+      depth: 0,
+      terminal: { kind: "COMMIT", output: "hi", provenance: { runId: result.state.runId } },
+    });
+  });
+});
+
+describe("cluster helpers", () => {
+  it("a submit carries an optional parent envelope and still refuses specs without convergence", () => {
+    expect(SubmitRequest.safeParse({ ...spec(), parent: { runId: "p", depth: 1 } }).success).toBe(true);
+    expect(SubmitRequest.safeParse({ ...spec(), task: { prompt: "p" } }).success).toBe(false);
+    expect(RunSpec.parse({ ...spec(), parent: { runId: "p", depth: 1 } })).not.toHaveProperty("parent");
+  });
+
+  it("configuration is parsed once with every problem named", () => {
+    expect(parseEnv(ActorEnv, {})).toMatchObject({
+      NATS_URL: "nats://127.0.0.1:4222",
+      AGENTS_PREFIX: "agents",
+    });
+    expect(() => parseEnv(ActorEnv, { AGENTS_PREFIX: "a.b", LOG_LEVEL: "loud" })).toThrow(
+      /AGENTS_PREFIX.*LOG_LEVEL|LOG_LEVEL.*AGENTS_PREFIX/,
+    );
+  });
+
+  it("errors that crossed the wire keep known codes and wrap unknown ones", () => {
+    expect(fromErrorPayload({ code: "POOL_FULL", message: "full" })).toMatchObject({
+      code: "POOL_FULL",
+      retryable: true,
+    });
+    expect(fromErrorPayload({ code: "E_WEIRD", message: "boom" }, "TOOL_FAILED")).toMatchObject({
+      code: "TOOL_FAILED",
+      message: "[E_WEIRD] boom",
+    });
+  });
+
+  it("child runIds are stable per parent and position and stay valid tokens", () => {
+    expect(childRunId("p1", 0)).toBe("p1-c1");
+    const long = childRunId("x".repeat(64), 11);
+    expect(long).toHaveLength(64);
+    expect(long.endsWith("-c12")).toBe(true);
+  });
+
+  it("watch bars show usage against limits", () => {
+    expect(bar(5, 10, 10)).toBe("█████░░░░░ 5/10");
+    expect(bar(3, undefined)).toBe("3");
+    expect(bar(30, 10, 4)).toBe("████ 30/10");
+    const line = statusLine(
+      {
+        runId: "r",
+        status: "running",
+        phase: "ACT",
+        iteration: 2,
+        usage: { inputTokens: 5, outputTokens: 6, costUsd: 0, modelCalls: 2, toolCalls: 1 },
+        updatedAt: new Date(START).toISOString(),
+      },
+      { maxIterations: 4 },
+    );
+    expect(line).toMatch(/running\s+ACT/);
+    expect(line).toContain("2/4");
+    expect(line).toContain("tokens 11");
+  });
+});
