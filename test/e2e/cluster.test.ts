@@ -20,6 +20,7 @@ import { spec } from "../helpers/fixtures.js";
 const run = promisify(execFile);
 const TREE_CAP = 12;
 const AGENTCTL = fileURLToPath(new URL("../../dist/services/cli/main.js", import.meta.url));
+const SUBSCRIBER = fileURLToPath(new URL("../../examples/audit-subscriber.mjs", import.meta.url));
 
 const suite = useClusterSuite("e2e", {
   actors: [
@@ -121,10 +122,47 @@ describe("cluster: actors as processes on a real nats-server", () => {
       env: { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix },
     });
     expect(stdout).toMatch(/reproduced identically/);
+    // The README's subscriber (plain nats.js, a durable consumer) sees the same events in order.
+    const sub = await run(process.execPath, [SUBSCRIBER, reply.runId, "--until-final"], {
+      env: { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix },
+    });
+    const seen = sub.stdout
+      .trim()
+      .split("\n")
+      .map((line) => AuditEvent.parse(JSON.parse(line)));
+    expect(seen.map((e) => e.seq)).toEqual(events.map((e) => e.seq));
+    expect(sub.stderr).not.toMatch(/GAP/);
     // Re-submitting the runId returns the existing run and starts nothing.
     const again = await suite.client.submit({ ...spec(), runId: reply.runId });
     expect(again.status).toBe("existing");
   });
+
+  it("agentctl: submit --watch, status, audit tail, contracts; a bad flag is a structured INVALID_INPUT", async () => {
+    const env = { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix };
+    const hello = fileURLToPath(new URL("../../examples/hello.json", import.meta.url));
+    const submitted = await run(process.execPath, [AGENTCTL, "submit", hello, "--watch"], { env });
+    const runId = /^admitted (\S+)/.exec(submitted.stdout)?.[1] as string;
+    expect(submitted.stdout).toMatch(/committed\s+COMMIT/);
+    expect(submitted.stdout).toMatch(/Hello, operator!/);
+    const status = await run(process.execPath, [AGENTCTL, "status", runId], { env });
+    expect(JSON.parse(status.stdout)).toMatchObject({ runId, status: "committed" });
+    const tail = await run(process.execPath, [AGENTCTL, "audit", "tail", runId, "--json"], { env });
+    const lines = tail.stdout
+      .trim()
+      .split("\n")
+      .map((l) => AuditEvent.parse(JSON.parse(l)));
+    expect(lines[0]?.kind).toBe("run.admitted");
+    expect(lines.at(-1)?.kind).toBe("run.committed");
+    const contracts = await run(process.execPath, [AGENTCTL, "contracts"], { env });
+    expect(contracts.stdout).toMatch(/INV-001\s+loop-terminates/);
+    const bad = await run(process.execPath, [AGENTCTL, "status", "not a run id"], { env }).catch(
+      (err: { code: number; stderr: string }) => err,
+    );
+    expect(bad).toMatchObject({ code: 2 });
+    expect(JSON.parse((bad as { stderr: string }).stderr.trim().split("\n").at(-1) ?? "")).toMatchObject({
+      error: { code: "INVALID_INPUT" },
+    });
+  }, 60_000);
 
   it("kill -9 of the worker mid-run: another worker resumes it, the side effect happens once, no recorded model step is called again", async () => {
     const charge = serveCharge(1_500);

@@ -1,0 +1,50 @@
+// Subscribe to the audit stream from another system with plain nats.js: a durable consumer on
+// AGENT_AUDIT, so a restarted subscriber continues where it stopped. Each event carries a per-run
+// `seq`, gapless from 1: the subscriber checks it and would report a gap.
+//
+//   NATS_URL=nats://127.0.0.1:4222 NATS_USER=cli NATS_PASSWORD=cli-dev \
+//     npm exec -- node examples/audit-subscriber.mjs [runId] [--until-final]
+//
+// With a runId it follows that run only; with --until-final it exits after the run's
+// run.committed or run.failed event.
+import { connect } from "@nats-io/transport-node";
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+
+const args = process.argv.slice(2);
+const runId = args.find((a) => !a.startsWith("--"));
+const untilFinal = args.includes("--until-final");
+const prefix = process.env.AGENTS_PREFIX ?? "agents";
+const stream = prefix === "agents" ? "AGENT_AUDIT" : `${prefix.toUpperCase().replaceAll("-", "_")}_AUDIT`;
+const durable = process.env.AUDIT_CONSUMER ?? `audit-subscriber-${runId ?? "all"}`;
+
+const nc = await connect({
+  servers: (process.env.NATS_URL ?? "nats://127.0.0.1:4222").split(","),
+  ...(process.env.NATS_USER ? { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD ?? "" } : {}),
+});
+const jsm = await jetstreamManager(nc);
+const existing = await jsm.consumers.info(stream, durable).catch(() => null);
+if (!existing) {
+  await jsm.consumers.add(stream, {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    filter_subject: runId ? `${prefix}.audit.${runId}.>` : `${prefix}.audit.>`,
+  });
+}
+const consumer = await jetstream(nc).consumers.get(stream, durable);
+const lastSeq = new Map();
+const messages = await consumer.consume();
+for await (const msg of messages) {
+  const event = msg.json();
+  // A restarted subscriber resumes mid-run, so gaps are checked from the first event it sees.
+  const previous = lastSeq.get(event.runId);
+  if (previous !== undefined && event.seq !== previous + 1) {
+    console.error(`GAP in ${event.runId}: expected seq ${previous + 1}, got ${event.seq}`);
+  }
+  lastSeq.set(event.runId, event.seq);
+  console.log(JSON.stringify(event));
+  msg.ack();
+  if (untilFinal && (event.kind === "run.committed" || event.kind === "run.failed")) break;
+}
+await messages.close();
+await nc.drain();
