@@ -16,6 +16,7 @@ import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
+import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
 import type { IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 
@@ -30,6 +31,7 @@ export interface LeaseDeps {
   performer: EffectPerformer;
   reconciler: Reconciler;
   leases: IterationLeases;
+  fanOut: FanOutHandler;
   killSwitch: KillSwitchView;
   workerId: string;
   /** Unique per lease: the WAL message ids name it, so a stale writer can never pass as this one. */
@@ -143,7 +145,7 @@ export class RunLease {
       await this.putStatus(state);
       return undefined;
     }
-    if (event) return transition(state, event, this.config);
+    if (event) return this.continueWith(state, event);
     const parked = state.phase === "HALT" || state.pending?.kind === "approval";
     if (parked || !state.awaiting) {
       await this.putStatus(state);
@@ -152,6 +154,21 @@ export class RunLease {
     this.log.info({ phase: state.phase, waitingFor: state.pending?.kind }, "taking over the run");
     this.tookOver = true;
     return transition(state, { type: "recovered", at: now, by: this.deps.workerId }, this.config);
+  }
+
+  /**
+   * An outside event continues the run. One that no longer fits (a second fan-in for a call
+   * already answered, a decision for a run no longer waiting) is stale: it is logged and dropped.
+   */
+  private async continueWith(state: LoopState, event: LoopEvent): Promise<Transition | undefined> {
+    try {
+      return transition(state, event, this.config);
+    } catch (err) {
+      if (!(err instanceof AgentError) || err.code !== "INVALID_TRANSITION") throw err;
+      this.log.warn({ event: event.type }, `stale event dropped: ${err.message}`);
+      await this.putStatus(state);
+      return undefined;
+    }
   }
 
   private async drive(first: Transition): Promise<LeaseOutcome> {
@@ -174,34 +191,44 @@ export class RunLease {
       }
       const event = await this.perform(awaiting, state);
       if (event === "release") return "release";
+      if (event === "park") {
+        this.log.info({ waitingFor: "children" }, "parked until the children settle; no worker held");
+        return "done";
+      }
       if (!event) return "done";
       current = transition(state, event, this.config);
     }
   }
 
   /** Performs one transition's effects in order; returns the one the run now waits on. */
+  /**
+   * Performs one transition's effects; returns the one the run now waits on. The WAL records go
+   * first (the durable truth), then the status, then the audit events: whoever reacts to an audit
+   * event (the supervisor freeing a slot or completing a fan-in) finds the status already updated.
+   * A crash in between is repaired on resume, which re-publishes the last transition's missing events.
+   */
   private async apply(t: Transition): Promise<AwaitingEffect | undefined> {
     let awaiting: AwaitingEffect | undefined;
-    for (const effect of t.effects) {
-      if (effect.type === "wal") await this.append(effect.record);
-      else if (effect.type === "audit") await this.audit(effect.event);
-      else if (effect.type === "storeMemory")
-        await this.deps.performer.remember(effect.namespace, effect.text);
-      else awaiting = effect;
-    }
+    for (const effect of t.effects) if (effect.type === "wal") await this.append(effect.record);
     this.log = this.deps.logger.child({
       runId: t.state.runId,
       phase: t.state.phase,
       iteration: t.state.guard.iteration,
     });
     await this.putStatus(t.state);
+    for (const effect of t.effects) {
+      if (effect.type === "audit") await this.audit(effect.event);
+      else if (effect.type === "storeMemory")
+        await this.deps.performer.remember(effect.namespace, effect.text);
+      else if (effect.type !== "wal") awaiting = effect;
+    }
     return awaiting;
   }
 
   private async perform(
     awaiting: AwaitingEffect,
     state: LoopState,
-  ): Promise<LoopEvent | "release" | undefined> {
+  ): Promise<LoopEvent | "release" | "park" | undefined> {
     const timer = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
     try {
       if (this.tookOver && awaiting.type === "callTool") {
@@ -210,6 +237,9 @@ export class RunLease {
         if (decided) return decided;
       }
       this.tookOver = false;
+      if (awaiting.type === "callTool" && awaiting.tool === SPAWN_TOOL) {
+        return await this.deps.fanOut.spawn(awaiting, state);
+      }
       if (awaiting.type === "callModel") {
         const refused = await this.deps.leases.take(state);
         if (refused) return refused;

@@ -8,10 +8,12 @@ import { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { KvMemory } from "../../shared/bus/kv-memory.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
-import { toAgentError } from "../../shared/runtime/errors.js";
+import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
+import { createSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { RunLease, type LeaseOutcome } from "./drive.js";
+import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
 import { IterationLeases } from "./leases.js";
 import { Reconciler } from "./reconcile.js";
 
@@ -38,6 +40,10 @@ export class AgentWorker {
   private readonly drain = new AbortController();
   private readonly killSwitch = new KillSwitchView();
   private leasesOf!: IterationLeases;
+  private fanOut!: FanOutHandler;
+  private readonly spawnTool = createSpawnTool(() =>
+    Promise.reject(new AgentError("INTERNAL", "spawn_agent is performed by the worker's fan-out")),
+  );
   private consumer!: Consumer;
   private loop: Promise<void> | undefined;
   private leases = 0;
@@ -55,6 +61,7 @@ export class AgentWorker {
     this.consumer = await this.bus.js.consumers.get(this.bus.subjects.streams().runs, name);
     await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
     this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
+    this.fanOut = new FanOutHandler(this.bus);
     this.loop = this.pull();
   }
 
@@ -137,7 +144,10 @@ export class AgentWorker {
         bus,
         checkpointEvery: this.options.checkpointEvery,
         discover: async (names) => {
-          for (const tool of await discoverTools(names, bus)) registry.register(tool);
+          const remote = names.filter((name) => name !== SPAWN_TOOL);
+          for (const tool of await discoverTools(remote, bus)) registry.register(tool);
+          // spawn_agent is the worker's own: it parks the run instead of waiting on a service.
+          if (names.includes(SPAWN_TOOL)) registry.register(this.spawnTool);
           return registry.descriptors();
         },
         performer,
@@ -149,6 +159,7 @@ export class AgentWorker {
         }),
         killSwitch: this.killSwitch,
         leases: this.leasesOf,
+        fanOut: this.fanOut,
         workerId: this.options.workerId,
         writerId,
         logger: bus.logger,

@@ -3,14 +3,22 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ControlReply, SubmitRequest } from "../../shared/contracts/cluster.js";
 import { Approval, KillSwitch, SubmitReply } from "../../shared/contracts/control.js";
+import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { readAudit } from "../../shared/bus/audit.js";
 import { requestJson } from "../../shared/bus/request.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
 
 const REQUEST_TIMEOUT_MS = 10_000;
 const SETTLED = new Set(["committed", "failed", "halted", "awaiting_approval"]);
+const CLOSING: Record<string, AuditEvent["kind"]> = {
+  committed: "run.committed",
+  failed: "run.failed",
+  halted: "run.halted",
+  awaiting_approval: "approval.requested",
+};
 
 /** What agentctl does, as functions over a connected bus (the CLI and `npm start` share them). */
 export class ClusterClient {
@@ -56,6 +64,22 @@ export class ClusterClient {
         stop.abort();
         return;
       }
+    }
+  }
+
+  /**
+   * A run's audit events. A settled run's last event is published just after its status changes,
+   * so for a settled run this waits (up to `waitMs`) until its closing event is there.
+   */
+  async audit(runId: string, waitMs = 5_000): Promise<AuditEvent[]> {
+    const closing = CLOSING[(await this.status.get(runId))?.status ?? ""];
+    const deadline = this.bus.clock.now() + waitMs;
+    for (;;) {
+      const events: AuditEvent[] = [];
+      for await (const event of readAudit(this.bus, { runId })) events.push(event);
+      const done = !closing || events.at(-1)?.kind === closing;
+      if (done || this.bus.clock.now() >= deadline) return events;
+      await this.bus.clock.sleep(50);
     }
   }
 

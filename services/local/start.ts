@@ -4,7 +4,6 @@
  * provenance, and shuts everything down.
  */
 import { openActorBus } from "../../shared/bus/actor.js";
-import { readAudit } from "../../shared/bus/audit.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { toAgentError } from "../../shared/runtime/errors.js";
@@ -36,7 +35,7 @@ async function demo(booted: Booted): Promise<boolean> {
     const limits = { maxIterations: 10, maxToolCalls: 10 };
     for await (const status of client.follow(reply.runId)) say(`  ${statusLine(status, limits)}`);
     say("\naudit trail:");
-    for await (const event of readAudit(bus, { runId: reply.runId })) say(`  ${auditLine(event)}`);
+    for (const event of await client.audit(reply.runId)) say(`  ${auditLine(event)}`);
     const final = await client.status.get(reply.runId);
     const terminal = final?.terminal;
     say(`\nresult: ${final?.status ?? "unknown"} — ${terminal?.reason ?? ""}`);

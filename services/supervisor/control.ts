@@ -9,6 +9,7 @@ import {
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
+import { fanInResults, readFanOut } from "../../shared/bus/fanout.js";
 import { publishJob } from "../../shared/bus/jobs.js";
 import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
@@ -108,11 +109,19 @@ export async function releaseSlots(bus: ActorBus, signal: AbortSignal): Promise<
   for await (const msg of messages) {
     try {
       const event = decode(AuditEvent, msg.data);
-      if (RELEASING_KINDS.has(event.kind) && (await pool.release(event.runId))) {
-        bus.logger.info({ runId: event.runId, kind: event.kind }, "pool slot released");
+      if (RELEASING_KINDS.has(event.kind)) {
+        if (await pool.release(event.runId)) {
+          bus.logger.info({ runId: event.runId, kind: event.kind }, "pool slot released");
+        }
+        if (event.parentRunId) await fanIn(bus, event.parentRunId);
       }
       msg.ack();
     } catch (err) {
+      if (err instanceof AgentError && err.code === "INVALID_INPUT") {
+        bus.logger.error({ err, subject: msg.subject }, "unreadable audit event skipped");
+        msg.term();
+        continue;
+      }
       bus.logger.error({ err, subject: msg.subject }, "could not release a pool slot; retrying");
       msg.nak(1_000);
     }
@@ -138,4 +147,32 @@ export function leaseFailed(err: unknown): LeaseReply {
     ok: false,
     error: { code: error.code, message: error.message, retryable: error.retryable },
   };
+}
+
+/**
+ * When a child settles and it was the last of its parent's open fan-out, the parent goes back on
+ * the work queue with the fan-in as its tool result. The message id names the action, so two
+ * children settling at once queue it once.
+ */
+async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
+  const fanOut = await readFanOut(bus.buckets.runs, parentRunId);
+  if (!fanOut) return;
+  const results = await fanInResults(bus.buckets.runs, fanOut);
+  if (!results) return;
+  await publishJob(
+    bus,
+    {
+      schemaVersion: 1,
+      runId: parentRunId,
+      rootRunId: fanOut.rootRunId,
+      depth: fanOut.depth,
+      auditSeq: 0,
+      event: { type: "toolCompleted", at: bus.clock.now(), actionId: fanOut.actionId, output: results },
+    },
+    `${parentRunId}:fanin:${fanOut.actionId}`,
+  );
+  bus.logger.info(
+    { runId: parentRunId, children: fanOut.children.length },
+    "children settled: parent queued",
+  );
 }

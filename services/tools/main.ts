@@ -1,7 +1,8 @@
 /**
  * The built-in tool services: `npm run actor -- tools`. Each tool is its own NATS service on
  * `<prefix>.tools.<name>` (a queue group: run as many replicas as the load needs). TOOLS picks
- * which to serve.
+ * which to serve. (`spawn_agent` is not among them: agent workers perform it themselves, parking the
+ * parent run instead of holding a worker while the children run.)
  */
 import { z } from "zod";
 import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
@@ -15,12 +16,10 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
 import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
-import { createSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
-import { spawnThroughSupervisor } from "./spawn.js";
 
-const BUILT_IN = ["echo", "http_fetch", "memory", "spawn_agent"] as const;
+const BUILT_IN = ["echo", "http_fetch", "memory"] as const;
 const ToolsEnv = ActorEnv.extend({
   TOOLS: z
     .string()
@@ -41,7 +40,6 @@ const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
   echo: () => echoTool,
   http_fetch: () => httpFetchTool,
   memory: () => createMemoryTool(new KvMemory(bus.buckets.memory, systemClock, uuidIds)),
-  spawn_agent: () => createSpawnTool(spawnThroughSupervisor(bus)),
 };
 // The worker already retried; the service runs each call once and records the outcome.
 const invoker = new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } });

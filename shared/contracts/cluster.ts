@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ErrorPayload, RunId, SchemaVersion } from "./common.js";
 import { Approval, KillSwitch } from "./control.js";
-import { ApprovalDecidedEvent, HaltEvent, ResumeEvent } from "./loop-event.js";
+import { ApprovalDecidedEvent, HaltEvent, ResumeEvent, ToolCompletedEvent } from "./loop-event.js";
 import { ModelRef } from "./model.js";
 import { PrivacyTier } from "./capability.js";
 import { CriticRequest, CriticVerdict } from "./rubric.js";
@@ -37,7 +37,10 @@ export const RunJob = z.object({
   spec: RunSpec.optional(),
   /** Audit events the supervisor already published for this run. */
   auditSeq: z.number().int().nonnegative(),
-  event: z.discriminatedUnion("type", [ApprovalDecidedEvent, HaltEvent, ResumeEvent]).optional(),
+  /** The outside event to continue with: a human's decision, a halt or resume, or a fan-in's results. */
+  event: z
+    .discriminatedUnion("type", [ApprovalDecidedEvent, HaltEvent, ResumeEvent, ToolCompletedEvent])
+    .optional(),
 });
 export type RunJob = z.infer<typeof RunJob>;
 

@@ -7,7 +7,8 @@ import { AuditEvent } from "../../shared/contracts/audit.js";
 import { RunJob } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { encode } from "../../shared/bus/codec.js";
-import { publishJob } from "../../shared/bus/jobs.js";
+import { readFanOut } from "../../shared/bus/fanout.js";
+import { publishJob, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
 import { serveTool } from "../../shared/bus/tool-service.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -25,7 +26,7 @@ const SUBSCRIBER = fileURLToPath(new URL("../../examples/audit-subscriber.mjs", 
 const suite = useClusterSuite("e2e", {
   actors: [
     { kind: "supervisor" },
-    { kind: "tools", env: { TOOLS: "echo,memory,spawn_agent" } },
+    { kind: "tools", env: { TOOLS: "echo,memory" } },
     { kind: "critic" },
     { kind: "agent", name: "agent-1" },
     { kind: "agent", name: "agent-2" },
@@ -276,8 +277,8 @@ describe("cluster: actors as processes on a real nats-server", () => {
     expect((await suite.waitFor(after.runId, settled)).status).toBe("committed");
   }, 60_000);
 
-  it("spawn: fan-out of 3 children returns 3 results in order; a child past the depth limit is refused with DEPTH_LIMIT", async () => {
-    const child = (text: string) => spec({ script: [{ text }] });
+  it("spawn: fan-out of 3 children returns 3 results in order while the parent holds no worker; a child past the depth limit is refused with DEPTH_LIMIT", async () => {
+    const child = (text: string) => spec({ script: [{ text, delayMs: 1_000 }] });
     const reply = await suite.client.submit(
       spec({
         script: [
@@ -292,8 +293,16 @@ describe("cluster: actors as processes on a real nats-server", () => {
         capabilities: [{ kind: "spawn", maxDepth: 1 }],
       }),
     );
+    // While the children run, the parent is parked: its job is acked, only the children's are held.
+    await suite.waitFor(`${reply.runId}-act-1-3`, (s) => s.status === "running");
+    const held = await suite.bus.jsm.consumers.info(suite.bus.subjects.streams().runs, WORKER_CONSUMER);
+    expect(held.num_ack_pending).toBe(3);
+    expect((await suite.client.status.get(reply.runId))?.status).toBe("running");
     const status = await suite.waitFor(reply.runId, settled, 30_000);
     expect(status.status).toBe("committed");
+    expect(await suite.logs()).toMatch(
+      new RegExp(`"runId":"${reply.runId}"[^\\n]*parked until the children settle`),
+    );
     const wal = (await suite.wal(reply.runId)).map((r) => r.record);
     const completed = wal.find((r) => r.type === "COMPLETE");
     const output = (completed?.type === "COMPLETE" ? completed.event.output : undefined) as {
@@ -310,6 +319,30 @@ describe("cluster: actors as processes on a real nats-server", () => {
     await expect(
       suite.client.submit({ ...spec(), parent: { runId: reply.runId, depth: 2 } }),
     ).rejects.toMatchObject({ code: "DEPTH_LIMIT", message: expect.stringMatching(/depth limit/) as string });
+    // A run at depth 2 whose grant would allow more: its child is refused by the supervisor, and the
+    // fan-in says so for that child instead of waiting for it.
+    const deep = await suite.client.submit({
+      ...spec({
+        script: [
+          { toolCalls: [{ name: "spawn_agent", input: { runs: [child("too deep")] } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "tried" } }] },
+        ],
+        tools: ["spawn_agent"],
+        capabilities: [{ kind: "spawn", maxDepth: 5 }],
+      }),
+      parent: { runId: reply.runId, depth: 1 },
+    });
+    expect((await suite.waitFor(deep.runId, settled, 30_000)).status).toBe("committed");
+    const deepWal = (await suite.wal(deep.runId)).map((r) => r.record);
+    const fanIn = deepWal.find((r) => r.type === "COMPLETE");
+    expect(fanIn?.type === "COMPLETE" && fanIn.event.output).toMatchObject({
+      results: [
+        {
+          status: "failed",
+          error: { code: "DEPTH_LIMIT", message: expect.stringMatching(/depth limit/) as string },
+        },
+      ],
+    });
   }, 60_000);
 
   it("global iteration cap: a run tree (parent and children) never makes more model calls than the cap; the run that hits it circuit-breaks with GLOBAL_CAP", async () => {
@@ -337,7 +370,8 @@ describe("cluster: actors as processes on a real nats-server", () => {
       }),
     );
     const parent = await suite.waitFor(reply.runId, settled, 30_000);
-    const children = [0, 1].map((i) => `${reply.runId}-c${i + 1}`);
+    const children = (await readFanOut(suite.bus.buckets.runs, reply.runId))?.children ?? [];
+    expect(children).toHaveLength(2);
     const runs = [reply.runId, ...children];
     const statuses = await Promise.all(runs.map((id) => suite.waitFor(id, settled)));
     const capped = statuses.filter((s) => s.status === "failed" && s.terminal?.reason === "globalCap");

@@ -5,7 +5,6 @@ import { afterAll, beforeAll } from "vitest";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
-import { readAudit } from "../../shared/bus/audit.js";
 import { readWal, type StoredRecord } from "../../shared/bus/wal.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
@@ -78,11 +77,7 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
       `run ${runId} did not reach the expected status in ${timeoutMs} ms (last: ${JSON.stringify(last)})`,
     );
   };
-  suite.audit = async (runId) => {
-    const events: AuditEvent[] = [];
-    for await (const event of readAudit(suite.bus, { runId })) events.push(event);
-    return events;
-  };
+  suite.audit = (runId) => suite.client.audit(runId);
   suite.wal = async (runId) => (await readWal(suite.bus, runId)).records;
   suite.logs = async () => {
     const files = await readdir(suite.logDir);

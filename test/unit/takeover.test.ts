@@ -11,7 +11,7 @@ import { fromErrorPayload } from "../../shared/runtime/errors.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { bar, statusLine } from "../../services/cli/render.js";
-import { childRunId } from "../../services/tools/spawn.js";
+import { childRunId } from "../../shared/bus/fanout.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)] };
@@ -145,11 +145,12 @@ describe("cluster helpers", () => {
     });
   });
 
-  it("child runIds are stable per parent and position and stay valid tokens", () => {
-    expect(childRunId("p1", 0)).toBe("p1-c1");
-    const long = childRunId("x".repeat(64), 11);
+  it("child runIds are stable per parent, action and position and stay valid tokens", () => {
+    expect(childRunId("p1", "act-2", 0)).toBe("p1-act-2-1");
+    const long = childRunId("x".repeat(64), "act-9", 11);
     expect(long).toHaveLength(64);
-    expect(long.endsWith("-c12")).toBe(true);
+    expect(long.endsWith("-act-9-12")).toBe(true);
+    expect(childRunId("p", "a.b", 0)).toBe("p-a_b-1");
   });
 
   it("watch bars show usage against limits", () => {

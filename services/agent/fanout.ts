@@ -1,0 +1,102 @@
+import { SubmitRequest } from "../../shared/contracts/cluster.js";
+import { SpawnAgentInput, SubmitReply } from "../../shared/contracts/control.js";
+import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { childRunId, fanInResults, writeFanOut } from "../../shared/bus/fanout.js";
+import { requestJson } from "../../shared/bus/request.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
+import { toRfc3339 } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { findGrant } from "../../shared/tools/capabilities.js";
+
+type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
+export const SPAWN_TOOL = "spawn_agent";
+
+/**
+ * `spawn_agent` without holding a worker: the children are submitted through the supervisor (each
+ * admitted like any run), the fan-out is recorded, and the parent parks. When the last child
+ * settles, the supervisor queues the parent again with the fan-in (one result per child, in order).
+ */
+export class FanOutHandler {
+  private readonly status: RunStatusStore;
+
+  constructor(private readonly bus: ActorBus) {
+    this.status = new RunStatusStore(bus.buckets.runs);
+  }
+
+  async spawn(effect: ToolCall, state: LoopState): Promise<LoopEvent | "park"> {
+    const refused = (error: AgentError): LoopEvent => ({
+      type: "toolAborted",
+      at: this.bus.clock.now(),
+      actionId: effect.actionId,
+      error: error.toBody(),
+    });
+    const grant = findGrant(state.spec.agent.capabilities, { kind: "spawn" });
+    if (grant?.kind !== "spawn") {
+      return refused(new AgentError("CAPABILITY_DENIED", "no capability grants tool 'spawn_agent'"));
+    }
+    if (state.depth >= grant.maxDepth) {
+      return refused(
+        new AgentError(
+          "DEPTH_LIMIT",
+          `depth limit reached: depth ${state.depth} >= maxDepth ${grant.maxDepth}, no child spawned`,
+        ),
+      );
+    }
+    const input = SpawnAgentInput.safeParse(effect.input);
+    if (!input.success) {
+      return refused(new AgentError("INVALID_INPUT", `spawn_agent input: ${input.error.message}`));
+    }
+    const runs = input.data.runs;
+    const fanOut = {
+      parentRunId: state.runId,
+      rootRunId: state.rootRunId,
+      depth: state.depth,
+      actionId: effect.actionId,
+      children: runs.map((spec, i) => spec.runId ?? childRunId(state.runId, effect.actionId, i)),
+    };
+    await writeFanOut(this.bus.buckets.runs, fanOut);
+    for (const [i, spec] of runs.entries()) {
+      const runId = fanOut.children[i] as string;
+      const reply = await requestJson(
+        this.bus.nc,
+        this.bus.subjects.runsSubmit(),
+        {
+          schema: SubmitRequest,
+          value: {
+            ...spec,
+            runId,
+            parent: { runId: state.runId, rootRunId: state.rootRunId, depth: state.depth },
+          },
+        },
+        SubmitReply,
+        { timeoutMs: 10_000 },
+      );
+      if (!reply.ok) await this.recordRefusal(runId, state, reply.error);
+    }
+    const results = await fanInResults(this.bus.buckets.runs, fanOut);
+    if (!results) return "park";
+    return { type: "toolCompleted", at: this.bus.clock.now(), actionId: effect.actionId, output: results };
+  }
+
+  /** A refused child settles at once as failed, with the refusal's code, so the fan-in can complete. */
+  private async recordRefusal(
+    runId: string,
+    parent: LoopState,
+    error: { code: string; message: string },
+  ): Promise<void> {
+    await this.status.put({
+      runId,
+      rootRunId: parent.rootRunId,
+      parentRunId: parent.runId,
+      depth: parent.depth + 1,
+      status: "failed",
+      phase: "PLAN",
+      iteration: 0,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
+      terminal: { kind: "FAIL", reason: `[${error.code}] ${error.message}` },
+      updatedAt: toRfc3339(this.bus.clock.now()),
+    });
+  }
+}

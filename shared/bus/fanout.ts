@@ -1,0 +1,69 @@
+import type { KV } from "@nats-io/kv";
+import { z } from "zod";
+import type { SpawnAgentOutput } from "../contracts/control.js";
+import { RunId } from "../contracts/common.js";
+import type { RunStatus } from "../contracts/run-status.js";
+import { decode, encode } from "./codec.js";
+import { RunStatusStore } from "./run-status.js";
+
+/**
+ * A parent's open fan-out, kept in `agents-runs` under `fanout.<parentRunId>` (a run waits on at
+ * most one tool call at a time): which children its spawn action started. Written before the first
+ * child is submitted, so whoever sees the last child settle can find the parent and its action.
+ */
+export const FanOut = z.object({
+  parentRunId: RunId,
+  rootRunId: RunId,
+  depth: z.number().int().nonnegative(),
+  actionId: z.string().min(1),
+  children: z.array(RunId).min(1),
+});
+export type FanOut = z.infer<typeof FanOut>;
+
+const SETTLED = new Set(["committed", "failed", "halted"]);
+
+export function fanOutKey(parentRunId: string): string {
+  return `fanout.${parentRunId}`;
+}
+
+/** A child's runId: derived from the parent, the action and the position, so a retried spawn finds the same children. */
+export function childRunId(parentRunId: string, actionId: string, index: number): string {
+  const suffix = `-${actionId}-${index + 1}`.replaceAll(/[^A-Za-z0-9_-]/g, "_");
+  return `${parentRunId.slice(0, 64 - suffix.length)}${suffix}`;
+}
+
+export async function writeFanOut(kv: KV, fanOut: FanOut): Promise<void> {
+  await kv.put(fanOutKey(fanOut.parentRunId), encode(FanOut, fanOut));
+}
+
+export async function readFanOut(kv: KV, parentRunId: string): Promise<FanOut | undefined> {
+  const entry = await kv.get(fanOutKey(parentRunId));
+  if (!entry || entry.operation !== "PUT") return undefined;
+  return decode(FanOut, entry.value);
+}
+
+/** The fan-in: one result per child, in order, once every child has settled; undefined before that. */
+export async function fanInResults(kv: KV, fanOut: FanOut): Promise<SpawnAgentOutput | undefined> {
+  const store = new RunStatusStore(kv);
+  const statuses: RunStatus[] = [];
+  for (const runId of fanOut.children) {
+    const status = await store.get(runId);
+    if (!status || !SETTLED.has(status.status)) return undefined;
+    statuses.push(status);
+  }
+  return {
+    results: statuses.map((s) => ({
+      runId: s.runId,
+      status: s.status,
+      ...(s.terminal?.output !== undefined ? { output: s.terminal.output } : {}),
+      ...(s.status !== "committed" && s.terminal ? { error: errorOf(s.status, s.terminal.reason) } : {}),
+    })),
+  };
+}
+
+/** A refused child's reason carries its code (`[DEPTH_LIMIT] …`); a child that ran says how it ended. */
+function errorOf(status: string, reason: string): { code: string; message: string } {
+  const coded = /^\[([A-Z_]+)\] (.*)$/s.exec(reason);
+  if (coded) return { code: coded[1] as string, message: coded[2] as string };
+  return { code: status.toUpperCase(), message: reason };
+}
