@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    globalSetup: ["test/helpers/global-build.ts"],
+    globalSetup: ["test/helpers/global-setup.ts"],
     testTimeout: 20_000,
     coverage: {
       provider: "v8",

@@ -15,7 +15,7 @@ import { systemClock } from "../../shared/runtime/clock.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { defineTool } from "../../shared/tools/tool.js";
-import { useClusterSuite } from "../helpers/cluster-suite.js";
+import { credentials, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
 const run = promisify(execFile);
@@ -120,12 +120,22 @@ describe("cluster: actors as processes on a real nats-server", () => {
     expect([...positions].sort((a, b) => a - b)).toEqual(positions);
     // agentctl replay re-derives every transition from the WAL and finds them identical.
     const { stdout } = await run(process.execPath, [AGENTCTL, "replay", reply.runId], {
-      env: { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix },
+      env: {
+        ...process.env,
+        NATS_URL: suite.server.url,
+        AGENTS_PREFIX: suite.prefix,
+        ...credentials(suite.server),
+      },
     });
     expect(stdout).toMatch(/reproduced identically/);
     // The README's subscriber (plain nats.js, a durable consumer) sees the same events in order.
     const sub = await run(process.execPath, [SUBSCRIBER, reply.runId, "--until-final"], {
-      env: { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix },
+      env: {
+        ...process.env,
+        NATS_URL: suite.server.url,
+        AGENTS_PREFIX: suite.prefix,
+        ...credentials(suite.server),
+      },
     });
     const seen = sub.stdout
       .trim()

@@ -31,7 +31,12 @@ export function useBusSuite(name: string): BusSuite {
   } as BusSuite;
   beforeAll(async () => {
     suite.server = await startNats();
-    suite.nc = await connectBus({ servers: suite.server.url, name: `${name}-test`, logger: silentLogger });
+    suite.nc = await connectBus({
+      servers: suite.server.url,
+      name: `${name}-test`,
+      logger: silentLogger,
+      ...(suite.server.user ? { user: suite.server.user, pass: suite.server.pass ?? "" } : {}),
+    });
     await provision(suite.nc, { subjects: suite.subjects, replicas: 1 });
     suite.js = jetstream(suite.nc);
     suite.jsm = await jetstreamManager(suite.nc);

@@ -49,13 +49,13 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
       natsUrl: suite.server.url,
       useConfUsers: false,
       logDir: suite.logDir,
-      env: { AGENTS_PREFIX: prefix, LOG_LEVEL: "info", ...options.env },
+      env: { AGENTS_PREFIX: prefix, LOG_LEVEL: "info", ...credentials(suite.server), ...options.env },
     });
     const [first, ...rest] = options.actors;
     if (first) await suite.cluster.start(first.kind, first.name, first.env);
     await Promise.all(rest.map((a) => suite.cluster.start(a.kind, a.name, a.env)));
     suite.bus = await openActorBus(
-      ActorEnv.parse({ NATS_URL: suite.server.url, AGENTS_PREFIX: prefix }),
+      ActorEnv.parse({ NATS_URL: suite.server.url, AGENTS_PREFIX: prefix, ...credentials(suite.server) }),
       `${name}-test`,
       { clock: systemClock, random: systemRandom, logger: silentLogger },
     );
@@ -86,4 +86,9 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
   };
   suite.log = (actor) => readFile(join(suite.logDir, `${actor}.log`), "utf8");
   return suite;
+}
+
+/** The environment an actor or agentctl needs to reach the suite's server. */
+export function credentials(server: TestNats): Record<string, string> {
+  return server.user ? { NATS_USER: server.user, NATS_PASSWORD: server.pass ?? "" } : {};
 }

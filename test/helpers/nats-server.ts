@@ -2,28 +2,53 @@ import { startLocalNats } from "../../services/local/nats-server.js";
 
 export interface TestNats {
   url: string;
-  /** Where the server came from: an external NATS_URL, or a binary this suite started. */
-  source: "env" | "binary";
+  /** Credentials the server wants (a container's), if any. */
+  user?: string;
+  pass?: string;
+  /** Where the server came from: an external NATS_URL, a container, or a binary this suite started. */
+  source: "env" | "container" | "binary";
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+const CONTAINER_IMAGE = "nats:2.10-alpine";
+
 /**
- * A real nats-server for one suite: NATS_URL when set (the caller isolates itself with its own
- * prefix), else the `nats-server` binary on 127.0.0.1 with `-p -1` and its own store directory,
- * its port read from its log. `own` always starts a binary (for tests that stop the server).
+ * A real nats-server for one suite, found in this order: NATS_URL when set (the caller isolates
+ * itself with its own prefix); a container from testcontainers when a Docker engine answered the
+ * global setup's probe; else the `nats-server` binary on 127.0.0.1 with `-p -1` and its own store
+ * directory, its port read from its log. `own` and `configFile` always start a binary (for tests
+ * that stop the server or need nats.conf).
  */
 export async function startNats(options: { own?: boolean; configFile?: string } = {}): Promise<TestNats> {
-  const external = options.own || options.configFile ? undefined : process.env.NATS_URL;
+  const mine = Boolean(options.own || options.configFile);
+  const external = mine ? undefined : process.env.NATS_URL;
   if (external) {
     const stop = (): Promise<void> => Promise.resolve();
     return { url: external, source: "env", stop, [Symbol.asyncDispose]: stop };
   }
+  if (!mine && process.env.TEST_NATS_CONTAINER === "1") {
+    const container = await startContainer().catch(() => undefined);
+    if (container) return container;
+  }
   const local = await startLocalNats(options.configFile ? { configFile: options.configFile } : {});
+  const stop = (): Promise<void> => local.stop();
+  return { url: local.url, source: "binary", stop, [Symbol.asyncDispose]: stop };
+}
+
+async function startContainer(): Promise<TestNats> {
+  // Imported lazily: testcontainers is only loaded when an engine is known to answer.
+  const { NatsContainer } = await import("@testcontainers/nats");
+  const started = await new NatsContainer(CONTAINER_IMAGE).withJetStream().start();
+  const stop = async (): Promise<void> => {
+    await started.stop();
+  };
   return {
-    url: local.url,
-    source: "binary",
-    stop: () => local.stop(),
-    [Symbol.asyncDispose]: () => local.stop(),
+    url: `nats://${started.getHost()}:${started.getMappedPort(4222)}`,
+    ...(started.username ? { user: started.username } : {}),
+    ...(started.password ? { pass: started.password } : {}),
+    source: "container",
+    stop,
+    [Symbol.asyncDispose]: stop,
   };
 }

@@ -15,7 +15,12 @@ let nc: NatsConnection;
 
 beforeAll(async () => {
   server = await startNats();
-  nc = await connectBus({ servers: server.url, name: "bus-test", logger: silentLogger });
+  nc = await connectBus({
+    servers: server.url,
+    name: "bus-test",
+    logger: silentLogger,
+    ...(server.user ? { user: server.user, pass: server.pass ?? "" } : {}),
+  });
 });
 
 afterAll(async () => {

@@ -14,7 +14,12 @@ describe("pool admission with compare-and-set (two supervisor replicas)", () => 
   it("50 concurrent admissions across two replicas, capacity 5: exactly 5 admitted, never more than 5 active", async () => {
     const bucket = suite.subjects.buckets().pool;
     // A second connection stands in for a second supervisor replica.
-    const nc2 = await connectBus({ servers: suite.server.url, name: "replica-2", logger: silentLogger });
+    const nc2 = await connectBus({
+      servers: suite.server.url,
+      name: "replica-2",
+      logger: silentLogger,
+      ...(suite.server.user ? { user: suite.server.user, pass: suite.server.pass ?? "" } : {}),
+    });
     const replicas = [
       new PoolLedger({
         kv: await new Kvm(suite.nc).open(bucket),
