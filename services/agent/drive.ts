@@ -231,15 +231,12 @@ export class RunLease {
   ): Promise<LoopEvent | "release" | "park" | undefined> {
     const timer = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
     try {
-      if (this.tookOver && awaiting.type === "callTool") {
-        this.tookOver = false;
-        const decided = await this.deps.reconciler.check(awaiting, this.deps.stopping);
-        if (decided) return decided;
-      }
+      const takeover = this.tookOver;
       this.tookOver = false;
       if (awaiting.type === "callTool" && awaiting.tool === SPAWN_TOOL) {
         return await this.deps.fanOut.spawn(awaiting, state);
       }
+      if (awaiting.type === "callTool") return await this.callTool(awaiting, state, takeover);
       if (awaiting.type === "callModel") {
         const refused = await this.deps.leases.take(state);
         if (refused) return refused;
@@ -248,6 +245,25 @@ export class RunLease {
     } finally {
       clearInterval(timer);
     }
+  }
+
+  /**
+   * A tool call, reconciled when its outcome cannot be known otherwise: first after a takeover (the
+   * previous worker may have sent it), and again if it ends in a timeout.
+   */
+  private async callTool(
+    effect: Extract<AwaitingEffect, { type: "callTool" }>,
+    state: LoopState,
+    takeover: boolean,
+  ): Promise<LoopEvent | "release" | undefined> {
+    const { reconciler, performer, stopping } = this.deps;
+    if (takeover) {
+      const known = await reconciler.outcome(effect, stopping);
+      if (known) return known;
+    }
+    const event = await performer.perform(effect, state);
+    if (!event || !reconciler.unknown(effect, event)) return event;
+    return (await reconciler.outcome(effect, stopping)) ?? event;
   }
 
   private async append(record: WalRecord): Promise<void> {

@@ -9,29 +9,43 @@ import type { AnyTool } from "../../shared/tools/tool.js";
 
 type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
 
+/** Errors after which a call may or may not have had its effect. */
+const UNKNOWN_OUTCOME = new Set(["TOOL_TIMEOUT", "TOOL_IN_PROGRESS"]);
+
 export interface ReconcilerDeps {
   idempotency: KV;
   clock: Clock;
   logger: Logger;
   tool: (name: string) => AnyTool | undefined;
-  /** How often to look again while the previous worker's call may still be running. */
+  /** How often to look again while a call may still be running. */
   pollMs?: number;
   /** Extra time past the tool's own timeout before its outcome counts as unknown. */
   graceMs?: number;
 }
 
 /**
- * Decides what a worker that took over a run may do with the tool call the run was waiting on.
- * Re-sending the call with the same idempotency key is always safe when the tool service has not
- * claimed the key (it never started) or has recorded a result (it answers with it). For a
- * non-idempotent tool whose claim is still "running", the worker waits for the outcome up to the
- * tool's timeout; after that the outcome is unknown and the run HALTs for a human, never retried
- * blindly.
+ * Decides what happened to a call of a non-idempotent tool when the worker cannot know: after
+ * taking over a crashed worker's run, or after the call timed out. The tool service's record for
+ * the idempotency key is the truth: a recorded result is used as the outcome; no record means the
+ * service never started the call; a claim still running is waited on up to the tool's timeout,
+ * after which the outcome is unknown and the run HALTs for a human. Never a blind retry.
  */
 export class Reconciler {
   constructor(private readonly deps: ReconcilerDeps) {}
 
-  async check(effect: ToolCall, signal: AbortSignal): Promise<LoopEvent | "release" | undefined> {
+  /** Whether this call's outcome needs reconciling: a non-idempotent tool that ended without a known outcome. */
+  unknown(effect: ToolCall, event: LoopEvent): boolean {
+    const tool = this.deps.tool(effect.tool);
+    return Boolean(
+      tool && !tool.idempotent && event.type === "toolAborted" && UNKNOWN_OUTCOME.has(event.error.code),
+    );
+  }
+
+  /**
+   * The call's outcome from the service's record (or a HALT when it stays unknown); undefined when
+   * the service never claimed the key, or the tool is idempotent (re-sending it is safe).
+   */
+  async outcome(effect: ToolCall, signal: AbortSignal): Promise<LoopEvent | "release" | undefined> {
     const tool = this.deps.tool(effect.tool);
     if (!tool || tool.idempotent) return undefined;
     const key = idempotencyBucketKey(effect.tool, effect.idempotencyKey);
@@ -39,22 +53,35 @@ export class Reconciler {
       const entry = await this.deps.idempotency.get(key);
       if (!entry || entry.operation !== "PUT") return undefined;
       const record = decode(IdempotencyRecord, entry.value);
-      if (record.status === "done") return undefined;
       const now = this.deps.clock.now();
-      if (now > record.since + tool.timeoutMs + (this.deps.graceMs ?? 5_000)) {
-        this.deps.logger.error(
-          { tool: effect.tool, actionId: effect.actionId },
-          "outcome of a non-idempotent tool call is unknown: halting for reconciliation",
-        );
-        return {
-          type: "halt",
-          at: now,
-          reason: `RECONCILIATION_REQUIRED: the outcome of non-idempotent tool '${effect.tool}' (action ${effect.actionId}) is unknown after a worker crash; check its effect, then resume the run`,
-          by: "runtime",
-        };
+      if (record.status === "done") {
+        const reply = record.reply;
+        return reply.ok
+          ? {
+              type: "toolCompleted",
+              at: now,
+              actionId: effect.actionId,
+              output: reply.output,
+              ...(reply.signals ? { signals: reply.signals } : {}),
+            }
+          : { type: "toolAborted", at: now, actionId: effect.actionId, error: reply.error };
       }
+      if (now > record.since + tool.timeoutMs + (this.deps.graceMs ?? 5_000)) return this.halt(effect, now);
       if (signal.aborted) return "release";
       await this.deps.clock.sleep(this.deps.pollMs ?? 250, signal).catch(() => undefined);
     }
+  }
+
+  private halt(effect: ToolCall, now: number): LoopEvent {
+    this.deps.logger.error(
+      { tool: effect.tool, actionId: effect.actionId },
+      "outcome of a non-idempotent tool call is unknown: halting for reconciliation",
+    );
+    return {
+      type: "halt",
+      at: now,
+      reason: `RECONCILIATION_REQUIRED: the outcome of non-idempotent tool '${effect.tool}' (action ${effect.actionId}, key ${effect.idempotencyKey}) is unknown; check whether its effect happened, then resume the run`,
+      by: "runtime",
+    };
   }
 }

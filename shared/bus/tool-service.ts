@@ -43,7 +43,8 @@ export function idempotencyBucketKey(tool: string, idempotencyKey: string): stri
  * Serves one tool on `<prefix>.tools.<name>` in a queue group, so replicas share the load. A call
  * first claims its idempotency key (KV create, which only one caller can win); a key already done
  * answers with the recorded reply and runs nothing; a key still running answers "in progress"
- * (retryable). Terminal outcomes are recorded; a retryable failure frees the claim for a retry.
+ * (retryable). Terminal outcomes are recorded; a retryable failure frees the claim for a retry,
+ * except a timeout of a non-idempotent tool, whose outcome is unknown: its claim stays.
  * Bad payloads get a structured INVALID_INPUT reply and the service keeps serving.
  */
 export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] {
@@ -99,12 +100,16 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
       msg,
       claimed.status === "done"
         ? claimed.reply
-        : failure(new AgentError("TOOL_UNAVAILABLE", `a call with this idempotency key is still running`)),
+        : failure(new AgentError("TOOL_IN_PROGRESS", `a call with this idempotency key is still running`)),
     );
     return;
   }
   const reply = await run(tool, deps, request);
-  if (reply.ok || !reply.error.retryable) {
+  if (!reply.ok && !tool.idempotent && reply.error.code === "TOOL_TIMEOUT") {
+    // The effect may or may not have happened: the claim stays, so no retry can run it again, and
+    // the caller reconciles (a human decides) instead of guessing.
+    log.warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
+  } else if (reply.ok || !reply.error.retryable) {
     await deps.idempotency.put(
       key,
       encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply }),

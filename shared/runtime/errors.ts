@@ -19,6 +19,8 @@ export const ERROR_CODES = {
   TOOL_TIMEOUT: { retryable: true },
   TOOL_FAILED: { retryable: false },
   TOOL_UNAVAILABLE: { retryable: true },
+  /** A call with this idempotency key is still running in the tool service: ask again later. */
+  TOOL_IN_PROGRESS: { retryable: true },
   CIRCUIT_OPEN: { retryable: true },
   GUARD_BLOCKED: { retryable: false },
   MODEL_RATE_LIMITED: { retryable: true },

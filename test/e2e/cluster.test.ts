@@ -208,6 +208,48 @@ describe("cluster: actors as processes on a real nats-server", () => {
     await suite.cluster.start("agent", `${holder as string}b`);
   }, 60_000);
 
+  it("a non-idempotent call whose outcome is unknown (it timed out) halts the run for reconciliation; it is never run twice", async () => {
+    let executions = 0;
+    const launch = defineTool({
+      name: "launch",
+      description: "Launches something that cannot be launched twice; hangs here.",
+      input: z.object({ target: z.string() }),
+      capability: { kind: "compute" },
+      timeoutMs: 400,
+      reversibility: "irreversible",
+      idempotent: false,
+      execute: async () => {
+        executions += 1;
+        await new Promise(() => undefined);
+        return { output: {} };
+      },
+    });
+    const subs = serveTool(launch, {
+      nc: suite.bus.nc,
+      subjects: suite.bus.subjects,
+      idempotency: suite.bus.buckets.idempotency,
+      invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
+      clock: systemClock,
+      logger: silentLogger,
+    });
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "launch", input: { target: "moon" } }] },
+          { toolCalls: [{ name: "launch", input: { target: "moon" } }] },
+          { text: "done" },
+        ],
+        tools: ["launch"],
+      }),
+    );
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status.status).toBe("halted");
+    expect(status.terminal?.reason).toMatch(/RECONCILIATION_REQUIRED.*launch/);
+    expect(executions).toBe(1);
+    expect(status.usage.modelCalls).toBe(1);
+    for (const sub of subs) sub.unsubscribe();
+  }, 60_000);
+
   it("two workers forced onto one run: fencing lets exactly one drive; the other logs the conflict and lets go", async () => {
     const runId = `fence${Date.now().toString(36)}`;
     const runSpec = spec({

@@ -13,7 +13,7 @@ import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { requestJson } from "../../shared/bus/request.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { serve } from "../../shared/bus/serve.js";
-import { serveTool } from "../../shared/bus/tool-service.js";
+import { IdempotencyRecord, idempotencyBucketKey, serveTool } from "../../shared/bus/tool-service.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { startRun } from "../../shared/loop/fsm.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -24,6 +24,7 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { describeTool } from "../../shared/tools/tool.js";
+import { Reconciler } from "../../services/agent/reconcile.js";
 import { review, reviewFailed } from "../../services/critic/review.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 import { spec, START, toolCtx } from "../helpers/fixtures.js";
@@ -275,6 +276,53 @@ describe("workers' plumbing", () => {
       error: { code: "INVALID_INPUT" },
     });
     sub.unsubscribe();
+  });
+
+  it("reconciliation reads the tool service's record: a result is used, no claim means never started, a stale claim halts", async () => {
+    const charge = { ...echoTool, name: "charge", idempotent: false, timeoutMs: 50 };
+    const reconciler = new Reconciler({
+      idempotency: buckets.idempotency,
+      clock: systemClock,
+      logger: silentLogger,
+      tool: (name) => (name === "charge" ? charge : name === "echo" ? echoTool : undefined),
+      pollMs: 10,
+      graceMs: 100,
+    });
+    const call = (key: string, tool = "charge") => ({
+      type: "callTool" as const,
+      actionId: "a1",
+      tool,
+      input: {},
+      idempotencyKey: key,
+      purpose: "act" as const,
+      timeoutMs: 50,
+    });
+    const signal = new AbortController().signal;
+    const put = (key: string, record: IdempotencyRecord) =>
+      buckets.idempotency.put(idempotencyBucketKey("charge", key), encode(IdempotencyRecord, record));
+    expect(await reconciler.outcome(call("never"), signal)).toBeUndefined();
+    expect(await reconciler.outcome(call("any", "echo"), signal)).toBeUndefined();
+    await put("done", { status: "done", idempotencyKey: "done", reply: { ok: true, output: { n: 1 } } });
+    expect(await reconciler.outcome(call("done"), signal)).toMatchObject({
+      type: "toolCompleted",
+      output: { n: 1 },
+    });
+    await put("stale", { status: "running", idempotencyKey: "stale", since: systemClock.now() });
+    expect(await reconciler.outcome(call("stale"), signal)).toMatchObject({
+      type: "halt",
+      reason: expect.stringMatching(/^RECONCILIATION_REQUIRED/) as string,
+    });
+    const aborted = {
+      type: "toolAborted" as const,
+      at: 0,
+      actionId: "a1",
+      error: { code: "TOOL_TIMEOUT", message: "t" },
+    };
+    expect(reconciler.unknown(call("x"), aborted)).toBe(true);
+    expect(reconciler.unknown(call("x", "echo"), aborted)).toBe(false);
+    expect(reconciler.unknown(call("x"), { ...aborted, error: { code: "TOOL_FAILED", message: "f" } })).toBe(
+      false,
+    );
   });
 
   it("auditCount says how many events a run already has", async () => {

@@ -77,7 +77,7 @@ describe("tools as NATS services", () => {
     expect(done).toEqual([{ ok: true, output: { charged: 500, n: 1 } }]);
     expect([a, b].find((r) => !r.ok)).toMatchObject({
       ok: false,
-      error: { code: "TOOL_UNAVAILABLE", retryable: true },
+      error: { code: "TOOL_IN_PROGRESS", retryable: true },
     });
     expect(await call("charge", encode(ToolCallRequest, req))).toEqual({
       ok: true,
