@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { ControlReply, SubmitRequest } from "../../shared/contracts/cluster.js";
+import { ControlReply, ResumeRequest, SubmitRequest } from "../../shared/contracts/cluster.js";
 import { Approval, KillSwitch, SubmitReply } from "../../shared/contracts/control.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
@@ -48,6 +48,10 @@ export class ClusterClient {
 
   async decide(runId: string, approval: Approval): Promise<string> {
     return this.control(this.bus.subjects.approvals(runId), Approval, approval);
+  }
+
+  async resume(request: ResumeRequest): Promise<string> {
+    return this.control(this.bus.subjects.resume(), ResumeRequest, request);
   }
 
   async killSwitch(request: KillSwitch): Promise<string> {

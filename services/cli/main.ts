@@ -101,6 +101,14 @@ export function program(): Command {
       );
   }
   cmd
+    .command("resume")
+    .description("resume a halted run (after the kill switch or a reconciliation) from where it stopped")
+    .argument("<runId>", "the run", runIdArg)
+    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
+    .action((runId: string, opts: { by: string }) =>
+      withClient(async (client) => out(await client.resume({ runId, by: opts.by }))),
+    );
+  cmd
     .command("kill-switch")
     .description("stop all admissions and halt running runs at their next step (on), or lift it (off)")
     .argument("<state>", "on | off", (v: string) => {

@@ -2,6 +2,7 @@ import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import {
   ApprovalRequest,
   KillSwitchRequest,
+  ResumeRequest,
   LeaseRequest,
   type ControlReply,
   type LeaseReply,
@@ -11,7 +12,7 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { fanInResults, readFanOut } from "../../shared/bus/fanout.js";
 import { publishJob } from "../../shared/bus/jobs.js";
-import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
+import { readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { TreeBudget } from "../../shared/bus/tree-budget.js";
@@ -175,4 +176,47 @@ async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
     { runId: parentRunId, children: fanOut.children.length },
     "children settled: parent queued",
   );
+}
+
+/**
+ * Resumes a halted run: it takes a pool slot again (POOL_FULL when none is free), and a job
+ * carrying the resume goes to the work queue. Refused while the kill switch is on.
+ */
+export async function resumeRun(bus: ActorBus, capacity: number, data: Uint8Array): Promise<ControlReply> {
+  const request = decode(ResumeRequest, data);
+  const entry = await bus.buckets.runs.get(request.runId);
+  const current = await new RunStatusStore(bus.buckets.runs).get(request.runId);
+  if (!current || !entry) throw new AgentError("NOT_FOUND", `no run '${request.runId}'`);
+  if (current.status !== "halted") {
+    throw new AgentError("INVALID_INPUT", `run '${request.runId}' is not halted (it is ${current.status})`);
+  }
+  const killSwitch = await readKillSwitch(bus.buckets.pool);
+  if (killSwitch?.active) {
+    throw new AgentError(
+      "KILL_SWITCH_ACTIVE",
+      `kill switch is on (${killSwitch.reason}): runs cannot resume`,
+    );
+  }
+  const pool = new PoolLedger({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
+  await pool.acquire(request.runId, capacity);
+  await publishJob(
+    bus,
+    {
+      schemaVersion: 1,
+      runId: request.runId,
+      rootRunId: current.rootRunId ?? request.runId,
+      ...(current.parentRunId ? { parentRunId: current.parentRunId } : {}),
+      depth: current.depth ?? 0,
+      auditSeq: 0,
+      event: { type: "resume", at: bus.clock.now(), by: request.by },
+    },
+    `${request.runId}:resume:${entry.revision}`,
+  );
+  bus.logger.info({ runId: request.runId, by: request.by }, "run resumed");
+  return {
+    schemaVersion: 1,
+    ok: true,
+    message: `run ${request.runId}: resume queued`,
+    data: { runId: request.runId },
+  };
 }

@@ -21,6 +21,7 @@ import {
   leaseFailed,
   leaseIterations,
   releaseSlots,
+  resumeRun,
   setKillSwitch,
 } from "./control.js";
 
@@ -59,6 +60,13 @@ serve(bus.nc, subjects.approvalsAll(), {
   reply: ControlReply,
   logger,
   handle: (msg) => decideApproval(bus, msg.subject, msg.data),
+  onError: failed,
+});
+serve(bus.nc, subjects.resume(), {
+  queue,
+  reply: ControlReply,
+  logger,
+  handle: (msg) => resumeRun(bus, env.SUPERVISOR_POOL_CAPACITY, msg.data),
   onError: failed,
 });
 serve(bus.nc, subjects.killSwitch(), {

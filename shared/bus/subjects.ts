@@ -111,6 +111,11 @@ export class Subjects {
     return `${this.prefix}.control.lease`;
   }
 
+  /** Where an operator resumes a halted run (after the kill switch, or a reconciliation). */
+  resume(): string {
+    return `${this.prefix}.control.resume`;
+  }
+
   killSwitch(): string {
     return `${this.prefix}.control.killswitch`;
   }

@@ -69,6 +69,10 @@ export type ApprovalRequest = z.infer<typeof ApprovalRequest>;
 export const KillSwitchRequest = KillSwitch;
 export type KillSwitchRequest = z.infer<typeof KillSwitchRequest>;
 
+/** The request on `<prefix>.control.resume`: continue a halted run from where it stopped. */
+export const ResumeRequest = z.object({ runId: RunId, by: z.string().min(1), reason: z.string().optional() });
+export type ResumeRequest = z.infer<typeof ResumeRequest>;
+
 /** The kill switch as stored (one key in the pool bucket, watched by every worker). */
 export const KillSwitchState = KillSwitch.extend({ at: z.number().int().nonnegative() });
 export type KillSwitchState = z.infer<typeof KillSwitchState>;

@@ -308,9 +308,15 @@ describe("cluster: actors as processes on a real nats-server", () => {
     expect(decided).toMatchObject({ actor: "human", status: "passed" });
   }, 60_000);
 
-  it("kill switch: admissions are refused and running runs halt at their next step", async () => {
+  it("kill switch: admissions are refused and running runs halt at their next step; agentctl resume continues them", async () => {
     const slow = await suite.client.submit(
-      spec({ script: [{ toolCalls: [{ name: "echo", input: { text: "x" } }], delayMs: 1_000 }], loop: true }),
+      spec({
+        script: [
+          { toolCalls: [{ name: "echo", input: { text: "x" } }], delayMs: 1_000 },
+          { toolCalls: [{ name: "echo", input: { text: "y" } }], delayMs: 300 },
+          { toolCalls: [{ name: "finish", input: { answer: "resumed and done" } }] },
+        ],
+      }),
     );
     await suite.waitFor(slow.runId, (s) => s.status === "running");
     expect(await suite.client.killSwitch({ active: true, reason: "incident 42", by: "oncall" })).toMatch(
@@ -327,6 +333,26 @@ describe("cluster: actors as processes on a real nats-server", () => {
     }
     const after = await suite.client.submit(spec());
     expect((await suite.waitFor(after.runId, settled)).status).toBe("committed");
+    const env = {
+      ...process.env,
+      NATS_URL: suite.server.url,
+      AGENTS_PREFIX: suite.prefix,
+      ...credentials(suite.server),
+    };
+    const resumed = await run(process.execPath, [AGENTCTL, "resume", slow.runId, "--by", "oncall"], { env });
+    expect(resumed.stdout).toMatch(/resume queued/);
+    const done = await suite.waitFor(
+      slow.runId,
+      (s) => s.status === "committed" || s.status === "failed",
+      20_000,
+    );
+    expect(done).toMatchObject({ status: "committed", terminal: { output: "resumed and done" } });
+    const events = await suite.audit(slow.runId);
+    expect(events.find((e) => e.kind === "run.resumed")).toMatchObject({
+      actor: "human",
+      data: { by: "oncall" },
+    });
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
   }, 60_000);
 
   it("spawn: fan-out of 3 children returns 3 results in order while the parent holds no worker; a child past the depth limit is refused with DEPTH_LIMIT", async () => {
@@ -503,6 +529,14 @@ describe("cluster: actors as processes on a real nats-server", () => {
       [subjects.approvals("nobody"), JSON.stringify({ decision: "approve", by: "x" }), "NOT_FOUND"],
       [subjects.killSwitch(), "[]", "INVALID_INPUT"],
       [subjects.killSwitch(), JSON.stringify({ active: "yes" }), "INVALID_INPUT"],
+      [subjects.resume(), "{", "INVALID_INPUT"],
+      [subjects.resume(), JSON.stringify({ runId: "nobody", by: "x" }), "NOT_FOUND"],
+      [subjects.iterationLease(), "null", "INVALID_INPUT"],
+      [
+        subjects.iterationLease(),
+        JSON.stringify({ schemaVersion: 1, runId: "r", rootRunId: "r", count: 0 }),
+        "INVALID_INPUT",
+      ],
       [subjects.criticReview(), "\u0000", "INVALID_INPUT"],
       [subjects.criticReview(), JSON.stringify({ schemaVersion: 1 }), "INVALID_INPUT"],
       [subjects.tool("echo"), "nope", "INVALID_INPUT"],
