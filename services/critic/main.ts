@@ -4,12 +4,12 @@
  */
 import { CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
-import { serve } from "../../shared/bus/serve.js";
+import { failureReply, serve } from "../../shared/bus/serve.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
-import { review, reviewFailed } from "./review.js";
+import { review } from "./review.js";
 
 const env = parseEnv(ActorEnv, process.env);
 const logger = createLogger({ actor: "critic", level: env.LOG_LEVEL });
@@ -23,7 +23,7 @@ serve(bus.nc, bus.subjects.criticReview(), {
     if (reply.ok) logger.info({ passed: reply.verdict.passed, scores: reply.verdict.scores }, "review done");
     return reply;
   },
-  onError: reviewFailed,
+  onError: failureReply,
 });
 logger.info("critic ready");
 onShutdown(logger, async () => {

@@ -4,7 +4,6 @@ import { modelCritic } from "../../shared/loop/critic.js";
 import { createDriver } from "../../shared/models/factory.js";
 import { ScriptedDriver } from "../../shared/models/scripted.js";
 import type { Clock } from "../../shared/runtime/clock.js";
-import { toAgentError } from "../../shared/runtime/errors.js";
 import type { Random } from "../../shared/runtime/random.js";
 
 export interface ReviewDeps {
@@ -28,13 +27,4 @@ export async function review(data: Uint8Array, deps: ReviewDeps): Promise<Critic
   if (driver instanceof ScriptedDriver) driver.seek(request.attempt);
   const verdict = await modelCritic(driver)(request.request);
   return { schemaVersion: 1, ok: true, verdict };
-}
-
-export function reviewFailed(err: unknown): CriticReviewReply {
-  const error = toAgentError(err);
-  return {
-    schemaVersion: 1,
-    ok: false,
-    error: { code: error.code, message: error.message, retryable: error.retryable },
-  };
 }

@@ -16,19 +16,10 @@ import { readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { TreeBudget } from "../../shared/bus/tree-budget.js";
-import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 
 const RELEASING_KINDS = new Set(["run.committed", "run.failed", "run.halted"]);
 export const RELEASE_CONSUMER = "supervisor-release";
-
-export function failed(err: unknown): ControlReply {
-  const error = toAgentError(err);
-  return {
-    schemaVersion: 1,
-    ok: false,
-    error: { code: error.code, message: error.message, retryable: error.retryable },
-  };
-}
 
 /**
  * Approvals: a run waiting for a human holds no worker; the decision becomes a job on the work
@@ -139,15 +130,6 @@ export async function leaseIterations(
   const request = decode(LeaseRequest, data);
   const { granted, used } = await budget.lease(request.rootRunId, request.count, cap);
   return { schemaVersion: 1, ok: true, granted, used, cap };
-}
-
-export function leaseFailed(err: unknown): LeaseReply {
-  const error = toAgentError(err);
-  return {
-    schemaVersion: 1,
-    ok: false,
-    error: { code: error.code, message: error.message, retryable: error.retryable },
-  };
 }
 
 /**

@@ -6,24 +6,15 @@ import { z } from "zod";
 import { ControlReply, LeaseReply } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
-import { serve } from "../../shared/bus/serve.js";
+import { failureReply, serve } from "../../shared/bus/serve.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
-import { toAgentError } from "../../shared/runtime/errors.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
-import {
-  decideApproval,
-  failed,
-  leaseFailed,
-  leaseIterations,
-  releaseSlots,
-  resumeRun,
-  setKillSwitch,
-} from "./control.js";
+import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
 
 const SupervisorEnv = ActorEnv.extend({
   SUPERVISOR_POOL_CAPACITY: z.coerce.number().int().min(1).max(100_000).default(16),
@@ -50,31 +41,28 @@ serve(bus.nc, subjects.runsSubmit(), {
   reply: SubmitReply,
   logger,
   handle: (msg) => admission.submit(msg.data),
-  onError: (err): SubmitReply => {
-    const error = toAgentError(err);
-    return { schemaVersion: 1, ok: false, error: { code: error.code, message: error.message } };
-  },
+  onError: failureReply,
 });
 serve(bus.nc, subjects.approvalsAll(), {
   queue,
   reply: ControlReply,
   logger,
   handle: (msg) => decideApproval(bus, msg.subject, msg.data),
-  onError: failed,
+  onError: failureReply,
 });
 serve(bus.nc, subjects.resume(), {
   queue,
   reply: ControlReply,
   logger,
   handle: (msg) => resumeRun(bus, env.SUPERVISOR_POOL_CAPACITY, msg.data),
-  onError: failed,
+  onError: failureReply,
 });
 serve(bus.nc, subjects.killSwitch(), {
   queue,
   reply: ControlReply,
   logger,
   handle: (msg) => setKillSwitch(bus, msg.data),
-  onError: failed,
+  onError: failureReply,
 });
 const budget = new TreeBudget({ kv: bus.buckets.pool, clock: systemClock, random: systemRandom });
 serve(bus.nc, subjects.iterationLease(), {
@@ -82,7 +70,7 @@ serve(bus.nc, subjects.iterationLease(), {
   reply: LeaseReply,
   logger,
   handle: (msg) => leaseIterations(bus, budget, env.SUPERVISOR_TREE_ITERATION_CAP, msg.data),
-  onError: leaseFailed,
+  onError: failureReply,
 });
 const stopping = new AbortController();
 const released = releaseSlots(bus, stopping.signal).catch((err: unknown) => {

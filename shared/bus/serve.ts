@@ -1,5 +1,6 @@
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { z } from "zod";
+import { toAgentError } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
 import { encode } from "./codec.js";
 
@@ -48,4 +49,18 @@ export function serve<R extends z.ZodType>(
     },
   });
   return Object.assign(sub, { failures: () => failures });
+}
+
+/** The error arm every request/reply contract shares: `{ schemaVersion, ok: false, error }`. */
+export function failureReply(err: unknown): {
+  schemaVersion: 1;
+  ok: false;
+  error: { code: string; message: string; retryable: boolean };
+} {
+  const error = toAgentError(err);
+  return {
+    schemaVersion: 1,
+    ok: false,
+    error: { code: error.code, message: error.message, retryable: error.retryable },
+  };
 }

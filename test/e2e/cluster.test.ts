@@ -1,26 +1,15 @@
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { AuditEvent } from "../../shared/contracts/audit.js";
-import { RunJob } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { encode } from "../../shared/bus/codec.js";
 import { readFanOut } from "../../shared/bus/fanout.js";
-import { publishJob, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
-import { serveTool } from "../../shared/bus/tool-service.js";
-import { silentLogger } from "../../shared/runtime/logger.js";
-import { systemClock } from "../../shared/runtime/clock.js";
-import { systemRandom } from "../../shared/runtime/random.js";
-import { ToolInvoker } from "../../shared/tools/invoke.js";
-import { defineTool } from "../../shared/tools/tool.js";
-import { credentials, useClusterSuite } from "../helpers/cluster-suite.js";
+import { WORKER_CONSUMER } from "../../shared/bus/jobs.js";
+import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
-const run = promisify(execFile);
 const TREE_CAP = 12;
-const AGENTCTL = fileURLToPath(new URL("../../dist/services/cli/main.js", import.meta.url));
 const SUBSCRIBER = fileURLToPath(new URL("../../examples/audit-subscriber.mjs", import.meta.url));
 
 const suite = useClusterSuite("e2e", {
@@ -40,37 +29,6 @@ const suite = useClusterSuite("e2e", {
 });
 
 /** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */
-function serveCharge(delayMs: number): { executions: Map<string, number>; started: Promise<string> } {
-  const executions = new Map<string, number>();
-  let onStart: (key: string) => void = () => undefined;
-  const started = new Promise<string>((resolve) => (onStart = resolve));
-  const charge = defineTool({
-    name: "charge",
-    description: "Charges an amount (a side effect that must happen once).",
-    input: z.object({ amount: z.number() }),
-    capability: { kind: "compute" },
-    reversibility: "irreversible",
-    idempotent: false,
-    execute: async (input, ctx) => {
-      executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
-      onStart(ctx.idempotencyKey);
-      await systemClock.sleep(delayMs);
-      return { output: { charged: input.amount } };
-    },
-  });
-  serveTool(charge, {
-    nc: suite.bus.nc,
-    subjects: suite.bus.subjects,
-    idempotency: suite.bus.buckets.idempotency,
-    invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
-    clock: systemClock,
-    logger: silentLogger,
-  });
-  return { executions, started };
-}
-
-const settled = (s: { status: string }): boolean => ["committed", "failed", "halted"].includes(s.status);
-
 function verdict(passed: boolean): string {
   const s = passed ? 0.95 : 0.5;
   return JSON.stringify({
@@ -119,23 +77,13 @@ describe("cluster: actors as processes on a real nats-server", () => {
     expect(positions.every((p) => p >= 0)).toBe(true);
     expect([...positions].sort((a, b) => a - b)).toEqual(positions);
     // agentctl replay re-derives every transition from the WAL and finds them identical.
-    const { stdout } = await run(process.execPath, [AGENTCTL, "replay", reply.runId], {
-      env: {
-        ...process.env,
-        NATS_URL: suite.server.url,
-        AGENTS_PREFIX: suite.prefix,
-        ...credentials(suite.server),
-      },
+    const { stdout } = await runProcess(process.execPath, [AGENTCTL, "replay", reply.runId], {
+      env: suite.env(),
     });
     expect(stdout).toMatch(/reproduced identically/);
     // The README's subscriber (plain nats.js, a durable consumer) sees the same events in order.
-    const sub = await run(process.execPath, [SUBSCRIBER, reply.runId, "--until-final"], {
-      env: {
-        ...process.env,
-        NATS_URL: suite.server.url,
-        AGENTS_PREFIX: suite.prefix,
-        ...credentials(suite.server),
-      },
+    const sub = await runProcess(process.execPath, [SUBSCRIBER, reply.runId, "--until-final"], {
+      env: suite.env(),
     });
     const seen = sub.stdout
       .trim()
@@ -151,136 +99,28 @@ describe("cluster: actors as processes on a real nats-server", () => {
   it("agentctl: submit --watch, status, audit tail, contracts; a bad flag is a structured INVALID_INPUT", async () => {
     const env = { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix };
     const hello = fileURLToPath(new URL("../../examples/hello.json", import.meta.url));
-    const submitted = await run(process.execPath, [AGENTCTL, "submit", hello, "--watch"], { env });
+    const submitted = await runProcess(process.execPath, [AGENTCTL, "submit", hello, "--watch"], { env });
     const runId = /^admitted (\S+)/.exec(submitted.stdout)?.[1] as string;
     expect(submitted.stdout).toMatch(/committed\s+COMMIT/);
     expect(submitted.stdout).toMatch(/Hello, operator!/);
-    const status = await run(process.execPath, [AGENTCTL, "status", runId], { env });
+    const status = await runProcess(process.execPath, [AGENTCTL, "status", runId], { env });
     expect(JSON.parse(status.stdout)).toMatchObject({ runId, status: "committed" });
-    const tail = await run(process.execPath, [AGENTCTL, "audit", "tail", runId, "--json"], { env });
+    const tail = await runProcess(process.execPath, [AGENTCTL, "audit", "tail", runId, "--json"], { env });
     const lines = tail.stdout
       .trim()
       .split("\n")
       .map((l) => AuditEvent.parse(JSON.parse(l)));
     expect(lines[0]?.kind).toBe("run.admitted");
     expect(lines.at(-1)?.kind).toBe("run.committed");
-    const contracts = await run(process.execPath, [AGENTCTL, "contracts"], { env });
+    const contracts = await runProcess(process.execPath, [AGENTCTL, "contracts"], { env });
     expect(contracts.stdout).toMatch(/INV-001\s+loop-terminates/);
-    const bad = await run(process.execPath, [AGENTCTL, "status", "not a run id"], { env }).catch(
+    const bad = await runProcess(process.execPath, [AGENTCTL, "status", "not a run id"], { env }).catch(
       (err: { code: number; stderr: string }) => err,
     );
     expect(bad).toMatchObject({ code: 2 });
     expect(JSON.parse((bad as { stderr: string }).stderr.trim().split("\n").at(-1) ?? "")).toMatchObject({
       error: { code: "INVALID_INPUT" },
     });
-  }, 60_000);
-
-  it("kill -9 of the worker mid-run: another worker resumes it, the side effect happens once, no recorded model step is called again", async () => {
-    const charge = serveCharge(1_500);
-    const reply = await suite.client.submit(
-      spec({
-        script: [
-          { toolCalls: [{ name: "charge", input: { amount: 5 } }] },
-          { toolCalls: [{ name: "finish", input: { answer: "charged 5" } }] },
-        ],
-        tools: ["charge"],
-      }),
-    );
-    const key = await charge.started;
-    const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
-      last_by_subj: suite.bus.subjects.wal(reply.runId),
-    });
-    const holder = /^[^:]+:\d+:(agent-\d+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
-    expect(holder).toMatch(/^agent-\d$/);
-    suite.cluster.signal(holder as string, "SIGKILL");
-
-    const status = await suite.waitFor(reply.runId, settled, 30_000);
-    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 5" } });
-    expect(charge.executions.get(key)).toBe(1);
-    const events = await suite.audit(reply.runId);
-    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
-    expect(events.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
-    const wal = (await suite.wal(reply.runId)).map((r) => r.record);
-    const models = wal.flatMap((r) => (r.type === "MODEL" ? [r.event.requestId] : []));
-    expect(models).toHaveLength(2);
-    expect(new Set(models).size).toBe(2);
-    expect(events.filter((e) => e.kind === "model.called")).toHaveLength(2);
-    await suite.cluster.start("agent", `${holder as string}b`);
-  }, 60_000);
-
-  it("a non-idempotent call whose outcome is unknown (it timed out) halts the run for reconciliation; it is never run twice", async () => {
-    let executions = 0;
-    const launch = defineTool({
-      name: "launch",
-      description: "Launches something that cannot be launched twice; hangs here.",
-      input: z.object({ target: z.string() }),
-      capability: { kind: "compute" },
-      timeoutMs: 400,
-      reversibility: "irreversible",
-      idempotent: false,
-      execute: async () => {
-        executions += 1;
-        await new Promise(() => undefined);
-        return { output: {} };
-      },
-    });
-    const subs = serveTool(launch, {
-      nc: suite.bus.nc,
-      subjects: suite.bus.subjects,
-      idempotency: suite.bus.buckets.idempotency,
-      invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
-      clock: systemClock,
-      logger: silentLogger,
-    });
-    const reply = await suite.client.submit(
-      spec({
-        script: [
-          { toolCalls: [{ name: "launch", input: { target: "moon" } }] },
-          { toolCalls: [{ name: "launch", input: { target: "moon" } }] },
-          { text: "done" },
-        ],
-        tools: ["launch"],
-      }),
-    );
-    const status = await suite.waitFor(reply.runId, settled, 30_000);
-    expect(status.status).toBe("halted");
-    expect(status.terminal?.reason).toMatch(/RECONCILIATION_REQUIRED.*launch/);
-    expect(executions).toBe(1);
-    expect(status.usage.modelCalls).toBe(1);
-    for (const sub of subs) sub.unsubscribe();
-  }, 60_000);
-
-  it("two workers forced onto one run: fencing lets exactly one drive; the other logs the conflict and lets go", async () => {
-    const runId = `fence${Date.now().toString(36)}`;
-    const runSpec = spec({
-      script: [
-        { toolCalls: [{ name: "echo", input: { text: "a" } }], delayMs: 300 },
-        { toolCalls: [{ name: "echo", input: { text: "b" } }], delayMs: 300 },
-        { toolCalls: [{ name: "finish", input: { answer: "done" } }], delayMs: 300 },
-      ],
-    });
-    await suite.bus.buckets.runs.delete(runId).catch(() => undefined);
-    const job = RunJob.parse({
-      schemaVersion: 1,
-      runId,
-      rootRunId: runId,
-      depth: 0,
-      spec: runSpec,
-      auditSeq: 0,
-    });
-    await publishJob(suite.bus, job, `${runId}:copy-1`);
-    await publishJob(suite.bus, job, `${runId}:copy-2`);
-    const status = await suite.waitFor(runId, settled, 30_000);
-    expect(status.status).toBe("committed");
-    const wal = (await suite.wal(runId)).map((r) => r.record);
-    const models = wal.flatMap((r) => (r.type === "MODEL" ? [r.event.requestId] : []));
-    expect(new Set(models).size).toBe(models.length);
-    const events = await suite.audit(runId);
-    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
-    expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
-    expect(await suite.logs()).toMatch(
-      new RegExp(`"runId":"${runId}"[^\\n]*fenced: another worker drives this run`),
-    );
   }, 60_000);
 
   it("approval: the run halts in awaiting_approval holding no worker; agentctl approve commits it, reject fails it with the reason", async () => {
@@ -293,9 +133,11 @@ describe("cluster: actors as processes on a real nats-server", () => {
     );
     for (const r of [approved, rejected])
       await suite.waitFor(r.runId, (s) => s.status === "awaiting_approval");
-    const out = await run(process.execPath, [AGENTCTL, "approve", approved.runId, "--by", "alice"], { env });
+    const out = await runProcess(process.execPath, [AGENTCTL, "approve", approved.runId, "--by", "alice"], {
+      env,
+    });
     expect(out.stdout).toMatch(/approve recorded/);
-    await run(
+    await runProcess(
       process.execPath,
       [AGENTCTL, "reject", rejected.runId, "--by", "bob", "--reason", "not today"],
       { env },
@@ -333,13 +175,10 @@ describe("cluster: actors as processes on a real nats-server", () => {
     }
     const after = await suite.client.submit(spec());
     expect((await suite.waitFor(after.runId, settled)).status).toBe("committed");
-    const env = {
-      ...process.env,
-      NATS_URL: suite.server.url,
-      AGENTS_PREFIX: suite.prefix,
-      ...credentials(suite.server),
-    };
-    const resumed = await run(process.execPath, [AGENTCTL, "resume", slow.runId, "--by", "oncall"], { env });
+    const env = suite.env();
+    const resumed = await runProcess(process.execPath, [AGENTCTL, "resume", slow.runId, "--by", "oncall"], {
+      env,
+    });
     expect(resumed.stdout).toMatch(/resume queued/);
     const done = await suite.waitFor(
       slow.runId,
@@ -474,43 +313,6 @@ describe("cluster: actors as processes on a real nats-server", () => {
     await expect(
       suite.client.submit({ ...spec(), parent: { runId: reply.runId, depth: 0 } }),
     ).rejects.toMatchObject({ code: "GLOBAL_CAP" });
-  }, 60_000);
-
-  it("SIGTERM on a worker mid-run: it finishes its step, hands the run back, and another worker continues within 2 s", async () => {
-    const reply = await suite.client.submit(
-      spec({
-        script: [
-          ...["a", "b", "c"].map((text) => ({
-            toolCalls: [{ name: "echo", input: { text } }],
-            delayMs: 700,
-          })),
-          { toolCalls: [{ name: "finish", input: { answer: "drained" } }] },
-        ],
-      }),
-    );
-    await suite.waitFor(reply.runId, (s) => s.usage.toolCalls >= 1);
-    const writerOf = async () => {
-      const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
-        last_by_subj: suite.bus.subjects.wal(reply.runId),
-      });
-      return /^[^:]+:\d+:(agent-\w+)-\d+-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
-    };
-    const holder = (await writerOf()) as string;
-    expect(holder).toMatch(/^agent-/);
-    const stoppedAt = Date.now();
-    suite.cluster.signal(holder, "SIGTERM");
-    let next = holder;
-    while (next === holder && Date.now() - stoppedAt < 10_000) {
-      await new Promise((r) => setTimeout(r, 20));
-      next = (await writerOf()) ?? holder;
-    }
-    const handover = Date.now() - stoppedAt;
-    expect(next).not.toBe(holder);
-    expect(handover).toBeLessThan(2_000);
-    expect(await suite.cluster.actors.get(holder)?.exited).toBe(0);
-    expect((await suite.waitFor(reply.runId, settled, 20_000)).status).toBe("committed");
-    expect((await suite.audit(reply.runId)).filter((e) => e.kind === "run.resumed")).toHaveLength(1);
-    await suite.cluster.start("agent", `${holder}x`);
   }, 60_000);
 
   it("malformed JSON and schema-invalid payloads on every request subject get structured errors; the actors keep serving", async () => {

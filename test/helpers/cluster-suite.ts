@@ -1,15 +1,21 @@
+import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { afterAll, beforeAll } from "vitest";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { serveTool } from "../../shared/bus/tool-service.js";
 import { readWal, type StoredRecord } from "../../shared/bus/wal.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
+import { ToolInvoker } from "../../shared/tools/invoke.js";
+import type { AnyTool } from "../../shared/tools/tool.js";
 import { ClusterClient } from "../../services/cli/client.js";
 import { LocalCluster, type ActorKind } from "../../services/local/cluster.js";
 import { startNats, type TestNats } from "./nats-server.js";
@@ -28,7 +34,16 @@ export interface ClusterSuite {
   logs(): Promise<string>;
   /** One actor's log. */
   log(name: string): Promise<string>;
+  /** Serves a tool from the test process (a service the cluster discovers like any other). */
+  serveTool(tool: AnyTool): { stop(): void };
+  /** The environment agentctl (or any client process) needs to reach this suite's cluster. */
+  env(): NodeJS.ProcessEnv;
 }
+
+export const settled = (s: { status: string }): boolean =>
+  ["committed", "failed", "halted"].includes(s.status);
+export const AGENTCTL = fileURLToPath(new URL("../../dist/services/cli/main.js", import.meta.url));
+export const runProcess = promisify(execFile);
 
 export interface ClusterSuiteOptions {
   actors: { kind: ActorKind; name?: string; env?: Record<string, string> }[];
@@ -85,6 +100,24 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
     return texts.join("\n");
   };
   suite.log = (actor) => readFile(join(suite.logDir, `${actor}.log`), "utf8");
+  suite.serveTool = (tool) => {
+    const subs = serveTool(tool, {
+      nc: suite.bus.nc,
+      subjects: suite.bus.subjects,
+      idempotency: suite.bus.buckets.idempotency,
+      // The worker retries; the service runs each call once, as the tools actor does.
+      invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
+      clock: systemClock,
+      logger: silentLogger,
+    });
+    return { stop: () => subs.forEach((sub) => sub.unsubscribe()) };
+  };
+  suite.env = () => ({
+    ...process.env,
+    NATS_URL: suite.server.url,
+    AGENTS_PREFIX: prefix,
+    ...credentials(suite.server),
+  });
   return suite;
 }
 

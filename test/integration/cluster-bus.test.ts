@@ -12,7 +12,7 @@ import { KvMemory } from "../../shared/bus/kv-memory.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { requestJson } from "../../shared/bus/request.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { serve } from "../../shared/bus/serve.js";
+import { failureReply, serve } from "../../shared/bus/serve.js";
 import { IdempotencyRecord, idempotencyBucketKey, serveTool } from "../../shared/bus/tool-service.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { startRun } from "../../shared/loop/fsm.js";
@@ -25,7 +25,7 @@ import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { Reconciler } from "../../services/agent/reconcile.js";
-import { review, reviewFailed } from "../../services/critic/review.js";
+import { review } from "../../services/critic/review.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 import { spec, START, toolCtx } from "../helpers/fixtures.js";
 
@@ -242,7 +242,7 @@ describe("workers' plumbing", () => {
       reply: CriticReviewReply,
       logger: silentLogger,
       handle: (msg) => review(msg.data, { clock: systemClock, random: seededRandom(1), env: {} }),
-      onError: reviewFailed,
+      onError: failureReply,
     });
     const runSpec = RunSpec.parse(
       spec({

@@ -1,0 +1,182 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { RunJob } from "../../shared/contracts/cluster.js";
+import { publishJob } from "../../shared/bus/jobs.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { defineTool } from "../../shared/tools/tool.js";
+import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+
+/** Workers that die, drain or collide: the run survives, and no side effect happens twice. */
+const suite = useClusterSuite("takeover", {
+  actors: [
+    { kind: "supervisor" },
+    { kind: "tools", env: { TOOLS: "echo" } },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+  ],
+  env: { AGENT_ACK_WAIT_MS: "2000", AGENT_RETRY_DELAY_MS: "500" },
+});
+
+/** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */
+function serveCharge(delayMs: number): { executions: Map<string, number>; started: Promise<string> } {
+  const executions = new Map<string, number>();
+  let onStart: (key: string) => void = () => undefined;
+  const started = new Promise<string>((resolve) => (onStart = resolve));
+  const charge = defineTool({
+    name: "charge",
+    description: "Charges an amount (a side effect that must happen once).",
+    input: z.object({ amount: z.number() }),
+    capability: { kind: "compute" },
+    reversibility: "irreversible",
+    idempotent: false,
+    execute: async (input, ctx) => {
+      executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
+      onStart(ctx.idempotencyKey);
+      await systemClock.sleep(delayMs);
+      return { output: { charged: input.amount } };
+    },
+  });
+  suite.serveTool(charge);
+  return { executions, started };
+}
+
+describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
+  it("kill -9 of the worker mid-run: another worker resumes it, the side effect happens once, no recorded model step is called again", async () => {
+    const charge = serveCharge(1_500);
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "charge", input: { amount: 5 } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "charged 5" } }] },
+        ],
+        tools: ["charge"],
+      }),
+    );
+    const key = await charge.started;
+    const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
+      last_by_subj: suite.bus.subjects.wal(reply.runId),
+    });
+    const holder = /^[^:]+:\d+:(agent-\d+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
+    expect(holder).toMatch(/^agent-\d$/);
+    suite.cluster.signal(holder as string, "SIGKILL");
+
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 5" } });
+    expect(charge.executions.get(key)).toBe(1);
+    const events = await suite.audit(reply.runId);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
+    const wal = (await suite.wal(reply.runId)).map((r) => r.record);
+    const models = wal.flatMap((r) => (r.type === "MODEL" ? [r.event.requestId] : []));
+    expect(models).toHaveLength(2);
+    expect(new Set(models).size).toBe(2);
+    expect(events.filter((e) => e.kind === "model.called")).toHaveLength(2);
+    await suite.cluster.start("agent", `${holder as string}b`);
+  }, 60_000);
+
+  it("a non-idempotent call whose outcome is unknown (it timed out) halts the run for reconciliation; it is never run twice", async () => {
+    let executions = 0;
+    const launch = defineTool({
+      name: "launch",
+      description: "Launches something that cannot be launched twice; hangs here.",
+      input: z.object({ target: z.string() }),
+      capability: { kind: "compute" },
+      timeoutMs: 400,
+      reversibility: "irreversible",
+      idempotent: false,
+      execute: async () => {
+        executions += 1;
+        await new Promise(() => undefined);
+        return { output: {} };
+      },
+    });
+    const served = suite.serveTool(launch);
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "launch", input: { target: "moon" } }] },
+          { toolCalls: [{ name: "launch", input: { target: "moon" } }] },
+          { text: "done" },
+        ],
+        tools: ["launch"],
+      }),
+    );
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status.status).toBe("halted");
+    expect(status.terminal?.reason).toMatch(/RECONCILIATION_REQUIRED.*launch/);
+    expect(executions).toBe(1);
+    expect(status.usage.modelCalls).toBe(1);
+    served.stop();
+  }, 60_000);
+
+  it("two workers forced onto one run: fencing lets exactly one drive; the other logs the conflict and lets go", async () => {
+    const runId = `fence${Date.now().toString(36)}`;
+    const runSpec = spec({
+      script: [
+        { toolCalls: [{ name: "echo", input: { text: "a" } }], delayMs: 300 },
+        { toolCalls: [{ name: "echo", input: { text: "b" } }], delayMs: 300 },
+        { toolCalls: [{ name: "finish", input: { answer: "done" } }], delayMs: 300 },
+      ],
+    });
+    await suite.bus.buckets.runs.delete(runId).catch(() => undefined);
+    const job = RunJob.parse({
+      schemaVersion: 1,
+      runId,
+      rootRunId: runId,
+      depth: 0,
+      spec: runSpec,
+      auditSeq: 0,
+    });
+    await publishJob(suite.bus, job, `${runId}:copy-1`);
+    await publishJob(suite.bus, job, `${runId}:copy-2`);
+    const status = await suite.waitFor(runId, settled, 30_000);
+    expect(status.status).toBe("committed");
+    const wal = (await suite.wal(runId)).map((r) => r.record);
+    const models = wal.flatMap((r) => (r.type === "MODEL" ? [r.event.requestId] : []));
+    expect(new Set(models).size).toBe(models.length);
+    const events = await suite.audit(runId);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
+    expect(await suite.logs()).toMatch(
+      new RegExp(`"runId":"${runId}"[^\\n]*fenced: another worker drives this run`),
+    );
+  }, 60_000);
+
+  it("SIGTERM on a worker mid-run: it finishes its step, hands the run back, and another worker continues within 2 s", async () => {
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          ...["a", "b", "c"].map((text) => ({
+            toolCalls: [{ name: "echo", input: { text } }],
+            delayMs: 700,
+          })),
+          { toolCalls: [{ name: "finish", input: { answer: "drained" } }] },
+        ],
+      }),
+    );
+    await suite.waitFor(reply.runId, (s) => s.usage.toolCalls >= 1);
+    const writerOf = async () => {
+      const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
+        last_by_subj: suite.bus.subjects.wal(reply.runId),
+      });
+      return /^[^:]+:\d+:(agent-\w+)-\d+-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
+    };
+    const holder = (await writerOf()) as string;
+    expect(holder).toMatch(/^agent-/);
+    const stoppedAt = Date.now();
+    suite.cluster.signal(holder, "SIGTERM");
+    let next = holder;
+    while (next === holder && Date.now() - stoppedAt < 10_000) {
+      await new Promise((r) => setTimeout(r, 20));
+      next = (await writerOf()) ?? holder;
+    }
+    const handover = Date.now() - stoppedAt;
+    expect(next).not.toBe(holder);
+    expect(handover).toBeLessThan(2_000);
+    expect(await suite.cluster.actors.get(holder)?.exited).toBe(0);
+    expect((await suite.waitFor(reply.runId, settled, 20_000)).status).toBe("committed");
+    expect((await suite.audit(reply.runId)).filter((e) => e.kind === "run.resumed")).toHaveLength(1);
+    await suite.cluster.start("agent", `${holder}x`);
+  }, 60_000);
+});
