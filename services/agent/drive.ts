@@ -200,7 +200,6 @@ export class RunLease {
     }
   }
 
-  /** Performs one transition's effects in order; returns the one the run now waits on. */
   /**
    * Performs one transition's effects; returns the one the run now waits on. The WAL records go
    * first (the durable truth), then the status, then the audit events: whoever reacts to an audit

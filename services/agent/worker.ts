@@ -113,6 +113,12 @@ export class AgentWorker {
       outcome = await this.lease(job, msg).run();
     } catch (err) {
       const error = toAgentError(err);
+      if (error.code === "INVALID_INPUT") {
+        // A job that can never start (no spec, no WAL) stays unreadable however often it is retried.
+        log.error({ err: error, code: error.code }, "job dropped: it cannot start a run");
+        msg.term();
+        return;
+      }
       log.error({ err: error, code: error.code }, "run lease failed; the job will be retried");
       msg.nak(this.options.retryDelayMs);
       return;

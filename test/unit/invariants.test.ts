@@ -18,10 +18,13 @@ const InvariantMap = z.object({
 });
 
 const map = InvariantMap.parse(JSON.parse(readFileSync("test/invariants.json", "utf8")));
-const testDir = "test/unit";
-const sources = readdirSync(testDir)
-  .filter((f) => f.endsWith(".test.ts"))
-  .map((f) => readFileSync(join(testDir, f), "utf8"));
+// Every suite counts: unit, integration against a real nats-server, and the process-level e2e suites.
+const testDirs = ["test/unit", "test/integration", "test/e2e"];
+const sources = testDirs.flatMap((dir) =>
+  readdirSync(dir)
+    .filter((f) => f.endsWith(".test.ts"))
+    .map((f) => readFileSync(join(dir, f), "utf8")),
+);
 const titles = sources.flatMap((src) =>
   [...src.matchAll(/\bit\(\s*"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1] as string),
 );
