@@ -14,6 +14,7 @@ import { ClusterClient, readSpecFile } from "./client.js";
 import { contracts, replayRun, tailAudit } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
 import { auditLine, statusLine } from "./render.js";
+import { specFromFlags, type SpecFlags } from "./spec-flags.js";
 
 const RUN_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const runIdArg = (value: string): string => {
@@ -36,6 +37,12 @@ async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise
   }
 }
 
+const positiveInt = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("expected a positive integer");
+  return n;
+};
+
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
 async function watch(client: ClusterClient, runId: string): Promise<void> {
@@ -53,12 +60,24 @@ export function program(): Command {
     .description("Operate a bounded agent cluster on NATS (NATS_URL, AGENTS_PREFIX).");
   cmd
     .command("submit")
-    .description("submit a run from a RunSpec file (JSON or YAML)")
-    .argument("<spec>", "path to the RunSpec")
+    .description("submit a run from a RunSpec file (JSON or YAML), or from flags")
+    .argument("[spec]", "path to the RunSpec")
     .option("--run-id <id>", "use this runId (re-submitting it returns the existing run)", runIdArg)
     .option("-w, --watch", "follow the run until it settles")
-    .action(async (path: string, opts: { runId?: string; watch?: boolean }) => {
-      const spec = (await readSpecFile(path)) as Record<string, unknown>;
+    .option("--prompt <text>", "the task (instead of a spec file)")
+    .option("--name <name>", "agent name", "cli-agent")
+    .option(
+      "--model <ref>",
+      "scripted:<answer> | openai:<model>[@<baseUrl>] | anthropic:<model>",
+      "scripted:done",
+    )
+    .option("--tools <list>", "comma-separated tool names", "")
+    .option("--capabilities <list>", "comma-separated capability kinds", "compute")
+    .option("--max-iterations <n>", "iteration budget", positiveInt)
+    .option("--pattern <regex>", "the answer must match this")
+    .option("--requires-approval", "a human approves the commit")
+    .action(async (path: string | undefined, opts: SpecFlags & { runId?: string; watch?: boolean }) => {
+      const spec = path ? ((await readSpecFile(path)) as Record<string, unknown>) : specFromFlags(opts);
       await withClient(async (client) => {
         const reply = await client.submit(opts.runId ? { ...spec, runId: opts.runId } : spec);
         out(`${reply.status} ${reply.runId}`);

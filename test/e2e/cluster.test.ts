@@ -112,6 +112,22 @@ describe("cluster: actors as processes on a real nats-server", () => {
       .map((l) => AuditEvent.parse(JSON.parse(l)));
     expect(lines[0]?.kind).toBe("run.admitted");
     expect(lines.at(-1)?.kind).toBe("run.committed");
+    const quick = await runProcess(
+      process.execPath,
+      [
+        AGENTCTL,
+        "submit",
+        "--prompt",
+        "Greet",
+        "--model",
+        "scripted:Hi there",
+        "--pattern",
+        "^Hi",
+        "--watch",
+      ],
+      { env },
+    );
+    expect(quick.stdout).toMatch(/committed\s+COMMIT[\s\S]*Hi there/);
     const contracts = await runProcess(process.execPath, [AGENTCTL, "contracts"], { env });
     expect(contracts.stdout).toMatch(/INV-001\s+loop-terminates/);
     const bad = await runProcess(process.execPath, [AGENTCTL, "status", "not a run id"], { env }).catch(

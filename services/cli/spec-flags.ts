@@ -1,0 +1,63 @@
+import { AgentError } from "../../shared/runtime/errors.js";
+
+/** The flags `agentctl submit` accepts instead of a spec file. */
+export interface SpecFlags {
+  prompt?: string;
+  name: string;
+  /** `scripted:<answer>`, `openai:<model>[@<baseUrl>]` or `anthropic:<model>`. */
+  model: string;
+  tools: string;
+  capabilities: string;
+  maxIterations?: number;
+  requiresApproval?: boolean;
+  pattern?: string;
+}
+
+/**
+ * A RunSpec from command-line flags, for quick runs without a file. Convergence is explicit as
+ * always: the answer must be non-empty, and match `--pattern` when given.
+ */
+export function specFromFlags(flags: SpecFlags): Record<string, unknown> {
+  if (!flags.prompt) throw new AgentError("INVALID_INPUT", "give a spec file, or --prompt with the task");
+  const list = (csv: string): string[] =>
+    csv
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+  return {
+    schemaVersion: 1,
+    task: {
+      prompt: flags.prompt,
+      verifiers: [
+        { kind: "nonEmpty" },
+        ...(flags.pattern ? [{ kind: "regex", pattern: flags.pattern }] : []),
+      ],
+      ...(flags.requiresApproval ? { requiresApproval: true } : {}),
+    },
+    agent: {
+      name: flags.name,
+      model: modelRef(flags.model),
+      tools: list(flags.tools),
+      capabilities: list(flags.capabilities),
+      ...(flags.maxIterations ? { resources: { maxIterations: flags.maxIterations } } : {}),
+    },
+  };
+}
+
+function modelRef(value: string): Record<string, unknown> {
+  const colon = value.indexOf(":");
+  const provider = colon < 0 ? value : value.slice(0, colon);
+  const rest = colon < 0 ? "" : value.slice(colon + 1);
+  if (provider === "scripted") return { provider, script: [{ text: rest || "done" }] };
+  if (provider === "anthropic" && rest) return { provider, model: rest };
+  if (provider === "openai" && rest) {
+    const at = rest.indexOf("@");
+    return at < 0
+      ? { provider, model: rest }
+      : { provider, model: rest.slice(0, at), baseUrl: rest.slice(at + 1) };
+  }
+  throw new AgentError(
+    "INVALID_INPUT",
+    `--model '${value}': use scripted:<answer>, openai:<model>[@<baseUrl>] or anthropic:<model>`,
+  );
+}
