@@ -1,6 +1,6 @@
 import { CriticReviewRequest, type CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { decode } from "../../shared/bus/codec.js";
-import { modelCritic } from "../../shared/loop/critic.js";
+import { checkingCritic, modelCritic, type Critic } from "../../shared/loop/critic.js";
 import { createDriver } from "../../shared/models/factory.js";
 import { ScriptedDriver } from "../../shared/models/scripted.js";
 import type { Clock } from "../../shared/runtime/clock.js";
@@ -14,17 +14,22 @@ export interface ReviewDeps {
 
 /**
  * One review: the critic sees the task, the output, the evidence and the rubric (nothing of the
- * generator's conversation) and judges with the model the run names. A scripted critic model
+ * generator's conversation), runs the run's deterministic checks, and judges with the model the
+ * run names, if any. A scripted critic model
  * continues from the request's `attempt`, so any replica gives the same verdict for the same review.
  */
 export async function review(data: Uint8Array, deps: ReviewDeps): Promise<CriticReviewReply> {
   const request = decode(CriticReviewRequest, data);
-  const driver = createDriver(request.model, request.privacy, {
-    env: deps.env,
-    prices: {},
-    http: { clock: deps.clock, random: deps.random },
-  });
-  if (driver instanceof ScriptedDriver) driver.seek(request.attempt);
-  const verdict = await modelCritic(driver)(request.request);
+  let model: Critic | undefined;
+  if (request.model) {
+    const driver = createDriver(request.model, request.privacy, {
+      env: deps.env,
+      prices: {},
+      http: { clock: deps.clock, random: deps.random },
+    });
+    if (driver instanceof ScriptedDriver) driver.seek(request.attempt);
+    model = modelCritic(driver);
+  }
+  const verdict = await checkingCritic(request.checks, model)(request.request);
   return { schemaVersion: 1, ok: true, verdict };
 }

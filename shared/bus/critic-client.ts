@@ -17,8 +17,8 @@ export function remoteCritic(
   state: LoopState,
 ): Critic {
   return async (request) => {
-    const model = state.spec.critic?.model;
-    if (!model) throw new AgentError("INVALID_SPEC", "the run has no critic");
+    const critic = state.spec.critic;
+    if (!critic) throw new AgentError("INVALID_SPEC", "the run has no critic");
     const reply = await requestJson(
       deps.nc,
       deps.subjects.criticReview(),
@@ -27,7 +27,8 @@ export function remoteCritic(
         value: {
           schemaVersion: 1,
           request,
-          model,
+          ...(critic.model ? { model: critic.model } : {}),
+          checks: critic.checks ?? [],
           privacy: state.spec.agent.privacy,
           attempt: Math.max(0, state.critiques - 1),
         },

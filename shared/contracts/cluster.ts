@@ -4,7 +4,7 @@ import { Approval, KillSwitch } from "./control.js";
 import { ApprovalDecidedEvent, HaltEvent, ResumeEvent, ToolCompletedEvent } from "./loop-event.js";
 import { ModelRef } from "./model.js";
 import { PrivacyTier } from "./capability.js";
-import { CriticRequest, CriticVerdict } from "./rubric.js";
+import { CriticCheck, CriticRequest, CriticVerdict } from "./rubric.js";
 import { requireConvergence, RunSpec, RunSpecShape } from "./run-spec.js";
 
 /** Who asked for a child run: the supervisor derives the child's depth and run tree from it. */
@@ -48,7 +48,10 @@ export type RunJob = z.infer<typeof RunJob>;
 export const CriticReviewRequest = z.object({
   schemaVersion: SchemaVersion,
   request: CriticRequest,
-  model: ModelRef,
+  /** The critic model; absent when the critic is checks only. */
+  model: ModelRef.optional(),
+  /** Deterministic checks the critic runs on the output before (or instead of) the model. */
+  checks: z.array(CriticCheck).default([]),
   privacy: PrivacyTier.default("sovereign"),
   /** Reviews of this run before this one: a scripted critic continues from this step. */
   attempt: z.number().int().nonnegative(),

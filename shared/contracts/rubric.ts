@@ -23,10 +23,25 @@ export const DEFAULT_RUBRIC: Rubric = {
   threshold: 0.8,
 };
 
+const NonEmptyCheck = z.object({ kind: z.literal("nonEmpty") });
+const RegexCheck = z.object({
+  kind: z.literal("regex"),
+  pattern: z.string().min(1),
+  flags: z.string().optional(),
+});
+const JsonSchemaCheck = z.object({
+  kind: z.literal("jsonSchema"),
+  schema: z.record(z.string(), z.unknown()),
+});
+
+/** A deterministic check on the output alone (no I/O): what the critic service may run itself. */
+export const CriticCheck = z.discriminatedUnion("kind", [NonEmptyCheck, RegexCheck, JsonSchemaCheck]);
+export type CriticCheck = z.infer<typeof CriticCheck>;
+
 export const Verifier = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("nonEmpty") }),
-  z.object({ kind: z.literal("regex"), pattern: z.string().min(1), flags: z.string().optional() }),
-  z.object({ kind: z.literal("jsonSchema"), schema: z.record(z.string(), z.unknown()) }),
+  NonEmptyCheck,
+  RegexCheck,
+  JsonSchemaCheck,
   z.object({
     kind: z.literal("tool"),
     tool: z.string().min(1),

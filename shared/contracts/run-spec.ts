@@ -2,7 +2,7 @@ import { z } from "zod";
 import { Capability, DEFAULT_PRIVACY, PrivacyTier } from "./capability.js";
 import { JsonObject, RunId, SchemaVersion } from "./common.js";
 import { ModelRef } from "./model.js";
-import { Rubric, Verifier } from "./rubric.js";
+import { CriticCheck, Rubric, Verifier } from "./rubric.js";
 
 export const Resources = z.object({
   maxIterations: z.number().int().positive().default(20),
@@ -36,7 +36,15 @@ export const AgentManifest = z.object({
 });
 export type AgentManifest = z.infer<typeof AgentManifest>;
 
-export const CriticSpec = z.object({ model: ModelRef, rubric: Rubric.optional() });
+/**
+ * The independent critic: deterministic checks on the output, a critic model, or both (a failed
+ * check caps the verdict whatever the model says).
+ */
+export const CriticSpec = z
+  .object({ model: ModelRef.optional(), rubric: Rubric.optional(), checks: z.array(CriticCheck).optional() })
+  .refine((c) => c.model !== undefined || (c.checks?.length ?? 0) > 0, {
+    message: "a critic needs a model or at least one check",
+  });
 export type CriticSpec = z.infer<typeof CriticSpec>;
 
 /**

@@ -1,6 +1,7 @@
-import { CriticVerdict, type CriticRequest } from "../contracts/rubric.js";
+import { CriticVerdict, type CriticCheck, type CriticRequest } from "../contracts/rubric.js";
 import type { ModelDriver } from "../models/driver.js";
 import { AgentError } from "../runtime/errors.js";
+import { evaluatePureVerifier, verifierDefects } from "./verifiers.js";
 
 export type Critic = (request: CriticRequest, signal?: AbortSignal) => Promise<CriticVerdict>;
 
@@ -50,4 +51,44 @@ export function modelCritic(driver: ModelDriver): Critic {
     );
     return parseVerdict(response.text);
   };
+}
+
+/**
+ * Applies the critic's deterministic checks to a verdict (the model's, or a clean one when the
+ * critic has no model). A failed check is a defect and caps the `correctness` dimension (or the
+ * rubric's first) at 0, so the gates fail whatever a model scored.
+ */
+export function checkedVerdict(
+  request: CriticRequest,
+  checks: readonly CriticCheck[],
+  verdict?: CriticVerdict,
+): CriticVerdict {
+  const names = request.rubric.dimensions.map((d) => d.name);
+  const base: CriticVerdict = verdict ?? {
+    scores: Object.fromEntries(names.map((n) => [n, 1])),
+    defects: [],
+    repairHints: [],
+    passed: true,
+  };
+  const failed = checks.flatMap((check, i) => {
+    const result = evaluatePureVerifier(check, i, request.output);
+    return result && !result.passed ? [result] : [];
+  });
+  if (failed.length === 0) return base;
+  const capped = names.includes("correctness") ? "correctness" : (names[0] ?? "correctness");
+  return {
+    scores: { ...base.scores, [capped]: 0 },
+    defects: [
+      ...verifierDefects(failed).map((d) => ({ ...d, location: `critic.${d.location ?? "check"}` })),
+      ...base.defects,
+    ],
+    repairHints: [...base.repairHints, ...failed.map((r) => `fix: ${r.message}`)],
+    passed: false,
+  };
+}
+
+/** A critic from a spec: its checks, then its model when it has one. */
+export function checkingCritic(checks: readonly CriticCheck[], model?: Critic): Critic {
+  return async (request, signal) =>
+    checkedVerdict(request, checks, model ? await model(request, signal) : undefined);
 }

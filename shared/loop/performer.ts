@@ -10,7 +10,7 @@ import type { Random } from "../runtime/random.js";
 import { findGrant } from "../tools/capabilities.js";
 import { ToolInvoker, type InvokePolicy } from "../tools/invoke.js";
 import type { ToolRegistry } from "../tools/registry.js";
-import { modelCritic, type Critic } from "./critic.js";
+import { checkingCritic, modelCritic, type Critic } from "./critic.js";
 import type { AwaitingEffect, Effect, LoopState } from "./state.js";
 
 export interface PerformerDeps {
@@ -160,13 +160,17 @@ export class EffectPerformer {
   private criticFor(state: LoopState): Critic {
     if (this.deps.critic) return this.deps.critic;
     if (this.deps.criticFor) return this.deps.criticFor(state);
-    const ref = state.spec.critic?.model;
-    if (!ref) throw new AgentError("INVALID_SPEC", "the run has no critic");
-    return modelCritic(
-      this.cachedDriver(`${state.runId}:critic`, Math.max(0, state.critiques - 1), () =>
-        this.buildDriver(ref, state),
-      ),
-    );
+    const spec = state.spec.critic;
+    if (!spec) throw new AgentError("INVALID_SPEC", "the run has no critic");
+    const ref = spec.model;
+    const model = ref
+      ? modelCritic(
+          this.cachedDriver(`${state.runId}:critic`, Math.max(0, state.critiques - 1), () =>
+            this.buildDriver(ref, state),
+          ),
+        )
+      : undefined;
+    return checkingCritic(spec.checks ?? [], model);
   }
 
   /**

@@ -96,6 +96,20 @@ describe("cluster: actors as processes on a real nats-server", () => {
     expect(again.status).toBe("existing");
   });
 
+  it("the critic service runs deterministic checks; a checks-only critic sends a bad answer back once", async () => {
+    const reply = await suite.client.submit(
+      spec({
+        script: [{ text: "hi" }, { text: "Hello there" }],
+        verifiers: [],
+        critic: { checks: [{ kind: "regex", pattern: "^Hello" }] },
+      }),
+    );
+    const status = await suite.waitFor(reply.runId, settled);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "Hello there" } });
+    const verdicts = (await suite.audit(reply.runId)).filter((e) => e.kind === "critic.verdict");
+    expect(verdicts.map((e) => e.status)).toEqual(["failed", "passed"]);
+  }, 60_000);
+
   it("agentctl: submit --watch, status, audit tail, contracts; a bad flag is a structured INVALID_INPUT", async () => {
     const env = { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix };
     const hello = fileURLToPath(new URL("../../examples/hello.json", import.meta.url));
