@@ -225,7 +225,7 @@ describe("cluster: actors as processes on a real nats-server", () => {
   }, 60_000);
 
   it("spawn: fan-out of 3 children returns 3 results in order while the parent holds no worker; a child past the depth limit is refused with DEPTH_LIMIT", async () => {
-    const child = (text: string) => spec({ script: [{ text, delayMs: 1_000 }] });
+    const child = (text: string) => spec({ script: [{ text, delayMs: 1_500 }] });
     const reply = await suite.client.submit(
       spec({
         script: [
@@ -241,9 +241,15 @@ describe("cluster: actors as processes on a real nats-server", () => {
       }),
     );
     // While the children run, the parent is parked: its job is acked, only the children's are held.
+    // (The parent acks its job just after submitting the last child, so look for a moment.)
     await suite.waitFor(`${reply.runId}-act-1-3`, (s) => s.status === "running");
-    const held = await suite.bus.jsm.consumers.info(suite.bus.subjects.streams().runs, WORKER_CONSUMER);
-    expect(held.num_ack_pending).toBe(3);
+    const pending: number[] = [];
+    for (let i = 0; i < 20 && pending.at(-1) !== 3; i++) {
+      const info = await suite.bus.jsm.consumers.info(suite.bus.subjects.streams().runs, WORKER_CONSUMER);
+      pending.push(info.num_ack_pending);
+      if (info.num_ack_pending !== 3) await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(pending.at(-1), `jobs held: ${pending.join(", ")}`).toBe(3);
     expect((await suite.client.status.get(reply.runId))?.status).toBe("running");
     const status = await suite.waitFor(reply.runId, settled, 30_000);
     expect(status.status).toBe("committed");
