@@ -3,9 +3,11 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { auditCount, publishAudit } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
+import { childRunId, fanInResults, readFanOut, writeFanOut } from "../../shared/bus/fanout.js";
 import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { KillSwitchView, readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { KvMemory } from "../../shared/bus/kv-memory.js";
@@ -212,6 +214,44 @@ describe("cluster state in KV", () => {
     expect(view.active).toBeUndefined();
     expect(await readKillSwitch(buckets.pool)).toMatchObject({ active: false });
     view.stop();
+  });
+
+  it("a fan-out completes once every child has settled, one result per child in order, refusals with their code", async () => {
+    const store = new RunStatusStore(buckets.runs);
+    const status = (runId: string, value: "running" | "committed" | "failed", terminal?: object) =>
+      store.put({
+        runId,
+        status: value,
+        phase: "COMMIT",
+        iteration: 1,
+        usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+        ...(terminal ? { terminal } : {}),
+        updatedAt: new Date(START).toISOString(),
+      } as RunStatus);
+    const children = [0, 1, 2].map((i) => childRunId("fp", "act-1", i));
+    const fanOut = { parentRunId: "fp", rootRunId: "fp", depth: 0, actionId: "act-1", children };
+    expect(await readFanOut(buckets.runs, "fp")).toBeUndefined();
+    await writeFanOut(buckets.runs, fanOut);
+    expect(await readFanOut(buckets.runs, "fp")).toEqual(fanOut);
+    await status(children[0] as string, "committed", { kind: "COMMIT", reason: "ok", output: "one" });
+    await status(children[1] as string, "running");
+    expect(await fanInResults(buckets.runs, fanOut)).toBeUndefined();
+    await status(children[1] as string, "failed", { kind: "FAIL", reason: "guard" });
+    await status(children[2] as string, "failed", {
+      kind: "FAIL",
+      reason: "[DEPTH_LIMIT] depth limit: too deep",
+    });
+    expect(await fanInResults(buckets.runs, fanOut)).toEqual({
+      results: [
+        { runId: children[0], status: "committed", output: "one" },
+        { runId: children[1], status: "failed", error: { code: "FAILED", message: "guard" } },
+        {
+          runId: children[2],
+          status: "failed",
+          error: { code: "DEPTH_LIMIT", message: "depth limit: too deep" },
+        },
+      ],
+    });
   });
 
   it("a tree's iteration budget is never overspent by concurrent leases", async () => {
