@@ -58,10 +58,11 @@ export async function openActorBus(
 }
 
 /**
- * Runs `stop` once on SIGTERM or SIGINT, then exits; a second signal exits at once. `stop` should
- * finish or hand back work in progress and drain the connection.
+ * Runs `stop` once on SIGTERM or SIGINT, then exits; a second signal exits at once, and so does a
+ * stop that takes longer than `graceMs`. `stop` should finish or hand back work in progress and
+ * drain the connection.
  */
-export function onShutdown(logger: Logger, stop: (signal: string) => Promise<void>): void {
+export function onShutdown(logger: Logger, stop: (signal: string) => Promise<void>, graceMs = 15_000): void {
   let stopping = false;
   const handler = (signal: NodeJS.Signals): void => {
     if (stopping) {
@@ -70,6 +71,12 @@ export function onShutdown(logger: Logger, stop: (signal: string) => Promise<voi
     }
     stopping = true;
     logger.info({ signal }, "stopping");
+    // A drain that cannot finish (the server is gone and reconnects never give up) must not keep
+    // the process alive: the orchestrator's kill would come anyway, without a log line.
+    setTimeout(() => {
+      logger.error({ graceMs }, "could not stop in time: exiting");
+      process.exit(1);
+    }, graceMs).unref();
     stop(signal).then(
       () => process.exit(0),
       (err: unknown) => {
