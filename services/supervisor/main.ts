@@ -2,6 +2,7 @@
  * The supervisor actor: `npm run actor -- supervisor`. Stateless: admission decisions, the kill
  * switch and approvals live in JetStream KV, so any number of replicas can run side by side.
  */
+import type { Msg } from "@nats-io/transport-node";
 import { z } from "zod";
 import { ControlReply, LeaseReply } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
@@ -43,27 +44,15 @@ serve(bus.nc, subjects.runsSubmit(), {
   handle: (msg) => admission.submit(msg.data),
   onError: failureReply,
 });
-serve(bus.nc, subjects.approvalsAll(), {
-  queue,
-  reply: ControlReply,
-  logger,
-  handle: (msg) => decideApproval(bus, msg.subject, msg.data),
-  onError: failureReply,
-});
-serve(bus.nc, subjects.resume(), {
-  queue,
-  reply: ControlReply,
-  logger,
-  handle: (msg) => resumeRun(bus, env.SUPERVISOR_POOL_CAPACITY, msg.data),
-  onError: failureReply,
-});
-serve(bus.nc, subjects.killSwitch(), {
-  queue,
-  reply: ControlReply,
-  logger,
-  handle: (msg) => setKillSwitch(bus, msg.data),
-  onError: failureReply,
-});
+// Operator controls share one reply contract: approvals, resume, kill switch.
+const controls: [string, (msg: Msg) => Promise<ControlReply>][] = [
+  [subjects.approvalsAll(), (msg) => decideApproval(bus, msg.subject, msg.data)],
+  [subjects.resume(), (msg) => resumeRun(bus, env.SUPERVISOR_POOL_CAPACITY, msg.data)],
+  [subjects.killSwitch(), (msg) => setKillSwitch(bus, msg.data)],
+];
+for (const [subject, handle] of controls) {
+  serve(bus.nc, subject, { queue, reply: ControlReply, logger, handle, onError: failureReply });
+}
 const budget = new TreeBudget({ kv: bus.buckets.pool, clock: systemClock, random: systemRandom });
 serve(bus.nc, subjects.iterationLease(), {
   queue,
