@@ -24,11 +24,18 @@ export const DEFAULT_RUBRIC: Rubric = {
 };
 
 const NonEmptyCheck = z.object({ kind: z.literal("nonEmpty") });
-const RegexCheck = z.object({
-  kind: z.literal("regex"),
-  pattern: z.string().min(1),
-  flags: z.string().optional(),
-});
+/** A pattern that does not compile is refused with the spec, not discovered when the run is done. */
+function compiles(v: { pattern: string; flags?: string | undefined }): boolean {
+  try {
+    new RegExp(v.pattern, v.flags);
+    return true;
+  } catch {
+    return false;
+  }
+}
+const RegexCheck = z
+  .object({ kind: z.literal("regex"), pattern: z.string().min(1), flags: z.string().optional() })
+  .refine(compiles, { message: "not a valid JavaScript regular expression", path: ["pattern"] });
 const JsonSchemaCheck = z.object({
   kind: z.literal("jsonSchema"),
   schema: z.record(z.string(), z.unknown()),

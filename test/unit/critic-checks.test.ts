@@ -36,6 +36,16 @@ describe("critic checks", () => {
     expect(verdict).toMatchObject({ passed: true, scores: { correctness: 1, safety: 1 } });
   });
 
+  it("a regex that does not compile is refused with the spec", () => {
+    const bad = spec({ verifiers: [{ kind: "regex", pattern: "(?i)hello" }] });
+    const parsed = RunSpec.safeParse(bad);
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues[0]).toMatchObject({ path: ["task", "verifiers", 0, "pattern"] });
+    expect(
+      RunSpec.safeParse(spec({ verifiers: [{ kind: "regex", pattern: "^hello", flags: "i" }] })).success,
+    ).toBe(true);
+  });
+
   it("a spec's critic needs a model or a check", () => {
     const base = spec({ verifiers: [] });
     expect(RunSpec.safeParse({ ...base, critic: {} }).success).toBe(false);
