@@ -20,8 +20,11 @@ import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
 import type { IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 
-/** How a lease on a run ended: the job is acked (`done`), handed back (`release`) or lost (`fenced`). */
-export type LeaseOutcome = "done" | "release" | "fenced";
+/**
+ * How a lease on a run ended: the job is acked (`done`), handed back (`release`), lost to another
+ * writer (`fenced`), or can never start a run (`unstartable`: no spec and no WAL).
+ */
+export type LeaseOutcome = "done" | "release" | "fenced" | "unstartable";
 
 export interface LeaseDeps {
   bus: ActorBus;
@@ -69,6 +72,7 @@ export class RunLease {
   async run(): Promise<LeaseOutcome> {
     try {
       const first = await this.open();
+      if (first === "unstartable") return first;
       if (!first) return "done";
       return await this.drive(first);
     } catch (err) {
@@ -81,7 +85,7 @@ export class RunLease {
   }
 
   /** The transition to continue from, or nothing when the run needs no worker now. */
-  private async open(): Promise<Transition | undefined> {
+  private async open(): Promise<Transition | "unstartable" | undefined> {
     const { bus } = this.deps;
     const now = bus.clock.now();
     const known = await this.status.get(this.job.runId);
@@ -93,10 +97,8 @@ export class RunLease {
     const records = read.records.map((r) => r.record);
     const spec = specOf(records) ?? this.job.spec;
     if (!spec) {
-      throw new AgentError(
-        "INVALID_INPUT",
-        `job for run ${this.job.runId} has no spec and the run has no WAL`,
-      );
+      this.log.error("job dropped: it has no spec and the run has no WAL, so it can never start");
+      return "unstartable";
     }
     this.config = {
       tools: await this.deps.discover(spec.agent.tools),

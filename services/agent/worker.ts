@@ -113,12 +113,6 @@ export class AgentWorker {
       outcome = await this.lease(job, msg).run();
     } catch (err) {
       const error = toAgentError(err);
-      if (error.code === "INVALID_INPUT") {
-        // A job that can never start (no spec, no WAL) stays unreadable however often it is retried.
-        log.error({ err: error, code: error.code }, "job dropped: it cannot start a run");
-        msg.term();
-        return;
-      }
       log.error({ err: error, code: error.code }, "run lease failed; the job will be retried");
       msg.nak(this.options.retryDelayMs);
       return;
@@ -126,6 +120,8 @@ export class AgentWorker {
       this.leasesOf.forget(job.runId);
     }
     if (outcome === "done") msg.ack();
+    // A job that can never start a run stays so however often it is retried.
+    else if (outcome === "unstartable") msg.term();
     else if (outcome === "release") {
       log.info("handing the run back to the queue");
       msg.nak();

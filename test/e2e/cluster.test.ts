@@ -5,7 +5,7 @@ import { AuditEvent } from "../../shared/contracts/audit.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { encode } from "../../shared/bus/codec.js";
 import { readFanOut } from "../../shared/bus/fanout.js";
-import { WORKER_CONSUMER } from "../../shared/bus/jobs.js";
+import { publishJob, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
 import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -388,7 +388,17 @@ describe("cluster: actors as processes on a real nats-server", () => {
     expect(spec400.ok).toBe(false);
     // Everyone still serves, and a bad job on the queue is dropped without hurting the next run.
     await suite.bus.js.publish(subjects.runQueue("garbage"), encode(z.object({ x: z.number() }), { x: 1 }));
+    // A well-formed job that can never start (no spec, no WAL) is dropped once, not retried forever.
+    const orphan = `orphan${Date.now().toString(36)}`;
+    await publishJob(
+      suite.bus,
+      { schemaVersion: 1, runId: orphan, rootRunId: orphan, depth: 0, auditSeq: 0 },
+      `${orphan}:start`,
+    );
     const fine = await suite.client.submit(spec());
     expect((await suite.waitFor(fine.runId, settled)).status).toBe("committed");
+    await new Promise((r) => setTimeout(r, 1_200)); // more than twice the retry delay (500 ms)
+    const dropped = new RegExp(`"runId":"${orphan}"[^\\n]*job dropped`, "g");
+    expect((await suite.logs()).match(dropped)).toHaveLength(1);
   }, 60_000);
 });
