@@ -15,6 +15,7 @@ import { statusOf } from "../../shared/loop/status.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
+import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
 import type { IterationLeases } from "./leases.js";
@@ -40,6 +41,7 @@ export interface LeaseDeps {
   /** Unique per lease: the WAL message ids name it, so a stale writer can never pass as this one. */
   writerId: string;
   logger: Logger;
+  metrics: ActorMetrics;
   /** Called while a step runs, so JetStream knows the job is alive (`working()`). */
   heartbeat: () => void;
   heartbeatMs: number;
@@ -77,6 +79,7 @@ export class RunLease {
       return await this.drive(first);
     } catch (err) {
       if (err instanceof AgentError && err.code === "FENCED") {
+        this.deps.metrics.fencingConflicts.inc();
         this.log.warn({ writerId: this.deps.writerId }, "fenced: another worker drives this run; letting go");
         return "fenced";
       }
@@ -210,6 +213,7 @@ export class RunLease {
    */
   private async apply(t: Transition): Promise<AwaitingEffect | undefined> {
     let awaiting: AwaitingEffect | undefined;
+    this.deps.metrics.steps.inc();
     for (const effect of t.effects) if (effect.type === "wal") await this.append(effect.record);
     this.log = this.deps.logger.child({
       runId: t.state.runId,
@@ -231,6 +235,7 @@ export class RunLease {
     state: LoopState,
   ): Promise<LoopEvent | "release" | "park" | undefined> {
     const timer = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
+    const timed = this.deps.metrics.phaseSeconds.startTimer({ phase: effectName(awaiting) });
     try {
       const takeover = this.tookOver;
       this.tookOver = false;
@@ -244,6 +249,7 @@ export class RunLease {
       }
       return await this.deps.performer.perform(awaiting, state);
     } finally {
+      timed();
       clearInterval(timer);
     }
   }
@@ -274,6 +280,7 @@ export class RunLease {
 
   private async audit(event: AuditEvent): Promise<void> {
     await publishAudit(this.deps.bus, event);
+    this.deps.metrics.observeAudit(event);
     const line = { kind: event.kind, status: event.status, seq: event.seq };
     if (event.status === "failed") this.log.warn(line, event.reason ?? event.kind);
     else this.log.info(line, event.reason ?? event.kind);
@@ -285,6 +292,13 @@ export class RunLease {
       ...(this.checkpointSeq !== undefined ? { checkpointSeq: this.checkpointSeq } : {}),
     });
   }
+}
+
+/** The metric label of what a step waits on: `model`, `tool`, `critique`, `recallMemory`… */
+function effectName(effect: AwaitingEffect): string {
+  if (effect.type === "callModel") return "model";
+  if (effect.type === "callTool") return effect.tool === SPAWN_TOOL ? "spawn" : "tool";
+  return effect.type;
 }
 
 /** The run's spec, from the log: its start record, or the state a checkpoint holds. */

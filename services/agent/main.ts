@@ -5,11 +5,12 @@
  */
 import { hostname } from "node:os";
 import { z } from "zod";
-import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
+import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, millis, parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { AgentWorker } from "./worker.js";
 
@@ -36,6 +37,7 @@ const bus = await openActorBus(env, `agent-${env.WORKER_ID}`, {
   random: systemRandom,
   logger,
 });
+const metrics = new ActorMetrics("agent");
 const worker = new AgentWorker(
   bus,
   {
@@ -46,12 +48,19 @@ const worker = new AgentWorker(
     retryDelayMs: env.AGENT_RETRY_DELAY_MS,
     iterationLease: env.AGENT_ITERATION_LEASE,
     env: process.env,
+    metrics,
   },
   uuidIds,
 );
 await worker.start();
-logger.info({ concurrency: env.AGENT_CONCURRENCY, ackWaitMs: env.AGENT_ACK_WAIT_MS }, "agent worker ready");
+// Not ready while draining: a drained worker takes no new jobs, so the pod leaves the Service.
+const health = await startActorHealth(bus, env, metrics, () => !worker.draining);
+logger.info(
+  { concurrency: env.AGENT_CONCURRENCY, ackWaitMs: env.AGENT_ACK_WAIT_MS, healthPort: health.port },
+  "agent worker ready",
+);
 onShutdown(logger, async () => {
   await worker.stop();
+  await health.close();
   await bus.nc.drain();
 });

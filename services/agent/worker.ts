@@ -11,6 +11,7 @@ import { EffectPerformer } from "../../shared/loop/performer.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { createSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
+import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
@@ -28,6 +29,7 @@ export interface WorkerOptions {
   /** How long a FENCED or failing job waits before it is offered again. */
   retryDelayMs: number;
   env: Readonly<Record<string, string | undefined>>;
+  metrics: ActorMetrics;
 }
 
 /**
@@ -63,6 +65,10 @@ export class AgentWorker {
     this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
     this.fanOut = new FanOutHandler(this.bus);
     this.loop = this.pull();
+  }
+
+  get draining(): boolean {
+    return this.drain.signal.aborted;
   }
 
   /** Stops pulling, lets each run finish its current step, hands the jobs back at once. */
@@ -108,6 +114,7 @@ export class AgentWorker {
       return;
     }
     const log = this.bus.logger.child({ runId: job.runId });
+    if (msg.redelivered) this.options.metrics.redeliveries.inc();
     let outcome: LeaseOutcome;
     try {
       outcome = await this.lease(job, msg).run();
@@ -165,6 +172,7 @@ export class AgentWorker {
         workerId: this.options.workerId,
         writerId,
         logger: bus.logger,
+        metrics: this.options.metrics,
         heartbeat: () => msg.working(),
         heartbeatMs: Math.max(100, Math.floor(this.options.ackWaitMs / 3)),
         stopping: this.drain.signal,

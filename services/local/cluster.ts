@@ -25,6 +25,8 @@ export interface ActorProcess {
   kind: ActorKind;
   child: ChildProcess;
   exited: Promise<number | null>;
+  /** Where its `/healthz`, `/readyz` and `/metrics` answer (from its ready line). */
+  healthPort?: number;
 }
 
 export interface LocalClusterOptions {
@@ -37,7 +39,7 @@ export interface LocalClusterOptions {
   readyTimeoutMs?: number;
 }
 
-const READY = /"msg":"[^"]*ready"/;
+const READY = /^.*"msg":"[^"]*ready".*$/m;
 
 /**
  * Actors as separate OS processes on one machine: what `npm run cluster` and `npm start` run, and
@@ -62,6 +64,8 @@ export class LocalCluster {
         NATS_URL: this.options.natsUrl,
         ...creds,
         ...(kind === "agent" ? { WORKER_ID: name } : {}),
+        // Several actors share the machine: each health server takes a free port.
+        HEALTH_PORT: "0",
         ...this.options.env,
         ...env,
       },
@@ -86,8 +90,10 @@ export class LocalCluster {
       );
       const onData = (chunk: Buffer): void => {
         seen += chunk.toString();
-        if (READY.test(seen)) {
+        const line = READY.exec(seen);
+        if (line) {
           clearTimeout(timer);
+          actor.healthPort = healthPortOf(line[0]);
           actor.child.stdout?.off("data", onData);
           resolve();
         }
@@ -126,5 +132,14 @@ export class LocalCluster {
       }),
     );
     for (const log of this.logs) log.end();
+  }
+}
+
+function healthPortOf(line: string): number | undefined {
+  try {
+    const port = (JSON.parse(line) as { healthPort?: unknown }).healthPort;
+    return typeof port === "number" ? port : undefined;
+  } catch {
+    return undefined;
   }
 }

@@ -14,6 +14,7 @@ import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
+import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 
 export interface AdmissionLimits {
   /** Runs active at once across the cluster (every supervisor replica shares the ledger). */
@@ -38,6 +39,7 @@ export class Admission {
     private readonly bus: ActorBus,
     private readonly limits: AdmissionLimits,
     private readonly ids: IdGenerator,
+    private readonly metrics?: ActorMetrics,
   ) {
     this.pool = new PoolLedger({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
     this.status = new RunStatusStore(bus.buckets.runs);
@@ -49,7 +51,9 @@ export class Admission {
     try {
       request = parseSubmit(data);
     } catch (err) {
-      return rejected(toAgentError(err));
+      const error = toAgentError(err);
+      this.metrics?.runsRejected.inc({ code: error.code });
+      return rejected(error);
     }
     const runId = request.runId ?? this.ids.next("run").replaceAll(/[^A-Za-z0-9_-]/g, "_");
     const rootRunId = await this.rootOf(request, runId);
@@ -61,9 +65,11 @@ export class Admission {
       const taken = await this.pool.acquire(runId, this.limits.poolCapacity);
       if (taken === "existing") return { schemaVersion: 1, ok: true, runId, status: "existing" };
       await this.admit(request, { runId, rootRunId, depth });
+      this.metrics?.runsAdmitted.inc();
       return { schemaVersion: 1, ok: true, runId, status: "admitted" };
     } catch (err) {
       const error = toAgentError(err);
+      this.metrics?.runsRejected.inc({ code: error.code });
       await this.record(runId, rootRunId, request.parent?.runId, "run.rejected", "failed", error.message, {
         code: error.code,
       }).catch((e: unknown) => this.bus.logger.error({ err: e, runId }, "could not audit a rejection"));

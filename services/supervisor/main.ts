@@ -6,13 +6,14 @@ import type { Msg } from "@nats-io/transport-node";
 import { z } from "zod";
 import { ControlReply, LeaseReply } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
-import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
+import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
 import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
@@ -26,6 +27,7 @@ const SupervisorEnv = ActorEnv.extend({
 const env = parseEnv(SupervisorEnv, process.env);
 const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
 const bus = await openActorBus(env, "supervisor", { clock: systemClock, random: systemRandom, logger });
+const metrics = new ActorMetrics("supervisor");
 const admission = new Admission(
   bus,
   {
@@ -34,7 +36,9 @@ const admission = new Admission(
     treeIterationCap: env.SUPERVISOR_TREE_ITERATION_CAP,
   },
   uuidIds,
+  metrics,
 );
+const onFailure = (subject: string): void => metrics.badRequests.inc({ subject });
 const subjects = bus.subjects;
 const queue = "supervisor";
 serve(bus.nc, subjects.runsSubmit(), {
@@ -43,6 +47,7 @@ serve(bus.nc, subjects.runsSubmit(), {
   logger,
   handle: (msg) => admission.submit(msg.data),
   onError: failureReply,
+  onFailure,
 });
 // Operator controls share one reply contract: approvals, resume, kill switch.
 const controls: [string, (msg: Msg) => Promise<ControlReply>][] = [
@@ -51,7 +56,7 @@ const controls: [string, (msg: Msg) => Promise<ControlReply>][] = [
   [subjects.killSwitch(), (msg) => setKillSwitch(bus, msg.data)],
 ];
 for (const [subject, handle] of controls) {
-  serve(bus.nc, subject, { queue, reply: ControlReply, logger, handle, onError: failureReply });
+  serve(bus.nc, subject, { queue, reply: ControlReply, logger, handle, onError: failureReply, onFailure });
 }
 const budget = new TreeBudget({ kv: bus.buckets.pool, clock: systemClock, random: systemRandom });
 serve(bus.nc, subjects.iterationLease(), {
@@ -60,14 +65,17 @@ serve(bus.nc, subjects.iterationLease(), {
   logger,
   handle: (msg) => leaseIterations(bus, budget, env.SUPERVISOR_TREE_ITERATION_CAP, msg.data),
   onError: failureReply,
+  onFailure,
 });
 const stopping = new AbortController();
 const released = releaseSlots(bus, stopping.signal).catch((err: unknown) => {
   logger.fatal({ err }, "pool release loop stopped");
   process.exit(1);
 });
+const health = await startActorHealth(bus, env, metrics);
 logger.info(
   {
+    healthPort: health.port,
     poolCapacity: env.SUPERVISOR_POOL_CAPACITY,
     maxDepth: env.SUPERVISOR_MAX_DEPTH,
     treeIterationCap: env.SUPERVISOR_TREE_ITERATION_CAP,
@@ -76,6 +84,7 @@ logger.info(
 );
 onShutdown(logger, async () => {
   stopping.abort();
+  await health.close();
   await bus.nc.drain();
   await released;
 });

@@ -5,13 +5,14 @@
  * parent run instead of holding a worker while the children run.)
  */
 import { z } from "zod";
-import { onShutdown, openActorBus } from "../../shared/bus/actor.js";
+import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { KvMemory } from "../../shared/bus/kv-memory.js";
 import { serveTool } from "../../shared/bus/tool-service.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
@@ -36,6 +37,7 @@ const ToolsEnv = ActorEnv.extend({
 const env = parseEnv(ToolsEnv, process.env);
 const logger = createLogger({ actor: "tools", level: env.LOG_LEVEL });
 const bus = await openActorBus(env, "tools", { clock: systemClock, random: systemRandom, logger });
+const metrics = new ActorMetrics("tools");
 const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
   echo: () => echoTool,
   http_fetch: () => httpFetchTool,
@@ -51,9 +53,12 @@ for (const name of env.TOOLS) {
     invoker,
     clock: systemClock,
     logger,
+    metrics,
   });
 }
-logger.info({ tools: env.TOOLS }, "tool services ready");
+const health = await startActorHealth(bus, env, metrics);
+logger.info({ tools: env.TOOLS, healthPort: health.port }, "tool services ready");
 onShutdown(logger, async () => {
+  await health.close();
   await bus.nc.drain();
 });

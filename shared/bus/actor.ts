@@ -3,6 +3,8 @@ import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Clock } from "../runtime/clock.js";
 import type { ActorEnv } from "../runtime/config.js";
+import { startHealthServer, type HealthServer } from "../runtime/health.js";
+import type { ActorMetrics } from "../runtime/metrics.js";
 import type { Logger } from "../runtime/logger.js";
 import type { Random } from "../runtime/random.js";
 import { connectBus } from "./connect.js";
@@ -19,6 +21,8 @@ export interface ActorBus {
   clock: Clock;
   random: Random;
   logger: Logger;
+  /** False while the connection is down (reconnecting) or closed: what `/readyz` reports. */
+  connected: () => boolean;
 }
 
 /**
@@ -47,8 +51,16 @@ export async function openActorBus(
     kvm.open(names.idempotency),
     kvm.open(names.memory),
   ]);
+  let up = true;
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type === "disconnect") up = false;
+      else if (status.type === "reconnect") up = true;
+    }
+  })();
   return {
     nc,
+    connected: () => up && !nc.isClosed(),
     js: jetstream(nc),
     jsm: await jetstreamManager(nc),
     subjects,
@@ -87,4 +99,22 @@ export function onShutdown(logger: Logger, stop: (signal: string) => Promise<voi
   };
   process.on("SIGTERM", handler);
   process.on("SIGINT", handler);
+}
+
+/**
+ * The actor's metrics and its health server (`/healthz`, `/readyz`, `/metrics`). Ready means
+ * connected to NATS and, when given, whatever else the actor needs (`alsoReady`).
+ */
+export async function startActorHealth(
+  bus: ActorBus,
+  env: ActorEnv,
+  metrics: ActorMetrics,
+  alsoReady: () => boolean = () => true,
+): Promise<HealthServer> {
+  return startHealthServer({
+    port: env.HEALTH_PORT,
+    host: env.HEALTH_HOST,
+    metrics,
+    ready: () => bus.connected() && alsoReady(),
+  });
 }

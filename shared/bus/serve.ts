@@ -12,6 +12,8 @@ export interface ServeOptions<R extends z.ZodType> {
   handle: (msg: Msg) => Promise<z.input<R>>;
   /** The structured reply for anything `handle` throws: the service answers and keeps serving. */
   onError: (err: unknown) => z.input<R>;
+  /** Counts a refused request (a metric). */
+  onFailure?: (subject: string) => void;
 }
 
 /**
@@ -38,6 +40,7 @@ export function serve<R extends z.ZodType>(
         (value) => answer(msg, value),
         (e: unknown) => {
           failures += 1;
+          options.onFailure?.(subject);
           options.logger.warn({ err: e, subject: msg.subject }, "request refused");
           try {
             answer(msg, options.onError(e));

@@ -7,6 +7,7 @@ import type { Clock } from "../runtime/clock.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
 import { sha256 } from "../runtime/hash.js";
 import type { Logger } from "../runtime/logger.js";
+import type { ActorMetrics } from "../runtime/metrics.js";
 import type { ToolInvoker } from "../tools/invoke.js";
 import { describeTool, type AnyTool } from "../tools/tool.js";
 import { decode, encode } from "./codec.js";
@@ -27,6 +28,8 @@ export interface ToolServiceDeps {
   invoker: ToolInvoker;
   clock: Clock;
   logger: Logger;
+  /** Counts calls by outcome and times each run of the tool, when given. */
+  metrics?: ActorMetrics;
 }
 
 const failure = (error: AgentError): ToolCallReply => ({
@@ -76,16 +79,25 @@ function respond(msg: Msg, reply: ToolCallReply): void {
   if (msg.reply) msg.respond(encode(ToolCallReply, reply));
 }
 
+/**
+ * The outcome label of `agents_tool_calls_total` on a tool service: `ok`, `failed`, `unknown` (a
+ * non-idempotent timeout), `replayed` (answered from the record), `in_progress`, `late`, `invalid`.
+ */
+type ServiceOutcome = "ok" | "failed" | "unknown" | "replayed" | "in_progress" | "late" | "invalid";
+
 async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<void> {
+  const count = (outcome: ServiceOutcome): void => deps.metrics?.toolCalls.inc({ tool: tool.name, outcome });
   let request: ToolCallRequest;
   try {
     request = decode(ToolCallRequest, msg.data);
   } catch (err) {
+    count("invalid");
     respond(msg, failure(toAgentError(err, "INVALID_INPUT")));
     return;
   }
   const log = deps.logger.child({ runId: request.runId, actionId: request.actionId, tool: tool.name });
   if (request.deadline <= deps.clock.now()) {
+    count("late");
     respond(
       msg,
       failure(new AgentError("TOOL_TIMEOUT", `the caller's deadline passed before '${tool.name}' started`)),
@@ -96,6 +108,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
   const claimed = await claim(deps, key, request.idempotencyKey);
   if (claimed !== "claimed") {
     log.info({ idempotent: claimed.status }, "repeated idempotency key");
+    count(claimed.status === "done" ? "replayed" : "in_progress");
     respond(
       msg,
       claimed.status === "done"
@@ -104,8 +117,12 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
     );
     return;
   }
+  const timed = deps.metrics?.phaseSeconds.startTimer({ phase: `tool:${tool.name}` });
   const reply = await run(tool, deps, request);
-  if (!reply.ok && !tool.idempotent && reply.error.code === "TOOL_TIMEOUT") {
+  timed?.();
+  const unknown = !reply.ok && !tool.idempotent && reply.error.code === "TOOL_TIMEOUT";
+  count(unknown ? "unknown" : reply.ok ? "ok" : "failed");
+  if (unknown) {
     // The effect may or may not have happened: the claim stays, so no retry can run it again, and
     // the caller reconciles (a human decides) instead of guessing.
     log.warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");

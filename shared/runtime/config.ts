@@ -16,6 +16,10 @@ export const ActorEnv = z.object({
     .default("agents"),
   AGENTS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+  /** `/healthz`, `/readyz` and `/metrics`; 0 picks a free port (several actors on one machine). */
+  HEALTH_PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
+  /** Loopback by default; a container sets 0.0.0.0 so the kubelet and Prometheus can reach it. */
+  HEALTH_HOST: z.string().min(1).default("127.0.0.1"),
 });
 export type ActorEnv = z.infer<typeof ActorEnv>;
 

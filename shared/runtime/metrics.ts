@@ -1,0 +1,98 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { AuditEvent } from "../contracts/audit.js";
+
+/**
+ * The Prometheus metrics of one actor process, in a registry of its own (no global state, so
+ * tests can make as many as they like). Names follow Prometheus conventions under `agents_`.
+ */
+export class ActorMetrics {
+  readonly registry = new Registry();
+  readonly runsAdmitted: Counter;
+  readonly runsRejected: Counter<"code">;
+  readonly steps: Counter;
+  readonly phaseSeconds: Histogram<"phase">;
+  readonly guardTrips: Counter<"reason" | "verdict">;
+  readonly toolCalls: Counter<"tool" | "outcome">;
+  readonly redeliveries: Counter;
+  readonly fencingConflicts: Counter;
+  readonly criticVerdicts: Counter<"passed">;
+  readonly badRequests: Counter<"subject">;
+
+  constructor(actor: string) {
+    this.registry.setDefaultLabels({ actor });
+    collectDefaultMetrics({ register: this.registry });
+    const registers = [this.registry];
+    this.runsAdmitted = new Counter({ name: "agents_runs_admitted_total", help: "Runs admitted", registers });
+    this.runsRejected = new Counter({
+      name: "agents_runs_rejected_total",
+      help: "Runs refused at admission, by error code",
+      labelNames: ["code"],
+      registers,
+    });
+    this.steps = new Counter({ name: "agents_steps_total", help: "Loop transitions driven", registers });
+    this.phaseSeconds = new Histogram({
+      name: "agents_phase_seconds",
+      help: "Time a run waits on the effect of a step (model, tool, critic, memory), by effect",
+      labelNames: ["phase"],
+      buckets: [0.005, 0.02, 0.1, 0.5, 1, 2, 5, 15, 60, 300],
+      registers,
+    });
+    this.guardTrips = new Counter({
+      name: "agents_guard_trips_total",
+      help: "Guard warnings, blocks and circuit breaks, by reason",
+      labelNames: ["reason", "verdict"],
+      registers,
+    });
+    this.toolCalls = new Counter({
+      name: "agents_tool_calls_total",
+      help: "Tool calls by tool and outcome",
+      labelNames: ["tool", "outcome"],
+      registers,
+    });
+    this.redeliveries = new Counter({
+      name: "agents_job_redeliveries_total",
+      help: "Jobs delivered more than once (a worker died, drained or lost its lease)",
+      registers,
+    });
+    this.fencingConflicts = new Counter({
+      name: "agents_fencing_conflicts_total",
+      help: "WAL appends refused because another worker wrote first",
+      registers,
+    });
+    this.criticVerdicts = new Counter({
+      name: "agents_critic_verdicts_total",
+      help: "Critic verdicts by outcome",
+      labelNames: ["passed"],
+      registers,
+    });
+    this.badRequests = new Counter({
+      name: "agents_bad_requests_total",
+      help: "Requests answered with a structured error, by subject",
+      labelNames: ["subject"],
+      registers,
+    });
+  }
+
+  /**
+   * Counts what a run's audit events say happened (guard trips, tool outcomes, critic verdicts):
+   * the audit trail is already the record of each, so the metrics cannot disagree with it.
+   */
+  observeAudit(event: AuditEvent): void {
+    if (event.kind.startsWith("guard.")) {
+      const reason = event.data?.["guardReason"];
+      this.guardTrips.inc({
+        reason: typeof reason === "string" ? reason : "unknown",
+        verdict: event.kind.slice("guard.".length),
+      });
+    } else if (
+      event.kind === "tool.completed" ||
+      event.kind === "tool.aborted" ||
+      event.kind === "tool.denied"
+    ) {
+      const tool = event.actor.startsWith("tool:") ? event.actor.slice(5) : "unknown";
+      this.toolCalls.inc({ tool, outcome: event.kind.slice(5) });
+    } else if (event.kind === "critic.verdict") {
+      this.criticVerdicts.inc({ passed: String(event.status === "passed") });
+    }
+  }
+}
