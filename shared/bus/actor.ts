@@ -8,7 +8,7 @@ import type { ActorMetrics } from "../runtime/metrics.js";
 import type { Logger } from "../runtime/logger.js";
 import type { Random } from "../runtime/random.js";
 import { connectBus } from "./connect.js";
-import { provision } from "./provision.js";
+import { provision, type ProvisionReport } from "./provision.js";
 import { Subjects } from "./subjects.js";
 
 /** What every actor holds once connected: the bus, its streams and buckets, and its clock. */
@@ -41,7 +41,7 @@ export async function openActorBus(
     ...(env.NATS_USER ? { user: env.NATS_USER, pass: env.NATS_PASSWORD ?? "" } : {}),
   });
   const subjects = new Subjects(env.AGENTS_PREFIX);
-  const report = await provision(nc, { subjects, replicas: env.AGENTS_REPLICAS });
+  const report = await provisionOrWait(nc, subjects, env.AGENTS_REPLICAS, deps);
   for (const note of report.notes) deps.logger.warn({ serverVersion: report.serverVersion }, note);
   const kvm = new Kvm(nc);
   const names = subjects.buckets();
@@ -99,6 +99,32 @@ export function onShutdown(logger: Logger, stop: (signal: string) => Promise<voi
   };
   process.on("SIGTERM", handler);
   process.on("SIGINT", handler);
+}
+
+/**
+ * Provisions, or, for an actor whose NATS user may not create streams (every one but the supervisor
+ * under the shipped permissions), waits until the supervisor has: start order does not matter.
+ */
+async function provisionOrWait(
+  nc: NatsConnection,
+  subjects: Subjects,
+  replicas: number,
+  deps: { clock: Clock; logger: Logger },
+): Promise<ProvisionReport> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await provision(nc, { subjects, replicas });
+    } catch (err) {
+      if (!(err instanceof Error) || !/permissions violation/i.test(err.message)) throw err;
+      if (attempt % 10 === 0) {
+        deps.logger.warn(
+          { reason: err.message },
+          "streams or buckets missing and this user may not create them; waiting for the supervisor",
+        );
+      }
+      await deps.clock.sleep(1_000);
+    }
+  }
 }
 
 /**

@@ -119,6 +119,14 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
   const kvm = new Kvm(nc);
   const names = options.subjects.buckets();
   const buckets = [names.runs, names.pool, names.idempotency, names.memory];
-  for (const bucket of buckets) await kvm.create(bucket, { replicas: options.replicas, history: 1 });
+  for (const bucket of buckets) {
+    // Only a missing bucket is created: an actor without the right to create streams (every one
+    // but the supervisor under nats.conf) then starts fine once the supervisor has provisioned.
+    const exists = await jsm.streams.info(`KV_${bucket}`).then(
+      () => true,
+      () => false,
+    );
+    if (!exists) await kvm.create(bucket, { replicas: options.replicas, history: 1 });
+  }
   return { serverVersion: version, streams, buckets, notes };
 }

@@ -68,7 +68,7 @@ export async function postJson(
       });
       const text = await response.text();
       if (response.ok) return parseJson(text);
-      error = classify(response.status, text);
+      error = classify(response.status, scrub(text, headers));
       wait = retryAfterMs(response.headers.get("retry-after"), deps.clock.now());
     } catch (err) {
       error = fromThrown(err, signal);
@@ -77,6 +77,19 @@ export async function postJson(
     const backoff = fullJitterDelay(attempt, policy, deps.random);
     await deps.clock.sleep(Math.max(backoff, wait ?? 0), signal);
   }
+}
+
+/**
+ * Removes the request's header values (the API key, with or without its `Bearer ` scheme) from a
+ * reply body: some providers and proxies echo the key in an error, which would otherwise reach
+ * the error message, the audit trail and the logs.
+ */
+function scrub(body: string, headers: Record<string, string>): string {
+  const secrets = Object.values(headers)
+    .flatMap((value) => [value, value.replace(/^\S+\s+/, "")])
+    .filter((value) => value.length >= 8)
+    .sort((a, b) => b.length - a.length);
+  return secrets.reduce((text, secret) => text.replaceAll(secret, "[REDACTED]"), body);
 }
 
 function parseJson(text: string): unknown {

@@ -1,41 +1,120 @@
-import { jetstreamManager } from "@nats-io/jetstream";
-import { connect } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provision } from "../../shared/bus/provision.js";
+import { serveTool } from "../../shared/bus/tool-service.js";
 import { Subjects } from "../../shared/bus/subjects.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { NATS_USERS } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
 
-/** nats.conf as shipped: its users and permissions on a real server of this suite's own. */
-describe("nats.conf", () => {
+type Kind = keyof typeof NATS_USERS;
+const KINDS: Kind[] = ["supervisor", "agent", "critic", "tools", "cli"];
+const subjects = new Subjects();
+
+/** nats.conf as shipped (its permission model is the Kubernetes one): real connections, real denials. */
+describe("nats.conf: least privilege per actor kind", () => {
   let server: TestNats;
-  const as = (kind: keyof typeof NATS_USERS) =>
-    connect({ servers: server.url, user: NATS_USERS[kind].user, pass: NATS_USERS[kind].password });
+  const open: NatsConnection[] = [];
+  const as = async (kind: Kind): Promise<NatsConnection> => {
+    const nc = await connect({
+      servers: server.url,
+      user: NATS_USERS[kind].user,
+      pass: NATS_USERS[kind].password,
+    });
+    open.push(nc);
+    return nc;
+  };
+  const count = async (stream: string): Promise<number> => {
+    const jsm = await jetstreamManager(await as("supervisor"));
+    return (await jsm.streams.info(stream)).state.messages;
+  };
 
   beforeAll(async () => {
     server = await startNats({ configFile: NATS_CONF });
-    const nc = await as("supervisor");
-    await provision(nc, { subjects: new Subjects(), replicas: 1 });
-    await nc.close();
+    await provision(await as("supervisor"), { subjects, replicas: 1 });
   });
-  afterAll(async () => server?.stop());
+  afterAll(async () => {
+    await Promise.all(open.map((nc) => nc.close()));
+    await server?.stop();
+  });
 
-  it("refuses unauthenticated connections", async () => {
+  it("refuses unauthenticated connections and wrong passwords", async () => {
     await expect(connect({ servers: server.url })).rejects.toThrow(/Authorization/i);
+    await expect(connect({ servers: server.url, user: "agent", pass: "guess" })).rejects.toThrow(
+      /Authorization/i,
+    );
   });
 
-  it("nobody can delete or purge AGENT_AUDIT", async () => {
-    for (const kind of ["supervisor", "agent", "critic", "tools", "cli"] as const) {
-      const nc = await as(kind);
-      const jsm = await jetstreamManager(nc, { timeout: 2_000 });
-      await expect(jsm.streams.delete("AGENT_AUDIT"), kind).rejects.toThrow();
-      await expect(jsm.streams.purge("AGENT_AUDIT"), kind).rejects.toThrow();
-      await nc.close();
+  it("a tool service cannot write the WAL or the audit stream", async () => {
+    const js = jetstream(await as("tools"), { timeout: 2_000 });
+    const [wal, audit] = [await count("AGENT_WAL"), await count("AGENT_AUDIT")];
+    await expect(js.publish(subjects.wal("run-1"), "{}")).rejects.toThrow(/permission/i);
+    await expect(js.publish(subjects.audit("run-1", "run.committed"), "{}")).rejects.toThrow(/permission/i);
+    expect([await count("AGENT_WAL"), await count("AGENT_AUDIT")]).toEqual([wal, audit]);
+  });
+
+  it("agentctl's user cannot write the WAL", async () => {
+    const js = jetstream(await as("cli"), { timeout: 2_000 });
+    const before = await count("AGENT_WAL");
+    await expect(js.publish(subjects.wal("run-1"), "{}")).rejects.toThrow(/permission/i);
+    expect(await count("AGENT_WAL")).toBe(before);
+  });
+
+  it("the critic cannot call a tool the agent can", async () => {
+    const tools = await as("tools");
+    const served = serveTool(echoTool, {
+      nc: tools,
+      subjects,
+      idempotency: await new Kvm(tools).open(subjects.buckets().idempotency),
+      invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
+      clock: systemClock,
+      logger: silentLogger,
+    });
+    const describe = subjects.toolDescribe("echo");
+    const agent = await as("agent");
+    expect((await agent.request(describe, "", { timeout: 2_000 })).json()).toMatchObject({ name: "echo" });
+    const critic = await as("critic");
+    await expect(critic.request(describe, "", { timeout: 2_000 })).rejects.toThrow(/permission/i);
+    await expect(critic.request(subjects.tool("echo"), "{}", { timeout: 2_000 })).rejects.toThrow(
+      /permission/i,
+    );
+    for (const sub of served) sub.unsubscribe();
+  });
+
+  it("only the supervisor writes agents-pool", async () => {
+    const bucket = subjects.buckets().pool;
+    for (const kind of KINDS.filter((k) => k !== "supervisor")) {
+      const kv = await new Kvm(await as(kind)).open(bucket);
+      await expect(kv.put("killswitch", "{}"), kind).rejects.toThrow(/permission/i);
+      await expect(kv.delete("killswitch"), kind).rejects.toThrow(/permission/i);
     }
-    const nc = await as("cli");
-    const jsm = await jetstreamManager(nc);
+    const kv = await new Kvm(await as("supervisor")).open(bucket);
+    expect(await kv.put("probe", "1")).toBeGreaterThan(0);
+  });
+
+  it("nobody can delete or purge a stream, and only the supervisor creates or changes them", async () => {
+    const streams = ["AGENT_AUDIT", "AGENT_WAL", "AGENT_RUNS", `KV_${subjects.buckets().pool}`];
+    for (const kind of KINDS) {
+      const jsm = await jetstreamManager(await as(kind), { timeout: 2_000 });
+      for (const stream of streams) {
+        await expect(jsm.streams.delete(stream), `${kind} ${stream}`).rejects.toThrow();
+        await expect(jsm.streams.purge(stream), `${kind} ${stream}`).rejects.toThrow();
+      }
+      await expect(jsm.consumers.delete("AGENT_RUNS", "agent-workers"), kind).rejects.toThrow();
+      if (kind !== "supervisor") {
+        await expect(jsm.streams.add({ name: `ROGUE_${kind}`, subjects: [`rogue.${kind}`] })).rejects.toThrow(
+          /permission/i,
+        );
+      }
+    }
+    const jsm = await jetstreamManager(await as("cli"));
     expect((await jsm.streams.info("AGENT_AUDIT")).config.name).toBe("AGENT_AUDIT");
-    await nc.close();
   });
 });

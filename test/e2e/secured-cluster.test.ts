@@ -1,0 +1,130 @@
+import { createServer, type Server } from "node:http";
+import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LocalCluster, NATS_USERS, type ActorProcess } from "../../services/local/cluster.js";
+import { NATS_CONF } from "../../services/local/ensure-nats.js";
+import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+import { startNats, type TestNats } from "../helpers/nats-server.js";
+
+// A key planted in the workers' environment; a hostile model endpoint echoes it back in its error.
+const PLANTED = `sk-planted-${process.pid}-${Date.now().toString(36)}-do-not-leak`;
+
+/**
+ * The whole cluster under nats.conf's users (one per actor kind), started in the wrong order: the
+ * workers, critic and tools come up first and wait until the supervisor has provisioned.
+ */
+describe("a cluster under the shipped permission model", () => {
+  let server: TestNats;
+  let cluster: LocalCluster;
+  let logDir: string;
+  let hostile: Server;
+  const seenKeys: string[] = [];
+  const cli = (...args: string[]) =>
+    runProcess(process.execPath, [AGENTCTL, ...args], {
+      env: {
+        ...process.env,
+        NATS_URL: server.url,
+        NATS_USER: NATS_USERS.cli.user,
+        NATS_PASSWORD: NATS_USERS.cli.password,
+      },
+    });
+
+  beforeAll(async () => {
+    server = await startNats({ configFile: NATS_CONF });
+    logDir = await mkdtemp(join(tmpdir(), "secured-"));
+    hostile = createServer((req, res) => {
+      seenKeys.push(req.headers.authorization ?? "");
+      res
+        .writeHead(401, { "content-type": "application/json" })
+        .end(JSON.stringify({ error: { message: `invalid key: ${req.headers.authorization ?? ""}` } }));
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, "127.0.0.1", resolve));
+    cluster = new LocalCluster({
+      natsUrl: server.url,
+      useConfUsers: true,
+      logDir,
+      env: { PLANTED_MODEL_KEY: PLANTED, AGENT_RETRY_DELAY_MS: "500" },
+    });
+    const early: Promise<ActorProcess>[] = [
+      cluster.start("agent", "agent-1"),
+      cluster.start("critic"),
+      cluster.start("tools", "tools", { TOOLS: "echo,memory" }),
+    ];
+    // Give them time to find the streams missing and start waiting.
+    await new Promise((r) => setTimeout(r, 1_500));
+    await cluster.start("supervisor");
+    await Promise.all(early);
+  }, 60_000);
+  afterAll(async () => {
+    await cluster?.stop(5_000);
+    await server?.stop();
+    hostile?.close();
+  });
+
+  it("actors that start before the supervisor wait for it, then serve", async () => {
+    const log = await readFile(join(logDir, "agent-1.log"), "utf8");
+    expect(log).toMatch(/waiting for the supervisor/);
+    expect(log).toMatch(/agent worker ready/);
+  });
+
+  it("a run commits end to end, submitted and inspected with agentctl's own user", async () => {
+    const file = join(logDir, "run.json");
+    await writeFile(
+      file,
+      JSON.stringify(
+        spec({
+          script: [
+            { toolCalls: [{ name: "echo", input: { text: "secured" } }] },
+            { toolCalls: [{ name: "finish", input: { answer: "All secured." } }] },
+          ],
+          tools: ["echo", "memory"],
+          verifiers: [],
+          critic: { checks: [{ kind: "nonEmpty" }] },
+        }),
+      ),
+    );
+    const { stdout } = await cli("submit", file, "--run-id", "secured-1", "--watch");
+    expect(stdout).toMatch(/committed/);
+    const audit = await cli("audit", "tail", "secured-1", "--json");
+    const kinds = audit.stdout
+      .trim()
+      .split("\n")
+      .map((line) => (JSON.parse(line) as { kind: string }).kind);
+    expect(kinds).toContain("tool.completed");
+    expect(kinds.at(-1)).toBe("run.committed");
+  });
+
+  it("a model key echoed by the provider never reaches logs, audit events, statuses or replies", async () => {
+    const port = (hostile.address() as AddressInfo).port;
+    const file = join(logDir, "leak.json");
+    const leaky = spec({ tools: ["echo"] });
+    leaky.agent.model = {
+      provider: "openai",
+      model: "gpt-test",
+      baseUrl: `http://127.0.0.1:${port}/v1`,
+      apiKeyEnv: "PLANTED_MODEL_KEY",
+    };
+    await writeFile(file, JSON.stringify(leaky));
+    const submitted = await cli("submit", file, "--run-id", "leak-1", "--watch").catch(
+      (err: { stdout: string; stderr: string }) => err,
+    );
+    // The provider did get the key (so a leak was possible) and the run failed on it.
+    expect(seenKeys).toContain(`Bearer ${PLANTED}`);
+    const status = await cli("status", "leak-1");
+    expect(status.stdout).toMatch(/failed/);
+    const audit = await cli("audit", "tail", "leak-1", "--json");
+    expect(audit.stdout).toMatch(/authentication failed \(401\)/);
+    const replay = await cli("replay", "leak-1").catch((err: { stdout: string; stderr: string }) => err);
+    const logs = await Promise.all((await readdir(logDir)).map((f) => readFile(join(logDir, f), "utf8")));
+    const everything = [submitted, status, audit, replay].flatMap((r) => [r.stdout, r.stderr]).concat(logs);
+    expect(everything.join("\n")).toMatch(/REDACTED/);
+    for (const text of everything) expect(text).not.toContain(PLANTED);
+    for (const user of Object.values(NATS_USERS)) {
+      for (const text of logs) expect(text).not.toContain(user.password);
+    }
+  });
+});
