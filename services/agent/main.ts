@@ -3,32 +3,15 @@
  * (see the README's table); SIGTERM/SIGINT drain it: no new jobs, current steps finish, jobs go
  * back to the queue at once for another worker.
  */
-import { hostname } from "node:os";
-import { z } from "zod";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv, millis, parseEnv } from "../../shared/runtime/config.js";
+import { parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
+import { AgentEnv } from "./env.js";
 import { AgentWorker } from "./worker.js";
-
-const AgentEnv = ActorEnv.extend({
-  WORKER_ID: z
-    .string()
-    .regex(/^[A-Za-z0-9_-]{1,48}$/)
-    .default(
-      `${hostname()
-        .replaceAll(/[^A-Za-z0-9_-]/g, "-")
-        .slice(0, 32)}-${process.pid}`,
-    ),
-  AGENT_ACK_WAIT_MS: millis(30_000),
-  AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
-  AGENT_CHECKPOINT_EVERY: z.coerce.number().int().min(1).max(10_000).default(10),
-  AGENT_RETRY_DELAY_MS: millis(5_000),
-  AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(1),
-});
 
 const env = parseEnv(AgentEnv, process.env);
 const logger = createLogger({ actor: "agent", level: env.LOG_LEVEL }).child({ workerId: env.WORKER_ID });

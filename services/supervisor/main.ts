@@ -3,26 +3,20 @@
  * switch and approvals live in JetStream KV, so any number of replicas can run side by side.
  */
 import type { Msg } from "@nats-io/transport-node";
-import { z } from "zod";
 import { ControlReply, LeaseReply } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
+import { SupervisorEnv } from "./env.js";
 import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
-
-const SupervisorEnv = ActorEnv.extend({
-  SUPERVISOR_POOL_CAPACITY: z.coerce.number().int().min(1).max(100_000).default(16),
-  SUPERVISOR_MAX_DEPTH: z.coerce.number().int().min(0).max(16).default(3),
-  SUPERVISOR_TREE_ITERATION_CAP: z.coerce.number().int().min(1).max(10_000_000).default(1_000),
-});
 
 const env = parseEnv(SupervisorEnv, process.env);
 const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });

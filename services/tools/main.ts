@@ -4,12 +4,11 @@
  * which to serve. (`spawn_agent` is not among them: agent workers perform it themselves, parking the
  * parent run instead of holding a worker while the children run.)
  */
-import { z } from "zod";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { KvMemory } from "../../shared/bus/kv-memory.js";
 import { serveTool } from "../../shared/bus/tool-service.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
@@ -19,20 +18,7 @@ import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
 import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
-
-const BUILT_IN = ["echo", "http_fetch", "memory"] as const;
-const ToolsEnv = ActorEnv.extend({
-  TOOLS: z
-    .string()
-    .default(BUILT_IN.join(","))
-    .transform((s) =>
-      s
-        .split(",")
-        .map((t) => t.trim())
-        .filter(Boolean),
-    )
-    .pipe(z.array(z.enum(BUILT_IN)).min(1)),
-});
+import { type BUILT_IN, ToolsEnv } from "./env.js";
 
 const env = parseEnv(ToolsEnv, process.env);
 const logger = createLogger({ actor: "tools", level: env.LOG_LEVEL });

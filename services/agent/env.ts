@@ -1,0 +1,21 @@
+import { hostname } from "node:os";
+import { z } from "zod";
+import { ActorEnv, millis } from "../../shared/runtime/config.js";
+
+/** An agent worker's environment (the README's table; the Kubernetes manifests are checked against it). */
+export const AgentEnv = ActorEnv.extend({
+  WORKER_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,48}$/)
+    .default(
+      `${hostname()
+        .replaceAll(/[^A-Za-z0-9_-]/g, "-")
+        .slice(0, 32)}-${process.pid}`,
+    ),
+  AGENT_ACK_WAIT_MS: millis(30_000),
+  AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
+  AGENT_CHECKPOINT_EVERY: z.coerce.number().int().min(1).max(10_000).default(10),
+  AGENT_RETRY_DELAY_MS: millis(5_000),
+  AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(1),
+});
+export type AgentEnv = z.infer<typeof AgentEnv>;

@@ -1,0 +1,19 @@
+import { z } from "zod";
+import { ActorEnv } from "../../shared/runtime/config.js";
+
+export const BUILT_IN = ["echo", "http_fetch", "memory"] as const;
+
+/** The tool services' environment (the README's table; the Kubernetes manifests are checked against it). */
+export const ToolsEnv = ActorEnv.extend({
+  TOOLS: z
+    .string()
+    .default(BUILT_IN.join(","))
+    .transform((s) =>
+      s
+        .split(",")
+        .map((t) => t.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.enum(BUILT_IN)).min(1)),
+});
+export type ToolsEnv = z.infer<typeof ToolsEnv>;

@@ -1,0 +1,104 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as keda from "@kubernetes-models/keda/keda.sh/v1alpha1";
+import * as appsV1 from "kubernetes-models/apps/v1";
+import * as autoscalingV2 from "kubernetes-models/autoscaling/v2";
+import * as networkingV1 from "kubernetes-models/networking.k8s.io/v1";
+import * as policyV1 from "kubernetes-models/policy/v1";
+import * as coreV1 from "kubernetes-models/v1";
+import { parseAllDocuments } from "yaml";
+
+export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const K8S = join(ROOT, "deploy", "k8s");
+
+export interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+  spec?: unknown;
+  data?: Record<string, string>;
+  [key: string]: unknown;
+}
+
+/** Every document of a YAML file, refusing any parse error (kustomize would too, less clearly). */
+export function readYaml(path: string): unknown[] {
+  const docs = parseAllDocuments(readFileSync(path, "utf8"));
+  return docs.map((doc) => {
+    if (doc.errors.length > 0) throw new Error(`${path}: ${doc.errors.map((e) => e.message).join("; ")}`);
+    return doc.toJS() as unknown;
+  });
+}
+
+type Model = new (data: unknown) => { validate(): void };
+const GROUPS: Record<string, Record<string, unknown>> = {
+  v1: coreV1,
+  "apps/v1": appsV1,
+  "policy/v1": policyV1,
+  "autoscaling/v2": autoscalingV2,
+  "networking.k8s.io/v1": networkingV1,
+  "keda.sh/v1alpha1": keda,
+};
+
+/** Validates one object against its Kubernetes (or KEDA) OpenAPI schema; throws what is wrong. */
+export function validateObject(object: K8sObject): void {
+  const model = GROUPS[object.apiVersion]?.[object.kind] as Model | undefined;
+  if (!model) throw new Error(`no schema for ${object.apiVersion} ${object.kind} (${object.metadata.name})`);
+  try {
+    new model(object).validate();
+  } catch (err) {
+    throw new Error(`${object.kind}/${object.metadata.name}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** `kubectl kustomize <dir>` when kubectl is on PATH; undefined otherwise. */
+export function kustomize(dir: string): K8sObject[] | undefined {
+  if (!kubectlAvailable()) return undefined;
+  const out = execFileSync("kubectl", ["kustomize", dir], { encoding: "utf8" });
+  return parseAllDocuments(out).map((doc) => doc.toJS() as K8sObject);
+}
+
+let kubectl: boolean | undefined;
+export function kubectlAvailable(): boolean {
+  if (kubectl === undefined) {
+    try {
+      execFileSync("kubectl", ["version", "--client"], { stdio: "ignore" });
+      kubectl = true;
+    } catch {
+      kubectl = false;
+    }
+  }
+  return kubectl;
+}
+
+export interface Container {
+  name: string;
+  image: string;
+  args?: string[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+  envFrom?: { configMapRef?: { name: string }; secretRef?: { name: string; optional?: boolean } }[];
+  ports?: { name?: string; containerPort: number }[];
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  securityContext?: {
+    allowPrivilegeEscalation?: boolean;
+    readOnlyRootFilesystem?: boolean;
+    capabilities?: { drop?: string[] };
+  };
+  livenessProbe?: { httpGet?: { path: string; port: string | number } };
+  readinessProbe?: { httpGet?: { path: string; port: string | number } };
+}
+
+export interface PodSpec {
+  containers: Container[];
+  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number };
+}
+
+export function podSpecOf(object: K8sObject): PodSpec {
+  return (object.spec as { template: { spec: PodSpec } }).template.spec;
+}
