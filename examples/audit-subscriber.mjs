@@ -28,6 +28,10 @@ if (!existing) {
     durable_name: durable,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
+    // One event in flight at a time keeps each run's events in order even across a redelivery (an
+    // ack lost while a NATS server fails over comes back after ack_wait, before anything newer).
+    max_ack_pending: 1,
+    ack_wait: 5_000_000_000,
     filter_subject: runId ? `${prefix}.audit.${runId}.>` : `${prefix}.audit.>`,
   });
 }
@@ -38,6 +42,10 @@ for await (const msg of messages) {
   const event = msg.json();
   // A restarted subscriber resumes mid-run, so gaps are checked from the first event it sees.
   const previous = lastSeq.get(event.runId);
+  if (previous !== undefined && event.seq <= previous) {
+    msg.ack(); // a redelivery of an event already handled (its ack was lost): at-least-once
+    continue;
+  }
   if (previous !== undefined && event.seq !== previous + 1) {
     console.error(`GAP in ${event.runId}: expected seq ${previous + 1}, got ${event.seq}`);
   }

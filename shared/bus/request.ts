@@ -23,8 +23,21 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
   options: RequestOptions,
 ): Promise<z.output<R>> {
   const data = encode(request.schema, request.value);
+  let forget = (): void => undefined;
   try {
-    const msg = await nc.request(subject, data, { timeout: options.timeoutMs });
+    // A reply sent while this connection was away is gone for good (the inbox had no interest on
+    // the server that routed it): give up at the disconnect instead of waiting out the timeout.
+    const lost = new Promise<never>((_, reject) => {
+      forget = onDisconnect(nc, () =>
+        reject(
+          new AgentError(
+            options.timeout ?? "BUS_UNAVAILABLE",
+            `the connection dropped while waiting for a reply on '${subject}': the outcome is unknown`,
+          ),
+        ),
+      );
+    });
+    const msg = await Promise.race([nc.request(subject, data, { timeout: options.timeoutMs }), lost]);
     return decode(reply, msg.data);
   } catch (err) {
     if (err instanceof AgentError) throw err;
@@ -45,5 +58,30 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
     throw new AgentError("BUS_UNAVAILABLE", `request on '${subject}' failed: ${String(err)}`, {
       cause: err,
     });
+  } finally {
+    forget();
   }
+}
+
+const listeners = new WeakMap<NatsConnection, Set<() => void>>();
+
+/** Calls `listener` at this connection's next disconnect; returns the function that cancels it. */
+function onDisconnect(nc: NatsConnection, listener: () => void): () => void {
+  let set = listeners.get(nc);
+  if (!set) {
+    const created = new Set<() => void>();
+    set = created;
+    listeners.set(nc, created);
+    void (async () => {
+      for await (const status of nc.status()) {
+        if (status.type !== "disconnect") continue;
+        const waiting = [...created];
+        created.clear();
+        for (const notify of waiting) notify();
+      }
+    })();
+  }
+  const mine = set;
+  mine.add(listener);
+  return () => mine.delete(listener);
 }

@@ -3,12 +3,13 @@ import { AgentError, isAgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { fullJitterDelay } from "../tools/backoff.js";
 
-const RETRIES = 5;
-const BACKOFF = { baseDelayMs: 50, maxDelayMs: 2_000 };
+/** Long enough to ride out a stream leader election after a server is lost (a few seconds). */
+const BUDGET_MS = 15_000;
+const BACKOFF = { baseDelayMs: 100, maxDelayMs: 2_000 };
 
 /**
  * Runs a JetStream publish until it lands: timeouts and leader elections ("no responders",
- * "jetstream not enabled") are retried with full-jitter backoff, which is safe because every
+ * "jetstream not enabled") are retried with full-jitter backoff for up to 15 s, which is safe because every
  * publish carries a message id. `classify` turns errors that must not be retried into AgentErrors.
  */
 export async function publishWithRetry<T>(
@@ -17,14 +18,15 @@ export async function publishWithRetry<T>(
   publish: () => Promise<T>,
   classify: (err: unknown) => AgentError | undefined = () => undefined,
 ): Promise<T> {
+  const giveUpAt = deps.clock.now() + BUDGET_MS;
   for (let attempt = 0; ; attempt++) {
     try {
       return await publish();
     } catch (err) {
       const fatal = isAgentError(err) ? err : classify(err);
       if (fatal) throw fatal;
-      if (attempt >= RETRIES)
-        throw new AgentError("BUS_UNAVAILABLE", `${what} failed after ${RETRIES + 1} attempts`, {
+      if (deps.clock.now() >= giveUpAt)
+        throw new AgentError("BUS_UNAVAILABLE", `${what} failed after ${attempt + 1} attempts`, {
           cause: err,
         });
       await deps.clock.sleep(fullJitterDelay(attempt, BACKOFF, deps.random));
