@@ -24,8 +24,10 @@ serve(bus.nc, bus.subjects.criticReview(), {
     const timed = metrics.phaseSeconds.startTimer({ phase: "review" });
     const reply = await review(msg.data, { clock: systemClock, random: systemRandom, env: process.env });
     timed();
-    if (reply.ok) metrics.criticVerdicts.inc({ passed: String(reply.verdict.passed) });
-    if (reply.ok) logger.info({ passed: reply.verdict.passed, scores: reply.verdict.scores }, "review done");
+    if (reply.ok) {
+      metrics.criticVerdicts.inc({ passed: String(reply.verdict.passed) });
+      logger.info({ passed: reply.verdict.passed, scores: reply.verdict.scores }, "review done");
+    }
     return reply;
   },
   onError: failureReply,

@@ -8,6 +8,7 @@ import type { ActorMetrics } from "../runtime/metrics.js";
 import type { Logger } from "../runtime/logger.js";
 import type { Random } from "../runtime/random.js";
 import { connectBus } from "./connect.js";
+import { linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
 import { Subjects } from "./subjects.js";
 
@@ -51,16 +52,9 @@ export async function openActorBus(
     kvm.open(names.idempotency),
     kvm.open(names.memory),
   ]);
-  let up = true;
-  void (async () => {
-    for await (const status of nc.status()) {
-      if (status.type === "disconnect") up = false;
-      else if (status.type === "reconnect") up = true;
-    }
-  })();
   return {
     nc,
-    connected: () => up && !nc.isClosed(),
+    connected: () => linkOf(nc).connected(),
     js: jetstream(nc),
     jsm: await jetstreamManager(nc),
     subjects,

@@ -2,6 +2,7 @@ import { NoRespondersError, RequestError, TimeoutError, type NatsConnection } fr
 import type { z } from "zod";
 import { AgentError, type ErrorCode } from "../runtime/errors.js";
 import { decode, encode } from "./codec.js";
+import { linkOf } from "./link.js";
 
 export interface RequestOptions {
   timeoutMs: number;
@@ -28,7 +29,7 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
     // A reply sent while this connection was away is gone for good (the inbox had no interest on
     // the server that routed it): give up at the disconnect instead of waiting out the timeout.
     const lost = new Promise<never>((_, reject) => {
-      forget = onDisconnect(nc, () =>
+      forget = linkOf(nc).onDisconnect(() =>
         reject(
           new AgentError(
             options.timeout ?? "BUS_UNAVAILABLE",
@@ -61,27 +62,4 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
   } finally {
     forget();
   }
-}
-
-const listeners = new WeakMap<NatsConnection, Set<() => void>>();
-
-/** Calls `listener` at this connection's next disconnect; returns the function that cancels it. */
-function onDisconnect(nc: NatsConnection, listener: () => void): () => void {
-  let set = listeners.get(nc);
-  if (!set) {
-    const created = new Set<() => void>();
-    set = created;
-    listeners.set(nc, created);
-    void (async () => {
-      for await (const status of nc.status()) {
-        if (status.type !== "disconnect") continue;
-        const waiting = [...created];
-        created.clear();
-        for (const notify of waiting) notify();
-      }
-    })();
-  }
-  const mine = set;
-  mine.add(listener);
-  return () => mine.delete(listener);
 }

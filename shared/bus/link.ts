@@ -1,0 +1,37 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+
+/** One connection's up/down state, watched once however many parts of an actor ask. */
+export interface Link {
+  /** False while the connection is down (reconnecting) or closed. */
+  connected(): boolean;
+  /** Calls `listener` at the next disconnect; returns the function that cancels it. */
+  onDisconnect(listener: () => void): () => void;
+}
+
+const links = new WeakMap<NatsConnection, Link>();
+
+export function linkOf(nc: NatsConnection): Link {
+  const known = links.get(nc);
+  if (known) return known;
+  let up = true;
+  const waiting = new Set<() => void>();
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type === "reconnect") up = true;
+      if (status.type !== "disconnect") continue;
+      up = false;
+      const notify = [...waiting];
+      waiting.clear();
+      for (const listener of notify) listener();
+    }
+  })();
+  const link: Link = {
+    connected: () => up && !nc.isClosed(),
+    onDisconnect: (listener) => {
+      waiting.add(listener);
+      return () => waiting.delete(listener);
+    },
+  };
+  links.set(nc, link);
+  return link;
+}
