@@ -10,17 +10,15 @@ import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { provision } from "../../shared/bus/provision.js";
 import { Subjects } from "../../shared/bus/subjects.js";
-import { serveTool } from "../../shared/bus/tool-service.js";
 import { readWal, type StoredRecord } from "../../shared/bus/wal.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
-import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { defineTool } from "../../shared/tools/tool.js";
 import { ClusterClient } from "../../services/cli/client.js";
 import { LocalCluster } from "../../services/local/cluster.js";
-import { settled } from "../helpers/cluster-suite.js";
+import { serveFromTest, settled } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
 
@@ -101,14 +99,7 @@ describe.runIf(enabled)("a 3-node JetStream cluster loses a server mid-workload"
       random: systemRandom,
       logger: silentLogger,
     });
-    serveTool(slow, {
-      nc: bus.nc,
-      subjects: bus.subjects,
-      idempotency: bus.buckets.idempotency,
-      invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
-      clock: systemClock,
-      logger: silentLogger,
-    });
+    serveFromTest(slow, { nc: bus.nc, subjects: bus.subjects, idempotency: bus.buckets.idempotency });
     client = new ClusterClient(bus);
   }, 90_000);
   afterAll(async () => {

@@ -3,15 +3,11 @@ import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provision } from "../../shared/bus/provision.js";
-import { serveTool } from "../../shared/bus/tool-service.js";
 import { Subjects } from "../../shared/bus/subjects.js";
-import { systemClock } from "../../shared/runtime/clock.js";
-import { silentLogger } from "../../shared/runtime/logger.js";
-import { systemRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
-import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { NATS_USERS } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
+import { serveFromTest } from "../helpers/cluster-suite.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
 
 type Kind = keyof typeof NATS_USERS;
@@ -69,13 +65,10 @@ describe("nats.conf: least privilege per actor kind", () => {
 
   it("the critic cannot call a tool the agent can", async () => {
     const tools = await as("tools");
-    const served = serveTool(echoTool, {
+    const served = serveFromTest(echoTool, {
       nc: tools,
       subjects,
       idempotency: await new Kvm(tools).open(subjects.buckets().idempotency),
-      invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
-      clock: systemClock,
-      logger: silentLogger,
     });
     const describe = subjects.toolDescribe("echo");
     const agent = await as("agent");
@@ -85,7 +78,7 @@ describe("nats.conf: least privilege per actor kind", () => {
     await expect(critic.request(subjects.tool("echo"), "{}", { timeout: 2_000 })).rejects.toThrow(
       /permission/i,
     );
-    for (const sub of served) sub.unsubscribe();
+    served.stop();
   });
 
   it("only the supervisor writes agents-pool", async () => {

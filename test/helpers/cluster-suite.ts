@@ -8,7 +8,7 @@ import { afterAll, beforeAll } from "vitest";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
-import { serveTool } from "../../shared/bus/tool-service.js";
+import { serveTool, type ToolServiceDeps } from "../../shared/bus/tool-service.js";
 import { readWal, type StoredRecord } from "../../shared/bus/wal.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
@@ -101,16 +101,8 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
   };
   suite.log = (actor) => readFile(join(suite.logDir, `${actor}.log`), "utf8");
   suite.serveTool = (tool) => {
-    const subs = serveTool(tool, {
-      nc: suite.bus.nc,
-      subjects: suite.bus.subjects,
-      idempotency: suite.bus.buckets.idempotency,
-      // The worker retries; the service runs each call once, as the tools actor does.
-      invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
-      clock: systemClock,
-      logger: silentLogger,
-    });
-    return { stop: () => subs.forEach((sub) => sub.unsubscribe()) };
+    const { bus } = suite;
+    return serveFromTest(tool, { nc: bus.nc, subjects: bus.subjects, idempotency: bus.buckets.idempotency });
   };
   suite.env = () => ({
     ...process.env,
@@ -124,4 +116,21 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
 /** The environment an actor or agentctl needs to reach the suite's server. */
 export function credentials(server: TestNats): Record<string, string> {
   return server.user ? { NATS_USER: server.user, NATS_PASSWORD: server.pass ?? "" } : {};
+}
+
+/**
+ * Serves a tool from a test process on the given connection, configured as the tools actor is:
+ * the worker retries, so the service runs each call once.
+ */
+export function serveFromTest(
+  tool: AnyTool,
+  deps: Pick<ToolServiceDeps, "nc" | "subjects" | "idempotency">,
+): { stop(): void } {
+  const subs = serveTool(tool, {
+    ...deps,
+    invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
+    clock: systemClock,
+    logger: silentLogger,
+  });
+  return { stop: () => subs.forEach((sub) => sub.unsubscribe()) };
 }
