@@ -7,8 +7,16 @@
 //
 // With a runId it follows that run only; with --until-final it exits after the run's
 // run.committed or run.failed event.
+import { setTimeout as delay } from "node:timers/promises";
 import { connect } from "@nats-io/transport-node";
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+} from "@nats-io/jetstream";
 
 const args = process.argv.slice(2);
 const runId = args.find((a) => !a.startsWith("--"));
@@ -21,21 +29,8 @@ const nc = await connect({
   servers: (process.env.NATS_URL ?? "nats://127.0.0.1:4222").split(","),
   ...(process.env.NATS_USER ? { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD ?? "" } : {}),
 });
-const jsm = await jetstreamManager(nc);
-const existing = await jsm.consumers.info(stream, durable).catch(() => null);
-if (!existing) {
-  await jsm.consumers.add(stream, {
-    durable_name: durable,
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.All,
-    // One event in flight at a time keeps each run's events in order even across a redelivery (an
-    // ack lost while a NATS server fails over comes back after ack_wait, before anything newer).
-    max_ack_pending: 1,
-    ack_wait: 5_000_000_000,
-    filter_subject: runId ? `${prefix}.audit.${runId}.>` : `${prefix}.audit.>`,
-  });
-}
-const consumer = await jetstream(nc).consumers.get(stream, durable);
+const consumer = await bind();
+console.error(`subscribed to ${stream} as ${durable}`);
 const lastSeq = new Map();
 const messages = await consumer.consume();
 for await (const msg of messages) {
@@ -56,3 +51,38 @@ for await (const msg of messages) {
 }
 await messages.close();
 await nc.drain();
+
+/**
+ * Finds or creates the durable consumer. A server lost or a stream re-electing its leader answers
+ * nothing for a few seconds: keep trying (for up to a minute) rather than die at start.
+ */
+async function bind() {
+  const jsm = await jetstreamManager(nc);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const existing = await jsm.consumers.info(stream, durable).catch((err) => {
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound) return null;
+        throw err;
+      });
+      if (!existing) await jsm.consumers.add(stream, consumerConfig());
+      return await jetstream(nc).consumers.get(stream, durable);
+    } catch (err) {
+      if (attempt >= 60) throw err;
+      console.error(`waiting for ${stream}: ${err.message}`);
+      await delay(1_000);
+    }
+  }
+}
+
+function consumerConfig() {
+  return {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    // One event in flight at a time keeps each run's events in order even across a redelivery (an
+    // ack lost while a NATS server fails over comes back after ack_wait, before anything newer).
+    max_ack_pending: 1,
+    ack_wait: 5_000_000_000,
+    filter_subject: runId ? `${prefix}.audit.${runId}.>` : `${prefix}.audit.>`,
+  };
+}

@@ -6,6 +6,7 @@ import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
+import { readAudit } from "../../shared/bus/audit.js";
 import { readWal } from "../../shared/bus/wal.js";
 import { replay } from "../../shared/loop/replay.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -43,28 +44,23 @@ export async function replayRun(bus: ActorBus, runId: string): Promise<ReplayRep
   };
 }
 
-/** Audit events in stream order through an ordered consumer; with `follow`, waits for new ones. */
+/** Audit events in stream order; with `follow`, waits for new ones (an ordered consumer) until aborted. */
 export async function* tailAudit(
   bus: ActorBus,
   options: { runId?: string; follow: boolean; signal?: AbortSignal },
 ): AsyncGenerator<AuditEvent> {
-  const stream = bus.subjects.streams().audit;
-  const filter = bus.subjects.auditAll(options.runId);
-  const info = await bus.jsm.streams.info(stream, { subjects_filter: filter });
-  let remaining = Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
-  if (!options.follow && remaining === 0) return;
-  const consumer = await bus.js.consumers.get(stream, {
-    filter_subjects: filter,
+  if (!options.follow) {
+    yield* readAudit(bus, { runId: options.runId });
+    return;
+  }
+  const consumer = await bus.reads.consumers.get(bus.subjects.streams().audit, {
+    filter_subjects: bus.subjects.auditAll(options.runId),
     deliver_policy: DeliverPolicy.All,
   });
   const messages = await consumer.consume();
   options.signal?.addEventListener("abort", () => void messages.close(), { once: true });
   try {
-    for await (const msg of messages) {
-      yield decode(AuditEvent, msg.data);
-      remaining -= 1;
-      if (!options.follow && remaining <= 0) return;
-    }
+    for await (const msg of messages) yield decode(AuditEvent, msg.data);
   } finally {
     await messages.close();
   }

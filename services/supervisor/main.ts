@@ -16,6 +16,7 @@ import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
 import { SupervisorEnv } from "./env.js";
+import { requeueStalled } from "./stalls.js";
 import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
 
 const env = parseEnv(SupervisorEnv, process.env);
@@ -66,6 +67,10 @@ const released = releaseSlots(bus, stopping.signal).catch((err: unknown) => {
   logger.fatal({ err }, "pool release loop stopped");
   process.exit(1);
 });
+const watchdog =
+  env.SUPERVISOR_STALL_MS > 0
+    ? requeueStalled(bus, { staleMs: env.SUPERVISOR_STALL_MS }, metrics.stalledRequeues, stopping.signal)
+    : Promise.resolve();
 const health = await startActorHealth(bus, env, metrics);
 logger.info(
   {
@@ -73,6 +78,7 @@ logger.info(
     poolCapacity: env.SUPERVISOR_POOL_CAPACITY,
     maxDepth: env.SUPERVISOR_MAX_DEPTH,
     treeIterationCap: env.SUPERVISOR_TREE_ITERATION_CAP,
+    stallMs: env.SUPERVISOR_STALL_MS,
   },
   "supervisor ready",
 );
@@ -81,4 +87,5 @@ onShutdown(logger, async () => {
   await health.close();
   await bus.nc.drain();
   await released;
+  await watchdog;
 });

@@ -10,12 +10,15 @@ import type { Random } from "../runtime/random.js";
 import { connectBus } from "./connect.js";
 import { linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
+import { readsClient } from "./read-range.js";
 import { Subjects } from "./subjects.js";
 
 /** What every actor holds once connected: the bus, its streams and buckets, and its clock. */
 export interface ActorBus {
   nc: NatsConnection;
   js: JetStreamClient;
+  /** For reads of stream ranges: a short API timeout (see readRange). */
+  reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
   buckets: { runs: KV; pool: KV; idempotency: KV; memory: KV };
@@ -56,6 +59,7 @@ export async function openActorBus(
     nc,
     connected: () => linkOf(nc).connected(),
     js: jetstream(nc),
+    reads: readsClient(nc),
     jsm: await jetstreamManager(nc),
     subjects,
     buckets: { runs, pool, idempotency, memory },

@@ -9,7 +9,7 @@ import { RunJob } from "../contracts/cluster.js";
 import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
 import { encode } from "./codec.js";
-import { publishWithRetry } from "./retry.js";
+import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
 export const WORKER_CONSUMER = "agent-workers";
@@ -28,7 +28,7 @@ export interface JobDeps {
  */
 export async function publishJob(deps: JobDeps, job: RunJob, msgID: string): Promise<number> {
   const data = encode(RunJob, job);
-  const ack = await publishWithRetry(`job for run ${job.runId}`, deps, () =>
+  const ack = await withBusRetry(`job for run ${job.runId}`, deps, () =>
     deps.js.publish(deps.subjects.runQueue(job.runId), data, { msgID }),
   );
   return ack.seq;

@@ -4,15 +4,16 @@ import type { Random } from "../runtime/random.js";
 import { fullJitterDelay } from "../tools/backoff.js";
 
 /** Long enough to ride out a stream leader election after a server is lost (a few seconds). */
-const BUDGET_MS = 15_000;
-const BACKOFF = { baseDelayMs: 100, maxDelayMs: 2_000 };
+export const BUDGET_MS = 15_000;
+export const BACKOFF = { baseDelayMs: 100, maxDelayMs: 2_000 };
 
 /**
- * Runs a JetStream publish until it lands: timeouts and leader elections ("no responders",
- * "jetstream not enabled") are retried with full-jitter backoff for up to 15 s, which is safe because every
- * publish carries a message id. `classify` turns errors that must not be retried into AgentErrors.
+ * Runs a JetStream operation until it succeeds: timeouts and leader elections ("no responders",
+ * "jetstream not enabled") are retried with full-jitter backoff for up to 15 s. Safe for publishes
+ * because every publish carries a message id, and for reads because they change nothing.
+ * `classify` turns errors that must not be retried into AgentErrors.
  */
-export async function publishWithRetry<T>(
+export async function withBusRetry<T>(
   what: string,
   deps: { clock: Clock; random: Random },
   publish: () => Promise<T>,

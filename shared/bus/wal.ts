@@ -1,15 +1,11 @@
-import {
-  DeliverPolicy,
-  JetStreamApiError,
-  type JetStreamClient,
-  type JetStreamManager,
-} from "@nats-io/jetstream";
+import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { WalRecord } from "../contracts/wal.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { decode, encode } from "./codec.js";
-import { publishWithRetry } from "./retry.js";
+import { readRange } from "./read-range.js";
+import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
 /** JetStream's answer when the expected last subject sequence does not match: someone else wrote. */
@@ -22,6 +18,7 @@ export interface StoredRecord {
 
 export interface WalDeps {
   js: JetStreamClient;
+  reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
   clock: Clock;
@@ -54,7 +51,7 @@ export class WalWriter {
     const subject = this.deps.subjects.wal(this.runId);
     const data = encode(WalRecord, record);
     const msgID = `${this.runId}:${this.count + 1}:${this.writerId}`;
-    const ack = await publishWithRetry(
+    const ack = await withBusRetry(
       `WAL append for run ${this.runId}`,
       this.deps,
       () => this.deps.js.publish(subject, data, { msgID, expect: { lastSubjectSequence: this.lastSeq } }),
@@ -87,22 +84,15 @@ export async function readWal(
 ): Promise<{ records: StoredRecord[]; lastSeq: number }> {
   const subject = deps.subjects.wal(runId);
   const stream = deps.subjects.streams().wal;
-  const last = await deps.jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => null);
+  // Only "no message" means an empty WAL; a timeout must not pass for one (the run would restart).
+  const last = await withBusRetry(`reading the end of ${subject}`, deps, () =>
+    deps.jsm.streams.getMessage(stream, { last_by_subj: subject }),
+  );
   if (!last || last.seq < fromSeq) return { records: [], lastSeq: last?.seq ?? 0 };
-  const consumer = await deps.js.consumers.get(stream, {
-    filter_subjects: subject,
-    deliver_policy: DeliverPolicy.StartSequence,
-    opt_start_seq: fromSeq,
-  });
   const records: StoredRecord[] = [];
-  const messages = await consumer.consume();
-  try {
-    for await (const msg of messages) {
-      records.push({ seq: msg.seq, record: decode(WalRecord, msg.data) });
-      if (msg.seq >= last.seq) break;
-    }
-  } finally {
-    await messages.close();
+  const range = { stream, filter: subject, fromSeq, end: { untilSeq: last.seq } };
+  for await (const msg of readRange(deps, range)) {
+    records.push({ seq: msg.seq, record: decode(WalRecord, msg.data) });
   }
   return { records, lastSeq: last.seq };
 }

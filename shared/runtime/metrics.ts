@@ -15,6 +15,7 @@ export class ActorMetrics {
   readonly toolCalls: Counter<"tool" | "outcome">;
   readonly redeliveries: Counter;
   readonly fencingConflicts: Counter;
+  readonly stalledRequeues: Counter;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
 
@@ -57,6 +58,11 @@ export class ActorMetrics {
     this.fencingConflicts = new Counter({
       name: "agents_fencing_conflicts_total",
       help: "WAL appends refused because another worker wrote first",
+      registers,
+    });
+    this.stalledRequeues = new Counter({
+      name: "agents_stalled_runs_requeued_total",
+      help: "Running runs with no progress for SUPERVISOR_STALL_MS that the supervisor queued again",
       registers,
     });
     this.criticVerdicts = new Counter({

@@ -15,16 +15,19 @@ const suite = useClusterSuite("takeover", {
     { kind: "agent", name: "agent-1" },
     { kind: "agent", name: "agent-2" },
   ],
-  env: { AGENT_ACK_WAIT_MS: "2000", AGENT_RETRY_DELAY_MS: "500" },
+  env: { AGENT_ACK_WAIT_MS: "2000", AGENT_RETRY_DELAY_MS: "500", SUPERVISOR_STALL_MS: "6000" },
 });
 
 /** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */
-function serveCharge(delayMs: number): { executions: Map<string, number>; started: Promise<string> } {
+function serveCharge(
+  delayMs: number,
+  name = "charge",
+): { executions: Map<string, number>; started: Promise<string> } {
   const executions = new Map<string, number>();
   let onStart: (key: string) => void = () => undefined;
   const started = new Promise<string>((resolve) => (onStart = resolve));
   const charge = defineTool({
-    name: "charge",
+    name,
     description: "Charges an amount (a side effect that must happen once).",
     input: z.object({ amount: z.number() }),
     capability: { kind: "compute" },
@@ -73,6 +76,40 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     expect(new Set(models).size).toBe(2);
     expect(events.filter((e) => e.kind === "model.called")).toHaveLength(2);
     await suite.cluster.start("agent", `${holder as string}b`);
+  }, 60_000);
+
+  it("a job the server never redelivers (its worker died, the message is gone): the supervisor re-queues the stalled run; it commits, the side effect once", async () => {
+    const charge = serveCharge(1_000, "charge_once");
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "charge_once", input: { amount: 7 } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "charged 7" } }] },
+        ],
+        tools: ["charge_once"],
+      }),
+    );
+    const key = await charge.started;
+    const { streams, wal, runQueue } = {
+      streams: suite.bus.subjects.streams(),
+      wal: suite.bus.subjects.wal(reply.runId),
+      runQueue: suite.bus.subjects.runQueue(reply.runId),
+    };
+    const last = await suite.bus.jsm.streams.getMessage(streams.wal, { last_by_subj: wal });
+    const holder = /^[^:]+:\d+:(agent-\w+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1] as string;
+    const job = await suite.bus.jsm.streams.getMessage(streams.runs, { last_by_subj: runQueue });
+    expect(job?.seq).toBeGreaterThan(0);
+    suite.cluster.signal(holder, "SIGKILL");
+    // What a consumer stuck after a leader change looks like from outside: the job never comes back.
+    await suite.bus.jsm.streams.deleteMessage(streams.runs, job?.seq ?? 0);
+
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 7" } });
+    expect(charge.executions.get(key)).toBe(1);
+    expect(await suite.logs()).toMatch(new RegExp(`"runId":"${reply.runId}"[^\\n]*re-queued`));
+    const events = await suite.audit(reply.runId);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    await suite.cluster.start("agent", `${holder}s`);
   }, 60_000);
 
   it("a non-idempotent call whose outcome is unknown (it timed out) halts the run for reconciliation; it is never run twice", async () => {

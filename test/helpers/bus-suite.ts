@@ -3,6 +3,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll } from "vitest";
 import { connectBus } from "../../shared/bus/connect.js";
 import { provision } from "../../shared/bus/provision.js";
+import { readsClient } from "../../shared/bus/read-range.js";
 import { Subjects } from "../../shared/bus/subjects.js";
 import { InstantClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
@@ -13,6 +14,7 @@ export interface BusSuite {
   server: TestNats;
   nc: NatsConnection;
   js: JetStreamClient;
+  reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
   clock: InstantClock;
@@ -39,6 +41,7 @@ export function useBusSuite(name: string): BusSuite {
     });
     await provision(suite.nc, { subjects: suite.subjects, replicas: 1 });
     suite.js = jetstream(suite.nc);
+    suite.reads = readsClient(suite.nc);
     suite.jsm = await jetstreamManager(suite.nc);
   });
   afterAll(async () => {

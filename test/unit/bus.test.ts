@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
-import { publishWithRetry } from "../../shared/bus/retry.js";
+import { withBusRetry } from "../../shared/bus/retry.js";
 import { Subjects } from "../../shared/bus/subjects.js";
 import { InstantClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -81,12 +81,12 @@ describe("codec", () => {
   });
 });
 
-describe("publishWithRetry", () => {
+describe("withBusRetry", () => {
   const deps = () => ({ clock: new InstantClock(0), random: seededRandom(1) });
 
   it("retries transient failures until the publish lands", async () => {
     let calls = 0;
-    const result = await publishWithRetry("p", deps(), () =>
+    const result = await withBusRetry("p", deps(), () =>
       ++calls < 3 ? Promise.reject(new Error("timeout")) : Promise.resolve("ok"),
     );
     expect([result, calls]).toEqual(["ok", 3]);
@@ -96,14 +96,14 @@ describe("publishWithRetry", () => {
     let calls = 0;
     const fenced = new AgentError("FENCED", "lost");
     await expect(
-      publishWithRetry(
+      withBusRetry(
         "p",
         deps(),
         () => (calls++, Promise.reject(new Error("x"))),
         () => fenced,
       ),
     ).rejects.toBe(fenced);
-    await expect(publishWithRetry("p", deps(), () => (calls++, Promise.reject(fenced)))).rejects.toBe(fenced);
+    await expect(withBusRetry("p", deps(), () => (calls++, Promise.reject(fenced)))).rejects.toBe(fenced);
     expect(calls).toBe(2);
   });
 
@@ -111,7 +111,7 @@ describe("publishWithRetry", () => {
     let calls = 0;
     const d = deps();
     await expect(
-      publishWithRetry("audit publish", d, () => (calls++, Promise.reject(new Error("down")))),
+      withBusRetry("audit publish", d, () => (calls++, Promise.reject(new Error("down")))),
     ).rejects.toMatchObject({
       code: "BUS_UNAVAILABLE",
       message: expect.stringMatching(/^audit publish failed after \d+ attempts$/) as unknown,

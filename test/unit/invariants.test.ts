@@ -32,8 +32,6 @@ const sources = files.map((f) => f.src);
  */
 const CONDITIONAL_SKIPS: Record<string, string> = {
   "test/unit/deploy.test.ts": "rendering the overlays needs kubectl on PATH",
-  "test/e2e/jetstream-cluster.test.ts":
-    "the 3-node failover test is opt-in (AGENTS_HA_TEST=1) until it is stable",
 };
 const titles = sources.flatMap((src) =>
   [...src.matchAll(/\bit\(\s*"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1] as string),

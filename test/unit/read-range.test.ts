@@ -1,0 +1,90 @@
+import type { JetStreamClient } from "@nats-io/jetstream";
+import { describe, expect, it } from "vitest";
+import { readRange, type RangeQuery } from "../../shared/bus/read-range.js";
+import { InstantClock } from "../../shared/runtime/clock.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+
+/**
+ * A stand-in for the JetStream client's ordered consumers, over an in-memory stream: what a real
+ * server cannot be made to do on cue (fail a pull half-way, stall) is scripted here. The real
+ * server side of reads is covered by the WAL and audit integration tests and the failover test.
+ */
+function fakeReads(stored: number[], faults: { failAfter?: number; stallFrom?: number }) {
+  const starts: number[] = [];
+  let served = 0;
+  const reads = {
+    consumers: {
+      get: (_stream: string, opts: { opt_start_seq: number }) => {
+        starts.push(opts.opt_start_seq);
+        let cursor = stored.findIndex((seq) => seq >= opts.opt_start_seq);
+        if (cursor < 0) cursor = stored.length;
+        return Promise.resolve({
+          fetch: ({ max_messages }: { max_messages: number }) =>
+            Promise.resolve(
+              (function* () {
+                for (let i = 0; i < max_messages && cursor < stored.length; i++) {
+                  if (faults.stallFrom !== undefined && served >= faults.stallFrom) return;
+                  if (faults.failAfter !== undefined && served === faults.failAfter) {
+                    faults.failAfter = undefined;
+                    throw new Error("connection lost");
+                  }
+                  served += 1;
+                  const seq = stored[cursor++] ?? 0;
+                  yield { seq, data: new TextEncoder().encode(String(seq)) };
+                }
+              })(),
+            ),
+        });
+      },
+    },
+  } as unknown as JetStreamClient;
+  return { reads, starts };
+}
+
+async function collect(reads: JetStreamClient, query: RangeQuery): Promise<number[]> {
+  const seqs: number[] = [];
+  const deps = { reads, clock: new InstantClock(0), random: seededRandom(3) };
+  for await (const msg of readRange(deps, query)) seqs.push(msg.seq);
+  return seqs;
+}
+
+// A filtered subject's messages are interleaved with others' in the stream: sparse sequences.
+const stored = Array.from({ length: 600 }, (_, i) => 2 * i + 1);
+const query = (end: RangeQuery["end"], fromSeq = 1): RangeQuery => ({
+  stream: "S",
+  filter: "s.>",
+  fromSeq,
+  end,
+});
+
+describe("readRange", () => {
+  it("reads a range larger than one pull, in order, up to the last sequence", async () => {
+    const { reads, starts } = fakeReads(stored, {});
+    expect(await collect(reads, query({ untilSeq: 999 }, 201))).toEqual(
+      stored.filter((s) => s >= 201 && s <= 999),
+    );
+    expect(starts).toEqual([201]);
+  });
+
+  it("stops after a count of messages", async () => {
+    const { reads } = fakeReads(stored, {});
+    expect(await collect(reads, query({ count: 300 }))).toEqual(stored.slice(0, 300));
+  });
+
+  it("resumes a failed pull just after the last message delivered: nothing skipped, nothing twice", async () => {
+    const { reads, starts } = fakeReads(stored, { failAfter: 257 });
+    expect(await collect(reads, query({ count: 600 }))).toEqual(stored);
+    expect(starts).toEqual([1, (stored[256] ?? 0) + 1]);
+  });
+
+  it("gives up with BUS_UNAVAILABLE when pulls make no progress for the retry budget", async () => {
+    const { reads, starts } = fakeReads(stored, { stallFrom: 10 });
+    await expect(collect(reads, query({ count: 600 }))).rejects.toMatchObject({
+      code: "BUS_UNAVAILABLE",
+      message: expect.stringMatching(/made no progress/) as unknown,
+    });
+    // It kept trying on fresh consumers from the same place, not from the start.
+    expect(starts.length).toBeGreaterThan(2);
+    expect(new Set(starts.slice(1))).toEqual(new Set([(stored[9] ?? 0) + 1]));
+  });
+});

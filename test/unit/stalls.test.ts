@@ -1,0 +1,44 @@
+import { describe, expect, it } from "vitest";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { scanInterval, stalledRuns } from "../../services/supervisor/stalls.js";
+
+const at = (ms: number): string => new Date(ms).toISOString();
+const status = (runId: string, value: RunStatus["status"], updatedMs: number): RunStatus => ({
+  runId,
+  rootRunId: runId,
+  depth: 0,
+  status: value,
+  phase: "ACT",
+  iteration: 1,
+  usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+  updatedAt: at(updatedMs),
+});
+
+describe("the stalled-run watchdog", () => {
+  const now = 1_000_000;
+  const staleMs = 60_000;
+
+  it("picks running runs unchanged for the stale period, and only those", () => {
+    const runs = [
+      status("stuck", "running", now - staleMs),
+      status("moving", "running", now - staleMs + 1),
+      status("parked", "awaiting_approval", 0),
+      status("queued", "queued", 0),
+      status("done", "committed", 0),
+      status("halted", "halted", 0),
+    ];
+    expect(stalledRuns(runs, new Set(), now, staleMs).map((r) => r.runId)).toEqual(["stuck"]);
+  });
+
+  it("leaves a parent parked on its children alone: it holds no job on purpose", () => {
+    const runs = [status("parent", "running", 0), status("lonely", "running", 0)];
+    const keys = new Set(["parent", "lonely", "fanout.parent"]);
+    expect(stalledRuns(runs, keys, now, staleMs).map((r) => r.runId)).toEqual(["lonely"]);
+  });
+
+  it("scans a few times per stale period, between once a second and once a minute", () => {
+    expect(scanInterval(6_000)).toBe(1_500);
+    expect(scanInterval(100)).toBe(1_000);
+    expect(scanInterval(600_000)).toBe(60_000);
+  });
+});
