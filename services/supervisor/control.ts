@@ -11,7 +11,7 @@ import { AuditEvent } from "../../shared/contracts/audit.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { fanInResults, readFanOut } from "../../shared/bus/fanout.js";
-import { publishJob } from "../../shared/bus/jobs.js";
+import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -44,15 +44,7 @@ export async function decideApproval(
   }
   await publishJob(
     bus,
-    {
-      schemaVersion: 1,
-      runId,
-      rootRunId: current.rootRunId ?? runId,
-      ...(current.parentRunId ? { parentRunId: current.parentRunId } : {}),
-      depth: current.depth ?? 0,
-      auditSeq: 0,
-      event: { type: "approvalDecided", at: bus.clock.now(), ...approval },
-    },
+    continuationJob(current, { type: "approvalDecided", at: bus.clock.now(), ...approval }),
     // One decision per waiting state: the status revision names it, so a repeated request is a duplicate.
     `${runId}:approval:${entry.revision}`,
   );
@@ -183,15 +175,7 @@ export async function resumeRun(bus: ActorBus, capacity: number, data: Uint8Arra
   await pool.acquire(request.runId, capacity);
   await publishJob(
     bus,
-    {
-      schemaVersion: 1,
-      runId: request.runId,
-      rootRunId: current.rootRunId ?? request.runId,
-      ...(current.parentRunId ? { parentRunId: current.parentRunId } : {}),
-      depth: current.depth ?? 0,
-      auditSeq: 0,
-      event: { type: "resume", at: bus.clock.now(), by: request.by },
-    },
+    continuationJob(current, { type: "resume", at: bus.clock.now(), by: request.by }),
     `${request.runId}:resume:${entry.revision}`,
   );
   bus.logger.info({ runId: request.runId, by: request.by }, "run resumed");

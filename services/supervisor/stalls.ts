@@ -1,6 +1,6 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { fanOutKey } from "../../shared/bus/fanout.js";
-import { publishJob } from "../../shared/bus/jobs.js";
+import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { Counter } from "prom-client";
@@ -63,18 +63,7 @@ export async function requeueStalled(
       for (const run of stalledRuns(statuses, keys, now, options.staleMs)) {
         if (now - (lastRequeue.get(run.runId) ?? -Infinity) < options.staleMs) continue;
         lastRequeue.set(run.runId, now);
-        await publishJob(
-          bus,
-          {
-            schemaVersion: 1,
-            runId: run.runId,
-            rootRunId: run.rootRunId ?? run.runId,
-            ...(run.parentRunId ? { parentRunId: run.parentRunId } : {}),
-            depth: run.depth ?? 0,
-            auditSeq: 0,
-          },
-          `${run.runId}:stalled:${run.updatedAt}`,
-        );
+        await publishJob(bus, continuationJob(run), `${run.runId}:stalled:${run.updatedAt}`);
         requeued.inc();
         const idleMs = now - Date.parse(run.updatedAt);
         bus.logger.warn({ runId: run.runId, idleMs }, "run stalled (no progress, no job): re-queued");

@@ -6,6 +6,7 @@ import {
   type ConsumerConfig,
 } from "@nats-io/jetstream";
 import { RunJob } from "../contracts/cluster.js";
+import type { RunStatus } from "../contracts/run-status.js";
 import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
 import { encode } from "./codec.js";
@@ -32,6 +33,19 @@ export async function publishJob(deps: JobDeps, job: RunJob, msgID: string): Pro
     deps.js.publish(deps.subjects.runQueue(job.runId), data, { msgID }),
   );
   return ack.seq;
+}
+
+/** A job that continues an existing run (its spec is in the WAL), with the outside event to continue with, if any. */
+export function continuationJob(run: RunStatus, event?: RunJob["event"]): RunJob {
+  return {
+    schemaVersion: 1,
+    runId: run.runId,
+    rootRunId: run.rootRunId ?? run.runId,
+    ...(run.parentRunId ? { parentRunId: run.parentRunId } : {}),
+    depth: run.depth ?? 0,
+    auditSeq: 0,
+    ...(event ? { event } : {}),
+  };
 }
 
 export interface WorkerConsumerOptions {

@@ -44,23 +44,33 @@ function serveCharge(
   return { executions, started };
 }
 
+/** The worker that wrote a run's last WAL record (its writer id is in the message id). */
+async function lastWriter(runId: string): Promise<string | undefined> {
+  const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
+    last_by_subj: suite.bus.subjects.wal(runId),
+  });
+  return /^[^:]+:\d+:(agent-\w+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
+}
+
+/** A run that calls the charge tool `tool` once, then finishes. */
+function chargeRun(tool: string, amount: number): Promise<{ runId: string }> {
+  return suite.client.submit(
+    spec({
+      script: [
+        { toolCalls: [{ name: tool, input: { amount } }] },
+        { toolCalls: [{ name: "finish", input: { answer: `charged ${amount}` } }] },
+      ],
+      tools: [tool],
+    }),
+  );
+}
+
 describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
   it("kill -9 of the worker mid-run: another worker resumes it, the side effect happens once, no recorded model step is called again", async () => {
     const charge = serveCharge(1_500);
-    const reply = await suite.client.submit(
-      spec({
-        script: [
-          { toolCalls: [{ name: "charge", input: { amount: 5 } }] },
-          { toolCalls: [{ name: "finish", input: { answer: "charged 5" } }] },
-        ],
-        tools: ["charge"],
-      }),
-    );
+    const reply = await chargeRun("charge", 5);
     const key = await charge.started;
-    const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
-      last_by_subj: suite.bus.subjects.wal(reply.runId),
-    });
-    const holder = /^[^:]+:\d+:(agent-\d+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
+    const holder = await lastWriter(reply.runId);
     expect(holder).toMatch(/^agent-\d$/);
     suite.cluster.signal(holder as string, "SIGKILL");
 
@@ -80,24 +90,13 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
 
   it("a job the server never redelivers (its worker died, the message is gone): the supervisor re-queues the stalled run; it commits, the side effect once", async () => {
     const charge = serveCharge(1_000, "charge_once");
-    const reply = await suite.client.submit(
-      spec({
-        script: [
-          { toolCalls: [{ name: "charge_once", input: { amount: 7 } }] },
-          { toolCalls: [{ name: "finish", input: { answer: "charged 7" } }] },
-        ],
-        tools: ["charge_once"],
-      }),
-    );
+    const reply = await chargeRun("charge_once", 7);
     const key = await charge.started;
-    const { streams, wal, runQueue } = {
-      streams: suite.bus.subjects.streams(),
-      wal: suite.bus.subjects.wal(reply.runId),
-      runQueue: suite.bus.subjects.runQueue(reply.runId),
-    };
-    const last = await suite.bus.jsm.streams.getMessage(streams.wal, { last_by_subj: wal });
-    const holder = /^[^:]+:\d+:(agent-\w+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1] as string;
-    const job = await suite.bus.jsm.streams.getMessage(streams.runs, { last_by_subj: runQueue });
+    const holder = (await lastWriter(reply.runId)) as string;
+    const streams = suite.bus.subjects.streams();
+    const job = await suite.bus.jsm.streams.getMessage(streams.runs, {
+      last_by_subj: suite.bus.subjects.runQueue(reply.runId),
+    });
     expect(job?.seq).toBeGreaterThan(0);
     suite.cluster.signal(holder, "SIGKILL");
     // What a consumer stuck after a leader change looks like from outside: the job never comes back.
@@ -193,12 +192,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
       }),
     );
     await suite.waitFor(reply.runId, (s) => s.usage.toolCalls >= 1);
-    const writerOf = async () => {
-      const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
-        last_by_subj: suite.bus.subjects.wal(reply.runId),
-      });
-      return /^[^:]+:\d+:(agent-\w+)-\d+-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
-    };
+    const writerOf = () => lastWriter(reply.runId);
     const holder = (await writerOf()) as string;
     expect(holder).toMatch(/^agent-/);
     const stoppedAt = Date.now();
