@@ -9,7 +9,7 @@ import { auditCount, publishAudit } from "../../shared/bus/audit.js";
 import { readWal, writerAfter, type WalWriter } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
-import { replay } from "../../shared/loop/replay.js";
+import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
 import type { AwaitingEffect, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
 import { statusOf } from "../../shared/loop/status.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -94,8 +94,9 @@ export class RunLease {
     const known = await this.status.get(this.job.runId);
     this.checkpointSeq = known?.checkpointSeq;
     let read = await readWal(bus, this.job.runId, this.checkpointSeq ?? 1);
-    if (read.records.length === 0 && this.checkpointSeq !== undefined)
-      read = await readWal(bus, this.job.runId);
+    // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).
+    const tailless = read.records.length === 0 || endsWithCheckpoint(read.records.map((r) => r.record));
+    if (tailless && this.checkpointSeq !== undefined) read = await readWal(bus, this.job.runId);
     this.writer = writerAfter(bus, this.job.runId, this.deps.writerId, read);
     const records = read.records.map((r) => r.record);
     const spec = specOf(records) ?? this.job.spec;

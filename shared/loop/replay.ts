@@ -65,9 +65,29 @@ export function replay(
   return { state, last, transitions, unwritten: produced.slice(tail.length) };
 }
 
+/**
+ * The last checkpoint with an event after it. A checkpoint is the last record of the transition
+ * that wrote it, so a log that ends with one (a crash right after it) must be replayed from the
+ * checkpoint before: only that replay knows the last transition, whose audit events may be owed.
+ */
 function lastCheckpointIndex(records: readonly WalRecord[]): number {
-  for (let i = records.length - 1; i >= 0; i--) if (records[i]?.type === "CHECKPOINT") return i;
+  let eventAfter = false;
+  for (let i = records.length - 1; i >= 0; i--) {
+    const record = records[i] as WalRecord;
+    if (record.type === "CHECKPOINT" && eventAfter) return i;
+    if (eventOf(record)) eventAfter = true;
+  }
   return -1;
+}
+
+/** True when no record after the log's last checkpoint carries an event (see lastCheckpointIndex). */
+export function endsWithCheckpoint(records: readonly WalRecord[]): boolean {
+  for (let i = records.length - 1; i >= 0; i--) {
+    const record = records[i] as WalRecord;
+    if (record.type === "CHECKPOINT") return true;
+    if (eventOf(record)) return false;
+  }
+  return false;
 }
 
 function compare(recorded: readonly WalRecord[], produced: readonly WalRecord[]): void {

@@ -3,7 +3,7 @@ import { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
-import { replay } from "../../shared/loop/replay.js";
+import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
 import type { LoopConfig } from "../../shared/loop/state.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
@@ -40,6 +40,26 @@ describe("durability", () => {
     expect(fromCheckpoint.state).toEqual(full.state);
     // Resume cost: only the tail after the last checkpoint is replayed.
     expect(fromCheckpoint.transitions.length).toBeLessThan(full.transitions.length / 3);
+  });
+
+  it("a log cut right after a checkpoint replays from the one before, so the last transition is known", async () => {
+    const result = await runner({ checkpointEvery: 3 }).run(
+      spec({ script: longScript(7), resources: { maxIterations: 20 } }),
+    );
+    const second = result.wal.findIndex(
+      (r, i) =>
+        r.type === "CHECKPOINT" && i > 0 && result.wal.slice(0, i).some((x) => x.type === "CHECKPOINT"),
+    );
+    const cut = result.wal.slice(0, second + 1);
+    expect(endsWithCheckpoint(cut)).toBe(true);
+    expect(endsWithCheckpoint(result.wal)).toBe(false);
+    const full = replay(cut, config);
+    const fromCheckpoint = replay(cut, config, { fromCheckpoint: true });
+    expect(fromCheckpoint.state).toEqual(full.state);
+    expect(fromCheckpoint.last.effects).toEqual(full.last.effects);
+    expect(fromCheckpoint.unwritten).toEqual([]);
+    // Only the checkpoint: no transition to replay, and the caller must read the log from the start.
+    expect(() => replay(cut.slice(second), config, { fromCheckpoint: true })).toThrow(/no run to replay/);
   });
 
   it("checkpoint ids are content-addressed: sha256 of runId‖iteration", async () => {
