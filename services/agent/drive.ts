@@ -42,7 +42,7 @@ export interface LeaseDeps {
   writerId: string;
   logger: Logger;
   metrics: ActorMetrics;
-  /** Called while a step runs, so JetStream knows the job is alive (`working()`). */
+  /** Called every `heartbeatMs` while the lease lasts, so JetStream knows the job is alive (`working()`). */
   heartbeat: () => void;
   heartbeatMs: number;
   /** Aborted when the worker drains: the lease hands the run back after the current step. */
@@ -72,6 +72,8 @@ export class RunLease {
   }
 
   async run(): Promise<LeaseOutcome> {
+    // For the whole lease, not per step: a run of many short steps outlives the ack wait too.
+    const heartbeat = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
     try {
       const first = await this.open();
       if (first === "unstartable") return first;
@@ -84,6 +86,8 @@ export class RunLease {
         return "fenced";
       }
       throw err;
+    } finally {
+      clearInterval(heartbeat);
     }
   }
 
@@ -235,7 +239,6 @@ export class RunLease {
     awaiting: AwaitingEffect,
     state: LoopState,
   ): Promise<LoopEvent | "release" | "park" | undefined> {
-    const timer = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
     const timed = this.deps.metrics.phaseSeconds.startTimer({ phase: effectName(awaiting) });
     try {
       const takeover = this.tookOver;
@@ -251,7 +254,6 @@ export class RunLease {
       return await this.deps.performer.perform(awaiting, state);
     } finally {
       timed();
-      clearInterval(timer);
     }
   }
 

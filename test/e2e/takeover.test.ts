@@ -88,6 +88,32 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     await suite.cluster.start("agent", `${holder as string}b`);
   }, 60_000);
 
+  it("a run of many short steps that outlasts the ack wait keeps its lease: the heartbeat spans the lease, not one step", async () => {
+    const pause = defineTool({
+      name: "pause",
+      description: "Waits a little (a step shorter than the heartbeat interval).",
+      input: z.object({ n: z.number() }),
+      capability: { kind: "compute" },
+      reversibility: "reversible",
+      idempotent: true,
+      execute: async (input) => {
+        await systemClock.sleep(300);
+        return { output: { n: input.n } };
+      },
+    });
+    suite.serveTool(pause);
+    // 10 steps of ~300 ms: over 3 s on one lease, with a 2 s ack wait and heartbeats every 666 ms.
+    const script = [
+      ...Array.from({ length: 10 }, (_, n) => ({ toolCalls: [{ name: "pause", input: { n } }] })),
+      { toolCalls: [{ name: "finish", input: { answer: "paused 10 times" } }] },
+    ];
+    const reply = await suite.client.submit(spec({ script, tools: ["pause"] }));
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status).toMatchObject({ status: "committed" });
+    expect((await suite.audit(reply.runId)).filter((e) => e.kind === "run.resumed")).toHaveLength(0);
+    expect(await suite.logs()).not.toMatch(new RegExp(`"runId":"${reply.runId}"[^\\n]*(fenced|taking over)`));
+  }, 60_000);
+
   it("a job the server never redelivers (its worker died, the message is gone): the supervisor re-queues the stalled run; it commits, the side effect once", async () => {
     const charge = serveCharge(1_000, "charge_once");
     const reply = await chargeRun("charge_once", 7);
