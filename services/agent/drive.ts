@@ -1,4 +1,4 @@
-import type { AuditEvent } from "../../shared/contracts/audit.js";
+import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
 import type { RunJob } from "../../shared/contracts/cluster.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
@@ -62,6 +62,10 @@ export class RunLease {
   private readonly status: RunStatusStore;
   private config!: LoopConfig;
   private log: Logger;
+  /** What the status view last showed, to skip writes that change only counters (see `statusDue`). */
+  private lastStatus: { status: string; phase: string } | undefined;
+  /** The last transition's status and audit events, still in flight (see `apply`). */
+  private trailing: Promise<void> | undefined;
 
   constructor(
     private readonly deps: LeaseDeps,
@@ -78,8 +82,12 @@ export class RunLease {
       const first = await this.open();
       if (first === "unstartable") return first;
       if (!first) return "done";
-      return await this.drive(first);
+      const outcome = await this.drive(first);
+      // The job is acked only once everything the lease wrote is acknowledged.
+      await this.settleTrailing();
+      return outcome;
     } catch (err) {
+      await this.trailing?.catch(() => undefined);
       if (err instanceof AgentError && err.code === "FENCED") {
         this.deps.metrics.fencingConflicts.inc();
         this.log.warn({ writerId: this.deps.writerId }, "fenced: another worker drives this run; letting go");
@@ -214,10 +222,13 @@ export class RunLease {
    * Performs one transition's effects; returns the one the run now waits on. The WAL records go
    * first (the durable truth), then the status, then the audit events: whoever reacts to an audit
    * event (the supervisor freeing a slot or completing a fan-in) finds the status already updated.
-   * A crash in between is repaired on resume, which re-publishes the last transition's missing events.
+   * Status and audit are off the critical path: they travel while the step's model or tool call
+   * runs, and are acknowledged before the next transition's records are written, so a crash can
+   * only cut the last transition's events short, which resume re-publishes.
    */
   private async apply(t: Transition): Promise<AwaitingEffect | undefined> {
     let awaiting: AwaitingEffect | undefined;
+    await this.settleTrailing();
     this.deps.metrics.steps.inc();
     for (const effect of t.effects) if (effect.type === "wal") await this.append(effect.record);
     this.log = this.deps.logger.child({
@@ -225,14 +236,43 @@ export class RunLease {
       phase: t.state.phase,
       iteration: t.state.guard.iteration,
     });
-    await this.putStatus(t.state);
+    const audits = t.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
+    const trailing = this.publishTrailing(t.state, audits, this.statusDue(t));
+    // Rejections are awaited later (settleTrailing); until then they must not count as unhandled.
+    trailing.catch(() => undefined);
+    this.trailing = trailing;
     for (const effect of t.effects) {
-      if (effect.type === "audit") await this.audit(effect.event);
-      else if (effect.type === "storeMemory")
-        await this.deps.performer.remember(effect.namespace, effect.text);
-      else if (effect.type !== "wal") awaiting = effect;
+      if (effect.type === "storeMemory") await this.deps.performer.remember(effect.namespace, effect.text);
+      else if (effect.type !== "wal" && effect.type !== "audit") awaiting = effect;
     }
     return awaiting;
+  }
+
+  /** The status, then the audit events sent together (one connection keeps them in order). */
+  private async publishTrailing(state: LoopState, audits: AuditEvent[], status: boolean): Promise<void> {
+    if (status) await this.putStatus(state);
+    await Promise.all(audits.map((event) => this.audit(event)));
+  }
+
+  /**
+   * The status view is written once per step, not per transition: a transition that only sends
+   * a tool call is skipped unless it changed the run's status or phase or wrote a checkpoint
+   * (whose sequence the status carries for a flat resume).
+   */
+  private statusDue(t: Transition): boolean {
+    const last = this.lastStatus;
+    this.lastStatus = { status: t.state.status, phase: t.state.phase };
+    const toolOnly =
+      t.state.status === "running" && t.effects.some((e) => e.type === "callTool" && e.tool !== SPAWN_TOOL);
+    const checkpoint = t.effects.some((e) => e.type === "wal" && e.record.type === "CHECKPOINT");
+    if (!toolOnly || checkpoint || !last) return true;
+    return last.status !== t.state.status || last.phase !== t.state.phase;
+  }
+
+  private async settleTrailing(): Promise<void> {
+    const trailing = this.trailing;
+    this.trailing = undefined;
+    await trailing;
   }
 
   private async perform(
@@ -286,6 +326,8 @@ export class RunLease {
     this.deps.metrics.observeAudit(event);
     const line = { kind: event.kind, status: event.status, seq: event.seq };
     if (event.status === "failed") this.log.warn(line, event.reason ?? event.kind);
+    // Every event is in the audit stream; the log keeps the run's milestones at info.
+    else if (STEP_KINDS.has(event.kind)) this.log.debug(line, event.reason ?? event.kind);
     else this.log.info(line, event.reason ?? event.kind);
   }
 
@@ -296,6 +338,16 @@ export class RunLease {
     });
   }
 }
+
+/** Audit kinds every step emits: logged at debug (the audit stream has them all). */
+const STEP_KINDS = new Set<AuditKind>([
+  "model.called",
+  "model.responded",
+  "tool.intent",
+  "tool.completed",
+  "phase.entered",
+  "memory.recalled",
+]);
 
 /** The metric label of what a step waits on: `model`, `tool`, `critique`, `recallMemory`… */
 function effectName(effect: AwaitingEffect): string {

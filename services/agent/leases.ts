@@ -6,13 +6,15 @@ import type { LoopState } from "../../shared/loop/state.js";
 import { fromErrorPayload } from "../../shared/runtime/errors.js";
 
 /**
- * Iterations leased from the run tree's global budget (kept by the supervisors), `chunk` at a time,
- * spent one per model call. A refused lease becomes the loop's `globalCapReached` event, which
+ * Iterations leased from the run tree's global budget (kept by the supervisors), spent one per model
+ * call. Each lease asks for twice what it asked before, up to `chunk` (1, 2, 4… per run lease): a
+ * short run asks for what it spends, a long one makes one request per `chunk` model calls. A refused lease becomes the loop's `globalCapReached` event, which
  * circuit-breaks the run; a supervisor that cannot be reached is an error, and the job is retried.
  * Iterations leased but not spent when a lease ends are not returned: the count errs on the safe side.
  */
 export class IterationLeases {
   private readonly balance = new Map<string, number>();
+  private readonly nextAsk = new Map<string, number>();
 
   constructor(
     private readonly bus: ActorBus,
@@ -25,18 +27,20 @@ export class IterationLeases {
       this.balance.set(state.runId, left - 1);
       return undefined;
     }
+    const ask = this.nextAsk.get(state.runId) ?? 1;
     const reply = await requestJson(
       this.bus.nc,
       this.bus.subjects.iterationLease(),
       {
         schema: LeaseRequest,
-        value: { schemaVersion: 1, runId: state.runId, rootRunId: state.rootRunId, count: this.chunk },
+        value: { schemaVersion: 1, runId: state.runId, rootRunId: state.rootRunId, count: ask },
       },
       LeaseReply,
       { timeoutMs: 10_000 },
     );
     if (reply.ok) {
       this.balance.set(state.runId, reply.granted - 1);
+      this.nextAsk.set(state.runId, Math.min(this.chunk, ask * 2));
       return undefined;
     }
     if (reply.error.code === "GLOBAL_CAP") {
@@ -47,5 +51,6 @@ export class IterationLeases {
 
   forget(runId: string): void {
     this.balance.delete(runId);
+    this.nextAsk.delete(runId);
   }
 }

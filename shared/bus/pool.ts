@@ -58,7 +58,58 @@ export class PoolLedger {
     return { state: decode(PoolState, entry.value) };
   }
 
+  /**
+   * Queues a change; all changes queued while a compare-and-set is in flight go in the next one,
+   * in order. One key decides every admission, so a thousand concurrent submits on one replica
+   * would otherwise race each other into a thousand retries each (the W1b benchmark at C=1,000).
+   */
   private change<R>(decide: (state: PoolState) => { result: R; next?: PoolState }): Promise<R> {
-    return casChange(this.deps, POOL_KEY, PoolState, { active: [] }, decide);
+    return new Promise<R>((resolve, reject) => {
+      this.queue.push({ decide, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.draining) void this.drain();
+    });
   }
+
+  private readonly queue: Pending[] = [];
+  private draining = false;
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0);
+      let outcomes: Outcome[] = [];
+      try {
+        await casChange(this.deps, POOL_KEY, PoolState, { active: [] }, (state) => {
+          outcomes = [];
+          let current = state;
+          for (const op of batch) {
+            try {
+              const { result, next } = op.decide(current);
+              outcomes.push({ ok: true, value: result });
+              if (next) current = next;
+            } catch (error) {
+              outcomes.push({ ok: false, error });
+            }
+          }
+          return { result: undefined, ...(current !== state ? { next: current } : {}) };
+        });
+      } catch (error) {
+        outcomes = batch.map(() => ({ ok: false, error }));
+      }
+      batch.forEach((op, i) => {
+        const outcome = outcomes[i] as Outcome;
+        if (outcome.ok) op.resolve(outcome.value);
+        else op.reject(outcome.error);
+      });
+    }
+    this.draining = false;
+  }
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+interface Pending {
+  decide: (state: PoolState) => { result: unknown; next?: PoolState };
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
 }

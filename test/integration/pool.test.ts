@@ -49,7 +49,9 @@ describe("pool admission with compare-and-set (two supervisor replicas)", () => 
     await new Promise((r) => setTimeout(r, 200));
     watcher.stop();
     await watching;
-    expect(seen.length).toBeGreaterThanOrEqual(5);
+    // Admissions queued on one replica share a compare-and-set: far fewer writes than requests.
+    expect(seen.length).toBeGreaterThanOrEqual(1);
+    expect(seen.length).toBeLessThan(10);
     expect(Math.max(...seen)).toBeLessThanOrEqual(5);
     await nc2.close();
   });
