@@ -1,0 +1,143 @@
+import type { Finding, Row } from "./row.ts";
+import { round } from "./stats.ts";
+
+export interface Results {
+  date: string;
+  mode: string;
+  machine: { cpus: number; node: string; natsServer: string };
+  rows: Row[];
+  findings: Finding[];
+}
+
+const RAW_FLOOR = "floor: raw JetStream";
+const PROTOCOL_FLOOR = "floor: our protocol";
+
+function find(rows: readonly Row[], system: string, c: number, variant?: string): Row | undefined {
+  return rows.find(
+    (r) => r.system === system && r.c === c && (variant === undefined || r.variant === variant),
+  );
+}
+
+/** Peak RSS summed over the system's processes, MiB. */
+const rssTotal = (row: Row): number => Object.values(row.rssMiB).reduce((a, b) => a + b, 0);
+
+/** The W1 table: one line per system, variant and C, with the ratio of its throughput to the raw floor's. */
+export function w1Table(rows: readonly Row[]): string {
+  const lines = [
+    "| system | variant | C | ms/step (median) | steps/s | step p50 ms | step p99 ms | peak RSS MiB (sum) | durable B/loop | × raw floor |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ];
+  const order = [...new Set(rows.map((r) => `${r.system}\u0000${r.variant}`))];
+  for (const c of [...new Set(rows.map((r) => r.c))].sort((a, b) => a - b)) {
+    for (const key of order) {
+      const [system, variant] = key.split("\u0000") as [string, string];
+      const row = find(rows, system, c, variant);
+      if (!row) continue;
+      const floor = find(rows, RAW_FLOOR, c);
+      const ratio = floor ? round(floor.stepsPerSec / row.stepsPerSec) : NaN;
+      const failed = row.failed > 0 ? ` (${row.failed} failed)` : "";
+      lines.push(
+        `| ${system} | ${variant} | ${c} | ${row.msPerStep}${failed} | ${row.stepsPerSec} | ${row.stepP50} | ${row.stepP99} | ${rssTotal(row)} | ${row.bytesPerLoop} | ${ratio}× |`,
+      );
+    }
+  }
+  return lines.join("\n");
+}
+
+export function findingsTable(findings: readonly Finding[]): string {
+  return findings
+    .map(
+      (f) =>
+        `- **${f.workload}** ${f.label}: ${Object.entries(f.figures)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", ")}`,
+    )
+    .join("\n");
+}
+
+interface Target {
+  goal: string;
+  measured: string;
+  met: boolean | undefined;
+}
+
+/** The issue's targets, each computed from this run's rows (undefined when a row is missing). */
+export function targets(rows: readonly Row[], findings: readonly Finding[]): Target[] {
+  const ours1 = find(rows, "ours", 1);
+  const proto1 = find(rows, PROTOCOL_FLOOR, 1);
+  const lgs1 = find(rows, "langgraph", 1, "SqliteSaver");
+  const ours100 = find(rows, "ours", 100);
+  const lgs100 = find(rows, "langgraph", 100, "SqliteSaver");
+  const rs100 = find(rows, "restate", 100);
+  const oursBytes = ours1?.bytesPerLoop;
+  const lgBytes = lgs1?.bytesPerLoop;
+  const w2 = findings.find((f) => f.workload === "W2")?.figures;
+  const w3Findings = findings.filter((f) => f.workload === "W3");
+  const w3 = w3Findings
+    .filter((f) => f.figures.error === undefined)
+    .map((f) => Number(f.figures.resumeMsMedian));
+  const w3Failed = w3Findings.filter((f) => f.figures.error !== undefined).map((f) => f.figures.steps);
+  const ratio = (a?: number, b?: number): number | undefined => (a && b ? round(a / b) : undefined);
+  const t = (goal: string, value: number | undefined, unit: string, ok: (v: number) => boolean): Target => ({
+    goal,
+    measured: value === undefined || Number.isNaN(value) ? "not measured" : `${value}${unit}`,
+    met: value === undefined || Number.isNaN(value) ? undefined : ok(value),
+  });
+  const w3Spread = w3.length > 1 ? round(Math.max(...w3) / Math.min(...w3)) : undefined;
+  return [
+    t("W1a ≤ 1.5× our protocol's floor", ratio(ours1?.msPerStep, proto1?.msPerStep), "×", (v) => v <= 1.5),
+    t(
+      "W1a ≥ 5× faster than LangGraph + SqliteSaver",
+      ratio(lgs1?.msPerStep, ours1?.msPerStep),
+      "×",
+      (v) => v >= 5,
+    ),
+    t(
+      "W1b C=100 ≥ 10× LangGraph + SqliteSaver",
+      ratio(ours100?.stepsPerSec, lgs100?.stepsPerSec),
+      "×",
+      (v) => v >= 10,
+    ),
+    t("W1b C=100 ≥ 2× Restate", ratio(ours100?.stepsPerSec, rs100?.stepsPerSec), "×", (v) => v >= 2),
+    t(
+      "durable bytes/loop ≤ 1/10 of LangGraph's",
+      ratio(oursBytes, lgBytes),
+      " of LangGraph's",
+      (v) => v <= 0.1,
+    ),
+    t("W2 p50 ≤ 2 s", w2 ? Number(w2.p50Ms) : undefined, " ms", (v) => v <= 2_000),
+    {
+      ...t("W3 flat within ±20% (max/min)", w3Spread, "×", (v) => v <= 1.2 && w3Failed.length === 0),
+      ...(w3Failed.length > 0 && w3Spread !== undefined
+        ? {
+            measured: `${w3Spread}× over the lengths that resumed; ${w3Failed.join(", ")} steps could not run`,
+          }
+        : {}),
+    },
+  ];
+}
+
+export function targetsTable(list: readonly Target[]): string {
+  const mark = (met: boolean | undefined): string => (met === undefined ? "–" : met ? "met" : "missed");
+  return [
+    "| target | measured | |",
+    "|---|---:|---|",
+    ...list.map((x) => `| ${x.goal} | ${x.measured} | ${mark(x.met)} |`),
+  ].join("\n");
+}
+
+export function markdown(results: Results): string {
+  const m = results.machine;
+  return [
+    `## Benchmark ${results.date} (${results.mode})`,
+    "",
+    `${m.cpus} CPUs, Node ${m.node}, ${m.natsServer}. W1: 20 steps per loop (19 echo tool calls and a final answer, then the critic).`,
+    "",
+    w1Table(results.rows),
+    "",
+    findingsTable(results.findings),
+    "",
+    targetsTable(targets(results.rows, results.findings)),
+    "",
+  ].join("\n");
+}

@@ -1,0 +1,21 @@
+import type { DriveResult } from "./drive.ts";
+
+/** One line of the results: a system (and variant) at one concurrency. */
+export interface Row extends DriveResult {
+  system: string;
+  variant: string;
+  /** Peak RSS per process while the level ran, MiB. */
+  rssMiB: Record<string, number>;
+  /** Bytes the system wrote to durable storage per loop (0 when it keeps nothing durable). */
+  bytesPerLoop: number;
+}
+
+/** A measurement that is not a W1 row (W2, W3, W4), with its figures. */
+export interface Finding {
+  workload: "W2" | "W3" | "W4";
+  label: string;
+  figures: Record<string, number | string>;
+}
+
+/** What a runner child prints, one JSON object per line, prefixed so logs can share stdout. */
+export const RESULT_PREFIX = "BENCH-RESULT ";

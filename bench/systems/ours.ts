@@ -1,0 +1,199 @@
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Subscription } from "@nats-io/transport-node";
+import { openActorBus, type ActorBus } from "../../dist/shared/bus/actor.js";
+import { ClusterClient } from "../../dist/services/cli/client.js";
+import { LocalCluster } from "../../dist/services/local/cluster.js";
+import { systemClock } from "../../dist/shared/runtime/clock.js";
+import { ActorEnv, parseEnv } from "../../dist/shared/runtime/config.js";
+import { createLogger } from "../../dist/shared/runtime/logger.js";
+import { systemRandom } from "../../dist/shared/runtime/random.js";
+import type { LoopTiming } from "../lib/drive.ts";
+import { STEPS, ourLoopSpec } from "../lib/workload.ts";
+
+/** One loop's timings: step latencies (submit → 1st model turn, then turn → turn) and the whole loop. */
+export interface RunTiming extends LoopTiming {
+  runId: string;
+  status: string;
+}
+
+interface Tracker {
+  /** When the bench first heard of the run (its submit, or an event that beat the submit's reply). */
+  createdAt: number;
+  submittedAt: number;
+  lastAt: number;
+  stepsMs: number[];
+  status?: string;
+  endedAt?: number;
+  done?: (t: RunTiming) => void;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * The cluster settings of the benchmark: room for 1,000 loops in flight on two workers (the
+ * defaults suit a small deployment: 8 runs per worker, 16 pool slots), production logging.
+ */
+export const OUR_BENCH_ENV: Record<string, string> = {
+  AGENT_CONCURRENCY: "500",
+  SUPERVISOR_POOL_CAPACITY: "20000",
+  SUPERVISOR_TREE_ITERATION_CAP: "10000000",
+};
+const now = (): number => performance.now();
+
+/**
+ * Our runtime as users run it: a supervisor, the tool service, a critic and two agent workers,
+ * each its own process, on one nats-server. The bench watches the WAL and run lifecycle subjects
+ * with plain subscriptions to time each step as it becomes durable.
+ */
+export class OurCluster {
+  private readonly trackers = new Map<string, Tracker>();
+  private readonly subs: Subscription[] = [];
+  /** Called for every WAL record as it becomes durable: its run, type and writer (from the message id). */
+  readonly walListeners = new Set<
+    (record: { runId: string; type: string; writer: string; at: number }) => void
+  >();
+
+  readonly cluster: LocalCluster;
+  readonly bus: ActorBus;
+  readonly client: ClusterClient;
+  readonly logDir: string;
+
+  private constructor(cluster: LocalCluster, bus: ActorBus, client: ClusterClient, logDir: string) {
+    this.cluster = cluster;
+    this.bus = bus;
+    this.client = client;
+    this.logDir = logDir;
+  }
+
+  static async start(natsUrl: string, env: Record<string, string> = {}, agents = 2): Promise<OurCluster> {
+    const logDir = await mkdtemp(join(tmpdir(), "bench-ours-"));
+    const cluster = new LocalCluster({ natsUrl, useConfUsers: false, logDir, env });
+    await cluster.start("supervisor");
+    const names = Array.from({ length: agents }, (_, i) => `agent-${i + 1}`);
+    await Promise.all([
+      cluster.start("tools"),
+      cluster.start("critic"),
+      ...names.map((name) => cluster.start("agent", name)),
+    ]);
+    const logger = createLogger({ actor: "bench", level: "error" });
+    const bus = await openActorBus(parseEnv(ActorEnv, { NATS_URL: natsUrl }), "bench", {
+      clock: systemClock,
+      random: systemRandom,
+      logger,
+    });
+    const ours = new OurCluster(cluster, bus, new ClusterClient(bus), logDir);
+    ours.watch();
+    return ours;
+  }
+
+  get pids(): Map<string, number> {
+    return new Map([...this.cluster.actors].map(([name, actor]) => [name, actor.child.pid ?? 0]));
+  }
+
+  private tracker(runId: string): Tracker {
+    let t = this.trackers.get(runId);
+    if (!t) {
+      const at = now();
+      t = { createdAt: at, submittedAt: at, lastAt: at, stepsMs: [] };
+      this.trackers.set(runId, t);
+    }
+    return t;
+  }
+
+  private watch(): void {
+    const { nc, subjects } = this.bus;
+    const wal = nc.subscribe(subjects.walAll());
+    const lifecycle = nc.subscribe(subjects.auditRunLifecycle());
+    const approvals = nc.subscribe(`${subjects.prefix}.audit.*.approval.requested`);
+    this.subs.push(wal, lifecycle, approvals);
+    void (async () => {
+      for await (const msg of wal) {
+        const record = JSON.parse(decoder.decode(msg.data)) as { type: string; runId: string };
+        const at = now();
+        if (this.walListeners.size > 0) {
+          const writer = msg.headers?.get("Nats-Msg-Id").split(":")[2] ?? "";
+          for (const listener of this.walListeners)
+            listener({ runId: record.runId, type: record.type, writer, at });
+        }
+        if (record.type !== "MODEL") continue;
+        const t = this.tracker(record.runId);
+        t.stepsMs.push(at - t.lastAt);
+        t.lastAt = at;
+      }
+    })();
+    const settles = async (sub: Subscription): Promise<void> => {
+      for await (const msg of sub) {
+        const [, , runId, scope, kind] = msg.subject.split(".");
+        const status = scope === "approval" ? "awaiting_approval" : kind;
+        if (!runId || !["committed", "failed", "halted", "awaiting_approval"].includes(status ?? ""))
+          continue;
+        const t = this.tracker(runId);
+        t.status = status;
+        t.endedAt = now();
+        this.settle(runId, t);
+      }
+    };
+    void settles(lifecycle);
+    void settles(approvals);
+  }
+
+  private settle(runId: string, t: Tracker): void {
+    if (!t.done || t.endedAt === undefined) return;
+    const status = t.status ?? "?";
+    const ok = status === "committed" && t.stepsMs.length === STEPS;
+    t.done({ runId, stepsMs: t.stepsMs, loopMs: t.endedAt - t.submittedAt, status, ok });
+    this.trackers.delete(runId);
+  }
+
+  /** Submits one W1 loop and resolves when it settles (terminal, halted or waiting for approval). */
+  async runLoop(spec: Record<string, unknown> = ourLoopSpec()): Promise<RunTiming> {
+    const submittedAt = now();
+    const reply = await this.client.submit(spec);
+    const t = this.tracker(reply.runId);
+    // Events can beat the submit's reply: the first step then counts from the submit, not from them.
+    if (t.stepsMs.length > 0) t.stepsMs[0] = t.stepsMs[0]! + (t.createdAt - submittedAt);
+    else t.lastAt = submittedAt;
+    t.submittedAt = submittedAt;
+    return new Promise((resolve) => {
+      t.done = resolve;
+      this.settle(reply.runId, t);
+    });
+  }
+
+  /** Hands a run to the workers with `job` and times it until the run's next WAL record is durable. */
+  async timeResume(runId: string, job: unknown): Promise<number> {
+    const t0 = now();
+    const appended = new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`run ${runId} was not resumed within 60 s`)), 60_000);
+      const listener = (record: { runId: string; at: number }): void => {
+        if (record.runId !== runId) return;
+        clearTimeout(timer);
+        this.walListeners.delete(listener);
+        resolve(record.at - t0);
+      };
+      this.walListeners.add(listener);
+    });
+    await this.bus.js.publish(
+      this.bus.subjects.runQueue(runId),
+      new TextEncoder().encode(JSON.stringify(job)),
+    );
+    return appended;
+  }
+
+  /** Bytes JetStream holds for the runtime: WAL, audit, job queue and the run-status bucket. */
+  async storedBytes(): Promise<number> {
+    const streams = this.bus.subjects.streams();
+    const names = [streams.wal, streams.audit, streams.runs, `KV_${this.bus.subjects.buckets().runs}`];
+    let total = 0;
+    for (const name of names) total += (await this.bus.jsm.streams.info(name)).state.bytes;
+    return total;
+  }
+
+  async stop(): Promise<void> {
+    for (const sub of this.subs) sub.unsubscribe();
+    await this.bus.nc.drain();
+    await this.cluster.stop();
+  }
+}

@@ -1,0 +1,166 @@
+import { RunSpec } from "../../dist/shared/contracts/run-spec.js";
+import type { LoopEvent } from "../../dist/shared/contracts/loop-event.js";
+import type { WalRecord } from "../../dist/shared/contracts/wal.js";
+import { continuationJob } from "../../dist/shared/bus/jobs.js";
+import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
+import { startRun, transition } from "../../dist/shared/loop/fsm.js";
+import type { LoopConfig, Transition } from "../../dist/shared/loop/state.js";
+import { statusOf } from "../../dist/shared/loop/status.js";
+import { ToolRegistry } from "../../dist/shared/tools/registry.js";
+import { echoTool } from "../../dist/shared/tools/builtin/echo.js";
+import type { Plan } from "../lib/plan.ts";
+import type { Finding } from "../lib/row.ts";
+import { median, round } from "../lib/stats.ts";
+import { echoText } from "../lib/workload.ts";
+import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
+
+const REPEATS = 3;
+const encoder = new TextEncoder();
+
+/**
+ * The WAL of a run that has recorded `steps` model turns, each with an echo call, as the loop
+ * core writes it; generated lazily (a long history's checkpoints are large). Returns the final
+ * transition: the run then waits on the model.
+ */
+function* history(runId: string, steps: number, config: LoopConfig): Generator<WalRecord, Transition> {
+  const spec = RunSpec.parse({
+    schemaVersion: 1,
+    task: { prompt: "A long run.", verifiers: [{ kind: "nonEmpty" }] },
+    agent: {
+      name: "history",
+      model: { provider: "scripted", script: [{ text: "done" }], loop: true },
+      tools: ["echo"],
+      capabilities: ["compute"],
+      resources: { maxIterations: steps + 5, maxToolCalls: steps + 5 },
+    },
+  });
+  const at = Date.now();
+  let t = startRun({ type: "start", at, spec, runId, rootRunId: runId, depth: 0, auditSeq: 0 }, config);
+  for (let step = 0; ;) {
+    for (const e of t.effects) if (e.type === "wal") yield e.record;
+    const awaiting = t.effects.find(
+      (e) => e.type !== "wal" && e.type !== "audit" && e.type !== "storeMemory",
+    );
+    let event: LoopEvent;
+    if (awaiting?.type === "recallMemory") event = { type: "memoryRecalled", at, memories: [] };
+    else if (awaiting?.type === "callTool") {
+      event = { type: "toolCompleted", at, actionId: awaiting.actionId, output: awaiting.input };
+    } else if (awaiting?.type === "callModel" && step < steps) {
+      step += 1;
+      const call = { id: `call_${step}`, name: "echo", input: { text: echoText(step) } };
+      const usage = { inputTokens: 0, outputTokens: 0 };
+      const response = {
+        text: "",
+        toolCalls: [call],
+        stopReason: "toolUse" as const,
+        usage,
+        costUsd: 0,
+        model: "scripted",
+      };
+      event = { type: "modelResponded", at, requestId: awaiting.requestId, response };
+    } else return t;
+    t = transition(t.state, event, config);
+  }
+}
+
+/** Writes a generated history to the run's WAL, 256 appends in flight at a time. */
+async function writeHistory(
+  cluster: OurCluster,
+  runId: string,
+  records: Generator<WalRecord, Transition>,
+): Promise<{ last: Transition; count: number; checkpointSeq: number; checkpointBytes: number }> {
+  const { bus } = cluster;
+  const subject = bus.subjects.wal(runId);
+  const maxPayload = bus.nc.info?.max_payload ?? 1024 * 1024;
+  let checkpointSeq = 0;
+  let checkpointBytes = 0;
+  let count = 0;
+  let batch: { record: WalRecord; data: Uint8Array }[] = [];
+  const flush = async (): Promise<void> => {
+    const acks = await Promise.all(batch.map((b) => bus.js.publish(subject, b.data)));
+    acks.forEach((ack, i) => {
+      if (batch[i]!.record.type === "CHECKPOINT") checkpointSeq = ack.seq;
+    });
+    count += batch.length;
+    batch = [];
+  };
+  for (;;) {
+    const next = records.next();
+    if (next.done) {
+      await flush();
+      return { last: next.value, count, checkpointSeq, checkpointBytes };
+    }
+    const data = encoder.encode(JSON.stringify(next.value));
+    if (next.value.type === "CHECKPOINT") {
+      checkpointBytes = data.length;
+      if (data.length > maxPayload) {
+        throw new Error(
+          `a checkpoint of ${round(data.length / 1024)} KiB exceeds the server's max_payload (${round(maxPayload / 1024)} KiB)`,
+        );
+      }
+    }
+    batch.push({ record: next.value, data });
+    if (batch.length === 256) await flush();
+  }
+}
+
+/**
+ * W3: how long a worker takes to resume a run with a long history. The history is written by
+ * the product's own loop core (as a worker would have, checkpoints included) and left waiting on
+ * the model, as if its worker had died; a job then hands it to a live worker, and the bench times
+ * the job → first new WAL record. Checkpoints should keep this flat.
+ */
+export async function measureHistory(
+  plan: Plan,
+  natsUrl: string,
+  say: (line: string) => void,
+): Promise<Finding[]> {
+  const cluster = await OurCluster.start(natsUrl, OUR_BENCH_ENV);
+  const { bus } = cluster;
+  const config: LoopConfig = { tools: new ToolRegistry([echoTool]).descriptors(), checkpointEvery: 10 };
+  const findings: Finding[] = [];
+  try {
+    for (const steps of plan.historyLengths) {
+      const samples: number[] = [];
+      let checkpointBytes = 0;
+      let walRecords = 0;
+      let warm = steps !== plan.historyLengths[0];
+      let error = "";
+      for (let i = 0; i < REPEATS && !error; i += 1) {
+        const runId = `history-${steps}-${i}-${Date.now().toString(36)}`;
+        try {
+          const written = await writeHistory(cluster, runId, history(runId, steps, config));
+          walRecords = written.count;
+          checkpointBytes = written.checkpointBytes;
+          const status = {
+            ...statusOf(written.last.state, Date.now()),
+            checkpointSeq: written.checkpointSeq,
+          };
+          await new RunStatusStore(bus.buckets.runs).put(status);
+          const ms = await cluster.timeResume(runId, continuationJob(status));
+          // The first resume warms the worker (tool discovery, JIT): not counted.
+          if (warm) samples.push(ms);
+          else {
+            warm = true;
+            i -= 1;
+          }
+        } catch (err) {
+          error = err instanceof Error ? err.message : String(err);
+        }
+      }
+      const figures: Record<string, number | string> = {
+        steps,
+        walRecords,
+        resumeMsMedian: round(median(samples)),
+        resumeMsMax: round(Math.max(...samples)),
+        checkpointKiB: round(checkpointBytes / 1024),
+        ...(error ? { error } : {}),
+      };
+      findings.push({ workload: "W3", label: `resume after ${steps} steps`, figures });
+      say(`W3 ${steps} steps: ${error || `${figures.resumeMsMedian} ms`}`);
+    }
+  } finally {
+    await cluster.stop();
+  }
+  return findings;
+}
