@@ -3,6 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subscription } from "@nats-io/transport-node";
 import { openActorBus, type ActorBus } from "../../dist/shared/bus/actor.js";
+import { publishJob } from "../../dist/shared/bus/jobs.js";
+import type { RunJob } from "../../dist/shared/contracts/cluster.js";
 import { ClusterClient } from "../../dist/services/cli/client.js";
 import { LocalCluster } from "../../dist/services/local/cluster.js";
 import { systemClock } from "../../dist/shared/runtime/clock.js";
@@ -163,7 +165,7 @@ export class OurCluster {
   }
 
   /** Hands a run to the workers with `job` and times it until the run's next WAL record is durable. */
-  async timeResume(runId: string, job: unknown): Promise<number> {
+  async timeResume(runId: string, job: RunJob): Promise<number> {
     const t0 = now();
     const appended = new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`run ${runId} was not resumed within 60 s`)), 60_000);
@@ -175,10 +177,7 @@ export class OurCluster {
       };
       this.walListeners.add(listener);
     });
-    await this.bus.js.publish(
-      this.bus.subjects.runQueue(runId),
-      new TextEncoder().encode(JSON.stringify(job)),
-    );
+    await publishJob(this.bus, job, `${runId}:resume:${Date.now()}`);
     return appended;
   }
 
