@@ -1,5 +1,5 @@
 import { DeliverPolicy, jetstream, type JetStreamClient } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
@@ -37,6 +37,7 @@ export interface RangeQuery {
 export interface RangeMessage {
   seq: number;
   data: Uint8Array;
+  headers?: MsgHdrs;
 }
 
 /**
@@ -69,7 +70,7 @@ export async function* readRange(
           got += 1;
           delivered += 1;
           next = msg.seq + 1;
-          yield { seq: msg.seq, data: msg.data };
+          yield { seq: msg.seq, data: msg.data, ...(msg.headers ? { headers: msg.headers } : {}) };
           if (done()) return;
         }
         if (got === 0) throw new Error(`no message from ${query.stream} within ${STALL_MS} ms`);

@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from "@nats-io/transport-node";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError, isAgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
@@ -24,7 +25,7 @@ export async function withBusRetry<T>(
     try {
       return await publish();
     } catch (err) {
-      const fatal = isAgentError(err) ? err : classify(err);
+      const fatal = isAgentError(err) ? err : (tooLarge(what, err) ?? classify(err));
       if (fatal) throw fatal;
       if (deps.clock.now() >= giveUpAt)
         throw new AgentError("BUS_UNAVAILABLE", `${what} failed after ${attempt + 1} attempts`, {
@@ -33,4 +34,10 @@ export async function withBusRetry<T>(
       await deps.clock.sleep(fullJitterDelay(attempt, BACKOFF, deps.random));
     }
   }
+}
+
+/** The client refuses a message over the server's max_payload before sending it. */
+function tooLarge(what: string, err: unknown): AgentError | undefined {
+  if (!(err instanceof InvalidArgumentError) || !err.message.includes("max_payload")) return undefined;
+  return new AgentError("PAYLOAD_TOO_LARGE", `${what}: ${err.message}`, { cause: err });
 }

@@ -1,4 +1,5 @@
 import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { WalRecord } from "../contracts/wal.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
@@ -6,17 +7,24 @@ import type { Random } from "../runtime/random.js";
 import { decode, encode } from "./codec.js";
 import { readRange } from "./read-range.js";
 import { withBusRetry } from "./retry.js";
+import { HEADER_ROOM, PART_HEADER, PartAssembler, partHeader, splitRecord } from "./wal-parts.js";
 import type { Subjects } from "./subjects.js";
 
 /** JetStream's answer when the expected last subject sequence does not match: someone else wrote. */
 export const WRONG_LAST_SEQUENCE = 10071;
 
 export interface StoredRecord {
+  /** The stream sequence of the record's first message (a split record spans several). */
   seq: number;
   record: WalRecord;
 }
 
+/** What a client may put in one message when the server has not said (nats-server's default). */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
 export interface WalDeps {
+  /** Its server's `max_payload` decides when a record is split. */
+  nc: Pick<NatsConnection, "info">;
   js: JetStreamClient;
   reads: JetStreamClient;
   jsm: JetStreamManager;
@@ -47,14 +55,37 @@ export class WalWriter {
     return { lastSeq: this.lastSeq, count: this.count };
   }
 
+  /**
+   * Appends one record; returns the stream sequence of its first message. A record larger than
+   * the server's `max_payload` is written as consecutive parts (see wal-parts.ts), each fenced
+   * and deduplicated like a whole record.
+   */
   async append(record: WalRecord): Promise<number> {
-    const subject = this.deps.subjects.wal(this.runId);
     const data = encode(WalRecord, record);
+    const max = (this.deps.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD) - HEADER_ROOM;
+    const parts = splitRecord(data, max);
+    let first = 0;
+    for (const [i, part] of parts.entries()) {
+      const seq = await this.publish(part, parts.length > 1 ? partHeader(i + 1, parts.length) : undefined);
+      if (i === 0) first = seq;
+    }
+    return first;
+  }
+
+  private async publish(data: Uint8Array, part: string | undefined): Promise<number> {
+    const subject = this.deps.subjects.wal(this.runId);
     const msgID = `${this.runId}:${this.count + 1}:${this.writerId}`;
+    const expect = { lastSubjectSequence: this.lastSeq };
     const ack = await withBusRetry(
       `WAL append for run ${this.runId}`,
       this.deps,
-      () => this.deps.js.publish(subject, data, { msgID, expect: { lastSubjectSequence: this.lastSeq } }),
+      () => {
+        // A fresh header set per attempt: the client adds the message id to the one it is given.
+        if (part === undefined) return this.deps.js.publish(subject, data, { msgID, expect });
+        const h = headers();
+        h.set(PART_HEADER, part);
+        return this.deps.js.publish(subject, data, { msgID, expect, headers: h });
+      },
       (err) =>
         err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE
           ? new AgentError(
@@ -69,32 +100,40 @@ export class WalWriter {
     return ack.seq;
   }
 
+  /** Appends records in order; returns the stream sequence of the last message written. */
   async appendAll(records: readonly WalRecord[]): Promise<number> {
-    let seq = this.lastSeq;
-    for (const record of records) seq = await this.append(record);
-    return seq;
+    for (const record of records) await this.append(record);
+    return this.lastSeq;
   }
 }
 
+export interface WalRead {
+  records: StoredRecord[];
+  /** The stream sequence of the WAL's last message (0 when it is empty). */
+  lastSeq: number;
+  /** Messages read (a split record counts each of its parts). */
+  messages: number;
+}
+
 /** Reads a run's WAL in order from `fromSeq` (a checkpoint's sequence, for a flat resume cost). */
-export async function readWal(
-  deps: WalDeps,
-  runId: string,
-  fromSeq = 1,
-): Promise<{ records: StoredRecord[]; lastSeq: number }> {
+export async function readWal(deps: WalDeps, runId: string, fromSeq = 1): Promise<WalRead> {
   const subject = deps.subjects.wal(runId);
   const stream = deps.subjects.streams().wal;
   // Only "no message" means an empty WAL; a timeout must not pass for one (the run would restart).
   const last = await withBusRetry(`reading the end of ${subject}`, deps, () =>
     deps.jsm.streams.getMessage(stream, { last_by_subj: subject }),
   );
-  if (!last || last.seq < fromSeq) return { records: [], lastSeq: last?.seq ?? 0 };
+  if (!last || last.seq < fromSeq) return { records: [], lastSeq: last?.seq ?? 0, messages: 0 };
   const records: StoredRecord[] = [];
+  const parts = new PartAssembler();
+  let messages = 0;
   const range = { stream, filter: subject, fromSeq, end: { untilSeq: last.seq } };
   for await (const msg of readRange(deps, range)) {
-    records.push({ seq: msg.seq, record: decode(WalRecord, msg.data) });
+    messages += 1;
+    const whole = parts.push(msg.seq, msg.data, msg.headers?.get(PART_HEADER));
+    if (whole) records.push({ seq: whole.seq, record: decode(WalRecord, whole.data) });
   }
-  return { records, lastSeq: last.seq };
+  return { records, lastSeq: last.seq, messages };
 }
 
 /** A writer positioned after what `readWal` returned: the next append must follow the last record. */
@@ -102,8 +141,8 @@ export function writerAfter(
   deps: WalDeps,
   runId: string,
   writerId: string,
-  read: { records: StoredRecord[]; lastSeq: number },
+  read: WalRead,
   countBefore = 0,
 ): WalWriter {
-  return new WalWriter(deps, runId, writerId, read.lastSeq, countBefore + read.records.length);
+  return new WalWriter(deps, runId, writerId, read.lastSeq, countBefore + read.messages);
 }

@@ -37,6 +37,8 @@ export const ERROR_CODES = {
   /** Another writer appended to this run's WAL: this worker must stop driving the run. */
   FENCED: { retryable: false },
   BUS_UNAVAILABLE: { retryable: true },
+  /** A message larger than the server's max_payload: sending it again cannot help. */
+  PAYLOAD_TOO_LARGE: { retryable: false },
   /** A non-idempotent tool's outcome is unknown after a crash: a human must reconcile it. */
   RECONCILIATION_REQUIRED: { retryable: false },
   /** The named run (or other object) does not exist. */

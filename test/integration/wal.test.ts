@@ -77,7 +77,41 @@ describe("the WAL on JetStream", () => {
     expect((await readWal(deps, "retried")).records).toHaveLength(1);
   });
 
+  it("a record over the server's max_payload (a checkpoint of a long transcript) is written in parts and read back whole", async () => {
+    const max = deps.nc.info?.max_payload ?? 0;
+    expect(max).toBeGreaterThan(0);
+    const transcript = Array.from({ length: 40 }, (_, i) => ({
+      role: "tool",
+      content: `${i}é`.padEnd(60_000, "x"),
+    }));
+    const big: WalRecord = {
+      schemaVersion: 1,
+      runId: "big",
+      iteration: 2,
+      at: 2,
+      type: "CHECKPOINT",
+      checkpointId: "c",
+      stateHash: "h",
+      state: { messages: transcript },
+    };
+    expect(JSON.stringify(big).length).toBeGreaterThan(2 * max);
+    const w = new WalWriter(deps, "big", "worker-a", 0, 0);
+    await w.append(phase("big", 1));
+    const seq = await w.append(big);
+    await w.append(phase("big", 3));
+    const read = await readWal(deps, "big");
+    expect(read.records.map((r) => r.record)).toEqual([phase("big", 1), big, phase("big", 3)]);
+    expect(read.records[1]?.seq).toBe(seq);
+    expect(read.messages).toBeGreaterThanOrEqual(5);
+    // The sequence append returned is where a resume reads from to get the whole record back.
+    const tail = await readWal(deps, "big", seq);
+    expect(tail.records.map((r) => r.record)).toEqual([big, phase("big", 3)]);
+    // A writer positioned after this read appends without being fenced.
+    await writerAfter(deps, "big", "worker-b", read).append(phase("big", 4));
+    expect((await readWal(deps, "big")).records).toHaveLength(4);
+  });
+
   it("an empty WAL reads as no records", async () => {
-    expect(await readWal(deps, "never-written")).toEqual({ records: [], lastSeq: 0 });
+    expect(await readWal(deps, "never-written")).toEqual({ records: [], lastSeq: 0, messages: 0 });
   });
 });

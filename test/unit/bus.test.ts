@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
+import { InvalidArgumentError } from "@nats-io/transport-node";
 import { withBusRetry } from "../../shared/bus/retry.js";
+import { PartAssembler, splitRecord } from "../../shared/bus/wal-parts.js";
 import { Subjects } from "../../shared/bus/subjects.js";
 import { InstantClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -107,6 +109,16 @@ describe("withBusRetry", () => {
     expect(calls).toBe(2);
   });
 
+  it("a message over the server's max_payload fails at once with PAYLOAD_TOO_LARGE, not after 15 s of retries", async () => {
+    let calls = 0;
+    const d = deps();
+    const refused = InvalidArgumentError.format("payload", "max_payload size exceeded");
+    await expect(
+      withBusRetry("status put", d, () => (calls++, Promise.reject(refused))),
+    ).rejects.toMatchObject({ code: "PAYLOAD_TOO_LARGE", retryable: false });
+    expect([calls, d.clock.now()]).toEqual([1, 0]);
+  });
+
   it("rides out a leader election, then gives up with BUS_UNAVAILABLE after 15 s", async () => {
     let calls = 0;
     const d = deps();
@@ -119,5 +131,37 @@ describe("withBusRetry", () => {
     expect(d.clock.now()).toBeGreaterThanOrEqual(15_000);
     expect(d.clock.now()).toBeLessThan(15_000 + 2_000);
     expect(calls).toBeGreaterThan(6);
+  });
+});
+
+describe("WAL parts", () => {
+  const bytes = (n: number): Uint8Array => Uint8Array.from({ length: n }, (_, i) => i % 251);
+  const header = (i: number, n: number): string => `${i}/${n}`;
+
+  it("splits a record into slices of at most the limit that join back to the same bytes", () => {
+    expect(splitRecord(bytes(10), 10)).toHaveLength(1);
+    const parts = splitRecord(bytes(25), 10);
+    expect(parts.map((p) => p.length)).toEqual([10, 10, 5]);
+    const a = new PartAssembler();
+    expect(a.push(7, parts[0]!, header(1, 3))).toBeUndefined();
+    expect(a.push(8, parts[1]!, header(2, 3))).toBeUndefined();
+    expect(a.push(9, parts[2]!, header(3, 3))).toEqual({ seq: 7, data: bytes(25) });
+    expect(() => splitRecord(bytes(3), 0)).toThrow(/at least one byte/);
+  });
+
+  it("drops the prefix a dead writer left and assembles its successor's rewrite from part 1", () => {
+    const parts = splitRecord(bytes(30), 10);
+    const a = new PartAssembler();
+    a.push(1, parts[0]!, header(1, 3));
+    a.push(2, parts[1]!, header(2, 3));
+    // The writer died here; its successor writes the record again.
+    expect(a.push(3, parts[0]!, header(1, 3))).toBeUndefined();
+    a.push(4, parts[1]!, header(2, 3));
+    expect(a.push(5, parts[2]!, header(3, 3))).toEqual({ seq: 3, data: bytes(30) });
+    // An unsplit record after a lone prefix comes through; a stray middle part never assembles.
+    a.push(6, parts[0]!, header(1, 3));
+    expect(a.push(7, bytes(4), undefined)).toEqual({ seq: 7, data: bytes(4) });
+    expect(a.push(8, parts[2]!, header(3, 3))).toBeUndefined();
+    expect(() => a.push(9, bytes(1), "3/2")).toThrow(/bad part header/);
   });
 });
