@@ -4,6 +4,7 @@ import type { WalRecord } from "../contracts/wal.js";
 import { toRfc3339 } from "../runtime/clock.js";
 import { contentHash, sha256 } from "../runtime/hash.js";
 import type { AwaitingEffect, Effect, LoopState, Pending } from "./state.js";
+import { checkpointOf, checkpointWorthwhile, digestTranscript, hashableEffects } from "./transcript.js";
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 export type WalBody = DistributiveOmit<WalRecord, "schemaVersion" | "runId" | "iteration" | "at">;
@@ -114,12 +115,15 @@ export class Draft {
   finish(event: unknown, checkpoint = false): { state: LoopState; effects: Effect[] } {
     const s = this.state;
     s.transitions += 1;
-    s.transitionHash = sha256(`${s.transitionHash}\n${contentHash(event)}\n${contentHash(this.effects)}`);
-    if (checkpoint) {
+    s.transcript = digestTranscript(s.transcript, s.messages);
+    const effects = contentHash(hashableEffects(this.effects, s));
+    s.transitionHash = sha256(`${s.transitionHash}\n${contentHash(event)}\n${effects}`);
+    if (checkpoint && checkpointWorthwhile(s)) {
       // Content-addressed by runId‖iteration: rewriting the same checkpoint yields the same id.
       const checkpointId = sha256(`${s.runId}\u0000${s.guard.iteration}`);
       s.lastCheckpoint = checkpointId;
-      const snapshot = { ...s };
+      s.checkpointBytes = s.transcript.bytes;
+      const snapshot = checkpointOf(s);
       this.wal({ type: "CHECKPOINT", checkpointId, stateHash: contentHash(snapshot), state: snapshot });
     }
     return { state: s, effects: this.effects };

@@ -4,6 +4,7 @@ import { canonicalJson } from "../runtime/canonical-json.js";
 import { AgentError } from "../runtime/errors.js";
 import { startRun, transition } from "./fsm.js";
 import type { LoopConfig, LoopState, Transition } from "./state.js";
+import { restoreCheckpoint } from "./transcript.js";
 
 /** The loop input a WAL record carries, if it carries one (INTENT, PHASE, CHECKPOINT, TERMINAL do not). */
 export function eventOf(record: WalRecord): LoopEvent | undefined {
@@ -44,7 +45,7 @@ export function replay(
   const start = options.fromCheckpoint ? lastCheckpointIndex(records) : -1;
   let state: LoopState | undefined =
     start >= 0
-      ? ((records[start] as Extract<WalRecord, { type: "CHECKPOINT" }>).state as LoopState)
+      ? restoreCheckpoint((records[start] as Extract<WalRecord, { type: "CHECKPOINT" }>).state as LoopState)
       : undefined;
   let last: Transition | undefined;
   const produced: WalRecord[] = [];

@@ -111,6 +111,14 @@ export type Pending =
   | { kind: "critic" }
   | { kind: "approval"; on: "commit" | "failure" };
 
+/** A running hash of a transcript (see transcript.ts). */
+export interface TranscriptDigest {
+  count: number;
+  hash: string;
+  /** Size of the transcript as canonical JSON: what a checkpoint of it costs. */
+  bytes: number;
+}
+
 export interface LoopState {
   runId: string;
   rootRunId: string;
@@ -155,6 +163,10 @@ export interface LoopState {
   critiques: number;
   transitions: number;
   transitionHash: string;
+  /** A running hash of `messages` (absent in checkpoints written before it existed). */
+  transcript?: TranscriptDigest;
+  /** The transcript's size when the last checkpoint was written (see checkpointWorthwhile). */
+  checkpointBytes?: number;
   lastCheckpoint: string | null;
   startedAt: number;
   updatedAt: number;
@@ -166,7 +178,7 @@ export interface LoopConfig {
   tools: readonly ToolDescriptor[];
   /** The convergence authority; defaults to the one the RunSpec asks for. */
   policy?: ConvergencePolicy;
-  /** Write a checkpoint every N model responses. */
+  /** Write a checkpoint every N model responses (less often once the state is large). */
   checkpointEvery?: number;
   maxOutputBytes?: number;
   memoryLimit?: number;

@@ -1,0 +1,105 @@
+import { describe, expect, it } from "vitest";
+import type { Message } from "../../shared/contracts/model.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import { replay } from "../../shared/loop/replay.js";
+import type { LoopConfig, LoopState } from "../../shared/loop/state.js";
+import {
+  checkpointOf,
+  digestTranscript,
+  hashableEffects,
+  restoreCheckpoint,
+} from "../../shared/loop/transcript.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { describeTool } from "../../shared/tools/tool.js";
+import { echoCall, runner, spec } from "../helpers/fixtures.js";
+
+const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 2 };
+
+type Checkpoint = Extract<WalRecord, { type: "CHECKPOINT" }>;
+const checkpoints = (wal: WalRecord[]): Checkpoint[] =>
+  wal.filter((r): r is Checkpoint => r.type === "CHECKPOINT");
+
+async function longRun(steps: number) {
+  return runner({ checkpointEvery: 2 }).run(
+    spec({
+      script: [
+        ...Array.from({ length: steps }, (_, i) => echoCall(`${i} `.padEnd(300, "x"))),
+        { text: "done" },
+      ],
+      resources: { maxIterations: steps + 5, maxToolCalls: steps + 5 },
+    }),
+  );
+}
+
+describe("transcript digest and checkpoint size", () => {
+  it("the digest folds in only new messages and equals one computed from scratch; any changed message changes it", () => {
+    const messages: Message[] = Array.from({ length: 6 }, (_, i) => ({ role: "user", content: `m${i}` }));
+    const stepwise = [2, 4, 6].reduce(
+      (d, n) => digestTranscript(d, messages.slice(0, n)),
+      digestTranscript(undefined, []),
+    );
+    const whole = digestTranscript(undefined, messages);
+    expect(stepwise).toEqual(whole);
+    expect(whole.count).toBe(6);
+    const edited = messages.map((m, i) => (i === 3 ? { ...m, content: "changed" } : m));
+    expect(digestTranscript(undefined, edited).hash).not.toBe(whole.hash);
+    // A shorter transcript than the digest covers (never appended-only): folded again from the start.
+    expect(digestTranscript(whole, messages.slice(0, 2))).toEqual(
+      digestTranscript(undefined, messages.slice(0, 2)),
+    );
+  });
+
+  it("a checkpoint taken while a model call is pending stores its transcript once; the call is hashed by the transcript's digest", async () => {
+    const result = await runner({ checkpointEvery: 1 }).run(
+      spec({ script: [echoCall("a".repeat(5_000)), echoCall("b".repeat(5_000)), { text: "done" }] }),
+    );
+    const state = checkpoints(result.wal).at(-1)?.state as LoopState;
+    // The state as it is while waiting on the model: the request holds the run's own transcript.
+    const waiting: LoopState = {
+      ...state,
+      awaiting: {
+        type: "callModel",
+        requestId: "model-9",
+        request: { system: "s", messages: state.messages, tools: [] },
+      },
+    };
+    const stored = checkpointOf(waiting);
+    const transcriptBytes = JSON.stringify(state.messages).length;
+    expect(transcriptBytes).toBeGreaterThan(10_000);
+    expect(JSON.stringify(stored).length).toBeLessThan(
+      JSON.stringify(waiting).length - transcriptBytes + 100,
+    );
+    const restored = restoreCheckpoint(JSON.parse(JSON.stringify(stored)) as LoopState);
+    expect(restored).toEqual(waiting);
+    expect(restored.awaiting?.type === "callModel" && restored.awaiting.request.messages).toBe(
+      restored.messages,
+    );
+    const [hashed] = hashableEffects([restored.awaiting!], restored) as [{ request: { messages: unknown } }];
+    expect(hashed.request.messages).toEqual(restored.transcript);
+    // Any other state checkpoints as it is.
+    expect(checkpointOf(state)).toEqual(state);
+    expect(restoreCheckpoint(state)).toBe(state);
+  });
+
+  it("a long run checkpoints every N steps while its transcript is small, then ever less often: all the transcripts it checkpoints add up to about nine times its last", async () => {
+    const steps = 300;
+    const result = await longRun(steps);
+    expect(result.state.status).toBe("committed");
+    const written = checkpoints(result.wal);
+    const at = written.map((c) => (c.state as LoopState).step);
+    expect(at.slice(0, 4)).toEqual([2, 4, 6, 8]);
+    const gaps = at.slice(1).map((s, i) => s - (at[i] as number));
+    expect(Math.max(...gaps)).toBeGreaterThan(20);
+    const sizes = written.map((c) => JSON.stringify((c.state as LoopState).messages).length);
+    const total = sizes.reduce((a, b) => a + b, 0);
+    // Every two steps would have written ~75 times the last one's transcript.
+    expect(total).toBeLessThan(10 * (sizes.at(-1) as number));
+    expect(written.length).toBeLessThan(40);
+    // The tail a resume replays stays within an eighth of the transcript the checkpoint holds.
+    const lastAt = at.at(-1) as number;
+    expect(steps - lastAt).toBeLessThanOrEqual(Math.ceil(lastAt / 8) + 2);
+    const fromCheckpoint = replay(result.wal, config, { fromCheckpoint: true });
+    expect(fromCheckpoint.state).toEqual(replay(result.wal, config).state);
+    expect(fromCheckpoint.state).toEqual(result.state);
+  });
+});
