@@ -37,8 +37,12 @@ export interface GuardState {
   outputTokens: number;
   repairs: number;
   startedAt: number;
-  /** Count of each (tool, canonical input) hash seen so far. */
-  callCounts: Record<string, number>;
+  /**
+   * Count of each (tool, canonical input) hash seen so far, in buckets keyed by the hash's first
+   * two hex digits: a call copies one bucket and the bucket index, not every count (a flat map
+   * made each call cost O(calls so far): 2.7 ms per step after 10,000 distinct calls).
+   */
+  callCounts: Record<string, Record<string, number>>;
   /** The last few call hashes, newest last, for alternation detection. */
   recentCalls: string[];
 }
@@ -99,6 +103,32 @@ export function checkIteration(state: GuardState, limits: GuardLimits): Checked 
   return { state: next, verdict: ALLOW };
 }
 
+function bucketOf(hash: string): string {
+  return hash.slice(0, 2);
+}
+
+/** How many times a call with this hash has been checked. */
+export function callCount(state: GuardState, hash: string): number {
+  return state.callCounts[bucketOf(hash)]?.[hash] ?? 0;
+}
+
+/**
+ * Call counts as a checkpoint of an older version stored them (one flat map) put into buckets;
+ * bucketed counts are returned as they are.
+ */
+export function bucketCallCounts(
+  counts: Record<string, number | Record<string, number>>,
+): GuardState["callCounts"] {
+  const entries = Object.entries(counts);
+  if (entries.every(([, v]) => typeof v === "object")) return counts as GuardState["callCounts"];
+  const buckets: GuardState["callCounts"] = {};
+  for (const [hash, n] of entries) {
+    if (typeof n === "number") (buckets[bucketOf(hash)] ??= {})[hash] = n;
+    else for (const [h, m] of Object.entries(n)) (buckets[bucketOf(h)] ??= {})[h] = m;
+  }
+  return buckets;
+}
+
 /** Hash of a (tool name, input) pair: name and canonical JSON, separated so they cannot run together. */
 export function toolCallHash(name: string, input: unknown): string {
   return xxh64(`${name}\u0000${canonicalJson(input)}`);
@@ -107,11 +137,13 @@ export function toolCallHash(name: string, input: unknown): string {
 /** Before every tool call: the total limit, then repetition and A→B→A→B alternation. */
 export function checkToolCall(state: GuardState, limits: GuardLimits, name: string, input: unknown): Checked {
   const hash = toolCallHash(name, input);
-  const count = (state.callCounts[hash] ?? 0) + 1;
+  const bucket = bucketOf(hash);
+  const counts = state.callCounts[bucket] ?? {};
+  const count = (counts[hash] ?? 0) + 1;
   const next: GuardState = {
     ...state,
     toolCalls: state.toolCalls + 1,
-    callCounts: { ...state.callCounts, [hash]: count },
+    callCounts: { ...state.callCounts, [bucket]: { ...counts, [hash]: count } },
     recentCalls: [...state.recentCalls, hash].slice(-CYCLE_CALLS),
   };
   if (next.toolCalls > limits.maxToolCalls) {

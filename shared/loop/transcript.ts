@@ -1,6 +1,7 @@
 import type { Message } from "../contracts/model.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
 import { sha256 } from "../runtime/hash.js";
+import { bucketCallCounts } from "./guard.js";
 import type { Effect, LoopState, TranscriptDigest } from "./state.js";
 
 /**
@@ -60,7 +61,11 @@ export function checkpointOf(state: LoopState): LoopState {
   return { ...state, awaiting: { ...a, request: { ...request, transcript: true } as never } };
 }
 
-export function restoreCheckpoint(snapshot: LoopState): LoopState {
+/** The state a checkpoint holds, as the loop uses it (call counts of older versions put into buckets). */
+export function restoreCheckpoint(stored: LoopState): LoopState {
+  const callCounts = bucketCallCounts(stored.guard.callCounts);
+  const snapshot =
+    callCounts === stored.guard.callCounts ? stored : { ...stored, guard: { ...stored.guard, callCounts } };
   const a = snapshot.awaiting;
   if (a?.type !== "callModel" || !(a.request as { transcript?: boolean }).transcript) return snapshot;
   const { transcript: _marker, ...request } = a.request as typeof a.request & { transcript?: boolean };

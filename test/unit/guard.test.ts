@@ -4,6 +4,7 @@ import {
   checkDeadline,
   checkIteration,
   checkRepair,
+  callCount,
   checkToolCall,
   initialGuardState,
   recordCost,
@@ -90,7 +91,10 @@ describe("LoopGuard", () => {
       expect(r.verdict.kind).toBe("allow");
       s = r.state;
     }
-    expect(Object.keys(s.callCounts)).toHaveLength(500);
+    const counted = Object.values(s.callCounts).flatMap((bucket) => Object.values(bucket));
+    expect(counted).toEqual(Array.from({ length: 500 }, () => 1));
+    expect(callCount(s, toolCallHash("search", { q: "query 7", n: 7 }))).toBe(1);
+    expect(callCount(s, toolCallHash("search", { q: "query 7", n: 8 }))).toBe(0);
   });
 
   it("INV-004 100,000 distinct inputs produce 100,000 distinct 64-bit hashes", () => {

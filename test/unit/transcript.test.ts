@@ -76,6 +76,11 @@ describe("transcript digest and checkpoint size", () => {
     );
     const [hashed] = hashableEffects([restored.awaiting!], restored) as [{ request: { messages: unknown } }];
     expect(hashed.request.messages).toEqual(restored.transcript);
+    // Call counts of an older version (one flat map) come back in buckets, counts unchanged.
+    const flat = Object.assign({}, ...Object.values(state.guard.callCounts)) as Record<string, number>;
+    expect(Object.keys(flat).length).toBeGreaterThan(0);
+    const legacy = { ...state, guard: { ...state.guard, callCounts: flat as never } };
+    expect(restoreCheckpoint(legacy)).toEqual(state);
     // Any other state checkpoints as it is.
     expect(checkpointOf(state)).toEqual(state);
     expect(restoreCheckpoint(state)).toBe(state);
