@@ -1,3 +1,4 @@
+import { PART_HEADER } from "../../dist/shared/bus/wal-parts.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 
 /** One message our runtime sent for a loop, by what it is: a stream append or a request/reply. */
@@ -38,7 +39,9 @@ export async function captureTrace(
       const stream = STREAM_OF.find(([pattern]) => pattern.test(msg.subject))?.[1];
       if (stream) {
         const step =
-          stream === "wal" && (JSON.parse(decoder.decode(msg.data)) as { type: string }).type === "MODEL";
+          stream === "wal" &&
+          !msg.headers?.get(PART_HEADER) &&
+          (JSON.parse(decoder.decode(msg.data)) as { type: string }).type === "MODEL";
         entries.push({
           kind: "append",
           stream,

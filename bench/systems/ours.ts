@@ -1,3 +1,4 @@
+import { PART_HEADER } from "../../dist/shared/bus/wal-parts.js";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -112,7 +113,10 @@ export class OurCluster {
     this.subs.push(wal, lifecycle, approvals);
     void (async () => {
       for await (const msg of wal) {
-        const record = JSON.parse(decoder.decode(msg.data)) as { type: string; runId: string };
+        // A part of a split record (a large checkpoint) is not JSON on its own.
+        const record = msg.headers?.get(PART_HEADER)
+          ? { type: "PART", runId: msg.subject.split(".").at(-1) ?? "" }
+          : (JSON.parse(decoder.decode(msg.data)) as { type: string; runId: string });
         const at = now();
         if (this.walListeners.size > 0) {
           const writer = msg.headers?.get("Nats-Msg-Id").split(":")[2] ?? "";

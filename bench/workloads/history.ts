@@ -1,7 +1,9 @@
 import { RunSpec } from "../../dist/shared/contracts/run-spec.js";
 import type { LoopEvent } from "../../dist/shared/contracts/loop-event.js";
 import type { WalRecord } from "../../dist/shared/contracts/wal.js";
+import { headers } from "@nats-io/transport-node";
 import { continuationJob } from "../../dist/shared/bus/jobs.js";
+import { HEADER_ROOM, PART_HEADER, partHeader, splitRecord } from "../../dist/shared/bus/wal-parts.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
 import { startRun, transition } from "../../dist/shared/loop/fsm.js";
 import type { LoopConfig, Transition } from "../../dist/shared/loop/state.js";
@@ -63,7 +65,10 @@ function* history(runId: string, steps: number, config: LoopConfig): Generator<W
   }
 }
 
-/** Writes a generated history to the run's WAL, 256 appends in flight at a time. */
+/**
+ * Writes a generated history to the run's WAL, 256 messages in flight at a time. A record over the
+ * server's max_payload is split into parts exactly as the product's WAL writer does it.
+ */
 async function writeHistory(
   cluster: OurCluster,
   runId: string,
@@ -71,17 +76,24 @@ async function writeHistory(
 ): Promise<{ last: Transition; count: number; checkpointSeq: number; checkpointBytes: number }> {
   const { bus } = cluster;
   const subject = bus.subjects.wal(runId);
-  const maxPayload = bus.nc.info?.max_payload ?? 1024 * 1024;
+  const max = (bus.nc.info?.max_payload ?? 1024 * 1024) - HEADER_ROOM;
   let checkpointSeq = 0;
   let checkpointBytes = 0;
   let count = 0;
-  let batch: { record: WalRecord; data: Uint8Array }[] = [];
+  let batch: { checkpoint: boolean; data: Uint8Array; part?: string }[] = [];
   const flush = async (): Promise<void> => {
-    const acks = await Promise.all(batch.map((b) => bus.js.publish(subject, b.data)));
+    const acks = await Promise.all(
+      batch.map((b) => {
+        if (b.part === undefined) return bus.js.publish(subject, b.data);
+        const h = headers();
+        h.set(PART_HEADER, b.part);
+        return bus.js.publish(subject, b.data, { headers: h });
+      }),
+    );
     acks.forEach((ack, i) => {
-      if (batch[i]!.record.type === "CHECKPOINT") checkpointSeq = ack.seq;
+      // A checkpoint is read back from its first message.
+      if (batch[i]!.checkpoint) checkpointSeq = ack.seq;
     });
-    count += batch.length;
     batch = [];
   };
   for (;;) {
@@ -91,16 +103,18 @@ async function writeHistory(
       return { last: next.value, count, checkpointSeq, checkpointBytes };
     }
     const data = encoder.encode(JSON.stringify(next.value));
-    if (next.value.type === "CHECKPOINT") {
-      checkpointBytes = data.length;
-      if (data.length > maxPayload) {
-        throw new Error(
-          `a checkpoint of ${round(data.length / 1024)} KiB exceeds the server's max_payload (${round(maxPayload / 1024)} KiB)`,
-        );
-      }
-    }
-    batch.push({ record: next.value, data });
-    if (batch.length === 256) await flush();
+    const checkpoint = next.value.type === "CHECKPOINT";
+    if (checkpoint) checkpointBytes = data.length;
+    count += 1;
+    const parts = splitRecord(data, max);
+    parts.forEach((part, i) =>
+      batch.push({
+        checkpoint: checkpoint && i === 0,
+        data: part,
+        ...(parts.length > 1 ? { part: partHeader(i + 1, parts.length) } : {}),
+      }),
+    );
+    if (batch.length >= 256) await flush();
   }
 }
 

@@ -107,4 +107,20 @@ describe("transcript digest and checkpoint size", () => {
     expect(fromCheckpoint.state).toEqual(replay(result.wal, config).state);
     expect(fromCheckpoint.state).toEqual(result.state);
   });
+
+  it("a run whose last checkpoint was written by an older version (no digest, flat call counts) resumes from it to the same state", async () => {
+    const result = await longRun(30);
+    const last = result.wal.findLastIndex((r) => r.type === "CHECKPOINT");
+    const checkpoint = result.wal[last] as Checkpoint;
+    const state = checkpoint.state as LoopState;
+    const { transcript: _digest, checkpointBytes: _bytes, ...older } = state;
+    const flat = Object.assign({}, ...Object.values(state.guard.callCounts)) as Record<string, number>;
+    const wal = result.wal.map((r, i) =>
+      i === last ? { ...checkpoint, state: { ...older, guard: { ...state.guard, callCounts: flat } } } : r,
+    );
+    const resumed = replay(wal, config, { fromCheckpoint: true });
+    expect(resumed.transitions.length).toBeGreaterThan(0);
+    const { checkpointBytes: _b, ...expected } = result.state;
+    expect(resumed.state).toEqual(expected);
+  });
 });
