@@ -122,10 +122,7 @@ export function bucketCallCounts(
   const entries = Object.entries(counts);
   if (entries.every(([, v]) => typeof v === "object")) return counts as GuardState["callCounts"];
   const buckets: GuardState["callCounts"] = {};
-  for (const [hash, n] of entries) {
-    if (typeof n === "number") (buckets[bucketOf(hash)] ??= {})[hash] = n;
-    else for (const [h, m] of Object.entries(n)) (buckets[bucketOf(h)] ??= {})[h] = m;
-  }
+  for (const [hash, n] of entries) if (typeof n === "number") (buckets[bucketOf(hash)] ??= {})[hash] = n;
   return buckets;
 }
 
