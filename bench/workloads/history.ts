@@ -3,7 +3,7 @@ import type { LoopEvent } from "../../dist/shared/contracts/loop-event.js";
 import type { WalRecord } from "../../dist/shared/contracts/wal.js";
 import { headers } from "@nats-io/transport-node";
 import { continuationJob } from "../../dist/shared/bus/jobs.js";
-import { HEADER_ROOM, PART_HEADER, partHeader, splitRecord } from "../../dist/shared/bus/wal-parts.js";
+import { PART_HEADER, recordMessages } from "../../dist/shared/bus/wal-parts.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
 import { startRun, transition } from "../../dist/shared/loop/fsm.js";
 import type { LoopConfig, Transition } from "../../dist/shared/loop/state.js";
@@ -76,7 +76,6 @@ async function writeHistory(
 ): Promise<{ last: Transition; count: number; checkpointSeq: number; checkpointBytes: number }> {
   const { bus } = cluster;
   const subject = bus.subjects.wal(runId);
-  const max = (bus.nc.info?.max_payload ?? 1024 * 1024) - HEADER_ROOM;
   let checkpointSeq = 0;
   let checkpointBytes = 0;
   let count = 0;
@@ -106,13 +105,8 @@ async function writeHistory(
     const checkpoint = next.value.type === "CHECKPOINT";
     if (checkpoint) checkpointBytes = data.length;
     count += 1;
-    const parts = splitRecord(data, max);
-    parts.forEach((part, i) =>
-      batch.push({
-        checkpoint: checkpoint && i === 0,
-        data: part,
-        ...(parts.length > 1 ? { part: partHeader(i + 1, parts.length) } : {}),
-      }),
+    recordMessages(data, bus.nc.info?.max_payload).forEach((message, i) =>
+      batch.push({ checkpoint: checkpoint && i === 0, ...message }),
     );
     if (batch.length >= 256) await flush();
   }

@@ -24,6 +24,22 @@ export function partHeader(part: number, parts: number): string {
   return `${part}/${parts}`;
 }
 
+/** What a client may put in one message when the server has not said (nats-server's default). */
+export const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/**
+ * The messages one encoded record is stored as on a server with this `max_payload`: the record
+ * itself when it fits, else its parts, each with the value of its part header.
+ */
+export function recordMessages(
+  data: Uint8Array,
+  maxPayload = DEFAULT_MAX_PAYLOAD,
+): { data: Uint8Array; part?: string }[] {
+  const parts = splitRecord(data, maxPayload - HEADER_ROOM);
+  if (parts.length === 1) return [{ data }];
+  return parts.map((part, i) => ({ data: part, part: partHeader(i + 1, parts.length) }));
+}
+
 interface Part {
   part: number;
   parts: number;

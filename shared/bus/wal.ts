@@ -7,7 +7,7 @@ import type { Random } from "../runtime/random.js";
 import { decode, encode } from "./codec.js";
 import { readRange } from "./read-range.js";
 import { withBusRetry } from "./retry.js";
-import { HEADER_ROOM, PART_HEADER, PartAssembler, partHeader, splitRecord } from "./wal-parts.js";
+import { PART_HEADER, PartAssembler, recordMessages } from "./wal-parts.js";
 import type { Subjects } from "./subjects.js";
 
 /** JetStream's answer when the expected last subject sequence does not match: someone else wrote. */
@@ -18,9 +18,6 @@ export interface StoredRecord {
   seq: number;
   record: WalRecord;
 }
-
-/** What a client may put in one message when the server has not said (nats-server's default). */
-const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 export interface WalDeps {
   /** Its server's `max_payload` decides when a record is split. */
@@ -61,12 +58,10 @@ export class WalWriter {
    * and deduplicated like a whole record.
    */
   async append(record: WalRecord): Promise<number> {
-    const data = encode(WalRecord, record);
-    const max = (this.deps.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD) - HEADER_ROOM;
-    const parts = splitRecord(data, max);
+    const messages = recordMessages(encode(WalRecord, record), this.deps.nc.info?.max_payload);
     let first = 0;
-    for (const [i, part] of parts.entries()) {
-      const seq = await this.publish(part, parts.length > 1 ? partHeader(i + 1, parts.length) : undefined);
+    for (const [i, message] of messages.entries()) {
+      const seq = await this.publish(message.data, message.part);
       if (i === 0) first = seq;
     }
     return first;

@@ -50,9 +50,10 @@ export function hashableEffects(effects: readonly Effect[], state: LoopState): u
 }
 
 /**
- * The state a checkpoint stores. A pending model call's request holds the transcript a second
- * time; the snapshot leaves it out (marked) and `restoreCheckpoint` puts it back, halving the
- * checkpoint of a run waiting on its model.
+ * The state a checkpoint stores. Most checkpoints wait on a tool; one taken while a model call is
+ * pending (after a truncated response, say) would hold the transcript twice, in the state and in
+ * the request, so the snapshot leaves the request's copy out (marked) and `restoreCheckpoint` puts
+ * it back.
  */
 export function checkpointOf(state: LoopState): LoopState {
   const a = state.awaiting;

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { InvalidArgumentError } from "@nats-io/transport-node";
 import { withBusRetry } from "../../shared/bus/retry.js";
-import { PartAssembler, splitRecord } from "../../shared/bus/wal-parts.js";
+import { HEADER_ROOM, PartAssembler, recordMessages, splitRecord } from "../../shared/bus/wal-parts.js";
 import { Subjects } from "../../shared/bus/subjects.js";
 import { InstantClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -147,6 +147,14 @@ describe("WAL parts", () => {
     expect(a.push(8, parts[1]!, header(2, 3))).toBeUndefined();
     expect(a.push(9, parts[2]!, header(3, 3))).toEqual({ seq: 7, data: bytes(25) });
     expect(() => splitRecord(bytes(3), 0)).toThrow(/at least one byte/);
+    // As stored: room for headers is kept in every message, and only a split record has part headers.
+    expect(recordMessages(bytes(10))).toEqual([{ data: bytes(10) }]);
+    const stored = recordMessages(bytes(5_000), HEADER_ROOM + 2_000);
+    expect(stored.map((m) => [m.data.length, m.part])).toEqual([
+      [2_000, "1/3"],
+      [2_000, "2/3"],
+      [1_000, "3/3"],
+    ]);
   });
 
   it("drops the prefix a dead writer left and assembles its successor's rewrite from part 1", () => {
