@@ -5,7 +5,7 @@ import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/tool-s
 import type { AwaitingEffect } from "../../shared/loop/state.js";
 import type { Clock } from "../../shared/runtime/clock.js";
 import type { Logger } from "../../shared/runtime/logger.js";
-import type { AnyTool } from "../../shared/tools/tool.js";
+import { outputExtras, type AnyTool } from "../../shared/tools/tool.js";
 
 type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
 
@@ -62,7 +62,7 @@ export class Reconciler {
               at: now,
               actionId: effect.actionId,
               output: reply.output,
-              ...(reply.signals ? { signals: reply.signals } : {}),
+              ...outputExtras(reply),
             }
           : { type: "toolAborted", at: now, actionId: effect.actionId, error: reply.error };
       }

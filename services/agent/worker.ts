@@ -7,6 +7,7 @@ import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { KvMemory } from "../../shared/bus/kv-memory.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
+import { actorModelDriver } from "../../shared/bus/model-actor.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { createSpawnTool } from "../../shared/tools/builtin/spawn.js";
@@ -147,6 +148,7 @@ export class AgentWorker {
       env: this.options.env,
       memory: new KvMemory(bus.buckets.memory, bus.clock, this.ids),
       criticFor: (state) => remoteCritic(bus, state),
+      actorModel: (ref) => actorModelDriver(ref, bus),
     });
     return new RunLease(
       {

@@ -1,15 +1,16 @@
 /**
- * `npm run actor -- <supervisor|agent|critic|tools>`: starts one actor in this process, the same
+ * `npm run actor -- <supervisor|agent|critic|tools|trading-executor|trading-planner>`: starts one actor in this process, the same
  * entry point a container runs. Configuration comes from the environment (README).
  */
 import { pathToFileURL } from "node:url";
-import { ACTOR_KINDS, actorEntry, type ActorKind } from "./cluster.js";
+import { ACTOR_KINDS, EXAMPLE_KINDS, actorEntry, type LocalActorKind } from "./cluster.js";
 
-const kind = process.argv[2];
-if (!ACTOR_KINDS.includes(kind as ActorKind)) {
+const KINDS: readonly string[] = [...ACTOR_KINDS, ...EXAMPLE_KINDS];
+const kind = process.argv[2] ?? "";
+if (!KINDS.includes(kind)) {
   process.stderr.write(
-    `${JSON.stringify({ error: { code: "INVALID_INPUT", message: `usage: npm run actor -- <${ACTOR_KINDS.join("|")}>` } })}\n`,
+    `${JSON.stringify({ error: { code: "INVALID_INPUT", message: `usage: npm run actor -- <${KINDS.join("|")}>` } })}\n`,
   );
   process.exit(2);
 }
-await import(pathToFileURL(actorEntry(kind as ActorKind)).href);
+await import(pathToFileURL(actorEntry(kind as LocalActorKind)).href);

@@ -1,7 +1,7 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LocalCluster } from "./cluster.js";
+import { LocalCluster, type LocalActorKind } from "./cluster.js";
 import { ensureNats, type NatsTarget } from "./ensure-nats.js";
 
 export interface Booted {
@@ -17,7 +17,12 @@ export interface Booted {
  */
 export async function bootCluster(
   say: (line: string) => void,
-  options: { agents?: number; env?: Record<string, string> } = {},
+  options: {
+    agents?: number;
+    env?: Record<string, string>;
+    /** More actors to start with the cluster (the trading example's). */
+    extra?: { kind: LocalActorKind; env?: Record<string, string> }[];
+  } = {},
 ): Promise<Booted> {
   const nats = await ensureNats(say);
   say(`NATS: ${nats.origin}`);
@@ -40,6 +45,7 @@ export async function bootCluster(
       cluster.start("tools"),
       cluster.start("critic"),
       ...agents.map((name) => cluster.start("agent", name)),
+      ...(options.extra ?? []).map((a) => cluster.start(a.kind, a.kind, a.env)),
     ]);
   } catch (err) {
     await stop();

@@ -4,25 +4,32 @@ import { join } from "node:path";
 import { compiledEntry } from "./paths.js";
 
 export const ACTOR_KINDS = ["supervisor", "agent", "critic", "tools"] as const;
+/** The trading example's actors: a tool service and a model actor built on the runtime, not part of it. */
+export const EXAMPLE_KINDS = ["trading-executor", "trading-planner"] as const;
 export type ActorKind = (typeof ACTOR_KINDS)[number];
+/** Anything the launcher can start: the runtime's actors and the example's. */
+export type LocalActorKind = ActorKind | (typeof EXAMPLE_KINDS)[number];
 
 /** The NATS user each actor kind connects as under `nats.conf` (development passwords). */
-export const NATS_USERS: Record<ActorKind | "cli", { user: string; password: string }> = {
+export const NATS_USERS: Record<LocalActorKind | "cli", { user: string; password: string }> = {
   supervisor: { user: "supervisor", password: "supervisor-dev" },
   agent: { user: "agent", password: "agent-dev" },
   critic: { user: "critic", password: "critic-dev" },
   tools: { user: "tool", password: "tool-dev" },
+  // Tool services and model actors run as the tool user.
+  "trading-executor": { user: "tool", password: "tool-dev" },
+  "trading-planner": { user: "tool", password: "tool-dev" },
   cli: { user: "cli", password: "cli-dev" },
 };
 
 /** The compiled entry point of an actor (the same one a container runs). */
-export function actorEntry(kind: ActorKind | "cli"): string {
+export function actorEntry(kind: LocalActorKind | "cli"): string {
   return compiledEntry(kind);
 }
 
 export interface ActorProcess {
   name: string;
-  kind: ActorKind;
+  kind: LocalActorKind;
   child: ChildProcess;
   exited: Promise<number | null>;
   /** Where its `/healthz`, `/readyz` and `/metrics` answer (from its ready line). */
@@ -52,7 +59,11 @@ export class LocalCluster {
 
   constructor(private readonly options: LocalClusterOptions) {}
 
-  async start(kind: ActorKind, name: string = kind, env: Record<string, string> = {}): Promise<ActorProcess> {
+  async start(
+    kind: LocalActorKind,
+    name: string = kind,
+    env: Record<string, string> = {},
+  ): Promise<ActorProcess> {
     const creds = this.options.useConfUsers
       ? { NATS_USER: NATS_USERS[kind].user, NATS_PASSWORD: NATS_USERS[kind].password }
       : {};

@@ -118,7 +118,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
   }
   const kvm = new Kvm(nc);
   const names = options.subjects.buckets();
-  const buckets = [names.runs, names.pool, names.idempotency, names.memory];
+  const buckets = [names.runs, names.pool, names.idempotency, names.memory, names.toolState];
   for (const bucket of buckets) {
     // Only a missing bucket is created: an actor without the right to create streams (every one
     // but the supervisor under nats.conf) then starts fine once the supervisor has provisioned.

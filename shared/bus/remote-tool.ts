@@ -4,7 +4,7 @@ import { ToolCallReply, ToolCallRequest, ToolDescriptor } from "../contracts/too
 import type { Clock } from "../runtime/clock.js";
 import { fromErrorPayload } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
-import type { AnyTool } from "../tools/tool.js";
+import { outputExtras, type AnyTool } from "../tools/tool.js";
 import { requestJson } from "./request.js";
 import type { Subjects } from "./subjects.js";
 
@@ -54,7 +54,7 @@ export function remoteTool(descriptor: ToolDescriptor, deps: RemoteToolDeps): An
         { timeoutMs: descriptor.timeoutMs, unavailable: "TOOL_UNAVAILABLE", timeout: "TOOL_TIMEOUT" },
       );
       if (!reply.ok) throw fromErrorPayload(reply.error, "TOOL_FAILED");
-      return { output: reply.output, ...(reply.signals ? { signals: reply.signals } : {}) };
+      return { output: reply.output, ...outputExtras(reply) };
     },
   };
 }

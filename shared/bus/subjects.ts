@@ -31,6 +31,8 @@ export interface BucketNames {
   pool: string;
   idempotency: string;
   memory: string;
+  /** Durable state of tool services (a service keys its entries by its own name). */
+  toolState: string;
 }
 
 export class Subjects {
@@ -85,6 +87,11 @@ export class Subjects {
     return `${this.tool(name)}.describe`;
   }
 
+  /** Where a model actor (ModelRef provider `actor`) answers model requests. */
+  model(name: string): string {
+    return `${this.prefix}.models.${token("model name", name)}`;
+  }
+
   criticReview(): string {
     return `${this.prefix}.critic.review`;
   }
@@ -128,6 +135,12 @@ export class Subjects {
 
   buckets(): BucketNames {
     const p = this.prefix;
-    return { runs: `${p}-runs`, pool: `${p}-pool`, idempotency: `${p}-idempotency`, memory: `${p}-memory` };
+    return {
+      runs: `${p}-runs`,
+      pool: `${p}-pool`,
+      idempotency: `${p}-idempotency`,
+      memory: `${p}-memory`,
+      toolState: `${p}-tool-state`,
+    };
   }
 }

@@ -9,7 +9,7 @@ import { sha256 } from "../runtime/hash.js";
 import type { Logger } from "../runtime/logger.js";
 import type { ActorMetrics } from "../runtime/metrics.js";
 import type { ToolInvoker } from "../tools/invoke.js";
-import { describeTool, type AnyTool } from "../tools/tool.js";
+import { describeTool, outputExtras, type AnyTool } from "../tools/tool.js";
 import { decode, encode } from "./codec.js";
 import type { Subjects } from "./subjects.js";
 
@@ -189,7 +189,7 @@ async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallReques
       privacy: request.privacy ?? "sovereign",
       depth: request.depth ?? 0,
     });
-    return { ok: true, output: result.output, ...(result.signals ? { signals: result.signals } : {}) };
+    return { ok: true, output: result.output, ...outputExtras(result) };
   } catch (err) {
     return failure(toAgentError(err, "TOOL_FAILED"));
   }

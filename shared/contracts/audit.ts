@@ -15,6 +15,7 @@ export const AUDIT_KINDS = [
   "tool.intent",
   "tool.completed",
   "tool.aborted",
+  "tool.reported",
   "critic.requested",
   "critic.verdict",
   "repair.started",

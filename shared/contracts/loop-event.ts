@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ErrorPayload } from "./common.js";
 import { ModelResponse } from "./model.js";
+import { ToolAuditNote } from "./tool.js";
 import { CriticVerdict } from "./rubric.js";
 import { RunSpec } from "./run-spec.js";
 
@@ -39,6 +40,7 @@ export const ToolCompletedEvent = z.object({
   actionId: z.string(),
   output: z.unknown(),
   signals: z.array(z.string()).optional(),
+  audit: z.array(ToolAuditNote).optional(),
 });
 export const ToolAbortedEvent = z.object({
   type: z.literal("toolAborted"),

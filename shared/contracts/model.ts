@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Usage } from "./common.js";
+import { SchemaVersion, Usage } from "./common.js";
 
 export const StopReason = z.enum(["endTurn", "toolUse", "maxTokens", "stopSequence"]);
 export type StopReason = z.infer<typeof StopReason>;
@@ -34,15 +34,26 @@ export const AnthropicModelRef = z.object({
   baseUrl: z.url().optional(),
   apiKeyEnv: z.string().min(1).optional(),
 });
+/**
+ * A model served by another actor on `<prefix>.models.<name>` (request/reply): a planner written
+ * as code, a remote inference service, a model in another language. It runs inside the cluster.
+ */
+export const ActorModelRef = z.object({
+  provider: z.literal("actor"),
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  timeoutMs: z.number().int().positive().optional(),
+});
 export const ModelRef = z.discriminatedUnion("provider", [
   ScriptedModelRef,
   OpenAiModelRef,
   AnthropicModelRef,
+  ActorModelRef,
 ]);
 export type ModelRef = z.infer<typeof ModelRef>;
 export type ScriptedModelRef = z.infer<typeof ScriptedModelRef>;
 export type OpenAiModelRef = z.infer<typeof OpenAiModelRef>;
 export type AnthropicModelRef = z.infer<typeof AnthropicModelRef>;
+export type ActorModelRef = z.infer<typeof ActorModelRef>;
 
 /** A tool call proposed by a model; `id` pairs it with its result in the conversation. */
 export const ToolCall = z.object({ id: z.string().min(1), name: z.string().min(1), input: z.unknown() });
@@ -90,3 +101,14 @@ export const ModelResponse = z.object({
   model: z.string(),
 });
 export type ModelResponse = z.infer<typeof ModelResponse>;
+
+/** What a model actor answers on `<prefix>.models.<name>`. */
+export const ModelCallReply = z.discriminatedUnion("ok", [
+  z.object({ schemaVersion: SchemaVersion, ok: z.literal(true), response: ModelResponse }),
+  z.object({
+    schemaVersion: SchemaVersion,
+    ok: z.literal(false),
+    error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean() }),
+  }),
+]);
+export type ModelCallReply = z.infer<typeof ModelCallReply>;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AuditStatus } from "./audit.js";
 import { CapabilityObject, PrivacyTier, RequiredCapability } from "./capability.js";
 import { RunId, SchemaVersion } from "./common.js";
 
@@ -41,8 +42,26 @@ export type ToolCallRequest = z.infer<typeof ToolCallRequest>;
 export const ToolError = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
 export type ToolError = z.infer<typeof ToolError>;
 
+/**
+ * An audit note a tool returns with its result: the runtime records each as a `tool.reported`
+ * audit event of the calling run (actor `tool:<name>`), so a tool's own decisions land in the
+ * run's gapless audit trail without the tool writing to the audit stream.
+ */
+export const ToolAuditNote = z.object({
+  status: AuditStatus,
+  reason: z.string().optional(),
+  artifacts: z.array(z.string()).optional(),
+  data: z.record(z.string(), z.unknown()).optional(),
+});
+export type ToolAuditNote = z.infer<typeof ToolAuditNote>;
+
 export const ToolCallReply = z.discriminatedUnion("ok", [
-  z.object({ ok: z.literal(true), output: z.unknown(), signals: z.array(z.string()).optional() }),
+  z.object({
+    ok: z.literal(true),
+    output: z.unknown(),
+    signals: z.array(z.string()).optional(),
+    audit: z.array(ToolAuditNote).optional(),
+  }),
   z.object({ ok: z.literal(false), error: ToolError }),
 ]);
 export type ToolCallReply = z.infer<typeof ToolCallReply>;

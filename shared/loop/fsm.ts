@@ -1,5 +1,6 @@
 import type { LoopEvent, StartEvent } from "../contracts/loop-event.js";
 import { TERMINAL_PHASES } from "../contracts/audit.js";
+import type { ToolAuditNote } from "../contracts/tool.js";
 import { AgentError } from "../runtime/errors.js";
 import { sha256 } from "../runtime/hash.js";
 import { onModelResponse, recordActResult } from "./act.js";
@@ -228,12 +229,29 @@ function onToolOutcome(
       ...(detail ? { reason: detail } : {}),
       data: { actionId: pending.actionId, ...(ok && event.signals ? { signals: event.signals } : {}) },
     });
+    if (ok) reportToolNotes(d, pending, event.audit ?? []);
   }
   if (pending.purpose === "compensate") return recordCompensation(d, config, ok, detail);
   if (pending.purpose === "verify")
     return recordToolVerifier(d, config, ok, ok ? event.output : undefined, detail ?? "");
   if (ok) return recordActResult(d, config, true, event.output, event.signals ?? []);
   return recordActResult(d, config, false, `error ${detail ?? ""}`, [], event.error.code);
+}
+
+/** A tool's own audit notes join the run's trail as `tool.reported` events, after its `tool.completed`. */
+function reportToolNotes(
+  d: Draft,
+  pending: { tool: string; actionId: string },
+  notes: readonly ToolAuditNote[],
+): void {
+  for (const note of notes) {
+    d.audit("tool.reported", note.status, {
+      actor: `tool:${pending.tool}`,
+      ...(note.reason === undefined ? {} : { reason: note.reason }),
+      ...(note.artifacts ? { artifacts: note.artifacts } : {}),
+      data: { ...note.data, actionId: pending.actionId },
+    });
+  }
 }
 
 /** Back from HALT: the phase it left, and the effect it was waiting on is issued again. */

@@ -2,7 +2,7 @@ import type { Approval } from "../contracts/control.js";
 import type { LoopEvent } from "../contracts/loop-event.js";
 import type { MemoryStore } from "../memory/memory.js";
 import type { ModelDriver } from "../models/driver.js";
-import { createDriver } from "../models/factory.js";
+import { createDriver, type DriverFactoryDeps } from "../models/factory.js";
 import { ScriptedDriver } from "../models/scripted.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
@@ -10,6 +10,7 @@ import type { Random } from "../runtime/random.js";
 import { findGrant } from "../tools/capabilities.js";
 import { ToolInvoker, type InvokePolicy } from "../tools/invoke.js";
 import type { ToolRegistry } from "../tools/registry.js";
+import { outputExtras } from "../tools/tool.js";
 import { checkingCritic, modelCritic, type Critic } from "./critic.js";
 import type { AwaitingEffect, Effect, LoopState } from "./state.js";
 
@@ -28,6 +29,8 @@ export interface PerformerDeps {
   /** Answers approval requests; without it a run waiting for approval parks. */
   approvals?: (runId: string, reason: string) => Promise<Approval>;
   invokePolicy?: Partial<InvokePolicy>;
+  /** Reaches a model served by another actor (ModelRef provider `actor`). */
+  actorModel?: DriverFactoryDeps["actor"];
 }
 
 /**
@@ -136,7 +139,7 @@ export class EffectPerformer {
         at: this.deps.clock.now(),
         actionId: effect.actionId,
         output: result.output,
-        ...(result.signals ? { signals: result.signals } : {}),
+        ...outputExtras(result),
       };
     } catch (err) {
       return aborted(toAgentError(err, "TOOL_FAILED"));
@@ -192,6 +195,7 @@ export class EffectPerformer {
       env: this.deps.env ?? {},
       prices: {},
       http: { clock: this.deps.clock, random: this.deps.random },
+      ...(this.deps.actorModel ? { actor: this.deps.actorModel } : {}),
     });
   }
 }

@@ -1,5 +1,5 @@
 import type { PrivacyTier } from "../contracts/capability.js";
-import type { ModelRef } from "../contracts/model.js";
+import type { ActorModelRef, ModelRef } from "../contracts/model.js";
 import { AgentError } from "../runtime/errors.js";
 import { AnthropicDriver } from "./anthropic.js";
 import type { ModelDriver } from "./driver.js";
@@ -13,6 +13,8 @@ export interface DriverFactoryDeps {
   prices: PriceTable;
   http: HttpDeps;
   policy?: HttpPolicy;
+  /** Builds the driver of a model served by another actor (a NATS adapter, injected by the shell). */
+  actor?: (ref: ActorModelRef) => ModelDriver;
 }
 
 /** Builds the driver a ModelRef names; the sovereign tier refuses any driver that leaves the machine. */
@@ -41,5 +43,12 @@ function build(ref: ModelRef, deps: DriverFactoryDeps): ModelDriver {
       return new OpenAiDriver({ ref, ...common });
     case "anthropic":
       return new AnthropicDriver({ ref, ...common });
+    case "actor":
+      if (!deps.actor)
+        throw new AgentError(
+          "MODEL_REJECTED",
+          `model actor '${ref.name}' cannot be reached from here: this process has no bus for model actors`,
+        );
+      return deps.actor(ref);
   }
 }

@@ -1,6 +1,11 @@
 import { z } from "zod";
 import type { CapabilityObject, PrivacyTier, RequiredCapability } from "../contracts/capability.js";
-import { DEFAULT_TOOL_TIMEOUT_MS, type Reversibility, type ToolDescriptor } from "../contracts/tool.js";
+import {
+  DEFAULT_TOOL_TIMEOUT_MS,
+  type Reversibility,
+  type ToolAuditNote,
+  type ToolDescriptor,
+} from "../contracts/tool.js";
 
 /** What a tool sees when it runs: who called, with which grants, and how long it has. */
 export interface ToolContext {
@@ -18,6 +23,18 @@ export interface ToolOutput<O = unknown> {
   output: O;
   /** Progress signals: recorded by the runtime, never interpreted by it. */
   signals?: string[];
+  /** The tool's own audit notes, recorded as `tool.reported` events of the calling run. */
+  audit?: ToolAuditNote[];
+}
+
+/** The optional parts of a tool's result, copied only when present (the WAL stays minimal). */
+export function outputExtras(
+  result: Pick<ToolOutput, "signals" | "audit">,
+): Pick<ToolOutput, "signals" | "audit"> {
+  return {
+    ...(result.signals ? { signals: result.signals } : {}),
+    ...(result.audit ? { audit: result.audit } : {}),
+  };
 }
 
 export interface ToolDefinition<I = unknown, O = unknown> {

@@ -17,7 +17,7 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
 import { ClusterClient } from "../../services/cli/client.js";
-import { LocalCluster, type ActorKind } from "../../services/local/cluster.js";
+import { LocalCluster, type LocalActorKind } from "../../services/local/cluster.js";
 import { startNats, type TestNats } from "./nats-server.js";
 
 export interface ClusterSuite {
@@ -46,7 +46,7 @@ export const AGENTCTL = fileURLToPath(new URL("../../dist/services/cli/main.js",
 export const runProcess = promisify(execFile);
 
 export interface ClusterSuiteOptions {
-  actors: { kind: ActorKind; name?: string; env?: Record<string, string> }[];
+  actors: { kind: LocalActorKind; name?: string; env?: Record<string, string> }[];
   env?: Record<string, string>;
 }
 

@@ -30,6 +30,7 @@ describe("subjects", () => {
       pool: "agents-pool",
       idempotency: "agents-idempotency",
       memory: "agents-memory",
+      toolState: "agents-tool-state",
     });
     expect(new Subjects("team-a").streams()).toEqual({
       runs: "TEAM_A_RUNS",

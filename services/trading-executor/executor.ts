@@ -1,0 +1,329 @@
+import type { ToolAuditNote } from "../../shared/contracts/tool.js";
+import { contentHash } from "../../shared/runtime/hash.js";
+import type { TradingConfig } from "./config.js";
+import type { CanonicalState, FunctionName, RequestOf, Step } from "./contract.js";
+import { dryRun, validate } from "./gates.js";
+import { orderClientId, intentIdAt, planHash } from "./ids.js";
+import { type MarketModel, round } from "./market.js";
+import { execute, executionRefusal, verify } from "./orders.js";
+import {
+  type Decision,
+  type ExecutorState,
+  KEEP_DECISIONS,
+  KEEP_IDEMPOTENCY,
+  Notes,
+  canonicalState,
+  enterTick,
+  gateContext,
+} from "./state.js";
+
+export interface Outcome {
+  state: ExecutorState;
+  response: Record<string, unknown>;
+  notes: ToolAuditNote[];
+}
+
+const STEP_OF: Record<FunctionName, Step> = {
+  get_canonical_state: "PLAN",
+  get_market_snapshot: "PLAN",
+  validate_plan: "VALIDATE",
+  dry_run_plan: "DRY_RUN",
+  execute_plan: "EXECUTE",
+  verify_execution: "VERIFY",
+  record_decision: "RECORD",
+  set_kill_switch: "CONTROL",
+};
+
+/** The response a function gives when it refuses: its own shape, status "error", the reasons. */
+function refusal(
+  fn: FunctionName,
+  errors: string[],
+  ref: string,
+  state: ExecutorState,
+): Record<string, unknown> {
+  const base = { status: "error", errors, audit_ref: ref };
+  switch (fn) {
+    case "validate_plan":
+      return { ...base, validation: { pass: false, checks: [], blocking_reasons: errors } };
+    case "dry_run_plan":
+      return {
+        ...base,
+        dry_run: { pass: false, projected: [], idempotency_conflicts: [], blocking_reasons: errors },
+      };
+    case "execute_plan":
+      return { ...base, execution: [] };
+    case "verify_execution":
+      return { ...base, verification: { overall: "uncertain", orders: [], drift_reasons: errors } };
+    case "record_decision":
+      return { ...base, ledger_ref: "" };
+    case "set_kill_switch":
+      return { ...base, kill_switch_active: state.flags.kill_switch_active };
+    case "get_market_snapshot":
+      return { ...base, market: [] };
+    case "get_canonical_state":
+      return base;
+  }
+}
+
+function decisionFor(state: ExecutorState, decisionId: string, tickId: string): Decision | string {
+  const known = state.decisions[decisionId];
+  if (known)
+    return known.tick_id === tickId ? known : `decision '${decisionId}' belongs to tick '${known.tick_id}'`;
+  const created: Decision = {
+    tick_id: tickId,
+    validated: {},
+    dry_run: {},
+    orders: [],
+    verification: null,
+    ledger_ref: null,
+  };
+  state.decisions[decisionId] = created;
+  state.decision_order.push(decisionId);
+  for (const old of state.decision_order.splice(0, Math.max(0, state.decision_order.length - KEEP_DECISIONS)))
+    delete state.decisions[old];
+  return created;
+}
+
+type Handler<F extends FunctionName> = (
+  state: ExecutorState,
+  request: RequestOf<F>,
+  ctx: { config: TradingConfig; market: MarketModel; notes: Notes },
+) => Record<string, unknown>;
+
+const handlers: { [F in FunctionName]: Handler<F> } = {
+  get_canonical_state: (state, _request, { config, market, notes }) => {
+    const snapshot = canonicalState(state, config, market);
+    notes.add("PLAN", "passed", "canonical state read", {
+      artifacts: [`state:${contentHash(snapshot).slice(0, 16)}`],
+    });
+    return { status: "ok", state: snapshot, errors: [] };
+  },
+  get_market_snapshot: (state, request, { market, notes }) => {
+    const errors: string[] = [];
+    const quotes = request.symbols.flatMap((symbol) => {
+      if (!market.isListed(symbol)) {
+        errors.push(`UNKNOWN_SYMBOL: ${symbol}`);
+        return [];
+      }
+      const quote = market.quote(symbol, state.tick);
+      if (quote.staleness_sec > request.max_staleness_sec)
+        errors.push(`STALE: ${symbol} is ${quote.staleness_sec}s old`);
+      return [quote];
+    });
+    notes.add("PLAN", "passed", `market snapshot of ${quotes.length} symbol(s)`, {
+      artifacts: [`market:${contentHash(quotes).slice(0, 16)}`],
+    });
+    return { status: "ok", market: quotes, errors };
+  },
+  validate_plan: (state, request, { config, market, notes }) => {
+    const decision = decisionFor(state, request.decision_id, request.tick_id);
+    if (typeof decision === "string")
+      return refusal("validate_plan", [`CORRELATION_MISMATCH: ${decision}`], notes.ref(), state);
+    const hash = planHash(request.plan.intents);
+    notes.add("PLAN", "passed", request.plan.reason || "plan created", {
+      actor: "planner",
+      artifacts: [`plan:${hash.slice(0, 16)}`],
+    });
+    const validation = validate(request.plan.intents, gateContext(state, config, market));
+    decision.validated[hash] = validation.pass;
+    notes.add(
+      "VALIDATE",
+      validation.pass ? "passed" : "failed",
+      validation.pass ? "all gates passed" : validation.blocking_reasons.join("; "),
+      {
+        artifacts: [`plan:${hash.slice(0, 16)}`],
+      },
+    );
+    return { status: "ok", validation, errors: [] };
+  },
+  dry_run_plan: (state, request, { config, market, notes }) => {
+    const decision = state.decisions[request.decision_id];
+    const hash = planHash(request.plan.intents);
+    if (decision?.tick_id !== request.tick_id || decision.validated[hash] !== true)
+      return refusal(
+        "dry_run_plan",
+        [`GATES_MISSING: plan ${hash.slice(0, 12)} has no passing validation in this decision`],
+        notes.ref(),
+        state,
+      );
+    const conflicts = request.plan.intents
+      .map((intent, index) => orderClientId(request.decision_id, { ...intent, intent_id: intentIdAt(index) }))
+      .filter((id) => state.orders[id] !== undefined);
+    const result = dryRun(
+      request.plan.intents,
+      request.assumptions,
+      gateContext(state, config, market),
+      conflicts,
+    );
+    decision.dry_run[hash] = result.pass;
+    notes.add(
+      "DRY_RUN",
+      result.pass ? "passed" : "failed",
+      result.pass ? "dry run passed" : result.blocking_reasons.join("; "),
+      {
+        artifacts: [`plan:${hash.slice(0, 16)}`],
+      },
+    );
+    return { status: "ok", dry_run: result, errors: [] };
+  },
+  execute_plan: (state, request, { config, market, notes }) => {
+    const refused = executionRefusal(state, request, config, market);
+    if (refused.length > 0) {
+      notes.add("EXECUTE", "failed", refused.join("; "));
+      return refusal("execute_plan", refused, notes.ref(), state);
+    }
+    const entries = execute(state, request, config, market);
+    const settled = entries.every((e) => e.submit_status === "acked");
+    notes.add(
+      "EXECUTE",
+      settled ? "passed" : "failed",
+      entries.map((e) => `${e.intent_id}:${e.submit_status}`).join(", "),
+      {
+        artifacts: entries.map((e) => e.order_client_id),
+      },
+    );
+    return { status: settled ? "ok" : "partial", execution: entries, errors: [] };
+  },
+  verify_execution: (state, request, { config, market, notes }) => {
+    const verification = verify(state, request.order_client_ids, config, market, notes);
+    const decision = state.decisions[request.decision_id];
+    if (decision) decision.verification = verification.overall;
+    const clean = verification.overall === "matched";
+    notes.add(
+      "VERIFY",
+      clean ? "passed" : "failed",
+      clean ? "venue matches the book" : verification.drift_reasons.join("; "),
+      {
+        artifacts: verification.orders.map((o) => o.order_client_id),
+      },
+    );
+    if (!clean) {
+      state.flags.new_entries_halted = true;
+      notes.add(
+        "VERIFY",
+        "failed",
+        `SAFE_RECOVERY: ${verification.overall}; new entries halted until reconciled`,
+        { critical: true },
+      );
+    } else if (Object.keys(state.unresolved).length === 0 && state.flags.new_entries_halted) {
+      state.flags.new_entries_halted = false;
+      notes.add("VERIFY", "passed", "reconciled: new entries allowed again");
+    }
+    return { status: "ok", verification, errors: [] };
+  },
+  record_decision: (state, request, { config, market, notes }) => {
+    const decision = decisionFor(state, request.decision_id, request.tick_id);
+    if (typeof decision === "string")
+      return refusal("record_decision", [`CORRELATION_MISMATCH: ${decision}`], notes.ref(), state);
+    state.records += 1;
+    decision.ledger_ref = decision.ledger_ref ?? `ledger-${state.records}`;
+    notes.add("RECORD", "passed", request.record.plan_summary || "decision recorded", {
+      artifacts: [decision.ledger_ref],
+      extra: { record: request.record, ledger: ledgerSummary(canonicalState(state, config, market)) },
+    });
+    return { status: "ok", ledger_ref: decision.ledger_ref, errors: [] };
+  },
+  set_kill_switch: (state, request, { notes }) => {
+    if (request.active) {
+      state.flags.kill_switch_active = true;
+      state.flags.critical = state.flags.critical ?? `kill switch set by ${request.actor}: ${request.reason}`;
+      notes.add("CONTROL", "passed", `kill switch on: ${request.reason}`, {
+        actor: request.actor,
+        critical: true,
+      });
+      return { status: "ok", kill_switch_active: true, errors: [] };
+    }
+    if (!state.flags.kill_switch_active) {
+      notes.add("CONTROL", "skipped", "kill switch already off", { actor: request.actor });
+      return { status: "ok", kill_switch_active: false, errors: [] };
+    }
+    const why =
+      "APPROVAL_REQUIRED: turning the kill switch off after a critical event needs a human approval";
+    notes.add("CONTROL", "failed", why, { actor: request.actor });
+    return refusal("set_kill_switch", [why], notes.ref(), state);
+  },
+};
+
+/** What the RECORD audit note carries of the book after the decision (for dashboards and the demo). */
+function ledgerSummary(view: CanonicalState): Record<string, unknown> {
+  const cash = view.balances.reduce((sum, b) => sum + b.free + b.locked, 0);
+  return {
+    equity: round(cash + view.positions.reduce((sum, p) => sum + p.notional, 0), 2),
+    pnl: view.pnl,
+    treasury: view.treasury,
+    positions: view.positions.map((p) => ({ symbol: p.symbol, qty: p.qty })),
+    kill_switch_active: view.runtime_flags.kill_switch_active,
+  };
+}
+
+/** Raises each mandatory stop-trading condition once while it holds (a critical audit note). */
+function raiseStops(state: ExecutorState, config: TradingConfig, market: MarketModel, notes: Notes): void {
+  const now = gateContext(state, config, market).stops;
+  for (const stop of now.filter((s) => !state.stops.includes(s.split(" (")[0] ?? s)))
+    notes.add("CONTROL", "failed", `STOP_TRADING: ${stop}`, { critical: true });
+  state.stops = now.map((s) => s.split(" (")[0] ?? s);
+}
+
+/** Consecutive refusals are the policy handler's signal: past the limit, the kill switch goes on. */
+function policy(
+  state: ExecutorState,
+  response: Record<string, unknown>,
+  config: TradingConfig,
+  notes: Notes,
+): void {
+  if (response.status !== "error") {
+    state.consecutive_errors = 0;
+    return;
+  }
+  state.consecutive_errors += 1;
+  if (state.consecutive_errors >= config.max_consecutive_errors && !state.flags.kill_switch_active) {
+    state.flags.kill_switch_active = true;
+    state.flags.critical = `${state.consecutive_errors} errors in a row`;
+    notes.add("CONTROL", "failed", `ERROR_EVENT: ${state.flags.critical}; kill switch on`, {
+      critical: true,
+    });
+  }
+}
+
+/**
+ * One call of one allowlisted function, pure: (state, request) → (state, response, audit notes).
+ * A repeated idempotency key with the same payload answers the recorded response; with another
+ * payload it is refused.
+ */
+export function handle<F extends FunctionName>(
+  current: ExecutorState,
+  fn: F,
+  request: RequestOf<F>,
+  config: TradingConfig,
+  market: MarketModel,
+): Outcome {
+  const state = structuredClone(current);
+  const notes = new Notes(state, request);
+  const hash = contentHash({ fn, request });
+  const prior = state.idem[request.idempotency_key];
+  if (prior) {
+    if (prior.hash === hash)
+      return { state: current, response: prior.response as Record<string, unknown>, notes: [] };
+    const why = `IDEMPOTENCY_KEY_REUSED: key '${request.idempotency_key}' was used with another payload`;
+    notes.add(STEP_OF[fn], "failed", why);
+    const response = refusal(fn, [why], notes.ref(), state);
+    policy(state, response, config, notes);
+    return { state, response, notes: notes.notes };
+  }
+  const late = enterTick(state, request.tick_id, config, market);
+  let response: Record<string, unknown>;
+  if (late) {
+    notes.add(STEP_OF[fn], "failed", `TICK_OVER: ${late}`);
+    response = refusal(fn, [`TICK_OVER: ${late}`], notes.ref(), state);
+  } else {
+    response = (handlers[fn] as Handler<F>)(state, request, { config, market, notes });
+    response = { ...response, audit_ref: notes.ref() };
+  }
+  raiseStops(state, config, market, notes);
+  policy(state, response, config, notes);
+  state.idem[request.idempotency_key] = { hash, response };
+  state.idem_order.push(request.idempotency_key);
+  for (const old of state.idem_order.splice(0, Math.max(0, state.idem_order.length - KEEP_IDEMPOTENCY)))
+    delete state.idem[old];
+  return { state, response, notes: notes.notes };
+}

@@ -1,0 +1,115 @@
+import { describe, expect, it } from "vitest";
+import { TickOutcome } from "../../services/trading-planner/tick.js";
+import { tickSpec } from "../../services/trading-planner/spec.js";
+import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+
+const CONFIG = JSON.stringify({ seed: "e2e-1" });
+const SECRET = "sk-live-e2e-planted-0123456789";
+
+/** The trading example on a real cluster: each tick a run, the planner a model actor, the executor a tool service. */
+const suite = useClusterSuite("trading", {
+  actors: [
+    { kind: "supervisor" },
+    { kind: "agent", name: "agent-1" },
+    { kind: "trading-executor", env: { TRADING_CONFIG: CONFIG, TRADING_API_KEY: SECRET } },
+    { kind: "trading-planner" },
+  ],
+});
+
+const task = (n: number) => ({
+  decision_id: `d-${n}`,
+  tick_id: `t-${n}`,
+  as_of: new Date(Date.UTC(2026, 10, 22, 0, n)).toISOString(),
+  symbols: ["BTC-USD", "ETH-USD", "DOGE-USD"],
+});
+
+describe("trading ticks on the cluster", () => {
+  it("each tick runs PLAN → VALIDATE → DRY_RUN → EXECUTE → VERIFY → RECORD as tool calls, commits once recorded, and audits every step with the seed's fields", async () => {
+    const outcomes: TickOutcome[] = [];
+    for (let n = 1; n <= 3; n++) {
+      const reply = await suite.client.submit(tickSpec(task(n), { runId: `tick-${n}` }));
+      expect(reply.ok).toBe(true);
+      const status = await suite.waitFor(`tick-${n}`, settled, 30_000);
+      expect(status.status, JSON.stringify(status.terminal)).toBe("committed");
+      outcomes.push(TickOutcome.parse(JSON.parse(status.terminal?.output ?? "{}")));
+    }
+    expect(outcomes[0]?.outcome).toBe("executed");
+    expect(outcomes.map((o) => o.ledger_ref)).toEqual(["ledger-1", "ledger-2", "ledger-3"]);
+    const events = await suite.audit("tick-1");
+    const reported = events.filter((e) => e.kind === "tool.reported");
+    const steps = reported.map((e) => e.data?.step);
+    expect(steps).toEqual(
+      expect.arrayContaining(["PLAN", "VALIDATE", "DRY_RUN", "EXECUTE", "VERIFY", "RECORD"]),
+    );
+    expect(steps.indexOf("VALIDATE")).toBeLessThan(steps.indexOf("DRY_RUN"));
+    expect(steps.indexOf("DRY_RUN")).toBeLessThan(steps.indexOf("EXECUTE"));
+    expect(steps.lastIndexOf("RECORD")).toBe(steps.length - 1);
+    for (const e of reported) {
+      expect(e.actor).toMatch(/^tool:/);
+      expect(e.data).toMatchObject({ decision_id: "d-1", tick_id: "t-1", status: e.status });
+      expect(typeof e.data?.audit_id).toBe("string");
+    }
+    expect((await suite.logs()).includes(SECRET)).toBe(false);
+  }, 120_000);
+
+  it("a rogue planner that skips the gates, forges an order, asks for a withdrawal or smuggles a limit change gets refused, and nothing trades", async () => {
+    const ids = { decision_id: "rogue-1", tick_id: "t-rogue", idempotency_key: "rogue-exec" };
+    const intent = {
+      intent_id: "intent-1",
+      symbol: "BTC-USD",
+      side: "buy",
+      order_type: "market",
+      qty: 0.1,
+      limit_price: null,
+      time_in_force: "IOC",
+      order_client_id: "oc-forged",
+    };
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          {
+            toolCalls: [
+              {
+                name: "execute_plan",
+                input: { ...ids, execution_mode: "paper", approved_intents: [intent] },
+              },
+            ],
+          },
+          { toolCalls: [{ name: "withdraw", input: { ...ids, idempotency_key: "w", amount: 1_000 } }] },
+          {
+            toolCalls: [
+              {
+                name: "validate_plan",
+                input: {
+                  ...ids,
+                  idempotency_key: "v",
+                  plan: { intents: [], reason: "x", risk_limits: { max_leverage: 5 } },
+                },
+              },
+            ],
+          },
+          { text: "done" },
+        ],
+        tools: ["execute_plan", "validate_plan"],
+        resources: { maxIterations: 10 },
+      }),
+    );
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status.status, JSON.stringify(status.terminal)).toBe("committed");
+    const events = await suite.audit(reply.runId);
+    const outcomes = events.filter((e) => ["tool.completed", "tool.aborted", "tool.denied"].includes(e.kind));
+    expect(outcomes.map((e) => `${e.kind}:${e.actor}`)).toEqual([
+      "tool.completed:tool:execute_plan",
+      expect.stringMatching(/^tool\.(denied|aborted)/),
+      "tool.aborted:tool:validate_plan",
+    ]);
+    const refused = events.find((e) => e.kind === "tool.reported" && e.data?.step === "EXECUTE");
+    expect(refused?.status).toBe("failed");
+    expect(refused?.reason).toMatch(/GATES_MISSING/);
+    expect(outcomes[2]?.reason).toMatch(/INVALID_INPUT/);
+    expect(
+      events.some((e) => e.kind === "tool.reported" && e.data?.step === "EXECUTE" && e.status === "passed"),
+    ).toBe(false);
+  }, 60_000);
+});
