@@ -5,6 +5,7 @@
  * ends with a summary. Exit code 0 when every tick reached a terminal status.
  */
 import { z } from "zod";
+import { decodeText } from "../../shared/bus/codec.js";
 import { openActorBus } from "../../shared/bus/actor.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -53,6 +54,14 @@ function ledgerOf(events: AuditEvent[]): LedgerSummary | undefined {
   return parsed.success ? parsed.data : undefined;
 }
 
+function outcomeOf(text: string | undefined): { success: true; data: TickOutcome } | { success: false } {
+  try {
+    return { success: true, data: decodeText(TickOutcome, text ?? "") };
+  } catch {
+    return { success: false };
+  }
+}
+
 /** The first blocking reason of a rejected tick, short. */
 const why = (reason: string): string => (/remediation: ([^;|]+)/.exec(reason)?.[1] ?? "").slice(0, 70);
 
@@ -99,7 +108,7 @@ async function demo(booted: Booted): Promise<boolean> {
       let final = await client.status.get(runId);
       for await (const status of client.follow(runId)) final = status;
       const events = await client.audit(runId);
-      const parsed = TickOutcome.safeParse(safeJson(final?.terminal?.output));
+      const parsed = outcomeOf(final?.terminal?.output);
       const outcome =
         final?.status === "committed" && parsed.success ? parsed.data.outcome : `run ${final?.status ?? "?"}`;
       if (!["committed", "failed", "halted"].includes(final?.status ?? "")) allSettled = false;
@@ -116,14 +125,6 @@ async function demo(booted: Booted): Promise<boolean> {
     await bus.nc.drain();
   }
   return allSettled;
-}
-
-function safeJson(text: string | undefined): unknown {
-  try {
-    return JSON.parse(text ?? "");
-  } catch {
-    return undefined;
-  }
 }
 
 const line = (b: LedgerSummary): string =>

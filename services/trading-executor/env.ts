@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { decodeText } from "../../shared/bus/codec.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { TradingConfig } from "./config.js";
@@ -20,10 +21,10 @@ export type TradingExecutorEnv = z.infer<typeof TradingExecutorEnv>;
 export function loadTradingConfig(
   env: Pick<TradingExecutorEnv, "TRADING_CONFIG" | "TRADING_CONFIG_FILE">,
 ): TradingConfig {
+  if (env.TRADING_CONFIG) return decodeText(TradingConfig, env.TRADING_CONFIG);
   let raw: unknown = {};
   try {
-    if (env.TRADING_CONFIG) raw = JSON.parse(env.TRADING_CONFIG);
-    else if (env.TRADING_CONFIG_FILE) raw = parseYaml(readFileSync(env.TRADING_CONFIG_FILE, "utf8"));
+    if (env.TRADING_CONFIG_FILE) raw = parseYaml(readFileSync(env.TRADING_CONFIG_FILE, "utf8"));
   } catch (err) {
     throw new AgentError("INVALID_INPUT", `the trading configuration does not parse: ${String(err)}`, {
       cause: err,

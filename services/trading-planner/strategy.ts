@@ -1,3 +1,5 @@
+import { z } from "zod";
+import { decodeText } from "../../shared/bus/codec.js";
 import type { Message, ModelRequest, ModelResponse, ToolCall } from "../../shared/contracts/model.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { CanonicalState, Plan, PlanIntent, Quote } from "../trading-executor/contract.js";
@@ -29,6 +31,8 @@ export function sizing(state: CanonicalState): { factor: number; highVol: boolea
   return { factor: 1, highVol: true };
 }
 
+const ToolBody = z.record(z.string(), z.unknown());
+
 interface Turn {
   call: ToolCall;
   result: { ok: boolean; body: Record<string, unknown> } | undefined;
@@ -41,8 +45,9 @@ function turns(messages: readonly Message[]): Turn[] {
     if (m.role !== "tool") continue;
     let body: Record<string, unknown>;
     try {
-      body = JSON.parse(m.content) as Record<string, unknown>;
+      body = decodeText(ToolBody, m.content);
     } catch {
+      // An error result is plain text ("error [CODE] message"), not the executor's JSON.
       body = { error: m.content };
     }
     results.set(m.toolCallId, { ok: !m.isError && body.status !== "error", body });
@@ -112,7 +117,7 @@ function intent(symbol: string, side: "buy" | "sell", qty: number, limit: number
 export function nextStep(request: ModelRequest): ModelResponse {
   const first = request.messages.find((m) => m.role === "user");
   if (!first) throw new AgentError("MODEL_BAD_RESPONSE", "the tick's prompt is missing");
-  const task = TickTask.parse(JSON.parse(first.content));
+  const task = decodeText(TickTask, first.content);
   const history = turns(request.messages);
   const n = history.length + 1;
   const say = (name: string, input: Record<string, unknown>, text = ""): ModelResponse => ({

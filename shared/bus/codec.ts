@@ -19,6 +19,11 @@ export function encode<S extends z.ZodType>(schema: S, value: z.input<S>): Uint8
   return encoder.encode(JSON.stringify(parsed.data));
 }
 
+/** The same check for JSON that arrives as text (a model turn's content, an environment variable). */
+export function decodeText<S extends z.ZodType>(schema: S, text: string): z.output<S> {
+  return decode(schema, encoder.encode(text));
+}
+
 export function decode<S extends z.ZodType>(schema: S, data: Uint8Array): z.output<S> {
   let text: string;
   let raw: unknown;
