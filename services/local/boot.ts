@@ -1,7 +1,12 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LocalCluster, type LocalActorKind } from "./cluster.js";
+import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { createLogger } from "../../shared/runtime/logger.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { LocalCluster, NATS_USERS, type LocalActorKind } from "./cluster.js";
 import { ensureNats, type NatsTarget } from "./ensure-nats.js";
 
 export interface Booted {
@@ -53,4 +58,20 @@ export async function bootCluster(
   }
   say(`actors: ${[...cluster.actors.keys()].join(", ")} (logs in ${logDir})`);
   return { nats, cluster, logDir, stop };
+}
+
+/**
+ * A client's connection to a booted cluster, as agentctl's user when the cluster runs under
+ * nats.conf (otherwise with the credentials in this process's environment).
+ */
+export function clientBus(booted: Booted, name: string): Promise<ActorBus> {
+  const env = parseEnv(ActorEnv, {
+    NATS_URL: booted.nats.url,
+    LOG_LEVEL: "warn",
+    ...(booted.nats.useConfUsers
+      ? { NATS_USER: NATS_USERS.cli.user, NATS_PASSWORD: NATS_USERS.cli.password }
+      : { NATS_USER: process.env.NATS_USER, NATS_PASSWORD: process.env.NATS_PASSWORD }),
+  });
+  const logger = createLogger({ actor: "cli", level: "error" });
+  return openActorBus(env, name, { clock: systemClock, random: systemRandom, logger });
 }

@@ -3,15 +3,10 @@
  * sample run through the supervisor, shows its progress live, prints the result with its
  * provenance, and shuts everything down.
  */
-import { openActorBus } from "../../shared/bus/actor.js";
-import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { toAgentError } from "../../shared/runtime/errors.js";
-import { createLogger } from "../../shared/runtime/logger.js";
-import { systemRandom } from "../../shared/runtime/random.js";
 import { ClusterClient } from "../cli/client.js";
 import { auditLine, statusLine } from "../cli/render.js";
-import { bootCluster, type Booted } from "./boot.js";
+import { bootCluster, clientBus, type Booted } from "./boot.js";
 import { NATS_USERS } from "./cluster.js";
 import { demoSpec } from "./demo-spec.js";
 
@@ -19,15 +14,7 @@ const say = (line: string): void => void process.stdout.write(`${line}\n`);
 const started = Date.now();
 
 async function demo(booted: Booted): Promise<boolean> {
-  const env = parseEnv(ActorEnv, {
-    NATS_URL: booted.nats.url,
-    LOG_LEVEL: "warn",
-    ...(booted.nats.useConfUsers
-      ? { NATS_USER: NATS_USERS.cli.user, NATS_PASSWORD: NATS_USERS.cli.password }
-      : { NATS_USER: process.env.NATS_USER, NATS_PASSWORD: process.env.NATS_PASSWORD }),
-  });
-  const logger = createLogger({ actor: "cli", level: "error" });
-  const bus = await openActorBus(env, "npm-start", { clock: systemClock, random: systemRandom, logger });
+  const bus = await clientBus(booted, "npm-start");
   try {
     const client = new ClusterClient(bus);
     const reply = await client.submit(demoSpec);

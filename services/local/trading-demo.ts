@@ -6,19 +6,13 @@
  */
 import { z } from "zod";
 import { decodeText } from "../../shared/bus/codec.js";
-import { openActorBus } from "../../shared/bus/actor.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
-import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { toAgentError } from "../../shared/runtime/errors.js";
-import { createLogger } from "../../shared/runtime/logger.js";
-import { systemRandom } from "../../shared/runtime/random.js";
 import { ClusterClient } from "../cli/client.js";
 import { CanonicalState } from "../trading-executor/contract.js";
 import { tickSpec } from "../trading-planner/spec.js";
 import { TickOutcome } from "../trading-planner/tick.js";
-import { bootCluster, type Booted } from "./boot.js";
-import { NATS_USERS } from "./cluster.js";
+import { bootCluster, clientBus, type Booted } from "./boot.js";
 
 const TICKS = Number(process.env.TICKS ?? 30);
 const CONFIG = {
@@ -75,18 +69,7 @@ function notable(events: AuditEvent[]): string {
 }
 
 async function demo(booted: Booted): Promise<boolean> {
-  const env = parseEnv(ActorEnv, {
-    NATS_URL: booted.nats.url,
-    LOG_LEVEL: "warn",
-    ...(booted.nats.useConfUsers
-      ? { NATS_USER: NATS_USERS.cli.user, NATS_PASSWORD: NATS_USERS.cli.password }
-      : {}),
-  });
-  const bus = await openActorBus(env, "trading-demo", {
-    clock: systemClock,
-    random: systemRandom,
-    logger: createLogger({ actor: "cli", level: "error" }),
-  });
+  const bus = await clientBus(booted, "trading-demo");
   const client = new ClusterClient(bus);
   const outcomes = new Map<string, number>();
   let allSettled = true;

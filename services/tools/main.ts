@@ -6,7 +6,7 @@
  */
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { KvMemory } from "../../shared/bus/kv-memory.js";
-import { serveTool } from "../../shared/bus/tool-service.js";
+import { serveToolsOf } from "../../shared/bus/tool-service.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
@@ -16,7 +16,6 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
 import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
-import { ToolInvoker } from "../../shared/tools/invoke.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
 import { type BUILT_IN, ToolsEnv } from "./env.js";
 
@@ -29,19 +28,11 @@ const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
   http_fetch: () => httpFetchTool,
   memory: () => createMemoryTool(new KvMemory(bus.buckets.memory, systemClock, uuidIds)),
 };
-// The worker already retried; the service runs each call once and records the outcome.
-const invoker = new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } });
-for (const name of env.TOOLS) {
-  serveTool(available[name](), {
-    nc: bus.nc,
-    subjects: bus.subjects,
-    idempotency: bus.buckets.idempotency,
-    invoker,
-    clock: systemClock,
-    logger,
-    metrics,
-  });
-}
+serveToolsOf(
+  env.TOOLS.map((name) => available[name]()),
+  bus,
+  { logger, metrics },
+);
 const health = await startActorHealth(bus, env, metrics);
 logger.info({ tools: env.TOOLS, healthPort: health.port }, "tool services ready");
 onShutdown(logger, async () => {

@@ -22,8 +22,10 @@ export type OrderState = z.infer<typeof OrderState>;
 export const Mode = z.enum(["paper", "shadow", "live"]);
 export type Mode = z.infer<typeof Mode>;
 
-const ResponseBase = { errors: z.array(z.string()), audit_ref: z.string() };
 const OkOrError = z.enum(["ok", "error"]);
+/** Every response: `status`, the function's own fields, `errors[]` and `audit_ref`. */
+const response = <T extends z.ZodRawShape>(fields: T, status: z.ZodType<string> = OkOrError) =>
+  z.object({ status, ...fields, errors: z.array(z.string()), audit_ref: z.string() });
 
 export const GetCanonicalStateRequest = Correlation.extend({ as_of: z.iso.datetime({ offset: true }) });
 export type GetCanonicalStateRequest = z.infer<typeof GetCanonicalStateRequest>;
@@ -59,10 +61,9 @@ export const CanonicalState = z.object({
   treasury: z.object({ principal_baseline: Decimal, rolling_surplus_30d: Decimal, runway_days: z.number() }),
 });
 export type CanonicalState = z.infer<typeof CanonicalState>;
-export const GetCanonicalStateResponse = z.object({
-  status: OkOrError,
-  state: CanonicalState,
-  ...ResponseBase,
+export const GetCanonicalStateResponse = response({
+  /** Absent only when the call is refused (status "error"). */
+  state: CanonicalState.optional(),
 });
 
 export const GetMarketSnapshotRequest = Correlation.extend({
@@ -81,11 +82,7 @@ export const Quote = z.object({
   halted: z.boolean(),
 });
 export type Quote = z.infer<typeof Quote>;
-export const GetMarketSnapshotResponse = z.object({
-  status: OkOrError,
-  market: z.array(Quote),
-  ...ResponseBase,
-});
+export const GetMarketSnapshotResponse = response({ market: z.array(Quote) });
 
 export const PlanIntent = z.strictObject({
   symbol: z.string().min(1),
@@ -118,7 +115,7 @@ export const Validation = z.object({
   blocking_reasons: z.array(z.string()),
 });
 export type Validation = z.infer<typeof Validation>;
-export const ValidatePlanResponse = z.object({ status: OkOrError, validation: Validation, ...ResponseBase });
+export const ValidatePlanResponse = response({ validation: Validation });
 
 export const DryRunIntent = z.strictObject({
   symbol: z.string().min(1),
@@ -148,7 +145,7 @@ export const DryRun = z.object({
   blocking_reasons: z.array(z.string()),
 });
 export type DryRun = z.infer<typeof DryRun>;
-export const DryRunPlanResponse = z.object({ status: OkOrError, dry_run: DryRun, ...ResponseBase });
+export const DryRunPlanResponse = response({ dry_run: DryRun });
 
 export const ApprovedIntent = z.strictObject({
   intent_id: Id,
@@ -176,11 +173,10 @@ export const ExecutionEntry = z.object({
   reject_code: z.string().nullable(),
 });
 export type ExecutionEntry = z.infer<typeof ExecutionEntry>;
-export const ExecutePlanResponse = z.object({
-  status: z.enum(["ok", "partial", "error"]),
-  execution: z.array(ExecutionEntry),
-  ...ResponseBase,
-});
+export const ExecutePlanResponse = response(
+  { execution: z.array(ExecutionEntry) },
+  z.enum(["ok", "partial", "error"]),
+);
 
 export const VerifyExecutionRequest = Correlation.extend({ order_client_ids: z.array(Id).max(50) });
 export type VerifyExecutionRequest = z.infer<typeof VerifyExecutionRequest>;
@@ -198,11 +194,7 @@ export const Verification = z.object({
   drift_reasons: z.array(z.string()),
 });
 export type Verification = z.infer<typeof Verification>;
-export const VerifyExecutionResponse = z.object({
-  status: OkOrError,
-  verification: Verification,
-  ...ResponseBase,
-});
+export const VerifyExecutionResponse = response({ verification: Verification });
 
 export const RecordDecisionRequest = Correlation.extend({
   record: z.strictObject({
@@ -215,11 +207,7 @@ export const RecordDecisionRequest = Correlation.extend({
   }),
 });
 export type RecordDecisionRequest = z.infer<typeof RecordDecisionRequest>;
-export const RecordDecisionResponse = z.object({
-  status: OkOrError,
-  ledger_ref: z.string(),
-  ...ResponseBase,
-});
+export const RecordDecisionResponse = response({ ledger_ref: z.string() });
 
 export const SetKillSwitchRequest = Correlation.extend({
   active: z.boolean(),
@@ -227,11 +215,7 @@ export const SetKillSwitchRequest = Correlation.extend({
   actor: z.string().min(1),
 });
 export type SetKillSwitchRequest = z.infer<typeof SetKillSwitchRequest>;
-export const SetKillSwitchResponse = z.object({
-  status: OkOrError,
-  kill_switch_active: z.boolean(),
-  ...ResponseBase,
-});
+export const SetKillSwitchResponse = response({ kill_switch_active: z.boolean() });
 
 /** The allowlist: function name → request schema. Nothing else is served. */
 export const FUNCTIONS = {
@@ -247,6 +231,18 @@ export const FUNCTIONS = {
 export type FunctionName = keyof typeof FUNCTIONS;
 export const FUNCTION_NAMES = Object.keys(FUNCTIONS) as FunctionName[];
 export type RequestOf<F extends FunctionName> = z.infer<(typeof FUNCTIONS)[F]>;
+
+/** Each function's response: the executor checks what it answers against these before replying. */
+export const RESPONSES = {
+  get_canonical_state: GetCanonicalStateResponse,
+  get_market_snapshot: GetMarketSnapshotResponse,
+  validate_plan: ValidatePlanResponse,
+  dry_run_plan: DryRunPlanResponse,
+  execute_plan: ExecutePlanResponse,
+  verify_execution: VerifyExecutionResponse,
+  record_decision: RecordDecisionResponse,
+  set_kill_switch: SetKillSwitchResponse,
+} as const satisfies Record<FunctionName, z.ZodType>;
 
 /** The seed's `py_` names, served as aliases of the same functions. */
 export const aliasOf = (name: FunctionName): string => `py_${name}`;

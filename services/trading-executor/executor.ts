@@ -65,6 +65,18 @@ function refusal(
   }
 }
 
+/** The note of a gate over a plan: passed, or failed with its blocking reasons. */
+function gateNote(
+  notes: Notes,
+  step: "VALIDATE" | "DRY_RUN",
+  result: { pass: boolean; blocking_reasons: string[] },
+  passed: string,
+  hash: string,
+): void {
+  const reason = result.pass ? passed : result.blocking_reasons.join("; ");
+  notes.add(step, result.pass ? "passed" : "failed", reason, { artifacts: [`plan:${hash.slice(0, 16)}`] });
+}
+
 function decisionFor(state: ExecutorState, decisionId: string, tickId: string): Decision | string {
   const known = state.decisions[decisionId];
   if (known)
@@ -126,14 +138,7 @@ const handlers: { [F in FunctionName]: Handler<F> } = {
     });
     const validation = validate(request.plan.intents, gateContext(state, config, market));
     decision.validated[hash] = validation.pass;
-    notes.add(
-      "VALIDATE",
-      validation.pass ? "passed" : "failed",
-      validation.pass ? "all gates passed" : validation.blocking_reasons.join("; "),
-      {
-        artifacts: [`plan:${hash.slice(0, 16)}`],
-      },
-    );
+    gateNote(notes, "VALIDATE", validation, "all gates passed", hash);
     return { status: "ok", validation, errors: [] };
   },
   dry_run_plan: (state, request, { config, market, notes }) => {
@@ -156,14 +161,7 @@ const handlers: { [F in FunctionName]: Handler<F> } = {
       conflicts,
     );
     decision.dry_run[hash] = result.pass;
-    notes.add(
-      "DRY_RUN",
-      result.pass ? "passed" : "failed",
-      result.pass ? "dry run passed" : result.blocking_reasons.join("; "),
-      {
-        artifacts: [`plan:${hash.slice(0, 16)}`],
-      },
-    );
+    gateNote(notes, "DRY_RUN", result, "dry run passed", hash);
     return { status: "ok", dry_run: result, errors: [] };
   },
   execute_plan: (state, request, { config, market, notes }) => {

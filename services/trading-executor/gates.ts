@@ -199,7 +199,9 @@ export function dryRun(
   const leverage = end.eq <= 0 ? Number.POSITIVE_INFINITY : end.gross / end.eq;
   if (leverage > Math.min(limits.max_leverage, limits.max_portfolio_exposure) + 1e-9)
     blocking.push(`post-trade exposure ${round(leverage, 4)} breaches the limits after slippage`);
-  if (equity(ctx.ledger, ctx.mid) - end.eq + -ctx.treasury.pnl_today >= limits.daily_loss_limit)
+  // What the plan costs (fees, slippage) on top of what today has already lost.
+  const projectedLoss = equity(ctx.ledger, ctx.mid) - end.eq - ctx.treasury.pnl_today;
+  if (projectedLoss >= limits.daily_loss_limit)
     blocking.push("the projected cost breaches the daily loss limit");
   if (conflicts.length > 0) blocking.push(`order ids already used: ${conflicts.join(", ")}`);
   return {

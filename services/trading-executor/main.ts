@@ -4,13 +4,12 @@
  * state lives in the tool-state bucket. `npm run actor -- trading-executor`.
  */
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
-import { serveTool } from "../../shared/bus/tool-service.js";
+import { serveToolsOf } from "../../shared/bus/tool-service.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
-import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { configHash } from "./config.js";
 import { TradingExecutorEnv, loadTradingConfig } from "./env.js";
 import { ExecutorStore } from "./store.js";
@@ -23,20 +22,8 @@ const bus = await openActorBus(env, "trading-executor", { clock: systemClock, ra
 const metrics = new ActorMetrics("trading-executor");
 const store = new ExecutorStore(bus.buckets.toolState, config, logger);
 await store.read();
-// The worker retries; the service runs each call once and records the outcome.
-const invoker = new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } });
 const tools = executorTools(store);
-for (const tool of tools) {
-  serveTool(tool, {
-    nc: bus.nc,
-    subjects: bus.subjects,
-    idempotency: bus.buckets.idempotency,
-    invoker,
-    clock: systemClock,
-    logger,
-    metrics,
-  });
-}
+serveToolsOf(tools, bus, { logger, metrics });
 const health = await startActorHealth(bus, env, metrics);
 logger.info(
   {

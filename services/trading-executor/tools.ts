@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { type AnyTool, defineTool } from "../../shared/tools/tool.js";
-import { FUNCTIONS, FUNCTION_NAMES, type FunctionName, aliasOf } from "./contract.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { FUNCTIONS, FUNCTION_NAMES, type FunctionName, RESPONSES, aliasOf } from "./contract.js";
 import type { ExecutorStore } from "./store.js";
 
 const DESCRIPTIONS: Record<FunctionName, string> = {
@@ -38,6 +39,12 @@ export function executorTools(store: ExecutorStore): AnyTool[] {
         idempotent: true,
         execute: async (input) => {
           const outcome = await store.call(fn, input as never);
+          const checked = RESPONSES[fn].safeParse(outcome.response);
+          if (!checked.success)
+            throw new AgentError(
+              "INTERNAL",
+              `${fn} produced a response outside its contract: ${checked.error.message}`,
+            );
           return { output: outcome.response, audit: outcome.notes };
         },
       });

@@ -8,8 +8,9 @@ import { AgentError, toAgentError } from "../runtime/errors.js";
 import { sha256 } from "../runtime/hash.js";
 import type { Logger } from "../runtime/logger.js";
 import type { ActorMetrics } from "../runtime/metrics.js";
-import type { ToolInvoker } from "../tools/invoke.js";
+import { ToolInvoker } from "../tools/invoke.js";
 import { describeTool, outputExtras, type AnyTool } from "../tools/tool.js";
+import type { ActorBus } from "./actor.js";
 import { decode, encode } from "./codec.js";
 import type { Subjects } from "./subjects.js";
 
@@ -193,4 +194,26 @@ async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallReques
   } catch (err) {
     return failure(toAgentError(err, "TOOL_FAILED"));
   }
+}
+
+/**
+ * Serves tools as a tool actor does, on its bus: the worker already retried, so each service runs
+ * a call once and records the outcome (an invoker without retries).
+ */
+export function serveToolsOf(
+  tools: readonly AnyTool[],
+  bus: Pick<ActorBus, "nc" | "subjects" | "buckets" | "clock" | "random">,
+  deps: { logger: Logger; metrics?: ActorMetrics },
+): Subscription[] {
+  const invoker = new ToolInvoker({ clock: bus.clock, random: bus.random, policy: { retries: 0 } });
+  return tools.flatMap((tool) =>
+    serveTool(tool, {
+      nc: bus.nc,
+      subjects: bus.subjects,
+      idempotency: bus.buckets.idempotency,
+      invoker,
+      clock: bus.clock,
+      ...deps,
+    }),
+  );
 }

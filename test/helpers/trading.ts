@@ -1,0 +1,83 @@
+import { TradingConfig } from "../../services/trading-executor/config.js";
+import type { FunctionName, PlanIntent, RequestOf } from "../../services/trading-executor/contract.js";
+import { handle } from "../../services/trading-executor/executor.js";
+import { intentIdAt, orderClientId } from "../../services/trading-executor/ids.js";
+import { MarketModel } from "../../services/trading-executor/market.js";
+import { type ExecutorState, initialState } from "../../services/trading-executor/state.js";
+
+/** Drives the pure executor core the way the tool service does, one call at a time. */
+export function desk(overrides: Record<string, unknown> = {}) {
+  const config = TradingConfig.parse({ seed: "unit-1", ...overrides });
+  const market = new MarketModel(config);
+  let state: ExecutorState = initialState(config);
+  let n = 0;
+  const call = <F extends FunctionName>(
+    fn: F,
+    body: Record<string, unknown>,
+    tick = "t-1",
+    decision = "d-1",
+  ) => {
+    n += 1;
+    const request = {
+      decision_id: decision,
+      tick_id: tick,
+      idempotency_key: `k-${n}`,
+      ...body,
+    } as RequestOf<F>;
+    const outcome = handle(state, fn, request, config, market);
+    state = outcome.state;
+    return outcome;
+  };
+  return { config, market, call, state: () => state };
+}
+
+export const buy = (symbol: string, qty: number, limit: number): PlanIntent => ({
+  symbol,
+  side: "buy",
+  order_type: "limit",
+  qty,
+  limit_price: limit,
+  time_in_force: "IOC",
+  strategy_id: "test",
+  expected_edge_bps: 0,
+});
+
+/** A plan that passes every gate at tick 1 of seed unit-1: a small BTC buy above the ask. */
+export function smallBuy(d: ReturnType<typeof desk>): PlanIntent {
+  const ask = d.market.quote("BTC-USD", 1).best_ask;
+  return buy("BTC-USD", 0.02, Math.round(ask * 1.001 * 100) / 100);
+}
+
+export const core = (i: PlanIntent) => ({
+  symbol: i.symbol,
+  side: i.side,
+  order_type: i.order_type,
+  qty: i.qty,
+  limit_price: i.limit_price,
+});
+export const approved = (decision: string, intents: PlanIntent[]) =>
+  intents.map((i, index) => ({
+    intent_id: intentIdAt(index),
+    ...core(i),
+    time_in_force: i.time_in_force,
+    order_client_id: orderClientId(decision, { ...i, intent_id: intentIdAt(index) }),
+  }));
+export const assumptions = { slippage_bps: 5, fee_bps: 10 };
+
+/** validate → dry run → execute for one plan; returns each response. */
+export function fullTick(d: ReturnType<typeof desk>, intents: PlanIntent[], tick = "t-1", decision = "d-1") {
+  const validation = d.call("validate_plan", { plan: { intents, reason: "test" } }, tick, decision).response;
+  const dry = d.call(
+    "dry_run_plan",
+    { plan: { intents: intents.map(core) }, assumptions },
+    tick,
+    decision,
+  ).response;
+  const exec = d.call(
+    "execute_plan",
+    { execution_mode: "paper", approved_intents: approved(decision, intents) },
+    tick,
+    decision,
+  );
+  return { validation, dry, exec: exec.response, notes: exec.notes };
+}
