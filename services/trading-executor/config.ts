@@ -32,6 +32,24 @@ export const Faults = z.object({
 });
 export type Faults = z.infer<typeof Faults>;
 
+/** The hard risk limits: changed only through an approved control change, leverage never above 1. */
+export const RiskLimits = z.strictObject({
+  daily_loss_limit: z.number().positive(),
+  max_drawdown: z.number().positive().max(1),
+  max_notional_per_trade: z.number().positive(),
+  max_portfolio_exposure: z.number().positive(),
+  max_leverage: z.number().positive().max(1),
+});
+export type RiskLimits = z.infer<typeof RiskLimits>;
+
+/** Which strategies may trade and which symbols they may open positions in. */
+export const TradingPolicy = z.strictObject({
+  allowed_strategies: z.array(z.string().min(1)).min(1),
+  /** Symbols new orders may name; absent: every listed symbol. */
+  universe: z.array(z.string().min(1)).min(1).optional(),
+});
+export type TradingPolicy = z.infer<typeof TradingPolicy>;
+
 /**
  * Everything the executor decides with, hashed into every replay record: the exchange's seed and
  * faults, the hard risk limits, the cost model and the self-financing thresholds.
@@ -50,21 +68,13 @@ export const TradingConfig = z.object({
   faults: Faults.default(Faults.parse({})),
   starting_cash: z.number().positive().default(100_000),
   fee_bps: z.number().nonnegative().default(10),
-  risk_limits: z
-    .object({
-      daily_loss_limit: z.number().positive(),
-      max_drawdown: z.number().positive(),
-      max_notional_per_trade: z.number().positive(),
-      max_portfolio_exposure: z.number().positive(),
-      max_leverage: z.number().positive().max(1),
-    })
-    .default({
-      daily_loss_limit: 2_000,
-      max_drawdown: 0.1,
-      max_notional_per_trade: 10_000,
-      max_portfolio_exposure: 0.6,
-      max_leverage: 1,
-    }),
+  risk_limits: RiskLimits.default({
+    daily_loss_limit: 2_000,
+    max_drawdown: 0.1,
+    max_notional_per_trade: 10_000,
+    max_portfolio_exposure: 0.6,
+    max_leverage: 1,
+  }),
   /** Market sanity guardrails. */
   market: z
     .object({ max_spread_bps: z.number().positive(), max_vol_1m: z.number().positive() })
@@ -88,6 +98,8 @@ export const TradingConfig = z.object({
       hard_min_runway_days: z.number().nonnegative(),
       reduced_factor: z.number().min(0).max(1),
       defensive_factor: z.number().min(0).max(1),
+      /** Transfers between trading capital and operating cash above this amount need a human. */
+      transfer_approval_threshold: z.number().nonnegative().default(1_000),
     })
     .default({
       principal_baseline: 95_000,
@@ -97,7 +109,9 @@ export const TradingConfig = z.object({
       hard_min_runway_days: 7,
       reduced_factor: 0.75,
       defensive_factor: 0.25,
+      transfer_approval_threshold: 1_000,
     }),
+  policy: TradingPolicy.default({ allowed_strategies: ["rebalance-v1"] }),
   /** How many ticks make a day (costs accrue and the daily P&L resets per day). */
   ticks_per_day: z.number().int().positive().default(4),
   /** Verification cycles an uncertain order may stay unresolved before trading stops. */

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 
-const Id = z.string().min(1).max(200);
+export const Id = z.string().min(1).max(200);
 const Decimal = z.number().finite();
 const Qty = z.number().finite().positive();
 
@@ -24,7 +24,7 @@ export type Mode = z.infer<typeof Mode>;
 
 const OkOrError = z.enum(["ok", "error"]);
 /** Every response: `status`, the function's own fields, `errors[]` and `audit_ref`. */
-const response = <T extends z.ZodRawShape>(fields: T, status: z.ZodType<string> = OkOrError) =>
+export const response = <T extends z.ZodRawShape>(fields: T, status: z.ZodType<string> = OkOrError) =>
   z.object({ status, ...fields, errors: z.array(z.string()), audit_ref: z.string() });
 
 export const GetCanonicalStateRequest = Correlation.extend({ as_of: z.iso.datetime({ offset: true }) });

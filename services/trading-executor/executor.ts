@@ -1,7 +1,9 @@
-import type { ToolAuditNote } from "../../shared/contracts/tool.js";
+import type { ToolApproval, ToolApprovalRequest, ToolAuditNote } from "../../shared/contracts/tool.js";
 import { contentHash } from "../../shared/runtime/hash.js";
 import type { TradingConfig } from "./config.js";
-import type { CanonicalState, FunctionName, RequestOf, Step } from "./contract.js";
+import type { CanonicalState, Step } from "./contract.js";
+import type { ExecutorFunction, ExecutorRequest } from "./control-contract.js";
+import { applyControl, approvalNeeded, approvalProblem, approvalToken, recordApproval } from "./controls.js";
 import { dryRun, validate } from "./gates.js";
 import { orderClientId, intentIdAt, planHash } from "./ids.js";
 import { type MarketModel, round } from "./market.js";
@@ -13,6 +15,7 @@ import {
   KEEP_IDEMPOTENCY,
   Notes,
   canonicalState,
+  effectiveConfig,
   enterTick,
   gateContext,
 } from "./state.js";
@@ -21,9 +24,11 @@ export interface Outcome {
   state: ExecutorState;
   response: Record<string, unknown>;
   notes: ToolAuditNote[];
+  /** Set when the call needs a human's approval first: nothing happened, the state is unchanged. */
+  approval?: ToolApprovalRequest;
 }
 
-const STEP_OF: Record<FunctionName, Step> = {
+const STEP_OF: Record<ExecutorFunction, Step> = {
   get_canonical_state: "PLAN",
   get_market_snapshot: "PLAN",
   validate_plan: "VALIDATE",
@@ -32,11 +37,12 @@ const STEP_OF: Record<FunctionName, Step> = {
   verify_execution: "VERIFY",
   record_decision: "RECORD",
   set_kill_switch: "CONTROL",
+  apply_control_change: "CONTROL",
 };
 
 /** The response a function gives when it refuses: its own shape, status "error", the reasons. */
 function refusal(
-  fn: FunctionName,
+  fn: ExecutorFunction,
   errors: string[],
   ref: string,
   state: ExecutorState,
@@ -62,6 +68,8 @@ function refusal(
       return { ...base, market: [] };
     case "get_canonical_state":
       return base;
+    case "apply_control_change":
+      return { ...base, applied: false, approved_by: null };
   }
 }
 
@@ -96,13 +104,13 @@ function decisionFor(state: ExecutorState, decisionId: string, tickId: string): 
   return created;
 }
 
-type Handler<F extends FunctionName> = (
+type Handler<F extends ExecutorFunction> = (
   state: ExecutorState,
-  request: RequestOf<F>,
-  ctx: { config: TradingConfig; market: MarketModel; notes: Notes },
+  request: ExecutorRequest<F>,
+  ctx: { config: TradingConfig; market: MarketModel; notes: Notes; approval: ToolApproval | undefined },
 ) => Record<string, unknown>;
 
-const handlers: { [F in FunctionName]: Handler<F> } = {
+const handlers: { [F in ExecutorFunction]: Handler<F> } = {
   get_canonical_state: (state, _request, { config, market, notes }) => {
     const snapshot = canonicalState(state, config, market);
     notes.add("PLAN", "passed", "canonical state read", {
@@ -221,7 +229,7 @@ const handlers: { [F in FunctionName]: Handler<F> } = {
     });
     return { status: "ok", ledger_ref: decision.ledger_ref, errors: [] };
   },
-  set_kill_switch: (state, request, { notes }) => {
+  set_kill_switch: (state, request, { notes, approval }) => {
     if (request.active) {
       state.flags.kill_switch_active = true;
       state.flags.critical = state.flags.critical ?? `kill switch set by ${request.actor}: ${request.reason}`;
@@ -235,11 +243,21 @@ const handlers: { [F in FunctionName]: Handler<F> } = {
       notes.add("CONTROL", "skipped", "kill switch already off", { actor: request.actor });
       return { status: "ok", kill_switch_active: false, errors: [] };
     }
-    const why =
-      "APPROVAL_REQUIRED: turning the kill switch off after a critical event needs a human approval";
-    notes.add("CONTROL", "failed", why, { actor: request.actor });
-    return refusal("set_kill_switch", [why], notes.ref(), state);
+    // handle() lets this through only with a valid human approval.
+    const by = approval?.by ?? "unknown";
+    const cleared = state.flags.critical;
+    state.flags = { ...state.flags, kill_switch_active: false, critical: null };
+    state.consecutive_errors = 0;
+    if (approval) recordApproval(state, approval, "kill_switch_off", request.decision_id);
+    notes.add("CONTROL", "passed", `kill switch off, approved by ${by}: ${request.reason}`, {
+      actor: "human",
+      critical: true,
+      extra: { approved_by: by, requested_by: request.actor, cleared },
+    });
+    return { status: "ok", kill_switch_active: false, errors: [] };
   },
+  apply_control_change: (state, request, { config, notes, approval }) =>
+    applyControl(state, request, config, { notes, approval }),
 };
 
 /** What the RECORD audit note carries of the book after the decision (for dashboards and the demo). */
@@ -257,9 +275,10 @@ function ledgerSummary(view: CanonicalState): Record<string, unknown> {
 /** Raises each mandatory stop-trading condition once while it holds (a critical audit note). */
 function raiseStops(state: ExecutorState, config: TradingConfig, market: MarketModel, notes: Notes): void {
   const now = gateContext(state, config, market).stops;
-  for (const stop of now.filter((s) => !state.stops.includes(s.split(" (")[0] ?? s)))
+  const name = (stop: string): string => stop.split(" (")[0] ?? stop;
+  for (const stop of now.filter((s) => !state.stops.includes(name(s)) && !state.suppressed.includes(name(s))))
     notes.add("CONTROL", "failed", `STOP_TRADING: ${stop}`, { critical: true });
-  state.stops = now.map((s) => s.split(" (")[0] ?? s);
+  state.stops = now.map(name);
 }
 
 /** Consecutive refusals are the policy handler's signal: past the limit, the kill switch goes on. */
@@ -284,44 +303,58 @@ function policy(
 }
 
 /**
- * One call of one allowlisted function, pure: (state, request) → (state, response, audit notes).
- * A repeated idempotency key with the same payload answers the recorded response; with another
- * payload it is refused.
+ * One call of one function, pure: (state, request) → (state, response, audit notes). A repeated
+ * idempotency key with the same payload answers the recorded response; with another payload it is
+ * refused. A call that needs a human's approval and carries none changes nothing and says so
+ * (`approval`); with an approval, it must be the one for exactly this call, and is honoured once.
+ * Control functions are not tick-bound: they never advance the venue.
  */
-export function handle<F extends FunctionName>(
+export function handle<F extends ExecutorFunction>(
   current: ExecutorState,
   fn: F,
-  request: RequestOf<F>,
-  config: TradingConfig,
+  request: ExecutorRequest<F>,
+  base: TradingConfig,
   market: MarketModel,
+  approval?: ToolApproval,
 ): Outcome {
+  const config = effectiveConfig(base, current);
+  const hash = contentHash({ fn, request });
+  const prior = current.idem[request.idempotency_key];
+  if (prior?.hash === hash)
+    return { state: current, response: prior.response as Record<string, unknown>, notes: [] };
+  const needed = prior ? undefined : approvalNeeded(fn, request, current, config);
+  const token = needed ? approvalToken(fn, request, current) : undefined;
+  if (needed && token && !approval) {
+    const response = refusal(fn, [`APPROVAL_REQUIRED: ${needed}`], "", current);
+    return { state: current, response, notes: [], approval: { token, reason: needed } };
+  }
   const state = structuredClone(current);
   const notes = new Notes(state, request);
-  const hash = contentHash({ fn, request });
-  const prior = state.idem[request.idempotency_key];
-  if (prior) {
-    if (prior.hash === hash)
-      return { state: current, response: prior.response as Record<string, unknown>, notes: [] };
-    const why = `IDEMPOTENCY_KEY_REUSED: key '${request.idempotency_key}' was used with another payload`;
-    notes.add(STEP_OF[fn], "failed", why);
-    const response = refusal(fn, [why], notes.ref(), state);
-    policy(state, response, config, notes);
-    return { state, response, notes: notes.notes };
-  }
-  const late = enterTick(state, request.tick_id, config, market);
+  const refused = prior
+    ? `IDEMPOTENCY_KEY_REUSED: key '${request.idempotency_key}' was used with another payload`
+    : token && approval
+      ? approvalProblem(state, token, approval)
+      : undefined;
+  const late =
+    refused || STEP_OF[fn] === "CONTROL" ? undefined : enterTick(state, request.tick_id, config, market);
   let response: Record<string, unknown>;
-  if (late) {
-    notes.add(STEP_OF[fn], "failed", `TICK_OVER: ${late}`);
-    response = refusal(fn, [`TICK_OVER: ${late}`], notes.ref(), state);
+  if (refused ?? late) {
+    const why = refused ?? `TICK_OVER: ${late ?? ""}`;
+    notes.add(STEP_OF[fn], "failed", why);
+    response = refusal(fn, [why], notes.ref(), state);
   } else {
-    response = (handlers[fn] as Handler<F>)(state, request, { config, market, notes });
+    response = (handlers[fn] as Handler<F>)(state, request, { config, market, notes, approval });
     response = { ...response, audit_ref: notes.ref() };
   }
   raiseStops(state, config, market, notes);
   policy(state, response, config, notes);
-  state.idem[request.idempotency_key] = { hash, response };
-  state.idem_order.push(request.idempotency_key);
+  if (!prior) remember(state, request.idempotency_key, hash, response);
+  return { state, response, notes: notes.notes };
+}
+
+function remember(state: ExecutorState, key: string, hash: string, response: Record<string, unknown>): void {
+  state.idem[key] = { hash, response };
+  state.idem_order.push(key);
   for (const old of state.idem_order.splice(0, Math.max(0, state.idem_order.length - KEEP_IDEMPOTENCY)))
     delete state.idem[old];
-  return { state, response, notes: notes.notes };
 }

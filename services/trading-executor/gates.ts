@@ -1,4 +1,4 @@
-import type { TradingConfig } from "./config.js";
+import type { TradingConfig, TradingPolicy } from "./config.js";
 import type { DryRun, DryRunIntent, GateCheck, PlanIntent, Quote, Validation } from "./contract.js";
 import { type Ledger, drawdown, equity } from "./ledger.js";
 import { round } from "./market.js";
@@ -139,12 +139,28 @@ function policyGuardrails(intents: readonly PlanIntent[], ctx: GateContext): Gat
   if (ctx.flags.kill_switch_active) problems.push("kill switch is active");
   for (const stop of ctx.stops) problems.push(`stop-trading condition: ${stop}`);
   if (ctx.config.mode === "live")
-    problems.push("live mode needs a human approval this executor has not received");
+    problems.push("live mode: this build ships the paper venue only, so no live order is placed");
+  problems.push(...outsidePolicy(intents, ctx.config.policy));
   const opens = intents.some((i) => i.side === "buy");
   if (opens && ctx.unresolved > 0)
     problems.push(`${ctx.unresolved} order(s) in uncertain state: no new positions`);
   if (opens && ctx.flags.new_entries_halted) problems.push("new entries are halted (safe recovery)");
   return check("policy_guardrails", problems, `mode ${ctx.config.mode}, trading enabled, kill switch off`);
+}
+
+/** The strategy id the executor gives intents it re-checks at execution (validation checked the real one). */
+export const RECHECK_STRATEGY = "execute";
+
+/** Intents of a strategy not allowed, or in a symbol outside the universe. */
+function outsidePolicy(intents: readonly PlanIntent[], policy: TradingPolicy): string[] {
+  const problems: string[] = [];
+  for (const i of intents) {
+    if (i.strategy_id !== RECHECK_STRATEGY && !policy.allowed_strategies.includes(i.strategy_id))
+      problems.push(`strategy '${i.strategy_id}' is not allowed (${policy.allowed_strategies.join(", ")})`);
+    if (policy.universe && !policy.universe.includes(i.symbol))
+      problems.push(`${i.symbol} is outside the symbol universe`);
+  }
+  return problems;
 }
 
 function check(name: GateCheck["name"], problems: string[], ok: string): GateCheck {

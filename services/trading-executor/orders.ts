@@ -1,7 +1,7 @@
 import type { TradingConfig } from "./config.js";
 import type { ExecutePlanRequest, ExecutionEntry, Verification, VerifiedOrder } from "./contract.js";
 import { DRIFT_TOLERANCE_BPS, type VenueOrder, submit } from "./exchange.js";
-import { validate } from "./gates.js";
+import { RECHECK_STRATEGY, validate } from "./gates.js";
 import { orderClientId, planHash } from "./ids.js";
 import { applyFill } from "./ledger.js";
 import type { MarketModel } from "./market.js";
@@ -42,7 +42,7 @@ export function executionRefusal(
   if (ids.size !== request.approved_intents.length)
     problems.push("DUPLICATE_INTENT: intent ids must be unique");
   const now = validate(
-    request.approved_intents.map((i) => ({ ...i, strategy_id: "execute", expected_edge_bps: 0 })),
+    request.approved_intents.map((i) => ({ ...i, strategy_id: RECHECK_STRATEGY, expected_edge_bps: 0 })),
     gateContext(state, config, market),
   );
   if (!now.pass) problems.push(...now.blocking_reasons.map((r) => `GATE_FAILED_AT_EXECUTION: ${r}`));

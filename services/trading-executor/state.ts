@@ -1,6 +1,6 @@
 import type { ToolAuditNote } from "../../shared/contracts/tool.js";
-import type { TradingConfig } from "./config.js";
-import type { CanonicalState, Step } from "./contract.js";
+import type { RiskLimits, TradingConfig, TradingPolicy } from "./config.js";
+import type { CanonicalState, Mode, Step } from "./contract.js";
 import { type VenueOrder, restingFill } from "./exchange.js";
 import type { GateContext } from "./gates.js";
 import { type Ledger, applyFill, equity, openLedger, unrealized } from "./ledger.js";
@@ -28,6 +28,23 @@ export interface Flags {
   critical: string | null;
 }
 
+/** What approved control changes set on top of the configuration the executor started with. */
+export interface Overrides {
+  mode?: Mode;
+  risk_limits?: Partial<RiskLimits>;
+  policy?: Partial<TradingPolicy>;
+}
+
+/** A human's approval the executor acted on (newest last, bounded); a token is honoured once. */
+export interface ApprovalRecord {
+  token: string;
+  by: string;
+  decided_at: number;
+  action: string;
+  decision_id: string;
+  tick: number;
+}
+
 /** The executor's whole durable state: venue, book, flags, decisions and idempotency records. */
 export interface ExecutorState {
   tick: number;
@@ -47,6 +64,10 @@ export interface ExecutorState {
   consecutive_errors: number;
   audit_seq: number;
   records: number;
+  overrides: Overrides;
+  /** Stop conditions whose critical alert a human approved suppressing. */
+  suppressed: string[];
+  approvals: ApprovalRecord[];
 }
 
 export const KEEP_DECISIONS = 64;
@@ -71,6 +92,34 @@ export function initialState(config: TradingConfig): ExecutorState {
     consecutive_errors: 0,
     audit_seq: 0,
     records: 0,
+    overrides: {},
+    suppressed: [],
+    approvals: [],
+  };
+}
+
+/** A state stored before approvals existed gains their empty fields. */
+type Approvable = "overrides" | "suppressed" | "approvals";
+export function upgradeState(
+  state: Omit<ExecutorState, Approvable> & Partial<Pick<ExecutorState, Approvable>>,
+): ExecutorState {
+  return {
+    ...state,
+    overrides: state.overrides ?? {},
+    suppressed: state.suppressed ?? [],
+    approvals: state.approvals ?? [],
+  };
+}
+
+/** The configuration in force: the one the executor started with, plus approved changes. */
+export function effectiveConfig(config: TradingConfig, state: ExecutorState): TradingConfig {
+  const o = state.overrides;
+  if (!o.mode && !o.risk_limits && !o.policy) return config;
+  return {
+    ...config,
+    mode: o.mode ?? config.mode,
+    risk_limits: { ...config.risk_limits, ...o.risk_limits },
+    policy: { ...config.policy, ...o.policy },
   };
 }
 

@@ -4,10 +4,11 @@ import { decode, encode } from "../../shared/bus/codec.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import { type TradingConfig, configHash } from "./config.js";
-import type { FunctionName, RequestOf } from "./contract.js";
+import type { ToolApproval } from "../../shared/contracts/tool.js";
+import type { ExecutorFunction, ExecutorRequest } from "./control-contract.js";
 import { type Outcome, handle } from "./executor.js";
 import { MarketModel } from "./market.js";
-import { type ExecutorState, initialState } from "./state.js";
+import { type ExecutorState, initialState, upgradeState } from "./state.js";
 
 /** The stored envelope: the state, and the configuration it was built under. */
 const Stored = z.object({
@@ -35,8 +36,12 @@ export class ExecutorStore {
     this.market = new MarketModel(config);
   }
 
-  call<F extends FunctionName>(fn: F, request: RequestOf<F>): Promise<Outcome> {
-    const next = this.queue.then(() => this.apply(fn, request));
+  call<F extends ExecutorFunction>(
+    fn: F,
+    request: ExecutorRequest<F>,
+    approval?: ToolApproval,
+  ): Promise<Outcome> {
+    const next = this.queue.then(() => this.apply(fn, request, approval));
     this.queue = next.catch(() => undefined);
     return next;
   }
@@ -51,13 +56,17 @@ export class ExecutorStore {
         "CONFIG_CHANGED: the executor's configuration differs from the one its state was built under; hard limits change only with a human approval",
       );
     }
-    return { state: stored.state, revision: entry.revision };
+    return { state: upgradeState(stored.state), revision: entry.revision };
   }
 
-  private async apply<F extends FunctionName>(fn: F, request: RequestOf<F>): Promise<Outcome> {
+  private async apply<F extends ExecutorFunction>(
+    fn: F,
+    request: ExecutorRequest<F>,
+    approval: ToolApproval | undefined,
+  ): Promise<Outcome> {
     for (let attempt = 1; ; attempt++) {
       const { state, revision } = await this.read();
-      const outcome = handle(state, fn, request, this.config, this.market);
+      const outcome = handle(state, fn, request, this.config, this.market, approval);
       if (outcome.state === state) return outcome;
       const value = encode(Stored, { config_hash: configHash(this.config), state: outcome.state });
       try {

@@ -48,6 +48,7 @@ export function remoteTool(descriptor: ToolDescriptor, deps: RemoteToolDeps): An
             grant: ctx.granted,
             privacy: ctx.privacy,
             depth: ctx.depth,
+            ...(ctx.approval ? { approval: ctx.approval } : {}),
           },
         },
         ToolCallReply,

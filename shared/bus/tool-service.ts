@@ -33,10 +33,7 @@ export interface ToolServiceDeps {
   metrics?: ActorMetrics;
 }
 
-const failure = (error: AgentError): ToolCallReply => ({
-  ok: false,
-  error: { code: error.code, message: error.message, retryable: error.retryable },
-});
+const failure = (error: AgentError): ToolCallReply => ({ ok: false, error: error.toBody() });
 
 /** KV keys allow a narrow alphabet; the idempotency key itself is kept in the record. */
 export function idempotencyBucketKey(tool: string, idempotencyKey: string): string {
@@ -189,6 +186,7 @@ async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallReques
       granted,
       privacy: request.privacy ?? "sovereign",
       depth: request.depth ?? 0,
+      ...(request.approval ? { approval: request.approval } : {}),
     });
     return { ok: true, output: result.output, ...outputExtras(result) };
   } catch (err) {

@@ -23,6 +23,27 @@ export const ToolDescriptor = z.object({
 });
 export type ToolDescriptor = z.infer<typeof ToolDescriptor>;
 
+/**
+ * What a tool answers (as the `details` of an APPROVAL_REQUIRED error) when a call needs a human's
+ * approval: a token naming exactly what would be approved (the tool checks it when the approved
+ * call comes back) and the reason shown to the approver.
+ */
+export const ToolApprovalRequest = z.object({
+  token: z.string().min(1).max(200),
+  reason: z.string().min(1).max(2000),
+});
+export type ToolApprovalRequest = z.infer<typeof ToolApprovalRequest>;
+
+/** A human's approval of one tool call, attached by the runtime when it makes the call again. */
+export const ToolApproval = z.object({
+  token: z.string().min(1).max(200),
+  by: z.string().min(1),
+  /** Epoch milliseconds of the decision. */
+  decidedAt: z.number().int().nonnegative(),
+  reason: z.string().optional(),
+});
+export type ToolApproval = z.infer<typeof ToolApproval>;
+
 export const ToolCallRequest = z.object({
   schemaVersion: SchemaVersion,
   runId: RunId,
@@ -36,10 +57,18 @@ export const ToolCallRequest = z.object({
   privacy: PrivacyTier.optional(),
   /** Spawn depth of the calling run. */
   depth: z.number().int().nonnegative().optional(),
+  /** Present when a human approved this call after the tool asked (APPROVAL_REQUIRED). */
+  approval: ToolApproval.optional(),
 });
 export type ToolCallRequest = z.infer<typeof ToolCallRequest>;
 
-export const ToolError = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
+export const ToolError = z.object({
+  code: z.string(),
+  message: z.string(),
+  retryable: z.boolean(),
+  /** Structured detail for the caller (APPROVAL_REQUIRED: a ToolApprovalRequest). */
+  details: z.unknown().optional(),
+});
 export type ToolError = z.infer<typeof ToolError>;
 
 /**

@@ -84,7 +84,7 @@ function accountFor(d: Draft, config: LoopConfig, response: ModelResponse): bool
   return true;
 }
 
-function toolError(d: Draft, call: ToolCall, content: string): void {
+export function toolError(d: Draft, call: ToolCall, content: string): void {
   const s = d.state;
   s.messages = [
     ...s.messages,

@@ -1,5 +1,5 @@
 import type { AuditKind } from "../contracts/audit.js";
-import { DEFAULT_TOOL_TIMEOUT_MS, type ToolDescriptor } from "../contracts/tool.js";
+import { DEFAULT_TOOL_TIMEOUT_MS, type ToolApproval, type ToolDescriptor } from "../contracts/tool.js";
 import type { ActionPurpose } from "../contracts/wal.js";
 import type { Draft } from "./draft.js";
 import type { LoopConfig, Pending } from "./state.js";
@@ -21,6 +21,8 @@ export interface ActionStart {
   audit: { kind: AuditKind; data: Record<string, unknown> };
   /** What the pending answer must be matched with (call id, verifier index, compensated action). */
   link?: Pick<Extract<Pending, { kind: "tool" }>, "callId" | "verifierIndex" | "compensates">;
+  /** A human's approval the tool asked for, sent with the call. */
+  approval?: ToolApproval;
 }
 
 /**
@@ -34,7 +36,16 @@ export function startAction(d: Draft, config: LoopConfig, action: ActionStart): 
   d.wal({ type: "INTENT", actionId, tool, input, idempotencyKey, purpose });
   d.audit(action.audit.kind, "started", { actor: `tool:${tool}`, data: action.audit.data });
   d.await(
-    { type: "callTool", actionId, tool, input, idempotencyKey, purpose, timeoutMs },
+    {
+      type: "callTool",
+      actionId,
+      tool,
+      input,
+      idempotencyKey,
+      purpose,
+      timeoutMs,
+      ...(action.approval ? { approval: action.approval } : {}),
+    },
     { kind: "tool", actionId, tool, purpose, input, ...action.link },
   );
 }

@@ -17,6 +17,7 @@ import {
 } from "./state.js";
 import { fail, halt, recordCompensation } from "./terminal.js";
 import { onApproval, onCriticVerdict, recordToolVerifier, repair } from "./verify.js";
+import { onToolApproval, requestToolApproval } from "./tool-approval.js";
 
 /**
  * The loop as a pure function: `transition(state, event) → { state, effects }`. The shell (the
@@ -172,14 +173,26 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
         [],
       );
     case "approvalDecided":
-      if (pending?.kind !== "approval") throw invalid(state, event);
-      return onApproval(d, config, event.decision, event.by, event.feedback);
+      return decided(d, config, state, event);
     case "halt":
     case "resume":
     case "recovered":
     case "globalCapReached":
       return control(d, config, state, event);
   }
+}
+
+/** A human's decision on what the run holds for them: its commit (or failure), or one tool call. */
+function decided(
+  d: Draft,
+  config: LoopConfig,
+  state: LoopState,
+  event: Extract<LoopEvent, { type: "approvalDecided" }>,
+): void {
+  const pending = state.pending;
+  if (pending?.kind !== "approval") throw invalid(state, event);
+  if (pending.on === "tool") return onToolApproval(d, config, pending.call, event);
+  return onApproval(d, config, event.decision, event.by, event.feedback);
 }
 
 /** Events from outside the loop's own work: an operator's halt or resume, a worker's take-over, the tree's cap. */
@@ -230,6 +243,7 @@ function onToolOutcome(
       data: { actionId: pending.actionId, ...(ok && event.signals ? { signals: event.signals } : {}) },
     });
     if (ok) reportToolNotes(d, pending, event.audit ?? []);
+    else if (requestToolApproval(d, pending, event.error)) return;
   }
   if (pending.purpose === "compensate") return recordCompensation(d, config, ok, detail);
   if (pending.purpose === "verify")

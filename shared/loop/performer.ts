@@ -132,6 +132,7 @@ export class EffectPerformer {
         granted,
         privacy: state.spec.agent.privacy,
         depth: state.depth,
+        ...(effect.approval ? { approval: effect.approval } : {}),
         ...(signal ? { signal } : {}),
       });
       return {

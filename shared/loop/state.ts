@@ -5,7 +5,7 @@ import type { RunSpec } from "../contracts/run-spec.js";
 import type { RunStatusValue, RunUsage } from "../contracts/run-status.js";
 import type { ActionPurpose, WalRecord } from "../contracts/wal.js";
 import type { AuditEvent } from "../contracts/audit.js";
-import type { ToolDescriptor } from "../contracts/tool.js";
+import type { ToolApproval, ToolDescriptor } from "../contracts/tool.js";
 import type { GuardLimits, GuardState } from "./guard.js";
 import type { Plan } from "./plan.js";
 import type { ConvergencePolicy, Signal } from "./policy.js";
@@ -28,6 +28,8 @@ export type Effect =
       idempotencyKey: string;
       purpose: ActionPurpose;
       timeoutMs: number;
+      /** A human's approval the tool asked for (APPROVAL_REQUIRED), sent along with the call. */
+      approval?: ToolApproval;
     }
   | { type: "critique"; request: CriticRequest }
   | { type: "requestApproval"; reason: string };
@@ -109,7 +111,18 @@ export type Pending =
       input: unknown;
     }
   | { kind: "critic" }
-  | { kind: "approval"; on: "commit" | "failure" };
+  | { kind: "approval"; on: "commit" | "failure" }
+  | { kind: "approval"; on: "tool"; call: ApprovalCall };
+
+/** A tool call held for a human's approval: what is made again (with the approval) once granted. */
+export interface ApprovalCall {
+  tool: string;
+  input: unknown;
+  callId?: string;
+  /** The action the tool refused without approval. */
+  actionId: string;
+  token: string;
+}
 
 /** A running hash of a transcript (see transcript.ts). */
 export interface TranscriptDigest {

@@ -43,6 +43,13 @@ export const ERROR_CODES = {
   RECONCILIATION_REQUIRED: { retryable: false },
   /** The named run (or other object) does not exist. */
   NOT_FOUND: { retryable: false },
+  /**
+   * A tool will run this call only with a human's approval: `details` carries the tool's
+   * `{ token, reason }`, the run waits for `agentctl approve`, then the call is made again with it.
+   */
+  APPROVAL_REQUIRED: { retryable: false },
+  /** A human rejected a tool call that needed approval; the model is told and the run goes on. */
+  APPROVAL_REJECTED: { retryable: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

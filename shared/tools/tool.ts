@@ -3,6 +3,7 @@ import type { CapabilityObject, PrivacyTier, RequiredCapability } from "../contr
 import {
   DEFAULT_TOOL_TIMEOUT_MS,
   type Reversibility,
+  type ToolApproval,
   type ToolAuditNote,
   type ToolDescriptor,
 } from "../contracts/tool.js";
@@ -17,6 +18,8 @@ export interface ToolContext {
   privacy: PrivacyTier;
   depth: number;
   signal: AbortSignal;
+  /** A human's approval of this call, when the tool asked for one (APPROVAL_REQUIRED) and got it. */
+  approval?: ToolApproval;
 }
 
 export interface ToolOutput<O = unknown> {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { TickOutcome } from "../../services/trading-planner/tick.js";
 import { tickSpec } from "../../services/trading-planner/spec.js";
+import { controlSpec } from "../../services/trading-executor/control-spec.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -112,4 +113,58 @@ describe("trading ticks on the cluster", () => {
       events.some((e) => e.kind === "tool.reported" && e.data?.step === "EXECUTE" && e.status === "passed"),
     ).toBe(false);
   }, 60_000);
+
+  it("an operator's limit change waits for a human: approved, the executor applies it with the approver recorded and the next tick obeys it; rejected, nothing changes", async () => {
+    const limit = {
+      fn: "apply_control_change" as const,
+      change: { kind: "risk_limits" as const, limits: { max_notional_per_trade: 500 } },
+    };
+    await suite.client.submit(
+      controlSpec(limit, { id: "ctl-1", runId: "ctl-1", reason: "desk review", by: "ops" }),
+    );
+    const waiting = await suite.waitFor("ctl-1", (s) => s.status === "awaiting_approval", 30_000);
+    expect(waiting.phase).toBe("ACT");
+    expect(await suite.client.decide("ctl-1", { decision: "approve", by: "alice" })).toMatch(
+      /approve recorded/,
+    );
+    const done = await suite.waitFor("ctl-1", settled, 30_000);
+    expect(done.status, JSON.stringify(done.terminal)).toBe("committed");
+    const events = await suite.audit("ctl-1");
+    const asked = events.find((e) => e.kind === "approval.requested");
+    expect(asked).toMatchObject({ actor: "tool:apply_control_change", data: { on: "tool" } });
+    expect(asked?.reason).toMatch(/changing hard risk limits/);
+    expect(events.find((e) => e.kind === "approval.decided")).toMatchObject({
+      actor: "human",
+      data: { by: "alice" },
+    });
+    const applied = events.find((e) => e.kind === "tool.reported");
+    expect(applied).toMatchObject({ status: "passed", data: { step: "CONTROL", approved_by: "alice" } });
+
+    const strategy = {
+      fn: "apply_control_change" as const,
+      change: { kind: "strategy" as const, universe: ["ETH-USD"] },
+    };
+    await suite.client.submit(
+      controlSpec(strategy, { id: "ctl-2", runId: "ctl-2", reason: "narrow", by: "ops" }),
+    );
+    await suite.waitFor("ctl-2", (s) => s.status === "awaiting_approval", 30_000);
+    await suite.client.decide("ctl-2", { decision: "reject", by: "bob", reason: "not now" });
+    expect((await suite.waitFor("ctl-2", settled, 30_000)).status).toBe("committed");
+    const rejected = await suite.audit("ctl-2");
+    expect(rejected.find((e) => e.kind === "approval.decided")).toMatchObject({
+      status: "failed",
+      reason: "not now",
+    });
+    expect(rejected.some((e) => e.kind === "tool.reported")).toBe(false);
+
+    await suite.client.submit(tickSpec(task(9), { runId: "tick-9" }));
+    const tick = await suite.waitFor("tick-9", settled, 30_000);
+    expect(tick.status, JSON.stringify(tick.terminal)).toBe("committed");
+    const validation = (await suite.audit("tick-9")).find(
+      (e) => e.kind === "tool.reported" && e.data?.step === "VALIDATE",
+    );
+    expect(validation?.status).toBe("failed");
+    expect(validation?.reason).toMatch(/notional [0-9.]+ > max_notional_per_trade 500/);
+    expect(validation?.reason).not.toMatch(/universe/);
+  }, 120_000);
 });

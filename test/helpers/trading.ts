@@ -1,5 +1,7 @@
 import { TradingConfig } from "../../services/trading-executor/config.js";
-import type { FunctionName, PlanIntent, RequestOf } from "../../services/trading-executor/contract.js";
+import type { PlanIntent } from "../../services/trading-executor/contract.js";
+import type { ExecutorFunction, ExecutorRequest } from "../../services/trading-executor/control-contract.js";
+import type { ToolApproval } from "../../shared/contracts/tool.js";
 import { handle } from "../../services/trading-executor/executor.js";
 import { intentIdAt, orderClientId } from "../../services/trading-executor/ids.js";
 import { MarketModel } from "../../services/trading-executor/market.js";
@@ -11,11 +13,12 @@ export function desk(overrides: Record<string, unknown> = {}) {
   const market = new MarketModel(config);
   let state: ExecutorState = initialState(config);
   let n = 0;
-  const call = <F extends FunctionName>(
+  const call = <F extends ExecutorFunction>(
     fn: F,
     body: Record<string, unknown>,
     tick = "t-1",
     decision = "d-1",
+    approval?: ToolApproval,
   ) => {
     n += 1;
     const request = {
@@ -23,8 +26,8 @@ export function desk(overrides: Record<string, unknown> = {}) {
       tick_id: tick,
       idempotency_key: `k-${n}`,
       ...body,
-    } as RequestOf<F>;
-    const outcome = handle(state, fn, request, config, market);
+    } as ExecutorRequest<F>;
+    const outcome = handle(state, fn, request, config, market, approval);
     state = outcome.state;
     return outcome;
   };
@@ -38,7 +41,7 @@ export const buy = (symbol: string, qty: number, limit: number): PlanIntent => (
   qty,
   limit_price: limit,
   time_in_force: "IOC",
-  strategy_id: "test",
+  strategy_id: "rebalance-v1",
   expected_edge_bps: 0,
 });
 
