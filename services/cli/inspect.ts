@@ -11,6 +11,7 @@ import { readWal } from "../../shared/bus/wal.js";
 import { replay } from "../../shared/loop/replay.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { describeTool } from "../../shared/tools/tool.js";
+import { type ModelReplay, replayModels } from "./model-replay.js";
 
 export interface ReplayReport {
   runId: string;
@@ -19,13 +20,20 @@ export interface ReplayReport {
   finalHash: string;
   status: string;
   phase: string;
+  /** With `models`: the model answers asked again (see replayModels). */
+  models?: ModelReplay;
 }
 
 /**
  * Re-derives every transition of a run from its WAL (from the start, not from a checkpoint) and
  * checks each record the replay produces against the one on record: NONDETERMINISM on a mismatch.
+ * With `models`, also asks the run's model again (when an actor serves it) for every answer.
  */
-export async function replayRun(bus: ActorBus, runId: string): Promise<ReplayReport> {
+export async function replayRun(
+  bus: ActorBus,
+  runId: string,
+  options: { models?: boolean } = {},
+): Promise<ReplayReport> {
   const read = await readWal(bus, runId);
   const records: WalRecord[] = read.records.map((r) => r.record);
   const first = records[0];
@@ -41,6 +49,9 @@ export async function replayRun(bus: ActorBus, runId: string): Promise<ReplayRep
     finalHash: replayed.state.transitionHash,
     status: replayed.state.status,
     phase: replayed.state.phase,
+    ...(options.models
+      ? { models: await replayModels(bus, first.event.spec.agent.model, records, replayed.modelRequests) }
+      : {}),
   };
 }
 

@@ -162,12 +162,22 @@ export function program(): Command {
     .command("replay")
     .description("re-derive a run's transitions from its WAL and compare every record")
     .argument("<runId>", "the run", runIdArg)
-    .action((runId: string) =>
+    .option(
+      "--models",
+      "also ask the run's model again (a deterministic model actor) and compare its answers",
+    )
+    .action((runId: string, opts: { models?: boolean }) =>
       withClient(async (client) => {
-        const report = await replayRun(client.bus, runId);
+        const report = await replayRun(client.bus, runId, { models: opts.models === true });
         out(
           `replay of ${runId}: ${report.records} records, ${report.transitions} transitions reproduced identically; final hash ${report.finalHash} (${report.status}, ${report.phase})`,
         );
+        if (report.models)
+          out(
+            report.models.skipped
+              ? `models: not asked again (${report.models.skipped})`
+              : `models: ${report.models.checked} answers asked again, identical to the record`,
+          );
       }),
     );
   cmd

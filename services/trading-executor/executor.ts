@@ -8,6 +8,7 @@ import { dryRun, validate } from "./gates.js";
 import { orderClientId, intentIdAt, planHash } from "./ids.js";
 import { type MarketModel, round } from "./market.js";
 import { execute, executionRefusal, verify } from "./orders.js";
+import { replayRecord } from "./replay-record.js";
 import {
   type Decision,
   type ExecutorState,
@@ -107,15 +108,36 @@ function decisionFor(state: ExecutorState, decisionId: string, tickId: string): 
 type Handler<F extends ExecutorFunction> = (
   state: ExecutorState,
   request: ExecutorRequest<F>,
-  ctx: { config: TradingConfig; market: MarketModel; notes: Notes; approval: ToolApproval | undefined },
+  ctx: HandlerContext,
 ) => Record<string, unknown>;
 
+interface HandlerContext {
+  config: TradingConfig;
+  market: MarketModel;
+  notes: Notes;
+  approval: ToolApproval | undefined;
+  /** The call's time as RFC 3339, when the shell gave one. */
+  at: string | undefined;
+}
+
+/** Notes what a decision was made from (the seed's replay inputs), when the call names a decision. */
+function noteInput(
+  state: ExecutorState,
+  request: { decision_id: string; tick_id: string },
+  input: Record<string, string>,
+): void {
+  const decision = decisionFor(state, request.decision_id, request.tick_id);
+  if (typeof decision !== "string") decision.inputs = { ...decision.inputs, ...input };
+}
+
 const handlers: { [F in ExecutorFunction]: Handler<F> } = {
-  get_canonical_state: (state, _request, { config, market, notes }) => {
+  get_canonical_state: (state, request, { config, market, notes }) => {
     const snapshot = canonicalState(state, config, market);
-    notes.add("PLAN", "passed", "canonical state read", {
-      artifacts: [`state:${contentHash(snapshot).slice(0, 16)}`],
-    });
+    const stateHash = contentHash(snapshot);
+    noteInput(state, request, { state_hash: stateHash });
+    const decision = state.decisions[request.decision_id];
+    if (decision) decision.planned_at = request.as_of;
+    notes.add("PLAN", "passed", "canonical state read", { artifacts: [`state:${stateHash.slice(0, 16)}`] });
     return { status: "ok", state: snapshot, errors: [] };
   },
   get_market_snapshot: (state, request, { market, notes }) => {
@@ -130,8 +152,10 @@ const handlers: { [F in ExecutorFunction]: Handler<F> } = {
         errors.push(`STALE: ${symbol} is ${quote.staleness_sec}s old`);
       return [quote];
     });
+    const marketHash = contentHash(quotes);
+    noteInput(state, request, { market_hash: marketHash });
     notes.add("PLAN", "passed", `market snapshot of ${quotes.length} symbol(s)`, {
-      artifacts: [`market:${contentHash(quotes).slice(0, 16)}`],
+      artifacts: [`market:${marketHash.slice(0, 16)}`],
     });
     return { status: "ok", market: quotes, errors };
   },
@@ -172,13 +196,15 @@ const handlers: { [F in ExecutorFunction]: Handler<F> } = {
     gateNote(notes, "DRY_RUN", result, "dry run passed", hash);
     return { status: "ok", dry_run: result, errors: [] };
   },
-  execute_plan: (state, request, { config, market, notes }) => {
+  execute_plan: (state, request, { config, market, notes, at }) => {
     const refused = executionRefusal(state, request, config, market);
     if (refused.length > 0) {
       notes.add("EXECUTE", "failed", refused.join("; "));
       return refusal("execute_plan", refused, notes.ref(), state);
     }
     const entries = execute(state, request, config, market);
+    const decision = state.decisions[request.decision_id];
+    if (decision && at) decision.executed_at = at;
     const settled = entries.every((e) => e.submit_status === "acked");
     notes.add(
       "EXECUTE",
@@ -225,7 +251,11 @@ const handlers: { [F in ExecutorFunction]: Handler<F> } = {
     decision.ledger_ref = decision.ledger_ref ?? `ledger-${state.records}`;
     notes.add("RECORD", "passed", request.record.plan_summary || "decision recorded", {
       artifacts: [decision.ledger_ref],
-      extra: { record: request.record, ledger: ledgerSummary(canonicalState(state, config, market)) },
+      extra: {
+        record: request.record,
+        replay_record: replayRecord(request, decision, config),
+        ledger: ledgerSummary(canonicalState(state, config, market)),
+      },
     });
     return { status: "ok", ledger_ref: decision.ledger_ref, errors: [] };
   },
@@ -315,8 +345,10 @@ export function handle<F extends ExecutorFunction>(
   request: ExecutorRequest<F>,
   base: TradingConfig,
   market: MarketModel,
-  approval?: ToolApproval,
+  options: { approval?: ToolApproval; at?: number } = {},
 ): Outcome {
+  const approval = options.approval;
+  const at = options.at === undefined ? undefined : new Date(options.at).toISOString();
   const config = effectiveConfig(base, current);
   const hash = contentHash({ fn, request });
   const prior = current.idem[request.idempotency_key];
@@ -343,7 +375,7 @@ export function handle<F extends ExecutorFunction>(
     notes.add(STEP_OF[fn], "failed", why);
     response = refusal(fn, [why], notes.ref(), state);
   } else {
-    response = (handlers[fn] as Handler<F>)(state, request, { config, market, notes, approval });
+    response = (handlers[fn] as Handler<F>)(state, request, { config, market, notes, approval, at });
     response = { ...response, audit_ref: notes.ref() };
   }
   raiseStops(state, config, market, notes);

@@ -118,3 +118,17 @@ export function drawdown(ledger: Ledger, mids: Mids): number {
   const eq = equity(ledger, mids);
   return ledger.equity_peak <= 0 ? 0 : Math.max(0, (ledger.equity_peak - eq) / ledger.equity_peak);
 }
+
+/**
+ * Cash a booked resting buy holds back (quantity × limit): it is not free to spend until the order
+ * fills or ends. `sign` +1 reserves it, -1 releases it.
+ */
+export function reserve(
+  ledger: Ledger,
+  order: { side: string; state: string; qty: number; limit_price: number | null },
+  sign: 1 | -1,
+): Ledger {
+  if (order.side !== "buy" || order.state !== "new" || order.limit_price === null) return ledger;
+  const locked = Math.max(0, ledger.locked + sign * order.qty * order.limit_price);
+  return { ...ledger, locked: Math.round(locked * 1e6) / 1e6 };
+}

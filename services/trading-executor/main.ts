@@ -20,7 +20,7 @@ const logger = createLogger({ actor: "trading-executor", level: env.LOG_LEVEL })
 const config = loadTradingConfig(env);
 const bus = await openActorBus(env, "trading-executor", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("trading-executor");
-const store = new ExecutorStore(bus.buckets.toolState, config, logger);
+const store = new ExecutorStore(bus.buckets.toolState, config, logger, bus.clock);
 await store.read();
 const tools = executorTools(store);
 serveToolsOf(tools, bus, { logger, metrics });

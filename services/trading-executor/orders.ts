@@ -3,7 +3,7 @@ import type { ExecutePlanRequest, ExecutionEntry, Verification, VerifiedOrder } 
 import { DRIFT_TOLERANCE_BPS, type VenueOrder, submit } from "./exchange.js";
 import { RECHECK_STRATEGY, validate } from "./gates.js";
 import { orderClientId, planHash } from "./ids.js";
-import { applyFill } from "./ledger.js";
+import { applyFill, reserve } from "./ledger.js";
 import type { MarketModel } from "./market.js";
 import { type ExecutorState, type Notes, gateContext, touchPeak } from "./state.js";
 
@@ -80,6 +80,7 @@ export function execute(
     state.orders[intent.order_client_id] = result.order;
     decision?.orders.push(intent.order_client_id);
     if (result.fill && result.order.booked) state.ledger = applyFill(state.ledger, result.fill);
+    if (result.order.booked) state.ledger = reserve(state.ledger, result.order, 1);
     if (result.order.submit_status === "timeout") state.unresolved[intent.order_client_id] = 0;
     return {
       intent_id: intent.intent_id,
@@ -135,6 +136,7 @@ export function verify(
     if (state.unresolved[id] !== undefined) {
       if (order.landed) {
         current = { ...order, booked: true };
+        state.ledger = reserve(state.ledger, order, 1);
         if (order.fill_qty > 0 && order.avg_fill_price !== null)
           state.ledger = applyFill(state.ledger, {
             symbol: order.symbol,

@@ -3,7 +3,7 @@ import type { RiskLimits, TradingConfig, TradingPolicy } from "./config.js";
 import type { CanonicalState, Mode, Step } from "./contract.js";
 import { type VenueOrder, restingFill } from "./exchange.js";
 import type { GateContext } from "./gates.js";
-import { type Ledger, applyFill, equity, openLedger, unrealized } from "./ledger.js";
+import { type Ledger, applyFill, equity, openLedger, reserve, unrealized } from "./ledger.js";
 import { type MarketModel, round } from "./market.js";
 import { closeDay, riskScale, stopConditions, treasuryView } from "./treasury.js";
 
@@ -17,6 +17,10 @@ export interface Decision {
   orders: string[];
   verification: "matched" | "drift" | "uncertain" | null;
   ledger_ref: string | null;
+  /** What the decision was made from (the seed's replay inputs), as the planner read them. */
+  inputs?: { state_hash?: string; market_hash?: string };
+  planned_at?: string;
+  executed_at?: string;
 }
 
 export interface Flags {
@@ -194,7 +198,7 @@ export function enterTick(
     const filled = restingFill(order, market.quote(order.symbol, state.tick), config.fee_bps);
     if (!filled?.fill) continue;
     state.orders[order.order_client_id] = filled.order;
-    if (order.booked) state.ledger = applyFill(state.ledger, filled.fill);
+    if (order.booked) state.ledger = applyFill(reserve(state.ledger, order, -1), filled.fill);
   }
   for (const [id, order] of Object.entries(state.orders)) {
     const settled = order.state !== "new" && state.unresolved[id] === undefined;

@@ -1,6 +1,7 @@
 import type { KV } from "@nats-io/kv";
 import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
+import type { Clock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import { type TradingConfig, configHash } from "./config.js";
@@ -32,6 +33,7 @@ export class ExecutorStore {
     private readonly kv: KV,
     private readonly config: TradingConfig,
     private readonly logger: Logger,
+    private readonly clock: Clock,
   ) {
     this.market = new MarketModel(config);
   }
@@ -66,7 +68,10 @@ export class ExecutorStore {
   ): Promise<Outcome> {
     for (let attempt = 1; ; attempt++) {
       const { state, revision } = await this.read();
-      const outcome = handle(state, fn, request, this.config, this.market, approval);
+      const outcome = handle(state, fn, request, this.config, this.market, {
+        ...(approval ? { approval } : {}),
+        at: this.clock.now(),
+      });
       if (outcome.state === state) return outcome;
       const value = encode(Stored, { config_hash: configHash(this.config), state: outcome.state });
       try {

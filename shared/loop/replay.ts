@@ -29,6 +29,8 @@ export interface Replayed {
    * writing one transition's records left these out, and its successor writes them first.
    */
   unwritten: WalRecord[];
+  /** Each model request the replayed run made, in order: what `agentctl replay --models` asks again. */
+  modelRequests: Extract<Transition["effects"][number], { type: "callModel" }>[];
 }
 
 /**
@@ -50,6 +52,7 @@ export function replay(
   let last: Transition | undefined;
   const produced: WalRecord[] = [];
   const transitions: string[] = [];
+  const modelRequests: Replayed["modelRequests"] = [];
   const tail = records.slice(start + 1);
   for (const record of tail) {
     const event = eventOf(record);
@@ -59,11 +62,14 @@ export function replay(
     else throw new AgentError("NONDETERMINISM", `the log has '${event.type}' before any start or checkpoint`);
     state = last.state;
     transitions.push(state.transitionHash);
-    for (const effect of last.effects) if (effect.type === "wal") produced.push(effect.record);
+    for (const effect of last.effects) {
+      if (effect.type === "wal") produced.push(effect.record);
+      else if (effect.type === "callModel") modelRequests.push(effect);
+    }
   }
   if (!state || !last) throw new AgentError("NONDETERMINISM", "the log holds no run to replay");
   compare(tail, produced);
-  return { state, last, transitions, unwritten: produced.slice(tail.length) };
+  return { state, last, transitions, unwritten: produced.slice(tail.length), modelRequests };
 }
 
 /**

@@ -2,7 +2,14 @@ import { describe, expect, it } from "vitest";
 import { TickOutcome } from "../../services/trading-planner/tick.js";
 import { tickSpec } from "../../services/trading-planner/spec.js";
 import { controlSpec } from "../../services/trading-executor/control-spec.js";
-import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { serveModel } from "../../shared/bus/model-actor.js";
+import { readWal } from "../../shared/bus/wal.js";
+import { replay } from "../../shared/loop/replay.js";
+import { describeTool } from "../../shared/tools/tool.js";
+import { discoverTools } from "../../shared/bus/remote-tool.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { replayModels } from "../../services/cli/model-replay.js";
 import { spec } from "../helpers/fixtures.js";
 
 const CONFIG = JSON.stringify({ seed: "e2e-1" });
@@ -51,6 +58,15 @@ describe("trading ticks on the cluster", () => {
       expect(e.data).toMatchObject({ decision_id: "d-1", tick_id: "t-1", status: e.status });
       expect(typeof e.data?.audit_id).toBe("string");
     }
+    const recorded = reported.find((e) => e.data?.step === "RECORD")?.data?.replay_record;
+    expect(recorded).toMatchObject({
+      decision_id: "d-1",
+      inputs: { state_hash: expect.any(String) as unknown, config_hash: expect.any(String) as unknown },
+      timestamps: {
+        planned_at: task(1).as_of,
+        executed_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) as unknown,
+      },
+    });
     expect((await suite.logs()).includes(SECRET)).toBe(false);
   }, 120_000);
 
@@ -167,4 +183,39 @@ describe("trading ticks on the cluster", () => {
     expect(validation?.reason).toMatch(/notional [0-9.]+ > max_notional_per_trade 500/);
     expect(validation?.reason).not.toMatch(/universe/);
   }, 120_000);
+
+  it("agentctl replay --models re-derives a recorded tick: the WAL reproduces every transition and the planner, asked again, gives the same plan, validation and execution calls; a planner that answers otherwise is caught", async () => {
+    const { stdout } = await runProcess(process.execPath, [AGENTCTL, "replay", "tick-1", "--models"], {
+      env: suite.env(),
+    });
+    expect(stdout).toMatch(/transitions reproduced identically/);
+    const asked = Number(/models: (\d+) answers asked again, identical/.exec(stdout)?.[1]);
+    expect(asked).toBeGreaterThanOrEqual(7);
+
+    const records = (await readWal(suite.bus, "tick-1")).records.map((r) => r.record);
+    const first = records[0];
+    if (first?.type !== "EVENT" || first.event.type !== "start") throw new Error("tick-1 has no start");
+    const tools = await discoverTools(first.event.spec.agent.tools, { ...suite.bus, logger: silentLogger });
+    const replayed = replay(records, { tools: tools.map((t) => describeTool(t)) });
+    const liar = serveModel(
+      "liar",
+      () =>
+        Promise.resolve({
+          text: "buy everything",
+          toolCalls: [],
+          stopReason: "endTurn",
+          usage: { inputTokens: 0, outputTokens: 0 },
+          costUsd: 0,
+          model: "liar",
+        }),
+      { ...suite.bus, logger: silentLogger },
+    );
+    try {
+      await expect(
+        replayModels(suite.bus, { provider: "actor", name: "liar" }, records, replayed.modelRequests),
+      ).rejects.toMatchObject({ code: "NONDETERMINISM" });
+    } finally {
+      liar.unsubscribe();
+    }
+  }, 60_000);
 });

@@ -27,7 +27,7 @@ export function desk(overrides: Record<string, unknown> = {}) {
       idempotency_key: `k-${n}`,
       ...body,
     } as ExecutorRequest<F>;
-    const outcome = handle(state, fn, request, config, market, approval);
+    const outcome = handle(state, fn, request, config, market, approval ? { approval } : {});
     state = outcome.state;
     return outcome;
   };

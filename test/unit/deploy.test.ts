@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { AgentEnv } from "../../services/agent/env.js";
-import { ACTOR_KINDS, NATS_USERS, type ActorKind } from "../../services/local/cluster.js";
+import { ACTOR_KINDS, NATS_USERS, type LocalActorKind } from "../../services/local/cluster.js";
+import { TradingExecutorEnv } from "../../services/trading-executor/env.js";
 import { SupervisorEnv } from "../../services/supervisor/env.js";
 import { ToolsEnv } from "../../services/tools/env.js";
 import {
@@ -19,11 +20,13 @@ import {
   type K8sObject,
 } from "../helpers/k8s.js";
 
-const ENVS: Record<ActorKind, z.ZodObject> = {
+const ENVS: Record<LocalActorKind, z.ZodObject> = {
   supervisor: SupervisorEnv,
   agent: AgentEnv,
   critic: ActorEnv,
   tools: ToolsEnv,
+  "trading-executor": TradingExecutorEnv,
+  "trading-planner": ActorEnv,
 };
 /** Created outside git in production (see the prod overlay); model keys are optional. */
 const EXTERNAL_SECRETS = ["nats-credentials", "model-api-keys"];
@@ -53,7 +56,7 @@ const sharedEnv = (base.configMapGenerator ?? [])
 
 /** What every actor Deployment must have, wherever it is rendered. */
 function checkActor(deployment: K8sObject, image: string): void {
-  const kind = deployment.metadata.name as ActorKind;
+  const kind = deployment.metadata.name as LocalActorKind;
   const pod = podSpecOf(deployment);
   expect(pod.securityContext?.runAsNonRoot, kind).toBe(true);
   expect(pod.containers, kind).toHaveLength(1);
@@ -203,4 +206,23 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
       }
     });
   }
+
+  render(
+    "overlays/trading-dev adds the trading executor and planner, each a locked-down actor with the tool user",
+    () => {
+      const objects = kustomize(join(K8S, "overlays", "trading-dev")) ?? [];
+      for (const object of objects) validateObject(object);
+      const deployments = objects.filter((o) => o.kind === "Deployment");
+      const names = deployments.map((d) => d.metadata.name);
+      expect(names).toEqual(expect.arrayContaining([...ACTOR_KINDS, "trading-executor", "trading-planner"]));
+      for (const deployment of deployments) checkActor(deployment, "bounded-agents:dev");
+      const executor = deployments.find((d) => d.metadata.name === "trading-executor") as K8sObject;
+      const config = objects.find(
+        (o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("trading-config"),
+      );
+      expect(JSON.stringify(podSpecOf(executor))).toContain(config?.metadata.name ?? "missing");
+      const pdbs = objects.filter((o) => o.kind === "PodDisruptionBudget").map((o) => o.metadata.name);
+      expect(pdbs).toEqual(expect.arrayContaining(["trading-executor", "trading-planner"]));
+    },
+  );
 });

@@ -134,6 +134,38 @@ describe("faults, self-financing and stop conditions", () => {
     expect(b.dry).toEqual(a.dry);
     expect(b.exec).toEqual(a.exec);
   });
+
+  it("the RECORD event carries the seed's replay record: input hashes, judged plans, orders, outputs, timestamps", () => {
+    const record = (seed: string) => {
+      const d = desk({ seed });
+      d.call("get_canonical_state", { as_of: "2026-11-23T00:00:00Z" });
+      d.call("get_market_snapshot", { symbols: ["BTC-USD"], max_staleness_sec: 10 });
+      const tick = fullTick(d, [smallBuy(d)]);
+      const body = {
+        plan_summary: "p",
+        validation_summary: "v",
+        execution_summary: "e",
+        verification_summary: "x",
+      };
+      const note = d.call("record_decision", { record: { ...body, state_delta: { n: 1 }, metrics: {} } })
+        .notes[0];
+      return { replay: note?.data?.replay_record as Record<string, Record<string, unknown>>, tick };
+    };
+    const a = record("unit-1");
+    expect(a.replay.inputs).toEqual({
+      state_hash: expect.stringMatching(/^[0-9a-f]{16,}$/) as unknown,
+      market_hash: expect.stringMatching(/^[0-9a-f]{16,}$/) as unknown,
+      config_hash: expect.stringMatching(/^[0-9a-f]{16,}$/) as unknown,
+    });
+    expect(a.replay.validation?.passed).toHaveLength(1);
+    expect(a.replay.execution?.order_client_ids).toEqual(
+      (a.tick.exec.execution as { order_client_id: string }[]).map((e) => e.order_client_id),
+    );
+    expect(a.replay.timestamps).toEqual({ planned_at: "2026-11-23T00:00:00Z", executed_at: null });
+    // Same inputs, same record; another seed is another market and another record.
+    expect(record("unit-1").replay).toEqual(a.replay);
+    expect(record("unit-2").replay.inputs).not.toEqual(a.replay.inputs);
+  });
 });
 
 describe("the runtime stays domain-agnostic", () => {
@@ -152,5 +184,28 @@ describe("the runtime stays domain-agnostic", () => {
     };
     walk(new URL("../../shared", import.meta.url).pathname);
     expect(hits).toEqual([]);
+  });
+});
+
+describe("resting orders", () => {
+  it("a GTC limit below the ask rests with its cash locked, then fills on a later tick the market crosses", () => {
+    const d = desk();
+    const q = d.market.quote("BTC-USD", 1);
+    const limit = Math.round(q.best_bid * 0.998 * 100) / 100;
+    const intent = { ...buy("BTC-USD", 0.02, limit), time_in_force: "GTC" as const };
+    const { exec } = fullTick(d, [intent]);
+    expect(exec).toMatchObject({ status: "ok", execution: [{ submit_status: "acked" }] });
+    const id = (exec.execution as { order_client_id: string }[])[0]?.order_client_id ?? "";
+    expect(d.state().orders[id]?.state).toBe("new");
+    expect(d.state().ledger.locked).toBeGreaterThan(0);
+    let tick = 1;
+    while (d.state().orders[id]?.state === "new" && tick < 60) {
+      tick += 1;
+      d.call("get_canonical_state", { as_of: "2026-11-23T00:00:00Z" }, `t-${tick}`, `d-${tick}`);
+    }
+    expect(d.state().orders[id]?.state).toBe("filled");
+    expect(d.market.quote("BTC-USD", tick).best_ask).toBeLessThanOrEqual(limit);
+    expect(d.state().ledger.positions["BTC-USD"]?.qty).toBe(0.02);
+    expect(d.state().ledger.locked).toBe(0);
   });
 });
