@@ -117,12 +117,13 @@ export const Validation = z.object({
 export type Validation = z.infer<typeof Validation>;
 export const ValidatePlanResponse = response({ validation: Validation });
 
-export const DryRunIntent = z.strictObject({
-  symbol: z.string().min(1),
-  side: Side,
-  order_type: OrderType,
-  qty: Qty,
-  limit_price: Decimal.positive().nullable(),
+/** The order-shaping fields of an intent: what the dry run simulates and the plan hash covers. */
+export const DryRunIntent = PlanIntent.pick({
+  symbol: true,
+  side: true,
+  order_type: true,
+  qty: true,
+  limit_price: true,
 });
 export type DryRunIntent = z.infer<typeof DryRunIntent>;
 export const DryRunPlanRequest = Correlation.extend({

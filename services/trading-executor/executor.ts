@@ -355,8 +355,8 @@ export function handle<F extends ExecutorFunction>(
   if (prior?.hash === hash)
     return { state: current, response: prior.response as Record<string, unknown>, notes: [] };
   const needed = prior ? undefined : approvalNeeded(fn, request, current, config);
-  const token = needed ? approvalToken(fn, request, current) : undefined;
-  if (needed && token && !approval) {
+  const token = needed === undefined ? undefined : approvalToken(fn, request, current);
+  if (needed !== undefined && token !== undefined && !approval) {
     const response = refusal(fn, [`APPROVAL_REQUIRED: ${needed}`], "", current);
     return { state: current, response, notes: [], approval: { token, reason: needed } };
   }
@@ -378,8 +378,10 @@ export function handle<F extends ExecutorFunction>(
     response = (handlers[fn] as Handler<F>)(state, request, { config, market, notes, approval, at });
     response = { ...response, audit_ref: notes.ref() };
   }
-  raiseStops(state, config, market, notes);
-  policy(state, response, config, notes);
+  // An approved control change applies from this call on: stops are judged under it.
+  const now = effectiveConfig(base, state);
+  raiseStops(state, now, market, notes);
+  policy(state, response, now, notes);
   if (!prior) remember(state, request.idempotency_key, hash, response);
   return { state, response, notes: notes.notes };
 }

@@ -1,4 +1,5 @@
 import type { ModelResponse, ToolCall } from "../contracts/model.js";
+import type { ToolApproval } from "../contracts/tool.js";
 import { sanitizeOutput } from "../tools/sanitize.js";
 import { authorizeTool } from "../tools/capabilities.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
@@ -125,6 +126,20 @@ export function runNextTool(d: Draft, config: LoopConfig): void {
     deny(d, config, call, error?.code ?? "CAPABILITY_DENIED", error?.message ?? String(err));
     return;
   }
+  startActCall(d, config, call);
+}
+
+/**
+ * An ACT call becomes an action: counted against the budget, listed in the provenance, its INTENT
+ * logged. `approval` is a human's go-ahead for a call the tool held (the audit names the approver).
+ */
+export function startActCall(
+  d: Draft,
+  config: LoopConfig,
+  call: ToolCall,
+  approval?: ToolApproval & { heldAction: string },
+): void {
+  const s = d.state;
   s.actionCount += 1;
   const actionId = `act-${s.actionCount}`;
   s.usage = { ...s.usage, toolCalls: s.usage.toolCalls + 1 };
@@ -132,13 +147,17 @@ export function runNextTool(d: Draft, config: LoopConfig): void {
     ...s.invocations,
     { actionId, tool: call.name, purpose: "act", inputHash: contentHash(call.input), ok: null },
   ];
+  const idempotencyKey = idempotencyKeyFor(s.runId, actionId);
+  const { heldAction, ...granted } = approval ?? {};
+  const approved = approval ? { approvedBy: approval.by, retries: heldAction } : {};
   startAction(d, config, {
     actionId,
     tool: call.name,
     input: call.input,
     purpose: "act",
-    audit: { kind: "tool.intent", data: { actionId, idempotencyKey: idempotencyKeyFor(s.runId, actionId) } },
+    audit: { kind: "tool.intent", data: { actionId, idempotencyKey, ...approved } },
     link: { callId: call.id },
+    ...(approval ? { approval: granted as ToolApproval } : {}),
   });
 }
 

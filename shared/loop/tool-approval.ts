@@ -1,8 +1,6 @@
 import type { ErrorPayload } from "../contracts/common.js";
 import { ToolApprovalRequest } from "../contracts/tool.js";
-import { contentHash } from "../runtime/hash.js";
-import { runNextTool, toolError } from "./act.js";
-import { idempotencyKeyFor, startAction } from "./action.js";
+import { runNextTool, startActCall, toolError } from "./act.js";
 import type { Draft } from "./draft.js";
 import type { ApprovalCall, LoopConfig, Pending } from "./state.js";
 
@@ -68,39 +66,18 @@ export function onToolApproval(
   });
   d.settle();
   s.status = "running";
+  const held = { id: call.callId ?? call.actionId, name: call.tool, input: call.input };
   if (!approved) {
     const why = `rejected by ${event.by}${words ? `: ${words}` : ""}`;
-    toolError(
-      d,
-      { id: call.callId ?? call.actionId, name: call.tool, input: call.input },
-      `error [APPROVAL_REJECTED]: ${why}`,
-    );
+    toolError(d, held, `error [APPROVAL_REJECTED]: ${why}`);
     runNextTool(d, config);
     return;
   }
-  s.actionCount += 1;
-  const actionId = `act-${s.actionCount}`;
-  s.usage = { ...s.usage, toolCalls: s.usage.toolCalls + 1 };
-  s.invocations = [
-    ...s.invocations,
-    { actionId, tool: call.tool, purpose: "act", inputHash: contentHash(call.input), ok: null },
-  ];
-  const idempotencyKey = idempotencyKeyFor(s.runId, actionId);
-  startAction(d, config, {
-    actionId,
-    tool: call.tool,
-    input: call.input,
-    purpose: "act",
-    audit: {
-      kind: "tool.intent",
-      data: { actionId, idempotencyKey, approvedBy: event.by, retries: call.actionId },
-    },
-    ...(call.callId === undefined ? {} : { link: { callId: call.callId } }),
-    approval: {
-      token: call.token,
-      by: event.by,
-      decidedAt: d.at,
-      ...(words ? { reason: words } : {}),
-    },
+  startActCall(d, config, held, {
+    token: call.token,
+    by: event.by,
+    decidedAt: d.at,
+    heldAction: call.actionId,
+    ...(words ? { reason: words } : {}),
   });
 }

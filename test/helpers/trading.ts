@@ -84,3 +84,16 @@ export function fullTick(d: ReturnType<typeof desk>, intents: PlanIntent[], tick
   );
   return { validation, dry, exec: exec.response, notes: exec.notes };
 }
+
+/** Operating cash for barely two days of costs: the runway stop condition holds from the start. */
+export const LOW_RUNWAY = {
+  treasury: {
+    principal_baseline: 95_000,
+    operating_cash: 100,
+    target_surplus: 500,
+    min_runway_days: 30,
+    hard_min_runway_days: 7,
+    reduced_factor: 0.75,
+    defensive_factor: 0.25,
+  },
+};

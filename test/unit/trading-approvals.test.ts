@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ApplyControlChangeRequest } from "../../services/trading-executor/control-contract.js";
 import type { ToolApproval } from "../../shared/contracts/tool.js";
-import { buy, desk, smallBuy } from "../helpers/trading.js";
+import { LOW_RUNWAY, buy, desk, smallBuy } from "../helpers/trading.js";
 
 const asOf = { as_of: "2026-11-23T00:00:00Z" };
 type Desk = ReturnType<typeof desk>;
@@ -139,24 +139,13 @@ describe("the six actions that need a human's approval", () => {
   });
 
   it("suppressing a critical alert is approved; the stop condition still blocks trading", () => {
-    const lowRunway = {
-      treasury: {
-        principal_baseline: 95_000,
-        operating_cash: 100,
-        target_surplus: 500,
-        min_runway_days: 30,
-        hard_min_runway_days: 7,
-        reduced_factor: 0.75,
-        defensive_factor: 0.25,
-      },
-    };
-    const plain = desk(lowRunway);
+    const plain = desk(LOW_RUNWAY);
     expect(
       plain
         .call("get_canonical_state", asOf)
         .notes.some((n) => /STOP_TRADING: runway/.test(String(n.reason))),
     ).toBe(true);
-    const d = desk(lowRunway);
+    const d = desk(LOW_RUNWAY);
     const { done } = approve(
       d,
       "apply_control_change",

@@ -5,7 +5,16 @@ import { TradingConfig } from "../../services/trading-executor/config.js";
 import { handle } from "../../services/trading-executor/executor.js";
 import { orderClientId } from "../../services/trading-executor/ids.js";
 import { riskScale, treasuryView } from "../../services/trading-executor/treasury.js";
-import { approved, assumptions, buy, core, desk, fullTick, smallBuy } from "../helpers/trading.js";
+import {
+  LOW_RUNWAY,
+  approved,
+  assumptions,
+  buy,
+  core,
+  desk,
+  fullTick,
+  smallBuy,
+} from "../helpers/trading.js";
 
 describe("idempotency", () => {
   it("the same key and payload returns the same result and changes nothing; another payload is refused", () => {
@@ -100,17 +109,7 @@ describe("faults, self-financing and stop conditions", () => {
   });
 
   it("a mandatory stop condition blocks trading and is raised once as a critical event", () => {
-    const d = desk({
-      treasury: {
-        principal_baseline: 95_000,
-        operating_cash: 100,
-        target_surplus: 500,
-        min_runway_days: 30,
-        hard_min_runway_days: 7,
-        reduced_factor: 0.75,
-        defensive_factor: 0.25,
-      },
-    });
+    const d = desk(LOW_RUNWAY);
     const first = d.call("get_canonical_state", { as_of: "2026-11-22T00:00:00Z" });
     expect(first.notes.filter((n) => /STOP_TRADING: runway/.test(String(n.reason)))).toHaveLength(1);
     const second = d.call("validate_plan", { plan: { intents: [smallBuy(d)], reason: "t" } });
