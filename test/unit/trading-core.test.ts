@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { TradingConfig } from "../../services/trading-executor/config.js";
 import { handle } from "../../services/trading-executor/executor.js";
 import { orderClientId } from "../../services/trading-executor/ids.js";
-import { riskScale, treasuryView } from "../../services/trading-executor/treasury.js";
+import { riskScale, stopConditions, treasuryView } from "../../services/trading-executor/treasury.js";
+import { openLedger } from "../../services/trading-executor/ledger.js";
 import {
   LOW_RUNWAY,
   approved,
@@ -106,6 +107,31 @@ describe("faults, self-financing and stop conditions", () => {
     expect(at({ rolling_surplus_30d: 600, runway_days: 10 }).level).toBe("defensive");
     expect(at({ principal_protected: false }).level).toBe("stop_opening");
     expect(at({ pnl_today: -config.risk_limits.daily_loss_limit }).level).toBe("stop_opening");
+  });
+
+  it("each of the seed's five mandatory stop conditions holds exactly when its trigger does", () => {
+    const config = TradingConfig.parse({});
+    const mids = () => 0;
+    const calm = { kill_switch_active: false, unresolved_cycles: 0 };
+    const fresh = openLedger(100_000, 3_000);
+    expect(stopConditions(fresh, config, mids, calm)).toEqual([]);
+    const cases: [string, Parameters<typeof stopConditions>[0], typeof calm, RegExp][] = [
+      ["kill switch", fresh, { ...calm, kill_switch_active: true }, /^kill switch active$/],
+      ["daily loss", { ...fresh, cash: 97_900, equity_peak: 97_900 }, calm, /^daily loss limit reached/],
+      ["drawdown", { ...fresh, cash: 89_000, equity_day_start: 89_000 }, calm, /^drawdown breach/],
+      ["runway", { ...fresh, operating_cash: 100 }, calm, /^runway below the hard minimum/],
+      [
+        "uncertain order",
+        fresh,
+        { ...calm, unresolved_cycles: 3 },
+        /^uncertain order state unresolved after 3/,
+      ],
+    ];
+    for (const [name, ledger, flags, expected] of cases) {
+      const stops = stopConditions(ledger, config, mids, flags);
+      expect(stops, name).toHaveLength(1);
+      expect(stops[0], name).toMatch(expected);
+    }
   });
 
   it("a mandatory stop condition blocks trading and is raised once as a critical event", () => {
