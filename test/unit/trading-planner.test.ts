@@ -5,6 +5,15 @@ import type { ExecutorFunction } from "../../services/trading-executor/control-c
 import { nextStep } from "../../services/trading-planner/strategy.js";
 import { TickOutcome } from "../../services/trading-planner/tick.js";
 import { desk } from "../helpers/trading.js";
+import { runner } from "../helpers/fixtures.js";
+import { ScriptedDriver } from "../../shared/models/scripted.js";
+import { FINISH_TOOL } from "../../shared/loop/state.js";
+import { ToolRegistry } from "../../shared/tools/registry.js";
+import { FUNCTION_NAMES } from "../../services/trading-executor/contract.js";
+import { CONTROL_FUNCTION } from "../../services/trading-executor/control-contract.js";
+import type { ExecutorStore } from "../../services/trading-executor/store.js";
+import { executorTools } from "../../services/trading-executor/tools.js";
+import { LLM_PLANNER_PROMPT, tickSpec } from "../../services/trading-planner/spec.js";
 
 const task = {
   decision_id: "d-1",
@@ -98,5 +107,28 @@ describe("the deterministic planner's tick loop", () => {
     );
     expect(calls).not.toContain("dry_run_plan");
     expect(outcome.outcome).toBe("rejected");
+  });
+});
+
+describe("an LLM planner", () => {
+  it("is offered exactly the eight functions with their JSON Schemas and the planner prompt, no other action", async () => {
+    const driver = new ScriptedDriver({
+      script: [{ text: JSON.stringify({ ...task, outcome: "no_op", ledger_ref: "ledger-1", reason: "x" }) }],
+    });
+    const spec = tickSpec(task, {
+      model: { provider: "scripted", script: [{ text: "unused: the driver is given" }] },
+    });
+    // The executor's tools as a worker would discover them (the operator's function among them).
+    const tools = new ToolRegistry(executorTools({} as ExecutorStore));
+    await runner({ registry: tools, driver }).run(spec);
+    const offered = driver.requests[0]?.tools ?? [];
+    // Plus the runtime's own `finish` (how any model gives its final answer), which acts on nothing.
+    expect(offered.map((t) => t.name).sort()).toEqual([...FUNCTION_NAMES, FINISH_TOOL].sort());
+    expect(offered.map((t) => t.name)).not.toContain(CONTROL_FUNCTION);
+    const validate = offered.find((t) => t.name === "validate_plan")?.inputSchema as { required: string[] };
+    expect(validate.required).toEqual(
+      expect.arrayContaining(["decision_id", "tick_id", "idempotency_key", "plan"]),
+    );
+    expect(driver.requests[0]?.system).toContain(LLM_PLANNER_PROMPT);
   });
 });
