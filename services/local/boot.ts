@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { toAgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { LocalCluster, NATS_USERS, type LocalActorKind } from "./cluster.js";
@@ -16,19 +17,40 @@ export interface Booted {
   stop(): Promise<void>;
 }
 
+export interface BootOptions {
+  agents?: number;
+  env?: Record<string, string>;
+  /** More actors to start with the cluster (the trading example's). */
+  extra?: { kind: LocalActorKind; env?: Record<string, string> }[];
+}
+
+/**
+ * Boots a local cluster, runs `body` on it and always stops it again. A failure is printed as
+ * `CODE: message` on stderr; the result is body's verdict (false on a failure), for the exit code.
+ */
+export async function withLocalCluster(
+  say: (line: string) => void,
+  options: BootOptions,
+  body: (booted: Booted) => Promise<boolean>,
+): Promise<boolean> {
+  let booted: Booted | undefined;
+  try {
+    booted = await bootCluster(say, options);
+    return await body(booted);
+  } catch (err) {
+    const error = toAgentError(err);
+    process.stderr.write(`${error.code}: ${error.message}\n`);
+    return false;
+  } finally {
+    await booted?.stop();
+  }
+}
+
 /**
  * A whole local cluster: NATS (found or started), one supervisor, the tool services, a critic
  * and `agents` workers, each its own OS process, logging to `logDir`.
  */
-export async function bootCluster(
-  say: (line: string) => void,
-  options: {
-    agents?: number;
-    env?: Record<string, string>;
-    /** More actors to start with the cluster (the trading example's). */
-    extra?: { kind: LocalActorKind; env?: Record<string, string> }[];
-  } = {},
-): Promise<Booted> {
+export async function bootCluster(say: (line: string) => void, options: BootOptions = {}): Promise<Booted> {
   const nats = await ensureNats(say);
   say(`NATS: ${nats.origin}`);
   const logDir = await mkdtemp(join(tmpdir(), "agents-cluster-"));

@@ -3,10 +3,9 @@
  * sample run through the supervisor, shows its progress live, prints the result with its
  * provenance, and shuts everything down.
  */
-import { toAgentError } from "../../shared/runtime/errors.js";
 import { ClusterClient } from "../cli/client.js";
 import { auditLine, statusLine } from "../cli/render.js";
-import { bootCluster, clientBus, type Booted } from "./boot.js";
+import { clientBus, withLocalCluster, type Booted } from "./boot.js";
 import { NATS_USERS } from "./cluster.js";
 import { demoSpec } from "./demo-spec.js";
 
@@ -40,18 +39,10 @@ async function demo(booted: Booted): Promise<boolean> {
   }
 }
 
-let booted: Booted | undefined;
-let ok = false;
-try {
-  say("starting a local cluster…");
-  booted = await bootCluster(say);
+say("starting a local cluster…");
+const ok = await withLocalCluster(say, {}, (booted) => {
   say(`cluster up in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  ok = await demo(booted);
-} catch (err) {
-  const error = toAgentError(err);
-  process.stderr.write(`${error.code}: ${error.message}\n`);
-} finally {
-  await booted?.stop();
-  say(`\ndone in ${((Date.now() - started) / 1000).toFixed(1)} s; everything stopped.`);
-}
+  return demo(booted);
+});
+say(`\ndone in ${((Date.now() - started) / 1000).toFixed(1)} s; everything stopped.`);
 process.exit(ok ? 0 : 1);

@@ -7,12 +7,11 @@
 import { z } from "zod";
 import { decodeText } from "../../shared/bus/codec.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
-import { toAgentError } from "../../shared/runtime/errors.js";
 import { ClusterClient } from "../cli/client.js";
 import { CanonicalState } from "../trading-executor/contract.js";
 import { tickSpec } from "../trading-planner/spec.js";
 import { TickOutcome } from "../trading-planner/tick.js";
-import { bootCluster, clientBus, type Booted } from "./boot.js";
+import { clientBus, withLocalCluster, type Booted } from "./boot.js";
 
 const TICKS = Number(process.env.TICKS ?? 30);
 const CONFIG = {
@@ -127,21 +126,15 @@ function summary(outcomes: Map<string, number>, book: LedgerSummary | undefined)
   say(`| kill switch | ${book.kill_switch_active ? "ON" : "off"} |`);
 }
 
-let booted: Booted | undefined;
-let ok = false;
-try {
-  say("starting a local cluster with the trading executor and planner…");
-  booted = await bootCluster(say, {
+say("starting a local cluster with the trading executor and planner…");
+const ok = await withLocalCluster(
+  say,
+  {
     extra: [
       { kind: "trading-executor", env: { TRADING_CONFIG: JSON.stringify(CONFIG) } },
       { kind: "trading-planner" },
     ],
-  });
-  ok = await demo(booted);
-} catch (err) {
-  const error = toAgentError(err);
-  process.stderr.write(`${error.code}: ${error.message}\n`);
-} finally {
-  await booted?.stop();
-}
+  },
+  demo,
+);
 process.exit(ok ? 0 : 1);

@@ -148,16 +148,15 @@ export const DryRun = z.object({
 export type DryRun = z.infer<typeof DryRun>;
 export const DryRunPlanResponse = response({ dry_run: DryRun });
 
-export const ApprovedIntent = z.strictObject({
-  intent_id: Id,
-  symbol: z.string().min(1),
-  side: Side,
-  order_type: OrderType,
-  qty: Qty,
-  limit_price: Decimal.positive().nullable(),
-  time_in_force: TimeInForce,
-  order_client_id: Id,
-});
+/** An intent cleared for execution: its order fields, its position in the plan and its order id. */
+export const ApprovedIntent = PlanIntent.pick({
+  symbol: true,
+  side: true,
+  order_type: true,
+  qty: true,
+  limit_price: true,
+  time_in_force: true,
+}).extend({ intent_id: Id, order_client_id: Id });
 export type ApprovedIntent = z.infer<typeof ApprovedIntent>;
 export const ExecutePlanRequest = Correlation.extend({
   execution_mode: Mode,
