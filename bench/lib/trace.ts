@@ -1,9 +1,9 @@
-import { PART_HEADER } from "../../dist/shared/bus/wal-parts.js";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { walMessage } from "./wal-message.ts";
 
 /** One message our runtime sent for a loop, by what it is: a stream append or a request/reply. */
 export type TraceEntry =
-  /** `step`: this append is a model turn's record, the end of a step (where the bench times steps). */
+  /** `step`: this append holds a model turn's record, the end of a step (where the bench times steps). */
   | { kind: "append"; stream: "wal" | "audit" | "status" | "queue"; bytes: number; step?: true }
   | { kind: "request"; service: string; bytes: number; replyBytes: number };
 
@@ -13,7 +13,6 @@ const STREAM_OF: [RegExp, "wal" | "audit" | "status" | "queue"][] = [
   [/^\$KV\.agents-runs\./, "status"],
   [/^agents\.runs\.queue\./, "queue"],
 ];
-const decoder = new TextDecoder();
 const SERVICES = /^agents\.(tools\.[a-z0-9_-]+|control\.lease|critic\.review|runs\.submit)$/;
 
 /**
@@ -38,10 +37,7 @@ export async function captureTrace(
       }
       const stream = STREAM_OF.find(([pattern]) => pattern.test(msg.subject))?.[1];
       if (stream) {
-        const step =
-          stream === "wal" &&
-          !msg.headers?.get(PART_HEADER) &&
-          (JSON.parse(decoder.decode(msg.data)) as { type: string }).type === "MODEL";
+        const step = stream === "wal" && walMessage(msg).types.includes("MODEL");
         entries.push({
           kind: "append",
           stream,

@@ -1,4 +1,3 @@
-import { PART_HEADER } from "../../dist/shared/bus/wal-parts.js";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +12,7 @@ import { ActorEnv, parseEnv } from "../../dist/shared/runtime/config.js";
 import { createLogger } from "../../dist/shared/runtime/logger.js";
 import { systemRandom } from "../../dist/shared/runtime/random.js";
 import type { LoopTiming } from "../lib/drive.ts";
+import { walMessage } from "../lib/wal-message.ts";
 import { STEPS, ourLoopSpec } from "../lib/workload.ts";
 
 /** One loop's timings: step latencies (submit → 1st model turn, then turn → turn) and the whole loop. */
@@ -31,8 +31,6 @@ interface Tracker {
   endedAt?: number;
   done?: (t: RunTiming) => void;
 }
-
-const decoder = new TextDecoder();
 
 /**
  * The cluster settings of the benchmark: room for 1,000 loops in flight on two workers (the
@@ -53,9 +51,9 @@ const now = (): number => performance.now();
 export class OurCluster {
   private readonly trackers = new Map<string, Tracker>();
   private readonly subs: Subscription[] = [];
-  /** Called for every WAL record as it becomes durable: its run, type and writer (from the message id). */
+  /** Called for every WAL message as it becomes durable: its run, record types and writer (from the message id). */
   readonly walListeners = new Set<
-    (record: { runId: string; type: string; writer: string; at: number }) => void
+    (message: { runId: string; types: string[]; writer: string; at: number }) => void
   >();
 
   readonly cluster: LocalCluster;
@@ -113,18 +111,14 @@ export class OurCluster {
     this.subs.push(wal, lifecycle, approvals);
     void (async () => {
       for await (const msg of wal) {
-        // A part of a split record (a large checkpoint) is not JSON on its own.
-        const record = msg.headers?.get(PART_HEADER)
-          ? { type: "PART", runId: msg.subject.split(".").at(-1) ?? "" }
-          : (JSON.parse(decoder.decode(msg.data)) as { type: string; runId: string });
+        const { runId, types } = walMessage(msg);
         const at = now();
         if (this.walListeners.size > 0) {
           const writer = msg.headers?.get("Nats-Msg-Id").split(":")[2] ?? "";
-          for (const listener of this.walListeners)
-            listener({ runId: record.runId, type: record.type, writer, at });
+          for (const listener of this.walListeners) listener({ runId, types, writer, at });
         }
-        if (record.type !== "MODEL") continue;
-        const t = this.tracker(record.runId);
+        if (!types.includes("MODEL")) continue;
+        const t = this.tracker(runId);
         t.stepsMs.push(at - t.lastAt);
         t.lastAt = at;
       }

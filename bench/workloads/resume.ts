@@ -29,10 +29,10 @@ export async function measureResume(
     let kill!: () => void;
     const killed = new Promise<void>((resolve) => (kill = resolve));
     const half = (plan.resumeLoops * STEPS) / 2;
-    cluster.walListeners.add(({ runId, type, writer, at }) => {
+    cluster.walListeners.add(({ runId, types, writer, at }) => {
       if (killedAt === undefined) {
-        lastWriter.set(runId, type === "TERMINAL" ? "" : writer);
-        if (type === "MODEL" && (records += 1) >= half) kill();
+        lastWriter.set(runId, types.includes("TERMINAL") ? "" : writer);
+        if (types.includes("MODEL") && (records += 1) >= half) kill();
       } else if (
         !resumedAt.has(runId) &&
         lastWriter.get(runId)?.startsWith(`${VICTIM}-`) &&

@@ -1,23 +1,21 @@
-import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
 import type { RunJob } from "../../shared/contracts/cluster.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditCount, publishAudit } from "../../shared/bus/audit.js";
-import { readWal, writerAfter, type WalWriter } from "../../shared/bus/wal.js";
+import { readWal, writerAfter } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
 import type { AwaitingEffect, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
-import { statusOf } from "../../shared/loop/status.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
+import { RunJournal } from "./journal.js";
 import type { IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 
@@ -30,6 +28,8 @@ export type LeaseOutcome = "done" | "release" | "fenced" | "unstartable";
 export interface LeaseDeps {
   bus: ActorBus;
   checkpointEvery: number;
+  /** A status write that would change only counters waits until this long after the last one. */
+  statusEveryMs: number;
   /** Finds the named tools' services; returns the descriptors of those that answered. */
   discover: (names: readonly string[]) => Promise<ToolDescriptor[]>;
   performer: EffectPerformer;
@@ -55,23 +55,15 @@ export interface LeaseDeps {
  * writer) ends the lease at once; a drain ends it after the current step.
  */
 export class RunLease {
-  private writer!: WalWriter;
-  private checkpointSeq: number | undefined;
+  private journal!: RunJournal;
   /** Set when this lease took over a run mid-step: its first tool call is reconciled first. */
   private tookOver = false;
-  private readonly status: RunStatusStore;
   private config!: LoopConfig;
   private log: Logger;
-  /** What the status view last showed, to skip writes that change only counters (see `statusDue`). */
-  private lastStatus: { status: string; phase: string } | undefined;
-  /** The last transition's status and audit events, still in flight (see `apply`). */
-  private trailing: Promise<void> | undefined;
-
   constructor(
     private readonly deps: LeaseDeps,
     private readonly job: RunJob,
   ) {
-    this.status = new RunStatusStore(deps.bus.buckets.runs);
     this.log = deps.logger.child({ runId: job.runId });
   }
 
@@ -84,10 +76,10 @@ export class RunLease {
       if (!first) return "done";
       const outcome = await this.drive(first);
       // The job is acked only once everything the lease wrote is acknowledged.
-      await this.settleTrailing();
+      await this.journal.settle();
       return outcome;
     } catch (err) {
-      await this.trailing?.catch(() => undefined);
+      await this.journal?.abandon();
       if (err instanceof AgentError && err.code === "FENCED") {
         this.deps.metrics.fencingConflicts.inc();
         this.log.warn({ writerId: this.deps.writerId }, "fenced: another worker drives this run; letting go");
@@ -96,6 +88,7 @@ export class RunLease {
       throw err;
     } finally {
       clearInterval(heartbeat);
+      this.deps.leases.forget(this.job.runId);
     }
   }
 
@@ -103,13 +96,20 @@ export class RunLease {
   private async open(): Promise<Transition | "unstartable" | undefined> {
     const { bus } = this.deps;
     const now = bus.clock.now();
-    const known = await this.status.get(this.job.runId);
-    this.checkpointSeq = known?.checkpointSeq;
-    let read = await readWal(bus, this.job.runId, this.checkpointSeq ?? 1);
+    const known = await new RunStatusStore(bus.buckets.runs).get(this.job.runId);
+    const checkpointSeq = known?.checkpointSeq;
+    let read = await readWal(bus, this.job.runId, checkpointSeq ?? 1);
     // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).
     const tailless = read.records.length === 0 || endsWithCheckpoint(read.records.map((r) => r.record));
-    if (tailless && this.checkpointSeq !== undefined) read = await readWal(bus, this.job.runId);
-    this.writer = writerAfter(bus, this.job.runId, this.deps.writerId, read);
+    if (tailless && checkpointSeq !== undefined) read = await readWal(bus, this.job.runId);
+    this.journal = new RunJournal({
+      bus,
+      writer: writerAfter(bus, this.job.runId, this.deps.writerId, read),
+      checkpointSeq,
+      statusEveryMs: this.deps.statusEveryMs,
+      metrics: this.deps.metrics,
+      log: () => this.log,
+    });
     const records = read.records.map((r) => r.record);
     const spec = specOf(records) ?? this.job.spec;
     if (!spec) {
@@ -122,7 +122,7 @@ export class RunLease {
     };
     if (records.length === 0) return this.start(spec, now);
     const replayed = replay(records, this.config, { fromCheckpoint: true });
-    await this.finishInterrupted(replayed.unwritten, replayed.last);
+    await this.journal.catchUp(this.job.runId, replayed.unwritten, replayed.audits);
     return this.resume(replayed.state, now);
   }
 
@@ -143,30 +143,18 @@ export class RunLease {
     );
   }
 
-  /**
-   * The previous worker may have died between writing one transition's records: the records and
-   * audit events it did not get to are written now, before anything new happens.
-   */
-  private async finishInterrupted(unwritten: WalRecord[], last: Transition): Promise<void> {
-    for (const record of unwritten) await this.append(record);
-    const audits = last.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
-    if (audits.length === 0) return;
-    const held = await auditCount(this.deps.bus, this.job.runId);
-    for (const event of audits) if (event.seq > held) await this.audit(event);
-  }
-
   private async resume(state: LoopState, now: number): Promise<Transition | undefined> {
     const terminal = state.status === "committed" || state.status === "failed";
     const event = this.job.event ? ({ ...this.job.event, at: now } as LoopEvent) : undefined;
     if (terminal) {
       if (event) this.log.warn({ event: event.type }, "run already finished; event ignored");
-      await this.putStatus(state);
+      await this.journal.putStatus(state);
       return undefined;
     }
     if (event) return this.continueWith(state, event);
     const parked = state.phase === "HALT" || state.pending?.kind === "approval";
     if (parked || !state.awaiting) {
-      await this.putStatus(state);
+      await this.journal.putStatus(state);
       return undefined;
     }
     this.log.info({ phase: state.phase, waitingFor: state.pending?.kind }, "taking over the run");
@@ -184,7 +172,7 @@ export class RunLease {
     } catch (err) {
       if (!(err instanceof AgentError) || err.code !== "INVALID_TRANSITION") throw err;
       this.log.warn({ event: event.type }, `stale event dropped: ${err.message}`);
-      await this.putStatus(state);
+      await this.journal.putStatus(state);
       return undefined;
     }
   }
@@ -219,60 +207,26 @@ export class RunLease {
   }
 
   /**
-   * Performs one transition's effects; returns the one the run now waits on. The WAL records go
-   * first (the durable truth), then the status, then the audit events: whoever reacts to an audit
-   * event (the supervisor freeing a slot or completing a fan-in) finds the status already updated.
-   * Status and audit are off the critical path: they travel while the step's model or tool call
-   * runs, and are acknowledged before the next transition's records are written, so a crash can
-   * only cut the last transition's events short, which resume re-publishes.
+   * Records one transition (see RunJournal) and performs its memory writes; returns the effect the
+   * run now waits on. A transition that waits only on a model call lets its records ride with the
+   * next transition's: nothing outside the run changes before they are written.
    */
   private async apply(t: Transition): Promise<AwaitingEffect | undefined> {
     let awaiting: AwaitingEffect | undefined;
-    await this.settleTrailing();
+    const memories: Extract<Transition["effects"][number], { type: "storeMemory" }>[] = [];
+    for (const effect of t.effects) {
+      if (effect.type === "storeMemory") memories.push(effect);
+      else if (effect.type !== "wal" && effect.type !== "audit") awaiting = effect;
+    }
     this.deps.metrics.steps.inc();
-    for (const effect of t.effects) if (effect.type === "wal") await this.append(effect.record);
     this.log = this.deps.logger.child({
       runId: t.state.runId,
       phase: t.state.phase,
       iteration: t.state.guard.iteration,
     });
-    const audits = t.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
-    const trailing = this.publishTrailing(t.state, audits, this.statusDue(t));
-    // Rejections are awaited later (settleTrailing); until then they must not count as unhandled.
-    trailing.catch(() => undefined);
-    this.trailing = trailing;
-    for (const effect of t.effects) {
-      if (effect.type === "storeMemory") await this.deps.performer.remember(effect.namespace, effect.text);
-      else if (effect.type !== "wal" && effect.type !== "audit") awaiting = effect;
-    }
+    await this.journal.record(t, awaiting?.type === "callModel" && memories.length === 0);
+    for (const memory of memories) await this.deps.performer.remember(memory.namespace, memory.text);
     return awaiting;
-  }
-
-  /** The status, then the audit events sent together (one connection keeps them in order). */
-  private async publishTrailing(state: LoopState, audits: AuditEvent[], status: boolean): Promise<void> {
-    if (status) await this.putStatus(state);
-    await Promise.all(audits.map((event) => this.audit(event)));
-  }
-
-  /**
-   * The status view is written once per step, not per transition: a transition that only sends
-   * a tool call is skipped unless it changed the run's status or phase or wrote a checkpoint
-   * (whose sequence the status carries for a flat resume).
-   */
-  private statusDue(t: Transition): boolean {
-    const last = this.lastStatus;
-    this.lastStatus = { status: t.state.status, phase: t.state.phase };
-    const toolOnly =
-      t.state.status === "running" && t.effects.some((e) => e.type === "callTool" && e.tool !== SPAWN_TOOL);
-    const checkpoint = t.effects.some((e) => e.type === "wal" && e.record.type === "CHECKPOINT");
-    if (!toolOnly || checkpoint || !last) return true;
-    return last.status !== t.state.status || last.phase !== t.state.phase;
-  }
-
-  private async settleTrailing(): Promise<void> {
-    const trailing = this.trailing;
-    this.trailing = undefined;
-    await trailing;
   }
 
   private async perform(
@@ -315,39 +269,7 @@ export class RunLease {
     if (!event || !reconciler.unknown(effect, event)) return event;
     return (await reconciler.outcome(effect, stopping)) ?? event;
   }
-
-  private async append(record: WalRecord): Promise<void> {
-    const seq = await this.writer.append(record);
-    if (record.type === "CHECKPOINT") this.checkpointSeq = seq;
-  }
-
-  private async audit(event: AuditEvent): Promise<void> {
-    await publishAudit(this.deps.bus, event);
-    this.deps.metrics.observeAudit(event);
-    const line = { kind: event.kind, status: event.status, seq: event.seq };
-    if (event.status === "failed") this.log.warn(line, event.reason ?? event.kind);
-    // Every event is in the audit stream; the log keeps the run's milestones at info.
-    else if (STEP_KINDS.has(event.kind)) this.log.debug(line, event.reason ?? event.kind);
-    else this.log.info(line, event.reason ?? event.kind);
-  }
-
-  private async putStatus(state: LoopState): Promise<void> {
-    await this.status.put({
-      ...statusOf(state, this.deps.bus.clock.now()),
-      ...(this.checkpointSeq !== undefined ? { checkpointSeq: this.checkpointSeq } : {}),
-    });
-  }
 }
-
-/** Audit kinds every step emits: logged at debug (the audit stream has them all). */
-const STEP_KINDS = new Set<AuditKind>([
-  "model.called",
-  "model.responded",
-  "tool.intent",
-  "tool.completed",
-  "phase.entered",
-  "memory.recalled",
-]);
 
 /** The metric label of what a step waits on: `model`, `tool`, `critique`, `recallMemory`… */
 function effectName(effect: AwaitingEffect): string {

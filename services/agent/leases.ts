@@ -8,39 +8,39 @@ import { fromErrorPayload } from "../../shared/runtime/errors.js";
 /**
  * Iterations leased from the run tree's global budget (kept by the supervisors), spent one per model
  * call. Each lease asks for twice what it asked before, up to `chunk` (1, 2, 4… per run lease): a
- * short run asks for what it spends, a long one makes one request per `chunk` model calls. A refused lease becomes the loop's `globalCapReached` event, which
- * circuit-breaks the run; a supervisor that cannot be reached is an error, and the job is retried.
- * Iterations leased but not spent when a lease ends are not returned: the count errs on the safe side.
+ * short run asks for what it spends, a long one makes one request per `chunk` model calls. Once a
+ * run has been granted a whole chunk, the next lease is asked for as soon as the last leased iteration is spent,
+ * so its round trip overlaps the step's tool call instead of delaying the next model call. A refused
+ * lease becomes the loop's `globalCapReached` event, which circuit-breaks the run; a supervisor that
+ * cannot be reached is an error, and the job is retried. Iterations leased but not spent when a lease
+ * ends (the rest of the current lease, and in a long run one lease asked ahead) are not returned: the
+ * count errs on the safe side.
  */
 export class IterationLeases {
   private readonly balance = new Map<string, number>();
   private readonly nextAsk = new Map<string, number>();
+  /** The lease asked for ahead of need, per run (its rejection is kept for the `take` that needs it). */
+  private readonly ahead = new Map<string, Promise<LeaseReply>>();
+  /** Runs that have been granted a whole chunk: long runs, which ask ahead. */
+  private readonly long = new Set<string>();
 
   constructor(
-    private readonly bus: ActorBus,
+    private readonly bus: Pick<ActorBus, "nc" | "subjects" | "clock">,
     private readonly chunk: number,
   ) {}
 
   async take(state: LoopState): Promise<LoopEvent | undefined> {
     const left = this.balance.get(state.runId) ?? 0;
     if (left > 0) {
-      this.balance.set(state.runId, left - 1);
+      this.spend(state, left);
       return undefined;
     }
-    const ask = this.nextAsk.get(state.runId) ?? 1;
-    const reply = await requestJson(
-      this.bus.nc,
-      this.bus.subjects.iterationLease(),
-      {
-        schema: LeaseRequest,
-        value: { schemaVersion: 1, runId: state.runId, rootRunId: state.rootRunId, count: ask },
-      },
-      LeaseReply,
-      { timeoutMs: 10_000 },
-    );
+    const pending = this.ahead.get(state.runId) ?? this.ask(state);
+    this.ahead.delete(state.runId);
+    const reply = await pending;
     if (reply.ok) {
-      this.balance.set(state.runId, reply.granted - 1);
-      this.nextAsk.set(state.runId, Math.min(this.chunk, ask * 2));
+      if (reply.granted >= this.chunk) this.long.add(state.runId);
+      this.spend(state, reply.granted);
       return undefined;
     }
     if (reply.error.code === "GLOBAL_CAP") {
@@ -49,8 +49,40 @@ export class IterationLeases {
     throw fromErrorPayload(reply.error);
   }
 
+  /** Drops what is kept for a run whose lease ended (an answer still on its way is ignored). */
   forget(runId: string): void {
     this.balance.delete(runId);
     this.nextAsk.delete(runId);
+    this.ahead.delete(runId);
+    this.long.delete(runId);
+  }
+
+  /**
+   * Spends one of `available` iterations. In a long run (granted a whole chunk already), spending
+   * the last asks for the next lease at once; a short run asks only when it needs to, so a tight
+   * tree budget is not spent on leases its runs never use.
+   */
+  private spend(state: LoopState, available: number): void {
+    this.balance.set(state.runId, available - 1);
+    if (available > 1 || !this.long.has(state.runId) || this.ahead.has(state.runId)) return;
+    const next = this.ask(state);
+    // Rejections are awaited by the next `take`; until then they must not count as unhandled.
+    next.catch(() => undefined);
+    this.ahead.set(state.runId, next);
+  }
+
+  private ask(state: LoopState): Promise<LeaseReply> {
+    const count = this.nextAsk.get(state.runId) ?? 1;
+    this.nextAsk.set(state.runId, Math.min(this.chunk, count * 2));
+    return requestJson(
+      this.bus.nc,
+      this.bus.subjects.iterationLease(),
+      {
+        schema: LeaseRequest,
+        value: { schemaVersion: 1, runId: state.runId, rootRunId: state.rootRunId, count },
+      },
+      LeaseReply,
+      { timeoutMs: 10_000 },
+    );
   }
 }

@@ -28,6 +28,7 @@ const worker = new AgentWorker(
     ackWaitMs: env.AGENT_ACK_WAIT_MS,
     concurrency: env.AGENT_CONCURRENCY,
     checkpointEvery: env.AGENT_CHECKPOINT_EVERY,
+    statusEveryMs: env.AGENT_STATUS_EVERY_MS,
     retryDelayMs: env.AGENT_RETRY_DELAY_MS,
     iterationLease: env.AGENT_ITERATION_LEASE,
     env: process.env,

@@ -25,6 +25,8 @@ export interface WorkerOptions {
   /** Runs this worker drives at once. */
   concurrency: number;
   checkpointEvery: number;
+  /** See AGENT_STATUS_EVERY_MS. */
+  statusEveryMs: number;
   /** Iterations leased from the run tree's global budget per request. */
   iterationLease: number;
   /** How long a FENCED or failing job waits before it is offered again. */
@@ -154,6 +156,7 @@ export class AgentWorker {
       {
         bus,
         checkpointEvery: this.options.checkpointEvery,
+        statusEveryMs: this.options.statusEveryMs,
         discover: async (names) => {
           const remote = names.filter((name) => name !== SPAWN_TOOL);
           for (const tool of await discoverTools(remote, bus)) registry.register(tool);

@@ -56,6 +56,8 @@ export class Admission {
       return rejected(error);
     }
     const runId = request.runId ?? this.ids.next("run").replaceAll(/[^A-Za-z0-9_-]/g, "_");
+    // Only a run named by its submitter can have audit events already (an earlier rejected submit).
+    const named = request.runId !== undefined;
     const rootRunId = await this.rootOf(request, runId);
     const depth = request.parent ? request.parent.depth + 1 : 0;
     try {
@@ -64,15 +66,16 @@ export class Admission {
       if (request.parent) await this.checkBudget(rootRunId);
       const taken = await this.pool.acquire(runId, this.limits.poolCapacity);
       if (taken === "existing") return { schemaVersion: 1, ok: true, runId, status: "existing" };
-      await this.admit(request, { runId, rootRunId, depth });
+      await this.admit(request, { runId, rootRunId, depth, named });
       this.metrics?.runsAdmitted.inc();
       return { schemaVersion: 1, ok: true, runId, status: "admitted" };
     } catch (err) {
       const error = toAgentError(err);
       this.metrics?.runsRejected.inc({ code: error.code });
-      await this.record(runId, rootRunId, request.parent?.runId, "run.rejected", "failed", error.message, {
-        code: error.code,
-      }).catch((e: unknown) => this.bus.logger.error({ err: e, runId }, "could not audit a rejection"));
+      const ids = { runId, rootRunId, parentRunId: request.parent?.runId, named };
+      await this.record(ids, "run.rejected", "failed", error.message, { code: error.code }).catch(
+        (e: unknown) => this.bus.logger.error({ err: e, runId }, "could not audit a rejection"),
+      );
       this.bus.logger.warn({ runId, code: error.code }, `run rejected: ${error.message}`);
       return rejected(error);
     }
@@ -115,7 +118,7 @@ export class Admission {
 
   private async admit(
     request: SubmitRequest,
-    ids: { runId: string; rootRunId: string; depth: number },
+    ids: { runId: string; rootRunId: string; depth: number; named: boolean },
   ): Promise<void> {
     const { parent, ...rest } = request;
     const spec: RunSpec = { ...rest, runId: ids.runId };
@@ -132,9 +135,7 @@ export class Admission {
       updatedAt: toRfc3339(now),
     });
     const seq = await this.record(
-      ids.runId,
-      ids.rootRunId,
-      parent?.runId,
+      { ...ids, parentRunId: parent?.runId },
       "run.admitted",
       "passed",
       undefined,
@@ -156,17 +157,20 @@ export class Admission {
     this.bus.logger.info({ runId: ids.runId, depth: ids.depth }, "run admitted");
   }
 
-  /** Publishes a supervisor audit event as the run's next `seq`; returns that seq. */
+  /**
+   * Publishes a supervisor audit event as the run's next `seq`; returns that seq. Counting a run's
+   * events asks the server to tally the audit stream's subjects, so it is done only for a named run:
+   * a run id minted here has none yet.
+   */
   private async record(
-    runId: string,
-    rootRunId: string,
-    parentRunId: string | undefined,
+    ids: { runId: string; rootRunId: string; parentRunId: string | undefined; named: boolean },
     kind: "run.admitted" | "run.rejected",
     status: AuditEvent["status"],
     reason: string | undefined,
     data: Record<string, unknown>,
   ): Promise<number> {
-    const seq = (await auditCount(this.bus, runId)) + 1;
+    const { runId, rootRunId, parentRunId } = ids;
+    const seq = ids.named ? (await auditCount(this.bus, runId)) + 1 : 1;
     await publishAudit(this.bus, {
       schemaVersion: 1,
       auditId: `${runId}:${seq}`,

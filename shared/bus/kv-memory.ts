@@ -41,15 +41,18 @@ export class KvMemory implements MemoryStore {
   }
 
   async recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {
-    const entries: MemoryEntry[] = [];
-    const keys = await this.kv.keys(`${prefixOf(namespace)}.*`);
-    for await (const key of keys) {
-      const got = await this.kv.get(key);
-      if (!got || got.operation !== "PUT") continue;
+    // One streamed read of the namespace, in revision order (later revisions and deletes win),
+    // rather than a listing of its keys and a round trip per key.
+    const latest = new Map<string, MemoryEntry>();
+    for await (const got of await this.kv.history({ key: `${prefixOf(namespace)}.*` })) {
+      if (got.operation !== "PUT") {
+        latest.delete(got.key);
+        continue;
+      }
       const { id, text, createdAt } = decode(StoredMemory, got.value);
-      entries.push({ id, text, createdAt });
+      latest.set(got.key, { id, text, createdAt });
     }
-    return entries
+    return [...latest.values()]
       .map((entry) => ({ entry, score: relevance(query, entry.text) }))
       .filter((s) => s.score > 0)
       .sort((a, b) => b.score - a.score || b.entry.createdAt - a.entry.createdAt)

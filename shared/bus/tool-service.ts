@@ -46,6 +46,9 @@ export function idempotencyBucketKey(tool: string, idempotencyKey: string): stri
  * answers with the recorded reply and runs nothing; a key still running answers "in progress"
  * (retryable). Terminal outcomes are recorded; a retryable failure frees the claim for a retry,
  * except a timeout of a non-idempotent tool, whose outcome is unknown: its claim stays.
+ * A pure tool (no side effect) skips the claim: running it twice costs only time, so it runs
+ * first and its outcome is recorded with a create, and a twin call that recorded first wins (the
+ * caller gets the recorded reply all the same). One KV write per call instead of two.
  * Bad payloads get a structured INVALID_INPUT reply and the service keeps serving.
  */
 export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] {
@@ -103,36 +106,65 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
     return;
   }
   const key = idempotencyBucketKey(tool.name, request.idempotencyKey);
-  const claimed = await claim(deps, key, request.idempotencyKey);
+  const pure = tool.reversibility === "pure";
+  const claimed = pure ? "claimed" : await claim(deps, key, request.idempotencyKey);
   if (claimed !== "claimed") {
     log.info({ idempotent: claimed.status }, "repeated idempotency key");
-    count(claimed.status === "done" ? "replayed" : "in_progress");
-    respond(
-      msg,
-      claimed.status === "done"
-        ? claimed.reply
-        : failure(new AgentError("TOOL_IN_PROGRESS", `a call with this idempotency key is still running`)),
-    );
+    answerRecorded(msg, claimed, count);
     return;
   }
   const timed = deps.metrics?.phaseSeconds.startTimer({ phase: `tool:${tool.name}` });
   const reply = await run(tool, deps, request);
   timed?.();
   const unknown = !reply.ok && !tool.idempotent && reply.error.code === "TOOL_TIMEOUT";
-  count(unknown ? "unknown" : reply.ok ? "ok" : "failed");
   if (unknown) {
     // The effect may or may not have happened: the claim stays, so no retry can run it again, and
     // the caller reconciles (a human decides) instead of guessing.
     log.warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
   } else if (reply.ok || !reply.error.retryable) {
-    await deps.idempotency.put(
-      key,
-      encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply }),
-    );
-  } else {
+    const done = encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply });
+    const first = pure ? await recordFirst(deps, key, done) : await deps.idempotency.put(key, done);
+    if (typeof first !== "number") {
+      log.info({ idempotent: first.status }, "repeated idempotency key");
+      answerRecorded(msg, first, count);
+      return;
+    }
+  } else if (!pure) {
     await deps.idempotency.delete(key);
   }
+  count(unknown ? "unknown" : reply.ok ? "ok" : "failed");
   respond(msg, reply);
+}
+
+/** A repeated key's answer: the recorded reply, or "in progress" while its first call runs. */
+function answerRecorded(msg: Msg, record: IdempotencyRecord, count: (outcome: ServiceOutcome) => void): void {
+  count(record.status === "done" ? "replayed" : "in_progress");
+  respond(
+    msg,
+    record.status === "done"
+      ? record.reply
+      : failure(new AgentError("TOOL_IN_PROGRESS", `a call with this idempotency key is still running`)),
+  );
+}
+
+/**
+ * Records a pure tool's outcome unless a twin call recorded first: returns the new revision, or
+ * the record that was there (whose reply the caller gets, so every answer for a key is the same).
+ */
+async function recordFirst(
+  deps: ToolServiceDeps,
+  key: string,
+  done: Uint8Array,
+): Promise<number | IdempotencyRecord> {
+  try {
+    return await deps.idempotency.create(key, done);
+  } catch (err) {
+    const entry = await deps.idempotency.get(key);
+    if (!entry || entry.operation !== "PUT") throw toAgentError(err, "INTERNAL");
+    const prior = decode(IdempotencyRecord, entry.value);
+    // A claim left by an older, non-pure version of the tool: this outcome replaces it.
+    return prior.status === "done" ? prior : await deps.idempotency.put(key, done);
+  }
 }
 
 async function claim(

@@ -1,6 +1,6 @@
 import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { WalRecord } from "../contracts/wal.js";
+import { WalBatch, WalRecord } from "../contracts/wal.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
@@ -58,7 +58,18 @@ export class WalWriter {
    * and deduplicated like a whole record.
    */
   async append(record: WalRecord): Promise<number> {
-    const messages = recordMessages(encode(WalRecord, record), this.deps.nc.info?.max_payload);
+    return this.appendBatch([record]);
+  }
+
+  /**
+   * Appends the records of one transition as one message (one round trip, durable together);
+   * returns its stream sequence, which every record in it shares. Split like a large record.
+   */
+  async appendBatch(records: readonly WalRecord[]): Promise<number> {
+    const [only] = records;
+    if (!only) throw new AgentError("INTERNAL", `an empty WAL append for run ${this.runId}`);
+    const data = records.length === 1 ? encode(WalRecord, only) : encode(WalBatch, [...records]);
+    const messages = recordMessages(data, this.deps.nc.info?.max_payload);
     let first = 0;
     for (const [i, message] of messages.entries()) {
       const seq = await this.publish(message.data, message.part);
@@ -126,7 +137,7 @@ export async function readWal(deps: WalDeps, runId: string, fromSeq = 1): Promis
   for await (const msg of readRange(deps, range)) {
     messages += 1;
     const whole = parts.push(msg.seq, msg.data, msg.headers?.get(PART_HEADER));
-    if (whole) records.push({ seq: whole.seq, record: decode(WalRecord, whole.data) });
+    if (whole) for (const record of decodeWalMessage(whole.data)) records.push({ seq: whole.seq, record });
   }
   return { records, lastSeq: last.seq, messages };
 }
@@ -140,4 +151,11 @@ export function writerAfter(
   countBefore = 0,
 ): WalWriter {
   return new WalWriter(deps, runId, writerId, read.lastSeq, countBefore + read.messages);
+}
+
+const OPEN_BRACKET = 0x5b;
+
+/** The records of one whole WAL message: a transition's batch (a JSON array) or a single record. */
+export function decodeWalMessage(data: Uint8Array): WalRecord[] {
+  return data[0] === OPEN_BRACKET ? decode(WalBatch, data) : [decode(WalRecord, data)];
 }

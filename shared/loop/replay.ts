@@ -1,3 +1,4 @@
+import type { AuditEvent } from "../contracts/audit.js";
 import type { LoopEvent } from "../contracts/loop-event.js";
 import type { WalRecord } from "../contracts/wal.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
@@ -29,6 +30,12 @@ export interface Replayed {
    * writing one transition's records left these out, and its successor writes them first.
    */
   unwritten: WalRecord[];
+  /**
+   * The audit events of every replayed transition, in order. They trail the WAL when written, so
+   * a worker that died may not have published the last ones; its successor publishes those the
+   * stream lacks.
+   */
+  audits: AuditEvent[];
   /** Each model request the replayed run made, in order: what `agentctl replay --models` asks again. */
   modelRequests: Extract<Transition["effects"][number], { type: "callModel" }>[];
 }
@@ -53,6 +60,7 @@ export function replay(
   const produced: WalRecord[] = [];
   const transitions: string[] = [];
   const modelRequests: Replayed["modelRequests"] = [];
+  const audits: AuditEvent[] = [];
   const tail = records.slice(start + 1);
   for (const record of tail) {
     const event = eventOf(record);
@@ -65,11 +73,12 @@ export function replay(
     for (const effect of last.effects) {
       if (effect.type === "wal") produced.push(effect.record);
       else if (effect.type === "callModel") modelRequests.push(effect);
+      else if (effect.type === "audit") audits.push(effect.event);
     }
   }
   if (!state || !last) throw new AgentError("NONDETERMINISM", "the log holds no run to replay");
   compare(tail, produced);
-  return { state, last, transitions, unwritten: produced.slice(tail.length), modelRequests };
+  return { state, last, transitions, unwritten: produced.slice(tail.length), audits, modelRequests };
 }
 
 /**

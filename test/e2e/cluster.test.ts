@@ -253,7 +253,7 @@ describe("cluster: actors as processes on a real nats-server", () => {
     expect(pending.at(-1), `jobs held: ${pending.join(", ")}`).toBe(3);
     expect((await suite.client.status.get(reply.runId))?.status).toBe("running");
     const status = await suite.waitFor(reply.runId, settled, 30_000);
-    expect(status.status).toBe("committed");
+    expect(status.status, JSON.stringify(status.terminal)).toBe("committed");
     expect(await suite.logs()).toMatch(
       new RegExp(`"runId":"${reply.runId}"[^\\n]*parked until the children settle`),
     );

@@ -1,8 +1,8 @@
-import { Kvm } from "@nats-io/kv";
+import { Kvm, type KV } from "@nats-io/kv";
 import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
-import { serveTool } from "../../shared/bus/tool-service.js";
+import { IdempotencyRecord, idempotencyBucketKey, serveTool } from "../../shared/bus/tool-service.js";
 import { ToolCallReply, ToolCallRequest } from "../../shared/contracts/tool.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
@@ -30,16 +30,32 @@ const charge = defineTool({
   },
 });
 
+let lookups = 0;
+/** A pure tool whose answer changes from call to call (a price, a search), to tell runs apart. */
+const quote = defineTool({
+  name: "quote",
+  description: "a pure lookup",
+  input: z.object({ symbol: z.string() }),
+  capability: { kind: "compute" },
+  execute: async () => {
+    const n = ++lookups;
+    await new Promise((r) => setTimeout(r, 50));
+    return { output: { n } };
+  },
+});
+let idempotency: KV;
+
 beforeAll(async () => {
+  idempotency = await new Kvm(suite.nc).open(suite.subjects.buckets().idempotency);
   const deps = {
     nc: suite.nc,
     subjects: suite.subjects,
-    idempotency: await new Kvm(suite.nc).open(suite.subjects.buckets().idempotency),
+    idempotency,
     invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(1), policy: { retries: 0 } }),
     clock: systemClock,
     logger: silentLogger,
   };
-  for (const tool of [echoTool, charge, httpFetchTool]) serveTool(tool, deps);
+  for (const tool of [echoTool, charge, httpFetchTool, quote]) serveTool(tool, deps);
   await suite.nc.flush();
 });
 
@@ -84,6 +100,30 @@ describe("tools as NATS services", () => {
       output: { charged: 500, n: 1 },
     });
     expect(sideEffects).toBe(1);
+  });
+
+  it("a pure tool runs without a claim, records its reply once, and every answer for a key is the recorded one", async () => {
+    const key = "r1:quote-1";
+    const req = request({ input: { symbol: "ACME" }, idempotencyKey: key });
+    const bucketKey = idempotencyBucketKey("quote", key);
+    const first = call("quote", encode(ToolCallRequest, req));
+    // No claim while it runs: the only write is the recorded reply.
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await idempotency.get(bucketKey)).toBeNull();
+    // A twin arriving while the first runs runs too (harmless: no side effect) but gets the first's reply.
+    const twin = call("quote", encode(ToolCallRequest, req));
+    const [a, b] = await Promise.all([first, twin]);
+    expect(a).toEqual({ ok: true, output: { n: 1 } });
+    expect(b).toEqual(a);
+    expect(lookups).toBe(2);
+    const entry = await idempotency.get(bucketKey);
+    expect(entry?.revision).toBeDefined();
+    expect(decode(IdempotencyRecord, entry?.value ?? new Uint8Array())).toMatchObject({
+      status: "done",
+      reply: { ok: true, output: { n: 1 } },
+    });
+    // A retry after the record exists gets the recorded reply as well.
+    expect(await call("quote", encode(ToolCallRequest, req))).toEqual({ ok: true, output: { n: 1 } });
   });
 
   it("malformed JSON and schema-invalid payloads get INVALID_INPUT and the service keeps serving", async () => {

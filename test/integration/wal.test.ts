@@ -111,6 +111,55 @@ describe("the WAL on JetStream", () => {
     expect((await readWal(deps, "big")).records).toHaveLength(4);
   });
 
+  it("one transition's records travel as one message, share its sequence and read back in order, beside single-record messages", async () => {
+    const w = new WalWriter(deps, "batched", "worker-a", 0, 0);
+    const first = await w.append(phase("batched", 1));
+    const batch = [phase("batched", 2), phase("batched", 3), phase("batched", 4)];
+    const seq = await w.appendBatch(batch);
+    await w.append(phase("batched", 5));
+    const read = await readWal(deps, "batched");
+    expect(read.messages).toBe(3);
+    expect(read.records.map((r) => r.record.iteration)).toEqual([1, 2, 3, 4, 5]);
+    expect(read.records.map((r) => r.seq)).toEqual([first, seq, seq, seq, seq + 1]);
+    // Reading from the batch's sequence gets the whole batch back.
+    const tail = await readWal(deps, "batched", seq);
+    expect(tail.records.map((r) => r.record.iteration)).toEqual([2, 3, 4, 5]);
+    // A batch is fenced like a single record.
+    const stale = writerAfter(deps, "batched", "worker-b", { ...read, lastSeq: first, messages: 1 });
+    await expect(stale.appendBatch([phase("batched", 6), phase("batched", 7)])).rejects.toMatchObject({
+      code: "FENCED",
+    });
+  });
+
+  it("a batch over the server's max_payload is written in parts and read back as its records", async () => {
+    const max = deps.nc.info?.max_payload ?? 0;
+    const wide = (n: number): WalRecord => ({
+      schemaVersion: 1,
+      runId: "wide",
+      iteration: n,
+      at: n,
+      type: "PHASE",
+      from: null,
+      to: "ACT",
+      reason: "r".padEnd(max / 2, "x"),
+    });
+    const w = new WalWriter(deps, "wide", "worker-a", 0, 0);
+    const seq = await w.appendBatch([wide(1), wide(2), wide(3)]);
+    const read = await readWal(deps, "wide");
+    expect(read.messages).toBeGreaterThanOrEqual(2);
+    expect(read.records.map((r) => [r.seq, r.record.iteration])).toEqual([
+      [seq, 1],
+      [seq, 2],
+      [seq, 3],
+    ]);
+  });
+
+  it("an empty batch is refused before anything is sent", async () => {
+    const w = new WalWriter(deps, "nothing", "worker-a", 0, 0);
+    await expect(w.appendBatch([])).rejects.toMatchObject({ code: "INTERNAL" });
+    expect(await readWal(deps, "nothing")).toEqual({ records: [], lastSeq: 0, messages: 0 });
+  });
+
   it("an empty WAL reads as no records", async () => {
     expect(await readWal(deps, "never-written")).toEqual({ records: [], lastSeq: 0, messages: 0 });
   });

@@ -26,6 +26,19 @@ describe("durability", () => {
     expect(replayed.state).toEqual(result.state);
   });
 
+  it("replay yields every audit event the run emitted; from a checkpoint, exactly those after it (what a successor may owe the stream)", async () => {
+    const result = await runner({ checkpointEvery: 3 }).run(
+      spec({ script: longScript(7), resources: { maxIterations: 20 } }),
+    );
+    // The runner's own events past admission (the supervisor publishes run.admitted).
+    expect(replay(result.wal, config).audits).toEqual(result.audit.filter((e) => e.kind !== "run.admitted"));
+    const fromCheckpoint = replay(result.wal, config, { fromCheckpoint: true }).audits;
+    expect(fromCheckpoint.length).toBeGreaterThan(0);
+    expect(fromCheckpoint).toEqual(result.audit.slice(-fromCheckpoint.length));
+    const seqs = result.audit.map((e) => e.seq);
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+  });
+
   it("checkpoints are written every N model responses and resume from the last one equals a full replay", async () => {
     const result = await runner({ checkpointEvery: 3 }).run(
       spec({ script: longScript(10), resources: { maxIterations: 20 } }),

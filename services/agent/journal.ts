@@ -1,0 +1,202 @@
+import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { auditCount, publishAudit } from "../../shared/bus/audit.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import type { WalWriter } from "../../shared/bus/wal.js";
+import type { LoopState, Transition } from "../../shared/loop/state.js";
+import { statusOf } from "../../shared/loop/status.js";
+import type { Logger } from "../../shared/runtime/logger.js";
+import type { ActorMetrics } from "../../shared/runtime/metrics.js";
+
+export interface JournalDeps {
+  bus: ActorBus;
+  writer: WalWriter;
+  /** The stream sequence of the run's last checkpoint, carried by its status for a flat resume. */
+  checkpointSeq: number | undefined;
+  /** A status write that would change only counters waits until this long after the last one. */
+  statusEveryMs: number;
+  metrics: ActorMetrics;
+  /** The lease's logger as it is now (it names the run's phase and iteration). */
+  log: () => Logger;
+}
+
+/** What a recorded transition still owes the audit stream and the status view. */
+interface Owed {
+  state: LoopState;
+  audits: AuditEvent[];
+  checkpoint: boolean;
+}
+
+/**
+ * Transitions whose events may trail the WAL at once: bounds what a crash leaves to re-publish
+ * and what a slow audit stream can hold up in memory.
+ */
+const MAX_TRAILING = 32;
+
+/**
+ * Where a lease writes what its run does: the WAL (the durable truth), the audit stream and the
+ * status view.
+ *
+ * - One append per transition: its records travel as one message.
+ * - A transition whose only effect is a model call may hold its records back, to ride with the
+ *   next transition's. A model call changes nothing outside, so a crash before that append costs a
+ *   repeated model call, never a repeated side effect: the run resumes from the records before,
+ *   and a tool outcome that was not written yet is settled by its idempotency key.
+ * - Audit events and the status trail the WAL: they travel while the next model or tool call runs
+ *   and the next records are written, in order, one transition after another, and only once the
+ *   transition's records are durable. A crash can cut them short; the successor replays the WAL
+ *   since the last checkpoint, which yields the same events, and publishes those the stream lacks
+ *   (`catchUp`). Replay from a checkpoint cannot yield what came before it, so a checkpoint is a
+ *   barrier: everything before it, and its own events, are acknowledged before anything follows.
+ */
+export class RunJournal {
+  private readonly status: RunStatusStore;
+  private checkpointSeqValue: number | undefined;
+  private held: WalRecord[] = [];
+  private owed: Owed[] = [];
+  private trailing: Promise<void> | undefined;
+  private trailingCount = 0;
+  private afterCheckpoint = false;
+  /** What the status view last showed and when, to skip writes that change only counters. */
+  private lastStatus: { status: string; phase: string; at: number } | undefined;
+  /** The latest state whose status write was skipped: written when the lease settles. */
+  private statusOwed: LoopState | undefined;
+
+  constructor(private readonly deps: JournalDeps) {
+    this.status = new RunStatusStore(deps.bus.buckets.runs);
+    this.checkpointSeqValue = deps.checkpointSeq;
+  }
+
+  get checkpointSeq(): number | undefined {
+    return this.checkpointSeqValue;
+  }
+
+  /** Records one transition; with `hold`, its records may wait for the next transition's append. */
+  async record(t: Transition, hold: boolean): Promise<void> {
+    const records = t.effects.flatMap((e) => (e.type === "wal" ? [e.record] : []));
+    const checkpoint = records.some((r) => r.type === "CHECKPOINT");
+    this.held.push(...records);
+    const audits = t.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
+    this.owed.push({ state: t.state, audits, checkpoint });
+    if (!hold || checkpoint) await this.flush();
+  }
+
+  /** Writes the held records in one append, then queues what their transitions owe. */
+  async flush(): Promise<void> {
+    if (this.owed.length === 0) return;
+    const records = this.held;
+    const owed = this.owed;
+    const checkpoint = owed.some((o) => o.checkpoint);
+    if (checkpoint || this.afterCheckpoint || this.trailingCount >= MAX_TRAILING) await this.settleTrailing();
+    this.afterCheckpoint = checkpoint;
+    if (records.length > 0) {
+      const seq = await this.deps.writer.appendBatch(records);
+      if (checkpoint) this.checkpointSeqValue = seq;
+    }
+    this.held = [];
+    this.owed = [];
+    for (const o of owed) this.trail(o.state, o.audits, this.statusDue(o.state, o.checkpoint));
+  }
+
+  /** Everything recorded is durable and published: the lease's last act before its job is acked. */
+  async settle(): Promise<void> {
+    await this.flush();
+    await this.settleTrailing();
+    const owed = this.statusOwed;
+    if (owed) await this.putStatus(owed);
+  }
+
+  /** After a failure: waits for what is in flight, whatever its outcome; held records are dropped. */
+  async abandon(): Promise<void> {
+    await this.trailing?.catch(() => undefined);
+  }
+
+  /**
+   * Catches up on what the previous writer did not get to: records the replay produced past the
+   * end of the log (a log written one record per message, cut in the middle of a transition) and
+   * the audit events of the replayed transitions that the stream lacks (they trail the WAL).
+   */
+  async catchUp(runId: string, unwritten: WalRecord[], audits: readonly AuditEvent[]): Promise<void> {
+    if (unwritten.length > 0) await this.deps.writer.appendBatch(unwritten);
+    if (audits.length === 0) return;
+    const held = await auditCount(this.deps.bus, runId);
+    for (const event of audits) if (event.seq > held) await this.audit(event, this.deps.log());
+  }
+
+  async putStatus(state: LoopState): Promise<void> {
+    const checkpointSeq = this.checkpointSeqValue;
+    await this.status.put({
+      ...statusOf(state, this.deps.bus.clock.now()),
+      ...(checkpointSeq !== undefined ? { checkpointSeq } : {}),
+    });
+  }
+
+  /** Queues a transition's status and audit events behind the previous transition's. */
+  private trail(state: LoopState, audits: AuditEvent[], status: boolean): void {
+    if (!status && audits.length === 0) return;
+    const previous = this.trailing ?? Promise.resolve();
+    const log = this.deps.log();
+    const next = previous.then(() => this.publish(state, audits, status, log));
+    // Rejections are awaited later (settleTrailing); until then they must not count as unhandled.
+    next.catch(() => undefined);
+    this.trailing = next;
+    this.trailingCount += 1;
+  }
+
+  /**
+   * The status, then the audit events sent together (one connection keeps them in order): whoever
+   * reacts to an audit event (the supervisor freeing a slot, completing a fan-in) finds the status
+   * already updated.
+   */
+  private async publish(state: LoopState, audits: AuditEvent[], status: boolean, log: Logger): Promise<void> {
+    if (status) await this.putStatus(state);
+    await Promise.all(audits.map((event) => this.audit(event, log)));
+  }
+
+  /**
+   * The status view is written when the run's status or phase changes, with a checkpoint (whose
+   * sequence it carries), and otherwise at most every `statusEveryMs`: a fast run's counters are
+   * shown a little late rather than costing a write per step.
+   */
+  private statusDue(state: LoopState, checkpoint: boolean): boolean {
+    const last = this.lastStatus;
+    const now = this.deps.bus.clock.now();
+    const { status, phase } = state;
+    const changed = !last || last.status !== status || last.phase !== phase;
+    if (changed || checkpoint || now - last.at >= this.deps.statusEveryMs) {
+      this.lastStatus = { status, phase, at: now };
+      this.statusOwed = undefined;
+      return true;
+    }
+    this.statusOwed = state;
+    return false;
+  }
+
+  private async settleTrailing(): Promise<void> {
+    const trailing = this.trailing;
+    this.trailing = undefined;
+    this.trailingCount = 0;
+    await trailing;
+  }
+
+  private async audit(event: AuditEvent, log: Logger): Promise<void> {
+    await publishAudit(this.deps.bus, event);
+    this.deps.metrics.observeAudit(event);
+    const line = { kind: event.kind, status: event.status, seq: event.seq };
+    if (event.status === "failed") log.warn(line, event.reason ?? event.kind);
+    // Every event is in the audit stream; the log keeps the run's milestones at info.
+    else if (STEP_KINDS.has(event.kind)) log.debug(line, event.reason ?? event.kind);
+    else log.info(line, event.reason ?? event.kind);
+  }
+}
+
+/** Audit kinds every step emits: logged at debug (the audit stream has them all). */
+const STEP_KINDS = new Set<AuditKind>([
+  "model.called",
+  "model.responded",
+  "tool.intent",
+  "tool.completed",
+  "phase.entered",
+  "memory.recalled",
+]);

@@ -1,0 +1,202 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RunJournal } from "../../services/agent/journal.js";
+import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { auditCount, publishAudit, readAudit } from "../../shared/bus/audit.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { readWal, WalWriter } from "../../shared/bus/wal.js";
+import type { AuditEvent } from "../../shared/contracts/audit.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import { startRun, transition } from "../../shared/loop/fsm.js";
+import { eventOf } from "../../shared/loop/replay.js";
+import type { LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
+import { ManualClock } from "../../shared/runtime/clock.js";
+import { ActorEnv } from "../../shared/runtime/config.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { ActorMetrics } from "../../shared/runtime/metrics.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { describeTool } from "../../shared/tools/tool.js";
+import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
+import { startNats, type TestNats } from "../helpers/nats-server.js";
+
+const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 3 };
+const clock = new ManualClock(START);
+let server: TestNats;
+let bus: ActorBus;
+
+beforeAll(async () => {
+  server = await startNats();
+  const prefix = `jr${process.pid}x${Date.now().toString(36)}`;
+  bus = await openActorBus(
+    ActorEnv.parse({
+      NATS_URL: server.url,
+      AGENTS_PREFIX: prefix,
+      ...(server.user ? { NATS_USER: server.user, NATS_PASSWORD: server.pass ?? "" } : {}),
+    }),
+    "journal-test",
+    { clock, random: seededRandom(3), logger: silentLogger },
+  );
+}, 30_000);
+
+afterAll(async () => {
+  await bus?.nc.drain();
+  await server?.stop();
+});
+
+/** A real run's transitions, rebuilt from its WAL as a worker would have made them. */
+async function transitionsOf(runId: string, steps: number): Promise<Transition[]> {
+  const script = [...Array.from({ length: steps }, (_, i) => echoCall(`step ${i}`)), { text: "done" }];
+  const result = await runner({ checkpointEvery: 3 }).run(
+    spec({ script, resources: { maxIterations: steps + 5 } }),
+    { runId },
+  );
+  expect(result.state.status).toBe("committed");
+  const out: Transition[] = [];
+  let state: LoopState | undefined;
+  for (const record of result.wal) {
+    const event = eventOf(record);
+    if (!event) continue;
+    const t =
+      event.type === "start" ? startRun(event, config) : transition(state as LoopState, event, config);
+    out.push(t);
+    state = t.state;
+  }
+  return out;
+}
+
+const walOf = (t: Transition): WalRecord[] => t.effects.flatMap((e) => (e.type === "wal" ? [e.record] : []));
+const auditsOf = (t: Transition): AuditEvent[] =>
+  t.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
+/** The worker's rule (drive.ts): a transition that waits only on a model call may hold its records. */
+const holds = (t: Transition): boolean =>
+  t.effects.some((e) => e.type === "callModel") && !t.effects.some((e) => e.type === "storeMemory");
+
+function journal(runId: string, statusEveryMs: number): RunJournal {
+  return new RunJournal({
+    bus,
+    writer: new WalWriter(bus, runId, "w1", 0, 0),
+    checkpointSeq: undefined,
+    statusEveryMs,
+    metrics: new ActorMetrics("agent"),
+    log: () => silentLogger,
+  });
+}
+
+async function audited(runId: string): Promise<AuditEvent[]> {
+  const events: AuditEvent[] = [];
+  for await (const event of readAudit(bus, { runId })) events.push(event);
+  return events;
+}
+
+describe("the run journal: WAL, audit and status of a lease", () => {
+  it("writes one WAL message per step and publishes each event once its records are durable, in order", async () => {
+    const runId = "journal-steps";
+    const ts = await transitionsOf(runId, 7);
+    const j = journal(runId, 1_000);
+    let published: AuditEvent[] = [];
+    let flushes = 0;
+    for (const [i, t] of ts.entries()) {
+      const before = (await readWal(bus, runId)).lastSeq;
+      await j.record(t, holds(t));
+      const after = await readWal(bus, runId);
+      if (holds(t) && !walOf(t).some((r) => r.type === "CHECKPOINT")) {
+        expect(after.lastSeq, `transition ${i} held`).toBe(before);
+        continue;
+      }
+      flushes += 1;
+      // Everything recorded so far is durable, and in the order it was recorded.
+      expect(after.records.map((r) => r.record)).toEqual(ts.slice(0, i + 1).flatMap(walOf));
+      published = ts.slice(0, i + 1).flatMap(auditsOf);
+    }
+    await j.settle();
+    const read = await readWal(bus, runId);
+    expect(read.messages).toBe(flushes);
+    expect(read.messages).toBeLessThan(ts.length);
+    expect(read.records.map((r) => r.record)).toEqual(ts.flatMap(walOf));
+    expect(await audited(runId)).toEqual(published);
+  });
+
+  it("events trail the WAL: a step's records do not wait for them, but a checkpoint's records wait for every event before", async () => {
+    const runId = "journal-barrier";
+    const ts = await transitionsOf(runId, 4);
+    const at = ts.findIndex((t) => walOf(t).some((r) => r.type === "CHECKPOINT"));
+    expect(at).toBeGreaterThan(2);
+    // Audit publishes wait at a gate; WAL appends (the writer has the real bus) go through.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const js = new Proxy(bus.js, {
+      get: (target, key, receiver) =>
+        key === "publish"
+          ? async (...args: Parameters<typeof bus.js.publish>) => {
+              if (args[0].includes(".audit.")) await gate;
+              return target.publish(...args);
+            }
+          : (Reflect.get(target, key, receiver) as unknown),
+    });
+    const j = new RunJournal({
+      bus: { ...bus, js },
+      writer: new WalWriter(bus, runId, "w1", 0, 0),
+      checkpointSeq: undefined,
+      statusEveryMs: 1_000,
+      metrics: new ActorMetrics("agent"),
+      log: () => silentLogger,
+    });
+    for (const t of ts.slice(0, at)) await j.record(t, holds(t));
+    const before = await readWal(bus, runId);
+    const flushed = ts.slice(0, at).findLastIndex((t) => !holds(t));
+    expect(before.records.map((r) => r.record)).toEqual(ts.slice(0, flushed + 1).flatMap(walOf));
+    expect(await auditCount(bus, runId)).toBe(0);
+    const recording = j.record(ts[at] as Transition, false);
+    const waited = await Promise.race([
+      recording.then(() => "written"),
+      new Promise((resolve) => setTimeout(() => resolve("waiting"), 300)),
+    ]);
+    expect(waited).toBe("waiting");
+    expect((await readWal(bus, runId)).lastSeq).toBe(before.lastSeq);
+    open();
+    await recording;
+    expect(await auditCount(bus, runId)).toBeGreaterThanOrEqual(ts.slice(0, at).flatMap(auditsOf).length);
+    expect((await readWal(bus, runId)).records.map((r) => r.record)).toEqual(
+      ts.slice(0, at + 1).flatMap(walOf),
+    );
+    await j.settle();
+    expect(await audited(runId)).toEqual(ts.slice(0, at + 1).flatMap(auditsOf));
+  });
+
+  it("writes the status on every change of status or phase, counters at most every statusEveryMs, and what it skipped when the lease settles", async () => {
+    const count = async (): Promise<number> =>
+      (await bus.jsm.streams.info(`KV_${bus.subjects.buckets().runs}`)).state.last_seq;
+    const writes = async (runId: string, statusEveryMs: number): Promise<number> => {
+      const ts = await transitionsOf(runId, 12);
+      const j = journal(runId, statusEveryMs);
+      const before = await count();
+      // All but the last transition, then the lease ends: the run is still running.
+      for (const t of ts.slice(0, -1)) await j.record(t, false);
+      await j.settle();
+      const shown = await new RunStatusStore(bus.buckets.runs).get(runId);
+      const last = ts.at(-2)?.state;
+      expect(shown).toMatchObject({
+        status: last?.status,
+        phase: last?.phase,
+        iteration: last?.guard.iteration,
+      });
+      return (await count()) - before;
+    };
+    const everyTransition = await writes("status-always", 0);
+    const throttled = await writes("status-throttled", 60_000);
+    expect(everyTransition).toBe((await transitionsOf("status-count", 12)).length - 1);
+    expect(throttled).toBeLessThan(everyTransition / 2);
+    expect(throttled).toBeGreaterThan(0);
+  });
+
+  it("catches up on exactly the events the stream lacks, so a successor's re-publish leaves every seq once", async () => {
+    const runId = "journal-catch-up";
+    const events = (await transitionsOf(runId, 2)).flatMap(auditsOf);
+    expect(events.length).toBeGreaterThan(6);
+    for (const event of events.slice(0, 4)) await publishAudit(bus, event);
+    await journal(runId, 1_000).catchUp(runId, [], events);
+    const stored = await audited(runId);
+    expect(stored.map((e) => e.seq)).toEqual(events.map((e) => e.seq));
+    expect(stored).toEqual(events);
+  });
+});
