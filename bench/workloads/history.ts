@@ -1,6 +1,7 @@
 import { RunSpec } from "../../dist/shared/contracts/run-spec.js";
 import type { LoopEvent } from "../../dist/shared/contracts/loop-event.js";
 import type { WalRecord } from "../../dist/shared/contracts/wal.js";
+import type { AuditEvent } from "../../dist/shared/contracts/audit.js";
 import { headers } from "@nats-io/transport-node";
 import { continuationJob } from "../../dist/shared/bus/jobs.js";
 import { PART_HEADER, recordMessages } from "../../dist/shared/bus/wal-parts.js";
@@ -19,12 +20,15 @@ import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 const REPEATS = 3;
 const encoder = new TextEncoder();
 
+/** One thing a worker wrote for a run: a WAL record, or an audit event it published. */
+type Written = { wal: WalRecord } | { audit: AuditEvent };
+
 /**
- * The WAL of a run that has recorded `steps` model turns, each with an echo call, as the loop
- * core writes it; generated lazily (a long history's checkpoints are large). Returns the final
- * transition: the run then waits on the model.
+ * The WAL and audit events of a run that has recorded `steps` model turns, each with an echo call,
+ * as the loop core writes them; generated lazily (a long history's checkpoints are large). Returns
+ * the final transition: the run then waits on the model.
  */
-function* history(runId: string, steps: number, config: LoopConfig): Generator<WalRecord, Transition> {
+function* history(runId: string, steps: number, config: LoopConfig): Generator<Written, Transition> {
   const spec = RunSpec.parse({
     schemaVersion: 1,
     task: { prompt: "A long run.", verifiers: [{ kind: "nonEmpty" }] },
@@ -39,7 +43,10 @@ function* history(runId: string, steps: number, config: LoopConfig): Generator<W
   const at = Date.now();
   let t = startRun({ type: "start", at, spec, runId, rootRunId: runId, depth: 0, auditSeq: 0 }, config);
   for (let step = 0; ;) {
-    for (const e of t.effects) if (e.type === "wal") yield e.record;
+    for (const e of t.effects) {
+      if (e.type === "wal") yield { wal: e.record };
+      else if (e.type === "audit") yield { audit: e.event };
+    }
     const awaiting = t.effects.find(
       (e) => e.type !== "wal" && e.type !== "audit" && e.type !== "storeMemory",
     );
@@ -66,23 +73,28 @@ function* history(runId: string, steps: number, config: LoopConfig): Generator<W
 }
 
 /**
- * Writes a generated history to the run's WAL, 256 messages in flight at a time. A record over the
- * server's max_payload is split into parts exactly as the product's WAL writer does it.
+ * Writes a generated history to the run's WAL and its events to the audit stream (as the worker
+ * that died had published them), 256 messages in flight at a time, one record per message. A
+ * record over the server's max_payload is split into parts exactly as the product's WAL writer
+ * does it.
  */
 async function writeHistory(
   cluster: OurCluster,
   runId: string,
-  records: Generator<WalRecord, Transition>,
+  records: Generator<Written, Transition>,
 ): Promise<{ last: Transition; count: number; checkpointSeq: number; checkpointBytes: number }> {
   const { bus } = cluster;
   const subject = bus.subjects.wal(runId);
   let checkpointSeq = 0;
   let checkpointBytes = 0;
   let count = 0;
-  let batch: { checkpoint: boolean; data: Uint8Array; part?: string }[] = [];
+  let batch: { checkpoint: boolean; data: Uint8Array; part?: string; audit?: AuditEvent }[] = [];
   const flush = async (): Promise<void> => {
     const acks = await Promise.all(
       batch.map((b) => {
+        if (b.audit) {
+          return bus.js.publish(bus.subjects.audit(runId, b.audit.kind), b.data, { msgID: b.audit.auditId });
+        }
         if (b.part === undefined) return bus.js.publish(subject, b.data);
         const h = headers();
         h.set(PART_HEADER, b.part);
@@ -101,8 +113,14 @@ async function writeHistory(
       await flush();
       return { last: next.value, count, checkpointSeq, checkpointBytes };
     }
-    const data = encoder.encode(JSON.stringify(next.value));
-    const checkpoint = next.value.type === "CHECKPOINT";
+    if ("audit" in next.value) {
+      const audit = next.value.audit;
+      batch.push({ checkpoint: false, data: encoder.encode(JSON.stringify(audit)), audit });
+      if (batch.length >= 256) await flush();
+      continue;
+    }
+    const data = encoder.encode(JSON.stringify(next.value.wal));
+    const checkpoint = next.value.wal.type === "CHECKPOINT";
     if (checkpoint) checkpointBytes = data.length;
     count += 1;
     recordMessages(data, bus.nc.info?.max_payload).forEach((message, i) =>

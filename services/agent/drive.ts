@@ -51,8 +51,9 @@ export interface LeaseDeps {
 
 /**
  * One worker's lease on one run: rebuild the run from its last checkpoint and WAL tail, then
- * drive the loop, writing every record before acting on it. A conflicting WAL append (another
- * writer) ends the lease at once; a drain ends it after the current step.
+ * drive the loop, writing the records that lead to anything done outside the run before doing it
+ * (see RunJournal). A conflicting WAL append (another writer) ends the lease at once; a drain ends
+ * it after the current step.
  */
 export class RunLease {
   private journal!: RunJournal;

@@ -121,7 +121,9 @@ export class RunJournal {
     if (unwritten.length > 0) await this.deps.writer.appendBatch(unwritten);
     if (audits.length === 0) return;
     const held = await auditCount(this.deps.bus, runId);
-    for (const event of audits) if (event.seq > held) await this.audit(event, this.deps.log());
+    const log = this.deps.log();
+    // Sent together, in order, on one connection; their message ids make a repeat harmless.
+    await Promise.all(audits.filter((e) => e.seq > held).map((event) => this.audit(event, log)));
   }
 
   async putStatus(state: LoopState): Promise<void> {
