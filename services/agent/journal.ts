@@ -122,8 +122,7 @@ export class RunJournal {
     if (audits.length === 0) return;
     const held = await auditCount(this.deps.bus, runId);
     const log = this.deps.log();
-    // Sent together, in order, on one connection; their message ids make a repeat harmless.
-    await Promise.all(audits.filter((e) => e.seq > held).map((event) => this.audit(event, log)));
+    for (const event of audits) if (event.seq > held) await this.audit(event, log);
   }
 
   async putStatus(state: LoopState): Promise<void> {
@@ -147,13 +146,14 @@ export class RunJournal {
   }
 
   /**
-   * The status, then the audit events sent together (one connection keeps them in order): whoever
-   * reacts to an audit event (the supervisor freeing a slot, completing a fan-in) finds the status
-   * already updated.
+   * The status, then the audit events one after another, each acknowledged before the next: a
+   * publish retried in a failover must not land after the event that followed it (a consumer
+   * reads a run's events in stream order). Whoever reacts to an audit event (the supervisor
+   * freeing a slot, completing a fan-in) finds the status already updated.
    */
   private async publish(state: LoopState, audits: AuditEvent[], status: boolean, log: Logger): Promise<void> {
     if (status) await this.putStatus(state);
-    await Promise.all(audits.map((event) => this.audit(event, log)));
+    for (const event of audits) await this.audit(event, log);
   }
 
   /**

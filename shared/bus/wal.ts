@@ -14,7 +14,10 @@ import type { Subjects } from "./subjects.js";
 export const WRONG_LAST_SEQUENCE = 10071;
 
 export interface StoredRecord {
-  /** The stream sequence of the record's first message (a split record spans several). */
+  /**
+   * The stream sequence of the message holding the record (the first part of a split one); the
+   * records of one transition's batch share it.
+   */
   seq: number;
   record: WalRecord;
 }
