@@ -48,7 +48,8 @@ const MAX_TRAILING = 32;
  *   transition's records are durable. A crash can cut them short; the successor replays the WAL
  *   since the last checkpoint, which yields the same events, and publishes those the stream lacks
  *   (`catchUp`). Replay from a checkpoint cannot yield what came before it, so a checkpoint is a
- *   barrier: everything before it, and its own events, are acknowledged before anything follows.
+ *   barrier: everything before it, and its own events, are acknowledged before any record follows
+ *   it. Until then the log ends with the checkpoint, and a successor replays from the one before.
  */
 export class RunJournal {
   private readonly status: RunStatusStore;
@@ -88,7 +89,7 @@ export class RunJournal {
     const records = this.held;
     const owed = this.owed;
     const checkpoint = owed.some((o) => o.checkpoint);
-    if (checkpoint || this.afterCheckpoint || this.trailingCount >= MAX_TRAILING) await this.settleTrailing();
+    if (this.afterCheckpoint || this.trailingCount >= MAX_TRAILING) await this.settleTrailing();
     this.afterCheckpoint = checkpoint;
     if (records.length > 0) {
       const seq = await this.deps.writer.appendBatch(records);

@@ -15,7 +15,13 @@ const suite = useClusterSuite("takeover", {
     { kind: "agent", name: "agent-1" },
     { kind: "agent", name: "agent-2" },
   ],
-  env: { AGENT_ACK_WAIT_MS: "2000", AGENT_RETRY_DELAY_MS: "500", SUPERVISOR_STALL_MS: "6000" },
+  env: {
+    AGENT_ACK_WAIT_MS: "2000",
+    AGENT_RETRY_DELAY_MS: "500",
+    SUPERVISOR_STALL_MS: "6000",
+    // The tests act on a run's progress as its status shows it: status on every transition.
+    AGENT_STATUS_EVERY_MS: "0",
+  },
 });
 
 /** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */

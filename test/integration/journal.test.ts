@@ -116,11 +116,13 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     expect(await audited(runId)).toEqual(published);
   });
 
-  it("events trail the WAL: a step's records do not wait for them, but a checkpoint's records wait for every event before", async () => {
+  it("events trail the WAL: no record waits for them, except the first after a checkpoint, which waits for every event up to it", async () => {
     const runId = "journal-barrier";
     const ts = await transitionsOf(runId, 4);
     const at = ts.findIndex((t) => walOf(t).some((r) => r.type === "CHECKPOINT"));
+    const next = ts.findIndex((t, i) => i > at && !holds(t));
     expect(at).toBeGreaterThan(2);
+    expect(next).toBeGreaterThan(at);
     // Audit publishes wait at a gate; WAL appends (the writer has the real bus) go through.
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
@@ -141,12 +143,13 @@ describe("the run journal: WAL, audit and status of a lease", () => {
       metrics: new ActorMetrics("agent"),
       log: () => silentLogger,
     });
-    for (const t of ts.slice(0, at)) await j.record(t, holds(t));
+    // Up to the checkpoint, nothing waits for the events: the checkpoint itself is written.
+    for (const t of ts.slice(0, next)) await j.record(t, holds(t));
     const before = await readWal(bus, runId);
-    const flushed = ts.slice(0, at).findLastIndex((t) => !holds(t));
-    expect(before.records.map((r) => r.record)).toEqual(ts.slice(0, flushed + 1).flatMap(walOf));
+    expect(before.records.map((r) => r.record)).toEqual(ts.slice(0, at + 1).flatMap(walOf));
     expect(await auditCount(bus, runId)).toBe(0);
-    const recording = j.record(ts[at] as Transition, false);
+    // The next records would follow the checkpoint: they wait for every event up to it.
+    const recording = j.record(ts[next] as Transition, false);
     const waited = await Promise.race([
       recording.then(() => "written"),
       new Promise((resolve) => setTimeout(() => resolve("waiting"), 300)),
@@ -155,24 +158,31 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     expect((await readWal(bus, runId)).lastSeq).toBe(before.lastSeq);
     open();
     await recording;
-    expect(await auditCount(bus, runId)).toBeGreaterThanOrEqual(ts.slice(0, at).flatMap(auditsOf).length);
+    expect(await auditCount(bus, runId)).toBeGreaterThanOrEqual(ts.slice(0, at + 1).flatMap(auditsOf).length);
     expect((await readWal(bus, runId)).records.map((r) => r.record)).toEqual(
-      ts.slice(0, at + 1).flatMap(walOf),
+      ts.slice(0, next + 1).flatMap(walOf),
     );
     await j.settle();
-    expect(await audited(runId)).toEqual(ts.slice(0, at + 1).flatMap(auditsOf));
+    expect(await audited(runId)).toEqual(ts.slice(0, next + 1).flatMap(auditsOf));
   });
 
   it("writes the status on every change of status or phase, counters at most every statusEveryMs, and what it skipped when the lease settles", async () => {
-    const count = async (): Promise<number> =>
-      (await bus.jsm.streams.info(`KV_${bus.subjects.buckets().runs}`)).state.last_seq;
     const writes = async (runId: string, statusEveryMs: number): Promise<number> => {
       const ts = await transitionsOf(runId, 12);
       const j = journal(runId, statusEveryMs);
-      const before = await count();
+      // Every write of this run's status, as the KV bucket's subject carries it.
+      let seen = 0;
+      const sub = bus.nc.subscribe(`$KV.${bus.subjects.buckets().runs}.${runId}`, {
+        callback: () => {
+          seen += 1;
+        },
+      });
+      await bus.nc.flush();
       // All but the last transition, then the lease ends: the run is still running.
       for (const t of ts.slice(0, -1)) await j.record(t, false);
       await j.settle();
+      await bus.nc.flush();
+      sub.unsubscribe();
       const shown = await new RunStatusStore(bus.buckets.runs).get(runId);
       const last = ts.at(-2)?.state;
       expect(shown).toMatchObject({
@@ -180,7 +190,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
         phase: last?.phase,
         iteration: last?.guard.iteration,
       });
-      return (await count()) - before;
+      return seen;
     };
     const everyTransition = await writes("status-always", 0);
     const throttled = await writes("status-throttled", 60_000);
