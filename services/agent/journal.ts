@@ -53,7 +53,8 @@ const MAX_TRAILING = 32;
  */
 export class RunJournal {
   private readonly status: RunStatusStore;
-  private checkpointSeqValue: number | undefined;
+  /** The WAL sequence of the run's last checkpoint, which the status carries. */
+  private checkpointSeq: number | undefined;
   private held: WalRecord[] = [];
   private owed: Owed[] = [];
   private trailing: Promise<void> | undefined;
@@ -66,11 +67,7 @@ export class RunJournal {
 
   constructor(private readonly deps: JournalDeps) {
     this.status = new RunStatusStore(deps.bus.buckets.runs);
-    this.checkpointSeqValue = deps.checkpointSeq;
-  }
-
-  get checkpointSeq(): number | undefined {
-    return this.checkpointSeqValue;
+    this.checkpointSeq = deps.checkpointSeq;
   }
 
   /** Records one transition; with `hold`, its records may wait for the next transition's append. */
@@ -84,7 +81,7 @@ export class RunJournal {
   }
 
   /** Writes the held records in one append, then queues what their transitions owe. */
-  async flush(): Promise<void> {
+  private async flush(): Promise<void> {
     if (this.owed.length === 0) return;
     const records = this.held;
     const owed = this.owed;
@@ -93,7 +90,7 @@ export class RunJournal {
     this.afterCheckpoint = checkpoint;
     if (records.length > 0) {
       const seq = await this.deps.writer.appendBatch(records);
-      if (checkpoint) this.checkpointSeqValue = seq;
+      if (checkpoint) this.checkpointSeq = seq;
     }
     this.held = [];
     this.owed = [];
@@ -127,7 +124,7 @@ export class RunJournal {
   }
 
   async putStatus(state: LoopState): Promise<void> {
-    const checkpointSeq = this.checkpointSeqValue;
+    const checkpointSeq = this.checkpointSeq;
     await this.status.put({
       ...statusOf(state, this.deps.bus.clock.now()),
       ...(checkpointSeq !== undefined ? { checkpointSeq } : {}),

@@ -71,9 +71,10 @@ const auditsOf = (t: Transition): AuditEvent[] =>
 const holds = (t: Transition): boolean =>
   t.effects.some((e) => e.type === "callModel") && !t.effects.some((e) => e.type === "storeMemory");
 
-function journal(runId: string, statusEveryMs: number): RunJournal {
+/** A fresh lease's journal; `via` is the bus it publishes audit events and statuses on. */
+function journal(runId: string, statusEveryMs: number, via: ActorBus = bus): RunJournal {
   return new RunJournal({
-    bus,
+    bus: via,
     writer: new WalWriter(bus, runId, "w1", 0, 0),
     checkpointSeq: undefined,
     statusEveryMs,
@@ -135,14 +136,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
             }
           : (Reflect.get(target, key, receiver) as unknown),
     });
-    const j = new RunJournal({
-      bus: { ...bus, js },
-      writer: new WalWriter(bus, runId, "w1", 0, 0),
-      checkpointSeq: undefined,
-      statusEveryMs: 1_000,
-      metrics: new ActorMetrics("agent"),
-      log: () => silentLogger,
-    });
+    const j = journal(runId, 1_000, { ...bus, js });
     // Up to the checkpoint, nothing waits for the events: the checkpoint itself is written.
     for (const t of ts.slice(0, next)) await j.record(t, holds(t));
     const before = await readWal(bus, runId);
