@@ -123,7 +123,7 @@ export class RunLease {
     };
     if (records.length === 0) return this.start(spec, now);
     const replayed = replay(records, this.config, { fromCheckpoint: true });
-    await this.journal.catchUp(this.job.runId, replayed.unwritten, replayed.audits);
+    await this.journal.catchUp(replayed.unwritten, replayed.audits);
     return this.resume(replayed.state, now);
   }
 

@@ -115,10 +115,11 @@ export class RunJournal {
    * end of the log (a log written one record per message, cut in the middle of a transition) and
    * the audit events of the replayed transitions that the stream lacks (they trail the WAL).
    */
-  async catchUp(runId: string, unwritten: WalRecord[], audits: readonly AuditEvent[]): Promise<void> {
-    if (unwritten.length > 0) await this.deps.writer.appendBatch(unwritten);
+  async catchUp(unwritten: WalRecord[], audits: readonly AuditEvent[]): Promise<void> {
+    const { writer, bus } = this.deps;
+    if (unwritten.length > 0) await writer.appendBatch(unwritten);
     if (audits.length === 0) return;
-    const held = await auditCount(this.deps.bus, runId);
+    const held = await auditCount(bus, writer.runId);
     const log = this.deps.log();
     for (const event of audits) if (event.seq > held) await this.audit(event, log);
   }

@@ -9,12 +9,12 @@ import { fromErrorPayload } from "../../shared/runtime/errors.js";
  * Iterations leased from the run tree's global budget (kept by the supervisors), spent one per model
  * call. Each lease asks for twice what it asked before, up to `chunk` (1, 2, 4… per run lease): a
  * short run asks for what it spends, a long one makes one request per `chunk` model calls. Once a
- * run has been granted a whole chunk, the next lease is asked for as soon as the last leased iteration is spent,
- * so its round trip overlaps the step's tool call instead of delaying the next model call. A refused
- * lease becomes the loop's `globalCapReached` event, which circuit-breaks the run; a supervisor that
- * cannot be reached is an error, and the job is retried. Iterations leased but not spent when a lease
- * ends (the rest of the current lease, and in a long run one lease asked ahead) are not returned: the
- * count errs on the safe side.
+ * run has been granted a whole chunk, the next lease is asked for as soon as the last leased
+ * iteration is spent, so its round trip overlaps the step's tool call instead of delaying the next
+ * model call. A refused lease becomes the loop's `globalCapReached` event, which circuit-breaks the
+ * run; a supervisor that cannot be reached is an error, and the job is retried. Iterations leased
+ * but not spent when a lease ends (the rest of the current lease, and in a long run one lease asked
+ * ahead) are not returned: the count errs on the safe side.
  */
 export class IterationLeases {
   private readonly balance = new Map<string, number>();

@@ -124,7 +124,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
   } else if (reply.ok || !reply.error.retryable) {
     const done = encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply });
     const first = pure ? await recordFirst(deps, key, done) : await deps.idempotency.put(key, done);
-    if (typeof first !== "number") {
+    if (typeof first === "object") {
       log.info({ idempotent: first.status }, "repeated idempotency key");
       answerRecorded(msg, first, count);
       return;
@@ -148,36 +148,42 @@ function answerRecorded(msg: Msg, record: IdempotencyRecord, count: (outcome: Se
 }
 
 /**
- * Records a pure tool's outcome unless a twin call recorded first: returns the new revision, or
- * the record that was there (whose reply the caller gets, so every answer for a key is the same).
+ * Records a pure tool's outcome unless a twin call recorded first: returns "recorded", or the
+ * record that was there (whose reply the caller gets, so every answer for a key is the same).
  */
 async function recordFirst(
   deps: ToolServiceDeps,
   key: string,
   done: Uint8Array,
-): Promise<number | IdempotencyRecord> {
-  try {
-    return await deps.idempotency.create(key, done);
-  } catch (err) {
-    const entry = await deps.idempotency.get(key);
-    if (!entry || entry.operation !== "PUT") throw toAgentError(err, "INTERNAL");
-    const prior = decode(IdempotencyRecord, entry.value);
-    // A claim left by an older, non-pure version of the tool: this outcome replaces it.
-    return prior.status === "done" ? prior : await deps.idempotency.put(key, done);
-  }
+): Promise<"recorded" | IdempotencyRecord> {
+  const prior = await createOrRead(deps, key, done);
+  if (prior === "created") return "recorded";
+  if (prior.status === "done") return prior;
+  // A claim left by an older, non-pure version of the tool: this outcome replaces it.
+  await deps.idempotency.put(key, done);
+  return "recorded";
 }
 
+/** Claims a key for a call about to run, or returns what a call with the same key recorded. */
 async function claim(
   deps: ToolServiceDeps,
   key: string,
   idempotencyKey: string,
 ): Promise<"claimed" | IdempotencyRecord> {
+  const running = encode(IdempotencyRecord, { status: "running", idempotencyKey, since: deps.clock.now() });
+  const prior = await createOrRead(deps, key, running);
+  return prior === "created" ? "claimed" : prior;
+}
+
+/** Creates the key's record (only one caller can), or reads the record another caller created. */
+async function createOrRead(
+  deps: ToolServiceDeps,
+  key: string,
+  value: Uint8Array,
+): Promise<"created" | IdempotencyRecord> {
   try {
-    await deps.idempotency.create(
-      key,
-      encode(IdempotencyRecord, { status: "running", idempotencyKey, since: deps.clock.now() }),
-    );
-    return "claimed";
+    await deps.idempotency.create(key, value);
+    return "created";
   } catch (err) {
     const entry = await deps.idempotency.get(key);
     if (!entry || entry.operation !== "PUT") throw toAgentError(err, "INTERNAL");

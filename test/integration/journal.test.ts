@@ -198,7 +198,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     const events = (await transitionsOf(runId, 2)).flatMap(auditsOf);
     expect(events.length).toBeGreaterThan(6);
     for (const event of events.slice(0, 4)) await publishAudit(bus, event);
-    await journal(runId, 1_000).catchUp(runId, [], events);
+    await journal(runId, 1_000).catchUp([], events);
     const stored = await audited(runId);
     expect(stored.map((e) => e.seq)).toEqual(events.map((e) => e.seq));
     expect(stored).toEqual(events);
