@@ -72,7 +72,8 @@ export function targets(rows: readonly Row[], findings: readonly Finding[]): Tar
   const oursBytes = ours1?.bytesPerLoop;
   const lgBytes = lgs1?.bytesPerLoop;
   const w2 = findings.find((f) => f.workload === "W2")?.figures;
-  const w3Findings = findings.filter((f) => f.workload === "W3");
+  // Flatness is judged under the context window; the whole-transcript row is there for comparison.
+  const w3Findings = findings.filter((f) => f.workload === "W3" && f.figures.contextMessages !== "all");
   const w3 = w3Findings
     .filter((f) => f.figures.error === undefined)
     .map((f) => Number(f.figures.resumeMsMedian));
@@ -107,7 +108,12 @@ export function targets(rows: readonly Row[], findings: readonly Finding[]): Tar
     ),
     t("W2 p50 ≤ 2 s", w2 ? Number(w2.p50Ms) : undefined, " ms", (v) => v <= 2_000),
     {
-      ...t("W3 flat within ±20% (max/min)", w3Spread, "×", (v) => v <= 1.2 && w3Failed.length === 0),
+      ...t(
+        "W3 flat within ±20% (max/min), context window",
+        w3Spread,
+        "×",
+        (v) => v <= 1.2 && w3Failed.length === 0,
+      ),
       ...(w3Failed.length > 0 && w3Spread !== undefined
         ? {
             measured: `${w3Spread}× over the lengths that resumed; ${w3Failed.join(", ")} steps could not run`,

@@ -18,6 +18,12 @@ import { echoText } from "../lib/workload.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
 const REPEATS = 3;
+/**
+ * W3's context window: the model sees the task and the last 32 messages (16 steps). Without one
+ * the run's state is its whole transcript, and a resume must read it all: measured too, at the
+ * longest length, for comparison.
+ */
+export const W3_CONTEXT_MESSAGES = 32;
 const encoder = new TextEncoder();
 
 /** One thing a worker wrote for a run: a WAL record, or an audit event it published. */
@@ -28,7 +34,12 @@ type Written = { wal: WalRecord } | { audit: AuditEvent };
  * as the loop core writes them; generated lazily (a long history's checkpoints are large). Returns
  * the final transition: the run then waits on the model.
  */
-function* history(runId: string, steps: number, config: LoopConfig): Generator<Written, Transition> {
+function* history(
+  runId: string,
+  steps: number,
+  config: LoopConfig,
+  maxContextMessages?: number,
+): Generator<Written, Transition> {
   const spec = RunSpec.parse({
     schemaVersion: 1,
     task: { prompt: "A long run.", verifiers: [{ kind: "nonEmpty" }] },
@@ -37,7 +48,11 @@ function* history(runId: string, steps: number, config: LoopConfig): Generator<W
       model: { provider: "scripted", script: [{ text: "done" }], loop: true },
       tools: ["echo"],
       capabilities: ["compute"],
-      resources: { maxIterations: steps + 5, maxToolCalls: steps + 5 },
+      resources: {
+        maxIterations: steps + 5,
+        maxToolCalls: steps + 5,
+        ...(maxContextMessages ? { maxContextMessages } : {}),
+      },
     },
   });
   const at = Date.now();
@@ -134,7 +149,8 @@ async function writeHistory(
  * W3: how long a worker takes to resume a run with a long history. The history is written by
  * the product's own loop core (as a worker would have, checkpoints included) and left waiting on
  * the model, as if its worker had died; a job then hands it to a live worker, and the bench times
- * the job → first new WAL record. Checkpoints should keep this flat.
+ * the job → first new WAL record. Checkpoints should keep this flat: they do when the state they
+ * hold stops growing, which a context window makes so (see W3_CONTEXT_MESSAGES).
  */
 export async function measureHistory(
   plan: Plan,
@@ -145,17 +161,22 @@ export async function measureHistory(
   const { bus } = cluster;
   const config: LoopConfig = { tools: new ToolRegistry([echoTool]).descriptors(), checkpointEvery: 10 };
   const findings: Finding[] = [];
+  const longest = Math.max(...plan.historyLengths);
+  const cases = [
+    ...plan.historyLengths.map((steps) => ({ steps, window: W3_CONTEXT_MESSAGES as number | undefined })),
+    { steps: longest, window: undefined },
+  ];
   try {
-    for (const steps of plan.historyLengths) {
+    let warm = false;
+    for (const { steps, window } of cases) {
       const samples: number[] = [];
       let checkpointBytes = 0;
       let walRecords = 0;
-      let warm = steps !== plan.historyLengths[0];
       let error = "";
       for (let i = 0; i < REPEATS && !error; i += 1) {
-        const runId = `history-${steps}-${i}-${Date.now().toString(36)}`;
+        const runId = `history-${steps}-${window ?? "all"}-${i}-${Date.now().toString(36)}`;
         try {
-          const written = await writeHistory(cluster, runId, history(runId, steps, config));
+          const written = await writeHistory(cluster, runId, history(runId, steps, config, window));
           walRecords = written.count;
           checkpointBytes = written.checkpointBytes;
           const status = {
@@ -176,14 +197,16 @@ export async function measureHistory(
       }
       const figures: Record<string, number | string> = {
         steps,
+        contextMessages: window ?? "all",
         walRecords,
         resumeMsMedian: round(median(samples)),
         resumeMsMax: round(Math.max(...samples)),
         checkpointKiB: round(checkpointBytes / 1024),
         ...(error ? { error } : {}),
       };
-      findings.push({ workload: "W3", label: `resume after ${steps} steps`, figures });
-      say(`W3 ${steps} steps: ${error || `${figures.resumeMsMedian} ms`}`);
+      const label = `resume after ${steps} steps${window ? "" : ", whole transcript"}`;
+      findings.push({ workload: "W3", label, figures });
+      say(`W3 ${steps} steps (context ${window ?? "all"}): ${error || `${figures.resumeMsMedian} ms`}`);
     }
   } finally {
     await cluster.stop();

@@ -13,6 +13,12 @@ export const Resources = z.object({
   maxTokensBudget: z.number().int().positive().optional(),
   maxRepairs: z.number().int().nonnegative().default(3),
   deadlineMs: z.number().int().positive().optional(),
+  /**
+   * The model sees the task and the most recent messages, this many at most (a tool result is
+   * never separated from its call). Absent = the whole transcript. It also bounds the state a
+   * checkpoint holds, so a long run resumes as fast as a short one.
+   */
+  maxContextMessages: z.number().int().min(3).optional(),
 });
 export type Resources = z.infer<typeof Resources>;
 

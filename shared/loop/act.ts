@@ -9,7 +9,7 @@ import { descriptorOf, idempotencyKeyFor, startAction } from "./action.js";
 import { checkToolCall, recordCost, recordStopReason, recordUsage } from "./guard.js";
 import type { Draft } from "./draft.js";
 import { convergedNow, requestModel } from "./model-step.js";
-import { FINISH_TOOL, type LoopConfig } from "./state.js";
+import { FINISH_TOOL, INVOCATION_LIMIT, type LoopConfig } from "./state.js";
 import { fail } from "./terminal.js";
 import { enterVerify } from "./verify.js";
 
@@ -144,7 +144,7 @@ export function startActCall(
   const actionId = `act-${s.actionCount}`;
   s.usage = { ...s.usage, toolCalls: s.usage.toolCalls + 1 };
   s.invocations = [
-    ...s.invocations,
+    ...s.invocations.slice(1 - INVOCATION_LIMIT),
     { actionId, tool: call.name, purpose: "act", inputHash: contentHash(call.input), ok: null },
   ];
   const idempotencyKey = idempotencyKeyFor(s.runId, actionId);

@@ -4,7 +4,13 @@ import type { WalRecord } from "../contracts/wal.js";
 import { toRfc3339 } from "../runtime/clock.js";
 import { contentHash, sha256 } from "../runtime/hash.js";
 import type { AwaitingEffect, Effect, LoopState, Pending } from "./state.js";
-import { checkpointOf, checkpointWorthwhile, digestTranscript, hashableEffects } from "./transcript.js";
+import {
+  checkpointOf,
+  checkpointWorthwhile,
+  digestTranscript,
+  hashableEffects,
+  retainedBytes,
+} from "./transcript.js";
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 export type WalBody = DistributiveOmit<WalRecord, "schemaVersion" | "runId" | "iteration" | "at">;
@@ -115,7 +121,7 @@ export class Draft {
   finish(event: unknown, checkpoint = false): { state: LoopState; effects: Effect[] } {
     const s = this.state;
     s.transitions += 1;
-    s.transcript = digestTranscript(s.transcript, s.messages);
+    s.transcript = digestTranscript(s.transcript, s.messages, s.elided?.messages);
     const effects = contentHash(hashableEffects(this.effects, s));
     s.transitionHash = sha256(`${s.transitionHash}\n${contentHash(event)}\n${effects}`);
     if (checkpoint && checkpointWorthwhile(s)) {
@@ -123,6 +129,7 @@ export class Draft {
       const checkpointId = sha256(`${s.runId}\u0000${s.guard.iteration}`);
       s.lastCheckpoint = checkpointId;
       s.checkpointBytes = s.transcript.bytes;
+      if (s.elided) s.checkpointRetained = retainedBytes(s);
       const snapshot = checkpointOf(s);
       this.wal({ type: "CHECKPOINT", checkpointId, stateHash: contentHash(snapshot), state: snapshot });
     }

@@ -34,6 +34,7 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
     maxTokensBudget: resources.maxTokensBudget,
     maxRepairs: resources.maxRepairs,
     deadlineMs: resources.deadlineMs,
+    ...(resources.maxContextMessages ? { maxContextMessages: resources.maxContextMessages } : {}),
   };
   const initial: LoopState = {
     runId: event.runId,

@@ -20,6 +20,8 @@ export interface GuardLimits {
   deadlineMs?: number | undefined;
   /** Identical (tool, input) calls allowed before the next is blocked. Default 3 blocks the 3rd. */
   pingPongThreshold?: number;
+  /** Messages the model sees after the task (see windowTranscript); absent = the whole transcript. */
+  maxContextMessages?: number | undefined;
 }
 
 export const WARN_FRACTION = 0.8;
@@ -27,6 +29,12 @@ export const MAX_CONSECUTIVE_TRUNCATION = 5;
 export const DEFAULT_PINGPONG_THRESHOLD = 3;
 /** A 2-cycle A→B→A→B is blocked on the call that would make it A→B→A→B→A. */
 export const CYCLE_CALLS = 5;
+/**
+ * Repetition is counted over the most recent calls only, so the guard's state (and every
+ * checkpoint holding it) stays the same size however long a run goes: a call repeated after 256
+ * others is not a ping-pong.
+ */
+export const CALL_WINDOW = 256;
 
 export interface GuardState {
   iteration: number;
@@ -38,12 +46,16 @@ export interface GuardState {
   repairs: number;
   startedAt: number;
   /**
-   * Count of each (tool, canonical input) hash seen so far, in buckets keyed by the hash's first
-   * two hex digits: a call copies one bucket and the bucket index, not every count (a flat map
-   * made each call cost O(calls so far): 2.7 ms per step after 10,000 distinct calls).
+   * Count of each (tool, canonical input) hash among the last CALL_WINDOW calls, in buckets keyed
+   * by the hash's first two hex digits: a call copies one bucket and the bucket index, not every
+   * count (a flat map made each call cost O(calls so far): 2.7 ms per step after 10,000 calls).
    */
   callCounts: Record<string, Record<string, number>>;
-  /** The last few call hashes, newest last, for alternation detection. */
+  /**
+   * The last CALL_WINDOW call hashes, newest last: what callCounts counts, and the tail that
+   * alternation detection reads. (Checkpoints of older versions kept five; counts of calls before
+   * those stay, as they were.)
+   */
   recentCalls: string[];
 }
 
@@ -137,12 +149,10 @@ export function checkToolCall(state: GuardState, limits: GuardLimits, name: stri
   const bucket = bucketOf(hash);
   const counts = state.callCounts[bucket] ?? {};
   const count = (counts[hash] ?? 0) + 1;
-  const next: GuardState = {
-    ...state,
-    toolCalls: state.toolCalls + 1,
-    callCounts: { ...state.callCounts, [bucket]: { ...counts, [hash]: count } },
-    recentCalls: [...state.recentCalls, hash].slice(-CYCLE_CALLS),
-  };
+  const recentCalls = [...state.recentCalls, hash];
+  let callCounts = { ...state.callCounts, [bucket]: { ...counts, [hash]: count } };
+  if (recentCalls.length > CALL_WINDOW) callCounts = forgetCall(callCounts, recentCalls.shift()!);
+  const next: GuardState = { ...state, toolCalls: state.toolCalls + 1, callCounts, recentCalls };
   if (next.toolCalls > limits.maxToolCalls) {
     return {
       state: next,
@@ -173,7 +183,17 @@ export function checkToolCall(state: GuardState, limits: GuardLimits, name: stri
   return { state: next, verdict: ALLOW };
 }
 
-function isTwoCycle(recent: readonly string[]): boolean {
+/** Takes one occurrence of a call that left the window out of the counts (an emptied bucket goes). */
+function forgetCall(counts: GuardState["callCounts"], hash: string): GuardState["callCounts"] {
+  const bucket = bucketOf(hash);
+  const { [hash]: n = 0, ...rest } = counts[bucket] ?? {};
+  if (n > 1) return { ...counts, [bucket]: { ...rest, [hash]: n - 1 } };
+  const { [bucket]: _emptied, ...others } = counts;
+  return Object.keys(rest).length > 0 ? { ...others, [bucket]: rest } : others;
+}
+
+function isTwoCycle(calls: readonly string[]): boolean {
+  const recent = calls.slice(-CYCLE_CALLS);
   if (recent.length < CYCLE_CALLS) return false;
   const [a, b] = recent;
   if (a === b) return false;

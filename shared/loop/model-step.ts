@@ -5,6 +5,7 @@ import type { ConvergencePolicy, PolicyView } from "./policy.js";
 import { policyFromSpec } from "./policy.js";
 import { FINISH_TOOL, type LoopConfig, type LoopState } from "./state.js";
 import { commit, fail } from "./terminal.js";
+import { windowTranscript } from "./transcript.js";
 
 const FINISH_SPEC: ToolSpec = {
   name: FINISH_TOOL,
@@ -67,12 +68,14 @@ export function requestModel(d: Draft, config: LoopConfig): void {
     fail(d, config, verdict.reason, verdict.message);
     return;
   }
+  windowTranscript(s);
   const request: ModelRequest = {
     system: s.system,
     messages: s.messages,
     tools: [...visibleTools(s, config), FINISH_SPEC],
   };
   const requestId = `model-${s.guard.iteration}`;
-  d.audit("model.called", "started", { data: { requestId, messages: s.messages.length } });
+  const elided = s.elided ? { elided: s.elided.messages } : {};
+  d.audit("model.called", "started", { data: { requestId, messages: s.messages.length, ...elided } });
   d.await({ type: "callModel", requestId, request }, { kind: "model", requestId });
 }

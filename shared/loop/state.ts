@@ -59,7 +59,10 @@ export interface Provenance {
   runId: string;
   task: string;
   planHash: string | null;
+  /** The run's tool calls, the last INVOCATION_LIMIT of them (the audit stream has every one). */
   toolInvocations: Invocation[];
+  /** How many calls came before those listed, when some did. */
+  toolInvocationsOmitted?: number;
   repairHistory: { strategy: string; diagnosis: string; loopDetected: boolean }[];
   scores: Record<string, number> | null;
   verification: VerifierResult[];
@@ -126,9 +129,10 @@ export interface ApprovalCall {
 
 /** A running hash of a transcript (see transcript.ts). */
 export interface TranscriptDigest {
+  /** Messages of the run so far, those the context window left out included. */
   count: number;
   hash: string;
-  /** Size of the transcript as canonical JSON: what a checkpoint of it costs. */
+  /** Size of those messages as canonical JSON. */
   bytes: number;
 }
 
@@ -158,6 +162,7 @@ export interface LoopState {
   /** The effect the pending answer belongs to: re-issued on resume. */
   awaiting: AwaitingEffect | null;
   actionCount: number;
+  /** The last INVOCATION_LIMIT ACT calls, for the provenance. */
   invocations: Invocation[];
   completed: CompletedAction[];
   evidence: string[];
@@ -176,10 +181,14 @@ export interface LoopState {
   critiques: number;
   transitions: number;
   transitionHash: string;
-  /** A running hash of `messages` (absent in checkpoints written before it existed). */
+  /** A running hash of every message of the run (absent in checkpoints written before it existed). */
   transcript?: TranscriptDigest;
+  /** The messages after the first that the context window left out of `messages`, and their size. */
+  elided?: { messages: number; bytes: number };
   /** The transcript's size when the last checkpoint was written (see checkpointWorthwhile). */
   checkpointBytes?: number;
+  /** What of it the checkpoint held, when the context window had left messages out. */
+  checkpointRetained?: number;
   lastCheckpoint: string | null;
   startedAt: number;
   updatedAt: number;
@@ -203,6 +212,11 @@ export interface Transition {
 }
 
 export const DEFAULT_CHECKPOINT_EVERY = 10;
+/**
+ * The tool calls a run's state (and so its provenance) lists: a long run's state must not grow
+ * with every call it ever made, or each checkpoint, and each resume, would cost more than the last.
+ */
+export const INVOCATION_LIMIT = 100;
 export const DEFAULT_MEMORY_LIMIT = 5;
 /** The runtime-reserved action a model uses to propose its final answer. */
 export const FINISH_TOOL = "finish";

@@ -6,11 +6,13 @@ import { planCompensation } from "./saga.js";
 import type { CommitArtifact, FailureReport, LoopConfig, LoopState, Provenance, Terminal } from "./state.js";
 
 export function buildProvenance(s: LoopState, at: number): Provenance {
+  const omitted = s.usage.toolCalls - s.invocations.length;
   return {
     runId: s.runId,
     task: s.spec.task.prompt,
     planHash: s.planHash,
     toolInvocations: s.invocations,
+    ...(omitted > 0 ? { toolInvocationsOmitted: omitted } : {}),
     repairHistory: s.repairHistory.map(({ strategy, diagnosis, loopDetected }) => ({
       strategy,
       diagnosis,

@@ -8,17 +8,22 @@ import type { Effect, LoopState, TranscriptDigest } from "./state.js";
  * A running hash of the transcript. Messages are only ever appended, so folding in the new ones
  * keeps the digest current at the cost of the new messages alone: the transition hash of a step
  * must not cost more after 3,000 steps than after 3 (hashing the whole transcript made it
- * 18 ms/step at step 3,000).
+ * 18 ms/step at step 3,000). `elided` messages (after the first) have left `messages` for the
+ * context window; they were folded in before they left.
  */
 export function digestTranscript(
   previous: TranscriptDigest | undefined,
   messages: readonly Message[],
+  elided = 0,
 ): TranscriptDigest {
+  const total = elided + messages.length;
   // A checkpoint written before digests existed, or a shorter transcript: fold from the start.
-  const usable = previous && previous.count <= messages.length && previous.bytes !== undefined;
+  const usable =
+    previous && previous.count <= total && previous.count > elided && previous.bytes !== undefined;
+  if (!usable && elided > 0) throw new Error("transcript digest lost: messages left the window unhashed");
   let { count, hash, bytes } = usable ? previous : { count: 0, hash: sha256("transcript"), bytes: 0 };
-  for (; count < messages.length; count += 1) {
-    const json = canonicalJson(messages[count]);
+  for (; count < total; count += 1) {
+    const json = canonicalJson(messages[count === 0 ? 0 : count - elided]);
     hash = sha256(`${hash}\n${sha256(json)}`);
     bytes += json.length;
   }
@@ -26,18 +31,45 @@ export function digestTranscript(
 }
 
 /**
+ * The context window, applied before a model call: the task (the first message) and the most
+ * recent messages, `maxContextMessages` in all. The cut moves back to the call a tool result
+ * answers (model APIs refuse a result without its call), so the window may hold a few more. The
+ * digest takes in every message before it leaves.
+ */
+export function windowTranscript(s: LoopState): void {
+  const max = s.limits.maxContextMessages;
+  if (max === undefined || s.messages.length <= max) return;
+  const elided = s.elided ?? { messages: 0, bytes: 0 };
+  s.transcript = digestTranscript(s.transcript, s.messages, elided.messages);
+  let cut = s.messages.length - (max - 1);
+  while (cut > 1 && s.messages[cut]?.role === "tool") cut -= 1;
+  if (cut <= 1) return;
+  const leaving = s.messages.slice(1, cut);
+  const bytes = leaving.reduce((n, m) => n + canonicalJson(m).length, 0);
+  s.messages = [s.messages[0]!, ...s.messages.slice(cut)];
+  s.elided = { messages: elided.messages + leaving.length, bytes: elided.bytes + bytes };
+}
+
+/**
  * A checkpoint is written every N steps only while it is cheap next to what it saves: once the
- * transcript is large, the next one waits until the transcript has grown by an eighth. Rewriting
- * a state that grows with the run every N steps would store O(steps²) bytes; this way all the
- * checkpoints of a run add up to about nine times its final state, and a resume still replays a
- * tail no larger than an eighth of the checkpoint it starts from.
+ * transcript it holds is large, the next one waits until the transcript has grown by an eighth
+ * of that. Rewriting a state that grows with the run every N steps would store O(steps²) bytes;
+ * this way all the checkpoints of a run add up to about nine times its final state, and a resume
+ * still replays a tail no larger than an eighth of the checkpoint it starts from. Under a context
+ * window the state stops growing, and a checkpoint is due every N steps again.
  */
 export const CHECKPOINT_GROWTH = 8;
 
 export function checkpointWorthwhile(state: LoopState): boolean {
   const at = state.checkpointBytes ?? 0;
+  const held = state.checkpointRetained ?? at;
   const now = state.transcript?.bytes ?? 0;
-  return (now - at) * CHECKPOINT_GROWTH >= at;
+  return (now - at) * CHECKPOINT_GROWTH >= held;
+}
+
+/** The size of the transcript a checkpoint of this state holds: what the context window kept. */
+export function retainedBytes(state: LoopState): number {
+  return (state.transcript?.bytes ?? 0) - (state.elided?.bytes ?? 0);
 }
 
 /** The effects as the transition hash sees them: a model call on the run's transcript carries its digest. */

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  CALL_WINDOW,
   checkDeadline,
   checkIteration,
   checkRepair,
@@ -92,9 +93,9 @@ describe("LoopGuard", () => {
       s = r.state;
     }
     const counted = Object.values(s.callCounts).flatMap((bucket) => Object.values(bucket));
-    expect(counted).toEqual(Array.from({ length: 500 }, () => 1));
-    expect(callCount(s, toolCallHash("search", { q: "query 7", n: 7 }))).toBe(1);
-    expect(callCount(s, toolCallHash("search", { q: "query 7", n: 8 }))).toBe(0);
+    expect(counted).toEqual(Array.from({ length: CALL_WINDOW }, () => 1));
+    expect(callCount(s, toolCallHash("search", { q: "query 497", n: 497 }))).toBe(1);
+    expect(callCount(s, toolCallHash("search", { q: "query 497", n: 498 }))).toBe(0);
   });
 
   it("INV-004 100,000 distinct inputs produce 100,000 distinct 64-bit hashes", () => {
@@ -276,7 +277,48 @@ describe("LoopGuard", () => {
       return r.verdict.kind;
     });
     expect(kinds).toEqual(["allow", "allow", "allow", "allow", "allow", "allow", "block"]);
-    expect(s.recentCalls).toHaveLength(5);
+    expect(s.recentCalls).toHaveLength(calls.length);
+  });
+
+  it("repetition is counted over the last CALL_WINDOW calls: the guard's state stays bounded", () => {
+    let s = initialGuardState(0);
+    const l = limits({ maxToolCalls: 100_000 });
+    const call = (i: number) => {
+      const r = checkToolCall(s, l, "t", { i });
+      s = r.state;
+      return r.verdict.kind;
+    };
+    expect([call(0), call(0)]).toEqual(["allow", "allow"]);
+    for (let i = 1; i <= CALL_WINDOW * 3; i++) call(i);
+    expect(s.recentCalls).toHaveLength(CALL_WINDOW);
+    const counted = Object.values(s.callCounts).flatMap((bucket) => Object.values(bucket));
+    expect(counted.reduce((a, b) => a + b, 0)).toBe(CALL_WINDOW);
+    // The two early calls have left the window; three in a row inside it are still blocked.
+    expect([call(0), call(0), call(0)]).toEqual(["allow", "allow", "block"]);
+  });
+
+  it("property: the counts are exactly the occurrences among the calls in the window", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 40 }), {
+          minLength: CALL_WINDOW - 50,
+          maxLength: CALL_WINDOW * 2 + 50,
+          size: "max",
+        }),
+        (inputs) => {
+          let s = initialGuardState(0);
+          const l = limits({ maxToolCalls: 100_000, pingPongThreshold: 100_000 });
+          for (const i of inputs) s = checkToolCall(s, l, "t", { i }).state;
+          const window = inputs.slice(-CALL_WINDOW);
+          for (const i of new Set(inputs)) {
+            const hash = toolCallHash("t", { i });
+            expect(callCount(s, hash)).toBe(window.filter((j) => j === i).length);
+          }
+          expect(Object.values(s.callCounts).every((bucket) => Object.keys(bucket).length > 0)).toBe(true);
+        },
+      ),
+      { numRuns: 60 },
+    );
   });
 
   it("INV-005 the cost warning starts exactly at 80% of the budget", () => {

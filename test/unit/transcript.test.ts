@@ -2,7 +2,14 @@ import { describe, expect, it } from "vitest";
 import type { Message } from "../../shared/contracts/model.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import { replay } from "../../shared/loop/replay.js";
-import type { LoopConfig, LoopState } from "../../shared/loop/state.js";
+import {
+  INVOCATION_LIMIT,
+  type Effect,
+  type LoopConfig,
+  type LoopState,
+  type Provenance,
+} from "../../shared/loop/state.js";
+import { CALL_WINDOW } from "../../shared/loop/guard.js";
 import {
   checkpointOf,
   digestTranscript,
@@ -11,6 +18,7 @@ import {
 } from "../../shared/loop/transcript.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
+import type { ScriptStep } from "../../shared/contracts/model.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 2 };
@@ -122,5 +130,98 @@ describe("transcript digest and checkpoint size", () => {
     expect(resumed.transitions.length).toBeGreaterThan(0);
     const { checkpointBytes: _b, ...expected } = result.state;
     expect(resumed.state).toEqual(expected);
+  });
+
+  describe("context window", () => {
+    /** A step of three parallel echo calls: a window cut may land between a call and its results. */
+    const triple = (i: number): ScriptStep => ({
+      toolCalls: [0, 1, 2].map((j) => ({ name: "echo", input: { text: `${i}.${j} `.padEnd(200, "y") } })),
+    });
+
+    async function windowed(steps: number, maxContextMessages?: number, checkpointEvery = 2) {
+      const requests: Message[][] = [];
+      const onEffect = (e: Effect): void => {
+        if (e.type === "callModel") requests.push(e.request.messages);
+      };
+      const result = await runner({ checkpointEvery, onEffect }).run(
+        spec({
+          script: [...Array.from({ length: steps }, (_, i) => triple(i)), { text: "done" }],
+          resources: {
+            maxIterations: steps + 5,
+            maxToolCalls: 3 * steps + 5,
+            ...(maxContextMessages ? { maxContextMessages } : {}),
+          },
+        }),
+      );
+      return { result, requests };
+    }
+
+    it("the model sees the task and the latest messages, never a tool result without its call; the digest still covers every message", async () => {
+      const max = 6;
+      const { result, requests } = await windowed(40, max);
+      const whole = await windowed(40);
+      expect(result.state.status).toBe("committed");
+      expect(requests).toHaveLength(41);
+      for (const messages of requests) {
+        expect(messages[0]).toEqual(whole.requests[0]![0]);
+        // A cut before a group of results moves back to their call: at most a group over.
+        expect(messages.length).toBeLessThanOrEqual(max + 3);
+        const calls = new Set(messages.flatMap((m) => (m.role === "assistant" ? (m.toolCalls ?? []) : [])));
+        for (const m of messages)
+          if (m.role === "tool") expect([...calls].some((c) => c.id === m.toolCallId)).toBe(true);
+      }
+      // What the model sees is the tail of the whole transcript.
+      const last = requests.at(-1)!;
+      expect(last.slice(1)).toEqual(whole.requests.at(-1)!.slice(-(last.length - 1)));
+      expect(result.state.transcript).toEqual(whole.result.state.transcript);
+      expect(result.state.elided!.messages).toBe(
+        whole.result.state.messages.length - result.state.messages.length,
+      );
+      const called = result.audit.filter((e) => e.kind === "model.called").at(-1)!;
+      expect(called.data).toMatchObject({ messages: last.length, elided: result.state.elided!.messages });
+    });
+
+    it("under a window a long run checkpoints every N steps, each the same size, and resumes from the last to the same state", async () => {
+      const steps = 300;
+      const { result } = await windowed(steps, 8);
+      expect(result.state.status).toBe("committed");
+      const written = checkpoints(result.wal);
+      const at = written.map((c) => (c.state as LoopState).step);
+      expect(at.slice(1).map((s, i) => s - at[i]!)).toEqual(at.slice(1).map(() => 2));
+      // Past the windows (messages, invocations, repeated-call counts) a checkpoint stops growing.
+      const saturated = CALL_WINDOW / 3 + 10;
+      expect(INVOCATION_LIMIT * 3).toBeLessThan(CALL_WINDOW * 2);
+      const sizes = written
+        .filter((c) => (c.state as LoopState).step > saturated)
+        .map((c) => JSON.stringify(c.state).length);
+      expect(sizes.length).toBeGreaterThan(90);
+      expect(Math.max(...sizes) / Math.min(...sizes)).toBeLessThan(1.05);
+      const final = result.state;
+      expect(final.invocations).toHaveLength(INVOCATION_LIMIT);
+      expect(final.invocations.at(-1)!.actionId).toBe(`act-${3 * steps}`);
+      expect(final.guard.recentCalls).toHaveLength(CALL_WINDOW);
+      const terminal = result.wal.find((r) => r.type === "TERMINAL") as {
+        artifact: { provenance: Provenance };
+      };
+      expect(terminal.artifact.provenance.toolInvocations).toEqual(final.invocations);
+      expect(terminal.artifact.provenance.toolInvocationsOmitted).toBe(3 * steps - INVOCATION_LIMIT);
+      const fromCheckpoint = replay(result.wal, config, { fromCheckpoint: true });
+      expect(fromCheckpoint.state).toEqual(replay(result.wal, config).state);
+      expect(fromCheckpoint.state).toEqual(final);
+    });
+
+    it("a window wider than the transcript changes nothing", async () => {
+      const narrow = await windowed(5, 100);
+      const whole = await windowed(5);
+      expect(narrow.requests).toEqual(whole.requests);
+      expect(narrow.result.state.elided).toBeUndefined();
+      const terminal = narrow.result.wal.find((r) => r.type === "TERMINAL") as {
+        artifact: { provenance: Provenance };
+      };
+      expect(terminal.artifact.provenance.toolInvocations).toHaveLength(15);
+      expect(terminal.artifact.provenance).not.toHaveProperty("toolInvocationsOmitted");
+      expect(narrow.result.state.messages).toEqual(whole.result.state.messages);
+      expect(narrow.result.audit.map((e) => e.data)).toEqual(whole.result.audit.map((e) => e.data));
+    });
   });
 });
