@@ -179,10 +179,11 @@ export class OurCluster {
     return appended;
   }
 
-  /** Bytes JetStream holds for the runtime: WAL, audit, job queue and the run-status bucket. */
+  /** Bytes JetStream holds for the runtime: WAL, audit, job queue and every KV bucket it writes. */
   async storedBytes(): Promise<number> {
     const streams = this.bus.subjects.streams();
-    const names = [streams.wal, streams.audit, streams.runs, `KV_${this.bus.subjects.buckets().runs}`];
+    const buckets = Object.values(this.bus.subjects.buckets()).map((name) => `KV_${name}`);
+    const names = [streams.wal, streams.audit, streams.runs, ...buckets];
     let total = 0;
     for (const name of names) total += (await this.bus.jsm.streams.info(name)).state.bytes;
     return total;
