@@ -122,7 +122,7 @@ export class RunLease {
       checkpointEvery: this.deps.checkpointEvery,
     };
     if (records.length === 0) return this.start(spec, now);
-    const replayed = replay(records, this.config, { fromCheckpoint: true });
+    const replayed = replay(records, this.config, { fromCheckpoint: true, compareSnapshots: false });
     await this.journal.catchUp(replayed.unwritten, replayed.audits);
     return this.resume(replayed.state, now);
   }

@@ -40,6 +40,19 @@ export interface Replayed {
   modelRequests: Extract<Transition["effects"][number], { type: "callModel" }>[];
 }
 
+export interface ReplayOptions {
+  /** Start from the last checkpoint (a worker taking a run over) instead of the run's start. */
+  fromCheckpoint?: boolean;
+  /**
+   * Whether checkpoints are compared like every other record (default), or left out of the
+   * comparison. A worker taking a run over passes false: a checkpoint written by an older version
+   * holds the state in that version's shape (and its cadence may differ), and a run must survive
+   * an upgrade. Every record that acts or decides (INTENT, MODEL, PHASE, TERMINAL…) is still
+   * compared in full, and a checkpoint is never an input.
+   */
+  compareSnapshots?: boolean;
+}
+
 /**
  * Rebuilds a run from its WAL by feeding the recorded inputs back through the transition
  * function, starting from the last checkpoint when there is one. Every record the replay emits
@@ -49,7 +62,7 @@ export interface Replayed {
 export function replay(
   records: readonly WalRecord[],
   config: LoopConfig,
-  options: { fromCheckpoint?: boolean } = {},
+  options: ReplayOptions = {},
 ): Replayed {
   const start = options.fromCheckpoint ? lastCheckpointIndex(records) : -1;
   let state: LoopState | undefined =
@@ -77,8 +90,9 @@ export function replay(
     }
   }
   if (!state || !last) throw new AgentError("NONDETERMINISM", "the log holds no run to replay");
-  compare(tail, produced);
-  return { state, last, transitions, unwritten: produced.slice(tail.length), audits, modelRequests };
+  const written =
+    options.compareSnapshots === false ? matchSkippingSnapshots(tail, produced) : compare(tail, produced);
+  return { state, last, transitions, unwritten: produced.slice(written), audits, modelRequests };
 }
 
 /**
@@ -106,7 +120,8 @@ export function endsWithCheckpoint(records: readonly WalRecord[]): boolean {
   return false;
 }
 
-function compare(recorded: readonly WalRecord[], produced: readonly WalRecord[]): void {
+/** Compares record for record; returns how many of the produced records are on record. */
+function compare(recorded: readonly WalRecord[], produced: readonly WalRecord[]): number {
   const n = Math.min(recorded.length, produced.length);
   for (let i = 0; i < n; i++) {
     const a = canonicalJson(recorded[i]);
@@ -127,4 +142,38 @@ function compare(recorded: readonly WalRecord[], produced: readonly WalRecord[])
       `the log has ${recorded.length - produced.length} record(s) the replay does not produce`,
     );
   }
+  return recorded.length;
+}
+
+/**
+ * Compares the records that are not checkpoints, in order; returns where the produced records
+ * go past the log. A checkpoint the log ends with counts as on record (the replay's own one at
+ * that point is not written again).
+ */
+function matchSkippingSnapshots(recorded: readonly WalRecord[], produced: readonly WalRecord[]): number {
+  const kept = recorded.filter((r) => r.type !== "CHECKPOINT");
+  let j = 0;
+  const skipSnapshots = (): void => {
+    while (produced[j]?.type === "CHECKPOINT") j += 1;
+  };
+  kept.forEach((record, i) => {
+    skipSnapshots();
+    const replayed = produced[j];
+    if (!replayed) {
+      throw new AgentError(
+        "NONDETERMINISM",
+        `the log has ${kept.length - i} record(s) the replay does not produce`,
+      );
+    }
+    if (canonicalJson(record) !== canonicalJson(replayed)) {
+      throw new AgentError(
+        "NONDETERMINISM",
+        `replay diverged at record ${i + 1} not counting checkpoints (${record.type} on record, ${replayed.type} replayed)`,
+        { details: { index: i, recorded: record, replayed } },
+      );
+    }
+    j += 1;
+  });
+  if (recorded.at(-1)?.type === "CHECKPOINT") skipSnapshots();
+  return j;
 }

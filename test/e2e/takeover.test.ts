@@ -1,11 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { RunJob } from "../../shared/contracts/cluster.js";
-import { publishJob } from "../../shared/bus/jobs.js";
+import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { WalWriter } from "../../shared/bus/wal.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import type { LoopState } from "../../shared/loop/state.js";
+import { statusOf } from "../../shared/loop/status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { defineTool } from "../../shared/tools/tool.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
-import { spec } from "../helpers/fixtures.js";
+import { echoCall, runner, spec } from "../helpers/fixtures.js";
 
 /** Workers that die, drain or collide: the run survives, and no side effect happens twice. */
 const suite = useClusterSuite("takeover", {
@@ -242,4 +247,34 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     expect((await suite.audit(reply.runId)).filter((e) => e.kind === "run.resumed")).toHaveLength(1);
     await suite.cluster.start("agent", `${holder}x`);
   }, 60_000);
+
+  it("a run whose log ends with a checkpoint an older version wrote (a rolling upgrade) is taken over and commits", async () => {
+    const runId = `upgrade${Date.now().toString(36)}`;
+    const script = [...Array.from({ length: 12 }, (_, i) => echoCall(`step ${i}`)), { text: "done" }];
+    const recorded = await runner({ checkpointEvery: 4 }).run(spec({ script }), { runId });
+    // The log as an older version left it: checkpoints without the transcript digest, the guard
+    // keeping five calls; cut right after the second checkpoint (its worker died in the next call).
+    const older = (r: WalRecord): WalRecord => {
+      if (r.type !== "CHECKPOINT") return r;
+      const { transcript: _digest, checkpointBytes: _bytes, ...state } = r.state as LoopState;
+      const guard = { ...state.guard, recentCalls: state.guard.recentCalls.slice(-5) };
+      return { ...r, state: { ...state, guard } };
+    };
+    const cut = recorded.wal.findIndex(
+      (r, i) => r.type === "CHECKPOINT" && i > recorded.wal.findIndex((c) => c.type === "CHECKPOINT"),
+    );
+    const log = recorded.wal.slice(0, cut + 1).map(older);
+    const checkpoint = log[cut] as Extract<WalRecord, { type: "CHECKPOINT" }>;
+    expect((checkpoint.state as LoopState).guard.toolCalls).toBeGreaterThan(5);
+    const writer = new WalWriter(suite.bus, runId, "agent-0-older", 0, 0);
+    const checkpointSeq = await writer.appendAll(log);
+    const status = { ...statusOf(checkpoint.state as LoopState, Date.now()), checkpointSeq };
+    await new RunStatusStore(suite.bus.buckets.runs).put(status);
+    await publishJob(suite.bus, continuationJob(status), `${runId}:upgrade`);
+    const final = await suite.waitFor(runId, settled);
+    expect(final.status).toBe("committed");
+    const kinds = (await suite.audit(runId)).map((e) => e.kind);
+    expect(kinds).toContain("run.resumed");
+    expect(await suite.logs()).not.toContain("NONDETERMINISM");
+  });
 });

@@ -132,6 +132,38 @@ describe("transcript digest and checkpoint size", () => {
     expect(resumed.state).toEqual(expected);
   });
 
+  it("a log that ends with a checkpoint an older version wrote still resumes: a worker taking over leaves checkpoints out of the comparison", async () => {
+    const result = await longRun(30);
+    // A worker that dies during the tool call after a checkpoint leaves the log ending with it.
+    const cut = result.wal.findLastIndex((r, i) => r.type === "CHECKPOINT" && i < result.wal.length - 5);
+    const from = result.wal.findLastIndex((r, i) => r.type === "CHECKPOINT" && i < cut);
+    expect(from).toBeGreaterThan(0);
+    // Both checkpoints in an older version's shape: no digest, the guard's last five calls only.
+    const older = (r: WalRecord): WalRecord => {
+      if (r.type !== "CHECKPOINT") return r;
+      const { transcript: _digest, checkpointBytes: _bytes, ...state } = r.state as LoopState;
+      return {
+        ...r,
+        state: { ...state, guard: { ...state.guard, recentCalls: state.guard.recentCalls.slice(-5) } },
+      };
+    };
+    const log = result.wal.slice(0, cut + 1).map(older);
+    expect(() => replay(log, config, { fromCheckpoint: true })).toThrow(/replay diverged/);
+    const resumed = replay(log, config, { fromCheckpoint: true, compareSnapshots: false });
+    const current = replay(result.wal.slice(0, cut + 1), config, { fromCheckpoint: true });
+    expect(resumed.state.transitionHash).toBe(current.state.transitionHash);
+    expect(resumed.state.messages).toEqual(current.state.messages);
+    expect(resumed.state.transcript).toEqual(current.state.transcript);
+    // The checkpoint the log ends with is on record: nothing is owed to the log.
+    expect(resumed.unwritten).toEqual([]);
+    // Records that act or decide are still compared in full.
+    const intent = log.findIndex((r, i) => i > from && r.type === "INTENT");
+    const tampered = log.map((r, i) => (i === intent ? { ...r, input: { text: "changed" } } : r));
+    expect(() => replay(tampered, config, { fromCheckpoint: true, compareSnapshots: false })).toThrow(
+      /replay diverged/,
+    );
+  });
+
   describe("context window", () => {
     /** A step of three parallel echo calls: a window cut may land between a call and its results. */
     const triple = (i: number): ScriptStep => ({
