@@ -96,7 +96,9 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
     respond(msg, failure(toAgentError(err, "INVALID_INPUT")));
     return;
   }
-  const log = deps.logger.child({ runId: request.runId, actionId: request.actionId, tool: tool.name });
+  // Made only when a line is written: a pino child per call costs more than the call's own logging.
+  const log = (): Logger =>
+    deps.logger.child({ runId: request.runId, actionId: request.actionId, tool: tool.name });
   if (request.deadline <= deps.clock.now()) {
     count("late");
     respond(
@@ -109,7 +111,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
   const pure = tool.reversibility === "pure";
   const claimed = pure ? "claimed" : await claim(deps, key, request.idempotencyKey);
   if (claimed !== "claimed") {
-    log.info({ idempotent: claimed.status }, "repeated idempotency key");
+    log().info({ idempotent: claimed.status }, "repeated idempotency key");
     answerRecorded(msg, claimed, count);
     return;
   }
@@ -120,12 +122,12 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
   if (unknown) {
     // The effect may or may not have happened: the claim stays, so no retry can run it again, and
     // the caller reconciles (a human decides) instead of guessing.
-    log.warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
+    log().warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
   } else if (reply.ok || !reply.error.retryable) {
     const done = encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply });
     const first = pure ? await recordFirst(deps, key, done) : await deps.idempotency.put(key, done);
     if (typeof first === "object") {
-      log.info({ idempotent: first.status }, "repeated idempotency key");
+      log().info({ idempotent: first.status }, "repeated idempotency key");
       answerRecorded(msg, first, count);
       return;
     }
