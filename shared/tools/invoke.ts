@@ -26,6 +26,9 @@ export interface InvokerDeps {
 
 export type ToolInvocationContext = Omit<ToolContext, "signal"> & { signal?: AbortSignal };
 
+/** Why a settled attempt's timer and signal are let go: one shared reason, not an Error per call. */
+const ATTEMPT_SETTLED = new Error("attempt settled");
+
 /**
  * Runs tools under the invocation policy: input validation, a timeout per attempt, retries with
  * full-jitter backoff for retryable errors only, and one circuit breaker per tool name.
@@ -95,7 +98,7 @@ export class ToolInvoker {
       return await Promise.race([tool.execute(input, { ...ctx, signal: controller.signal }), timeout]);
     } finally {
       ctx.signal?.removeEventListener("abort", onOuterAbort);
-      controller.abort(new Error("attempt settled"));
+      controller.abort(ATTEMPT_SETTLED);
       timeout.catch(() => undefined);
     }
   }
