@@ -148,7 +148,7 @@ export class AgentWorker {
       clock: bus.clock,
       random: bus.random,
       env: this.options.env,
-      memory: new KvMemory(bus.buckets.memory, bus.clock, this.ids),
+      memory: new KvMemory(bus.buckets.memory, bus.clock),
       criticFor: (state) => remoteCritic(bus, state),
       actorModel: (ref) => actorModelDriver(ref, bus),
     });

@@ -33,7 +33,7 @@ const runner = new LoopRunner({
   clock: systemClock,
   random: systemRandom,
   ids: uuidIds,
-  memory: new InMemoryMemory(systemClock, uuidIds),
+  memory: new InMemoryMemory(systemClock),
   onEffect: (effect) => {
     if (effect.type === "audit") print(effect.event);
   },

@@ -9,7 +9,6 @@ import { KvMemory } from "../../shared/bus/kv-memory.js";
 import { serveToolsOf } from "../../shared/bus/tool-service.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
-import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
@@ -26,7 +25,7 @@ const metrics = new ActorMetrics("tools");
 const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
   echo: () => echoTool,
   http_fetch: () => httpFetchTool,
-  memory: () => createMemoryTool(new KvMemory(bus.buckets.memory, systemClock, uuidIds)),
+  memory: () => createMemoryTool(new KvMemory(bus.buckets.memory, systemClock)),
 };
 serveToolsOf(
   env.TOOLS.map((name) => available[name]()),

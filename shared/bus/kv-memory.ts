@@ -1,10 +1,9 @@
 import type { KV } from "@nats-io/kv";
 import { z } from "zod";
 import type { MemoryEntry, MemoryStore } from "../memory/memory.js";
-import { relevance } from "../memory/memory.js";
+import { memoryId, relevance } from "../memory/memory.js";
 import type { Clock } from "../runtime/clock.js";
 import { sha256 } from "../runtime/hash.js";
-import type { IdGenerator } from "../runtime/ids.js";
 import { decode, encode } from "./codec.js";
 
 const StoredMemory = z.object({
@@ -27,15 +26,11 @@ export class KvMemory implements MemoryStore {
   constructor(
     private readonly kv: KV,
     private readonly clock: Clock,
-    private readonly ids: IdGenerator,
   ) {}
 
+  /** The same text again is the same key: the bucket keeps one revision, so the entry is refreshed. */
   async remember(namespace: string, text: string): Promise<MemoryEntry> {
-    const entry: MemoryEntry = {
-      id: this.ids.next("mem").replaceAll(/[^A-Za-z0-9_-]/g, "_"),
-      text,
-      createdAt: this.clock.now(),
-    };
+    const entry: MemoryEntry = { id: memoryId(text), text, createdAt: this.clock.now() };
     await this.kv.put(`${prefixOf(namespace)}.${entry.id}`, encode(StoredMemory, { ...entry, namespace }));
     return entry;
   }

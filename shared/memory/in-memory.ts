@@ -1,19 +1,16 @@
 import type { Clock } from "../runtime/clock.js";
-import type { IdGenerator } from "../runtime/ids.js";
-import { relevance, type MemoryEntry, type MemoryStore } from "./memory.js";
+import { memoryId, relevance, type MemoryEntry, type MemoryStore } from "./memory.js";
 
 /** Process-local memory: for tests, demos and embedding. */
 export class InMemoryMemory implements MemoryStore {
   private readonly spaces = new Map<string, MemoryEntry[]>();
 
-  constructor(
-    private readonly clock: Clock,
-    private readonly ids: IdGenerator,
-  ) {}
+  constructor(private readonly clock: Clock) {}
 
   remember(namespace: string, text: string): Promise<MemoryEntry> {
-    const entry: MemoryEntry = { id: this.ids.next("mem"), text, createdAt: this.clock.now() };
-    this.spaces.set(namespace, [...(this.spaces.get(namespace) ?? []), entry]);
+    const entry: MemoryEntry = { id: memoryId(text), text, createdAt: this.clock.now() };
+    const others = (this.spaces.get(namespace) ?? []).filter((e) => e.id !== entry.id);
+    this.spaces.set(namespace, [...others, entry]);
     return Promise.resolve(entry);
   }
 

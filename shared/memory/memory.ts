@@ -1,3 +1,5 @@
+import { sha256 } from "../runtime/hash.js";
+
 /** Agent memory, per namespace (one per agent name). The cluster adds a JetStream KV implementation. */
 export interface MemoryEntry {
   id: string;
@@ -10,6 +12,15 @@ export interface MemoryStore {
   /** Up to `limit` entries relevant to `query`, most relevant first. */
   recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]>;
   forget(namespace: string, id: string): Promise<boolean>;
+}
+
+/**
+ * A memory's id is its content's: remembering the same text again refreshes the one entry instead
+ * of adding a copy. A task run a thousand times leaves one Q/A pair, and a recall, which reads every
+ * memory of its namespace, reads it once.
+ */
+export function memoryId(text: string): string {
+  return `mem_${sha256(text).slice(0, 32)}`;
 }
 
 export function tokens(text: string): Set<string> {

@@ -68,7 +68,7 @@ export function runner(overrides: Partial<RunnerDeps> = {}): LoopRunner {
     clock,
     random: seededRandom(42),
     ids: sequentialIds(),
-    memory: new InMemoryMemory(clock, sequentialIds()),
+    memory: new InMemoryMemory(clock),
     ...overrides,
   });
 }

@@ -19,7 +19,6 @@ import { IdempotencyRecord, idempotencyBucketKey, serveTool } from "../../shared
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { startRun } from "../../shared/loop/fsm.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { sequentialIds } from "../../shared/runtime/ids.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
@@ -106,7 +105,7 @@ describe("remote tools", () => {
       clock: systemClock,
       logger: silentLogger,
     };
-    const memory = createMemoryTool(new KvMemory(buckets.memory, systemClock, sequentialIds()));
+    const memory = createMemoryTool(new KvMemory(buckets.memory, systemClock));
     const subs = [...serveTool(echoTool, deps), ...serveTool(memory, deps)];
     const tools = await discoverTools(["echo", "memory", "missing"], { ...deps, timeoutMs: 500 });
     expect(tools.map((t) => t.name)).toEqual(["echo", "memory"]);
@@ -166,7 +165,7 @@ describe("remote tools", () => {
 
 describe("cluster state in KV", () => {
   it("memory on KV: per-namespace recall by relevance, forget", async () => {
-    const store = new KvMemory(buckets.memory, systemClock, sequentialIds());
+    const store = new KvMemory(buckets.memory, systemClock);
     const a = await store.remember("agent/a", "postgres runs on port 5432");
     await store.remember("agent/a", "redis runs on port 6379");
     await store.remember("agent/b", "postgres is managed by team b");
@@ -175,6 +174,11 @@ describe("cluster state in KV", () => {
     expect(await store.forget("agent/a", a.id)).toBe(true);
     expect(await store.forget("agent/a", a.id)).toBe(false);
     expect((await store.recall("agent/a", "postgres", 5)).map((h) => h.text)).toEqual([]);
+    // The same text again is the same entry, refreshed: the bucket holds it once.
+    const first = await store.remember("agent/c", "the cache is flushed nightly");
+    const again = await store.remember("agent/c", "the cache is flushed nightly");
+    expect(again.id).toBe(first.id);
+    expect(await store.recall("agent/c", "cache flushed", 5)).toEqual([again]);
   });
 
   it("run status: put, get and a watch that sees each change", async () => {

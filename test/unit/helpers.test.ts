@@ -100,7 +100,7 @@ describe("clock and ids", () => {
 
 describe("memory", () => {
   it("forget removes an entry from its namespace only", async () => {
-    const memory = new InMemoryMemory(new ManualClock(0), sequentialIds());
+    const memory = new InMemoryMemory(new ManualClock(0));
     const a = await memory.remember("x", "apples are red");
     await memory.remember("y", "apples are green");
     expect(await memory.forget("x", a.id)).toBe(true);

@@ -4,8 +4,7 @@ import { AuditEvent } from "../../shared/contracts/audit.js";
 import { WalRecord } from "../../shared/contracts/wal.js";
 import { ScriptedDriver } from "../../shared/models/scripted.js";
 import { InMemoryMemory } from "../../shared/memory/in-memory.js";
-import { InstantClock } from "../../shared/runtime/clock.js";
-import { sequentialIds } from "../../shared/runtime/ids.js";
+import { InstantClock, ManualClock } from "../../shared/runtime/clock.js";
 import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
 import { defineTool } from "../../shared/tools/tool.js";
 import type { Effect } from "../../shared/loop/state.js";
@@ -108,7 +107,7 @@ describe("runtime (in-process runner)", () => {
 
   it("INV-007 relevant memories are recalled into the system context [test_memories_recalled_into_system]", async () => {
     const clock = new InstantClock(0);
-    const memory = new InMemoryMemory(clock, sequentialIds());
+    const memory = new InMemoryMemory(clock);
     await memory.remember("tester", "Q: What is the capital of France?\nA: Paris");
     await memory.remember("tester", "Q: unrelated cooking question\nA: boil water");
     await memory.remember("someone-else", "Q: capital of France\nA: secret");
@@ -122,7 +121,7 @@ describe("runtime (in-process runner)", () => {
   });
 
   it("INV-007 recall puts at most 5 memories into the system context", async () => {
-    const memory = new InMemoryMemory(new InstantClock(0), sequentialIds());
+    const memory = new InMemoryMemory(new InstantClock(0));
     for (let i = 0; i < 8; i++) await memory.remember("tester", `note ${i} about apples`);
     const driver = new ScriptedDriver({ script: [{ text: "ok" }] });
     await runner({ driver, memory }).run(spec({ prompt: "tell me about apples" }));
@@ -131,7 +130,7 @@ describe("runtime (in-process runner)", () => {
   });
 
   it("INV-007 a committed run stores its query and answer in memory [test_conversation_stored_in_memory]", async () => {
-    const memory = new InMemoryMemory(new InstantClock(0), sequentialIds());
+    const memory = new InMemoryMemory(new InstantClock(0));
     const result = await runner({ memory }).run(
       spec({ prompt: "Name the largest planet", script: [{ text: "Jupiter" }] }),
     );
@@ -141,8 +140,26 @@ describe("runtime (in-process runner)", () => {
     expect(recalled[0]?.text).toContain("Jupiter");
   });
 
+  it("INV-007 the same task committed again refreshes its one memory instead of adding a copy", async () => {
+    const clock = new ManualClock(0);
+    const memory = new InMemoryMemory(clock);
+    const task = spec({ prompt: "Name the largest planet", script: [{ text: "Jupiter" }] });
+    for (let i = 0; i < 3; i++) {
+      await runner({ memory, clock }).run(task);
+      clock.advance(1_000);
+    }
+    await runner({ memory, clock }).run(
+      spec({ prompt: "Name the largest planet", script: [{ text: "Jupiter, a gas giant" }] }),
+    );
+    const recalled = await memory.recall("tester", "Name the largest planet", 10);
+    expect(recalled.map((m) => m.text.split("\n").at(-1))).toEqual(["A: Jupiter, a gas giant", "A: Jupiter"]);
+    const [, same] = recalled;
+    expect(same?.createdAt).toBeGreaterThanOrEqual(2_000);
+    expect(same?.id).toBe((await memory.remember("tester", same!.text)).id);
+  });
+
   it("INV-007 a failed run stores nothing in memory", async () => {
-    const memory = new InMemoryMemory(new InstantClock(0), sequentialIds());
+    const memory = new InMemoryMemory(new InstantClock(0));
     const script = Array.from({ length: 5 }, (_, i) => echoCall(`s${i}`));
     await runner({ memory }).run(
       spec({ prompt: "Name the largest planet", script, resources: { maxIterations: 2 } }),
