@@ -28,11 +28,23 @@ export class KvMemory implements MemoryStore {
     private readonly clock: Clock,
   ) {}
 
-  /** The same text again is the same key: the bucket keeps one revision, so the entry is refreshed. */
+  /**
+   * The same text again is the same key, and the entry already there is kept: rewriting it would
+   * replace its message in the bucket, and a recall streaming the namespace at that moment waits
+   * out the stream's idle heartbeat (30 s) for a message that is gone.
+   */
   async remember(namespace: string, text: string): Promise<MemoryEntry> {
     const entry: MemoryEntry = { id: memoryId(text), text, createdAt: this.clock.now() };
-    await this.kv.put(`${prefixOf(namespace)}.${entry.id}`, encode(StoredMemory, { ...entry, namespace }));
-    return entry;
+    const key = `${prefixOf(namespace)}.${entry.id}`;
+    try {
+      await this.kv.create(key, encode(StoredMemory, { ...entry, namespace }));
+      return entry;
+    } catch (err) {
+      const held = await this.kv.get(key);
+      if (!held || held.operation !== "PUT") throw err;
+      const { id, createdAt } = decode(StoredMemory, held.value);
+      return { id, text, createdAt };
+    }
   }
 
   async recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {

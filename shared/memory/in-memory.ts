@@ -8,9 +8,11 @@ export class InMemoryMemory implements MemoryStore {
   constructor(private readonly clock: Clock) {}
 
   remember(namespace: string, text: string): Promise<MemoryEntry> {
+    const entries = this.spaces.get(namespace) ?? [];
+    const held = entries.find((e) => e.id === memoryId(text));
+    if (held) return Promise.resolve(held);
     const entry: MemoryEntry = { id: memoryId(text), text, createdAt: this.clock.now() };
-    const others = (this.spaces.get(namespace) ?? []).filter((e) => e.id !== entry.id);
-    this.spaces.set(namespace, [...others, entry]);
+    this.spaces.set(namespace, [...entries, entry]);
     return Promise.resolve(entry);
   }
 

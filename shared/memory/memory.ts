@@ -15,9 +15,9 @@ export interface MemoryStore {
 }
 
 /**
- * A memory's id is its content's: remembering the same text again refreshes the one entry instead
- * of adding a copy. A task run a thousand times leaves one Q/A pair, and a recall, which reads every
- * memory of its namespace, reads it once.
+ * A memory's id is its content's: remembering the same text again finds the entry already there
+ * instead of adding a copy. A task run a thousand times leaves one Q/A pair, and a recall, which
+ * reads every memory of its namespace, reads it once.
  */
 export function memoryId(text: string): string {
   return `mem_${sha256(text).slice(0, 32)}`;
