@@ -146,7 +146,7 @@ describe("runtime (in-process runner)", () => {
     const task = spec({ prompt: "Name the largest planet", script: [{ text: "Jupiter" }] });
     for (let i = 0; i < 3; i++) {
       await runner({ memory, clock }).run(task);
-      clock.advance(1_000);
+      await clock.advance(1_000);
     }
     await runner({ memory, clock }).run(
       spec({ prompt: "Name the largest planet", script: [{ text: "Jupiter, a gas giant" }] }),
