@@ -90,8 +90,7 @@ export function replay(
     }
   }
   if (!state || !last) throw new AgentError("NONDETERMINISM", "the log holds no run to replay");
-  const written =
-    options.compareSnapshots === false ? matchSkippingSnapshots(tail, produced) : compare(tail, produced);
+  const written = matchTail(tail, produced, options.compareSnapshots ?? true);
   return { state, last, transitions, unwritten: produced.slice(written), audits, modelRequests };
 }
 
@@ -120,60 +119,35 @@ export function endsWithCheckpoint(records: readonly WalRecord[]): boolean {
   return false;
 }
 
-/** Compares record for record; returns how many of the produced records are on record. */
-function compare(recorded: readonly WalRecord[], produced: readonly WalRecord[]): number {
-  const n = Math.min(recorded.length, produced.length);
-  for (let i = 0; i < n; i++) {
-    const a = canonicalJson(recorded[i]);
-    const b = canonicalJson(produced[i]);
-    if (a !== b) {
-      throw new AgentError(
-        "NONDETERMINISM",
-        `replay diverged at record ${i + 1} (${recorded[i]?.type} on record, ${produced[i]?.type} replayed)`,
-        {
-          details: { index: i, recorded: recorded[i], replayed: produced[i] },
-        },
-      );
-    }
-  }
-  if (recorded.length > produced.length) {
-    throw new AgentError(
-      "NONDETERMINISM",
-      `the log has ${recorded.length - produced.length} record(s) the replay does not produce`,
-    );
-  }
-  return recorded.length;
-}
-
 /**
- * Compares the records that are not checkpoints, in order; returns where the produced records
- * go past the log. A checkpoint the log ends with counts as on record (the replay's own one at
- * that point is not written again).
+ * Compares the log's records with the replay's, in order; returns how many of the replay's records
+ * the log already holds (those after it are owed). Without `snapshots`, checkpoints are skipped on
+ * both sides, and a checkpoint the log ends with counts as on record.
  */
-function matchSkippingSnapshots(recorded: readonly WalRecord[], produced: readonly WalRecord[]): number {
-  const kept = recorded.filter((r) => r.type !== "CHECKPOINT");
+function matchTail(
+  recorded: readonly WalRecord[],
+  produced: readonly WalRecord[],
+  snapshots: boolean,
+): number {
+  const skipped = (r: WalRecord | undefined): boolean => !snapshots && r?.type === "CHECKPOINT";
   let j = 0;
-  const skipSnapshots = (): void => {
-    while (produced[j]?.type === "CHECKPOINT") j += 1;
-  };
-  kept.forEach((record, i) => {
-    skipSnapshots();
+  recorded.forEach((record, i) => {
+    if (skipped(record)) return;
+    while (skipped(produced[j])) j += 1;
     const replayed = produced[j];
     if (!replayed) {
-      throw new AgentError(
-        "NONDETERMINISM",
-        `the log has ${kept.length - i} record(s) the replay does not produce`,
-      );
+      const missing = recorded.slice(i).filter((r) => !skipped(r)).length;
+      throw new AgentError("NONDETERMINISM", `the log has ${missing} record(s) the replay does not produce`);
     }
     if (canonicalJson(record) !== canonicalJson(replayed)) {
       throw new AgentError(
         "NONDETERMINISM",
-        `replay diverged at record ${i + 1} not counting checkpoints (${record.type} on record, ${replayed.type} replayed)`,
+        `replay diverged at record ${i + 1} (${record.type} on record, ${replayed.type} replayed)`,
         { details: { index: i, recorded: record, replayed } },
       );
     }
     j += 1;
   });
-  if (recorded.at(-1)?.type === "CHECKPOINT") skipSnapshots();
+  if (skipped(recorded.at(-1))) while (skipped(produced[j])) j += 1;
   return j;
 }

@@ -1,5 +1,6 @@
 import type { Message } from "../contracts/model.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
+import { AgentError } from "../runtime/errors.js";
 import { sha256 } from "../runtime/hash.js";
 import { bucketCallCounts } from "./guard.js";
 import type { Effect, LoopState, TranscriptDigest } from "./state.js";
@@ -20,7 +21,9 @@ export function digestTranscript(
   // A checkpoint written before digests existed, or a shorter transcript: fold from the start.
   const usable =
     previous && previous.count <= total && previous.count > elided && previous.bytes !== undefined;
-  if (!usable && elided > 0) throw new Error("transcript digest lost: messages left the window unhashed");
+  if (!usable && elided > 0) {
+    throw new AgentError("INTERNAL", "transcript digest lost: messages left the context window unhashed");
+  }
   let { count, hash, bytes } = usable ? previous : { count: 0, hash: sha256("transcript"), bytes: 0 };
   for (; count < total; count += 1) {
     const json = canonicalJson(messages[count === 0 ? 0 : count - elided]);

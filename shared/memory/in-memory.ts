@@ -8,10 +8,11 @@ export class InMemoryMemory implements MemoryStore {
   constructor(private readonly clock: Clock) {}
 
   remember(namespace: string, text: string): Promise<MemoryEntry> {
+    const id = memoryId(text);
     const entries = this.spaces.get(namespace) ?? [];
-    const held = entries.find((e) => e.id === memoryId(text));
+    const held = entries.find((e) => e.id === id);
     if (held) return Promise.resolve(held);
-    const entry: MemoryEntry = { id: memoryId(text), text, createdAt: this.clock.now() };
+    const entry: MemoryEntry = { id, text, createdAt: this.clock.now() };
     this.spaces.set(namespace, [...entries, entry]);
     return Promise.resolve(entry);
   }
