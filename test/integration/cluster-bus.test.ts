@@ -111,7 +111,7 @@ describe("remote tools", () => {
     expect(tools.map((t) => t.name)).toEqual(["echo", "memory"]);
     const [echo, mem] = tools;
     expect(echo?.inputSchema).toMatchObject({ properties: { text: { type: "string" } } });
-    expect(mem?.idempotent).toBe(false);
+    expect(mem?.idempotent).toBe(true);
     expect(await echo?.execute({ text: "hi" }, toolCtx({ kind: "compute" }))).toEqual({
       output: { text: "hi" },
     });
@@ -123,6 +123,11 @@ describe("remote tools", () => {
     await mem?.execute(
       { action: "remember", namespace: "ns", text: "the deploy key rotates on mondays" },
       ctx("k1"),
+    );
+    // Another call (another key) with the same text finds the same memory.
+    await mem?.execute(
+      { action: "remember", namespace: "ns", text: "the deploy key rotates on mondays" },
+      ctx("k9"),
     );
     const recalled = await mem?.execute(
       { action: "recall", namespace: "ns", query: "deploy key" },

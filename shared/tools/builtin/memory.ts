@@ -22,8 +22,8 @@ export function createMemoryTool(store: MemoryStore) {
     input: MemoryInput,
     capability: { kind: "memory" },
     reversibility: "reversible",
-    // Remembering twice would store two entries: the tool service's idempotency record prevents that.
-    idempotent: false,
+    // A memory's id is its text's hash: remembering the same text again finds the same entry.
+    idempotent: true,
     execute: async (input): Promise<{ output: Record<string, unknown> }> => {
       if (input.action === "remember") {
         const entry = await store.remember(input.namespace, input.text);
