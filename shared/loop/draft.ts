@@ -121,7 +121,7 @@ export class Draft {
   finish(event: unknown, checkpoint = false): { state: LoopState; effects: Effect[] } {
     const s = this.state;
     s.transitions += 1;
-    s.transcript = digestTranscript(s.transcript, s.messages, s.elided?.messages);
+    s.transcript = digestTranscript(s.transcript, s.messages, s.elided);
     const effects = contentHash(hashableEffects(this.effects, s));
     s.transitionHash = sha256(`${s.transitionHash}\n${contentHash(event)}\n${effects}`);
     if (checkpoint && checkpointWorthwhile(s)) {

@@ -75,7 +75,7 @@ export function requestModel(d: Draft, config: LoopConfig): void {
     tools: [...visibleTools(s, config), FINISH_SPEC],
   };
   const requestId = `model-${s.guard.iteration}`;
-  const elided = s.elided ? { elided: s.elided.messages } : {};
+  const elided = s.elided ? { elided: s.elided } : {};
   d.audit("model.called", "started", { data: { requestId, messages: s.messages.length, ...elided } });
   d.await({ type: "callModel", requestId, request }, { kind: "model", requestId });
 }

@@ -183,8 +183,8 @@ export interface LoopState {
   transitionHash: string;
   /** A running hash of every message of the run (absent in checkpoints written before it existed). */
   transcript?: TranscriptDigest;
-  /** The messages after the first that the context window left out of `messages`, and their size. */
-  elided?: { messages: number; bytes: number };
+  /** How many messages after the first the context window has left out of `messages`. */
+  elided?: number;
   /** The transcript's size when the last checkpoint was written (see checkpointWorthwhile). */
   checkpointBytes?: number;
   /** What of it the checkpoint held, when the context window had left messages out. */

@@ -42,15 +42,13 @@ export function digestTranscript(
 export function windowTranscript(s: LoopState): void {
   const max = s.limits.maxContextMessages;
   if (max === undefined || s.messages.length <= max) return;
-  const elided = s.elided ?? { messages: 0, bytes: 0 };
-  s.transcript = digestTranscript(s.transcript, s.messages, elided.messages);
+  const elided = s.elided ?? 0;
+  s.transcript = digestTranscript(s.transcript, s.messages, elided);
   let cut = s.messages.length - (max - 1);
   while (cut > 1 && s.messages[cut]?.role === "tool") cut -= 1;
   if (cut <= 1) return;
-  const leaving = s.messages.slice(1, cut);
-  const bytes = leaving.reduce((n, m) => n + canonicalJson(m).length, 0);
   s.messages = [s.messages[0]!, ...s.messages.slice(cut)];
-  s.elided = { messages: elided.messages + leaving.length, bytes: elided.bytes + bytes };
+  s.elided = elided + cut - 1;
 }
 
 /**
@@ -70,9 +68,13 @@ export function checkpointWorthwhile(state: LoopState): boolean {
   return (now - at) * CHECKPOINT_GROWTH >= held;
 }
 
-/** The size of the transcript a checkpoint of this state holds: what the context window kept. */
+/**
+ * The size of the transcript a checkpoint of this state holds, once the context window has left
+ * messages out: measured when a checkpoint is written (it serialises the state anyway), not
+ * tracked message by message.
+ */
 export function retainedBytes(state: LoopState): number {
-  return (state.transcript?.bytes ?? 0) - (state.elided?.bytes ?? 0);
+  return canonicalJson(state.messages).length;
 }
 
 /** The effects as the transition hash sees them: a model call on the run's transcript carries its digest. */

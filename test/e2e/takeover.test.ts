@@ -10,7 +10,7 @@ import { statusOf } from "../../shared/loop/status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { defineTool } from "../../shared/tools/tool.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
-import { echoCall, runner, spec } from "../helpers/fixtures.js";
+import { echoCall, olderCheckpoint, runner, spec } from "../helpers/fixtures.js";
 
 /** Workers that die, drain or collide: the run survives, and no side effect happens twice. */
 const suite = useClusterSuite("takeover", {
@@ -252,18 +252,10 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     const runId = `upgrade${Date.now().toString(36)}`;
     const script = [...Array.from({ length: 12 }, (_, i) => echoCall(`step ${i}`)), { text: "done" }];
     const recorded = await runner({ checkpointEvery: 4 }).run(spec({ script }), { runId });
-    // The log as an older version left it: checkpoints without the transcript digest, the guard
-    // keeping five calls; cut right after the second checkpoint (its worker died in the next call).
-    const older = (r: WalRecord): WalRecord => {
-      if (r.type !== "CHECKPOINT") return r;
-      const { transcript: _digest, checkpointBytes: _bytes, ...state } = r.state as LoopState;
-      const guard = { ...state.guard, recentCalls: state.guard.recentCalls.slice(-5) };
-      return { ...r, state: { ...state, guard } };
-    };
-    const cut = recorded.wal.findIndex(
-      (r, i) => r.type === "CHECKPOINT" && i > recorded.wal.findIndex((c) => c.type === "CHECKPOINT"),
-    );
-    const log = recorded.wal.slice(0, cut + 1).map(older);
+    // The log as an older version left it, cut right after the second checkpoint (its worker died
+    // in the next call).
+    const cut = recorded.wal.flatMap((r, i) => (r.type === "CHECKPOINT" ? [i] : []))[1]!;
+    const log = recorded.wal.slice(0, cut + 1).map(olderCheckpoint);
     const checkpoint = log[cut] as Extract<WalRecord, { type: "CHECKPOINT" }>;
     expect((checkpoint.state as LoopState).guard.toolCalls).toBeGreaterThan(5);
     const writer = new WalWriter(suite.bus, runId, "agent-0-older", 0, 0);

@@ -11,6 +11,8 @@ import type { AnyTool, ToolContext } from "../../shared/tools/tool.js";
 import type { CapabilityObject } from "../../shared/contracts/capability.js";
 import type { AuditKind } from "../../shared/contracts/audit.js";
 import type { RunResult } from "../../shared/loop/runner.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import type { LoopState } from "../../shared/loop/state.js";
 
 type SpecOverrides = {
   script?: ScriptStep[];
@@ -96,3 +98,16 @@ export const toolCtx = (granted: CapabilityObject, over: Partial<ToolContext> = 
   signal: new AbortController().signal,
   ...over,
 });
+
+/**
+ * A checkpoint record as an older version wrote it: no transcript digest, the guard keeping its
+ * last five calls only. Other records are returned as they are.
+ */
+export function olderCheckpoint(record: WalRecord): WalRecord {
+  if (record.type !== "CHECKPOINT") return record;
+  const { transcript: _digest, checkpointBytes: _bytes, ...state } = record.state as LoopState;
+  return {
+    ...record,
+    state: { ...state, guard: { ...state.guard, recentCalls: state.guard.recentCalls.slice(-5) } },
+  };
+}
