@@ -1,11 +1,15 @@
+import { AgentEnv } from "../../dist/services/agent/env.js";
 import type { Plan } from "../lib/plan.ts";
 import type { Finding } from "../lib/row.ts";
 import { median, quantile, round } from "../lib/stats.ts";
 import { STEPS } from "../lib/workload.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
-/** The job ack wait the W2 cluster runs with: how long a dead worker's runs wait before redelivery. */
-export const RESUME_ACK_WAIT_MS = 2_000;
+/**
+ * W2 runs the workers with their production defaults (read from the schema that sets them): the
+ * ack wait, and the beats by which a survivor hands a silent worker's jobs back sooner.
+ */
+const defaults = AgentEnv.parse({});
 const VICTIM = "agent-1";
 
 /**
@@ -17,10 +21,7 @@ export async function measureResume(
   natsUrl: string,
   say: (line: string) => void,
 ): Promise<Finding[]> {
-  const cluster = await OurCluster.start(natsUrl, {
-    ...OUR_BENCH_ENV,
-    AGENT_ACK_WAIT_MS: String(RESUME_ACK_WAIT_MS),
-  });
+  const cluster = await OurCluster.start(natsUrl, OUR_BENCH_ENV);
   try {
     const lastWriter = new Map<string, string>();
     const resumedAt = new Map<string, number>();
@@ -53,7 +54,9 @@ export async function measureResume(
       orphaned: orphans,
       resumed: samples.length,
       committed: done.filter((d) => d.status === "committed").length,
-      ackWaitMs: RESUME_ACK_WAIT_MS,
+      ackWaitMs: defaults.AGENT_ACK_WAIT_MS,
+      beatMs: defaults.AGENT_BEAT_MS,
+      deadAfterMs: defaults.AGENT_DEAD_AFTER_MS,
       p50Ms: round(median(samples)),
       maxMs: round(quantile(samples, 1)),
     };

@@ -13,6 +13,10 @@ export const AgentEnv = ActorEnv.extend({
         .slice(0, 32)}-${process.pid}`,
     ),
   AGENT_ACK_WAIT_MS: millis(30_000),
+  /** How often a worker tells the others it is alive. */
+  AGENT_BEAT_MS: z.coerce.number().int().min(50).max(60_000).default(250),
+  /** A worker silent this long is gone: another hands its jobs back without waiting out the ack wait. */
+  AGENT_DEAD_AFTER_MS: z.coerce.number().int().min(100).max(600_000).default(1_000),
   AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
   AGENT_CHECKPOINT_EVERY: z.coerce.number().int().min(1).max(10_000).default(10),
   AGENT_RETRY_DELAY_MS: millis(5_000),
@@ -20,5 +24,8 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_STATUS_EVERY_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   /** Most iterations leased per request (1, 2, 4… up to this): fewer round trips; unspent ones still count. */
   AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(5),
+}).refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {
+  message: "AGENT_DEAD_AFTER_MS must be at least twice AGENT_BEAT_MS (one late beat is not a death)",
+  path: ["AGENT_DEAD_AFTER_MS"],
 });
 export type AgentEnv = z.infer<typeof AgentEnv>;

@@ -17,11 +17,15 @@ import { ToolRegistry } from "../../shared/tools/registry.js";
 import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
 import { IterationLeases } from "./leases.js";
+import { WorkerPresence } from "./presence.js";
 import { Reconciler } from "./reconcile.js";
 
 export interface WorkerOptions {
   workerId: string;
   ackWaitMs: number;
+  /** See AGENT_BEAT_MS and AGENT_DEAD_AFTER_MS. */
+  beatMs: number;
+  deadAfterMs: number;
   /** Runs this worker drives at once. */
   concurrency: number;
   checkpointEvery: number;
@@ -42,6 +46,9 @@ export interface WorkerOptions {
  */
 export class AgentWorker {
   private readonly inFlight = new Set<Promise<void>>();
+  /** The ack subjects of the jobs held now: the beats name them, for whoever outlives this worker. */
+  private readonly held = new Set<string>();
+  private presence!: WorkerPresence;
   private readonly drain = new AbortController();
   private readonly killSwitch = new KillSwitchView();
   private leasesOf!: IterationLeases;
@@ -67,6 +74,18 @@ export class AgentWorker {
     await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
     this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
     this.fanOut = new FanOutHandler(this.bus);
+    this.presence = new WorkerPresence(
+      this.bus,
+      {
+        workerId: this.options.workerId,
+        instance: `${this.options.workerId}-${this.ids.next("i").slice(-8)}`,
+        beatMs: this.options.beatMs,
+        deadAfterMs: this.options.deadAfterMs,
+      },
+      () => [...this.held],
+      this.options.metrics,
+    );
+    this.presence.start();
     this.loop = this.pull();
   }
 
@@ -79,6 +98,7 @@ export class AgentWorker {
     this.drain.abort();
     await this.loop;
     await Promise.all(this.inFlight);
+    this.presence.stop();
     this.killSwitch.stop();
   }
 
@@ -101,7 +121,12 @@ export class AgentWorker {
         msg.nak();
         break;
       }
-      const task = this.handle(msg).finally(() => this.inFlight.delete(task));
+      const held = ackSubjectOf(msg);
+      if (held) this.held.add(held);
+      const task = this.handle(msg).finally(() => {
+        this.inFlight.delete(task);
+        if (held) this.held.delete(held);
+      });
       this.inFlight.add(task);
     }
   }
@@ -185,4 +210,10 @@ export class AgentWorker {
       job,
     );
   }
+}
+
+/** The subject a job is acknowledged on; the client's message class has it, its public type does not. */
+function ackSubjectOf(msg: JsMsg): string | undefined {
+  const reply = "reply" in msg ? msg.reply : undefined;
+  return typeof reply === "string" && reply.length > 0 ? reply : undefined;
 }

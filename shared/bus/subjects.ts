@@ -123,6 +123,15 @@ export class Subjects {
     return `${this.prefix}.control.resume`;
   }
 
+  /** Where a live agent worker instance says so (see WorkerBeat). */
+  workerBeat(instance: string): string {
+    return `${this.prefix}.workers.beat.${token("worker instance", instance)}`;
+  }
+
+  workerBeatAll(): string {
+    return `${this.prefix}.workers.beat.*`;
+  }
+
   killSwitch(): string {
     return `${this.prefix}.control.killswitch`;
   }

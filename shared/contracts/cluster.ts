@@ -112,3 +112,22 @@ export const LeaseReply = z.discriminatedUnion("ok", [
   z.object({ schemaVersion: SchemaVersion, ok: z.literal(false), error: ErrorPayload }),
 ]);
 export type LeaseReply = z.infer<typeof LeaseReply>;
+
+/**
+ * What a live agent worker publishes on `<prefix>.workers.beat.<instance>` every few hundred
+ * milliseconds. A worker that stops beating (kill -9, a lost node) is gone: one of the others
+ * hands its jobs back to the queue at once, instead of letting them wait out the ack wait.
+ */
+export const WorkerBeat = z.object({
+  schemaVersion: SchemaVersion,
+  workerId: z.string().min(1).max(64),
+  /** One process's life: a worker restarted under the same WORKER_ID is a new instance. */
+  instance: RunId,
+  /** The sender counts as gone after this long without a beat (it says so itself). */
+  deadAfterMs: z.number().int().positive().max(600_000),
+  /** The ack subjects of the jobs it holds, which whoever outlives it negatively acknowledges. */
+  jobs: z.array(z.string().startsWith("$JS.ACK.")).max(1_000),
+  /** On the last beat of a worker that drained: it handed its jobs back itself. */
+  leaving: z.boolean().optional(),
+});
+export type WorkerBeat = z.infer<typeof WorkerBeat>;

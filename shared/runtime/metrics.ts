@@ -15,6 +15,7 @@ export class ActorMetrics {
   readonly toolCalls: Counter<"tool" | "outcome">;
   readonly redeliveries: Counter;
   readonly fencingConflicts: Counter;
+  readonly jobsHandedBack: Counter;
   readonly stalledRequeues: Counter;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
@@ -58,6 +59,11 @@ export class ActorMetrics {
     this.fencingConflicts = new Counter({
       name: "agents_fencing_conflicts_total",
       help: "WAL appends refused because another worker wrote first",
+      registers,
+    });
+    this.jobsHandedBack = new Counter({
+      name: "agents_jobs_handed_back_total",
+      help: "Jobs of a worker that stopped beating, handed back to the queue by this one",
       registers,
     });
     this.stalledRequeues = new Counter({

@@ -54,10 +54,7 @@ describe("runs whose checkpoints exceed max_payload", () => {
     expect(checkpointSeq).toBeGreaterThan(0);
     const first = await jsm.streams.getMessage(subjects.streams().wal, { seq: checkpointSeq as number });
     expect(first?.header?.get(PART_HEADER)).toMatch(/^1\/[2-9]$/);
-    const last = await jsm.streams.getMessage(subjects.streams().wal, {
-      last_by_subj: subjects.wal(reply.runId),
-    });
-    const holder = /^[^:]+:\d+:(agent-\d)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
+    const holder = await suite.lastWriter(reply.runId);
     expect(holder).toMatch(/^agent-\d$/);
     suite.cluster.signal(holder as string, "SIGKILL");
     await systemClock.sleep(200);

@@ -81,6 +81,23 @@ describe("nats.conf: least privilege per actor kind", () => {
     served.stop();
   });
 
+  it("only agent workers beat to each other: another actor cannot pose as a worker", async () => {
+    const heard: string[] = [];
+    const agent = await as("agent");
+    const sub = agent.subscribe(subjects.workerBeatAll(), {
+      callback: (_, msg) => void heard.push(msg.subject),
+    });
+    await agent.flush();
+    for (const kind of KINDS) {
+      const nc = await as(kind);
+      nc.publish(subjects.workerBeat(`from-${kind}`), "{}");
+      await nc.flush();
+    }
+    await agent.flush();
+    sub.unsubscribe();
+    expect(heard).toEqual([subjects.workerBeat("from-agent")]);
+  });
+
   it("only the supervisor writes agents-pool", async () => {
     const bucket = subjects.buckets().pool;
     for (const kind of KINDS.filter((k) => k !== "supervisor")) {

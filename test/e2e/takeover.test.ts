@@ -55,14 +55,6 @@ function serveCharge(
   return { executions, started };
 }
 
-/** The worker that wrote a run's last WAL record (its writer id is in the message id). */
-async function lastWriter(runId: string): Promise<string | undefined> {
-  const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
-    last_by_subj: suite.bus.subjects.wal(runId),
-  });
-  return /^[^:]+:\d+:(agent-\w+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
-}
-
 /** A run that calls the charge tool `tool` once, then finishes. */
 function chargeRun(tool: string, amount: number): Promise<{ runId: string }> {
   return suite.client.submit(
@@ -81,7 +73,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     const charge = serveCharge(1_500);
     const reply = await chargeRun("charge", 5);
     const key = await charge.started;
-    const holder = await lastWriter(reply.runId);
+    const holder = await suite.lastWriter(reply.runId);
     expect(holder).toMatch(/^agent-\d$/);
     suite.cluster.signal(holder as string, "SIGKILL");
 
@@ -129,7 +121,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     const charge = serveCharge(1_000, "charge_once");
     const reply = await chargeRun("charge_once", 7);
     const key = await charge.started;
-    const holder = (await lastWriter(reply.runId)) as string;
+    const holder = (await suite.lastWriter(reply.runId)) as string;
     const streams = suite.bus.subjects.streams();
     const job = await suite.bus.jsm.streams.getMessage(streams.runs, {
       last_by_subj: suite.bus.subjects.runQueue(reply.runId),
@@ -229,7 +221,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
       }),
     );
     await suite.waitFor(reply.runId, (s) => s.usage.toolCalls >= 1);
-    const writerOf = () => lastWriter(reply.runId);
+    const writerOf = () => suite.lastWriter(reply.runId);
     const holder = (await writerOf()) as string;
     expect(holder).toMatch(/^agent-/);
     const stoppedAt = Date.now();

@@ -31,6 +31,8 @@ export interface ClusterSuite {
   waitFor(runId: string, until: (s: RunStatus) => boolean, timeoutMs?: number): Promise<RunStatus>;
   audit(runId: string): Promise<AuditEvent[]>;
   wal(runId: string): Promise<StoredRecord[]>;
+  /** The worker (actor name) that wrote a run's last WAL record: its writer id is in the message id. */
+  lastWriter(runId: string): Promise<string | undefined>;
   logs(): Promise<string>;
   /** One actor's log. */
   log(name: string): Promise<string>;
@@ -94,6 +96,12 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
   };
   suite.audit = (runId) => suite.client.audit(runId);
   suite.wal = async (runId) => (await readWal(suite.bus, runId)).records;
+  suite.lastWriter = async (runId) => {
+    const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
+      last_by_subj: suite.bus.subjects.wal(runId),
+    });
+    return /^[^:]+:\d+:(agent-\w+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
+  };
   suite.logs = async () => {
     const files = await readdir(suite.logDir);
     const texts = await Promise.all(files.map((f) => readFile(join(suite.logDir, f), "utf8")));

@@ -1,0 +1,81 @@
+import type { WorkerBeat } from "../../shared/contracts/cluster.js";
+
+/** A worker instance this one has heard beating. */
+export interface Peer {
+  workerId: string;
+  instance: string;
+  deadAfterMs: number;
+  /** The ack subjects of the jobs it held at its last beat. */
+  jobs: readonly string[];
+  lastSeen: number;
+}
+
+/** A gone peer another survivor was to hand back, kept in case that survivor was gone too. */
+interface Entrusted {
+  peer: Peer;
+  survivor: string;
+}
+
+/** How long an entrusted peer is kept, in multiples of its deadAfterMs: its jobs are stale by then. */
+const ENTRUSTED_FOR = 10;
+
+/**
+ * Who else is alive, from their beats: the pure core of WorkerPresence. A peer is gone once it has
+ * been silent for the time it announced. Its jobs are handed back by exactly one survivor, the
+ * live instance whose name sorts first. Handing a job back twice is not harmless on nats-server
+ * 2.9, which ignores the delivery count in an ack subject: a second NAK would snatch the job from
+ * the worker it was just redelivered to (the WAL's fencing would still stop a second writer).
+ */
+export class PeerTable {
+  private readonly peers = new Map<string, Peer>();
+  private entrusted: Entrusted[] = [];
+
+  constructor(private readonly self: string) {}
+
+  /** Records a beat; a leaving worker handed its jobs back itself, so it is simply forgotten. */
+  heard(beat: WorkerBeat, now: number): void {
+    if (beat.instance === this.self) return;
+    if (beat.leaving) {
+      this.peers.delete(beat.instance);
+      return;
+    }
+    const { workerId, instance, deadAfterMs, jobs } = beat;
+    this.peers.set(instance, { workerId, instance, deadAfterMs, jobs, lastSeen: now });
+  }
+
+  /**
+   * Forgets the peers silent past their deadline; returns those whose jobs this instance must hand
+   * back. That includes a peer gone earlier whose designated survivor has now gone too, having
+   * fallen silent before that peer's deadline (so it never noticed).
+   */
+  expire(now: number): Peer[] {
+    const gone = [...this.peers.values()].filter((p) => now - p.lastSeen > p.deadAfterMs);
+    for (const peer of gone) this.peers.delete(peer.instance);
+    const orphans = [...gone];
+    const kept: Entrusted[] = [];
+    for (const entry of this.entrusted) {
+      const survivor = gone.find((g) => g.instance === entry.survivor);
+      if (now - entry.peer.lastSeen > ENTRUSTED_FOR * entry.peer.deadAfterMs) continue;
+      if (!survivor) kept.push(entry);
+      else if (survivor.lastSeen < entry.peer.lastSeen + entry.peer.deadAfterMs) orphans.push(entry.peer);
+    }
+    this.entrusted = kept;
+    if (orphans.length === 0) return [];
+    const survivor = this.survivor();
+    if (survivor === this.self) return orphans;
+    for (const peer of orphans) this.entrusted.push({ peer, survivor });
+    return [];
+  }
+
+  /** The live instances this one knows of, itself excluded. */
+  get live(): number {
+    return this.peers.size;
+  }
+
+  /** The live instance that hands back the jobs of the gone: the one whose name sorts first. */
+  private survivor(): string {
+    let first = this.self;
+    for (const instance of this.peers.keys()) if (instance < first) first = instance;
+    return first;
+  }
+}
