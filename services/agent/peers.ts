@@ -67,6 +67,14 @@ export class PeerTable {
     return [];
   }
 
+  /**
+   * Forgives every peer's silence so far: this instance could not hear them (its connection was
+   * down), so their silence says nothing about them.
+   */
+  excuse(now: number): void {
+    for (const peer of this.peers.values()) peer.lastSeen = Math.max(peer.lastSeen, now);
+  }
+
   /** The live instances this one knows of, itself excluded. */
   get live(): number {
     return this.peers.size;

@@ -28,6 +28,7 @@ export class WorkerPresence {
   private sub: Subscription | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   private lastTick = 0;
+  private deaf = false;
   private readonly ackPrefix: string;
 
   constructor(
@@ -79,7 +80,17 @@ export class WorkerPresence {
     const now = this.bus.clock.now();
     const late = now - this.lastTick > 2 * this.options.beatMs;
     this.lastTick = now;
+    // While disconnected this worker hears nobody, and a NAK would be sent, stale, on reconnecting.
+    if (!this.bus.connected()) {
+      this.deaf = true;
+      return;
+    }
     this.beat(false);
+    if (this.deaf) {
+      this.deaf = false;
+      this.table.excuse(now);
+      return;
+    }
     // After a stall of this process the others' beats are still unread: judge nobody until they are.
     if (late) return;
     for (const peer of this.table.expire(now)) {

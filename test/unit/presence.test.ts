@@ -80,6 +80,14 @@ describe("worker presence: who hands back a silent worker's jobs", () => {
     expect(table.expire(60_000)).toEqual([]);
   });
 
+  it("silence this instance could not hear (its connection was down) is excused: nobody is reaped for it", () => {
+    const table = new PeerTable("a");
+    table.heard(beat("b", [job(1)]), 0);
+    table.excuse(3_000);
+    expect(table.expire(3_500)).toEqual([]);
+    expect(names(table.expire(4_001))).toEqual(["b"]);
+  });
+
   it("a beat is a contract: jobs must be ack subjects, the instance a subject token", () => {
     expect(WorkerBeat.safeParse({ ...beat("a"), jobs: ["agents.wal.r1"] }).success).toBe(false);
     expect(WorkerBeat.safeParse({ ...beat("a"), instance: "a.b" }).success).toBe(false);
