@@ -17,7 +17,9 @@ import { median, round } from "../lib/stats.ts";
 import { echoText } from "../lib/workload.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
-const REPEATS = 3;
+/** Resumes timed per windowed length, and for the whole-transcript comparison (1.5 s each). */
+const WINDOWED_ROUNDS = 7;
+const WHOLE_ROUNDS = 3;
 /**
  * W3's context window: the model sees the task and the last 32 messages (16 steps). Without one
  * the run's state is its whole transcript, and a resume must read it all: measured too, at the
@@ -145,12 +147,34 @@ async function writeHistory(
   }
 }
 
+interface Case {
+  steps: number;
+  window: number | undefined;
+  samples: number[];
+  walRecords: number;
+  checkpointBytes: number;
+  error: string;
+}
+
+/** Writes one history of the case's length and times a worker resuming it; an error ends the case. */
+async function sampleCase(cluster: OurCluster, config: LoopConfig, c: Case, round: number): Promise<number> {
+  const runId = `history-${c.steps}-${c.window ?? "all"}-${round}-${Date.now().toString(36)}`;
+  const written = await writeHistory(cluster, runId, history(runId, c.steps, config, c.window));
+  c.walRecords = written.count;
+  c.checkpointBytes = written.checkpointBytes;
+  const status = { ...statusOf(written.last.state, Date.now()), checkpointSeq: written.checkpointSeq };
+  await new RunStatusStore(cluster.bus.buckets.runs).put(status);
+  return cluster.timeResume(runId, continuationJob(status));
+}
+
 /**
  * W3: how long a worker takes to resume a run with a long history. The history is written by
  * the product's own loop core (as a worker would have, checkpoints included) and left waiting on
  * the model, as if its worker had died; a job then hands it to a live worker, and the bench times
  * the job → first new WAL record. Checkpoints should keep this flat: they do when the state they
- * hold stops growing, which a context window makes so (see W3_CONTEXT_MESSAGES).
+ * hold stops growing, which a context window makes so (see W3_CONTEXT_MESSAGES). The lengths are
+ * sampled in rounds, each round in a rotated order, so that neither the stream's growth during the
+ * workload nor a noisy moment of the machine lands on one length only.
  */
 export async function measureHistory(
   plan: Plan,
@@ -158,58 +182,54 @@ export async function measureHistory(
   say: (line: string) => void,
 ): Promise<Finding[]> {
   const cluster = await OurCluster.start(natsUrl, OUR_BENCH_ENV);
-  const { bus } = cluster;
   const config: LoopConfig = { tools: new ToolRegistry([echoTool]).descriptors(), checkpointEvery: 10 };
-  const findings: Finding[] = [];
-  const longest = Math.max(...plan.historyLengths);
-  const cases = [
-    ...plan.historyLengths.map((steps) => ({ steps, window: W3_CONTEXT_MESSAGES as number | undefined })),
-    { steps: longest, window: undefined },
-  ];
-  try {
-    let warm = false;
-    for (const { steps, window } of cases) {
-      const samples: number[] = [];
-      let checkpointBytes = 0;
-      let walRecords = 0;
-      let error = "";
-      for (let i = 0; i < REPEATS && !error; i += 1) {
-        const runId = `history-${steps}-${window ?? "all"}-${i}-${Date.now().toString(36)}`;
-        try {
-          const written = await writeHistory(cluster, runId, history(runId, steps, config, window));
-          walRecords = written.count;
-          checkpointBytes = written.checkpointBytes;
-          const status = {
-            ...statusOf(written.last.state, Date.now()),
-            checkpointSeq: written.checkpointSeq,
-          };
-          await new RunStatusStore(bus.buckets.runs).put(status);
-          const ms = await cluster.timeResume(runId, continuationJob(status));
-          // The first resume warms the worker (tool discovery, JIT): not counted.
-          if (warm) samples.push(ms);
-          else {
-            warm = true;
-            i -= 1;
-          }
-        } catch (err) {
-          error = err instanceof Error ? err.message : String(err);
-        }
-      }
-      const figures: Record<string, number | string> = {
-        steps,
-        contextMessages: window ?? "all",
-        walRecords,
-        resumeMsMedian: round(median(samples)),
-        resumeMsMax: round(Math.max(...samples)),
-        checkpointKiB: round(checkpointBytes / 1024),
-        ...(error ? { error } : {}),
-      };
-      const label = `resume after ${steps} steps${window ? "" : ", whole transcript"}`;
-      findings.push({ workload: "W3", label, figures });
-      say(`W3 ${steps} steps (context ${window ?? "all"}): ${error || `${figures.resumeMsMedian} ms`}`);
+  const fresh = (steps: number, window: number | undefined): Case => ({
+    steps,
+    window,
+    samples: [],
+    walRecords: 0,
+    checkpointBytes: 0,
+    error: "",
+  });
+  const windowed = plan.historyLengths.map((steps) => fresh(steps, W3_CONTEXT_MESSAGES));
+  const whole = fresh(Math.max(...plan.historyLengths), undefined);
+  const sample = async (c: Case, round: number): Promise<void> => {
+    if (c.error) return;
+    try {
+      c.samples.push(await sampleCase(cluster, config, c, round));
+    } catch (err) {
+      c.error = err instanceof Error ? err.message : String(err);
     }
+  };
+  try {
+    // The first resume warms the worker (tool discovery, JIT): not counted.
+    if (windowed[0]) await sampleCase(cluster, config, fresh(windowed[0].steps, W3_CONTEXT_MESSAGES), -1);
+    for (let round = 0; round < WINDOWED_ROUNDS; round += 1) {
+      for (let i = 0; i < windowed.length; i += 1) {
+        await sample(windowed[(round + i) % windowed.length] as Case, round);
+      }
+      say(
+        `W3 round ${round + 1}/${WINDOWED_ROUNDS} of ${windowed.map((c) => c.steps).join(", ")} steps done`,
+      );
+    }
+    for (let round = 0; round < WHOLE_ROUNDS; round += 1) await sample(whole, round);
   } finally {
     await cluster.stop();
   }
-  return findings;
+  return [...windowed, whole].map((c) => {
+    const figures: Record<string, number | string> = {
+      steps: c.steps,
+      contextMessages: c.window ?? "all",
+      walRecords: c.walRecords,
+      resumeMsMedian: round(median(c.samples)),
+      resumeMsMin: round(Math.min(...c.samples)),
+      resumeMsMax: round(Math.max(...c.samples)),
+      samples: c.samples.length,
+      checkpointKiB: round(c.checkpointBytes / 1024),
+      ...(c.error ? { error: c.error } : {}),
+    };
+    const label = `resume after ${c.steps} steps${c.window ? "" : ", whole transcript"}`;
+    say(`W3 ${c.steps} steps (context ${c.window ?? "all"}): ${c.error || `${figures.resumeMsMedian} ms`}`);
+    return { workload: "W3", label, figures };
+  });
 }

@@ -30,8 +30,12 @@ export interface RangeQuery {
   filter: string;
   /** The stream sequence to start at. */
   fromSeq: number;
-  /** Where the range ends: the stream sequence of its last message, or a number of messages. */
-  end: { untilSeq: number } | { count: number };
+  /**
+   * Where the range ends: the stream sequence of its last message, a number of messages, or
+   * `pending`: whatever matches when the read starts (the count its consumer is created with,
+   * which spares asking the server where the subject ends first).
+   */
+  end: { untilSeq: number } | { count: number } | "pending";
 }
 
 export interface RangeMessage {
@@ -52,8 +56,13 @@ export async function* readRange(
 ): AsyncGenerator<RangeMessage> {
   let next = query.fromSeq;
   let delivered = 0;
-  const done = (): boolean =>
-    "count" in query.end ? delivered >= query.end.count : next > query.end.untilSeq;
+  /** For `pending`: what the current consumer has left to deliver (unknown until it exists). */
+  let left = Number.POSITIVE_INFINITY;
+  const { end } = query;
+  const done = (): boolean => {
+    if (end === "pending") return left <= 0;
+    return "count" in end ? delivered >= end.count : next > end.untilSeq;
+  };
   let lastProgress = deps.clock.now();
   for (let failures = 0; !done();) {
     try {
@@ -62,13 +71,18 @@ export async function* readRange(
         deliver_policy: DeliverPolicy.StartSequence,
         opt_start_seq: next,
       });
+      if (end === "pending") {
+        left = (await consumer.info(true)).num_pending;
+        if (done()) return;
+      }
       while (!done()) {
-        const wanted = "count" in query.end ? Math.min(BATCH, query.end.count - delivered) : BATCH;
+        const wanted = wantedNow(end, delivered, left);
         const batch = await consumer.fetch({ max_messages: wanted, expires: STALL_MS });
         let got = 0;
         for await (const msg of batch) {
           got += 1;
           delivered += 1;
+          left -= 1;
           next = msg.seq + 1;
           yield { seq: msg.seq, data: msg.data, ...(msg.headers ? { headers: msg.headers } : {}) };
           if (done()) return;
@@ -87,4 +101,10 @@ export async function* readRange(
       await deps.clock.sleep(fullJitterDelay(failures++, BACKOFF, deps.random));
     }
   }
+}
+
+/** How many messages the next pull asks for. */
+function wantedNow(end: RangeQuery["end"], delivered: number, left: number): number {
+  if (end === "pending") return Math.min(BATCH, left);
+  return "count" in end ? Math.min(BATCH, end.count - delivered) : BATCH;
 }

@@ -5,7 +5,7 @@ import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { decode, encode } from "./codec.js";
-import { readRange } from "./read-range.js";
+import { readRange, type RangeQuery } from "./read-range.js";
 import { withBusRetry } from "./retry.js";
 import { PART_HEADER, PartAssembler, recordMessages } from "./wal-parts.js";
 import type { Subjects } from "./subjects.js";
@@ -124,25 +124,41 @@ export interface WalRead {
   messages: number;
 }
 
-/** Reads a run's WAL in order from `fromSeq` (a checkpoint's sequence, for a flat resume cost). */
+/**
+ * Reads a run's WAL in order from `fromSeq` (a checkpoint's sequence, for a flat resume cost). From
+ * a checkpoint the read takes what its consumer finds pending: asking the server first for the
+ * subject's last message costs more the longer the run's history is (nats-server 2.9 looks it up
+ * through the subject's older blocks). From the start, that question is what answers "empty" at
+ * once for a new run.
+ */
 export async function readWal(deps: WalDeps, runId: string, fromSeq = 1): Promise<WalRead> {
   const subject = deps.subjects.wal(runId);
   const stream = deps.subjects.streams().wal;
+  if (fromSeq > 1) {
+    const tail = await collect(deps, { stream, filter: subject, fromSeq, end: "pending" });
+    if (tail.messages > 0) return tail;
+  }
   // Only "no message" means an empty WAL; a timeout must not pass for one (the run would restart).
   const last = await withBusRetry(`reading the end of ${subject}`, deps, () =>
     deps.jsm.streams.getMessage(stream, { last_by_subj: subject }),
   );
   if (!last || last.seq < fromSeq) return { records: [], lastSeq: last?.seq ?? 0, messages: 0 };
+  return collect(deps, { stream, filter: subject, fromSeq, end: { untilSeq: last.seq } });
+}
+
+/** The whole records in a range of a WAL subject, and the sequence of the range's last message. */
+async function collect(deps: WalDeps, range: RangeQuery): Promise<WalRead> {
   const records: StoredRecord[] = [];
   const parts = new PartAssembler();
   let messages = 0;
-  const range = { stream, filter: subject, fromSeq, end: { untilSeq: last.seq } };
+  let lastSeq = 0;
   for await (const msg of readRange(deps, range)) {
     messages += 1;
+    lastSeq = msg.seq;
     const whole = parts.push(msg.seq, msg.data, msg.headers?.get(PART_HEADER));
     if (whole) for (const record of decodeWalMessage(whole.data)) records.push({ seq: whole.seq, record });
   }
-  return { records, lastSeq: last.seq, messages };
+  return { records, lastSeq, messages };
 }
 
 /** A writer positioned after what `readWal` returned: the next append must follow the last record. */

@@ -18,7 +18,10 @@ function fakeReads(stored: number[], faults: { failAfter?: number; stallFrom?: n
         starts.push(opts.opt_start_seq);
         let cursor = stored.findIndex((seq) => seq >= opts.opt_start_seq);
         if (cursor < 0) cursor = stored.length;
+        // What the server counts when it creates the consumer: the messages from its start on.
+        const pending = stored.length - cursor;
         return Promise.resolve({
+          info: () => Promise.resolve({ num_pending: pending }),
           fetch: ({ max_messages }: { max_messages: number }) =>
             Promise.resolve(
               (function* () {
@@ -69,6 +72,15 @@ describe("readRange", () => {
   it("stops after a count of messages", async () => {
     const { reads } = fakeReads(stored, {});
     expect(await collect(reads, query({ count: 300 }))).toEqual(stored.slice(0, 300));
+  });
+
+  it("`pending` reads what matched when it started, and across a failed pull only what was left", async () => {
+    const { reads, starts } = fakeReads(stored, { failAfter: 257 });
+    const tail = await collect(reads, query("pending", 201));
+    expect(tail).toEqual(stored.filter((s) => s >= 201));
+    expect(starts).toEqual([201, (tail[256] ?? 0) + 1]);
+    const empty = fakeReads(stored, {});
+    expect(await collect(empty.reads, query("pending", 5_000))).toEqual([]);
   });
 
   it("resumes a failed pull just after the last message delivered: nothing skipped, nothing twice", async () => {
