@@ -44,6 +44,45 @@ export interface RangeMessage {
   headers?: MsgHdrs;
 }
 
+/** Where a read has got to, and whether it is done. */
+class Cursor {
+  next: number;
+  private delivered = 0;
+  /** For `pending`: what the current consumer has left to deliver (unknown until it exists). */
+  private left = Number.POSITIVE_INFINITY;
+
+  constructor(
+    private readonly end: RangeQuery["end"],
+    from: number,
+  ) {
+    this.next = from;
+  }
+
+  get done(): boolean {
+    const { end } = this;
+    if (end === "pending") return this.left <= 0;
+    return "count" in end ? this.delivered >= end.count : this.next > end.untilSeq;
+  }
+
+  /** How many messages the next pull asks for. */
+  get wanted(): number {
+    const { end } = this;
+    if (end === "pending") return Math.min(BATCH, this.left);
+    return "count" in end ? Math.min(BATCH, end.count - this.delivered) : BATCH;
+  }
+
+  /** A fresh consumer counted this many messages from `next` on. */
+  counted(pending: number): void {
+    if (this.end === "pending") this.left = pending;
+  }
+
+  advance(seq: number): void {
+    this.delivered += 1;
+    this.left -= 1;
+    this.next = seq + 1;
+  }
+}
+
 /**
  * Reads a range of a stream in order. A read must not fail, nor hang, while the stream's leader is
  * re-elected or this client's server dies: when a pull fails or stalls, the read starts a fresh
@@ -54,38 +93,24 @@ export async function* readRange(
   deps: { reads: JetStreamClient; clock: Clock; random: Random },
   query: RangeQuery,
 ): AsyncGenerator<RangeMessage> {
-  let next = query.fromSeq;
-  let delivered = 0;
-  /** For `pending`: what the current consumer has left to deliver (unknown until it exists). */
-  let left = Number.POSITIVE_INFINITY;
-  const { end } = query;
-  const done = (): boolean => {
-    if (end === "pending") return left <= 0;
-    return "count" in end ? delivered >= end.count : next > end.untilSeq;
-  };
+  const cursor = new Cursor(query.end, query.fromSeq);
   let lastProgress = deps.clock.now();
-  for (let failures = 0; !done();) {
+  for (let failures = 0; !cursor.done;) {
     try {
       const consumer = await deps.reads.consumers.get(query.stream, {
         filter_subjects: query.filter,
         deliver_policy: DeliverPolicy.StartSequence,
-        opt_start_seq: next,
+        opt_start_seq: cursor.next,
       });
-      if (end === "pending") {
-        left = (await consumer.info(true)).num_pending;
-        if (done()) return;
-      }
-      while (!done()) {
-        const wanted = wantedNow(end, delivered, left);
-        const batch = await consumer.fetch({ max_messages: wanted, expires: STALL_MS });
+      if (query.end === "pending") cursor.counted((await consumer.info(true)).num_pending);
+      while (!cursor.done) {
+        const batch = await consumer.fetch({ max_messages: cursor.wanted, expires: STALL_MS });
         let got = 0;
         for await (const msg of batch) {
           got += 1;
-          delivered += 1;
-          left -= 1;
-          next = msg.seq + 1;
+          cursor.advance(msg.seq);
           yield { seq: msg.seq, data: msg.data, ...(msg.headers ? { headers: msg.headers } : {}) };
-          if (done()) return;
+          if (cursor.done) return;
         }
         if (got === 0) throw new Error(`no message from ${query.stream} within ${STALL_MS} ms`);
         failures = 0;
@@ -101,10 +126,4 @@ export async function* readRange(
       await deps.clock.sleep(fullJitterDelay(failures++, BACKOFF, deps.random));
     }
   }
-}
-
-/** How many messages the next pull asks for. */
-function wantedNow(end: RangeQuery["end"], delivered: number, left: number): number {
-  if (end === "pending") return Math.min(BATCH, left);
-  return "count" in end ? Math.min(BATCH, end.count - delivered) : BATCH;
 }
