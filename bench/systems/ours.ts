@@ -50,6 +50,8 @@ const now = (): number => performance.now();
  */
 export class OurCluster {
   private readonly trackers = new Map<string, Tracker>();
+  /** WAL messages this process has taken in, per run (its subscription can lag behind a burst). */
+  private readonly walTaken = new Map<string, number>();
   private readonly subs: Subscription[] = [];
   /** Called for every WAL message as it becomes durable: its run, record types and writer (from the message id). */
   readonly walListeners = new Set<
@@ -113,6 +115,7 @@ export class OurCluster {
       for await (const msg of wal) {
         const { runId, types } = walMessage(msg);
         const at = now();
+        this.walTaken.set(runId, (this.walTaken.get(runId) ?? 0) + 1);
         if (this.walListeners.size > 0) {
           const writer = msg.headers?.get("Nats-Msg-Id").split(":")[2] ?? "";
           for (const listener of this.walListeners) listener({ runId, types, writer, at });
@@ -145,6 +148,7 @@ export class OurCluster {
     const ok = status === "committed" && t.stepsMs.length === STEPS;
     t.done({ runId, stepsMs: t.stepsMs, loopMs: t.endedAt - t.submittedAt, status, ok });
     this.trackers.delete(runId);
+    this.walTaken.delete(runId);
   }
 
   /** Submits one W1 loop and resolves when it settles (terminal, halted or waiting for approval). */
@@ -160,6 +164,21 @@ export class OurCluster {
       t.done = resolve;
       this.settle(reply.runId, t);
     });
+  }
+
+  /**
+   * Resolves once this process has taken in `count` WAL messages of the run: a timing that starts
+   * earlier would count the backlog of a burst the bench itself wrote.
+   */
+  async caughtUp(runId: string, count: number, timeoutMs = 60_000): Promise<void> {
+    const until = now() + timeoutMs;
+    while ((this.walTaken.get(runId) ?? 0) < count) {
+      if (now() > until)
+        throw new Error(
+          `the bench took in only ${this.walTaken.get(runId) ?? 0}/${count} WAL messages of ${runId}`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
   }
 
   /** Hands a run to the workers with `job` and times it until the run's next WAL record is durable. */

@@ -99,12 +99,19 @@ async function writeHistory(
   cluster: OurCluster,
   runId: string,
   records: Generator<Written, Transition>,
-): Promise<{ last: Transition; count: number; checkpointSeq: number; checkpointBytes: number }> {
+): Promise<{
+  last: Transition;
+  count: number;
+  messages: number;
+  checkpointSeq: number;
+  checkpointBytes: number;
+}> {
   const { bus } = cluster;
   const subject = bus.subjects.wal(runId);
   let checkpointSeq = 0;
   let checkpointBytes = 0;
   let count = 0;
+  let messages = 0;
   let batch: { checkpoint: boolean; data: Uint8Array; part?: string; audit?: AuditEvent }[] = [];
   const flush = async (): Promise<void> => {
     const acks = await Promise.all(
@@ -128,7 +135,7 @@ async function writeHistory(
     const next = records.next();
     if (next.done) {
       await flush();
-      return { last: next.value, count, checkpointSeq, checkpointBytes };
+      return { last: next.value, count, messages, checkpointSeq, checkpointBytes };
     }
     if ("audit" in next.value) {
       const audit = next.value.audit;
@@ -140,9 +147,10 @@ async function writeHistory(
     const checkpoint = next.value.wal.type === "CHECKPOINT";
     if (checkpoint) checkpointBytes = data.length;
     count += 1;
-    recordMessages(data, bus.nc.info?.max_payload).forEach((message, i) =>
-      batch.push({ checkpoint: checkpoint && i === 0, ...message }),
-    );
+    recordMessages(data, bus.nc.info?.max_payload).forEach((message, i) => {
+      messages += 1;
+      batch.push({ checkpoint: checkpoint && i === 0, ...message });
+    });
     if (batch.length >= 256) await flush();
   }
 }
@@ -164,6 +172,7 @@ async function sampleCase(cluster: OurCluster, config: LoopConfig, c: Case, roun
   c.checkpointBytes = written.checkpointBytes;
   const status = { ...statusOf(written.last.state, Date.now()), checkpointSeq: written.checkpointSeq };
   await new RunStatusStore(cluster.bus.buckets.runs).put(status);
+  await cluster.caughtUp(runId, written.messages);
   return cluster.timeResume(runId, continuationJob(status));
 }
 

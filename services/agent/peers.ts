@@ -8,6 +8,8 @@ export interface Peer {
   /** The ack subjects of the jobs it held at its last beat. */
   jobs: readonly string[];
   lastSeen: number;
+  /** When it was last found still connected though silent: its silence counts from then. */
+  checkedAt?: number;
 }
 
 /** A gone peer another survivor was to hand back, kept in case that survivor was gone too. */
@@ -20,9 +22,9 @@ interface Entrusted {
 const ENTRUSTED_FOR = 10;
 
 /**
- * Who else is alive, from their beats: the pure core of WorkerPresence. A peer is gone once it has
- * been silent for the time it announced. Its jobs are handed back by exactly one survivor, the
- * live instance whose name sorts first. Handing a job back twice is not harmless on nats-server
+ * Who else is alive, from their beats: the pure core of WorkerPresence. A peer silent for the time
+ * it announced is suspected gone (the shell then asks the server whether its connection is). Its
+ * jobs are handed back by exactly one survivor, the live instance whose name sorts first. Handing a job back twice is not harmless on nats-server
  * 2.9, which ignores the delivery count in an ack subject: a second NAK would snatch the job from
  * the worker it was just redelivered to (the WAL's fencing would still stop a second writer).
  */
@@ -45,11 +47,12 @@ export class PeerTable {
 
   /**
    * Forgets the peers silent past their deadline; returns those whose jobs this instance must hand
-   * back. That includes a peer gone earlier whose designated survivor has now gone too, having
-   * fallen silent before that peer's deadline (so it never noticed).
+   * back if they are really gone. That includes a peer gone earlier whose designated survivor has
+   * now gone too, having fallen silent before that peer's deadline (so it never noticed).
    */
   expire(now: number): Peer[] {
-    const gone = [...this.peers.values()].filter((p) => now - p.lastSeen > p.deadAfterMs);
+    const silent = (p: Peer): boolean => now - Math.max(p.lastSeen, p.checkedAt ?? 0) > p.deadAfterMs;
+    const gone = [...this.peers.values()].filter(silent);
     for (const peer of gone) this.peers.delete(peer.instance);
     const orphans = [...gone];
     const kept: Entrusted[] = [];
@@ -73,6 +76,14 @@ export class PeerTable {
    */
   excuse(now: number): void {
     for (const peer of this.peers.values()) peer.lastSeen = Math.max(peer.lastSeen, now);
+  }
+
+  /**
+   * A suspect turned out to be connected (only slow, or stalled): it is watched again, its silence
+   * counted from now. A beat heard meanwhile has already put it back.
+   */
+  stillThere(peer: Peer, now: number): void {
+    if (!this.peers.has(peer.instance)) this.peers.set(peer.instance, { ...peer, checkedAt: now });
   }
 
   /** The live instances this one knows of, itself excluded. */

@@ -2,10 +2,14 @@ import type { Msg, Subscription } from "@nats-io/transport-node";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode, encode } from "../../shared/bus/codec.js";
+import { isNoResponders } from "../../shared/bus/request.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { PeerTable, type Peer } from "./peers.js";
 
 const NAK = new TextEncoder().encode("-NAK");
+const EMPTY = new Uint8Array(0);
+/** A connected peer that cannot answer this fast is stalled: it keeps its jobs either way. */
+const PING_TIMEOUT_MS = 1_000;
 
 export interface PresenceOptions {
   workerId: string;
@@ -13,19 +17,25 @@ export interface PresenceOptions {
   instance: string;
   beatMs: number;
   deadAfterMs: number;
+  /** The job consumer's ack wait: past it, JetStream has handed a dead worker's jobs on itself. */
+  ackWaitMs: number;
 }
 
 /**
  * An agent worker's heartbeat to the other workers, and its watch over theirs. JetStream alone
- * notices a dead worker only when a job's ack wait runs out (30 s by default); with the beats a
- * survivor notices within `deadAfterMs` and negatively acknowledges the dead worker's jobs, so
- * another worker resumes them at once. Beats are plain NATS messages: losing some only leaves a
+ * notices a dead worker only when a job's ack wait runs out (30 s by default). With the beats a
+ * survivor notices a silence within `deadAfterMs`, then asks the silent worker directly: the server
+ * answers "no responders" at once when that worker's connection is gone (a killed process's socket
+ * closes), and only then are its jobs negatively acknowledged, so another worker resumes them at
+ * once. A worker that is only stalled (a long synchronous stretch, a stopped process) still holds
+ * its connection and keeps its jobs. Beats are plain NATS messages: losing some only leaves a
  * takeover to the ack wait, and a worker wrongly judged dead loses its run to the WAL's fencing,
  * never runs a step twice.
  */
 export class WorkerPresence {
   private readonly table: PeerTable;
   private sub: Subscription | undefined;
+  private pings: Subscription | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   private lastTick = 0;
   private deaf = false;
@@ -50,6 +60,11 @@ export class WorkerPresence {
         else this.onBeat(msg);
       },
     });
+    this.pings = this.bus.nc.subscribe(this.bus.subjects.workerPing(this.options.instance), {
+      callback: (err, msg) => {
+        if (!err) msg.respond(encode(WorkerBeat, this.beatOf(false)));
+      },
+    });
     this.lastTick = this.bus.clock.now();
     this.beat(false);
     this.timer = setInterval(() => this.tick(), this.options.beatMs);
@@ -59,6 +74,7 @@ export class WorkerPresence {
   stop(): void {
     clearInterval(this.timer);
     this.sub?.unsubscribe();
+    this.pings?.unsubscribe();
     this.beat(true);
   }
 
@@ -93,19 +109,43 @@ export class WorkerPresence {
     }
     // After a stall of this process the others' beats are still unread: judge nobody until they are.
     if (late) return;
-    for (const peer of this.table.expire(now)) {
+    for (const peer of this.table.expire(now)) void this.confirm(peer);
+  }
+
+  /** Asks a silent peer whether it is there; hands its jobs back only if its connection is gone. */
+  private async confirm(peer: Peer): Promise<void> {
+    const { bus, options } = this;
+    const fields = { worker: peer.workerId, instance: peer.instance };
+    try {
+      const reply = await bus.nc.request(bus.subjects.workerPing(peer.instance), EMPTY, {
+        timeout: Math.min(options.deadAfterMs, PING_TIMEOUT_MS),
+      });
+      this.table.heard(decode(WorkerBeat, reply.data), bus.clock.now());
+    } catch (err) {
+      const now = bus.clock.now();
+      if (!isNoResponders(err)) {
+        this.table.stillThere(peer, now);
+        bus.logger.info(
+          { ...fields, err },
+          "a worker missed its beats but is still connected; its jobs stay",
+        );
+        return;
+      }
+      // Past half the ack wait JetStream hands the jobs on itself (or soon will): a NAK then could
+      // snatch a job from its new holder.
+      if (now - peer.lastSeen >= options.ackWaitMs / 2) return;
       try {
         this.handBack(peer, now);
-      } catch (err) {
-        // The connection is down: the jobs wait out their ack wait instead.
-        this.bus.logger.warn({ err, worker: peer.workerId }, "could not hand a gone worker's jobs back");
+      } catch (sendError) {
+        // This connection is down: the jobs wait out their ack wait instead.
+        bus.logger.warn({ ...fields, err: sendError }, "could not hand a gone worker's jobs back");
       }
     }
   }
 
-  private beat(leaving: boolean): void {
+  private beatOf(leaving: boolean): WorkerBeat {
     const { workerId, instance, deadAfterMs } = this.options;
-    const beat: WorkerBeat = {
+    return {
       schemaVersion: 1,
       workerId,
       instance,
@@ -113,8 +153,12 @@ export class WorkerPresence {
       jobs: leaving ? [] : this.held(),
       ...(leaving ? { leaving } : {}),
     };
+  }
+
+  private beat(leaving: boolean): void {
     try {
-      this.bus.nc.publish(this.bus.subjects.workerBeat(instance), encode(WorkerBeat, beat));
+      const subject = this.bus.subjects.workerBeat(this.options.instance);
+      this.bus.nc.publish(subject, encode(WorkerBeat, this.beatOf(leaving)));
     } catch (err) {
       // A closed or reconnecting connection: the next beat tries again.
       this.bus.logger.debug({ err }, "a worker beat was not sent");

@@ -81,6 +81,7 @@ export class AgentWorker {
         instance: `${this.options.workerId}-${this.ids.next("i").slice(-8)}`,
         beatMs: this.options.beatMs,
         deadAfterMs: this.options.deadAfterMs,
+        ackWaitMs: this.options.ackWaitMs,
       },
       () => [...this.held],
       this.options.metrics,

@@ -4,6 +4,11 @@ import { AgentError, type ErrorCode } from "../runtime/errors.js";
 import { decode, encode } from "./codec.js";
 import { linkOf } from "./link.js";
 
+/** The server's own answer that no subscription exists for a request's subject (not a timeout). */
+export function isNoResponders(err: unknown): boolean {
+  return err instanceof NoRespondersError || (err instanceof RequestError && err.isNoResponders());
+}
+
 export interface RequestOptions {
   timeoutMs: number;
   /** What nobody answering means here (a missing tool service, no supervisor running). */
@@ -42,9 +47,7 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
     return decode(reply, msg.data);
   } catch (err) {
     if (err instanceof AgentError) throw err;
-    const noResponders =
-      err instanceof NoRespondersError || (err instanceof RequestError && err.isNoResponders());
-    if (noResponders) {
+    if (isNoResponders(err)) {
       throw new AgentError(options.unavailable ?? "BUS_UNAVAILABLE", `nobody is serving '${subject}'`, {
         cause: err,
       });

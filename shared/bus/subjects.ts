@@ -132,6 +132,11 @@ export class Subjects {
     return `${this.prefix}.workers.beat.*`;
   }
 
+  /** Where a worker instance answers "are you there?" with its beat (see WorkerPresence). */
+  workerPing(instance: string): string {
+    return `${this.prefix}.workers.ping.${token("worker instance", instance)}`;
+  }
+
   killSwitch(): string {
     return `${this.prefix}.control.killswitch`;
   }

@@ -1,10 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
 import { encode } from "../../shared/bus/codec.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { defineTool } from "../../shared/tools/tool.js";
-import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
 /**
@@ -17,53 +15,56 @@ const suite = useClusterSuite("presence", {
 });
 
 describe("worker presence: a silent worker's jobs go back to the queue at once", () => {
-  it("kill -9 of the worker mid-tool: the other resumes the run within seconds (ack wait 30 s), the side effect once", async () => {
-    const executions = new Map<string, number>();
-    let onStart: () => void = () => undefined;
-    const started = new Promise<void>((resolve) => (onStart = resolve));
-    suite.serveTool(
-      defineTool({
-        name: "transfer",
-        description: "Moves money (a side effect that must happen once).",
-        input: z.object({ amount: z.number() }),
-        capability: { kind: "compute" },
-        reversibility: "irreversible",
-        idempotent: false,
-        execute: async (input, ctx) => {
-          executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
-          onStart();
-          await systemClock.sleep(1_500);
-          return { output: { moved: input.amount } };
-        },
-      }),
-    );
+  /** Submits a run that charges once (through a tool served here) and returns once it is charging. */
+  async function charging(tool: string, delayMs: number) {
+    const charge = serveCharge(suite, delayMs, tool);
     const reply = await suite.client.submit(
       spec({
         script: [
-          { toolCalls: [{ name: "transfer", input: { amount: 3 } }] },
-          { toolCalls: [{ name: "finish", input: { answer: "moved 3" } }] },
+          { toolCalls: [{ name: tool, input: { amount: 3 } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "charged 3" } }] },
         ],
-        tools: ["transfer"],
+        tools: [tool],
       }),
     );
-    await started;
+    await charge.started;
     // A beat names the jobs held when it is sent: one taken since the last beat waits out the ack wait.
     await systemClock.sleep(400);
     const holder = await suite.lastWriter(reply.runId);
     expect(holder).toMatch(/^agent-\d$/);
-    suite.cluster.signal(holder as string, "SIGKILL");
+    return { runId: reply.runId, holder: holder as string, executions: charge.executions };
+  }
+
+  it("kill -9 of the worker mid-tool: the other resumes the run within seconds (ack wait 30 s), the side effect once", async () => {
+    const { runId, holder, executions } = await charging("transfer", 1_500);
+    suite.cluster.signal(holder, "SIGKILL");
     const killedAt = Date.now();
 
-    const status = await suite.waitFor(reply.runId, settled, 25_000);
+    const status = await suite.waitFor(runId, settled, 25_000);
     const tookMs = Date.now() - killedAt;
-    expect(status).toMatchObject({ status: "committed", terminal: { output: "moved 3" } });
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 3" } });
     expect(tookMs).toBeLessThan(10_000);
     expect([...executions.values()]).toEqual([1]);
-    const events = await suite.audit(reply.runId);
+    const events = await suite.audit(runId);
     expect(events.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
     const survivor = holder === "agent-1" ? "agent-2" : "agent-1";
     expect(await suite.log(survivor)).toMatch(/"jobs":1[^\n]*stopped beating/);
-    await suite.cluster.start("agent", `${holder as string}b`);
+    await suite.cluster.start("agent", `${holder}b`);
+  }, 60_000);
+
+  it("a stalled worker (stopped 2.5 s: no beats, but its connection open) keeps its run: no takeover, no fencing", async () => {
+    const { runId, holder, executions } = await charging("settle", 500);
+    suite.cluster.signal(holder, "SIGSTOP");
+    await systemClock.sleep(2_500);
+    suite.cluster.signal(holder, "SIGCONT");
+
+    const status = await suite.waitFor(runId, settled, 25_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 3" } });
+    expect([...executions.values()]).toEqual([1]);
+    expect((await suite.audit(runId)).filter((e) => e.kind === "run.resumed")).toHaveLength(0);
+    const logs = await suite.logs();
+    expect(logs).toMatch(/missed its beats but is still connected/);
+    expect(logs).not.toMatch(new RegExp(`"runId":"${runId}"[^\n]*fenced`));
   }, 60_000);
 
   it("a beat nobody can read is logged and ignored; a forged beat cannot make a worker NAK anything but jobs", async () => {

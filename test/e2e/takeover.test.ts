@@ -9,7 +9,7 @@ import type { LoopState } from "../../shared/loop/state.js";
 import { statusOf } from "../../shared/loop/status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { defineTool } from "../../shared/tools/tool.js";
-import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { echoCall, olderCheckpoint, runner, spec } from "../helpers/fixtures.js";
 
 /** Workers that die, drain or collide: the run survives, and no side effect happens twice. */
@@ -29,32 +29,6 @@ const suite = useClusterSuite("takeover", {
   },
 });
 
-/** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */
-function serveCharge(
-  delayMs: number,
-  name = "charge",
-): { executions: Map<string, number>; started: Promise<string> } {
-  const executions = new Map<string, number>();
-  let onStart: (key: string) => void = () => undefined;
-  const started = new Promise<string>((resolve) => (onStart = resolve));
-  const charge = defineTool({
-    name,
-    description: "Charges an amount (a side effect that must happen once).",
-    input: z.object({ amount: z.number() }),
-    capability: { kind: "compute" },
-    reversibility: "irreversible",
-    idempotent: false,
-    execute: async (input, ctx) => {
-      executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
-      onStart(ctx.idempotencyKey);
-      await systemClock.sleep(delayMs);
-      return { output: { charged: input.amount } };
-    },
-  });
-  suite.serveTool(charge);
-  return { executions, started };
-}
-
 /** A run that calls the charge tool `tool` once, then finishes. */
 function chargeRun(tool: string, amount: number): Promise<{ runId: string }> {
   return suite.client.submit(
@@ -70,7 +44,7 @@ function chargeRun(tool: string, amount: number): Promise<{ runId: string }> {
 
 describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
   it("kill -9 of the worker mid-run: another worker resumes it, the side effect happens once, no recorded model step is called again", async () => {
-    const charge = serveCharge(1_500);
+    const charge = serveCharge(suite, 1_500);
     const reply = await chargeRun("charge", 5);
     const key = await charge.started;
     const holder = await suite.lastWriter(reply.runId);
@@ -118,7 +92,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
   }, 60_000);
 
   it("a job the server never redelivers (its worker died, the message is gone): the supervisor re-queues the stalled run; it commits, the side effect once", async () => {
-    const charge = serveCharge(1_000, "charge_once");
+    const charge = serveCharge(suite, 1_000, "charge_once");
     const reply = await chargeRun("charge_once", 7);
     const key = await charge.started;
     const holder = (await suite.lastWriter(reply.runId)) as string;

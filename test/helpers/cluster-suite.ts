@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { z } from "zod";
 import { mkdtemp, readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,7 +16,7 @@ import { ActorEnv } from "../../shared/runtime/config.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
-import type { AnyTool } from "../../shared/tools/tool.js";
+import { defineTool, type AnyTool } from "../../shared/tools/tool.js";
 import { ClusterClient } from "../../services/cli/client.js";
 import { LocalCluster, type LocalActorKind } from "../../services/local/cluster.js";
 import { startNats, type TestNats } from "./nats-server.js";
@@ -141,4 +142,31 @@ export function serveFromTest(
     logger: silentLogger,
   });
   return { stop: () => subs.forEach((sub) => sub.unsubscribe()) };
+}
+
+/** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */
+export function serveCharge(
+  suite: ClusterSuite,
+  delayMs: number,
+  name = "charge",
+): { executions: Map<string, number>; started: Promise<string> } {
+  const executions = new Map<string, number>();
+  let onStart: (key: string) => void = () => undefined;
+  const started = new Promise<string>((resolve) => (onStart = resolve));
+  const charge = defineTool({
+    name,
+    description: "Charges an amount (a side effect that must happen once).",
+    input: z.object({ amount: z.number() }),
+    capability: { kind: "compute" },
+    reversibility: "irreversible",
+    idempotent: false,
+    execute: async (input, ctx) => {
+      executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
+      onStart(ctx.idempotencyKey);
+      await systemClock.sleep(delayMs);
+      return { output: { charged: input.amount } };
+    },
+  });
+  suite.serveTool(charge);
+  return { executions, started };
 }

@@ -80,6 +80,20 @@ describe("worker presence: who hands back a silent worker's jobs", () => {
     expect(table.expire(60_000)).toEqual([]);
   });
 
+  it("a suspect found still connected is watched again, its silence counted from the check; a beat meanwhile wins", () => {
+    const table = new PeerTable("a");
+    table.heard(beat("b", [job(1)]), 0);
+    const [suspect] = table.expire(1_001);
+    expect(suspect?.instance).toBe("b");
+    table.stillThere(suspect!, 1_500);
+    expect(table.live).toBe(1);
+    expect(table.expire(2_500)).toEqual([]);
+    expect(table.expire(2_501).map((p) => p.jobs)).toEqual([[job(1)]]);
+    table.heard(beat("b", [job(2)]), 3_000);
+    table.stillThere(suspect!, 3_100);
+    expect(table.expire(4_001).map((p) => p.jobs)).toEqual([[job(2)]]);
+  });
+
   it("silence this instance could not hear (its connection was down) is excused: nobody is reaped for it", () => {
     const table = new PeerTable("a");
     table.heard(beat("b", [job(1)]), 0);
