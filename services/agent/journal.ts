@@ -2,6 +2,7 @@ import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, publishAudit } from "../../shared/bus/audit.js";
+import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { WalWriter } from "../../shared/bus/wal.js";
 import type { LoopState, Transition } from "../../shared/loop/state.js";
@@ -119,7 +120,14 @@ export class RunJournal {
     const { writer, bus } = this.deps;
     if (unwritten.length > 0) await writer.appendBatch(unwritten);
     if (audits.length === 0) return;
-    const held = await auditCount(bus, writer.runId);
+    // A few events this recent were published, if at all, within the audit stream's duplicate
+    // window: publishing them again stores only the missing ones. That spares asking the stream how
+    // many it holds, which nats-server 2.9 answers by walking every subject it has: the more runs it
+    // records, the slower every takeover. An event is never published before its timestamp.
+    const oldest = Math.min(...audits.map((e) => Date.parse(e.timestamp)));
+    const republish =
+      audits.length <= REPUBLISH_AT_MOST && bus.clock.now() - oldest < DUPLICATE_WINDOW_MS / 2;
+    const held = republish ? 0 : await auditCount(bus, writer.runId);
     const log = this.deps.log();
     for (const event of audits) if (event.seq > held) await this.audit(event, log);
   }
@@ -182,7 +190,9 @@ export class RunJournal {
   }
 
   private async audit(event: AuditEvent, log: Logger): Promise<void> {
-    await publishAudit(this.deps.bus, event);
+    const { duplicate } = await publishAudit(this.deps.bus, event);
+    // Published by the run's previous writer: counted and logged there.
+    if (duplicate) return;
     this.deps.metrics.observeAudit(event);
     const line = { kind: event.kind, status: event.status, seq: event.seq };
     if (event.status === "failed") log.warn(line, event.reason ?? event.kind);
@@ -191,6 +201,9 @@ export class RunJournal {
     else log.info(line, event.reason ?? event.kind);
   }
 }
+
+/** Past this many owed events, one count of the stream beats publishing each again (one by one). */
+const REPUBLISH_AT_MOST = 64;
 
 /** Audit kinds every step emits: logged at debug (the audit stream has them all). */
 const STEP_KINDS = new Set<AuditKind>([

@@ -19,13 +19,16 @@ export interface AuditDeps {
  * `auditId` (`runId:seq`), so a retry, or a resumed worker re-emitting an event it cannot know
  * was published, never stores it twice.
  */
-export async function publishAudit(deps: AuditDeps, event: AuditEvent): Promise<number> {
+export async function publishAudit(
+  deps: AuditDeps,
+  event: AuditEvent,
+): Promise<{ seq: number; duplicate: boolean }> {
   const data = encode(AuditEvent, event);
   const subject = deps.subjects.audit(event.runId, event.kind);
   const ack = await withBusRetry(`audit publish of ${event.auditId}`, deps, () =>
     deps.js.publish(subject, data, { msgID: event.auditId }),
   );
-  return ack.seq;
+  return { seq: ack.seq, duplicate: ack.duplicate };
 }
 
 /**

@@ -1,7 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { RunJournal } from "../../services/agent/journal.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, publishAudit, readAudit } from "../../shared/bus/audit.js";
+import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { readWal, WalWriter } from "../../shared/bus/wal.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
@@ -193,14 +194,27 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     expect(throttled).toBeGreaterThan(0);
   });
 
-  it("catches up on exactly the events the stream lacks, so a successor's re-publish leaves every seq once", async () => {
-    const runId = "journal-catch-up";
-    const events = (await transitionsOf(runId, 2)).flatMap(auditsOf);
-    expect(events.length).toBeGreaterThan(6);
-    for (const event of events.slice(0, 4)) await publishAudit(bus, event);
-    await journal(runId, 1_000).catchUp([], events);
-    const stored = await audited(runId);
-    expect(stored.map((e) => e.seq)).toEqual(events.map((e) => e.seq));
-    expect(stored).toEqual(events);
-  });
+  it.each([
+    ["recent: re-published, the duplicate window drops those already there", 0, false],
+    ["older than half the duplicate window: counted first", DUPLICATE_WINDOW_MS, true],
+  ])(
+    "catches up on exactly the events the stream lacks (%s), so every seq is there once",
+    async (_, age, counted) => {
+      const runId = `journal-catch-up-${age}`;
+      const events = (await transitionsOf(runId, 2)).flatMap(auditsOf);
+      expect(events.length).toBeGreaterThan(6);
+      for (const event of events.slice(0, 4)) await publishAudit(bus, event);
+      await clock.advance(age);
+      const info = vi.spyOn(bus.jsm.streams, "info");
+      try {
+        await journal(runId, 1_000).catchUp([], events);
+        expect(info.mock.calls.some(([, query]) => query?.subjects_filter !== undefined)).toBe(counted);
+      } finally {
+        info.mockRestore();
+      }
+      const stored = await audited(runId);
+      expect(stored.map((e) => e.seq)).toEqual(events.map((e) => e.seq));
+      expect(stored).toEqual(events);
+    },
+  );
 });
