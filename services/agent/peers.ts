@@ -24,9 +24,10 @@ const ENTRUSTED_FOR = 10;
 /**
  * Who else is alive, from their beats: the pure core of WorkerPresence. A peer silent for the time
  * it announced is suspected gone (the shell then asks the server whether its connection is). Its
- * jobs are handed back by exactly one survivor, the live instance whose name sorts first. Handing a job back twice is not harmless on nats-server
- * 2.9, which ignores the delivery count in an ack subject: a second NAK would snatch the job from
- * the worker it was just redelivered to (the WAL's fencing would still stop a second writer).
+ * jobs are handed back by exactly one survivor, the live instance whose name sorts first. Handing
+ * a job back twice is not harmless on nats-server 2.9, which ignores the delivery count in an ack
+ * subject: a second NAK would snatch the job from the worker it was just redelivered to (the WAL's
+ * fencing would still stop a second writer).
  */
 export class PeerTable {
   private readonly peers = new Map<string, Peer>();

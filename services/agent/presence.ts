@@ -78,11 +78,6 @@ export class WorkerPresence {
     this.beat(true);
   }
 
-  /** Other live worker instances this one hears. */
-  get peers(): number {
-    return this.table.live;
-  }
-
   private onBeat(msg: Msg): void {
     try {
       this.table.heard(decode(WorkerBeat, msg.data), this.bus.clock.now());
@@ -171,7 +166,7 @@ export class WorkerPresence {
     this.metrics.jobsHandedBack.inc(jobs.length);
     this.bus.logger.warn(
       { worker: peer.workerId, instance: peer.instance, silentMs: now - peer.lastSeen, jobs: jobs.length },
-      "a worker stopped beating; its jobs go back to the queue",
+      "a worker stopped beating and its connection is gone; its jobs go back to the queue",
     );
   }
 }

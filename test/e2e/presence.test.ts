@@ -31,7 +31,8 @@ describe("worker presence: a silent worker's jobs go back to the queue at once",
     // A beat names the jobs held when it is sent: one taken since the last beat waits out the ack wait.
     await systemClock.sleep(400);
     const holder = await suite.lastWriter(reply.runId);
-    expect(holder).toMatch(/^agent-\d$/);
+    // A worker started by an earlier test (agent-1b) may hold it too.
+    expect(holder).toMatch(/^agent-\d\w*$/);
     return { runId: reply.runId, holder: holder as string, executions: charge.executions };
   }
 
