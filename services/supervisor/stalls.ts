@@ -1,7 +1,7 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { fanOutKey } from "../../shared/bus/fanout.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
-import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { RunStatusStore, runsBucketKeys } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { Counter } from "prom-client";
 
@@ -52,10 +52,12 @@ export async function requeueStalled(
     if (signal.aborted) return;
     try {
       const keys = new Set<string>();
-      for await (const key of await bus.buckets.runs.keys()) keys.add(key);
       const statuses: RunStatus[] = [];
-      for (const key of keys) {
-        if (key.startsWith("fanout.")) continue;
+      for (const key of await runsBucketKeys(bus)) {
+        if (key.startsWith("fanout.")) {
+          if ((await bus.buckets.runs.get(key))?.operation === "PUT") keys.add(key);
+          continue;
+        }
         const status = await store.get(key).catch(() => undefined);
         if (status) statuses.push(status);
       }

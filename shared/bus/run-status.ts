@@ -1,6 +1,20 @@
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { RunStatus } from "../contracts/run-status.js";
 import { decode, encode } from "./codec.js";
+import type { Subjects } from "./subjects.js";
+
+/**
+ * Every key the runs bucket holds a message for (a deleted key's marker counts: check with a get),
+ * from the stream's subject index, paged. Not `kv.keys()`: that listing ends only when a message
+ * reports nothing pending, and a key rewritten while it lists can make it wait out a 30 s heartbeat.
+ */
+export async function runsBucketKeys(deps: { jsm: JetStreamManager; subjects: Subjects }): Promise<string[]> {
+  const bucket = deps.subjects.buckets().runs;
+  const prefix = `$KV.${bucket}.`;
+  const info = await deps.jsm.streams.info(`KV_${bucket}`, { subjects_filter: `${prefix}>` });
+  return Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(prefix.length));
+}
 
 /** Run status on the `agents-runs` bucket, keyed by runId: what `watch` and `status` read. */
 export class RunStatusStore {
