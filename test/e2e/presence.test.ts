@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
 import { encode } from "../../shared/bus/codec.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
 /**
@@ -18,15 +18,7 @@ describe("worker presence: a silent worker's jobs go back to the queue at once",
   /** Submits a run that charges once (through a tool served here) and returns once it is charging. */
   async function charging(tool: string, delayMs: number) {
     const charge = serveCharge(suite, delayMs, tool);
-    const reply = await suite.client.submit(
-      spec({
-        script: [
-          { toolCalls: [{ name: tool, input: { amount: 3 } }] },
-          { toolCalls: [{ name: "finish", input: { answer: "charged 3" } }] },
-        ],
-        tools: [tool],
-      }),
-    );
+    const reply = await chargeRun(suite, tool, 3);
     await charge.started;
     // A beat names the jobs held when it is sent: one taken since the last beat waits out the ack wait.
     await systemClock.sleep(400);

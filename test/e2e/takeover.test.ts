@@ -9,7 +9,7 @@ import type { LoopState } from "../../shared/loop/state.js";
 import { statusOf } from "../../shared/loop/status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { defineTool } from "../../shared/tools/tool.js";
-import { serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { echoCall, olderCheckpoint, runner, spec } from "../helpers/fixtures.js";
 
 /** Workers that die, drain or collide: the run survives, and no side effect happens twice. */
@@ -29,23 +29,10 @@ const suite = useClusterSuite("takeover", {
   },
 });
 
-/** A run that calls the charge tool `tool` once, then finishes. */
-function chargeRun(tool: string, amount: number): Promise<{ runId: string }> {
-  return suite.client.submit(
-    spec({
-      script: [
-        { toolCalls: [{ name: tool, input: { amount } }] },
-        { toolCalls: [{ name: "finish", input: { answer: `charged ${amount}` } }] },
-      ],
-      tools: [tool],
-    }),
-  );
-}
-
 describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
   it("kill -9 of the worker mid-run: another worker resumes it, the side effect happens once, no recorded model step is called again", async () => {
     const charge = serveCharge(suite, 1_500);
-    const reply = await chargeRun("charge", 5);
+    const reply = await chargeRun(suite, "charge", 5);
     const key = await charge.started;
     const holder = await suite.lastWriter(reply.runId);
     expect(holder).toMatch(/^agent-\d$/);
@@ -93,7 +80,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
 
   it("a job the server never redelivers (its worker died, the message is gone): the supervisor re-queues the stalled run; it commits, the side effect once", async () => {
     const charge = serveCharge(suite, 1_000, "charge_once");
-    const reply = await chargeRun("charge_once", 7);
+    const reply = await chargeRun(suite, "charge_once", 7);
     const key = await charge.started;
     const holder = (await suite.lastWriter(reply.runId)) as string;
     const streams = suite.bus.subjects.streams();

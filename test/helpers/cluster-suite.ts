@@ -1,11 +1,11 @@
 import { execFile } from "node:child_process";
-import { z } from "zod";
 import { mkdtemp, readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll } from "vitest";
+import { z } from "zod";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
@@ -19,6 +19,7 @@ import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { defineTool, type AnyTool } from "../../shared/tools/tool.js";
 import { ClusterClient } from "../../services/cli/client.js";
 import { LocalCluster, type LocalActorKind } from "../../services/local/cluster.js";
+import { spec } from "./fixtures.js";
 import { startNats, type TestNats } from "./nats-server.js";
 
 export interface ClusterSuite {
@@ -169,4 +170,17 @@ export function serveCharge(
   });
   suite.serveTool(charge);
   return { executions, started };
+}
+
+/** Submits a run that calls the charge tool `tool` once, then finishes with "charged <amount>". */
+export function chargeRun(suite: ClusterSuite, tool: string, amount: number): Promise<{ runId: string }> {
+  return suite.client.submit(
+    spec({
+      script: [
+        { toolCalls: [{ name: tool, input: { amount } }] },
+        { toolCalls: [{ name: "finish", input: { answer: `charged ${amount}` } }] },
+      ],
+      tools: [tool],
+    }),
+  );
 }
