@@ -5,7 +5,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
-import { KvMemory } from "../../shared/bus/kv-memory.js";
+import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { actorModelDriver } from "../../shared/bus/model-actor.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
@@ -174,7 +174,7 @@ export class AgentWorker {
       clock: bus.clock,
       random: bus.random,
       env: this.options.env,
-      memory: new KvMemory(bus.buckets.memory, bus.clock),
+      memory: new KvMemory(bus.buckets.memory, bus.clock, memoryReads(bus)),
       criticFor: (state) => remoteCritic(bus, state),
       actorModel: (ref) => actorModelDriver(ref, bus),
     });

@@ -5,7 +5,7 @@
  * parent run instead of holding a worker while the children run.)
  */
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
-import { KvMemory } from "../../shared/bus/kv-memory.js";
+import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { serveToolsOf } from "../../shared/bus/tool-service.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
@@ -25,7 +25,7 @@ const metrics = new ActorMetrics("tools");
 const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
   echo: () => echoTool,
   http_fetch: () => httpFetchTool,
-  memory: () => createMemoryTool(new KvMemory(bus.buckets.memory, systemClock)),
+  memory: () => createMemoryTool(new KvMemory(bus.buckets.memory, systemClock, memoryReads(bus))),
 };
 serveToolsOf(
   env.TOOLS.map((name) => available[name]()),

@@ -1,3 +1,4 @@
+import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { z } from "zod";
 import type { MemoryEntry, MemoryStore } from "../memory/memory.js";
@@ -5,6 +6,21 @@ import { memoryId, relevance } from "../memory/memory.js";
 import type { Clock } from "../runtime/clock.js";
 import { sha256 } from "../runtime/hash.js";
 import { decode, encode } from "./codec.js";
+import { openReader } from "./read-range.js";
+import type { Subjects } from "./subjects.js";
+
+/** Where recalls read the bucket from: the reads client and the bucket's name. */
+export interface MemoryReads {
+  client: JetStreamClient;
+  bucket: string;
+}
+
+export function memoryReads(bus: { reads: JetStreamClient; subjects: Subjects }): MemoryReads {
+  return { client: bus.reads, bucket: bus.subjects.buckets().memory };
+}
+
+/** How long a recall waits for the namespace's entries once the server said how many there are. */
+const RECALL_FETCH_MS = 5_000;
 
 const StoredMemory = z.object({
   id: z.string(),
@@ -26,6 +42,7 @@ export class KvMemory implements MemoryStore {
   constructor(
     private readonly kv: KV,
     private readonly clock: Clock,
+    private readonly reads: MemoryReads,
   ) {}
 
   /**
@@ -47,19 +64,36 @@ export class KvMemory implements MemoryStore {
     }
   }
 
+  /**
+   * One consumer over the namespace's keys, each delivered once at its latest revision (a deleted
+   * key's latest is its delete marker). Its creation says how many there are, so an empty
+   * namespace (a new agent's) costs that one request; the consumer is deleted after the read.
+   */
   async recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {
-    // One streamed read of the namespace, in revision order (later revisions and deletes win),
-    // rather than a listing of its keys and a round trip per key.
-    const latest = new Map<string, MemoryEntry>();
-    for await (const got of await this.kv.history({ key: `${prefixOf(namespace)}.*` })) {
-      if (got.operation !== "PUT") {
-        latest.delete(got.key);
-        continue;
+    const { client, bucket } = this.reads;
+    const reader = await openReader(client, `KV_${bucket}`, {
+      filter_subject: `$KV.${bucket}.${prefixOf(namespace)}.*`,
+      deliver_policy: DeliverPolicy.LastPerSubject,
+    });
+    const entries: MemoryEntry[] = [];
+    try {
+      let left = reader.pending;
+      while (left > 0) {
+        const batch = await reader.consumer.fetch({ max_messages: left, expires: RECALL_FETCH_MS });
+        const before = left;
+        for await (const msg of batch) {
+          left -= 1;
+          if (msg.headers?.get("KV-Operation")) continue;
+          const { id, text, createdAt } = decode(StoredMemory, msg.data);
+          entries.push({ id, text, createdAt });
+          if (left === 0) break;
+        }
+        if (left === before) throw new Error(`recalling ${namespace}: no entry within ${RECALL_FETCH_MS} ms`);
       }
-      const { id, text, createdAt } = decode(StoredMemory, got.value);
-      latest.set(got.key, { id, text, createdAt });
+    } finally {
+      reader.close();
     }
-    return [...latest.values()]
+    return entries
       .map((entry) => ({ entry, score: relevance(query, entry.text) }))
       .filter((s) => s.score > 0)
       .sort((a, b) => b.score - a.score || b.entry.createdAt - a.entry.createdAt)

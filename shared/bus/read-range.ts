@@ -1,4 +1,13 @@
-import { DeliverPolicy, jetstream, type JetStreamClient } from "@nats-io/jetstream";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  jetstream,
+  type Consumer,
+  type ConsumerConfig,
+  type JetStreamClient,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
+import { nanos } from "@nats-io/transport-node";
 import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
@@ -22,6 +31,38 @@ const READ_API_TIMEOUT_MS = 1_000;
 /** The JetStream client reads use (see READ_API_TIMEOUT_MS). */
 export function readsClient(nc: NatsConnection): JetStreamClient {
   return jetstream(nc, { timeout: READ_API_TIMEOUT_MS });
+}
+
+/**
+ * A read's consumer outlives a reader that died before deleting it by this much: the server then
+ * drops it. (The library's ordered consumers linger five minutes, one per read.)
+ */
+const ABANDONED_READER_MS = 30_000;
+
+const managers = new WeakMap<JetStreamClient, Promise<JetStreamManager>>();
+
+/**
+ * One read's own consumer, created with a single request whose answer says how many messages match
+ * (the library's ordered consumer asks for the stream's info first, and is left on the server for
+ * five minutes). `close` deletes it, without waiting.
+ */
+export async function openReader(
+  reads: JetStreamClient,
+  stream: string,
+  config: Pick<ConsumerConfig, "filter_subject" | "deliver_policy" | "opt_start_seq">,
+): Promise<{ consumer: Consumer; pending: number; close: () => void }> {
+  let manager = managers.get(reads);
+  if (!manager) managers.set(reads, (manager = reads.jetstreamManager(false)));
+  const jsm = await manager;
+  const info = await jsm.consumers.add(stream, {
+    ...config,
+    ack_policy: AckPolicy.None,
+    mem_storage: true,
+    num_replicas: 1,
+    inactive_threshold: nanos(ABANDONED_READER_MS),
+  });
+  const close = (): void => void jsm.consumers.delete(stream, info.name).catch(() => undefined);
+  return { consumer: reads.consumers.getConsumerFromInfo(info), pending: info.num_pending, close };
 }
 
 export interface RangeQuery {
@@ -96,13 +137,16 @@ export async function* readRange(
   const cursor = new Cursor(query.end, query.fromSeq);
   let lastProgress = deps.clock.now();
   for (let failures = 0; !cursor.done;) {
+    let close: (() => void) | undefined;
     try {
-      const consumer = await deps.reads.consumers.get(query.stream, {
-        filter_subjects: query.filter,
+      const reader = await openReader(deps.reads, query.stream, {
+        filter_subject: query.filter,
         deliver_policy: DeliverPolicy.StartSequence,
         opt_start_seq: cursor.next,
       });
-      if (query.end === "pending") cursor.counted((await consumer.info(true)).num_pending);
+      close = reader.close;
+      const { consumer } = reader;
+      cursor.counted(reader.pending);
       while (!cursor.done) {
         const batch = await consumer.fetch({ max_messages: cursor.wanted, expires: STALL_MS });
         let got = 0;
@@ -124,6 +168,8 @@ export async function* readRange(
           { cause: err },
         );
       await deps.clock.sleep(fullJitterDelay(failures++, BACKOFF, deps.random));
+    } finally {
+      close?.();
     }
   }
 }

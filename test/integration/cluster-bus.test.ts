@@ -10,7 +10,7 @@ import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { childRunId, fanInResults, readFanOut, writeFanOut } from "../../shared/bus/fanout.js";
 import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { KillSwitchView, readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
-import { KvMemory } from "../../shared/bus/kv-memory.js";
+import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { requestJson } from "../../shared/bus/request.js";
 import { RunStatusStore, runsBucketKeys } from "../../shared/bus/run-status.js";
@@ -105,7 +105,7 @@ describe("remote tools", () => {
       clock: systemClock,
       logger: silentLogger,
     };
-    const memory = createMemoryTool(new KvMemory(buckets.memory, systemClock));
+    const memory = createMemoryTool(new KvMemory(buckets.memory, systemClock, memoryReads(suite)));
     const subs = [...serveTool(echoTool, deps), ...serveTool(memory, deps)];
     const tools = await discoverTools(["echo", "memory", "missing"], { ...deps, timeoutMs: 500 });
     expect(tools.map((t) => t.name)).toEqual(["echo", "memory"]);
@@ -170,7 +170,7 @@ describe("remote tools", () => {
 
 describe("cluster state in KV", () => {
   it("memory on KV: per-namespace recall by relevance, forget", async () => {
-    const store = new KvMemory(buckets.memory, systemClock);
+    const store = new KvMemory(buckets.memory, systemClock, memoryReads(suite));
     const a = await store.remember("agent/a", "postgres runs on port 5432");
     await store.remember("agent/a", "redis runs on port 6379");
     await store.remember("agent/b", "postgres is managed by team b");
@@ -185,6 +185,12 @@ describe("cluster state in KV", () => {
     const again = await store.remember("agent/c", "the cache is flushed nightly");
     expect(again).toEqual(first);
     expect(await store.recall("agent/c", "cache flushed", 5)).toEqual([first]);
+    // Each recall deletes the consumer it read with: none is left on the bucket's stream.
+    const jsm = await suite.reads.jetstreamManager(false);
+    const stream = `KV_${suite.subjects.buckets().memory}`;
+    await expect
+      .poll(async () => (await jsm.streams.info(stream)).state.consumer_count, { timeout: 5_000 })
+      .toBe(0);
   });
 
   it("run status: put, get and a watch that sees each change", async () => {
