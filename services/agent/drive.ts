@@ -103,6 +103,11 @@ export class RunLease {
   private async open(): Promise<Transition | "unstartable" | undefined> {
     const { bus } = this.deps;
     const now = bus.clock.now();
+    const { spec: jobSpec, event } = this.job;
+    // A run's first job (its spec, no outside event) leads to a model call once the run is read,
+    // started and its memory recalled: the lease and the tools that call needs are asked for now,
+    // while that happens, rather than one after another.
+    const early = jobSpec && !event ? this.askEarly(jobSpec) : undefined;
     const known = await new RunStatusStore(bus.buckets.runs).get(this.job.runId);
     const checkpointSeq = known?.checkpointSeq;
     let read = await readWal(bus, this.job.runId, checkpointSeq ?? 1);
@@ -124,13 +129,24 @@ export class RunLease {
       return "unstartable";
     }
     this.config = {
-      tools: await this.deps.discover(spec.agent.tools),
+      // A redelivered first job names the tools the WAL's spec names (the run's spec never changes).
+      tools: await (early && sameTools(spec, jobSpec) ? early : this.deps.discover(spec.agent.tools)),
       checkpointEvery: this.deps.checkpointEvery,
     };
     if (records.length === 0) return this.start(spec, now);
     const replayed = replay(records, this.config, { fromCheckpoint: true, compareSnapshots: false });
     await this.journal.catchUp(replayed.unwritten, replayed.audits);
     return this.resume(replayed.state, now);
+  }
+
+  /** Asks for a fresh run's first lease and its tools; the tools' answer is what is returned. */
+  private askEarly(spec: RunSpec): Promise<ToolDescriptor[]> {
+    const { job } = this;
+    this.deps.leases.prefetch({ runId: job.runId, rootRunId: job.rootRunId });
+    const tools = this.deps.discover(spec.agent.tools);
+    // Awaited in open(), unless the WAL shows another spec; a failure then must not go unhandled.
+    tools.catch(() => undefined);
+    return tools;
   }
 
   private start(spec: RunSpec, now: number): Transition {
@@ -282,6 +298,10 @@ function effectName(effect: AwaitingEffect): string {
   if (effect.type === "callModel") return "model";
   if (effect.type === "callTool") return effect.tool === SPAWN_TOOL ? "spawn" : "tool";
   return effect.type;
+}
+
+function sameTools(a: RunSpec, b: RunSpec | undefined): boolean {
+  return b !== undefined && a.agent.tools.join("\n") === b.agent.tools.join("\n");
 }
 
 /** The run's spec, from the log: its start record, or the state a checkpoint holds. */

@@ -49,6 +49,18 @@ export class IterationLeases {
     throw fromErrorPayload(reply.error);
   }
 
+  /**
+   * Asks for a run's next lease now, ahead of the model call that needs it (a fresh run's first,
+   * asked while the run is read and started): the round trip overlaps that work instead of
+   * delaying the call. Nothing is asked when the run holds iterations or an ask is already out. An
+   * iteration asked so and never spent (the run failed or halted first) counts as used, like any
+   * unspent lease.
+   */
+  prefetch(state: Pick<LoopState, "runId" | "rootRunId">): void {
+    if ((this.balance.get(state.runId) ?? 0) > 0 || this.ahead.has(state.runId)) return;
+    this.askAhead(state);
+  }
+
   /** Drops what is kept for a run whose lease ended (an answer still on its way is ignored). */
   forget(runId: string): void {
     this.balance.delete(runId);
@@ -65,13 +77,17 @@ export class IterationLeases {
   private spend(state: LoopState, available: number): void {
     this.balance.set(state.runId, available - 1);
     if (available > 1 || !this.long.has(state.runId) || this.ahead.has(state.runId)) return;
+    this.askAhead(state);
+  }
+
+  private askAhead(state: Pick<LoopState, "runId" | "rootRunId">): void {
     const next = this.ask(state);
     // Rejections are awaited by the next `take`; until then they must not count as unhandled.
     next.catch(() => undefined);
     this.ahead.set(state.runId, next);
   }
 
-  private ask(state: LoopState): Promise<LeaseReply> {
+  private ask(state: Pick<LoopState, "runId" | "rootRunId">): Promise<LeaseReply> {
     const count = this.nextAsk.get(state.runId) ?? 1;
     this.nextAsk.set(state.runId, Math.min(this.chunk, count * 2));
     return requestJson(

@@ -68,6 +68,25 @@ describe("iteration leases", () => {
     sup.stop();
   });
 
+  it("prefetch asks for a run's next lease before its take, once; the take spends that answer", async () => {
+    const sup = supervisor(1_000);
+    const leases = new IterationLeases(suite, 4);
+    const state = run("fresh");
+    leases.prefetch(state);
+    leases.prefetch(state);
+    await settle();
+    expect(sup.asks).toEqual([1]);
+    expect(await leases.take(state)).toBeUndefined();
+    await settle();
+    // The take was answered by the prefetched ask; the next take asks for two, as without a prefetch.
+    expect(sup.asks).toEqual([1]);
+    expect(await leases.take(state)).toBeUndefined();
+    leases.prefetch(state);
+    await settle();
+    expect(sup.asks).toEqual([1, 2]);
+    sup.stop();
+  });
+
   it("a lease asked ahead and refused is the next take's globalCapReached; forget drops what a run kept", async () => {
     const sup = supervisor(7);
     const leases = new IterationLeases(suite, 4);
