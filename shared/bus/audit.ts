@@ -1,13 +1,16 @@
 import { type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { AuditEvent } from "../contracts/audit.js";
 import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
+import { AckPublisher } from "./ack-publisher.js";
 import { decode, encode } from "./codec.js";
 import { readRange } from "./read-range.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
 export interface AuditDeps {
+  nc: NatsConnection;
   js: JetStreamClient;
   subjects: Subjects;
   clock: Clock;
@@ -25,8 +28,9 @@ export async function publishAudit(
 ): Promise<{ seq: number; duplicate: boolean }> {
   const data = encode(AuditEvent, event);
   const subject = deps.subjects.audit(event.runId, event.kind);
+  const publisher = AckPublisher.of(deps.nc);
   const ack = await withBusRetry(`audit publish of ${event.auditId}`, deps, () =>
-    deps.js.publish(subject, data, { msgID: event.auditId }),
+    publisher.publish(subject, data, { msgID: event.auditId }),
   );
   return { seq: ack.seq, duplicate: ack.duplicate };
 }

@@ -4,6 +4,7 @@ import { WalBatch, WalRecord } from "../contracts/wal.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
+import { AckPublisher } from "./ack-publisher.js";
 import { decode, encode } from "./codec.js";
 import { readRange, type RangeQuery } from "./read-range.js";
 import { withBusRetry } from "./retry.js";
@@ -24,7 +25,7 @@ export interface StoredRecord {
 
 export interface WalDeps {
   /** Its server's `max_payload` decides when a record is split. */
-  nc: Pick<NatsConnection, "info">;
+  nc: NatsConnection;
   js: JetStreamClient;
   reads: JetStreamClient;
   jsm: JetStreamManager;
@@ -84,16 +85,17 @@ export class WalWriter {
   private async publish(data: Uint8Array, part: string | undefined): Promise<number> {
     const subject = this.deps.subjects.wal(this.runId);
     const msgID = `${this.runId}:${this.count + 1}:${this.writerId}`;
-    const expect = { lastSubjectSequence: this.lastSeq };
+    const options = { msgID, expectLastSubjectSequence: this.lastSeq };
+    const publisher = AckPublisher.of(this.deps.nc);
     const ack = await withBusRetry(
       `WAL append for run ${this.runId}`,
       this.deps,
       () => {
-        // A fresh header set per attempt: the client adds the message id to the one it is given.
-        if (part === undefined) return this.deps.js.publish(subject, data, { msgID, expect });
+        // A fresh header set per attempt: the publisher adds the message id to the one it is given.
+        if (part === undefined) return publisher.publish(subject, data, options);
         const h = headers();
         h.set(PART_HEADER, part);
-        return this.deps.js.publish(subject, data, { msgID, expect, headers: h });
+        return publisher.publish(subject, data, { ...options, headers: h });
       },
       (err) =>
         err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE

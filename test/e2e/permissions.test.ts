@@ -2,6 +2,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AckPublisher, PUBLISH_ACK_TIMEOUT_MS } from "../../shared/bus/ack-publisher.js";
 import { provision } from "../../shared/bus/provision.js";
 import { Subjects } from "../../shared/bus/subjects.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
@@ -53,6 +54,11 @@ describe("nats.conf: least privilege per actor kind", () => {
     const [wal, audit] = [await count("AGENT_WAL"), await count("AGENT_AUDIT")];
     await expect(js.publish(subjects.wal("run-1"), "{}")).rejects.toThrow(/permission/i);
     await expect(js.publish(subjects.audit("run-1", "run.committed"), "{}")).rejects.toThrow(/permission/i);
+    // The runtime's own publisher is refused at once too, not after its ack timeout.
+    const t0 = performance.now();
+    const publisher = AckPublisher.of(await as("tools"));
+    await expect(publisher.publish(subjects.wal("run-1"), new Uint8Array(2))).rejects.toThrow(/permission/i);
+    expect(performance.now() - t0).toBeLessThan(PUBLISH_ACK_TIMEOUT_MS / 2);
     expect([await count("AGENT_WAL"), await count("AGENT_AUDIT")]).toEqual([wal, audit]);
   });
 

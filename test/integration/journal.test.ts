@@ -125,19 +125,20 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     const next = ts.findIndex((t, i) => i > at && !holds(t));
     expect(at).toBeGreaterThan(2);
     expect(next).toBeGreaterThan(at);
-    // Audit publishes wait at a gate; WAL appends (the writer has the real bus) go through.
+    // Audit events leave the connection only once a gate opens; WAL appends (the writer has the
+    // real bus) go through.
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
-    const js = new Proxy(bus.js, {
+    const nc = new Proxy(bus.nc, {
       get: (target, key, receiver) =>
         key === "publish"
-          ? async (...args: Parameters<typeof bus.js.publish>) => {
-              if (args[0].includes(".audit.")) await gate;
-              return target.publish(...args);
+          ? (...args: Parameters<typeof bus.nc.publish>) => {
+              if (args[0].includes(".audit.")) void gate.then(() => target.publish(...args));
+              else target.publish(...args);
             }
           : (Reflect.get(target, key, receiver) as unknown),
     });
-    const j = journal(runId, 1_000, { ...bus, js });
+    const j = journal(runId, 1_000, { ...bus, nc });
     // Up to the checkpoint, nothing waits for the events: the checkpoint itself is written.
     for (const t of ts.slice(0, next)) await j.record(t, holds(t));
     const before = await readWal(bus, runId);
