@@ -24,6 +24,8 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_STATUS_EVERY_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   /** Most iterations leased per request (1, 2, 4… up to this): fewer round trips; unspent ones still count. */
   AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(5),
+  /** How long a tool's descriptor is reused before its service is asked again (0: every run lease). */
+  AGENT_TOOL_DESCRIBE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(5_000),
 }).refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {
   message: "AGENT_DEAD_AFTER_MS must be at least twice AGENT_BEAT_MS (one late beat is not a death)",
   path: ["AGENT_DEAD_AFTER_MS"],

@@ -33,6 +33,7 @@ const worker = new AgentWorker(
     statusEveryMs: env.AGENT_STATUS_EVERY_MS,
     retryDelayMs: env.AGENT_RETRY_DELAY_MS,
     iterationLease: env.AGENT_ITERATION_LEASE,
+    toolDescribeTtlMs: env.AGENT_TOOL_DESCRIBE_TTL_MS,
     env: process.env,
     metrics,
   },

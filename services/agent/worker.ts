@@ -6,7 +6,7 @@ import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
-import { discoverTools } from "../../shared/bus/remote-tool.js";
+import { describeRemoteTool, remoteTool } from "../../shared/bus/remote-tool.js";
 import { actorModelDriver } from "../../shared/bus/model-actor.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
@@ -17,6 +17,7 @@ import { ToolRegistry } from "../../shared/tools/registry.js";
 import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
 import { IterationLeases } from "./leases.js";
+import { ToolCatalog } from "./tool-catalog.js";
 import { WorkerPresence } from "./presence.js";
 import { Reconciler } from "./reconcile.js";
 
@@ -33,6 +34,8 @@ export interface WorkerOptions {
   statusEveryMs: number;
   /** Iterations leased from the run tree's global budget per request. */
   iterationLease: number;
+  /** See AGENT_TOOL_DESCRIBE_TTL_MS. */
+  toolDescribeTtlMs: number;
   /** How long a FENCED or failing job waits before it is offered again. */
   retryDelayMs: number;
   env: Readonly<Record<string, string | undefined>>;
@@ -52,6 +55,7 @@ export class AgentWorker {
   private readonly drain = new AbortController();
   private readonly killSwitch = new KillSwitchView();
   private leasesOf!: IterationLeases;
+  private tools!: ToolCatalog;
   private fanOut!: FanOutHandler;
   private readonly spawnTool = createSpawnTool(() =>
     Promise.reject(new AgentError("INTERNAL", "spawn_agent is performed by the worker's fan-out")),
@@ -73,6 +77,11 @@ export class AgentWorker {
     this.consumer = await this.bus.js.consumers.get(this.bus.subjects.streams().runs, name);
     await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
     this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
+    this.tools = new ToolCatalog(
+      (name) => describeRemoteTool(name, this.bus),
+      this.bus.clock,
+      this.options.toolDescribeTtlMs,
+    );
     this.fanOut = new FanOutHandler(this.bus);
     this.presence = new WorkerPresence(
       this.bus,
@@ -185,7 +194,8 @@ export class AgentWorker {
         statusEveryMs: this.options.statusEveryMs,
         discover: async (names) => {
           const remote = names.filter((name) => name !== SPAWN_TOOL);
-          for (const tool of await discoverTools(remote, bus)) registry.register(tool);
+          for (const descriptor of await this.tools.lookup(remote))
+            registry.register(remoteTool(descriptor, bus));
           // spawn_agent is the worker's own: it parks the run instead of waiting on a service.
           if (names.includes(SPAWN_TOOL)) registry.register(this.spawnTool);
           return registry.descriptors();

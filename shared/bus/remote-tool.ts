@@ -60,27 +60,30 @@ export function remoteTool(descriptor: ToolDescriptor, deps: RemoteToolDeps): An
   };
 }
 
+/** Asks a tool's service for its descriptor; undefined (and logged) when nobody serves it. */
+export async function describeRemoteTool(
+  name: string,
+  deps: Pick<RemoteToolDeps, "nc" | "subjects"> & { logger: Logger; timeoutMs?: number },
+): Promise<ToolDescriptor | undefined> {
+  try {
+    return await requestJson(
+      deps.nc,
+      deps.subjects.toolDescribe(name),
+      { schema: DescribeRequest, value: {} },
+      ToolDescriptor,
+      { timeoutMs: deps.timeoutMs ?? 2_000 },
+    );
+  } catch (err) {
+    deps.logger.warn({ err, tool: name }, "tool not available: no service described it");
+    return undefined;
+  }
+}
+
 /** Asks each named tool service for its descriptor; a tool nobody serves is left out (and logged). */
 export async function discoverTools(
   names: readonly string[],
   deps: RemoteToolDeps & { logger: Logger; timeoutMs?: number },
 ): Promise<AnyTool[]> {
-  const found = await Promise.all(
-    names.map(async (name) => {
-      try {
-        const descriptor = await requestJson(
-          deps.nc,
-          deps.subjects.toolDescribe(name),
-          { schema: DescribeRequest, value: {} },
-          ToolDescriptor,
-          { timeoutMs: deps.timeoutMs ?? 2_000 },
-        );
-        return [remoteTool(descriptor, deps)];
-      } catch (err) {
-        deps.logger.warn({ err, tool: name }, "tool not available: no service described it");
-        return [];
-      }
-    }),
-  );
-  return found.flat();
+  const found = await Promise.all(names.map((name) => describeRemoteTool(name, deps)));
+  return found.flatMap((descriptor) => (descriptor ? [remoteTool(descriptor, deps)] : []));
 }
