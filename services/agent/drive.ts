@@ -135,6 +135,9 @@ export class RunLease {
     };
     if (records.length === 0) return this.start(spec, now);
     const replayed = replay(records, this.config, { fromCheckpoint: true, compareSnapshots: false });
+    // A run taken over while it waited on the model calls it first: its lease is asked for while
+    // the events its previous writer owed are published.
+    if (!event && awaitsModel(replayed.state)) this.deps.leases.prefetch(replayed.state);
     await this.journal.catchUp(replayed.unwritten, replayed.audits);
     return this.resume(replayed.state, now);
   }
@@ -298,6 +301,10 @@ function effectName(effect: AwaitingEffect): string {
   if (effect.type === "callModel") return "model";
   if (effect.type === "callTool") return effect.tool === SPAWN_TOOL ? "spawn" : "tool";
   return effect.type;
+}
+
+function awaitsModel(state: LoopState): boolean {
+  return state.awaiting?.type === "callModel" && state.phase !== "HALT";
 }
 
 function sameTools(a: RunSpec, b: RunSpec | undefined): boolean {
