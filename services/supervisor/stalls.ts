@@ -1,7 +1,7 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { fanOutKey } from "../../shared/bus/fanout.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
-import { RunStatusStore, runsBucketKeys } from "../../shared/bus/run-status.js";
+import { readRunsBucket } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { Counter } from "prom-client";
 
@@ -45,22 +45,12 @@ export async function requeueStalled(
   requeued: Counter,
   signal: AbortSignal,
 ): Promise<void> {
-  const store = new RunStatusStore(bus.buckets.runs);
   const lastRequeue = new Map<string, number>();
   while (!signal.aborted) {
     await bus.clock.sleep(scanInterval(options.staleMs), signal).catch(() => undefined);
     if (signal.aborted) return;
     try {
-      const keys = new Set<string>();
-      const statuses: RunStatus[] = [];
-      for (const key of await runsBucketKeys(bus)) {
-        if (key.startsWith("fanout.")) {
-          if ((await bus.buckets.runs.get(key))?.operation === "PUT") keys.add(key);
-          continue;
-        }
-        const status = await store.get(key).catch(() => undefined);
-        if (status) statuses.push(status);
-      }
+      const { statuses, keys } = await readRunsBucket(bus);
       const now = bus.clock.now();
       for (const run of stalledRuns(statuses, keys, now, options.staleMs)) {
         if (now - (lastRequeue.get(run.runId) ?? -Infinity) < options.staleMs) continue;

@@ -1,4 +1,4 @@
-import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream";
+import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { z } from "zod";
 import type { MemoryEntry, MemoryStore } from "../memory/memory.js";
@@ -6,7 +6,7 @@ import { memoryId, relevance } from "../memory/memory.js";
 import type { Clock } from "../runtime/clock.js";
 import { sha256 } from "../runtime/hash.js";
 import { decode, encode } from "./codec.js";
-import { openReader } from "./read-range.js";
+import { readLatest } from "./read-range.js";
 import type { Subjects } from "./subjects.js";
 
 /** Where recalls read the bucket from: the reads client and the bucket's name. */
@@ -18,9 +18,6 @@ export interface MemoryReads {
 export function memoryReads(bus: { reads: JetStreamClient; subjects: Subjects }): MemoryReads {
   return { client: bus.reads, bucket: bus.subjects.buckets().memory };
 }
-
-/** How long a recall waits for the namespace's entries once the server said how many there are. */
-const RECALL_FETCH_MS = 5_000;
 
 const StoredMemory = z.object({
   id: z.string(),
@@ -65,33 +62,17 @@ export class KvMemory implements MemoryStore {
   }
 
   /**
-   * One consumer over the namespace's keys, each delivered once at its latest revision (a deleted
-   * key's latest is its delete marker). Its creation says how many there are, so an empty
-   * namespace (a new agent's) costs that one request; the consumer is deleted after the read.
+   * Each of the namespace's keys at its latest revision, in one read (a deleted key's latest is its
+   * delete marker); an empty namespace (a new agent's) costs one request.
    */
   async recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {
     const { client, bucket } = this.reads;
-    const reader = await openReader(client, `KV_${bucket}`, {
-      filter_subject: `$KV.${bucket}.${prefixOf(namespace)}.*`,
-      deliver_policy: DeliverPolicy.LastPerSubject,
-    });
     const entries: MemoryEntry[] = [];
-    try {
-      let left = reader.pending;
-      while (left > 0) {
-        const batch = await reader.consumer.fetch({ max_messages: left, expires: RECALL_FETCH_MS });
-        const before = left;
-        for await (const msg of batch) {
-          left -= 1;
-          if (msg.headers?.get("KV-Operation")) continue;
-          const { id, text, createdAt } = decode(StoredMemory, msg.data);
-          entries.push({ id, text, createdAt });
-          if (left === 0) break;
-        }
-        if (left === before) throw new Error(`recalling ${namespace}: no entry within ${RECALL_FETCH_MS} ms`);
-      }
-    } finally {
-      reader.close();
+    const filter = `$KV.${bucket}.${prefixOf(namespace)}.*`;
+    for await (const msg of readLatest(client, `KV_${bucket}`, filter)) {
+      if (msg.headers?.get("KV-Operation")) continue;
+      const { id, text, createdAt } = decode(StoredMemory, msg.data);
+      entries.push({ id, text, createdAt });
     }
     return entries
       .map((entry) => ({ entry, score: relevance(query, entry.text) }))

@@ -173,3 +173,45 @@ export async function* readRange(
     }
   }
 }
+
+/**
+ * The latest message of every subject matching `filter` (a KV bucket's entries, a deleted key as
+ * its delete marker), through one consumer, a page of BATCH messages per request rather than a
+ * request per key. Ends after the count the consumer was created with; a subject rewritten during
+ * the read is delivered once, at whichever revision comes. A page that brings nothing for STALL_MS
+ * fails the read (BUS_UNAVAILABLE): callers read again rather than wait.
+ */
+export async function* readLatest(
+  reads: JetStreamClient,
+  stream: string,
+  filter: string,
+): AsyncGenerator<RangeMessage & { subject: string }> {
+  const reader = await openReader(reads, stream, {
+    filter_subject: filter,
+    deliver_policy: DeliverPolicy.LastPerSubject,
+  });
+  try {
+    let left = reader.pending;
+    while (left > 0) {
+      const batch = await reader.consumer.fetch({ max_messages: Math.min(BATCH, left), expires: STALL_MS });
+      const before = left;
+      for await (const msg of batch) {
+        left -= 1;
+        yield {
+          subject: msg.subject,
+          seq: msg.seq,
+          data: msg.data,
+          ...(msg.headers ? { headers: msg.headers } : {}),
+        };
+        if (left === 0) break;
+      }
+      if (left === before)
+        throw new AgentError(
+          "BUS_UNAVAILABLE",
+          `reading ${filter}: nothing from ${stream} within ${STALL_MS} ms`,
+        );
+    }
+  } finally {
+    reader.close();
+  }
+}

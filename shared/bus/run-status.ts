@@ -1,19 +1,44 @@
-import type { JetStreamManager } from "@nats-io/jetstream";
+import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { RunStatus } from "../contracts/run-status.js";
 import { decode, encode } from "./codec.js";
+import { readLatest } from "./read-range.js";
 import type { Subjects } from "./subjects.js";
 
+/** What the runs bucket holds now: every run's status, and the other live keys (fan-outs). */
+export interface RunsBucket {
+  statuses: RunStatus[];
+  keys: Set<string>;
+}
+
 /**
- * Every key the runs bucket holds a message for (a deleted key's marker counts: check with a get),
- * from the stream's subject index, paged. Not `kv.keys()`: that listing ends only when a message
- * reports nothing pending, and a key rewritten while it lists can make it wait out a 30 s heartbeat.
+ * Reads the whole runs bucket in one streamed read, a page of keys per request (deleted keys left
+ * out). Not a `get` per key: the stall scan then made a round trip per run ever recorded, every
+ * scan. Not `kv.keys()`: that listing ends only when a message reports nothing pending, and a key
+ * rewritten while it lists can make it wait out a 30 s heartbeat.
  */
-export async function runsBucketKeys(deps: { jsm: JetStreamManager; subjects: Subjects }): Promise<string[]> {
+export async function readRunsBucket(deps: {
+  reads: JetStreamClient;
+  subjects: Subjects;
+}): Promise<RunsBucket> {
   const bucket = deps.subjects.buckets().runs;
   const prefix = `$KV.${bucket}.`;
-  const info = await deps.jsm.streams.info(`KV_${bucket}`, { subjects_filter: `${prefix}>` });
-  return Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(prefix.length));
+  const held: RunsBucket = { statuses: [], keys: new Set() };
+  for await (const msg of readLatest(deps.reads, `KV_${bucket}`, `${prefix}>`)) {
+    if (msg.headers?.get("KV-Operation")) continue;
+    const status = parseStatus(msg.data);
+    if (status) held.statuses.push(status);
+    else held.keys.add(msg.subject.slice(prefix.length));
+  }
+  return held;
+}
+
+function parseStatus(data: Uint8Array): RunStatus | undefined {
+  try {
+    return decode(RunStatus, data);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Run status on the `agents-runs` bucket, keyed by runId: what `watch` and `status` read. */
