@@ -72,7 +72,7 @@ export class AckPublisher {
     void this.watch();
   }
 
-  /** The connection's publisher, made on first use. */
+  /** The connection's publisher, made on first use (with that call's `timeoutMs`). */
   static of(nc: NatsConnection, timeoutMs = PUBLISH_ACK_TIMEOUT_MS): AckPublisher {
     let publisher = publishers.get(nc);
     if (!publisher) publishers.set(nc, (publisher = new AckPublisher(nc, timeoutMs)));

@@ -10,8 +10,8 @@ import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
 export interface AuditDeps {
+  /** Events are published on it (AckPublisher). */
   nc: NatsConnection;
-  js: JetStreamClient;
   subjects: Subjects;
   clock: Clock;
   random: Random;

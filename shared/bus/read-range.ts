@@ -7,8 +7,7 @@ import {
   type JetStreamClient,
   type JetStreamManager,
 } from "@nats-io/jetstream";
-import { nanos } from "@nats-io/transport-node";
-import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
+import { nanos, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
@@ -46,7 +45,7 @@ const managers = new WeakMap<JetStreamClient, Promise<JetStreamManager>>();
  * (the library's ordered consumer asks for the stream's info first, and is left on the server for
  * five minutes). `close` deletes it, without waiting.
  */
-export async function openReader(
+async function openReader(
   reads: JetStreamClient,
   stream: string,
   config: Pick<ConsumerConfig, "filter_subject" | "deliver_policy" | "opt_start_seq">,

@@ -24,9 +24,8 @@ export interface StoredRecord {
 }
 
 export interface WalDeps {
-  /** Its server's `max_payload` decides when a record is split. */
+  /** Appends are published on it (AckPublisher); its server's `max_payload` decides when a record is split. */
   nc: NatsConnection;
-  js: JetStreamClient;
   reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
