@@ -1,13 +1,6 @@
 import { JetStreamApiError, type ApiError, type PubAck } from "@nats-io/jetstream";
-import {
-  createInbox,
-  headers,
-  PermissionViolationError,
-  type Msg,
-  type MsgHdrs,
-  type NatsConnection,
-  type Subscription,
-} from "@nats-io/transport-node";
+import { createInbox, headers, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import { linkOf } from "./link.js";
 
 /** How long a publish waits for its ack: the JetStream client's default request timeout. */
 export const PUBLISH_ACK_TIMEOUT_MS = 5_000;
@@ -58,7 +51,6 @@ const publishers = new WeakMap<NatsConnection, AckPublisher>();
 export class AckPublisher {
   private readonly inbox = createInbox();
   private readonly waiting = new Map<string, Waiter>();
-  private readonly sub: Subscription;
   private readonly sweeper: ReturnType<typeof setInterval>;
   private sent = 0;
 
@@ -66,10 +58,11 @@ export class AckPublisher {
     private readonly nc: NatsConnection,
     private readonly timeoutMs: number,
   ) {
-    this.sub = nc.subscribe(`${this.inbox}.*`, { callback: (_err, msg) => this.settle(msg) });
+    // Lives as long as the connection (and is resubscribed by it after a reconnect).
+    nc.subscribe(`${this.inbox}.*`, { callback: (_err, msg) => this.settle(msg) });
     this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
     this.sweeper.unref();
-    void this.watch();
+    this.watch();
   }
 
   /** The connection's publisher, made on first use (with that call's `timeoutMs`). */
@@ -144,24 +137,18 @@ export class AckPublisher {
    * are retried on the new connection, as the client's requests are. A publish the server refuses
    * (permissions) gets no reply either: it fails with the server's error, as a request does.
    */
-  private async watch(): Promise<void> {
-    for await (const status of this.nc.status()) {
-      if (status.type === "disconnect")
-        this.fail(
-          () => true,
-          new PublishAckError("the connection was lost before the ack came", "disconnected"),
-        );
-      else if (
-        status.type === "error" &&
-        status.error instanceof PermissionViolationError &&
-        status.error.operation === "publish"
-      ) {
-        const denied = status.error;
-        this.fail((waiter) => waiter.subject === denied.subject, denied);
-      }
-    }
-    clearInterval(this.sweeper);
-    this.sub.unsubscribe();
+  private watch(): void {
+    const link = linkOf(this.nc);
+    const dropped = (): void => {
+      this.fail(
+        () => true,
+        new PublishAckError("the connection was lost before the ack came", "disconnected"),
+      );
+      link.onDisconnect(dropped);
+    };
+    link.onDisconnect(dropped);
+    link.onPublishDenied((err) => this.fail((waiter) => waiter.subject === err.subject, err));
+    void this.nc.closed().then(() => clearInterval(this.sweeper));
   }
 
   private fail(which: (waiter: Waiter) => boolean, err: Error): void {

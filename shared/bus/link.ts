@@ -1,4 +1,4 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import { PermissionViolationError, type NatsConnection, type Status } from "@nats-io/transport-node";
 
 /** One connection's up/down state, watched once however many parts of an actor ask. */
 export interface Link {
@@ -6,6 +6,8 @@ export interface Link {
   connected(): boolean;
   /** Calls `listener` at the next disconnect; returns the function that cancels it. */
   onDisconnect(listener: () => void): () => void;
+  /** Calls `listener` for every publish the server refuses (permissions); returns the function that cancels it. */
+  onPublishDenied(listener: (err: PermissionViolationError) => void): () => void;
 }
 
 const links = new WeakMap<NatsConnection, Link>();
@@ -15,9 +17,11 @@ export function linkOf(nc: NatsConnection): Link {
   if (known) return known;
   let up = true;
   const waiting = new Set<() => void>();
+  const denied = new Set<(err: PermissionViolationError) => void>();
   void (async () => {
     for await (const status of nc.status()) {
       if (status.type === "reconnect") up = true;
+      if (isPublishDenied(status)) for (const listener of denied) listener(status.error);
       if (status.type !== "disconnect") continue;
       up = false;
       const notify = [...waiting];
@@ -31,7 +35,19 @@ export function linkOf(nc: NatsConnection): Link {
       waiting.add(listener);
       return () => waiting.delete(listener);
     },
+    onPublishDenied: (listener) => {
+      denied.add(listener);
+      return () => denied.delete(listener);
+    },
   };
   links.set(nc, link);
   return link;
+}
+
+function isPublishDenied(status: Status): status is { type: "error"; error: PermissionViolationError } {
+  return (
+    status.type === "error" &&
+    status.error instanceof PermissionViolationError &&
+    status.error.operation === "publish"
+  );
 }
