@@ -3,20 +3,15 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
-import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { auditCount, publishAudit } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
-import { childRunId, fanInResults, readFanOut, writeFanOut } from "../../shared/bus/fanout.js";
 import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
-import { KillSwitchView, readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { requestJson } from "../../shared/bus/request.js";
-import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { IdempotencyRecord, idempotencyBucketKey, serveTool } from "../../shared/bus/tool-service.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { startRun } from "../../shared/loop/fsm.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
@@ -165,129 +160,6 @@ describe("remote tools", () => {
       message: "[E_RUST] panic",
     });
     for (const sub of subs) sub.unsubscribe();
-  });
-});
-
-describe("cluster state in KV", () => {
-  it("memory on KV: per-namespace recall by relevance, forget", async () => {
-    const store = new KvMemory(buckets.memory, systemClock, memoryReads(suite));
-    const a = await store.remember("agent/a", "postgres runs on port 5432");
-    await store.remember("agent/a", "redis runs on port 6379");
-    await store.remember("agent/b", "postgres is managed by team b");
-    const hits = await store.recall("agent/a", "which port does postgres use", 5);
-    expect(hits.map((h) => h.text)).toEqual(["postgres runs on port 5432", "redis runs on port 6379"]);
-    expect(await store.forget("agent/a", a.id)).toBe(true);
-    expect(await store.forget("agent/a", a.id)).toBe(false);
-    expect((await store.recall("agent/a", "postgres", 5)).map((h) => h.text)).toEqual([]);
-    // The same text again is the entry already there: the bucket holds it once.
-    const first = await store.remember("agent/c", "the cache is flushed nightly");
-    await new Promise((r) => setTimeout(r, 5));
-    const again = await store.remember("agent/c", "the cache is flushed nightly");
-    expect(again).toEqual(first);
-    expect(await store.recall("agent/c", "cache flushed", 5)).toEqual([first]);
-    // Each recall deletes the consumer it read with: none is left on the bucket's stream.
-    const jsm = await suite.reads.jetstreamManager(false);
-    const stream = `KV_${suite.subjects.buckets().memory}`;
-    await expect
-      .poll(async () => (await jsm.streams.info(stream)).state.consumer_count, { timeout: 5_000 })
-      .toBe(0);
-  });
-
-  it("run status: put, get and a watch that sees each change", async () => {
-    const store = new RunStatusStore(buckets.runs);
-    const base = {
-      runId: "st1",
-      phase: "PLAN" as const,
-      iteration: 0,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
-      updatedAt: new Date(START).toISOString(),
-    };
-    expect(await store.get("st1")).toBeUndefined();
-    const seen: string[] = [];
-    const stop = new AbortController();
-    const watching = (async () => {
-      for await (const s of store.watch("st1", stop.signal)) {
-        seen.push(s.status);
-        if (s.status === "committed") stop.abort();
-      }
-    })();
-    await store.put({ ...base, status: "queued" });
-    await store.put({ ...base, status: "committed", checkpointSeq: 7 });
-    await watching;
-    expect(seen.at(-1)).toBe("committed");
-    expect(await store.get("st1")).toMatchObject({ status: "committed", checkpointSeq: 7 });
-    // The stall scan's read: every status at its latest, the other live keys, deleted ones left out.
-    await buckets.runs.put("fanout.st1", "{}");
-    await buckets.runs.put("fanout.st2", "{}");
-    await buckets.runs.delete("fanout.st1");
-    const held = await readRunsBucket(suite);
-    expect(held.statuses.filter((s) => s.runId === "st1")).toEqual([
-      expect.objectContaining({ status: "committed", checkpointSeq: 7 }),
-    ]);
-    expect([...held.keys].filter((k) => k.includes("st"))).toEqual(["fanout.st2"]);
-  });
-
-  it("the kill switch view follows every write", async () => {
-    const view = new KillSwitchView();
-    await view.start(buckets.pool, silentLogger);
-    expect(view.active).toBeUndefined();
-    await writeKillSwitch(buckets.pool, { active: true, reason: "drill", by: "ops", at: START });
-    for (let i = 0; i < 100 && !view.active; i++) await systemClock.sleep(10);
-    expect(view.active).toMatchObject({ reason: "drill" });
-    await writeKillSwitch(buckets.pool, { active: false, reason: "over", by: "ops", at: START });
-    for (let i = 0; i < 100 && view.active; i++) await systemClock.sleep(10);
-    expect(view.active).toBeUndefined();
-    expect(await readKillSwitch(buckets.pool)).toMatchObject({ active: false });
-    view.stop();
-  });
-
-  it("a fan-out completes once every child has settled, one result per child in order, refusals with their code", async () => {
-    const store = new RunStatusStore(buckets.runs);
-    const status = (runId: string, value: "running" | "committed" | "failed", terminal?: object) =>
-      store.put({
-        runId,
-        status: value,
-        phase: "COMMIT",
-        iteration: 1,
-        usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
-        ...(terminal ? { terminal } : {}),
-        updatedAt: new Date(START).toISOString(),
-      } as RunStatus);
-    const children = [0, 1, 2].map((i) => childRunId("fp", "act-1", i));
-    const fanOut = { parentRunId: "fp", rootRunId: "fp", depth: 0, actionId: "act-1", children };
-    expect(await readFanOut(buckets.runs, "fp")).toBeUndefined();
-    await writeFanOut(buckets.runs, fanOut);
-    expect(await readFanOut(buckets.runs, "fp")).toEqual(fanOut);
-    await status(children[0] as string, "committed", { kind: "COMMIT", reason: "ok", output: "one" });
-    await status(children[1] as string, "running");
-    expect(await fanInResults(buckets.runs, fanOut)).toBeUndefined();
-    await status(children[1] as string, "failed", { kind: "FAIL", reason: "guard" });
-    await status(children[2] as string, "failed", {
-      kind: "FAIL",
-      reason: "[DEPTH_LIMIT] depth limit: too deep",
-    });
-    expect(await fanInResults(buckets.runs, fanOut)).toEqual({
-      results: [
-        { runId: children[0], status: "committed", output: "one" },
-        { runId: children[1], status: "failed", error: { code: "FAILED", message: "guard" } },
-        {
-          runId: children[2],
-          status: "failed",
-          error: { code: "DEPTH_LIMIT", message: "depth limit: too deep" },
-        },
-      ],
-    });
-  });
-
-  it("a tree's iteration budget is never overspent by concurrent leases", async () => {
-    const budget = new TreeBudget({ kv: buckets.pool, clock: systemClock, random: seededRandom(9) });
-    const results = await Promise.allSettled(Array.from({ length: 20 }, () => budget.lease("tree1", 1, 10)));
-    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(10);
-    expect(
-      results.filter((r) => r.status === "rejected").map((r) => (r.reason as { code: string }).code),
-    ).toEqual(Array.from({ length: 10 }, () => "GLOBAL_CAP"));
-    expect(await budget.used("tree1")).toBe(10);
-    expect(await budget.lease("tree2", 5, 3)).toEqual({ granted: 3, used: 3 });
   });
 });
 
