@@ -72,8 +72,11 @@ export function targets(rows: readonly Row[], findings: readonly Finding[]): Tar
   const oursBytes = ours1?.bytesPerLoop;
   const lgBytes = lgs1?.bytesPerLoop;
   const w2 = findings.find((f) => f.workload === "W2")?.figures;
-  // Flatness is judged under the context window; the whole-transcript row is there for comparison.
-  const w3Findings = findings.filter((f) => f.workload === "W3" && f.figures.contextMessages !== "all");
+  // Flatness is judged under the context window, on resumes right after the history was written (a
+  // takeover); the whole-transcript and cold rows are there for comparison (see the W3 workload).
+  const w3Findings = findings.filter(
+    (f) => f.workload === "W3" && f.figures.contextMessages !== "all" && f.figures.resumed !== "cold",
+  );
   const w3 = w3Findings
     .filter((f) => f.figures.error === undefined)
     .map((f) => Number(f.figures.resumeMsMedian));
@@ -109,7 +112,7 @@ export function targets(rows: readonly Row[], findings: readonly Finding[]): Tar
     t("W2 p50 ≤ 2 s", w2 ? Number(w2.p50Ms) : undefined, " ms", (v) => v <= 2_000),
     {
       ...t(
-        "W3 flat within ±20% (max/min), context window",
+        "W3 flat within ±20% (max/min), context window, hot",
         w3Spread,
         "×",
         (v) => v <= 1.2 && w3Failed.length === 0,

@@ -1,24 +1,35 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { walMessage } from "./wal-message.ts";
 
+/** The floor's streams: the WAL, the audit trail, the job queue, and KV writes by how long values last. */
+export type FloorStream = "wal" | "audit" | "status" | "queue" | "kv";
+
 /** One message our runtime sent for a loop, by what it is: a stream append or a request/reply. */
 export type TraceEntry =
   /** `step`: this append holds a model turn's record, the end of a step (where the bench times steps). */
-  | { kind: "append"; stream: "wal" | "audit" | "status" | "queue"; bytes: number; step?: true }
+  | { kind: "append"; stream: FloorStream; bytes: number; step?: true }
   | { kind: "request"; service: string; bytes: number; replyBytes: number };
 
-const STREAM_OF: [RegExp, "wal" | "audit" | "status" | "queue"][] = [
+const STREAM_OF: [RegExp, FloorStream][] = [
   [/^agents\.wal\./, "wal"],
   [/^agents\.audit\./, "audit"],
-  [/^\$KV\.agents-runs\./, "status"],
+  // Buckets whose keys are rewritten (run status, the pool ledger): the floor keeps one value.
+  [/^\$KV\.agents-(runs|pool)\./, "status"],
+  // A value per key, kept: the tool services' idempotency records, agent memory, tool state.
+  [/^\$KV\.agents-(idempotency|memory|tool-state)\./, "kv"],
   [/^agents\.runs\.queue\./, "queue"],
 ];
-const SERVICES = /^agents\.(tools\.[a-z0-9_-]+|control\.lease|critic\.review|runs\.submit)$/;
+/**
+ * Requests of our protocol: the services', and the JetStream reads the runtime makes (KV and WAL
+ * gets, a read's consumer, a worker's pull for its next job).
+ */
+const SERVICES =
+  /^(?:agents\.(tools\.[a-z0-9_-]+|control\.lease|critic\.review|runs\.submit)|\$JS\.API\.(STREAM\.MSG\.GET\.\S+|CONSUMER\.(?:CREATE|DELETE|MSG\.NEXT)\.\S+))$/;
 
 /**
  * Records every message the runtime sends while `during` runs (one loop, nothing else on the
- * server): what the protocol floor must replay. JetStream's own API traffic and acks are left
- * out: a bare client pays for those too.
+ * server): what the protocol floor must replay. Publish acks, message acks and JetStream's
+ * advisories are left out: a bare client's publishes and reads cause them too.
  */
 export async function captureTrace(
   nc: NatsConnection,
@@ -35,6 +46,9 @@ export async function captureTrace(
         pending.delete(msg.subject);
         continue;
       }
+      // A consumer's delivery of a stored message (the supervisor's audit watch, a worker's job)
+      // carries the message's own subject: it is not a second append.
+      if (msg.reply?.startsWith("$JS.ACK.")) continue;
       const stream = STREAM_OF.find(([pattern]) => pattern.test(msg.subject))?.[1];
       if (stream) {
         const step = stream === "wal" && walMessage(msg).types.includes("MODEL");
@@ -46,7 +60,8 @@ export async function captureTrace(
         });
         continue;
       }
-      const service = SERVICES.exec(msg.subject)?.[1];
+      const matched = SERVICES.exec(msg.subject);
+      const service = matched ? (matched[1] ?? `js.${matched[2]}`) : undefined;
       if (service && msg.reply) {
         const entry = { kind: "request" as const, service, bytes: msg.data.length, replyBytes: 0 };
         entries.push(entry);

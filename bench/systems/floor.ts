@@ -1,16 +1,17 @@
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
 import type { LoopTiming } from "../lib/drive.ts";
-import type { TraceEntry } from "../lib/trace.ts";
+import type { FloorStream, TraceEntry } from "../lib/trace.ts";
 import { STEPS } from "../lib/workload.ts";
 
-const STREAMS = ["wal", "audit", "status", "queue"] as const;
+const STREAMS = ["wal", "audit", "status", "queue", "kv"] as const satisfies readonly FloorStream[];
 
 /**
  * The floors: what the same messages cost when a bare client sends them and does nothing else.
  * `raw` replays only the WAL appends (one publish-with-ack per record, file storage); `protocol`
- * replays every message our runtime sends for a loop (appends, status, audit, the tool, lease and
- * critic requests, answered by a bare responder with replies of the recorded size).
+ * replays every message our runtime sends for a loop (appends, status, audit, the tool services'
+ * idempotency records and the other KV writes, the tool, lease and critic requests and the
+ * runtime's JetStream reads, answered by a bare responder with replies of the recorded size).
  */
 export class Floor {
   private readonly nc: NatsConnection;
@@ -33,7 +34,7 @@ export class Floor {
         name: `FLOOR_${name.toUpperCase()}`,
         subjects: [`floor.${name}.>`],
         storage: "file",
-        // The status bucket keeps one value per run, like a KV bucket with history 1.
+        // Rewritten keys (run status, the pool ledger) keep one value, like a KV bucket with history 1.
         ...(name === "status" ? { max_msgs_per_subject: 1 } : {}),
       });
     }

@@ -17,9 +17,13 @@ import { median, round } from "../lib/stats.ts";
 import { echoText } from "../lib/workload.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
-/** Resumes timed per windowed length, and for the whole-transcript comparison (1.5 s each). */
+/** Resumes timed per windowed length, and for the whole-transcript comparison (2–3 s each). */
 const WINDOWED_ROUNDS = 7;
 const WHOLE_ROUNDS = 3;
+/** Uncounted resumes first: enough that both workers have taken one. */
+const WARM_RESUMES = 4;
+/** Rounds of the cold condition (see measureHistory). */
+const COLD_ROUNDS = 5;
 /**
  * W3's context window: the model sees the task and the last 32 messages (16 steps). Without one
  * the run's state is its whole transcript, and a resume must read it all: measured too, at the
@@ -158,14 +162,22 @@ async function writeHistory(
 interface Case {
   steps: number;
   window: number | undefined;
+  /** Resumed after every other history of its condition was written (see measureHistory). */
+  cold: boolean;
   samples: number[];
   walRecords: number;
   checkpointBytes: number;
   error: string;
 }
 
-/** Writes one history of the case's length and times a worker resuming it; an error ends the case. */
-async function sampleCase(cluster: OurCluster, config: LoopConfig, c: Case, round: number): Promise<number> {
+/** A history written and left waiting on the model, as a dead worker would leave it. */
+interface Parked {
+  runId: string;
+  status: ReturnType<typeof statusOf> & { checkpointSeq: number };
+}
+
+/** Writes one history of the case's length and its run status; the worker resumes it later. */
+async function writeCase(cluster: OurCluster, config: LoopConfig, c: Case, round: number): Promise<Parked> {
   const runId = `history-${c.steps}-${c.window ?? "all"}-${round}-${Date.now().toString(36)}`;
   const written = await writeHistory(cluster, runId, history(runId, c.steps, config, c.window));
   c.walRecords = written.count;
@@ -173,7 +185,32 @@ async function sampleCase(cluster: OurCluster, config: LoopConfig, c: Case, roun
   const status = { ...statusOf(written.last.state, Date.now()), checkpointSeq: written.checkpointSeq };
   await new RunStatusStore(cluster.bus.buckets.runs).put(status);
   await cluster.caughtUp(runId, written.messages);
-  return cluster.timeResume(runId, continuationJob(status));
+  return { runId, status };
+}
+
+/**
+ * How long the machine is left alone between writing the cold case's histories and timing their
+ * resumes: the server and the OS write back tens of megabytes of checkpoints meanwhile.
+ */
+const SETTLE_MS = 3_000;
+
+/**
+ * A little more than one of nats-server's file blocks (8 MiB for these streams). Written after
+ * each cold history, it keeps every history's last checkpoint in a block of its own: a resume that
+ * loaded a block would otherwise warm the next history's (a short history shares its block with
+ * its neighbours), and a cold resume would be cold for some lengths only.
+ */
+const FILLER_BYTES = 9 * 1024 * 1024;
+const FILLER_CHUNK = 64 * 1024;
+
+async function writeFiller(cluster: OurCluster, round: number): Promise<void> {
+  const { bus } = cluster;
+  const subject = bus.subjects.wal(`history-filler-${round}-${Date.now().toString(36)}`);
+  // JSON, as the bench's WAL watcher parses every message; its type is no record's.
+  const data = encoder.encode(JSON.stringify({ type: "FILLER", pad: "x".repeat(FILLER_CHUNK) }));
+  for (let sent = 0; sent < FILLER_BYTES; sent += 32 * data.length) {
+    await Promise.all(Array.from({ length: 32 }, () => bus.js.publish(subject, data)));
+  }
 }
 
 /**
@@ -181,9 +218,14 @@ async function sampleCase(cluster: OurCluster, config: LoopConfig, c: Case, roun
  * the product's own loop core (as a worker would have, checkpoints included) and left waiting on
  * the model, as if its worker had died; a job then hands it to a live worker, and the bench times
  * the job → first new WAL record. Checkpoints should keep this flat: they do when the state they
- * hold stops growing, which a context window makes so (see W3_CONTEXT_MESSAGES). The lengths are
- * sampled in rounds, each round in a rotated order, so that neither the stream's growth during the
- * workload nor a noisy moment of the machine lands on one length only.
+ * hold stops growing, which a context window makes so (see W3_CONTEXT_MESSAGES).
+ *
+ * Two conditions. Hot: each history is resumed as soon as it is written, as a run is taken over
+ * right after its worker died. Cold: every history is written first, then, after a pause, each is
+ * resumed, as a run is resumed long after it stopped (an approval decided later): the server then
+ * reads what the run spans from disk rather than from its caches. Lengths go in rounds, each round
+ * in a rotated order, so that neither the stream's growth nor a noisy moment of the machine lands
+ * on one length only.
  */
 export async function measureHistory(
   plan: Plan,
@@ -192,9 +234,10 @@ export async function measureHistory(
 ): Promise<Finding[]> {
   const cluster = await OurCluster.start(natsUrl, OUR_BENCH_ENV);
   const config: LoopConfig = { tools: new ToolRegistry([echoTool]).descriptors(), checkpointEvery: 10 };
-  const fresh = (steps: number, window: number | undefined): Case => ({
+  const fresh = (steps: number, window: number | undefined, cold = false): Case => ({
     steps,
     window,
+    cold,
     samples: [],
     walRecords: 0,
     checkpointBytes: 0,
@@ -202,33 +245,62 @@ export async function measureHistory(
   });
   const windowed = plan.historyLengths.map((steps) => fresh(steps, W3_CONTEXT_MESSAGES));
   const whole = fresh(Math.max(...plan.historyLengths), undefined);
-  const sample = async (c: Case, round: number): Promise<void> => {
-    if (c.error) return;
-    try {
-      c.samples.push(await sampleCase(cluster, config, c, round));
-    } catch (err) {
-      c.error = err instanceof Error ? err.message : String(err);
-    }
+  const cold = plan.historyLengths.map((steps) => fresh(steps, W3_CONTEXT_MESSAGES, true));
+  const failed = (c: Case, err: unknown): void => {
+    c.error = err instanceof Error ? err.message : String(err);
+  };
+  const rotated = (cases: Case[], round: number): Case[] =>
+    cases.map((_c, i) => cases[(round + i) % cases.length] as Case);
+  const resume = async (c: Case, parked: Parked): Promise<void> => {
+    await cluster.timeResume(parked.runId, continuationJob(parked.status)).then(
+      (ms) => c.samples.push(ms),
+      (err: unknown) => failed(c, err),
+    );
+  };
+  const write = async (c: Case, round: number): Promise<Parked | undefined> => {
+    if (c.error) return undefined;
+    return writeCase(cluster, config, c, round).catch((err: unknown) => {
+      failed(c, err);
+      return undefined;
+    });
   };
   try {
-    // The first resume warms the worker (tool discovery, JIT): not counted.
-    if (windowed[0]) await sampleCase(cluster, config, fresh(windowed[0].steps, W3_CONTEXT_MESSAGES), -1);
+    // Resumes that warm both workers (JIT, the tool catalog) are not counted.
+    const warm = fresh(windowed[0]?.steps ?? 10, W3_CONTEXT_MESSAGES);
+    for (let i = 0; i < WARM_RESUMES; i += 1)
+      await resume(warm, await writeCase(cluster, config, warm, -1 - i));
     for (let round = 0; round < WINDOWED_ROUNDS; round += 1) {
-      for (let i = 0; i < windowed.length; i += 1) {
-        await sample(windowed[(round + i) % windowed.length] as Case, round);
+      for (const c of rotated(windowed, round)) {
+        const parked = await write(c, round);
+        if (parked) await resume(c, parked);
       }
       say(
         `W3 round ${round + 1}/${WINDOWED_ROUNDS} of ${windowed.map((c) => c.steps).join(", ")} steps done`,
       );
     }
-    for (let round = 0; round < WHOLE_ROUNDS; round += 1) await sample(whole, round);
+    for (let round = 0; round < WHOLE_ROUNDS; round += 1) {
+      const parked = await write(whole, round);
+      if (parked) await resume(whole, parked);
+    }
+    const planned: { c: Case; parked: Parked }[] = [];
+    for (let round = 0; round < COLD_ROUNDS; round += 1) {
+      for (const c of rotated(cold, round)) {
+        const parked = await write(c, WINDOWED_ROUNDS + round);
+        if (parked) planned.push({ c, parked });
+        await writeFiller(cluster, round);
+      }
+    }
+    say(`W3 cold: ${planned.length} histories written; resuming them after ${SETTLE_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    for (const { c, parked } of planned) if (!c.error) await resume(c, parked);
   } finally {
     await cluster.stop();
   }
-  return [...windowed, whole].map((c) => {
+  return [...windowed, whole, ...cold].map((c) => {
     const figures: Record<string, number | string> = {
       steps: c.steps,
       contextMessages: c.window ?? "all",
+      resumed: c.cold ? "cold" : "hot",
       walRecords: c.walRecords,
       resumeMsMedian: round(median(c.samples)),
       resumeMsMin: round(Math.min(...c.samples)),
@@ -237,8 +309,8 @@ export async function measureHistory(
       checkpointKiB: round(c.checkpointBytes / 1024),
       ...(c.error ? { error: c.error } : {}),
     };
-    const label = `resume after ${c.steps} steps${c.window ? "" : ", whole transcript"}`;
-    say(`W3 ${c.steps} steps (context ${c.window ?? "all"}): ${c.error || `${figures.resumeMsMedian} ms`}`);
+    const label = `${c.cold ? "cold " : ""}resume after ${c.steps} steps${c.window ? "" : ", whole transcript"}`;
+    say(`W3 ${label}: ${c.error || `${figures.resumeMsMedian} ms`}`);
     return { workload: "W3", label, figures };
   });
 }
