@@ -95,7 +95,7 @@ export class RunLease {
       throw err;
     } finally {
       clearInterval(heartbeat);
-      this.deps.leases.forget(this.job.runId);
+      this.deps.leases.release(this.job);
     }
   }
 

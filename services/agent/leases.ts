@@ -8,21 +8,19 @@ import { fromErrorPayload } from "../../shared/runtime/errors.js";
 /**
  * Iterations leased from the run tree's global budget (kept by the supervisors), spent one per model
  * call. Each lease asks for twice what it asked before, up to `chunk` (1, 2, 4… per run lease): a
- * short run asks for what it spends, a long one makes one request per `chunk` model calls. Once a
- * run has been granted a whole chunk, the next lease is asked for as soon as the last leased
- * iteration is spent, so its round trip overlaps the step's tool call instead of delaying the next
- * model call. A refused lease becomes the loop's `globalCapReached` event, which circuit-breaks the
- * run; a supervisor that cannot be reached is an error, and the job is retried. Iterations leased
- * but not spent when a lease ends (the rest of the current lease, and in a long run one lease asked
- * ahead) are not returned: the count errs on the safe side.
+ * short run asks for about what it spends, a long one makes one request per `chunk` model calls.
+ * The next lease is asked for as soon as the last leased iteration is spent, so its round trip
+ * overlaps the step's tool call instead of delaying the next model call. When the worker's lease
+ * on the run ends, what it leased and did not spend (the rest of a lease, the lease asked ahead) is
+ * given back to the tree's budget. A refused lease becomes the loop's `globalCapReached` event,
+ * which circuit-breaks the run; a supervisor that cannot be reached is an error, and the job is
+ * retried. A worker that dies gives nothing back: the count errs on the safe side.
  */
 export class IterationLeases {
   private readonly balance = new Map<string, number>();
   private readonly nextAsk = new Map<string, number>();
   /** The lease asked for ahead of need, per run (its rejection is kept for the `take` that needs it). */
   private readonly ahead = new Map<string, Promise<LeaseReply>>();
-  /** Runs that have been granted a whole chunk: long runs, which ask ahead. */
-  private readonly long = new Set<string>();
 
   constructor(
     private readonly bus: Pick<ActorBus, "nc" | "subjects" | "clock">,
@@ -39,7 +37,6 @@ export class IterationLeases {
     this.ahead.delete(state.runId);
     const reply = await pending;
     if (reply.ok) {
-      if (reply.granted >= this.chunk) this.long.add(state.runId);
       this.spend(state, reply.granted);
       return undefined;
     }
@@ -61,22 +58,31 @@ export class IterationLeases {
     this.askAhead(state);
   }
 
-  /** Drops what is kept for a run whose lease ended (an answer still on its way is ignored). */
-  forget(runId: string): void {
-    this.balance.delete(runId);
-    this.nextAsk.delete(runId);
-    this.ahead.delete(runId);
-    this.long.delete(runId);
+  /**
+   * The worker's lease on the run ended: what it kept for the run is dropped, and the iterations it
+   * leased and did not spend (an answer still on its way included) are given back, without waiting.
+   * A give-back that fails leaves them counted as used.
+   */
+  release(state: Pick<LoopState, "runId" | "rootRunId">): void {
+    const held = this.balance.get(state.runId) ?? 0;
+    const ahead = this.ahead.get(state.runId);
+    this.balance.delete(state.runId);
+    this.nextAsk.delete(state.runId);
+    this.ahead.delete(state.runId);
+    if (held === 0 && !ahead) return;
+    const unspent = (ahead ?? Promise.resolve(undefined)).then(
+      (reply) => held + (reply?.ok ? reply.granted : 0),
+      () => held,
+    );
+    void unspent
+      .then((count) => (count > 0 ? this.request(state, 0, count) : undefined))
+      .catch(() => undefined);
   }
 
-  /**
-   * Spends one of `available` iterations. In a long run (granted a whole chunk already), spending
-   * the last asks for the next lease at once; a short run asks only when it needs to, so a tight
-   * tree budget is not spent on leases its runs never use.
-   */
+  /** Spends one of `available` iterations; spending the last asks for the next lease at once. */
   private spend(state: LoopState, available: number): void {
     this.balance.set(state.runId, available - 1);
-    if (available > 1 || !this.long.has(state.runId) || this.ahead.has(state.runId)) return;
+    if (available > 1 || this.ahead.has(state.runId)) return;
     this.askAhead(state);
   }
 
@@ -90,12 +96,21 @@ export class IterationLeases {
   private ask(state: Pick<LoopState, "runId" | "rootRunId">): Promise<LeaseReply> {
     const count = this.nextAsk.get(state.runId) ?? 1;
     this.nextAsk.set(state.runId, Math.min(this.chunk, count * 2));
+    return this.request(state, count);
+  }
+
+  private request(
+    state: Pick<LoopState, "runId" | "rootRunId">,
+    count: number,
+    unspent?: number,
+  ): Promise<LeaseReply> {
+    const { runId, rootRunId } = state;
     return requestJson(
       this.bus.nc,
       this.bus.subjects.iterationLease(),
       {
         schema: LeaseRequest,
-        value: { schemaVersion: 1, runId: state.runId, rootRunId: state.rootRunId, count },
+        value: { schemaVersion: 1, runId, rootRunId, count, ...(unspent ? { unspent } : {}) },
       },
       LeaseReply,
       { timeoutMs: 10_000 },

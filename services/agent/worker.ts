@@ -162,7 +162,7 @@ export class AgentWorker {
       msg.nak(this.options.retryDelayMs);
       return;
     } finally {
-      this.leasesOf.forget(job.runId);
+      this.leasesOf.release(job);
     }
     if (outcome === "done") msg.ack();
     // A job that can never start a run stays so however often it is retried.

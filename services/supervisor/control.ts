@@ -112,7 +112,10 @@ export async function releaseSlots(bus: ActorBus, signal: AbortSignal): Promise<
   }
 }
 
-/** Leases iterations of a run tree's global budget to a worker (GLOBAL_CAP when it is spent). */
+/**
+ * Leases iterations of a run tree's global budget to a worker (GLOBAL_CAP when it is spent), after
+ * taking back those the request gives back.
+ */
 export async function leaseIterations(
   bus: ActorBus,
   budget: TreeBudget,
@@ -120,6 +123,10 @@ export async function leaseIterations(
   data: Uint8Array,
 ): Promise<LeaseReply> {
   const request = decode(LeaseRequest, data);
+  if (request.unspent !== undefined) {
+    const { used } = await budget.giveBack(request.rootRunId, request.unspent);
+    if (request.count === 0) return { schemaVersion: 1, ok: true, granted: 0, used, cap };
+  }
   const { granted, used } = await budget.lease(request.rootRunId, request.count, cap);
   return { schemaVersion: 1, ok: true, granted, used, cap };
 }

@@ -29,6 +29,14 @@ export class TreeBudget {
     });
   }
 
+  /** Takes back iterations a lease granted and its run never spent. */
+  giveBack(rootRunId: string, count: number): Promise<{ used: number }> {
+    return casChange(this.deps, `tree.${rootRunId}`, TreeUsage, { used: 0 }, (state) => {
+      const used = Math.max(0, state.used - count);
+      return { result: { used }, next: { used } };
+    });
+  }
+
   async used(rootRunId: string): Promise<number> {
     const entry = await this.deps.kv.get(`tree.${rootRunId}`);
     return entry?.operation === "PUT" ? decode(TreeUsage, entry.value).used : 0;

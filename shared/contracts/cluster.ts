@@ -92,20 +92,29 @@ export const ControlReply = z.discriminatedUnion("ok", [
 ]);
 export type ControlReply = z.infer<typeof ControlReply>;
 
-/** The request on `<prefix>.control.lease`: a worker asks for iterations of its run tree's budget. */
-export const LeaseRequest = z.object({
-  schemaVersion: SchemaVersion,
-  runId: RunId,
-  rootRunId: RunId,
-  count: z.number().int().min(1).max(1_000),
-});
+/**
+ * The request on `<prefix>.control.lease`: a worker asks for iterations of its run tree's budget,
+ * or gives back (`unspent`, with `count` 0) those a lease on the run leased and did not spend.
+ */
+export const LeaseRequest = z
+  .object({
+    schemaVersion: SchemaVersion,
+    runId: RunId,
+    rootRunId: RunId,
+    count: z.number().int().min(0).max(1_000),
+    unspent: z.number().int().min(1).max(1_000).optional(),
+  })
+  .refine((r) => r.count > 0 || r.unspent !== undefined, {
+    message: "a lease request asks for iterations (count > 0) or gives some back (unspent)",
+  });
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
 
+/** `granted` is 0 only for a request that asked for none (it gave some back). */
 export const LeaseReply = z.discriminatedUnion("ok", [
   z.object({
     schemaVersion: SchemaVersion,
     ok: z.literal(true),
-    granted: z.number().int().positive(),
+    granted: z.number().int().nonnegative(),
     used: z.number().int().nonnegative(),
     cap: z.number().int().positive(),
   }),

@@ -6,6 +6,7 @@ import { SubmitReply } from "../../shared/contracts/control.js";
 import { encode } from "../../shared/bus/codec.js";
 import { readFanOut } from "../../shared/bus/fanout.js";
 import { publishJob, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
+import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -345,6 +346,9 @@ describe("cluster: actors as processes on a real nats-server", () => {
       }
     }
     expect(calls).toBeLessThanOrEqual(TREE_CAP);
+    // What the runs leased and did not spend went back: the tree counts the calls made, no more.
+    const budget = new TreeBudget({ ...suite.bus, kv: suite.bus.buckets.pool });
+    await expect.poll(() => budget.used(reply.runId), { timeout: 5_000 }).toBe(calls);
     expect(["committed", "failed"]).toContain(parent.status);
     // A spent tree admits no more children.
     await expect(

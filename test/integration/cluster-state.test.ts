@@ -145,4 +145,15 @@ describe("cluster state in KV", () => {
     expect(await budget.used("tree1")).toBe(10);
     expect(await budget.lease("tree2", 5, 3)).toEqual({ granted: 3, used: 3 });
   });
+
+  it("iterations given back (leased, never spent) can be leased again; the count never goes below zero", async () => {
+    const budget = new TreeBudget({ kv: buckets.pool, clock: systemClock, random: seededRandom(10) });
+    expect(await budget.lease("tree3", 4, 4)).toEqual({ granted: 4, used: 4 });
+    await expect(budget.lease("tree3", 1, 4)).rejects.toMatchObject({ code: "GLOBAL_CAP" });
+    // Two give-backs at once (compare-and-set): both land.
+    await Promise.all([budget.giveBack("tree3", 1), budget.giveBack("tree3", 2)]);
+    expect(await budget.used("tree3")).toBe(1);
+    expect(await budget.lease("tree3", 5, 4)).toEqual({ granted: 3, used: 4 });
+    expect(await budget.giveBack("tree3", 50)).toEqual({ used: 0 });
+  });
 });

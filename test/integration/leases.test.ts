@@ -7,18 +7,28 @@ import { useBusSuite } from "../helpers/bus-suite.js";
 
 const suite = useBusSuite("ls");
 
-/** A supervisor stand-in on the lease subject: grants what is asked until `cap` is spent. */
-function supervisor(cap: number): { asks: number[]; stop: () => void } {
+/** A supervisor stand-in on the lease subject: grants what is asked until `cap` is spent, takes back what is given back. */
+function supervisor(cap: number): {
+  asks: number[];
+  givenBack: number[];
+  used: () => number;
+  stop: () => void;
+} {
   const asks: number[] = [];
+  const givenBack: number[] = [];
   let used = 0;
   const sub = suite.nc.subscribe(suite.subjects.iterationLease(), {
     callback: (_err, msg) => {
-      const { count } = decode(LeaseRequest, msg.data);
-      asks.push(count);
+      const { count, unspent } = decode(LeaseRequest, msg.data);
+      if (unspent !== undefined) {
+        givenBack.push(unspent);
+        used -= unspent;
+      }
+      if (count > 0) asks.push(count);
       const granted = Math.min(count, cap - used);
       used += granted;
       const reply: LeaseReply =
-        granted > 0
+        granted > 0 || count === 0
           ? { schemaVersion: 1, ok: true, granted, used, cap }
           : {
               schemaVersion: 1,
@@ -28,7 +38,7 @@ function supervisor(cap: number): { asks: number[]; stop: () => void } {
       msg.respond(encode(LeaseReply, reply));
     },
   });
-  return { asks, stop: () => sub.unsubscribe() };
+  return { asks, givenBack, used: () => used, stop: () => sub.unsubscribe() };
 }
 
 const run = (runId: string) => ({ runId, rootRunId: runId }) as LoopState;
@@ -38,7 +48,7 @@ const settle = async (): Promise<void> => {
 };
 
 describe("iteration leases", () => {
-  it("asks 1, 2, 4… up to the chunk; once a run has been granted a whole chunk, the next lease is asked when its last iteration is spent", async () => {
+  it("asks 1, 2, 4… up to the chunk, each lease as soon as the last leased iteration is spent", async () => {
     const sup = supervisor(1_000);
     const leases = new IterationLeases(suite, 4);
     const state = run("long");
@@ -48,23 +58,33 @@ describe("iteration leases", () => {
       await settle();
       seen.push([...sup.asks]);
     }
-    // Takes 1, 2 and 4 ask when needed; from the 7th take on (a whole chunk spent) the next is asked ahead.
-    expect(seen[0]).toEqual([1]);
+    // Only the first take waits for its lease; each later one is asked while the iterations before it are spent.
+    expect(seen[0]).toEqual([1, 2]);
     expect(seen[1]).toEqual([1, 2]);
-    expect(seen[2]).toEqual([1, 2]);
-    expect(seen[3]).toEqual([1, 2, 4]);
+    expect(seen[2]).toEqual([1, 2, 4]);
+    expect(seen[5]).toEqual([1, 2, 4]);
     expect(seen[6]).toEqual([1, 2, 4, 4]);
     expect(seen[10]).toEqual([1, 2, 4, 4, 4]);
     expect(seen[14]).toEqual([1, 2, 4, 4, 4, 4]);
     sup.stop();
   });
 
-  it("a short run never asks ahead, so a tight tree budget is spent only on iterations it uses", async () => {
+  it("when the lease on a run ends, what it leased and did not spend (the lease asked ahead included) goes back to the tree", async () => {
     const sup = supervisor(1_000);
     const leases = new IterationLeases(suite, 4);
-    for (let i = 0; i < 3; i++) await leases.take(run("short"));
+    const state = run("short");
+    for (let i = 0; i < 3; i++) await leases.take(state);
     await settle();
-    expect(sup.asks).toEqual([1, 2]);
+    expect(sup.asks).toEqual([1, 2, 4]);
+    expect(sup.used()).toBe(7);
+    leases.release(state);
+    await settle();
+    expect(sup.givenBack).toEqual([4]);
+    expect(sup.used()).toBe(3);
+    // Released twice (the worker's fallback after the lease's own): nothing more goes back.
+    leases.release(state);
+    await settle();
+    expect(sup.givenBack).toEqual([4]);
     sup.stop();
   });
 
@@ -78,16 +98,17 @@ describe("iteration leases", () => {
     expect(sup.asks).toEqual([1]);
     expect(await leases.take(state)).toBeUndefined();
     await settle();
-    // The take was answered by the prefetched ask; the next take asks for two, as without a prefetch.
-    expect(sup.asks).toEqual([1]);
+    // The take was answered by the prefetched ask, and spending that one iteration asked for two.
+    expect(sup.asks).toEqual([1, 2]);
     expect(await leases.take(state)).toBeUndefined();
+    // The run holds an iteration: a prefetch asks nothing.
     leases.prefetch(state);
     await settle();
     expect(sup.asks).toEqual([1, 2]);
     sup.stop();
   });
 
-  it("a lease asked ahead and refused is the next take's globalCapReached; forget drops what a run kept", async () => {
+  it("a lease asked ahead and refused is the next take's globalCapReached; release drops what a run kept", async () => {
     const sup = supervisor(7);
     const leases = new IterationLeases(suite, 4);
     const state = run("capped");
@@ -95,8 +116,8 @@ describe("iteration leases", () => {
     await settle();
     expect(sup.asks).toEqual([1, 2, 4, 4]);
     expect(await leases.take(state)).toMatchObject({ type: "globalCapReached", message: "spent" });
-    leases.forget(state.runId);
-    // Forgotten: the next take starts over with one iteration (and is refused: the tree is spent).
+    leases.release(state);
+    // Released: the next take starts over with one iteration (and is refused: the tree is spent).
     expect(await leases.take(state)).toMatchObject({ type: "globalCapReached" });
     expect(sup.asks.at(-1)).toBe(1);
     sup.stop();
