@@ -136,9 +136,10 @@ export class RunLease {
     if (records.length === 0) return this.start(spec, now);
     const replayed = replay(records, this.config, { fromCheckpoint: true, compareSnapshots: false });
     // A run taken over while it waited on the model calls it first: its lease is asked for while
-    // the events its previous writer owed are published.
+    // the records its previous writer owed are written.
     if (!event && awaitsModel(replayed.state)) this.deps.leases.prefetch(replayed.state);
-    await this.journal.catchUp(replayed.unwritten, replayed.audits);
+    const endsAtCheckpoint = endsWithCheckpoint([...records, ...replayed.unwritten]);
+    await this.journal.catchUp(replayed.unwritten, replayed.audits, endsAtCheckpoint);
     return this.resume(replayed.state, now);
   }
 

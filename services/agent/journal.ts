@@ -113,22 +113,33 @@ export class RunJournal {
 
   /**
    * Catches up on what the previous writer did not get to: records the replay produced past the
-   * end of the log (a log written one record per message, cut in the middle of a transition) and
-   * the audit events of the replayed transitions that the stream lacks (they trail the WAL).
+   * end of the log (a log written one record per message, cut in the middle of a transition),
+   * written now, and the audit events of the replayed transitions that the stream lacks, which
+   * trail like a transition's own (ahead of the events of every transition this lease records).
+   * When the log then ends with a checkpoint, those events came before it: a successor could not
+   * replay them once a record follows it, so the next append waits for them (see flush).
    */
-  async catchUp(unwritten: WalRecord[], audits: readonly AuditEvent[]): Promise<void> {
-    const { writer, bus } = this.deps;
-    if (unwritten.length > 0) await writer.appendBatch(unwritten);
+  async catchUp(
+    unwritten: WalRecord[],
+    audits: readonly AuditEvent[],
+    endsWithCheckpoint: boolean,
+  ): Promise<void> {
+    if (unwritten.length > 0) await this.deps.writer.appendBatch(unwritten);
     if (audits.length === 0) return;
+    this.enqueue((log) => this.republish(audits, log));
+    if (endsWithCheckpoint) this.afterCheckpoint = true;
+  }
+
+  /** Publishes the owed events the stream lacks, in order. */
+  private async republish(audits: readonly AuditEvent[], log: Logger): Promise<void> {
+    const { writer, bus } = this.deps;
     // A few events this recent were published, if at all, within the audit stream's duplicate
     // window: publishing them again stores only the missing ones. That spares asking the stream how
     // many it holds, which nats-server 2.9 answers by walking every subject it has: the more runs it
     // records, the slower every takeover. An event is never published before its timestamp.
     const oldest = Math.min(...audits.map((e) => Date.parse(e.timestamp)));
-    const republish =
-      audits.length <= REPUBLISH_AT_MOST && bus.clock.now() - oldest < DUPLICATE_WINDOW_MS / 2;
-    const held = republish ? 0 : await auditCount(bus, writer.runId);
-    const log = this.deps.log();
+    const recent = audits.length <= REPUBLISH_AT_MOST && bus.clock.now() - oldest < DUPLICATE_WINDOW_MS / 2;
+    const held = recent ? 0 : await auditCount(bus, writer.runId);
     for (const event of audits) if (event.seq > held) await this.audit(event, log);
   }
 
@@ -143,9 +154,14 @@ export class RunJournal {
   /** Queues a transition's status and audit events behind the previous transition's. */
   private trail(state: LoopState, audits: AuditEvent[], status: boolean): void {
     if (!status && audits.length === 0) return;
+    this.enqueue((log) => this.publish(state, audits, status, log));
+  }
+
+  /** Runs `work` once everything queued before it is done (whatever its outcome, see settleTrailing). */
+  private enqueue(work: (log: Logger) => Promise<void>): void {
     const previous = this.trailing ?? Promise.resolve();
     const log = this.deps.log();
-    const next = previous.then(() => this.publish(state, audits, status, log));
+    const next = previous.then(() => work(log));
     // Rejections are awaited later (settleTrailing); until then they must not count as unhandled.
     next.catch(() => undefined);
     this.trailing = next;

@@ -84,6 +84,32 @@ function journal(runId: string, statusEveryMs: number, via: ActorBus = bus): Run
   });
 }
 
+/**
+ * A connection whose audit events leave only once `open` is called; WAL appends (the writer has the
+ * real bus) go through.
+ */
+function auditGate(): { nc: typeof bus.nc; open: () => void } {
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const nc = new Proxy(bus.nc, {
+    get: (target, key, receiver) =>
+      key === "publish"
+        ? (...args: Parameters<typeof bus.nc.publish>) => {
+            if (args[0].includes(".audit.")) void gate.then(() => target.publish(...args));
+            else target.publish(...args);
+          }
+        : (Reflect.get(target, key, receiver) as unknown),
+  });
+  return { nc, open };
+}
+
+/** Resolves "settled" when `work` does within `ms`, else "waiting". */
+const within = (work: Promise<unknown>, ms = 300): Promise<string> =>
+  Promise.race([
+    work.then(() => "settled"),
+    new Promise<string>((resolve) => setTimeout(() => resolve("waiting"), ms)),
+  ]);
+
 async function audited(runId: string): Promise<AuditEvent[]> {
   const events: AuditEvent[] = [];
   for await (const event of readAudit(bus, { runId })) events.push(event);
@@ -125,19 +151,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     const next = ts.findIndex((t, i) => i > at && !holds(t));
     expect(at).toBeGreaterThan(2);
     expect(next).toBeGreaterThan(at);
-    // Audit events leave the connection only once a gate opens; WAL appends (the writer has the
-    // real bus) go through.
-    let open!: () => void;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    const nc = new Proxy(bus.nc, {
-      get: (target, key, receiver) =>
-        key === "publish"
-          ? (...args: Parameters<typeof bus.nc.publish>) => {
-              if (args[0].includes(".audit.")) void gate.then(() => target.publish(...args));
-              else target.publish(...args);
-            }
-          : (Reflect.get(target, key, receiver) as unknown),
-    });
+    const { nc, open } = auditGate();
     const j = journal(runId, 1_000, { ...bus, nc });
     // Up to the checkpoint, nothing waits for the events: the checkpoint itself is written.
     for (const t of ts.slice(0, next)) await j.record(t, holds(t));
@@ -146,11 +160,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     expect(await auditCount(bus, runId)).toBe(0);
     // The next records would follow the checkpoint: they wait for every event up to it.
     const recording = j.record(ts[next] as Transition, false);
-    const waited = await Promise.race([
-      recording.then(() => "written"),
-      new Promise((resolve) => setTimeout(() => resolve("waiting"), 300)),
-    ]);
-    expect(waited).toBe("waiting");
+    expect(await within(recording)).toBe("waiting");
     expect((await readWal(bus, runId)).lastSeq).toBe(before.lastSeq);
     open();
     await recording;
@@ -208,7 +218,9 @@ describe("the run journal: WAL, audit and status of a lease", () => {
       await clock.advance(age);
       const info = vi.spyOn(bus.jsm.streams, "info");
       try {
-        await journal(runId, 1_000).catchUp([], events);
+        const j = journal(runId, 1_000);
+        await j.catchUp([], events, false);
+        await j.settle();
         expect(info.mock.calls.some(([, query]) => query?.subjects_filter !== undefined)).toBe(counted);
       } finally {
         info.mockRestore();
@@ -218,4 +230,37 @@ describe("the run journal: WAL, audit and status of a lease", () => {
       expect(stored).toEqual(events);
     },
   );
+  it.each([
+    ["a log that ends with a transition: the next record does not wait for them", 2, false],
+    ["a log that ends with a checkpoint: the next record waits for them", 3, true],
+  ])("a takeover's owed events trail like its own, ahead of them (%s)", async (_, upTo, waits) => {
+    const runId = `journal-owed-${upTo}`;
+    const ts = await transitionsOf(runId, 4);
+    // The previous writer wrote the records of the first transitions, and no event.
+    const previous = new WalWriter(bus, runId, "w0", 0, 0);
+    const end = ts.findIndex((t) => t.state.step === upTo && !holds(t));
+    for (const t of ts.slice(0, end + 1)) await previous.appendBatch(walOf(t));
+    const logged = ts.slice(0, end + 1).flatMap(walOf);
+    expect(logged.at(-1)?.type === "CHECKPOINT").toBe(waits);
+    const { nc, open } = auditGate();
+    const j = new RunJournal({
+      bus: { ...bus, nc },
+      writer: new WalWriter(bus, runId, "w1", previous.position.lastSeq, previous.position.count),
+      checkpointSeq: undefined,
+      statusEveryMs: 1_000,
+      metrics: new ActorMetrics("agent"),
+      log: () => silentLogger,
+    });
+    expect(await within(j.catchUp([], ts.slice(0, end + 1).flatMap(auditsOf), waits))).toBe("settled");
+    const recording = j.record(ts[end + 1] as Transition, false);
+    expect(await within(recording)).toBe(waits ? "waiting" : "settled");
+    expect(await auditCount(bus, runId)).toBe(0);
+    open();
+    await recording;
+    await j.settle();
+    expect((await readWal(bus, runId)).records.map((r) => r.record)).toEqual(
+      ts.slice(0, end + 2).flatMap(walOf),
+    );
+    expect(await audited(runId)).toEqual(ts.slice(0, end + 2).flatMap(auditsOf));
+  });
 });
