@@ -18,12 +18,18 @@ import { echoText } from "../lib/workload.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
 /** Resumes timed per windowed length, and for the whole-transcript comparison (2–3 s each). */
-const WINDOWED_ROUNDS = 7;
+const WINDOWED_ROUNDS = 11;
 const WHOLE_ROUNDS = 3;
+/**
+ * Workers keep tool descriptors longer than writing the longest history takes (10,000 steps: about
+ * 6 s, past the default 5 s): otherwise only the resumes after the longest history would ask the
+ * tool service again, a round trip that has nothing to do with the run's length.
+ */
+const W3_ENV = { AGENT_TOOL_DESCRIBE_TTL_MS: "60000" };
 /** Uncounted resumes first: enough that both workers have taken one. */
 const WARM_RESUMES = 4;
 /** Rounds of the cold condition (see measureHistory). */
-const COLD_ROUNDS = 5;
+const COLD_ROUNDS = 4;
 /**
  * W3's context window: the model sees the task and the last 32 messages (16 steps). Without one
  * the run's state is its whole transcript, and a resume must read it all: measured too, at the
@@ -194,6 +200,8 @@ async function writeCase(cluster: OurCluster, config: LoopConfig, c: Case, round
  */
 const SETTLE_MS = 3_000;
 
+const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
 /**
  * A little more than one of nats-server's file blocks (8 MiB for these streams). Written after
  * each cold history, it keeps every history's last checkpoint in a block of its own: a resume that
@@ -232,7 +240,7 @@ export async function measureHistory(
   natsUrl: string,
   say: (line: string) => void,
 ): Promise<Finding[]> {
-  const cluster = await OurCluster.start(natsUrl, OUR_BENCH_ENV);
+  const cluster = await OurCluster.start(natsUrl, { ...OUR_BENCH_ENV, ...W3_ENV });
   const config: LoopConfig = { tools: new ToolRegistry([echoTool]).descriptors(), checkpointEvery: 10 };
   const fresh = (steps: number, window: number | undefined, cold = false): Case => ({
     steps,
@@ -291,7 +299,7 @@ export async function measureHistory(
       }
     }
     say(`W3 cold: ${planned.length} histories written; resuming them after ${SETTLE_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    await pause(SETTLE_MS);
     for (const { c, parked } of planned) if (!c.error) await resume(c, parked);
   } finally {
     await cluster.stop();
