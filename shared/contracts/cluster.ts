@@ -102,7 +102,8 @@ export const LeaseRequest = z
     runId: RunId,
     rootRunId: RunId,
     count: z.number().int().min(0).max(1_000),
-    unspent: z.number().int().min(1).max(1_000).optional(),
+    // Up to a whole lease and the one asked ahead.
+    unspent: z.number().int().min(1).max(2_000).optional(),
   })
   .refine((r) => r.count > 0 || r.unspent !== undefined, {
     message: "a lease request asks for iterations (count > 0) or gives some back (unspent)",

@@ -1,4 +1,5 @@
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll } from "vitest";
 import { connectBus } from "../../shared/bus/connect.js";
@@ -19,6 +20,8 @@ export interface BusSuite {
   subjects: Subjects;
   clock: InstantClock;
   random: ReturnType<typeof seededRandom>;
+  /** The provisioned KV buckets, open. */
+  buckets: { runs: KV; pool: KV; idempotency: KV; memory: KV };
 }
 
 /**
@@ -43,6 +46,14 @@ export function useBusSuite(name: string): BusSuite {
     suite.js = jetstream(suite.nc);
     suite.reads = readsClient(suite.nc);
     suite.jsm = await jetstreamManager(suite.nc);
+    const kvm = new Kvm(suite.nc);
+    const names = suite.subjects.buckets();
+    suite.buckets = {
+      runs: await kvm.open(names.runs),
+      pool: await kvm.open(names.pool),
+      idempotency: await kvm.open(names.idempotency),
+      memory: await kvm.open(names.memory),
+    };
   });
   afterAll(async () => {
     await suite.nc?.drain();

@@ -1,5 +1,4 @@
-import { Kvm, type KV } from "@nats-io/kv";
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
@@ -26,17 +25,7 @@ import { useBusSuite } from "../helpers/bus-suite.js";
 import { spec, START, toolCtx } from "../helpers/fixtures.js";
 
 const suite = useBusSuite("cb");
-const buckets = {} as { runs: KV; pool: KV; memory: KV; idempotency: KV };
 const Ping = z.object({ n: z.number() });
-
-beforeAll(async () => {
-  const kvm = new Kvm(suite.nc);
-  const names = suite.subjects.buckets();
-  buckets.runs = await kvm.open(names.runs);
-  buckets.pool = await kvm.open(names.pool);
-  buckets.memory = await kvm.open(names.memory);
-  buckets.idempotency = await kvm.open(names.idempotency);
-});
 
 const verdict = (passed: boolean) =>
   JSON.stringify({
@@ -95,12 +84,12 @@ describe("remote tools", () => {
     const deps = {
       nc: suite.nc,
       subjects: suite.subjects,
-      idempotency: buckets.idempotency,
+      idempotency: suite.buckets.idempotency,
       invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(3) }),
       clock: systemClock,
       logger: silentLogger,
     };
-    const memory = createMemoryTool(new KvMemory(buckets.memory, systemClock, memoryReads(suite)));
+    const memory = createMemoryTool(new KvMemory(suite.buckets.memory, systemClock, memoryReads(suite)));
     const subs = [...serveTool(echoTool, deps), ...serveTool(memory, deps)];
     const tools = await discoverTools(["echo", "memory", "missing"], { ...deps, timeoutMs: 500 });
     expect(tools.map((t) => t.name)).toEqual(["echo", "memory"]);
@@ -218,7 +207,7 @@ describe("workers' plumbing", () => {
   it("reconciliation reads the tool service's record: a result is used, no claim means never started, a stale claim halts", async () => {
     const charge = { ...echoTool, name: "charge", idempotent: false, timeoutMs: 50 };
     const reconciler = new Reconciler({
-      idempotency: buckets.idempotency,
+      idempotency: suite.buckets.idempotency,
       clock: systemClock,
       logger: silentLogger,
       tool: (name) => (name === "charge" ? charge : name === "echo" ? echoTool : undefined),
@@ -236,7 +225,7 @@ describe("workers' plumbing", () => {
     });
     const signal = new AbortController().signal;
     const put = (key: string, record: IdempotencyRecord) =>
-      buckets.idempotency.put(idempotencyBucketKey("charge", key), encode(IdempotencyRecord, record));
+      suite.buckets.idempotency.put(idempotencyBucketKey("charge", key), encode(IdempotencyRecord, record));
     expect(await reconciler.outcome(call("never"), signal)).toBeUndefined();
     expect(await reconciler.outcome(call("any", "echo"), signal)).toBeUndefined();
     await put("done", { status: "done", idempotencyKey: "done", reply: { ok: true, output: { n: 1 } } });

@@ -1,5 +1,4 @@
-import { Kvm, type KV } from "@nats-io/kv";
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { childRunId, fanInResults, readFanOut, writeFanOut } from "../../shared/bus/fanout.js";
 import { KillSwitchView, readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
@@ -14,19 +13,10 @@ import { START } from "../helpers/fixtures.js";
 
 /** The cluster's shared state on KV buckets (memory, run statuses, kill switch, fan-outs, tree budgets), on a real server. */
 const suite = useBusSuite("cs");
-const buckets = {} as { runs: KV; pool: KV; memory: KV };
-
-beforeAll(async () => {
-  const kvm = new Kvm(suite.nc);
-  const names = suite.subjects.buckets();
-  buckets.runs = await kvm.open(names.runs);
-  buckets.pool = await kvm.open(names.pool);
-  buckets.memory = await kvm.open(names.memory);
-});
 
 describe("cluster state in KV", () => {
   it("memory on KV: per-namespace recall by relevance, forget", async () => {
-    const store = new KvMemory(buckets.memory, systemClock, memoryReads(suite));
+    const store = new KvMemory(suite.buckets.memory, systemClock, memoryReads(suite));
     const a = await store.remember("agent/a", "postgres runs on port 5432");
     await store.remember("agent/a", "redis runs on port 6379");
     await store.remember("agent/b", "postgres is managed by team b");
@@ -50,7 +40,7 @@ describe("cluster state in KV", () => {
   });
 
   it("run status: put, get and a watch that sees each change", async () => {
-    const store = new RunStatusStore(buckets.runs);
+    const store = new RunStatusStore(suite.buckets.runs);
     const base = {
       runId: "st1",
       phase: "PLAN" as const,
@@ -73,9 +63,9 @@ describe("cluster state in KV", () => {
     expect(seen.at(-1)).toBe("committed");
     expect(await store.get("st1")).toMatchObject({ status: "committed", checkpointSeq: 7 });
     // The stall scan's read: every status at its latest, the other live keys, deleted ones left out.
-    await buckets.runs.put("fanout.st1", "{}");
-    await buckets.runs.put("fanout.st2", "{}");
-    await buckets.runs.delete("fanout.st1");
+    await suite.buckets.runs.put("fanout.st1", "{}");
+    await suite.buckets.runs.put("fanout.st2", "{}");
+    await suite.buckets.runs.delete("fanout.st1");
     const held = await readRunsBucket(suite);
     expect(held.statuses.filter((s) => s.runId === "st1")).toEqual([
       expect.objectContaining({ status: "committed", checkpointSeq: 7 }),
@@ -85,20 +75,20 @@ describe("cluster state in KV", () => {
 
   it("the kill switch view follows every write", async () => {
     const view = new KillSwitchView();
-    await view.start(buckets.pool, silentLogger);
+    await view.start(suite.buckets.pool, silentLogger);
     expect(view.active).toBeUndefined();
-    await writeKillSwitch(buckets.pool, { active: true, reason: "drill", by: "ops", at: START });
+    await writeKillSwitch(suite.buckets.pool, { active: true, reason: "drill", by: "ops", at: START });
     for (let i = 0; i < 100 && !view.active; i++) await systemClock.sleep(10);
     expect(view.active).toMatchObject({ reason: "drill" });
-    await writeKillSwitch(buckets.pool, { active: false, reason: "over", by: "ops", at: START });
+    await writeKillSwitch(suite.buckets.pool, { active: false, reason: "over", by: "ops", at: START });
     for (let i = 0; i < 100 && view.active; i++) await systemClock.sleep(10);
     expect(view.active).toBeUndefined();
-    expect(await readKillSwitch(buckets.pool)).toMatchObject({ active: false });
+    expect(await readKillSwitch(suite.buckets.pool)).toMatchObject({ active: false });
     view.stop();
   });
 
   it("a fan-out completes once every child has settled, one result per child in order, refusals with their code", async () => {
-    const store = new RunStatusStore(buckets.runs);
+    const store = new RunStatusStore(suite.buckets.runs);
     const status = (runId: string, value: "running" | "committed" | "failed", terminal?: object) =>
       store.put({
         runId,
@@ -111,18 +101,18 @@ describe("cluster state in KV", () => {
       } as RunStatus);
     const children = [0, 1, 2].map((i) => childRunId("fp", "act-1", i));
     const fanOut = { parentRunId: "fp", rootRunId: "fp", depth: 0, actionId: "act-1", children };
-    expect(await readFanOut(buckets.runs, "fp")).toBeUndefined();
-    await writeFanOut(buckets.runs, fanOut);
-    expect(await readFanOut(buckets.runs, "fp")).toEqual(fanOut);
+    expect(await readFanOut(suite.buckets.runs, "fp")).toBeUndefined();
+    await writeFanOut(suite.buckets.runs, fanOut);
+    expect(await readFanOut(suite.buckets.runs, "fp")).toEqual(fanOut);
     await status(children[0] as string, "committed", { kind: "COMMIT", reason: "ok", output: "one" });
     await status(children[1] as string, "running");
-    expect(await fanInResults(buckets.runs, fanOut)).toBeUndefined();
+    expect(await fanInResults(suite.buckets.runs, fanOut)).toBeUndefined();
     await status(children[1] as string, "failed", { kind: "FAIL", reason: "guard" });
     await status(children[2] as string, "failed", {
       kind: "FAIL",
       reason: "[DEPTH_LIMIT] depth limit: too deep",
     });
-    expect(await fanInResults(buckets.runs, fanOut)).toEqual({
+    expect(await fanInResults(suite.buckets.runs, fanOut)).toEqual({
       results: [
         { runId: children[0], status: "committed", output: "one" },
         { runId: children[1], status: "failed", error: { code: "FAILED", message: "guard" } },
@@ -136,7 +126,7 @@ describe("cluster state in KV", () => {
   });
 
   it("a tree's iteration budget is never overspent by concurrent leases", async () => {
-    const budget = new TreeBudget({ kv: buckets.pool, clock: systemClock, random: seededRandom(9) });
+    const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(9) });
     const results = await Promise.allSettled(Array.from({ length: 20 }, () => budget.lease("tree1", 1, 10)));
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(10);
     expect(
@@ -147,7 +137,7 @@ describe("cluster state in KV", () => {
   });
 
   it("iterations given back (leased, never spent) can be leased again; the count never goes below zero", async () => {
-    const budget = new TreeBudget({ kv: buckets.pool, clock: systemClock, random: seededRandom(10) });
+    const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(10) });
     expect(await budget.lease("tree3", 4, 4)).toEqual({ granted: 4, used: 4 });
     await expect(budget.lease("tree3", 1, 4)).rejects.toMatchObject({ code: "GLOBAL_CAP" });
     // Two give-backs at once (compare-and-set): both land.
