@@ -200,8 +200,6 @@ async function writeCase(cluster: OurCluster, config: LoopConfig, c: Case, round
  */
 const SETTLE_MS = 3_000;
 
-const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
  * A little more than one of nats-server's file blocks (8 MiB for these streams). Written after
  * each cold history, it keeps every history's last checkpoint in a block of its own: a resume that
@@ -272,24 +270,23 @@ export async function measureHistory(
       return undefined;
     });
   };
+  /** Hot: resumed as soon as it is written. */
+  const sample = async (c: Case, round: number): Promise<void> => {
+    const parked = await write(c, round);
+    if (parked) await resume(c, parked);
+  };
   try {
     // Resumes that warm both workers (JIT, the tool catalog) are not counted.
     const warm = fresh(windowed[0]?.steps ?? 10, W3_CONTEXT_MESSAGES);
     for (let i = 0; i < WARM_RESUMES; i += 1)
       await resume(warm, await writeCase(cluster, config, warm, -1 - i));
     for (let round = 0; round < WINDOWED_ROUNDS; round += 1) {
-      for (const c of rotated(windowed, round)) {
-        const parked = await write(c, round);
-        if (parked) await resume(c, parked);
-      }
+      for (const c of rotated(windowed, round)) await sample(c, round);
       say(
         `W3 round ${round + 1}/${WINDOWED_ROUNDS} of ${windowed.map((c) => c.steps).join(", ")} steps done`,
       );
     }
-    for (let round = 0; round < WHOLE_ROUNDS; round += 1) {
-      const parked = await write(whole, round);
-      if (parked) await resume(whole, parked);
-    }
+    for (let round = 0; round < WHOLE_ROUNDS; round += 1) await sample(whole, round);
     const planned: { c: Case; parked: Parked }[] = [];
     for (let round = 0; round < COLD_ROUNDS; round += 1) {
       for (const c of rotated(cold, round)) {
@@ -299,7 +296,7 @@ export async function measureHistory(
       }
     }
     say(`W3 cold: ${planned.length} histories written; resuming them after ${SETTLE_MS} ms`);
-    await pause(SETTLE_MS);
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
     for (const { c, parked } of planned) if (!c.error) await resume(c, parked);
   } finally {
     await cluster.stop();

@@ -72,11 +72,19 @@ const auditsOf = (t: Transition): AuditEvent[] =>
 const holds = (t: Transition): boolean =>
   t.effects.some((e) => e.type === "callModel") && !t.effects.some((e) => e.type === "storeMemory");
 
-/** A fresh lease's journal; `via` is the bus it publishes audit events and statuses on. */
-function journal(runId: string, statusEveryMs: number, via: ActorBus = bus): RunJournal {
+/**
+ * A fresh lease's journal; `via` is the bus it publishes audit events and statuses on, `after` the
+ * WAL position it writes after (an empty log by default).
+ */
+function journal(
+  runId: string,
+  statusEveryMs: number,
+  via: ActorBus = bus,
+  after = { lastSeq: 0, count: 0 },
+): RunJournal {
   return new RunJournal({
     bus: via,
-    writer: new WalWriter(bus, runId, "w1", 0, 0),
+    writer: new WalWriter(bus, runId, "w1", after.lastSeq, after.count),
     checkpointSeq: undefined,
     statusEveryMs,
     metrics: new ActorMetrics("agent"),
@@ -243,14 +251,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     const logged = ts.slice(0, end + 1).flatMap(walOf);
     expect(logged.at(-1)?.type === "CHECKPOINT").toBe(waits);
     const { nc, open } = auditGate();
-    const j = new RunJournal({
-      bus: { ...bus, nc },
-      writer: new WalWriter(bus, runId, "w1", previous.position.lastSeq, previous.position.count),
-      checkpointSeq: undefined,
-      statusEveryMs: 1_000,
-      metrics: new ActorMetrics("agent"),
-      log: () => silentLogger,
-    });
+    const j = journal(runId, 1_000, { ...bus, nc }, previous.position);
     expect(await within(j.catchUp([], ts.slice(0, end + 1).flatMap(auditsOf), waits))).toBe("settled");
     const recording = j.record(ts[end + 1] as Transition, false);
     expect(await within(recording)).toBe(waits ? "waiting" : "settled");
