@@ -15,7 +15,7 @@ import { RESULT_PREFIX, type Finding, type Row } from "./lib/row.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const W1_SYSTEMS = ["ours", "floor-raw", "floor-protocol", "langgraph-sqlite", "langgraph-memory", "restate"];
-const OTHER = ["resume", "history", "parked"];
+const OTHER = ["paired", "resume", "history", "parked"];
 const ALL = [...W1_SYSTEMS, ...OTHER];
 
 function systemsOption(value: string): string[] {

@@ -16,6 +16,7 @@ import { RestateLoop } from "./systems/restate.ts";
 import { measureParked } from "./workloads/parked.ts";
 import { measureResume } from "./workloads/resume.ts";
 import { measureHistory } from "./workloads/history.ts";
+import { measurePaired } from "./workloads/paired.ts";
 
 const WARMUP_LOOPS = 3;
 
@@ -117,6 +118,7 @@ const runs: Record<string, () => Promise<void>> = {
   "langgraph-sqlite": () => langgraph(plan, "sqlite-sync"),
   "langgraph-memory": () => langgraph(plan, "memory"),
   restate: () => restate(plan),
+  paired: async () => emit(await measurePaired(plan, natsUrl, say)),
   resume: async () => {
     for (const finding of await measureResume(plan, natsUrl, say)) emit(finding);
   },

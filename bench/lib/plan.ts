@@ -5,6 +5,8 @@ export interface Plan {
   levels: number[];
   /** Loops per level: at least C, so every client runs one loop. */
   loops: Record<number, number>;
+  /** W1a loop by loop: pairs of one loop of ours and one of our protocol's floor. */
+  pairedLoops: number;
   /** W2: loops in flight when a worker is killed. */
   resumeLoops: number;
   /** W3: recorded steps before the resume. */
@@ -18,6 +20,7 @@ export const PLANS: Record<Plan["mode"], Plan> = {
     mode: "full",
     levels: [1, 10, 100, 1000],
     loops: { 1: 20, 10: 50, 100: 200, 1000: 1000 },
+    pairedLoops: 60,
     resumeLoops: 100,
     historyLengths: [10, 1000, 10_000],
     // 10,000 (the figure) takes over five minutes on 2 cores; 3,000 keeps the run under ten.
@@ -27,6 +30,7 @@ export const PLANS: Record<Plan["mode"], Plan> = {
     mode: "quick",
     levels: [1, 10],
     loops: { 1: 5, 10: 20 },
+    pairedLoops: 4,
     resumeLoops: 20,
     historyLengths: [10, 100],
     parked: 200,

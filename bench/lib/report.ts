@@ -72,6 +72,10 @@ export function targets(rows: readonly Row[], findings: readonly Finding[]): Tar
   const oursBytes = ours1?.bytesPerLoop;
   const lgBytes = lgs1?.bytesPerLoop;
   const w2 = findings.find((f) => f.workload === "W2")?.figures;
+  // W1a's ratio is judged on the loops run in alternation when they ran: the W1 rows of two
+  // systems are minutes apart, and this host's speed drifts by more than the margin meanwhile.
+  const pairedFigures = findings.find((f) => f.workload === "W1a")?.figures;
+  const paired = pairedFigures ? Number(pairedFigures.ratioMedian) : undefined;
   // Flatness is judged under the context window, on resumes right after the history was written (a
   // takeover); the whole-transcript and cold rows are there for comparison (see the W3 workload).
   const w3Findings = findings.filter(
@@ -89,7 +93,14 @@ export function targets(rows: readonly Row[], findings: readonly Finding[]): Tar
   });
   const w3Spread = w3.length > 1 ? round(Math.max(...w3) / Math.min(...w3)) : undefined;
   return [
-    t("W1a ≤ 1.5× our protocol's floor", ratio(ours1?.msPerStep, proto1?.msPerStep), "×", (v) => v <= 1.5),
+    paired
+      ? t("W1a ≤ 1.5× our protocol's floor (loop by loop)", paired, "×", (v) => v <= 1.5)
+      : t(
+          "W1a ≤ 1.5× our protocol's floor",
+          ratio(ours1?.msPerStep, proto1?.msPerStep),
+          "×",
+          (v) => v <= 1.5,
+        ),
     t(
       "W1a ≥ 5× faster than LangGraph + SqliteSaver",
       ratio(lgs1?.msPerStep, ours1?.msPerStep),

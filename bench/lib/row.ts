@@ -10,9 +10,9 @@ export interface Row extends DriveResult {
   bytesPerLoop: number;
 }
 
-/** A measurement that is not a W1 row (W2, W3, W4), with its figures. */
+/** A measurement that is not a W1 row (W1a loop by loop, W2, W3, W4), with its figures. */
 export interface Finding {
-  workload: "W2" | "W3" | "W4";
+  workload: "W1a" | "W2" | "W3" | "W4";
   label: string;
   figures: Record<string, number | string>;
 }
