@@ -98,7 +98,7 @@ async function firstRead(run: string, fromSeq: number): Promise<number> {
 const longest = traffic(Math.max(...LENGTHS));
 const samples = new Map<string, number[]>();
 for (let round = 0; round < ROUNDS; round += 1) {
-  for (const [i] of LENGTHS.entries()) {
+  for (let i = 0; i < LENGTHS.length; i += 1) {
     // Rotated per round, and the conditions alternate, so drift lands on every cell alike.
     const steps = LENGTHS[(round + i) % LENGTHS.length] as number;
     const conditions = round % 2 === 0 ? ["alone", "equal burst"] : ["equal burst", "alone"];

@@ -10,8 +10,12 @@ import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 /** Loops of each side run, uncounted, before the pairs. */
 const WARMUP_PAIRS = 3;
 
-/** A loop's ms per step, or nothing for a failed loop. */
-const perStep = (t: LoopTiming): number | undefined => (t.ok ? t.loopMs / STEPS : undefined);
+/** A loop's ms per step, or nothing for a failed loop (one that threw too: a submit refused or timed out). */
+const perStep = (loop: Promise<LoopTiming>): Promise<number | undefined> =>
+  loop.then(
+    (t) => (t.ok ? t.loopMs / STEPS : undefined),
+    () => undefined,
+  );
 
 /**
  * W1a against our protocol's floor, loop by loop. The W1 rows run each system for a minute or
@@ -34,8 +38,8 @@ export async function measurePaired(
   try {
     await cluster.runLoop();
     const trace = await captureTrace(cluster.bus.nc, () => cluster.runLoop());
-    const ours = async (): Promise<number | undefined> => perStep(await cluster.runLoop());
-    const base = async (): Promise<number | undefined> => perStep(await floor.runLoop(trace));
+    const ours = (): Promise<number | undefined> => perStep(cluster.runLoop());
+    const base = (): Promise<number | undefined> => perStep(floor.runLoop(trace));
     for (let i = 0; i < WARMUP_PAIRS; i += 1) {
       await ours();
       await base();
