@@ -114,7 +114,7 @@ export async function releaseSlots(bus: ActorBus, signal: AbortSignal): Promise<
 
 /**
  * Leases iterations of a run tree's global budget to a worker (GLOBAL_CAP when it is spent), after
- * taking back those the request gives back.
+ * taking back those the request gives back (no more than the run's last two grants, once).
  */
 export async function leaseIterations(
   bus: ActorBus,
@@ -124,10 +124,17 @@ export async function leaseIterations(
 ): Promise<LeaseReply> {
   const request = decode(LeaseRequest, data);
   if (request.unspent !== undefined) {
-    const { used } = await budget.giveBack(request.rootRunId, request.unspent);
+    const { used, returned } = await budget.giveBack(request.rootRunId, request.runId, request.unspent);
+    if (returned < request.unspent) {
+      // An honest worker offers at most what its run was last granted; more is a fault or abuse.
+      bus.logger.warn(
+        { runId: request.runId, rootRunId: request.rootRunId, offered: request.unspent, returned },
+        "iterations given back beyond the run's recent grants were not taken",
+      );
+    }
     if (request.count === 0) return { schemaVersion: 1, ok: true, granted: 0, used, cap };
   }
-  const { granted, used } = await budget.lease(request.rootRunId, request.count, cap);
+  const { granted, used } = await budget.lease(request.rootRunId, request.runId, request.count, cap);
   return { schemaVersion: 1, ok: true, granted, used, cap };
 }
 

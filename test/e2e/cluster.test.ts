@@ -2,10 +2,12 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { AuditEvent } from "../../shared/contracts/audit.js";
+import { LeaseReply, LeaseRequest } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { encode } from "../../shared/bus/codec.js";
 import { readFanOut } from "../../shared/bus/fanout.js";
 import { publishJob, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
+import { requestJson } from "../../shared/bus/request.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
@@ -350,6 +352,22 @@ describe("cluster: actors as processes on a real nats-server", () => {
     const budget = new TreeBudget({ ...suite.bus, kv: suite.bus.buckets.pool });
     await expect.poll(() => budget.used(reply.runId), { timeout: 5_000 }).toBe(calls);
     expect(["committed", "failed"]).toContain(parent.status);
+    // Iterations "given back" for a run that leased none are not taken.
+    const forged = {
+      schemaVersion: 1 as const,
+      runId: "stranger",
+      rootRunId: reply.runId,
+      count: 0,
+      unspent: 2_000,
+    };
+    const answer = await requestJson(
+      suite.bus.nc,
+      suite.bus.subjects.iterationLease(),
+      { schema: LeaseRequest, value: forged },
+      LeaseReply,
+      { timeoutMs: 5_000 },
+    );
+    expect(answer).toMatchObject({ ok: true, used: calls });
     // A spent tree admits no more children.
     await expect(
       suite.client.submit({ ...spec(), parent: { runId: reply.runId, depth: 0 } }),

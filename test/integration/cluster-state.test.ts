@@ -4,7 +4,7 @@ import { childRunId, fanInResults, readFanOut, writeFanOut } from "../../shared/
 import { KillSwitchView, readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
+import { MAX_TRACKED_RUNS, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
@@ -127,23 +127,48 @@ describe("cluster state in KV", () => {
 
   it("a tree's iteration budget is never overspent by concurrent leases", async () => {
     const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(9) });
-    const results = await Promise.allSettled(Array.from({ length: 20 }, () => budget.lease("tree1", 1, 10)));
+    const results = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) => budget.lease("tree1", `run-${i % 3}`, 1, 10)),
+    );
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(10);
     expect(
       results.filter((r) => r.status === "rejected").map((r) => (r.reason as { code: string }).code),
     ).toEqual(Array.from({ length: 10 }, () => "GLOBAL_CAP"));
     expect(await budget.used("tree1")).toBe(10);
-    expect(await budget.lease("tree2", 5, 3)).toEqual({ granted: 3, used: 3 });
+    expect(await budget.lease("tree2", "run-a", 5, 3)).toEqual({ granted: 3, used: 3 });
   });
 
-  it("iterations given back (leased, never spent) can be leased again; the count never goes below zero", async () => {
+  it("a run gives back at most its last two grants, once; concurrent give-backs of two runs both land", async () => {
     const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(10) });
-    expect(await budget.lease("tree3", 4, 4)).toEqual({ granted: 4, used: 4 });
-    await expect(budget.lease("tree3", 1, 4)).rejects.toMatchObject({ code: "GLOBAL_CAP" });
-    // Two give-backs at once (compare-and-set): both land.
-    await Promise.all([budget.giveBack("tree3", 1), budget.giveBack("tree3", 2)]);
-    expect(await budget.used("tree3")).toBe(1);
-    expect(await budget.lease("tree3", 5, 4)).toEqual({ granted: 3, used: 4 });
-    expect(await budget.giveBack("tree3", 50)).toEqual({ used: 0 });
+    expect(await budget.lease("tree3", "run-a", 1, 9)).toEqual({ granted: 1, used: 1 });
+    expect(await budget.lease("tree3", "run-a", 2, 9)).toEqual({ granted: 2, used: 3 });
+    expect(await budget.lease("tree3", "run-a", 4, 9)).toEqual({ granted: 4, used: 7 });
+    expect(await budget.lease("tree3", "run-b", 4, 9)).toEqual({ granted: 2, used: 9 });
+    await expect(budget.lease("tree3", "run-a", 1, 9)).rejects.toMatchObject({ code: "GLOBAL_CAP" });
+    // A run that never leased, and a run offering more than its last two grants (2 + 4).
+    expect(await budget.giveBack("tree3", "run-z", 5)).toEqual({ used: 9, returned: 0 });
+    expect(await budget.giveBack("tree3", "run-a", 50)).toEqual({ used: 3, returned: 6 });
+    // The same give-back again (a worker at fault, or anyone who may publish lease requests).
+    expect(await budget.giveBack("tree3", "run-a", 50)).toEqual({ used: 3, returned: 0 });
+    expect(await budget.lease("tree3", "run-a", 5, 9)).toEqual({ granted: 5, used: 8 });
+    const both = await Promise.all([
+      budget.giveBack("tree3", "run-a", 1),
+      budget.giveBack("tree3", "run-b", 2),
+    ]);
+    expect(both.map((b) => b.returned)).toEqual([1, 2]);
+    expect(await budget.used("tree3")).toBe(5);
+  });
+
+  it("past MAX_TRACKED_RUNS runs of a tree, the one that leased longest ago can give nothing back", async () => {
+    const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(11) });
+    const runs = Array.from({ length: MAX_TRACKED_RUNS + 1 }, (_, i) => `run-${i}`);
+    for (const run of runs) await budget.lease("tree4", run, 1, 10_000);
+    // The 257th run pushed run-0 out; run-1 leasing again moves it last, so run-extra pushes run-2 out.
+    await budget.lease("tree4", "run-1", 1, 10_000);
+    await budget.lease("tree4", "run-extra", 1, 10_000);
+    expect((await budget.giveBack("tree4", "run-0", 1)).returned).toBe(0);
+    expect((await budget.giveBack("tree4", "run-2", 1)).returned).toBe(0);
+    expect((await budget.giveBack("tree4", "run-1", 9)).returned).toBe(2);
+    expect((await budget.giveBack("tree4", "run-extra", 1)).returned).toBe(1);
   });
 });
