@@ -39,13 +39,12 @@ const systems = opts.only ?? ALL;
 /** Runs one system's child; what it printed before failing is kept, and the failure is reported. */
 function runSystem(
   system: string,
-  natsUrl: string,
+  nats: { url: string; pid?: number },
   traceFile: string,
 ): Promise<{ results: (Row | Finding)[]; error?: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(here, "runner.ts"), system, plan.mode, natsUrl, traceFile], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
+    const args = [join(here, "runner.ts"), system, plan.mode, nats.url, traceFile, String(nats.pid ?? "")];
+    const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
     const out: (Row | Finding)[] = [];
     let buffer = "";
     child.stdout.on("data", (chunk: Buffer) => {
@@ -73,7 +72,7 @@ const failures: string[] = [];
 try {
   for (const system of systems) {
     process.stderr.write(`${system}…\n`);
-    const { results, error } = await runSystem(system, nats.url, traceFile);
+    const { results, error } = await runSystem(system, nats, traceFile);
     for (const r of results) {
       if ("workload" in r) findings.push(r);
       else rows.push(r);

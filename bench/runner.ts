@@ -1,14 +1,17 @@
 /**
  * One system of the benchmark, in its own process (so memory and event-loop contention stay its
- * own): `node runner.ts <system> <full|quick> <natsUrl> <traceFile>`. Prints one result per line.
+ * own): `node runner.ts <system> <full|quick> <natsUrl> <traceFile> [natsServerPid]`. Prints one result
+ * per line.
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { drive, type LoopTiming } from "./lib/drive.ts";
 import { PLANS, type Plan } from "./lib/plan.ts";
 import { RESULT_PREFIX, type Finding, type Row } from "./lib/row.ts";
+import { CpuMeter } from "./lib/cpu.ts";
 import { RssSampler } from "./lib/rss.ts";
 import { round } from "./lib/stats.ts";
 import { captureTrace, type TraceEntry } from "./lib/trace.ts";
+import { STEPS } from "./lib/workload.ts";
 import { Floor } from "./systems/floor.ts";
 import { LangGraphLoop } from "./systems/langgraph.ts";
 import { OurCluster, OUR_BENCH_ENV } from "./systems/ours.ts";
@@ -24,6 +27,8 @@ interface System {
   runLoop: () => Promise<LoopTiming>;
   pids: () => Map<string, number>;
   storedBytes: () => Promise<number>;
+  /** Whether the system runs on the bench's nats-server, whose CPU then counts as its own. */
+  onNats?: true;
 }
 
 const emit = (result: Row | Finding): void =>
@@ -34,11 +39,15 @@ async function levels(name: string, variant: string, plan: Plan, system: System)
   for (let i = 0; i < WARMUP_LOOPS; i += 1) await system.runLoop();
   for (const c of plan.levels) {
     const sampler = new RssSampler(system.pids()).start();
+    const cpu = await CpuMeter.start(
+      new Map([...system.pids(), ...(system.onNats && natsPid ? [["nats-server", natsPid] as const] : [])]),
+    );
     const before = await system.storedBytes();
     const result = await drive(c, plan.loops[c] ?? c, system.runLoop);
+    const cpuUsPerStep = await cpu.perStep((result.loops - result.failed) * STEPS);
     const rssMiB = await sampler.stop();
     const bytesPerLoop = round(((await system.storedBytes()) - before) / result.loops);
-    emit({ system: name, variant, ...result, rssMiB, bytesPerLoop });
+    emit({ system: name, variant, ...result, rssMiB, bytesPerLoop, cpuUsPerStep });
     say(`${name}/${variant} C=${c}: ${result.msPerStep} ms/step, ${result.stepsPerSec} steps/s`);
   }
 }
@@ -55,6 +64,7 @@ async function ours(plan: Plan, natsUrl: string, traceFile: string): Promise<voi
       runLoop: () => cluster.runLoop(),
       pids: () => cluster.pids,
       storedBytes: () => cluster.storedBytes(),
+      onNats: true,
     });
   } finally {
     await cluster.stop();
@@ -75,6 +85,7 @@ async function floor(plan: Plan, natsUrl: string, traceFile: string, only?: "wal
         runLoop: () => f.runLoop(trace, only),
         pids: self,
         storedBytes: total,
+        onNats: true,
       },
     );
   } finally {
@@ -108,7 +119,8 @@ async function restate(plan: Plan): Promise<void> {
   }
 }
 
-const [system = "", mode = "quick", natsUrl = "", traceFile = ""] = process.argv.slice(2);
+const [system = "", mode = "quick", natsUrl = "", traceFile = "", natsPidArg = ""] = process.argv.slice(2);
+const natsPid = Number(natsPidArg) || undefined;
 const plan = PLANS[mode as Plan["mode"]];
 if (!plan) throw new Error(`unknown plan '${mode}' (full or quick)`);
 const runs: Record<string, () => Promise<void>> = {

@@ -21,11 +21,37 @@ function find(rows: readonly Row[], system: string, c: number, variant?: string)
 /** Peak RSS summed over the system's processes, MiB. */
 const rssTotal = (row: Row): number => Object.values(row.rssMiB).reduce((a, b) => a + b, 0);
 
+/** CPU per step summed over the system's processes, µs. */
+const cpuTotal = (row: Row): number => Object.values(row.cpuUsPerStep).reduce((a, b) => a + b, 0);
+
+/**
+ * Where the CPU of a step goes at one concurrency, per process, and the rate it allows: with every
+ * core busy and nothing else running, `cpus` × 1 s of CPU a second buys at most that many steps.
+ */
+export function cpuTable(rows: readonly Row[], c: number, cpus: number): string {
+  const lines = [
+    `CPU per step at C = ${c}, by process (µs), and the steps/s it allows on ${cpus} cores:`,
+    "",
+    "| system | variant | steps/s | CPU µs/step | at most steps/s | by process |",
+    "|---|---|---:|---:|---:|---|",
+  ];
+  for (const row of rows.filter((r) => r.c === c)) {
+    const total = cpuTotal(row);
+    const parts = Object.entries(row.cpuUsPerStep)
+      .sort((a, b) => b[1] - a[1])
+      .map(([name, us]) => `${name} ${us}`)
+      .join(", ");
+    const ceiling = total > 0 ? Math.round((cpus * 1e6) / total) : NaN;
+    lines.push(`| ${row.system} | ${row.variant} | ${row.stepsPerSec} | ${total} | ${ceiling} | ${parts} |`);
+  }
+  return lines.join("\n");
+}
+
 /** The W1 table: one line per system, variant and C, with the ratio of its throughput to the raw floor's. */
 export function w1Table(rows: readonly Row[]): string {
   const lines = [
-    "| system | variant | C | ms/step (median) | steps/s | step p50 ms | step p99 ms | peak RSS MiB (sum) | durable B/loop | × raw floor |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| system | variant | C | ms/step (median) | steps/s | step p50 ms | step p99 ms | CPU µs/step (sum) | peak RSS MiB (sum) | durable B/loop | × raw floor |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   const order = [...new Set(rows.map((r) => `${r.system}\u0000${r.variant}`))];
   for (const c of [...new Set(rows.map((r) => r.c))].sort((a, b) => a - b)) {
@@ -37,7 +63,7 @@ export function w1Table(rows: readonly Row[]): string {
       const ratio = floor ? round(floor.stepsPerSec / row.stepsPerSec) : NaN;
       const failed = row.failed > 0 ? ` (${row.failed} failed)` : "";
       lines.push(
-        `| ${system} | ${variant} | ${c} | ${row.msPerStep}${failed} | ${row.stepsPerSec} | ${row.stepP50} | ${row.stepP99} | ${rssTotal(row)} | ${row.bytesPerLoop} | ${ratio}× |`,
+        `| ${system} | ${variant} | ${c} | ${row.msPerStep}${failed} | ${row.stepsPerSec} | ${row.stepP50} | ${row.stepP99} | ${cpuTotal(row)} | ${rssTotal(row)} | ${row.bytesPerLoop} | ${ratio}× |`,
       );
     }
   }
@@ -154,6 +180,12 @@ export function markdown(results: Results): string {
     `${m.cpus} CPUs, Node ${m.node}, ${m.natsServer}. W1: 20 steps per loop (19 echo tool calls and a final answer, then the critic).`,
     "",
     w1Table(results.rows),
+    "",
+    cpuTable(
+      results.rows,
+      results.rows.some((r) => r.c === 100) ? 100 : Math.max(...results.rows.map((r) => r.c)),
+      m.cpus,
+    ),
     "",
     findingsTable(results.findings),
     "",

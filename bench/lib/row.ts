@@ -8,6 +8,8 @@ export interface Row extends DriveResult {
   rssMiB: Record<string, number>;
   /** Bytes the system wrote to durable storage per loop (0 when it keeps nothing durable). */
   bytesPerLoop: number;
+  /** CPU per step while the level ran, µs, per process (nats-server included for the systems on NATS). */
+  cpuUsPerStep: Record<string, number>;
 }
 
 /** A measurement that is not a W1 row (W1a loop by loop, W2, W3, W4), with its figures. */
