@@ -42,6 +42,21 @@ export interface WorkerOptions {
   metrics: ActorMetrics;
 }
 
+/** The longest a job whose lease keeps failing the same way waits before it is offered again. */
+export const MAX_RETRY_DELAY_MS = 300_000;
+
+/**
+ * How long a job whose lease failed waits before it is offered again. A transient failure (the bus,
+ * a supervisor out of reach) is retried after `baseMs`. One that is not retryable (the run's log
+ * cannot be replayed by this build: NONDETERMINISM) will fail the same way until a deploy fixes
+ * it, so the job stays queued, and waits twice as long at each delivery, up to five minutes,
+ * instead of being replayed twice a second: the run is not lost, and a fix resumes it.
+ */
+export function retryDelay(error: AgentError, deliveryCount: number, baseMs: number): number {
+  if (error.retryable) return baseMs;
+  return Math.min(MAX_RETRY_DELAY_MS, baseMs * 2 ** Math.min(20, Math.max(0, deliveryCount - 1)));
+}
+
 /**
  * An agent worker: pulls jobs from the shared durable consumer on the work queue and drives each
  * run for as long as it holds the job. Any number of workers may share the consumer; JetStream
@@ -158,8 +173,21 @@ export class AgentWorker {
       outcome = await this.lease(job, msg).run();
     } catch (err) {
       const error = toAgentError(err);
-      log.error({ err: error, code: error.code }, "run lease failed; the job will be retried");
-      msg.nak(this.options.retryDelayMs);
+      this.options.metrics.leaseFailures.inc({ code: error.code });
+      const delayMs = retryDelay(error, msg.info.deliveryCount, this.options.retryDelayMs);
+      log.error(
+        {
+          err: error,
+          code: error.code,
+          retryable: error.retryable,
+          delivery: msg.info.deliveryCount,
+          delayMs,
+        },
+        error.retryable
+          ? "run lease failed; the job will be retried"
+          : "run lease failed and will fail again until the cause is fixed (a deploy that can replay its log); retrying with backoff",
+      );
+      msg.nak(delayMs);
       return;
     } finally {
       this.leasesOf.release(job);

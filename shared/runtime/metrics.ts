@@ -16,6 +16,7 @@ export class ActorMetrics {
   readonly redeliveries: Counter;
   readonly fencingConflicts: Counter;
   readonly jobsHandedBack: Counter;
+  readonly leaseFailures: Counter<"code">;
   readonly stalledRequeues: Counter;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
@@ -64,6 +65,12 @@ export class ActorMetrics {
     this.jobsHandedBack = new Counter({
       name: "agents_jobs_handed_back_total",
       help: "Jobs of a worker that stopped beating, handed back to the queue by this one",
+      registers,
+    });
+    this.leaseFailures = new Counter({
+      name: "agents_run_lease_failures_total",
+      help: "Jobs whose run lease failed and went back to the queue, by error code",
+      labelNames: ["code"],
       registers,
     });
     this.stalledRequeues = new Counter({

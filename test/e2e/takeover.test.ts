@@ -222,4 +222,37 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     expect(kinds).toContain("run.resumed");
     expect(await suite.logs()).not.toContain("NONDETERMINISM");
   });
+
+  it("a run whose log this build cannot replay stays queued: its job is offered again, waiting twice as long each time", async () => {
+    const runId = `diverged${Date.now().toString(36)}`;
+    const script = [...Array.from({ length: 3 }, (_, i) => echoCall(`step ${i}`)), { text: "done" }];
+    const recorded = await runner({ checkpointEvery: 100 }).run(spec({ script }), { runId });
+    // The log up to the second tool call's INTENT, that record as some other build wrote it.
+    const second = recorded.wal.flatMap((r, i) => (r.type === "INTENT" ? [i] : []))[1]!;
+    const log = recorded.wal
+      .slice(0, second + 1)
+      .map((r, i) =>
+        i === second && r.type === "INTENT" ? { ...r, idempotencyKey: `${r.idempotencyKey}-other` } : r,
+      );
+    await new WalWriter(suite.bus, runId, "agent-0-other", 0, 0).appendAll(log);
+    const status = statusOf(recorded.state, Date.now());
+    await new RunStatusStore(suite.bus.buckets.runs).put({ ...status, status: "running" });
+    await publishJob(suite.bus, continuationJob({ ...status, status: "running" }), `${runId}:diverged`);
+    const failures = async () =>
+      (await suite.logs())
+        .split("\n")
+        .filter((line) => line.includes(runId) && line.includes("NONDETERMINISM"))
+        .map((line) => JSON.parse(line) as { delivery: number; delayMs: number; retryable: boolean })
+        // Each worker's log is read in turn: the attempts are put back in order.
+        .sort((a, b) => a.delivery - b.delivery);
+    await expect.poll(async () => (await failures()).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(3);
+    const seen = await failures();
+    expect(seen.slice(0, 3).map((f) => [f.delivery, f.delayMs])).toEqual([
+      [1, 500],
+      [2, 1_000],
+      [3, 2_000],
+    ]);
+    expect(seen.every((f) => !f.retryable)).toBe(true);
+    expect((await new RunStatusStore(suite.bus.buckets.runs).get(runId))?.status).toBe("running");
+  }, 30_000);
 });

@@ -7,11 +7,12 @@ import { replay } from "../../shared/loop/replay.js";
 import type { LoopConfig, Transition } from "../../shared/loop/state.js";
 import { statusOf } from "../../shared/loop/status.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
-import { fromErrorPayload } from "../../shared/runtime/errors.js";
+import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { bar, statusLine } from "../../services/cli/render.js";
 import { childRunId } from "../../shared/bus/fanout.js";
+import { MAX_RETRY_DELAY_MS, retryDelay } from "../../services/agent/worker.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)] };
@@ -118,6 +119,16 @@ describe("taking over a run", () => {
 });
 
 describe("cluster helpers", () => {
+  it("a failed lease's job waits the base delay when the error is retryable, doubling up to a cap when not", () => {
+    const stuck = new AgentError("NONDETERMINISM", "replay diverged");
+    expect([1, 2, 3, 4].map((n) => retryDelay(stuck, n, 5_000))).toEqual([5_000, 10_000, 20_000, 40_000]);
+    expect(retryDelay(stuck, 9, 5_000)).toBe(MAX_RETRY_DELAY_MS);
+    expect(retryDelay(stuck, 10_000, 5_000)).toBe(MAX_RETRY_DELAY_MS);
+    expect([1, 50].map((n) => retryDelay(new AgentError("BUS_UNAVAILABLE", "gone"), n, 5_000))).toEqual([
+      5_000, 5_000,
+    ]);
+  });
+
   it("a submit carries an optional parent envelope and still refuses specs without convergence", () => {
     expect(SubmitRequest.safeParse({ ...spec(), parent: { runId: "p", depth: 1 } }).success).toBe(true);
     expect(SubmitRequest.safeParse({ ...spec(), task: { prompt: "p" } }).success).toBe(false);
