@@ -147,6 +147,11 @@ export class Subjects {
     return { runs: `${p}_RUNS`, wal: `${p}_WAL`, audit: `${p}_AUDIT` };
   }
 
+  /** The subject a KV bucket stores `key` on (what its client publishes a put or a create to). */
+  kvKey(bucket: string, key: string): string {
+    return `$KV.${bucket}.${key}`;
+  }
+
   buckets(): BucketNames {
     const p = this.prefix;
     return {

@@ -5,6 +5,7 @@ import { decode, encode } from "../../shared/bus/codec.js";
 import { IdempotencyRecord, idempotencyBucketKey, serveTool } from "../../shared/bus/tool-service.js";
 import { ToolCallReply, ToolCallRequest } from "../../shared/contracts/tool.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
@@ -43,6 +44,20 @@ const quote = defineTool({
     return { output: { n } };
   },
 });
+let flakyRuns = 0;
+/** A side effect whose first run fails in a way worth retrying (its claim is then freed). */
+const flaky = defineTool({
+  name: "flaky",
+  description: "fails once, then works",
+  input: z.object({ n: z.number() }),
+  capability: { kind: "compute" },
+  reversibility: "irreversible",
+  execute: (input) => {
+    flakyRuns += 1;
+    if (flakyRuns === 1) return Promise.reject(new AgentError("TOOL_UNAVAILABLE", "not yet"));
+    return Promise.resolve({ output: { n: input.n, runs: flakyRuns } });
+  },
+});
 let idempotency: KV;
 
 beforeAll(async () => {
@@ -55,7 +70,7 @@ beforeAll(async () => {
     clock: systemClock,
     logger: silentLogger,
   };
-  for (const tool of [echoTool, charge, httpFetchTool, quote]) serveTool(tool, deps);
+  for (const tool of [echoTool, charge, httpFetchTool, quote, flaky]) serveTool(tool, deps);
   await suite.nc.flush();
 });
 
@@ -100,6 +115,19 @@ describe("tools as NATS services", () => {
       output: { charged: 500, n: 1 },
     });
     expect(sideEffects).toBe(1);
+  });
+
+  it("a retryable failure frees the key's claim: the retry claims the deleted key again, runs, and is recorded", async () => {
+    const key = "r1:flaky-1";
+    const req = encode(ToolCallRequest, request({ input: { n: 7 }, idempotencyKey: key }));
+    expect(await call("flaky", req)).toMatchObject({
+      ok: false,
+      error: { code: "TOOL_UNAVAILABLE", retryable: true },
+    });
+    expect((await idempotency.get(idempotencyBucketKey("flaky", key)))?.operation).toBe("DEL");
+    expect(await call("flaky", req)).toEqual({ ok: true, output: { n: 7, runs: 2 } });
+    expect(await call("flaky", req)).toEqual({ ok: true, output: { n: 7, runs: 2 } });
+    expect(flakyRuns).toBe(2);
   });
 
   it("a pure tool runs without a claim, records its reply once, and every answer for a key is the recorded one", async () => {
