@@ -10,6 +10,12 @@ const NAK = new TextEncoder().encode("-NAK");
 const EMPTY = new Uint8Array(0);
 /** A connected peer that cannot answer this fast is stalled: it keeps its jobs either way. */
 const PING_TIMEOUT_MS = 1_000;
+/**
+ * A job just taken is named in a beat this soon rather than at the next tick: a worker killed in
+ * between would otherwise leave it to the ack wait. Jobs taken within this window share one beat,
+ * so a burst of pulls (a worker filling its slots) sends a few beats, not one per job.
+ */
+export const ANNOUNCE_WITHIN_MS = 20;
 
 export interface PresenceOptions {
   workerId: string;
@@ -39,6 +45,7 @@ export class WorkerPresence {
   private timer: ReturnType<typeof setInterval> | undefined;
   private lastTick = 0;
   private deaf = false;
+  private announcing: ReturnType<typeof setTimeout> | undefined;
   private readonly ackPrefix: string;
 
   constructor(
@@ -70,9 +77,21 @@ export class WorkerPresence {
     this.timer = setInterval(() => this.tick(), this.options.beatMs);
   }
 
+  /** This worker has taken a job: the others hear of it within ANNOUNCE_WITHIN_MS. */
+  announce(): void {
+    if (this.announcing !== undefined || this.timer === undefined) return;
+    this.announcing = setTimeout(() => {
+      this.announcing = undefined;
+      this.beat(false);
+    }, ANNOUNCE_WITHIN_MS);
+  }
+
   /** The last beat says this worker is leaving: it has handed its jobs back itself. */
   stop(): void {
     clearInterval(this.timer);
+    clearTimeout(this.announcing);
+    this.timer = undefined;
+    this.announcing = undefined;
     this.sub?.unsubscribe();
     this.pings?.unsubscribe();
     this.beat(true);

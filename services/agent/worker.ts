@@ -147,7 +147,10 @@ export class AgentWorker {
         break;
       }
       const held = ackSubjectOf(msg);
-      if (held) this.held.add(held);
+      if (held) {
+        this.held.add(held);
+        this.presence.announce();
+      }
       const task = this.handle(msg).finally(() => {
         this.inFlight.delete(task);
         if (held) this.held.delete(held);
