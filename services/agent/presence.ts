@@ -15,7 +15,7 @@ const PING_TIMEOUT_MS = 1_000;
  * between would otherwise leave it to the ack wait. Jobs taken within this window share one beat,
  * so a burst of pulls (a worker filling its slots) sends a few beats, not one per job.
  */
-export const ANNOUNCE_WITHIN_MS = 20;
+const ANNOUNCE_WITHIN_MS = 20;
 
 export interface PresenceOptions {
   workerId: string;
