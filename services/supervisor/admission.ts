@@ -41,7 +41,7 @@ export class Admission {
     private readonly ids: IdGenerator,
     private readonly metrics?: ActorMetrics,
   ) {
-    this.pool = new PoolLedger({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
+    this.pool = PoolLedger.of(bus);
     this.status = new RunStatusStore(bus.buckets.runs);
     this.budget = new TreeBudget({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
   }

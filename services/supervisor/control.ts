@@ -86,7 +86,7 @@ export async function releaseSlots(bus: ActorBus, signal: AbortSignal): Promise<
       filter_subject: bus.subjects.auditRunLifecycle(),
     });
   }
-  const pool = new PoolLedger({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
+  const pool = PoolLedger.of(bus);
   const consumer = await bus.js.consumers.get(stream, RELEASE_CONSUMER);
   const messages = await consumer.consume({ max_messages: 64 });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
@@ -185,7 +185,7 @@ export async function resumeRun(bus: ActorBus, capacity: number, data: Uint8Arra
       `kill switch is on (${killSwitch.reason}): runs cannot resume`,
     );
   }
-  const pool = new PoolLedger({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
+  const pool = PoolLedger.of(bus);
   await pool.acquire(request.runId, capacity);
   await publishJob(
     bus,

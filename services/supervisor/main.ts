@@ -7,10 +7,11 @@ import { ControlReply, LeaseReply } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
+import { ledgerLimit, ledgerRoom } from "../../shared/bus/pool.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
-import { uuidIds } from "../../shared/runtime/ids.js";
+import { RUN_ID_MAX_LENGTH, uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
@@ -23,6 +24,21 @@ const env = parseEnv(SupervisorEnv, process.env);
 const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
 const bus = await openActorBus(env, "supervisor", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("supervisor");
+// The pool's ledger is one KV value: past what the server lets a message carry, admissions are
+// refused (POOL_FULL) before the configured capacity. Said once here rather than at run 15,000.
+const ledgerMaxBytes = ledgerLimit(bus.nc.info?.max_payload);
+const ledgerHolds = ledgerRoom(ledgerMaxBytes, RUN_ID_MAX_LENGTH);
+if (env.SUPERVISOR_POOL_CAPACITY > ledgerHolds) {
+  logger.warn(
+    {
+      poolCapacity: env.SUPERVISOR_POOL_CAPACITY,
+      maxPayload: bus.nc.info?.max_payload,
+      runsWithLongestIds: ledgerHolds,
+      runsWithGeneratedIds: ledgerRoom(ledgerMaxBytes, uuidIds.next("run").length),
+    },
+    "SUPERVISOR_POOL_CAPACITY is more than the pool ledger can hold within the server's max_payload: admissions past what it holds are refused with POOL_FULL; raise max_payload to use the whole capacity",
+  );
+}
 const admission = new Admission(
   bus,
   {

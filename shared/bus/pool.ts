@@ -12,10 +12,52 @@ export type PoolState = z.infer<typeof PoolState>;
 
 export const POOL_KEY = "active";
 
+/** nats-server's default max_payload, for a connection that has not heard the server's. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+/** Room a KV write's headers take inside max_payload (the expected revision, the subject's). */
+const HEADER_ROOM = 1024;
+
 export interface PoolDeps {
   kv: KV;
   clock: Clock;
   random: Random;
+  /**
+   * The most bytes the ledger's value may take: the server refuses a larger message, and a write
+   * that can never succeed would hold up every change queued with it, releases included.
+   */
+  maxBytes: number;
+}
+
+/** The ledger's byte limit on a server whose max_payload is `maxPayload` (the connection's info). */
+export function ledgerLimit(maxPayload: number | undefined): number {
+  return (maxPayload ?? DEFAULT_MAX_PAYLOAD) - HEADER_ROOM;
+}
+
+/** How many run ids of `idLength` characters a ledger of `maxBytes` holds. */
+export function ledgerRoom(maxBytes: number, idLength: number): number {
+  return Math.floor((maxBytes - EMPTY_BYTES) / entryBytes(idLength));
+}
+
+/** `{"active":[]}` */
+const EMPTY_BYTES = 13;
+/** An id in the ledger's JSON: its quotes and a comma (run ids are ASCII and need no escaping). */
+const entryBytes = (idLength: number): number => idLength + 3;
+
+const sizes = new WeakMap<PoolState, number>();
+
+/** The ledger's size as stored; computed once per value read, then carried from change to change. */
+function sizeOf(state: PoolState): number {
+  let size = sizes.get(state);
+  if (size === undefined) {
+    size = new TextEncoder().encode(JSON.stringify(state)).length;
+    sizes.set(state, size);
+  }
+  return size;
+}
+
+function sized(state: PoolState, size: number): PoolState {
+  sizes.set(state, size);
+  return state;
 }
 
 /**
@@ -26,30 +68,56 @@ export interface PoolDeps {
 export class PoolLedger {
   constructor(private readonly deps: PoolDeps) {}
 
+  /** The ledger in `bus`'s pool bucket, limited by what its server's max_payload lets one value hold. */
+  static of(bus: {
+    buckets: { pool: KV };
+    clock: Clock;
+    random: Random;
+    nc: { info?: { max_payload: number } | undefined };
+  }): PoolLedger {
+    const { buckets, clock, random, nc } = bus;
+    return new PoolLedger({ kv: buckets.pool, clock, random, maxBytes: ledgerLimit(nc.info?.max_payload) });
+  }
+
   async active(): Promise<string[]> {
     return (await this.read()).state.active;
   }
 
-  /** Takes a slot for `runId`; a run that already holds one keeps it ("existing"). */
+  /**
+   * Takes a slot for `runId`; a run that already holds one keeps it ("existing"). Refused with
+   * POOL_FULL at `capacity`, or sooner when the ledger would outgrow `maxBytes` (a capacity set
+   * beyond what one KV value holds).
+   */
   acquire(runId: string, capacity: number): Promise<"admitted" | "existing"> {
     return this.change((state) => {
       if (state.active.includes(runId)) return { result: "existing" as const };
-      if (state.active.length >= capacity) {
-        throw new AgentError("POOL_FULL", `pool full: ${state.active.length} of ${capacity} slots in use`, {
-          details: { active: state.active.length, capacity },
+      const active = state.active.length;
+      if (active >= capacity) {
+        throw new AgentError("POOL_FULL", `pool full: ${active} of ${capacity} slots in use`, {
+          details: { active, capacity },
         });
       }
-      return { result: "admitted" as const, next: { active: [...state.active, runId] } };
+      const size = sizeOf(state) + entryBytes(runId.length);
+      if (size > this.deps.maxBytes) {
+        throw new AgentError(
+          "POOL_FULL",
+          `pool full: ${active} of ${capacity} slots in use, and the ledger of active runs would outgrow ` +
+            `the ${this.deps.maxBytes} bytes one value may take on this server; lower ` +
+            `SUPERVISOR_POOL_CAPACITY or raise the server's max_payload`,
+          { details: { active, capacity, ledgerBytes: sizeOf(state), maxBytes: this.deps.maxBytes } },
+        );
+      }
+      return { result: "admitted" as const, next: sized({ active: [...state.active, runId] }, size) };
     });
   }
 
   /** Frees `runId`'s slot; false when it held none (releasing twice is harmless). */
   release(runId: string): Promise<boolean> {
-    return this.change((state) =>
-      state.active.includes(runId)
-        ? { result: true, next: { active: state.active.filter((id) => id !== runId) } }
-        : { result: false },
-    );
+    return this.change((state) => {
+      if (!state.active.includes(runId)) return { result: false };
+      const next = { active: state.active.filter((id) => id !== runId) };
+      return { result: true, next: sized(next, sizeOf(state) - entryBytes(runId.length)) };
+    });
   }
 
   private async read(): Promise<{ state: PoolState }> {

@@ -5,7 +5,8 @@ export interface IdGenerator {
   next(prefix?: string): string;
 }
 
-export const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+export const RUN_ID_MAX_LENGTH = 64;
+export const RUN_ID_PATTERN = new RegExp(`^[A-Za-z0-9_-]{1,${RUN_ID_MAX_LENGTH}}$`);
 
 export const uuidIds: IdGenerator = {
   next: (prefix) => (prefix ? `${prefix}-` : "") + randomUUID().replaceAll("-", ""),

@@ -18,8 +18,8 @@ const suite = useClusterSuite("adm", {
 
 describe("admission across supervisor replicas", () => {
   it("two supervisors, 50 concurrent submits, capacity 5: never more than 5 active", async () => {
-    const { nc, subjects, buckets } = suite.bus;
-    const pool = new PoolLedger({ kv: buckets.pool, clock: suite.bus.clock, random: suite.bus.random });
+    const { nc, subjects } = suite.bus;
+    const pool = PoolLedger.of(suite.bus);
     const samples: number[] = [];
     let sampling = true;
     const sampler = (async () => {

@@ -1,7 +1,7 @@
 import { Kvm } from "@nats-io/kv";
 import { describe, expect, it } from "vitest";
 import { connectBus } from "../../shared/bus/connect.js";
-import { POOL_KEY, PoolLedger, PoolState } from "../../shared/bus/pool.js";
+import { ledgerLimit, POOL_KEY, PoolLedger, PoolState } from "../../shared/bus/pool.js";
 import { decode } from "../../shared/bus/codec.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
@@ -25,8 +25,14 @@ describe("pool admission with compare-and-set (two supervisor replicas)", () => 
         kv: await new Kvm(suite.nc).open(bucket),
         clock: systemClock,
         random: seededRandom(1),
+        maxBytes: ledgerLimit(suite.nc.info?.max_payload),
       }),
-      new PoolLedger({ kv: await new Kvm(nc2).open(bucket), clock: systemClock, random: seededRandom(2) }),
+      new PoolLedger({
+        kv: await new Kvm(nc2).open(bucket),
+        clock: systemClock,
+        random: seededRandom(2),
+        maxBytes: ledgerLimit(nc2.info?.max_payload),
+      }),
     ];
     // Sample every revision of the ledger while the race runs.
     const seen: number[] = [];
@@ -61,6 +67,7 @@ describe("pool admission with compare-and-set (two supervisor replicas)", () => 
       kv: await new Kvm(suite.nc).open(suite.subjects.buckets().pool),
       clock: systemClock,
       random: seededRandom(3),
+      maxBytes: ledgerLimit(suite.nc.info?.max_payload),
     });
     const [first] = await ledger.active();
     expect(first).toBeDefined();
