@@ -7,28 +7,35 @@ import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
 const SUBMITTERS = 50;
 
-/** A one-step run that then waits for a human's approval before it commits. */
-function parkingSpec(): Record<string, unknown> {
-  const spec = ourLoopSpec("parked") as {
+/** A one-step run that then commits, or with `approval` waits for a human's before it does. */
+function oneStepSpec(approval: boolean): Record<string, unknown> {
+  const spec = ourLoopSpec(approval ? "parked" : "unparked") as {
     task: Record<string, unknown>;
     agent: { model: Record<string, unknown> };
   };
   return {
     ...spec,
-    task: { ...spec.task, requiresApproval: true },
+    task: { ...spec.task, ...(approval ? { requiresApproval: true } : {}) },
     agent: { ...spec.agent, model: { provider: "scripted", script: [{ text: "ready for approval" }] } },
   };
 }
 
-/**
- * W4: `plan.parked` runs waiting for approval. A parked run holds no worker, so the workers'
- * memory should not grow with them: reported as bytes of RSS per parked run, per process.
- */
-export async function measureParked(
-  plan: Plan,
+interface Phase {
+  /** Runs that ended as expected: parked, or committed. */
+  ended: number;
+  perSec: number;
+  /** RSS growth per process over the phase, bytes. */
+  grown: Record<string, number>;
+  storedBytes: number;
+}
+
+/** Submits `count` runs of `spec` through SUBMITTERS clients on a fresh cluster, reading RSS around them. */
+async function phase(
   natsUrl: string,
-  say: (line: string) => void,
-): Promise<Finding> {
+  count: number,
+  spec: Record<string, unknown>,
+  expected: "awaiting_approval" | "committed",
+): Promise<Phase> {
   const cluster = await OurCluster.start(natsUrl, OUR_BENCH_ENV);
   try {
     await cluster.runLoop();
@@ -40,15 +47,14 @@ export async function measureParked(
     await new Promise((resolve) => setTimeout(resolve, 500));
     const before = await rss();
     const bytesBefore = await cluster.storedBytes();
-    const spec = parkingSpec();
     let next = 0;
-    let parked = 0;
+    let ended = 0;
     const t0 = performance.now();
     const submitter = async (): Promise<void> => {
-      while (next < plan.parked) {
+      while (next < count) {
         next += 1;
         const t = await cluster.runLoop(spec);
-        if (t.status === "awaiting_approval") parked += 1;
+        if (t.status === expected) ended += 1;
       }
     };
     await Promise.all(Array.from({ length: SUBMITTERS }, submitter));
@@ -56,21 +62,44 @@ export async function measureParked(
     // Let garbage collection catch up before reading memory: a parked run must leave nothing behind.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const after = await rss();
-    const perRun = Object.fromEntries(
-      Object.keys(after).map((name) => [
-        `${name} B/run`,
-        round(((after[name] ?? 0) - (before[name] ?? 0)) / parked),
-      ]),
-    );
-    const figures = {
-      parked,
-      parkPerSec: round((parked * 1000) / wallMs),
-      ...perRun,
-      "durable B/run": round(((await cluster.storedBytes()) - bytesBefore) / parked),
+    const grown = Object.fromEntries(Object.keys(after).map((n) => [n, (after[n] ?? 0) - (before[n] ?? 0)]));
+    return {
+      ended,
+      perSec: (ended * 1000) / wallMs,
+      grown,
+      storedBytes: (await cluster.storedBytes()) - bytesBefore,
     };
-    say(`W4: ${parked} parked; ${JSON.stringify(perRun)}`);
-    return { workload: "W4", label: `${plan.parked} runs waiting for approval`, figures };
   } finally {
     await cluster.stop();
   }
+}
+
+/**
+ * W4: `plan.parked` runs waiting for approval. A parked run holds no worker, so the workers'
+ * memory should not grow with them. A process's RSS also grows with the load itself (V8 keeps the
+ * heap it grew to while submits poured in), so the same number of runs that commit instead of
+ * parking is measured too, each on a fresh cluster, and what a parked run holds is the difference:
+ * `held B/run` = (growth parking − growth committing) / runs.
+ */
+export async function measureParked(
+  plan: Plan,
+  natsUrl: string,
+  say: (line: string) => void,
+): Promise<Finding> {
+  const committed = await phase(natsUrl, plan.parked, oneStepSpec(false), "committed");
+  say(`W4 baseline: ${committed.ended} runs committed`);
+  const parked = await phase(natsUrl, plan.parked, oneStepSpec(true), "awaiting_approval");
+  const perRun = (bytes: number, runs: number): number => round(bytes / Math.max(runs, 1));
+  const figures: Record<string, number> = { parked: parked.ended, parkPerSec: round(parked.perSec) };
+  for (const name of Object.keys(parked.grown)) {
+    const grownParked = parked.grown[name] ?? 0;
+    const grownCommitted = committed.grown[name] ?? 0;
+    figures[`${name} B/run`] = perRun(grownParked, parked.ended);
+    figures[`${name} B/run committed`] = perRun(grownCommitted, committed.ended);
+    figures[`${name} held B/run`] = perRun(grownParked - grownCommitted, parked.ended);
+  }
+  figures["durable B/run"] = perRun(parked.storedBytes, parked.ended);
+  figures.committed = committed.ended;
+  say(`W4: ${parked.ended} parked; ${JSON.stringify(figures)}`);
+  return { workload: "W4", label: `${plan.parked} runs waiting for approval`, figures };
 }
