@@ -1,4 +1,5 @@
 import type { KV } from "@nats-io/kv";
+import { InvalidArgumentError } from "@nats-io/transport-node";
 import type { z } from "zod";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
@@ -38,7 +39,13 @@ export async function casChange<S extends z.ZodType, R>(
       if (!held) await deps.kv.create(key, data);
       else await deps.kv.update(key, data, entry.revision);
       return result;
-    } catch {
+    } catch (err) {
+      // A value over the server's max_payload is refused by the client before it is sent: it would
+      // be refused on every attempt.
+      if (err instanceof InvalidArgumentError)
+        throw new AgentError("PAYLOAD_TOO_LARGE", `key '${key}': ${data.length} bytes: ${err.message}`, {
+          cause: err,
+        });
       // Another replica wrote first (or the write timed out): read again and decide again.
       await deps.clock.sleep(fullJitterDelay(Math.min(attempt, 6), BACKOFF, deps.random));
     }

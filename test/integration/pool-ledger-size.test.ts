@@ -4,6 +4,8 @@ import { join } from "node:path";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { casChange } from "../../shared/bus/cas.js";
 import { connectBus } from "../../shared/bus/connect.js";
 import { ledgerLimit, ledgerRoom, PoolLedger } from "../../shared/bus/pool.js";
 import { provision } from "../../shared/bus/provision.js";
@@ -74,5 +76,18 @@ describe("the pool's ledger within the server's max_payload", () => {
     expect(released).toEqual({ status: "fulfilled", value: true });
     expect(admitted.map((o) => o.status).sort()).toEqual(["fulfilled", "rejected"]);
     expect(await ledger.active()).toHaveLength(holds);
+  });
+
+  it("a compare-and-set of a value over max_payload fails at once with PAYLOAD_TOO_LARGE, not after its retries", async () => {
+    const deps = { kv: pool, clock: systemClock, random: seededRandom(2) };
+    const Blob = z.object({ text: z.string() });
+    const started = performance.now();
+    await expect(
+      casChange(deps, "blob", Blob, { text: "" }, () => ({
+        result: 1,
+        next: { text: "x".repeat(MAX_PAYLOAD) },
+      })),
+    ).rejects.toMatchObject({ code: "PAYLOAD_TOO_LARGE", retryable: false });
+    expect(performance.now() - started).toBeLessThan(1_000);
   });
 });
