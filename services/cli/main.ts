@@ -120,6 +120,22 @@ export function program(): Command {
       );
   }
   cmd
+    .command("modify")
+    .description(
+      "send a run waiting for approval back to its agent with what to change; it asks again when revised",
+    )
+    .argument("<runId>", "the run", runIdArg)
+    .requiredOption("--feedback <text>", "what to change (given to the model)", (v: string) => {
+      if (v.trim() === "") throw new InvalidArgumentError("say what to change");
+      return v;
+    })
+    .option("--by <name>", "who decides (recorded in the audit)", process.env.USER ?? "operator")
+    .action((runId: string, opts: { by: string; feedback: string }) =>
+      withClient(async (client) =>
+        out(await client.decide(runId, { decision: "modify", by: opts.by, feedback: opts.feedback })),
+      ),
+    );
+  cmd
     .command("resume")
     .description("resume a halted run (after the kill switch or a reconciliation) from where it stopped")
     .argument("<runId>", "the run", runIdArg)

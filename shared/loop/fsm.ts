@@ -193,7 +193,7 @@ function decided(
   const pending = state.pending;
   if (pending?.kind !== "approval") throw invalid(state, event);
   if (pending.on === "tool") return onToolApproval(d, config, pending.call, event);
-  return onApproval(d, config, event.decision, event.by, event.feedback);
+  return onApproval(d, config, event.decision, event.by, event.feedback ?? event.reason);
 }
 
 /** Events from outside the loop's own work: an operator's halt or resume, a worker's take-over, the tree's cap. */

@@ -213,16 +213,22 @@ export function requestApproval(d: Draft, on: "commit" | "failure", reason: stri
   d.await({ type: "requestApproval", reason }, { kind: "approval", on });
 }
 
+/**
+ * A human decided on the run's commit (or failure). Their words are the decision's `feedback`, or
+ * its `reason` (what `agentctl reject --reason` sends): recorded with the decision, in a
+ * rejection's failure report, and given to the model when they ask for changes ("modify").
+ */
 export function onApproval(
   d: Draft,
   config: LoopConfig,
   decision: "approve" | "reject" | "modify",
   by: string,
-  feedback: string | undefined,
+  words: string | undefined,
 ): void {
   const s = d.state;
   d.audit("approval.decided", decision === "reject" ? "failed" : "passed", {
     actor: "human",
+    ...(words ? { reason: words } : {}),
     data: { decision, by },
   });
   d.settle();
@@ -231,6 +237,6 @@ export function onApproval(
   s.status = "running";
   if (decision === "approve") commit(d, `approved by ${by}`);
   else if (decision === "reject")
-    fail(d, config, "rejected", `rejected by ${by}${feedback ? `: ${feedback}` : ""}`);
-  else repair(d, config, s.defects, [], feedback ?? "modify requested");
+    fail(d, config, "rejected", `rejected by ${by}${words ? `: ${words}` : ""}`);
+  else repair(d, config, s.defects, [], words ?? "modify requested");
 }

@@ -157,33 +157,6 @@ describe("cluster: actors as processes on a real nats-server", () => {
     });
   }, 60_000);
 
-  it("approval: the run halts in awaiting_approval holding no worker; agentctl approve commits it, reject fails it with the reason", async () => {
-    const env = { ...process.env, NATS_URL: suite.server.url, AGENTS_PREFIX: suite.prefix };
-    const approved = await suite.client.submit(
-      spec({ requiresApproval: true, script: [{ text: "ship it" }] }),
-    );
-    const rejected = await suite.client.submit(
-      spec({ requiresApproval: true, script: [{ text: "ship it" }] }),
-    );
-    for (const r of [approved, rejected])
-      await suite.waitFor(r.runId, (s) => s.status === "awaiting_approval");
-    const out = await runProcess(process.execPath, [AGENTCTL, "approve", approved.runId, "--by", "alice"], {
-      env,
-    });
-    expect(out.stdout).toMatch(/approve recorded/);
-    await runProcess(
-      process.execPath,
-      [AGENTCTL, "reject", rejected.runId, "--by", "bob", "--reason", "not today"],
-      { env },
-    );
-    expect((await suite.waitFor(approved.runId, settled)).status).toBe("committed");
-    const failed = await suite.waitFor(rejected.runId, settled);
-    expect(failed.status).toBe("failed");
-    expect(failed.terminal?.reason).toMatch(/not today|reject/i);
-    const decided = (await suite.audit(approved.runId)).find((e) => e.kind === "approval.decided");
-    expect(decided).toMatchObject({ actor: "human", status: "passed" });
-  }, 60_000);
-
   it("kill switch: admissions are refused and running runs halt at their next step; agentctl resume continues them", async () => {
     const slow = await suite.client.submit(
       spec({

@@ -187,6 +187,21 @@ describe("repair bounds, approvals and halts", () => {
     });
     expect(rejected.state.status).toBe("failed");
     expect(rejected.state.terminal?.reason).toBe("rejected");
+    expect(rejected.audit.find((e) => e.kind === "approval.decided")).toMatchObject({ reason: "no" });
+
+    // `agentctl reject --reason` sends a reason, not feedback: it is kept just the same.
+    const withReason = await runner().send(parked, {
+      type: "approvalDecided",
+      at: 1,
+      decision: "reject",
+      by: "bob",
+      reason: "not today",
+    });
+    expect(withReason.audit.find((e) => e.kind === "approval.decided")).toMatchObject({
+      reason: "not today",
+      data: { decision: "reject", by: "bob" },
+    });
+    expect(JSON.stringify(withReason.wal.at(-1))).toContain("rejected by bob: not today");
 
     const r2 = runner({ driver });
     const modified = await r2.send(parked, {
