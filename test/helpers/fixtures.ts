@@ -1,4 +1,5 @@
 import type { RunSpecInput } from "../../shared/contracts/run-spec.js";
+import type { GuardLimits } from "../../shared/loop/guard.js";
 import type { ScriptStep } from "../../shared/contracts/model.js";
 import { InMemoryMemory } from "../../shared/memory/in-memory.js";
 import { ManualClock } from "../../shared/runtime/clock.js";
@@ -111,3 +112,12 @@ export function olderCheckpoint(record: WalRecord): WalRecord {
     state: { ...state, guard: { ...state.guard, recentCalls: state.guard.recentCalls.slice(-5) } },
   };
 }
+
+/** Guard limits for the guard's tests: 10 iterations, 50 tool calls, no cost budget, 3 repairs. */
+export const guardLimits = (over: Partial<GuardLimits> = {}): GuardLimits => ({
+  maxIterations: 10,
+  maxToolCalls: 50,
+  maxCostUsd: 0,
+  maxRepairs: 3,
+  ...over,
+});

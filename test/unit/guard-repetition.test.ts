@@ -1,21 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { guardLimits as limits } from "../helpers/fixtures.js";
 import {
   CALL_WINDOW,
   callCount,
   checkToolCall,
   initialGuardState,
   toolCallHash,
-  type GuardLimits,
 } from "../../shared/loop/guard.js";
-
-const limits = (over: Partial<GuardLimits> = {}): GuardLimits => ({
-  maxIterations: 10,
-  maxToolCalls: 50,
-  maxCostUsd: 0,
-  maxRepairs: 3,
-  ...over,
-});
 
 describe("LoopGuard: repeated and alternating tool calls (INV-004)", () => {
   it("INV-004 third identical tool call is blocked [test_pingpong_detection]", () => {

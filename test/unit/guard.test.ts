@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { guardLimits as limits } from "../helpers/fixtures.js";
 import {
   checkDeadline,
   checkIteration,
@@ -14,14 +15,6 @@ import {
   type GuardState,
 } from "../../shared/loop/guard.js";
 import type { StopReason } from "../../shared/contracts/model.js";
-
-const limits = (over: Partial<GuardLimits> = {}): GuardLimits => ({
-  maxIterations: 10,
-  maxToolCalls: 50,
-  maxCostUsd: 0,
-  maxRepairs: 3,
-  ...over,
-});
 
 function iterate(state: GuardState, l: GuardLimits, times: number) {
   let s = state;
