@@ -40,12 +40,16 @@ export async function casChange<S extends z.ZodType, R>(
       else await deps.kv.update(key, data, entry.revision);
       return result;
     } catch (err) {
-      // A value over the server's max_payload is refused by the client before it is sent: it would
-      // be refused on every attempt.
-      if (err instanceof InvalidArgumentError)
-        throw new AgentError("PAYLOAD_TOO_LARGE", `key '${key}': ${data.length} bytes: ${err.message}`, {
-          cause: err,
-        });
+      // The client refuses what it can never send (a value over the server's max_payload) before
+      // sending it: every attempt would be refused the same way.
+      if (err instanceof InvalidArgumentError) {
+        const tooLarge = err.message.includes("max_payload");
+        throw new AgentError(
+          tooLarge ? "PAYLOAD_TOO_LARGE" : "INVALID_INPUT",
+          `key '${key}': ${data.length} bytes: ${err.message}`,
+          { cause: err },
+        );
+      }
       // Another replica wrote first (or the write timed out): read again and decide again.
       await deps.clock.sleep(fullJitterDelay(Math.min(attempt, 6), BACKOFF, deps.random));
     }

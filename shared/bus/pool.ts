@@ -49,7 +49,7 @@ const sizes = new WeakMap<PoolState, number>();
 function sizeOf(state: PoolState): number {
   let size = sizes.get(state);
   if (size === undefined) {
-    size = new TextEncoder().encode(JSON.stringify(state)).length;
+    size = JSON.stringify(state).length;
     sizes.set(state, size);
   }
   return size;
