@@ -1,8 +1,8 @@
-import { NoRespondersError, RequestError, TimeoutError, type NatsConnection } from "@nats-io/transport-node";
+import { NoRespondersError, RequestError, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import type { z } from "zod";
 import { AgentError, type ErrorCode } from "../runtime/errors.js";
 import { decode, encode } from "./codec.js";
-import { linkOf } from "./link.js";
+import { ReplyError, ReplyInbox } from "./reply-inbox.js";
 
 /** The server's own answer that no subscription exists for a request's subject (not a timeout). */
 export function isNoResponders(err: unknown): boolean {
@@ -29,40 +29,39 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
   options: RequestOptions,
 ): Promise<z.output<R>> {
   const data = encode(request.schema, request.value);
-  let forget = (): void => undefined;
+  let msg: Msg;
   try {
-    // A reply sent while this connection was away is gone for good (the inbox had no interest on
-    // the server that routed it): give up at the disconnect instead of waiting out the timeout.
-    const lost = new Promise<never>((_, reject) => {
-      forget = linkOf(nc).onDisconnect(() =>
-        reject(
-          new AgentError(
-            options.timeout ?? "BUS_UNAVAILABLE",
-            `the connection dropped while waiting for a reply on '${subject}': the outcome is unknown`,
-          ),
-        ),
-      );
-    });
-    const msg = await Promise.race([nc.request(subject, data, { timeout: options.timeoutMs }), lost]);
-    return decode(reply, msg.data);
+    msg = await ReplyInbox.of(nc).request(subject, data, { timeoutMs: options.timeoutMs });
   } catch (err) {
-    if (err instanceof AgentError) throw err;
-    if (isNoResponders(err)) {
-      throw new AgentError(options.unavailable ?? "BUS_UNAVAILABLE", `nobody is serving '${subject}'`, {
+    throw requestFailure(err, subject, options);
+  }
+  return decode(reply, msg.data);
+}
+
+/** A transport failure as an AgentError with the caller's codes. */
+function requestFailure(err: unknown, subject: string, options: RequestOptions): AgentError {
+  if (!(err instanceof ReplyError))
+    return new AgentError("BUS_UNAVAILABLE", `request on '${subject}' failed: ${String(err)}`, {
+      cause: err,
+    });
+  switch (err.reason) {
+    case "no-responders":
+      return new AgentError(options.unavailable ?? "BUS_UNAVAILABLE", `nobody is serving '${subject}'`, {
         cause: err,
       });
-    }
-    if (err instanceof TimeoutError) {
-      throw new AgentError(
+    case "timeout":
+      return new AgentError(
         options.timeout ?? "BUS_UNAVAILABLE",
         `no reply on '${subject}' within ${options.timeoutMs} ms`,
         { cause: err },
       );
-    }
-    throw new AgentError("BUS_UNAVAILABLE", `request on '${subject}' failed: ${String(err)}`, {
-      cause: err,
-    });
-  } finally {
-    forget();
+    case "disconnected":
+      // A reply sent while this connection was away is gone for good (the inbox had no interest on
+      // the server that routed it): give up at the disconnect instead of waiting out the timeout.
+      return new AgentError(
+        options.timeout ?? "BUS_UNAVAILABLE",
+        `the connection dropped while waiting for a reply on '${subject}': the outcome is unknown`,
+        { cause: err },
+      );
   }
 }
