@@ -35,7 +35,7 @@ const publishers = new WeakMap<NatsConnection, AckPublisher>();
  * The same wire exchange as the client's `js.publish` (a message with a reply subject, answered by
  * the stream with a PubAck or an API error), through the connection's ReplyInbox: `js.publish`
  * goes through the client's request per message, 1.3× the client CPU per publish one at a time,
- * 2.6× with 64 in flight (`node bench/micro/publish-ack.ts`).
+ * 2.5× with 64 in flight (`node bench/micro/publish-ack.ts`).
  */
 export class AckPublisher {
   private constructor(

@@ -37,8 +37,8 @@ const inboxes = new WeakMap<NatsConnection, ReplyInbox>();
  * The same wire exchange as the client's `nc.request` (a message with a reply subject), but every
  * reply of a connection arrives on one subscription and overdue requests are failed by one sweep:
  * the client's request makes its own timer and mux entry, and an error object with a stack trace
- * even on success, 1.2–1.3× the client CPU per exchange one at a time, 2.6× with 64 in flight
- * (`node bench/micro/publish-ack.ts`, `node bench/micro/request-reply.ts`).
+ * even on success: 1.3× the client CPU per request one at a time, 4× with 64 in flight
+ * (`node bench/micro/publish-ack.ts`).
  */
 export class ReplyInbox {
   private readonly inbox = createInbox();
