@@ -7,18 +7,19 @@ import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
-import { toAgentError } from "../../shared/runtime/errors.js";
+import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { ClusterClient, readSpecFile } from "./client.js";
 import { contracts, replayRun, tailAudit } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
 import { auditLine, statusLine } from "./render.js";
-import { specFromFlags, type SpecFlags } from "./spec-flags.js";
+import { SPEC_FLAGS, specFromFlags, type SpecFlags } from "./spec-flags.js";
 
-const RUN_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const runIdArg = (value: string): string => {
-  if (!RUN_ID.test(value)) throw new InvalidArgumentError("a runId is 1-64 characters of [A-Za-z0-9_-]");
+  if (!RUN_ID_PATTERN.test(value))
+    throw new InvalidArgumentError("a runId is 1-64 characters of [A-Za-z0-9_-]");
   return value;
 };
 
@@ -42,6 +43,33 @@ const positiveInt = (value: string): number => {
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("expected a positive integer");
   return n;
 };
+
+const nonNegativeInt = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a whole number, 0 or more");
+  return n;
+};
+
+const nonNegativeNumber = (value: string): number => {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n < 0)
+    throw new InvalidArgumentError("expected a number, 0 or more");
+  return n;
+};
+
+type SubmitFlags = SpecFlags & { runId?: string; watch?: boolean };
+
+/** A flag that shapes a spec, given with a spec file, would be ignored: refused instead. */
+function refuseSpecFlags(command: Command): void {
+  const given = SPEC_FLAGS.filter((key) => command.getOptionValueSource(key) === "cli");
+  if (given.length > 0)
+    throw new AgentError(
+      "INVALID_INPUT",
+      `${given.map(flagName).join(", ")} shape a spec from flags; with a spec file, set them in the file`,
+    );
+}
+
+const flagName = (key: string): string => `--${key.replaceAll(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
@@ -74,9 +102,14 @@ export function program(): Command {
     .option("--tools <list>", "comma-separated tool names", "")
     .option("--capabilities <list>", "comma-separated capability kinds", "compute")
     .option("--max-iterations <n>", "iteration budget", positiveInt)
+    .option("--max-tool-calls <n>", "tool call budget", nonNegativeInt)
+    .option("--max-cost-usd <usd>", "cost budget in US dollars (0: unlimited)", nonNegativeNumber)
+    .option("--max-tokens-budget <n>", "token budget, input and output", positiveInt)
+    .option("--deadline-ms <ms>", "wall-clock budget of the run", positiveInt)
     .option("--pattern <regex>", "the answer must match this")
     .option("--requires-approval", "a human approves the commit")
-    .action(async (path: string | undefined, opts: SpecFlags & { runId?: string; watch?: boolean }) => {
+    .action(async (path: string | undefined, opts: SubmitFlags, command: Command) => {
+      if (path) refuseSpecFlags(command);
       const spec = path ? ((await readSpecFile(path)) as Record<string, unknown>) : specFromFlags(opts);
       await withClient(async (client) => {
         const reply = await client.submit(opts.runId ? { ...spec, runId: opts.runId } : spec);

@@ -9,9 +9,29 @@ export interface SpecFlags {
   tools: string;
   capabilities: string;
   maxIterations?: number;
+  maxToolCalls?: number;
+  /** 0: unlimited. */
+  maxCostUsd?: number;
+  maxTokensBudget?: number;
+  deadlineMs?: number;
   requiresApproval?: boolean;
   pattern?: string;
 }
+
+/** The run's budgets the flags may set (the RunSpec's `agent.resources`); the rest keep their defaults. */
+const BUDGETS = ["maxIterations", "maxToolCalls", "maxCostUsd", "maxTokensBudget", "deadlineMs"] as const;
+
+/** Flags that shape a spec: with a spec file they would be ignored, so they are refused instead. */
+export const SPEC_FLAGS: readonly (keyof SpecFlags)[] = [
+  "prompt",
+  "name",
+  "model",
+  "tools",
+  "capabilities",
+  "requiresApproval",
+  "pattern",
+  ...BUDGETS,
+];
 
 /**
  * A RunSpec from command-line flags, for quick runs without a file. Convergence is explicit as
@@ -39,9 +59,14 @@ export function specFromFlags(flags: SpecFlags): Record<string, unknown> {
       model: modelRef(flags.model),
       tools: list(flags.tools),
       capabilities: list(flags.capabilities),
-      ...(flags.maxIterations ? { resources: { maxIterations: flags.maxIterations } } : {}),
+      ...budgets(flags),
     },
   };
+}
+
+function budgets(flags: SpecFlags): { resources?: Record<string, number> } {
+  const set = BUDGETS.flatMap((key) => (flags[key] === undefined ? [] : [[key, flags[key]] as const]));
+  return set.length > 0 ? { resources: Object.fromEntries(set) } : {};
 }
 
 function modelRef(value: string): Record<string, unknown> {

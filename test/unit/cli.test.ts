@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { SubmitRequest } from "../../shared/contracts/cluster.js";
+import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { specFromFlags } from "../../services/cli/spec-flags.js";
 
 const base = { name: "n", model: "scripted:hi", tools: "", capabilities: "compute" };
@@ -31,5 +32,44 @@ describe("agentctl submit flags", () => {
     expect(model("anthropic:claude-x")).toMatchObject({ provider: "anthropic", model: "claude-x" });
     expect(() => specFromFlags({ ...base, prompt: "p", model: "gpt" })).toThrow(/--model 'gpt'/);
     expect(() => specFromFlags({ ...base })).toThrow(/--prompt/);
+  });
+
+  it("set the run's budgets; the ones not given keep the spec's defaults", () => {
+    const resources = (flags: Record<string, number>) =>
+      SubmitRequest.parse(specFromFlags({ ...base, prompt: "p", ...flags })).agent.resources;
+    expect(
+      resources({ maxToolCalls: 0, maxCostUsd: 0.25, maxTokensBudget: 5_000, deadlineMs: 60_000 }),
+    ).toMatchObject({
+      maxIterations: 20,
+      maxToolCalls: 0,
+      maxCostUsd: 0.25,
+      maxTokensBudget: 5_000,
+      deadlineMs: 60_000,
+    });
+    expect(resources({})).toMatchObject({ maxIterations: 20, maxToolCalls: 50, maxCostUsd: 0 });
+  });
+
+  it("parse budgets strictly, and refuse spec flags next to a spec file instead of ignoring them", async () => {
+    // Each fails before agentctl connects: no server needed.
+    const refusal = async (...args: string[]): Promise<{ code: string; message: string }> => {
+      const failed = await runProcess(process.execPath, [AGENTCTL, "submit", ...args]).then(
+        () => undefined,
+        (err: { code: number; stderr: string }) => err,
+      );
+      expect(failed).toMatchObject({ code: 2 });
+      const last = failed?.stderr.trim().split("\n").at(-1) ?? "";
+      return (JSON.parse(last) as { error: { code: string; message: string } }).error;
+    };
+    expect(await refusal("--prompt", "p", "--max-cost-usd", "-1")).toMatchObject({
+      code: "INVALID_INPUT",
+      message: expect.stringMatching(/0 or more/) as string,
+    });
+    expect(await refusal("--prompt", "p", "--max-tool-calls", "1.5")).toMatchObject({
+      message: expect.stringMatching(/whole number/) as string,
+    });
+    expect(await refusal("spec.yaml", "--max-cost-usd", "2", "--prompt", "p")).toEqual({
+      code: "INVALID_INPUT",
+      message: "--prompt, --max-cost-usd shape a spec from flags; with a spec file, set them in the file",
+    });
   });
 });
