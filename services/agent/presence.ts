@@ -2,6 +2,7 @@ import type { Msg, Subscription } from "@nats-io/transport-node";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode, encode } from "../../shared/bus/codec.js";
+import { ReplyInbox } from "../../shared/bus/reply-inbox.js";
 import { isNoResponders } from "../../shared/bus/request.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { PeerTable, type Peer } from "./peers.js";
@@ -131,8 +132,8 @@ export class WorkerPresence {
     const { bus, options } = this;
     const fields = { worker: peer.workerId, instance: peer.instance };
     try {
-      const reply = await bus.nc.request(bus.subjects.workerPing(peer.instance), EMPTY, {
-        timeout: Math.min(options.deadAfterMs, PING_TIMEOUT_MS),
+      const reply = await ReplyInbox.of(bus.nc).request(bus.subjects.workerPing(peer.instance), EMPTY, {
+        timeoutMs: Math.min(options.deadAfterMs, PING_TIMEOUT_MS),
       });
       this.table.heard(decode(WorkerBeat, reply.data), bus.clock.now());
     } catch (err) {

@@ -1,4 +1,4 @@
-import { NoRespondersError, RequestError, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { z } from "zod";
 import { AgentError, type ErrorCode } from "../runtime/errors.js";
 import { decode, encode } from "./codec.js";
@@ -6,7 +6,7 @@ import { ReplyError, ReplyInbox } from "./reply-inbox.js";
 
 /** The server's own answer that no subscription exists for a request's subject (not a timeout). */
 export function isNoResponders(err: unknown): boolean {
-  return err instanceof NoRespondersError || (err instanceof RequestError && err.isNoResponders());
+  return err instanceof ReplyError && err.reason === "no-responders";
 }
 
 export interface RequestOptions {
