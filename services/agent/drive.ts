@@ -104,9 +104,10 @@ export class RunLease {
     const { bus } = this.deps;
     const now = bus.clock.now();
     const { spec: jobSpec, event } = this.job;
-    // A run's first job (its spec, no outside event) leads to a model call once the run is read,
-    // started and its memory recalled: the lease and the tools that call needs are asked for now,
-    // while that happens, rather than one after another.
+    // A job with no outside event (a run's first, or a takeover) mostly leads to a model call once
+    // the run is read: its lease, and a first run's tools, are asked for now, while that happens,
+    // rather than one after another. A lease the run turns out not to need goes back on release.
+    if (!event) this.deps.leases.prefetch({ runId: this.job.runId, rootRunId: this.job.rootRunId });
     const early = jobSpec && !event ? this.askEarly(jobSpec) : undefined;
     const known = await new RunStatusStore(bus.buckets.runs).get(this.job.runId);
     const checkpointSeq = known?.checkpointSeq;
@@ -135,18 +136,13 @@ export class RunLease {
     };
     if (records.length === 0) return this.start(spec, now);
     const replayed = replay(records, this.config, { fromCheckpoint: true, compareSnapshots: false });
-    // A run taken over while it waited on the model calls it first: its lease is asked for while
-    // the records its previous writer owed are written.
-    if (!event && awaitsModel(replayed.state)) this.deps.leases.prefetch(replayed.state);
     const endsAtCheckpoint = endsWithCheckpoint([...records, ...replayed.unwritten]);
     await this.journal.catchUp(replayed.unwritten, replayed.audits, endsAtCheckpoint);
     return this.resume(replayed.state, now);
   }
 
-  /** Asks for a fresh run's first lease and its tools; the tools' answer is what is returned. */
+  /** Asks for a fresh run's tools; the answer is what is returned. */
   private askEarly(spec: RunSpec): Promise<ToolDescriptor[]> {
-    const { job } = this;
-    this.deps.leases.prefetch({ runId: job.runId, rootRunId: job.rootRunId });
     const tools = this.deps.discover(spec.agent.tools);
     // Awaited in open(), unless the WAL shows another spec; a failure then must not go unhandled.
     tools.catch(() => undefined);
@@ -302,10 +298,6 @@ function effectName(effect: AwaitingEffect): string {
   if (effect.type === "callModel") return "model";
   if (effect.type === "callTool") return effect.tool === SPAWN_TOOL ? "spawn" : "tool";
   return effect.type;
-}
-
-function awaitsModel(state: LoopState): boolean {
-  return state.awaiting?.type === "callModel" && state.phase !== "HALT";
 }
 
 function sameTools(a: RunSpec, b: RunSpec | undefined): boolean {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { WORKER_CONSUMER } from "../../shared/bus/jobs.js";
+import { continuationJob, publishJob, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
+import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -22,6 +23,12 @@ async function parked(script: { text: string }[]): Promise<{ runId: string; iter
   const { runId } = await suite.client.submit(spec({ requiresApproval: true, script }));
   const status = await suite.waitFor(runId, (s) => s.status === "awaiting_approval");
   return { runId, iteration: status.iteration };
+}
+
+/** Jobs the worker consumer has taken, and whether any is still queued or being worked on. */
+async function queue(): Promise<{ delivered: number; busy: number }> {
+  const info = await suite.bus.jsm.consumers.info(suite.bus.subjects.streams().runs, WORKER_CONSUMER);
+  return { delivered: info.delivered.consumer_seq, busy: info.num_pending + info.num_ack_pending };
 }
 
 describe("approvals through agentctl, on a cluster of processes", () => {
@@ -89,5 +96,35 @@ describe("approvals through agentctl, on a cluster of processes", () => {
     expect(JSON.parse((bad as { stderr: string }).stderr.trim().split("\n").at(-1) ?? "")).toMatchObject({
       error: { code: "INVALID_INPUT" },
     });
+  }, 60_000);
+
+  it("a job with no event for a parked run (a re-queue) changes nothing: the run stays parked, and the lease its worker asked ahead goes back to the tree", async () => {
+    const run = await parked([{ text: "ship it" }]);
+    const budget = new TreeBudget({ ...suite.bus, kv: suite.bus.buckets.pool });
+    const calls = (await suite.audit(run.runId)).filter((e) => e.kind === "model.responded").length;
+    expect(calls).toBe(1);
+    await expect.poll(() => budget.used(run.runId), { timeout: 5_000 }).toBe(calls);
+
+    const before = await queue();
+    const status = await suite.waitFor(run.runId, (s) => s.status === "awaiting_approval");
+    await publishJob(suite.bus, continuationJob(status), `${run.runId}:requeue`);
+    await expect
+      .poll(
+        async () => {
+          const now = await queue();
+          return now.delivered > before.delivered && now.busy === 0;
+        },
+        { timeout: 10_000 },
+      )
+      .toBe(true);
+    // The worker asks for a lease as it opens any job without an event (most lead to a model
+    // call); this one needed none, and what it leased went back.
+    await expect.poll(() => budget.used(run.runId), { timeout: 5_000 }).toBe(calls);
+    expect((await suite.waitFor(run.runId, (s) => s.status === "awaiting_approval")).iteration).toBe(
+      run.iteration,
+    );
+
+    await agentctl("approve", run.runId, "--by", "dave");
+    expect((await suite.waitFor(run.runId, settled)).status).toBe("committed");
   }, 60_000);
 });
