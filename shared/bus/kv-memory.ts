@@ -1,4 +1,4 @@
-import type { JetStreamClient } from "@nats-io/jetstream";
+import { JetStreamApiError, type JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { z } from "zod";
 import type { MemoryEntry, MemoryStore } from "../memory/memory.js";
@@ -8,6 +8,7 @@ import { sha256 } from "../runtime/hash.js";
 import { decode, encode } from "./codec.js";
 import { readLatest } from "./read-range.js";
 import type { Subjects } from "./subjects.js";
+import { WRONG_LAST_SEQUENCE } from "./wal.js";
 
 /** Where recalls read the bucket from: the reads client and the bucket's name. */
 export interface MemoryReads {
@@ -45,20 +46,29 @@ export class KvMemory implements MemoryStore {
   /**
    * The same text again is the same key, and the entry already there is kept: rewriting it would
    * replace its message in the bucket, and a recall streaming the namespace at that moment waits
-   * out the stream's idle heartbeat (30 s) for a message that is gone.
+   * out the stream's idle heartbeat (30 s) for a message that is gone. A put that expects the key
+   * to have no message is one round trip for a new memory and two for a known one (the KV client's
+   * create reads the key itself after its put is refused: a third).
    */
   async remember(namespace: string, text: string): Promise<MemoryEntry> {
     const entry: MemoryEntry = { id: memoryId(text), text, createdAt: this.clock.now() };
     const key = `${prefixOf(namespace)}.${entry.id}`;
+    const value = encode(StoredMemory, { ...entry, namespace });
     try {
-      await this.kv.create(key, encode(StoredMemory, { ...entry, namespace }));
+      await this.kv.put(key, value, { previousSeq: 0 });
       return entry;
     } catch (err) {
-      const held = await this.kv.get(key);
-      if (!held || held.operation !== "PUT") throw err;
+      if (!(err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE)) throw err;
+    }
+    const held = await this.kv.get(key);
+    if (held?.operation === "PUT") {
       const { id, createdAt } = decode(StoredMemory, held.value);
       return { id, text, createdAt };
     }
+    // Forgotten (its latest message a delete marker), or gone since: remembered anew.
+    if (held) await this.kv.update(key, value, held.revision);
+    else await this.kv.create(key, value);
+    return entry;
   }
 
   /**

@@ -28,9 +28,18 @@ describe("cluster state in KV", () => {
     // The same text again is the entry already there: the bucket holds it once.
     const first = await store.remember("agent/c", "the cache is flushed nightly");
     await new Promise((r) => setTimeout(r, 5));
+    const sent = suite.nc.stats().outMsgs;
     const again = await store.remember("agent/c", "the cache is flushed nightly");
     expect(again).toEqual(first);
+    // Two round trips: the put that expects no message, refused, then the read of what is there.
+    expect(suite.nc.stats().outMsgs - sent).toBe(2);
     expect(await store.recall("agent/c", "cache flushed", 5)).toEqual([first]);
+    // A forgotten memory can be remembered again: written over its delete marker.
+    const back = await store.remember("agent/a", "postgres runs on port 5432");
+    expect(back.id).toBe(a.id);
+    expect((await store.recall("agent/a", "postgres", 5)).map((h) => h.text)).toEqual([
+      "postgres runs on port 5432",
+    ]);
     // Each recall deletes the consumer it read with: none is left on the bucket's stream.
     const jsm = await suite.reads.jetstreamManager(false);
     const stream = `KV_${suite.subjects.buckets().memory}`;
