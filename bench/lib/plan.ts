@@ -11,6 +11,11 @@ export interface Plan {
   resumeLoops: number;
   /** W3: recorded steps before the resume. */
   historyLengths: number[];
+  /**
+   * W3, hot: the least time between one resume and the next, longer than nats-server 2.9 keeps a
+   * block's cache after a read (5 s; see measureHistory). 0 in the quick plan, a smoke run.
+   */
+  resumeIdleMs: number;
   /** W4: runs parked waiting for approval. */
   parked: number;
 }
@@ -23,6 +28,7 @@ export const PLANS: Record<Plan["mode"], Plan> = {
     pairedLoops: 60,
     resumeLoops: 100,
     historyLengths: [10, 1000, 10_000],
+    resumeIdleMs: 6_000,
     parked: 10_000,
   },
   quick: {
@@ -32,6 +38,7 @@ export const PLANS: Record<Plan["mode"], Plan> = {
     pairedLoops: 4,
     resumeLoops: 20,
     historyLengths: [10, 100],
+    resumeIdleMs: 0,
     parked: 200,
   },
 };

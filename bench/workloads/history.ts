@@ -227,7 +227,11 @@ async function writeFiller(cluster: OurCluster, round: number): Promise<void> {
  * hold stops growing, which a context window makes so (see W3_CONTEXT_MESSAGES).
  *
  * Two conditions. Hot: each history is resumed as soon as it is written, as a run is taken over
- * right after its worker died. Cold: every history is written first, then, after a pause, each is
+ * right after its worker died, and no sooner than plan.resumeIdleMs after the previous resume:
+ * nats-server 2.9 keeps a file block's cache only while the block was read in the last 5 s, and a
+ * short history, written in milliseconds into the block the previous resume had just read, would
+ * find it cached where the 10,000-step one (6 s of writing) finds it dropped; every length now
+ * finds its block as a takeover in production does, with no read of it in the last 5 s. Cold: every history is written first, then, after a pause, each is
  * resumed, as a run is resumed long after it stopped (an approval decided later): the server then
  * reads what the run spans from disk rather than from its caches. Lengths go in rounds, each round
  * in a rotated order, so that neither the stream's growth nor a noisy moment of the machine lands
@@ -270,10 +274,15 @@ export async function measureHistory(
       return undefined;
     });
   };
-  /** Hot: resumed as soon as it is written. */
+  let lastResumed = 0;
+  /** Hot: resumed as soon as it is written, and no sooner than plan.resumeIdleMs after the last. */
   const sample = async (c: Case, round: number): Promise<void> => {
     const parked = await write(c, round);
-    if (parked) await resume(c, parked);
+    if (!parked) return;
+    const idle = plan.resumeIdleMs - (performance.now() - lastResumed);
+    if (idle > 0) await new Promise((resolve) => setTimeout(resolve, idle));
+    await resume(c, parked);
+    lastResumed = performance.now();
   };
   try {
     // Resumes that warm both workers (JIT, the tool catalog) are not counted.
