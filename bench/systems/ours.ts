@@ -53,6 +53,8 @@ export class OurCluster {
   /** WAL messages this process has taken in, per run (its subscription can lag behind a burst). */
   private readonly walTaken = new Map<string, number>();
   private readonly subs: Subscription[] = [];
+  /** Runs the bench no longer follows (see forget). */
+  private readonly forgotten = new Set<string>();
   /** Called for every WAL message as it becomes durable: its run, record types and writer (from the message id). */
   readonly walListeners = new Set<
     (message: { runId: string; types: string[]; writer: string; at: number }) => void
@@ -115,11 +117,12 @@ export class OurCluster {
       for await (const msg of wal) {
         const { runId, types } = walMessage(msg);
         const at = now();
-        this.walTaken.set(runId, (this.walTaken.get(runId) ?? 0) + 1);
         if (this.walListeners.size > 0) {
           const writer = msg.headers?.get("Nats-Msg-Id").split(":")[2] ?? "";
           for (const listener of this.walListeners) listener({ runId, types, writer, at });
         }
+        if (this.forgotten.has(runId)) continue;
+        this.walTaken.set(runId, (this.walTaken.get(runId) ?? 0) + 1);
         if (!types.includes("MODEL")) continue;
         const t = this.tracker(runId);
         t.stepsMs.push(at - t.lastAt);
@@ -132,6 +135,7 @@ export class OurCluster {
         const status = scope === "approval" ? "awaiting_approval" : kind;
         if (!runId || !["committed", "failed", "halted", "awaiting_approval"].includes(status ?? ""))
           continue;
+        if (this.forgotten.has(runId)) continue;
         const t = this.tracker(runId);
         t.status = status;
         t.endedAt = now();
@@ -179,6 +183,17 @@ export class OurCluster {
         );
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
+  }
+
+  /**
+   * Stops following a run the bench did not submit, and drops what it kept of it (a W3 history's
+   * tracker holds a timing per step of its history, 10,000 for the longest, for the rest of the
+   * bench otherwise).
+   */
+  forget(runId: string): void {
+    this.forgotten.add(runId);
+    this.trackers.delete(runId);
+    this.walTaken.delete(runId);
   }
 
   /** Hands a run to the workers with `job` and times it until the run's next WAL record is durable. */

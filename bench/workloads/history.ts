@@ -266,6 +266,7 @@ export async function measureHistory(
       (ms) => c.samples.push(ms),
       (err: unknown) => failed(c, err),
     );
+    cluster.forget(parked.runId);
   };
   const write = async (c: Case, round: number): Promise<Parked | undefined> => {
     if (c.error) return undefined;
