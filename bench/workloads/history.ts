@@ -230,12 +230,12 @@ async function writeFiller(cluster: OurCluster, round: number): Promise<void> {
  * right after its worker died, and no sooner than plan.resumeIdleMs after the previous resume:
  * nats-server 2.9 keeps a file block's cache only while the block was read in the last 5 s, and a
  * short history, written in milliseconds into the block the previous resume had just read, would
- * find it cached where the 10,000-step one (6 s of writing) finds it dropped; every length now
- * finds its block as a takeover in production does, with no read of it in the last 5 s. Cold: every history is written first, then, after a pause, each is
- * resumed, as a run is resumed long after it stopped (an approval decided later): the server then
- * reads what the run spans from disk rather than from its caches. Lengths go in rounds, each round
- * in a rotated order, so that neither the stream's growth nor a noisy moment of the machine lands
- * on one length only.
+ * find it cached where the 10,000-step one (6 s of writing) finds it dropped; so every length
+ * finds its block as a takeover in production does, not read in the last 5 s. Cold: every
+ * history is written first, then, after a pause, each is resumed, as a run is resumed long after
+ * it stopped (an approval decided later): the server then reads what the run spans from disk
+ * rather than from its caches. Lengths go in rounds, each round in a rotated order, so that
+ * neither the stream's growth nor a noisy moment of the machine lands on one length only.
  */
 export async function measureHistory(
   plan: Plan,

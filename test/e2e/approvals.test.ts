@@ -37,13 +37,7 @@ describe("approvals through agentctl, on a cluster of processes", () => {
     const rejected = await parked([{ text: "ship it" }]);
     // Parked runs hold no job: once the worker acknowledges the last one (just after it records
     // the wait), nothing is pending or being worked on in the queue.
-    const queued = async (): Promise<number> => {
-      const info = await suite.bus.jsm.consumers.info(suite.bus.subjects.streams().runs, WORKER_CONSUMER);
-      return info.num_pending + info.num_ack_pending;
-    };
-    const until = Date.now() + 5_000;
-    while ((await queued()) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-    expect(await queued()).toBe(0);
+    await expect.poll(async () => (await queue()).busy, { timeout: 5_000 }).toBe(0);
     expect((await agentctl("approve", approved.runId, "--by", "alice")).stdout).toMatch(/approve recorded/);
     await agentctl("reject", rejected.runId, "--by", "bob", "--reason", "not today");
 
