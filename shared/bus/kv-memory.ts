@@ -65,9 +65,9 @@ export class KvMemory implements MemoryStore {
       const { id, createdAt } = decode(StoredMemory, held.value);
       return { id, text, createdAt };
     }
-    // Forgotten (its latest message a delete marker), or gone since: remembered anew.
-    if (held) await this.kv.update(key, value, held.revision);
-    else await this.kv.create(key, value);
+    // Forgotten (its latest message a delete marker), or gone since: the bucket's own create
+    // writes over a delete marker.
+    await this.kv.create(key, value);
     return entry;
   }
 
