@@ -1,5 +1,7 @@
 import type { Plan } from "../lib/plan.ts";
 import type { Finding } from "../lib/row.ts";
+import { POOL_KEY } from "../../dist/shared/bus/pool.js";
+import { CpuMeter } from "../lib/cpu.ts";
 import { rssOf } from "../lib/rss.ts";
 import { round } from "../lib/stats.ts";
 import { ourLoopSpec } from "../lib/workload.ts";
@@ -24,6 +26,13 @@ interface Phase {
   /** Runs that ended as expected: parked, or committed. */
   ended: number;
   perSec: number;
+  /** CPU per run, µs, by process (nats-server left out: the bench's own reads go through it too). */
+  cpuPerRun: Record<string, number>;
+  /**
+   * Runs still holding a pool slot when the last run had ended: for runs that commit, how far the
+   * supervisor's releases trail the runs (each holds its slot until its release is written).
+   */
+  slotsHeld: number;
   /** RSS growth per process over the phase, bytes. */
   grown: Record<string, number>;
   storedBytes: number;
@@ -49,6 +58,7 @@ async function phase(
     const bytesBefore = await cluster.storedBytes();
     let next = 0;
     let ended = 0;
+    const cpu = await CpuMeter.start(cluster.pids);
     const t0 = performance.now();
     const submitter = async (): Promise<void> => {
       while (next < count) {
@@ -59,6 +69,9 @@ async function phase(
     };
     await Promise.all(Array.from({ length: SUBMITTERS }, submitter));
     const wallMs = performance.now() - t0;
+    const cpuPerRun = await cpu.perStep(Math.max(ended, 1));
+    const ledger = await cluster.bus.buckets.pool.get(POOL_KEY);
+    const slotsHeld = ledger?.operation === "PUT" ? ledger.json<{ active: string[] }>().active.length : 0;
     // Let garbage collection catch up before reading memory: a parked run must leave nothing behind.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const after = await rss();
@@ -66,6 +79,8 @@ async function phase(
     return {
       ended,
       perSec: (ended * 1000) / wallMs,
+      cpuPerRun,
+      slotsHeld,
       grown,
       storedBytes: (await cluster.storedBytes()) - bytesBefore,
     };
@@ -90,7 +105,14 @@ export async function measureParked(
   say(`W4 baseline: ${committed.ended} runs committed`);
   const parked = await phase(natsUrl, plan.parked, oneStepSpec(true), "awaiting_approval");
   const perRun = (bytes: number, runs: number): number => round(bytes / Math.max(runs, 1));
-  const figures: Record<string, number> = { parked: parked.ended, parkPerSec: round(parked.perSec) };
+  const figures: Record<string, number> = {
+    parked: parked.ended,
+    parkPerSec: round(parked.perSec),
+    commitPerSec: round(committed.perSec),
+    "supervisor CPU µs/run": round(parked.cpuPerRun.supervisor ?? 0),
+    "supervisor CPU µs/run committed": round(committed.cpuPerRun.supervisor ?? 0),
+    "slots held at end, committed": committed.slotsHeld,
+  };
   for (const name of Object.keys(parked.grown)) {
     const grownParked = parked.grown[name] ?? 0;
     const grownCommitted = committed.grown[name] ?? 0;

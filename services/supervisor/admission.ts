@@ -8,7 +8,7 @@ import { auditCount, publishAudit } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
 import { publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
-import { PoolLedger } from "../../shared/bus/pool.js";
+import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
@@ -31,17 +31,16 @@ export interface AdmissionLimits {
  * Idempotent by runId: a second submit of a known run answers "existing" and starts nothing.
  */
 export class Admission {
-  private readonly pool: PoolLedger;
   private readonly status: RunStatusStore;
   private readonly budget: TreeBudget;
 
   constructor(
     private readonly bus: ActorBus,
+    private readonly pool: PoolLedger,
     private readonly limits: AdmissionLimits,
     private readonly ids: IdGenerator,
     private readonly metrics?: ActorMetrics,
   ) {
-    this.pool = PoolLedger.of(bus);
     this.status = new RunStatusStore(bus.buckets.runs);
     this.budget = new TreeBudget({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
   }

@@ -1,4 +1,4 @@
-import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
+import { AckPolicy, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
 import {
   ApprovalRequest,
   KillSwitchRequest,
@@ -13,7 +13,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { fanInResults, readFanOut } from "../../shared/bus/fanout.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
-import { PoolLedger } from "../../shared/bus/pool.js";
+import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -71,11 +71,21 @@ export async function setKillSwitch(bus: ActorBus, data: Uint8Array): Promise<Co
 }
 
 /**
+ * Lifecycle events handled at once by the release loop. Releases queued together share one write
+ * of the pool's ledger; handled one after another, each was a write of its own, and under a steady
+ * stream of admissions the releases fell behind: finished runs kept their slots, the ledger grew
+ * with the backlog, and every admission and release got slower with it.
+ */
+export const RELEASES_IN_FLIGHT = 64;
+
+/**
  * Frees a run's pool slot when it commits, fails or halts. Reads the audit stream's lifecycle
  * events through one durable consumer shared by all supervisor replicas, so a slot is freed even
- * if the supervisor that admitted the run is gone.
+ * if the supervisor that admitted the run is gone. Events are handled up to RELEASES_IN_FLIGHT at
+ * a time and in any order: each concerns its own run, and a fan-in is queued by whichever of a
+ * parent's children settles last (its status is written before its event).
  */
-export async function releaseSlots(bus: ActorBus, signal: AbortSignal): Promise<void> {
+export async function releaseSlots(bus: ActorBus, pool: PoolLedger, signal: AbortSignal): Promise<void> {
   const stream = bus.subjects.streams().audit;
   const existing = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER).catch(() => null);
   if (!existing) {
@@ -86,29 +96,37 @@ export async function releaseSlots(bus: ActorBus, signal: AbortSignal): Promise<
       filter_subject: bus.subjects.auditRunLifecycle(),
     });
   }
-  const pool = PoolLedger.of(bus);
   const consumer = await bus.js.consumers.get(stream, RELEASE_CONSUMER);
-  const messages = await consumer.consume({ max_messages: 64 });
+  const messages = await consumer.consume({ max_messages: RELEASES_IN_FLIGHT });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
+  const inFlight = new Set<Promise<void>>();
   for await (const msg of messages) {
-    try {
-      const event = decode(AuditEvent, msg.data);
-      if (RELEASING_KINDS.has(event.kind)) {
-        if (await pool.release(event.runId)) {
-          bus.logger.info({ runId: event.runId, kind: event.kind }, "pool slot released");
-        }
-        if (event.parentRunId) await fanIn(bus, event.parentRunId);
+    const handled: Promise<void> = onLifecycle(bus, pool, msg).finally(() => inFlight.delete(handled));
+    inFlight.add(handled);
+    if (inFlight.size >= RELEASES_IN_FLIGHT) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+}
+
+/** One lifecycle event: the run's slot freed, its parent's fan-in checked, then the ack. Never rejects. */
+async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg): Promise<void> {
+  try {
+    const event = decode(AuditEvent, msg.data);
+    if (RELEASING_KINDS.has(event.kind)) {
+      if (await pool.release(event.runId)) {
+        bus.logger.info({ runId: event.runId, kind: event.kind }, "pool slot released");
       }
-      msg.ack();
-    } catch (err) {
-      if (err instanceof AgentError && err.code === "INVALID_INPUT") {
-        bus.logger.error({ err, subject: msg.subject }, "unreadable audit event skipped");
-        msg.term();
-        continue;
-      }
-      bus.logger.error({ err, subject: msg.subject }, "could not release a pool slot; retrying");
-      msg.nak(1_000);
+      if (event.parentRunId) await fanIn(bus, event.parentRunId);
     }
+    msg.ack();
+  } catch (err) {
+    if (err instanceof AgentError && err.code === "INVALID_INPUT") {
+      bus.logger.error({ err, subject: msg.subject }, "unreadable audit event skipped");
+      msg.term();
+      return;
+    }
+    bus.logger.error({ err, subject: msg.subject }, "could not release a pool slot; retrying");
+    msg.nak(1_000);
   }
 }
 
@@ -170,7 +188,12 @@ async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
  * Resumes a halted run: it takes a pool slot again (POOL_FULL when none is free), and a job
  * carrying the resume goes to the work queue. Refused while the kill switch is on.
  */
-export async function resumeRun(bus: ActorBus, capacity: number, data: Uint8Array): Promise<ControlReply> {
+export async function resumeRun(
+  bus: ActorBus,
+  pool: PoolLedger,
+  capacity: number,
+  data: Uint8Array,
+): Promise<ControlReply> {
   const request = decode(ResumeRequest, data);
   const entry = await bus.buckets.runs.get(request.runId);
   const current = await new RunStatusStore(bus.buckets.runs).get(request.runId);
@@ -185,7 +208,6 @@ export async function resumeRun(bus: ActorBus, capacity: number, data: Uint8Arra
       `kill switch is on (${killSwitch.reason}): runs cannot resume`,
     );
   }
-  const pool = PoolLedger.of(bus);
   await pool.acquire(request.runId, capacity);
   await publishJob(
     bus,

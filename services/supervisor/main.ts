@@ -7,7 +7,7 @@ import { ControlReply, LeaseReply } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
-import { ledgerLimit, ledgerRoom } from "../../shared/bus/pool.js";
+import { ledgerLimit, ledgerRoom, PoolLedger } from "../../shared/bus/pool.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
@@ -39,8 +39,11 @@ if (env.SUPERVISOR_POOL_CAPACITY > ledgerHolds) {
     "SUPERVISOR_POOL_CAPACITY is more than the pool ledger can hold within the server's max_payload: admissions past what it holds are refused with POOL_FULL; raise max_payload to use the whole capacity",
   );
 }
+// One ledger for admissions, resumes and releases alike: changes queued together share a write.
+const pool = PoolLedger.of(bus);
 const admission = new Admission(
   bus,
+  pool,
   {
     poolCapacity: env.SUPERVISOR_POOL_CAPACITY,
     maxDepth: env.SUPERVISOR_MAX_DEPTH,
@@ -63,7 +66,7 @@ serve(bus.nc, subjects.runsSubmit(), {
 // Operator controls share one reply contract: approvals, resume, kill switch.
 const controls: [string, (msg: Msg) => Promise<ControlReply>][] = [
   [subjects.approvalsAll(), (msg) => decideApproval(bus, msg.subject, msg.data)],
-  [subjects.resume(), (msg) => resumeRun(bus, env.SUPERVISOR_POOL_CAPACITY, msg.data)],
+  [subjects.resume(), (msg) => resumeRun(bus, pool, env.SUPERVISOR_POOL_CAPACITY, msg.data)],
   [subjects.killSwitch(), (msg) => setKillSwitch(bus, msg.data)],
 ];
 for (const [subject, handle] of controls) {
@@ -79,7 +82,7 @@ serve(bus.nc, subjects.iterationLease(), {
   onFailure,
 });
 const stopping = new AbortController();
-const released = releaseSlots(bus, stopping.signal).catch((err: unknown) => {
+const released = releaseSlots(bus, pool, stopping.signal).catch((err: unknown) => {
   logger.fatal({ err }, "pool release loop stopped");
   process.exit(1);
 });
