@@ -120,13 +120,19 @@ async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg): Promise
     }
     msg.ack();
   } catch (err) {
-    if (err instanceof AgentError && err.code === "INVALID_INPUT") {
-      bus.logger.error({ err, subject: msg.subject }, "unreadable audit event skipped");
-      msg.term();
-      return;
+    try {
+      if (err instanceof AgentError && err.code === "INVALID_INPUT") {
+        bus.logger.error({ err, subject: msg.subject }, "unreadable audit event skipped");
+        msg.term();
+        return;
+      }
+      bus.logger.error({ err, subject: msg.subject }, "could not release a pool slot; retrying");
+      msg.nak(1_000);
+    } catch (closed) {
+      // The connection closed under it (a supervisor shutting down with events in flight): the
+      // event stays unacknowledged, and JetStream delivers it again to a replica or a restart.
+      bus.logger.warn({ err: closed, subject: msg.subject }, "lifecycle event left for redelivery");
     }
-    bus.logger.error({ err, subject: msg.subject }, "could not release a pool slot; retrying");
-    msg.nak(1_000);
   }
 }
 
