@@ -121,7 +121,8 @@ export class RunLease {
       checkpointSeq,
       statusEveryMs: this.deps.statusEveryMs,
       metrics: this.deps.metrics,
-      log: () => this.log,
+      logger: this.deps.logger,
+      logContext: () => this.logContext,
     });
     const records = read.records.map((r) => r.record);
     const spec = specOf(records) ?? this.job.spec;

@@ -88,7 +88,8 @@ function journal(
     checkpointSeq: undefined,
     statusEveryMs,
     metrics: new ActorMetrics("agent"),
-    log: () => silentLogger,
+    logger: silentLogger,
+    logContext: () => ({ runId }),
   });
 }
 
