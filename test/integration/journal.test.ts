@@ -1,3 +1,4 @@
+import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { RunJournal } from "../../services/agent/journal.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
@@ -12,7 +13,7 @@ import { eventOf } from "../../shared/loop/replay.js";
 import type { LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
 import { ManualClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
-import { silentLogger } from "../../shared/runtime/logger.js";
+import { createLogger, silentLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
@@ -65,6 +66,15 @@ async function transitionsOf(runId: string, steps: number): Promise<Transition[]
   return out;
 }
 
+/** What a step emits (logged at debug, so not at the info level): the journal's STEP_KINDS. */
+const STEPS = new Set([
+  "model.called",
+  "model.responded",
+  "tool.intent",
+  "tool.completed",
+  "phase.entered",
+  "memory.recalled",
+]);
 const walOf = (t: Transition): WalRecord[] => t.effects.flatMap((e) => (e.type === "wal" ? [e.record] : []));
 const auditsOf = (t: Transition): AuditEvent[] =>
   t.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
@@ -212,6 +222,34 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     expect(everyTransition).toBe((await transitionsOf("status-count", 12)).length - 1);
     expect(throttled).toBeLessThan(everyTransition / 2);
     expect(throttled).toBeGreaterThan(0);
+  });
+
+  it("logs a run's milestones at info with the lease's context, and no line for a step's events", async () => {
+    const runId = "journal-log-lines";
+    const events = (await transitionsOf(runId, 2)).flatMap(auditsOf);
+    const lines: { level: number; runId?: string; phase?: string; kind: string }[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(JSON.parse(chunk.toString()) as (typeof lines)[number]);
+        done();
+      },
+    });
+    const j = new RunJournal({
+      bus,
+      writer: new WalWriter(bus, runId, "w1", 0, 0),
+      checkpointSeq: undefined,
+      statusEveryMs: 1_000,
+      metrics: new ActorMetrics("agent"),
+      logger: createLogger({ actor: "agent", level: "info", destination }),
+      logContext: () => ({ runId, phase: "ACT" }),
+    });
+    await j.catchUp([], events, false);
+    await j.settle();
+    const milestones = events.filter((e) => !STEPS.has(e.kind));
+    expect(milestones.length).toBeGreaterThan(0);
+    expect(events.length).toBeGreaterThan(milestones.length);
+    expect(lines.map((l) => l.kind)).toEqual(milestones.map((e) => e.kind));
+    for (const line of lines) expect(line).toMatchObject({ level: 30, runId, phase: "ACT" });
   });
 
   it.each([
