@@ -235,7 +235,7 @@ export class RunJournal {
 const REPUBLISH_AT_MOST = 64;
 
 /** Audit kinds every step emits: logged at debug (the audit stream has them all). */
-const STEP_KINDS = new Set<AuditKind>([
+export const STEP_KINDS: ReadonlySet<AuditKind> = new Set<AuditKind>([
   "model.called",
   "model.responded",
   "tool.intent",

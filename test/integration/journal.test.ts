@@ -1,6 +1,6 @@
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { RunJournal } from "../../services/agent/journal.js";
+import { RunJournal, STEP_KINDS } from "../../services/agent/journal.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, publishAudit, readAudit } from "../../shared/bus/audit.js";
 import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
@@ -66,15 +66,6 @@ async function transitionsOf(runId: string, steps: number): Promise<Transition[]
   return out;
 }
 
-/** What a step emits (logged at debug, so not at the info level): the journal's STEP_KINDS. */
-const STEPS = new Set([
-  "model.called",
-  "model.responded",
-  "tool.intent",
-  "tool.completed",
-  "phase.entered",
-  "memory.recalled",
-]);
 const walOf = (t: Transition): WalRecord[] => t.effects.flatMap((e) => (e.type === "wal" ? [e.record] : []));
 const auditsOf = (t: Transition): AuditEvent[] =>
   t.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
@@ -245,7 +236,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     });
     await j.catchUp([], events, false);
     await j.settle();
-    const milestones = events.filter((e) => !STEPS.has(e.kind));
+    const milestones = events.filter((e) => !STEP_KINDS.has(e.kind));
     expect(milestones.length).toBeGreaterThan(0);
     expect(events.length).toBeGreaterThan(milestones.length);
     expect(lines.map((l) => l.kind)).toEqual(milestones.map((e) => e.kind));
