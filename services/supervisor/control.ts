@@ -76,7 +76,7 @@ export async function setKillSwitch(bus: ActorBus, data: Uint8Array): Promise<Co
  * stream of admissions the releases fell behind: finished runs kept their slots, the ledger grew
  * with the backlog, and every admission and release got slower with it.
  */
-export const RELEASES_IN_FLIGHT = 64;
+const RELEASES_IN_FLIGHT = 64;
 
 /**
  * Frees a run's pool slot when it commits, fails or halts. Reads the audit stream's lifecycle
