@@ -1,6 +1,6 @@
 import type { Plan } from "../lib/plan.ts";
 import type { Finding } from "../lib/row.ts";
-import { POOL_KEY } from "../../dist/shared/bus/pool.js";
+import { PoolLedger } from "../../dist/shared/bus/pool.js";
 import { CpuMeter } from "../lib/cpu.ts";
 import { rssOf } from "../lib/rss.ts";
 import { round } from "../lib/stats.ts";
@@ -70,8 +70,7 @@ async function phase(
     await Promise.all(Array.from({ length: SUBMITTERS }, submitter));
     const wallMs = performance.now() - t0;
     const cpuPerRun = await cpu.perStep(Math.max(ended, 1));
-    const ledger = await cluster.bus.buckets.pool.get(POOL_KEY);
-    const slotsHeld = ledger?.operation === "PUT" ? ledger.json<{ active: string[] }>().active.length : 0;
+    const slotsHeld = (await PoolLedger.of(cluster.bus).active()).length;
     // Let garbage collection catch up before reading memory: a parked run must leave nothing behind.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const after = await rss();

@@ -15,7 +15,7 @@ import type { Logger } from "../../shared/runtime/logger.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
-import { RunJournal } from "./journal.js";
+import { RunJournal, type LogContext } from "./journal.js";
 import type { IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 
@@ -61,7 +61,7 @@ export class RunLease {
   private tookOver = false;
   private config!: LoopConfig;
   /** What the lease's log lines carry; the child logger is made when a line is written (rarely). */
-  private logContext: Record<string, unknown>;
+  private logContext: LogContext;
   private contextLog: Logger | undefined;
   constructor(
     private readonly deps: LeaseDeps,

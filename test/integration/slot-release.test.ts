@@ -65,9 +65,9 @@ describe("the supervisor's slot release loop", () => {
     const first = new AbortController();
     const starting = releaseSlots(bus, pool, first.signal);
     const stream = bus.subjects.streams().audit;
-    while (!(await bus.jsm.consumers.info(stream, RELEASE_CONSUMER).catch(() => null))) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await expect
+      .poll(() => bus.jsm.consumers.info(stream, RELEASE_CONSUMER).catch(() => null), { interval: 20 })
+      .toBeTruthy();
     first.abort();
     await starting;
     const kinds = ["run.committed", "run.failed", "run.halted"] as const;
@@ -76,10 +76,7 @@ describe("the supervisor's slot release loop", () => {
     const stopping = new AbortController();
     const loop = releaseSlots(bus, pool, stopping.signal);
 
-    const until = Date.now() + 15_000;
-    while ((await pool.active()).length > 20 && Date.now() < until) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    await expect.poll(async () => (await pool.active()).length, { timeout: 15_000 }).toBe(20);
     stopping.abort();
     await loop;
 
