@@ -171,9 +171,25 @@ interface Case {
   /** Resumed after every other history of its condition was written (see measureHistory). */
   cold: boolean;
   samples: number[];
+  /** The round of each sample: a hot sample is compared with the shortest length's of its round. */
+  rounds: number[];
   walRecords: number;
   checkpointBytes: number;
   error: string;
+}
+
+/**
+ * The median, over the rounds both resumed in, of a case's resume time over the shortest length's
+ * in the same round. A round's resumes are seconds apart, the samples behind two medians minutes:
+ * this host's speed drifts by more than W3's ±20 % in minutes, so this tells growth with the length
+ * from a slow moment of the machine better than the medians do.
+ */
+function vsShortest(c: Case, base: Case): number | undefined {
+  const ratios = c.samples.flatMap((ms, i) => {
+    const at = base.rounds.indexOf(c.rounds[i] as number);
+    return at < 0 ? [] : [ms / (base.samples[at] as number)];
+  });
+  return ratios.length > 0 ? round(median(ratios)) : undefined;
 }
 
 /** A history written and left waiting on the model, as a dead worker would leave it. */
@@ -249,6 +265,7 @@ export async function measureHistory(
     window,
     cold,
     samples: [],
+    rounds: [],
     walRecords: 0,
     checkpointBytes: 0,
     error: "",
@@ -261,9 +278,12 @@ export async function measureHistory(
   };
   const rotated = (cases: Case[], round: number): Case[] =>
     cases.map((_c, i) => cases[(round + i) % cases.length] as Case);
-  const resume = async (c: Case, parked: Parked): Promise<void> => {
+  const resume = async (c: Case, parked: Parked, round: number): Promise<void> => {
     await cluster.timeResume(parked.runId, continuationJob(parked.status)).then(
-      (ms) => c.samples.push(ms),
+      (ms) => {
+        c.samples.push(ms);
+        c.rounds.push(round);
+      },
       (err: unknown) => failed(c, err),
     );
     cluster.forget(parked.runId);
@@ -282,14 +302,14 @@ export async function measureHistory(
     if (!parked) return;
     const idle = plan.resumeIdleMs - (performance.now() - lastResumed);
     if (idle > 0) await new Promise((resolve) => setTimeout(resolve, idle));
-    await resume(c, parked);
+    await resume(c, parked, round);
     lastResumed = performance.now();
   };
   try {
     // Resumes that warm both workers (JIT, the tool catalog) are not counted.
     const warm = fresh(windowed[0]?.steps ?? 10, W3_CONTEXT_MESSAGES);
     for (let i = 0; i < WARM_RESUMES; i += 1)
-      await resume(warm, await writeCase(cluster, config, warm, -1 - i));
+      await resume(warm, await writeCase(cluster, config, warm, -1 - i), -1 - i);
     for (let round = 0; round < WINDOWED_ROUNDS; round += 1) {
       for (const c of rotated(windowed, round)) await sample(c, round);
       say(
@@ -297,21 +317,29 @@ export async function measureHistory(
       );
     }
     for (let round = 0; round < WHOLE_ROUNDS; round += 1) await sample(whole, round);
-    const planned: { c: Case; parked: Parked }[] = [];
+    const planned: { c: Case; parked: Parked; round: number }[] = [];
     for (let round = 0; round < COLD_ROUNDS; round += 1) {
       for (const c of rotated(cold, round)) {
         const parked = await write(c, WINDOWED_ROUNDS + round);
-        if (parked) planned.push({ c, parked });
+        if (parked) planned.push({ c, parked, round });
         await writeFiller(cluster, round);
       }
     }
     say(`W3 cold: ${planned.length} histories written; resuming them after ${SETTLE_MS} ms`);
     await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-    for (const { c, parked } of planned) if (!c.error) await resume(c, parked);
+    for (const { c, parked, round } of planned) if (!c.error) await resume(c, parked, round);
   } finally {
     await cluster.stop();
   }
+  const shortest = (cases: Case[]): Case | undefined =>
+    cases.reduce<Case | undefined>((a, c) => (a && a.steps <= c.steps ? a : c), undefined);
+  const bases = new Map<Case, Case | undefined>([
+    ...windowed.map((c) => [c, shortest(windowed)] as const),
+    ...cold.map((c) => [c, shortest(cold)] as const),
+  ]);
   return [...windowed, whole, ...cold].map((c) => {
+    const base = bases.get(c);
+    const paired = base && base !== c ? vsShortest(c, base) : undefined;
     const figures: Record<string, number | string> = {
       steps: c.steps,
       contextMessages: c.window ?? "all",
@@ -322,6 +350,7 @@ export async function measureHistory(
       resumeMsMax: round(Math.max(...c.samples)),
       samples: c.samples.length,
       checkpointKiB: round(c.checkpointBytes / 1024),
+      ...(paired === undefined ? {} : { vsShortestMedian: paired }),
       ...(c.error ? { error: c.error } : {}),
     };
     const label = `${c.cold ? "cold " : ""}resume after ${c.steps} steps${c.window ? "" : ", whole transcript"}`;
