@@ -171,7 +171,7 @@ interface Case {
   /** Resumed after every other history of its condition was written (see measureHistory). */
   cold: boolean;
   samples: number[];
-  /** The round of each sample: a hot sample is compared with the shortest length's of its round. */
+  /** The round of each sample: it is compared with the shortest length's of its round. */
   rounds: number[];
   walRecords: number;
   checkpointBytes: number;
@@ -331,14 +331,11 @@ export async function measureHistory(
   } finally {
     await cluster.stop();
   }
-  const shortest = (cases: Case[]): Case | undefined =>
-    cases.reduce<Case | undefined>((a, c) => (a && a.steps <= c.steps ? a : c), undefined);
-  const bases = new Map<Case, Case | undefined>([
-    ...windowed.map((c) => [c, shortest(windowed)] as const),
-    ...cold.map((c) => [c, shortest(cold)] as const),
-  ]);
+  const shortest = (cases: Case[]): Case | undefined => [...cases].sort((a, b) => a.steps - b.steps)[0];
+  const [hotBase, coldBase] = [shortest(windowed), shortest(cold)];
   return [...windowed, whole, ...cold].map((c) => {
-    const base = bases.get(c);
+    // The whole-transcript case has one length only: nothing to compare it with in its rounds.
+    const base = c === whole ? undefined : c.cold ? coldBase : hotBase;
     const paired = base && base !== c ? vsShortest(c, base) : undefined;
     const figures: Record<string, number | string> = {
       steps: c.steps,
