@@ -170,9 +170,8 @@ interface Case {
   window: number | undefined;
   /** Resumed after every other history of its condition was written (see measureHistory). */
   cold: boolean;
-  samples: number[];
-  /** The round of each sample: it is compared with the shortest length's of its round. */
-  rounds: number[];
+  /** Resume times by round: a sample is compared with the shortest length's of its round. */
+  samples: Map<number, number>;
   walRecords: number;
   checkpointBytes: number;
   error: string;
@@ -185,9 +184,9 @@ interface Case {
  * from a slow moment of the machine better than the medians do.
  */
 function vsShortest(c: Case, base: Case): number | undefined {
-  const ratios = c.samples.flatMap((ms, i) => {
-    const at = base.rounds.indexOf(c.rounds[i] as number);
-    return at < 0 ? [] : [ms / (base.samples[at] as number)];
+  const ratios = [...c.samples].flatMap(([r, ms]) => {
+    const baseMs = base.samples.get(r);
+    return baseMs === undefined ? [] : [ms / baseMs];
   });
   return ratios.length > 0 ? round(median(ratios)) : undefined;
 }
@@ -264,8 +263,7 @@ export async function measureHistory(
     steps,
     window,
     cold,
-    samples: [],
-    rounds: [],
+    samples: new Map(),
     walRecords: 0,
     checkpointBytes: 0,
     error: "",
@@ -280,10 +278,7 @@ export async function measureHistory(
     cases.map((_c, i) => cases[(round + i) % cases.length] as Case);
   const resume = async (c: Case, parked: Parked, round: number): Promise<void> => {
     await cluster.timeResume(parked.runId, continuationJob(parked.status)).then(
-      (ms) => {
-        c.samples.push(ms);
-        c.rounds.push(round);
-      },
+      (ms) => c.samples.set(round, ms),
       (err: unknown) => failed(c, err),
     );
     cluster.forget(parked.runId);
@@ -334,6 +329,7 @@ export async function measureHistory(
   const shortest = (cases: Case[]): Case | undefined => [...cases].sort((a, b) => a.steps - b.steps)[0];
   const [hotBase, coldBase] = [shortest(windowed), shortest(cold)];
   return [...windowed, whole, ...cold].map((c) => {
+    const samples = [...c.samples.values()];
     // The whole-transcript case has one length only: nothing to compare it with in its rounds.
     const base = c === whole ? undefined : c.cold ? coldBase : hotBase;
     const paired = base && base !== c ? vsShortest(c, base) : undefined;
@@ -342,10 +338,10 @@ export async function measureHistory(
       contextMessages: c.window ?? "all",
       resumed: c.cold ? "cold" : "hot",
       walRecords: c.walRecords,
-      resumeMsMedian: round(median(c.samples)),
-      resumeMsMin: round(Math.min(...c.samples)),
-      resumeMsMax: round(Math.max(...c.samples)),
-      samples: c.samples.length,
+      resumeMsMedian: round(median(samples)),
+      resumeMsMin: round(Math.min(...samples)),
+      resumeMsMax: round(Math.max(...samples)),
+      samples: samples.length,
       checkpointKiB: round(c.checkpointBytes / 1024),
       ...(paired === undefined ? {} : { vsShortestMedian: paired }),
       ...(c.error ? { error: c.error } : {}),
