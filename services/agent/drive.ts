@@ -4,6 +4,7 @@ import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { checkpointFromJob } from "../../shared/bus/jobs.js";
 import { readWal, writerAfter } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
@@ -40,6 +41,8 @@ export interface LeaseDeps {
   workerId: string;
   /** Unique per lease: the WAL message ids name it, so a stale writer can never pass as this one. */
   writerId: string;
+  /** How many times JetStream has delivered the job, this time included (1: never taken before). */
+  deliveryCount: number;
   logger: Logger;
   metrics: ActorMetrics;
   /** Called every `heartbeatMs` while the lease lasts, so JetStream knows the job is alive (`working()`). */
@@ -109,8 +112,11 @@ export class RunLease {
     // rather than one after another. A lease the run turns out not to need goes back on release.
     if (!event) this.deps.leases.prefetch({ runId: this.job.runId, rootRunId: this.job.rootRunId });
     const early = jobSpec && !event ? this.askEarly(jobSpec) : undefined;
-    const known = await new RunStatusStore(bus.buckets.runs).get(this.job.runId);
-    const checkpointSeq = known?.checkpointSeq;
+    // A round trip saved on every lease the job can place (see checkpointFromJob).
+    const checkpointSeq = (
+      checkpointFromJob(this.job, this.deps.deliveryCount) ??
+      (await new RunStatusStore(bus.buckets.runs).get(this.job.runId))
+    )?.checkpointSeq;
     let read = await readWal(bus, this.job.runId, checkpointSeq ?? 1);
     // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).
     const tailless = read.records.length === 0 || endsWithCheckpoint(read.records.map((r) => r.record));

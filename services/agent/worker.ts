@@ -243,6 +243,7 @@ export class AgentWorker {
         fanOut: this.fanOut,
         workerId: this.options.workerId,
         writerId,
+        deliveryCount: msg.info.deliveryCount,
         logger: bus.logger,
         metrics: this.options.metrics,
         heartbeat: () => msg.working(),

@@ -223,6 +223,34 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     expect(await suite.logs()).not.toContain("NONDETERMINISM");
   });
 
+  it("a continuation job names its run's checkpoint: the worker reads the WAL from there, without the run status", async () => {
+    const runId = `named${Date.now().toString(36)}`;
+    const script = [...Array.from({ length: 12 }, (_, i) => echoCall(`step ${i}`)), { text: "done" }];
+    const recorded = await runner({ checkpointEvery: 4 }).run(spec({ script }), { runId });
+    const cut = recorded.wal.flatMap((r, i) => (r.type === "CHECKPOINT" ? [i] : []))[1]!;
+    const before = await new WalWriter(suite.bus, runId, "agent-0-a", 0, 0).appendAll(
+      recorded.wal.slice(0, cut),
+    );
+    // A message no build can decode, before the checkpoint: a read from the start fails on it.
+    const junk = await suite.bus.js.publish(
+      suite.bus.subjects.wal(runId),
+      new TextEncoder().encode("{not json"),
+    );
+    expect(junk.seq).toBeGreaterThan(before);
+    // The checkpoint and the next step up to its tool call's INTENT: its worker died in that call.
+    const after = new WalWriter(suite.bus, runId, "agent-0-b", junk.seq, cut + 1);
+    const checkpointSeq = await after.append(recorded.wal[cut]!);
+    await after.appendAll(recorded.wal.slice(cut + 1, cut + 4));
+    // No run status at all: the job is all the worker has to go on.
+    expect(await new RunStatusStore(suite.bus.buckets.runs).get(runId)).toBeUndefined();
+    const checkpoint = recorded.wal[cut] as Extract<WalRecord, { type: "CHECKPOINT" }>;
+    const status = { ...statusOf(checkpoint.state as LoopState, Date.now()), checkpointSeq };
+    await publishJob(suite.bus, continuationJob(status), `${runId}:named`);
+    const final = await suite.waitFor(runId, settled);
+    expect(final.status).toBe("committed");
+    expect(final.terminal?.output).toBe("done");
+  });
+
   it("a run whose log this build cannot replay stays queued: its job is offered again, waiting twice as long each time", async () => {
     const runId = `diverged${Date.now().toString(36)}`;
     const script = [...Array.from({ length: 3 }, (_, i) => echoCall(`step ${i}`)), { text: "done" }];
