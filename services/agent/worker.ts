@@ -1,4 +1,4 @@
-import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import { JetStreamError, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import { RunJob } from "../../shared/contracts/cluster.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
@@ -40,6 +40,18 @@ export interface WorkerOptions {
   retryDelayMs: number;
   env: Readonly<Record<string, string | undefined>>;
   metrics: ActorMetrics;
+}
+
+/** How long one job pull waits: a draining worker stops within this. */
+export const JOB_PULL_MS = 1_000;
+
+/**
+ * A job pull (JOB_PULL_MS) that got neither a job nor the server's idle heartbeat (every 500 ms)
+ * for two heartbeats fails with this; a busy server does that, after a burst of writes, say. The
+ * client gives no code for it, only this message.
+ */
+export function pullWentSilent(err: unknown): boolean {
+  return err instanceof JetStreamError && err.message === "heartbeats missed";
 }
 
 /** The longest a job whose lease keeps failing the same way waits before it is offered again. */
@@ -135,8 +147,14 @@ export class AgentWorker {
       }
       let msg: JsMsg | null;
       try {
-        msg = await this.consumer.next({ expires: 1_000 });
+        msg = await this.consumer.next({ expires: JOB_PULL_MS });
       } catch (err) {
+        if (pullWentSilent(err)) {
+          // The pull is over, not broken: waiting before the next one would only add to the wait of
+          // a job the silent moment already held up (1.5 s in a W3 takeover, all of it this).
+          this.bus.logger.warn("the server answered a job pull with nothing for 1 s; pulling again");
+          continue;
+        }
         this.bus.logger.warn({ err }, "pulling a job failed; retrying");
         await this.bus.clock.sleep(500);
         continue;
