@@ -150,8 +150,8 @@ export class AgentWorker {
         msg = await this.consumer.next({ expires: JOB_PULL_MS });
       } catch (err) {
         if (pullWentSilent(err)) {
-          // The pull is over, not broken: waiting before the next one would only add to the wait of
-          // a job the silent moment already held up (1.5 s in a W3 takeover, all of it this).
+          // The pull is over, not broken: a pause before the next one only adds to the wait of a
+          // job the silent second already held up (a W3 takeover took 1.5 s: that second, then it).
           this.bus.logger.warn("the server answered a job pull with nothing for 1 s; pulling again");
           continue;
         }
