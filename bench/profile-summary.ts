@@ -1,63 +1,31 @@
 /**
- * Summarises V8 CPU profiles (`node --cpu-prof`): where the time went, by function and by
- * package or source file, self time only. `node bench/profile-summary.ts <file.cpuprofile>...`
+ * Summarises V8 CPU profiles (`node --cpu-prof`) taken by hand: where the time went, by function
+ * and by package or source file, self time only; with `--flame <dir>`, also a flame graph of each.
+ * `node bench/profile-summary.ts [--flame <dir>] <file.cpuprofile>...` (`npm run bench:profile`
+ * does all of it for a W1 level).
  */
-import { readFile } from "node:fs/promises";
+import { mkdir, writeFile } from "node:fs/promises";
+import { basename, join } from "node:path";
+import { Command } from "commander";
+import { foldedStacks, readProfile, summarise, topLines } from "./lib/cpuprofile.ts";
+import { flameGraph } from "./lib/flame.ts";
 
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  hitCount?: number;
-}
-interface Profile {
-  nodes: ProfileNode[];
-  samples: number[];
-  timeDeltas: number[];
-}
+const program = new Command("profile-summary")
+  .argument("<files...>", ".cpuprofile files")
+  .option("--flame <dir>", "also write a flame graph of each profile here")
+  .parse();
+const { flame } = program.opts<{ flame?: string }>();
+if (flame) await mkdir(flame, { recursive: true });
 
-/** Where a script lives, shortened: a package name, or a path under the repo. */
-function placeOf(url: string): string {
-  if (!url) return "(native/gc)";
-  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
-  if (pkg) return pkg;
-  const own = /\/(dist\/.*)$/.exec(url)?.[1];
-  return own ?? url.replace(/^node:/, "node:");
-}
-
-function top(map: Map<string, number>, total: number, n: number): string[] {
-  return [...map]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, n)
-    .map(
-      ([k, v]) =>
-        `${((100 * v) / total).toFixed(1).padStart(5)}%  ${(v / 1000).toFixed(0).padStart(6)} ms  ${k}`,
-    );
-}
-
-for (const file of process.argv.slice(2)) {
-  const profile = JSON.parse(await readFile(file, "utf8")) as Profile;
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const selfUs = new Map<number, number>();
-  profile.samples.forEach((id, i) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
-  const byFunction = new Map<string, number>();
-  const byPlace = new Map<string, number>();
-  let total = 0;
-  let idle = 0;
-  for (const [id, us] of selfUs) {
-    const node = byId.get(id);
-    if (!node) continue;
-    const { functionName, url, lineNumber } = node.callFrame;
-    if (functionName === "(idle)") {
-      idle += us;
-      continue;
-    }
-    total += us;
-    const place = placeOf(url);
-    const fn = `${functionName || "(anonymous)"} ${place}:${lineNumber + 1}`;
-    byFunction.set(fn, (byFunction.get(fn) ?? 0) + us);
-    byPlace.set(place, (byPlace.get(place) ?? 0) + us);
+for (const file of program.args) {
+  const profile = await readProfile(file);
+  const s = summarise(profile);
+  console.log(`\n${file}: busy ${(s.busyUs / 1000).toFixed(0)} ms, idle ${(s.idleUs / 1000).toFixed(0)} ms`);
+  console.log("by place:\n" + topLines(s.byPlace, s.busyUs, 15).join("\n"));
+  console.log("by function:\n" + topLines(s.byFunction, s.busyUs, 25).join("\n"));
+  if (flame) {
+    const out = join(flame, `${basename(file, ".cpuprofile")}.svg`);
+    await writeFile(out, flameGraph(foldedStacks(profile), { title: basename(file) }));
+    console.log(`flame graph: ${out}`);
   }
-  console.log(`\n${file}: busy ${(total / 1000).toFixed(0)} ms, idle ${(idle / 1000).toFixed(0)} ms`);
-  console.log("by place:\n" + top(byPlace, total, 15).join("\n"));
-  console.log("by function:\n" + top(byFunction, total, 25).join("\n"));
 }

@@ -1,0 +1,136 @@
+/**
+ * `npm run bench:profile`: where our runtime's CPU goes under W1. Starts nats-server and our
+ * cluster with every actor under `--cpu-prof`, runs warm-up loops, then `--loops` loops with `-c`
+ * clients (C = 100 by default, where the table's CPU per step is read), stops the actors so they
+ * write their profiles, and keeps only the samples taken while the measured loops ran. Writes,
+ * per actor, a flame graph (`<actor>.svg`) and, for all of them, `profile.md`: CPU per step by
+ * actor, then each actor's self time by place and by function.
+ */
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Command, InvalidArgumentError } from "commander";
+import { startLocalNats } from "../dist/services/local/nats-server.js";
+import { CpuMeter } from "./lib/cpu.ts";
+import {
+  monotonicUs,
+  readProfile,
+  summarise,
+  foldedStacks,
+  inclusiveTimes,
+  topLines,
+  type Window,
+} from "./lib/cpuprofile.ts";
+import { drive } from "./lib/drive.ts";
+import { flameGraph } from "./lib/flame.ts";
+import { STEPS } from "./lib/workload.ts";
+import { OurCluster, OUR_BENCH_ENV } from "./systems/ours.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const WARMUP_LOOPS = 20;
+
+function positive(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("must be a positive integer");
+  return n;
+}
+
+const date = new Date().toISOString().slice(0, 10);
+const opts = new Command("bench:profile")
+  .option("-c, --concurrency <n>", "concurrent loops", positive, 100)
+  .option("--loops <n>", "loops measured (after warm-up)", positive, 600)
+  .option("--out <dir>", "where the flame graphs and profile.md go", join(here, "results", `profile-${date}`))
+  .parse()
+  .opts<{ concurrency: number; loops: number; out: string }>();
+
+const profDir = await mkdtemp(join(tmpdir(), "bench-prof-"));
+const nats = await startLocalNats({});
+let window: Window;
+let pids: Map<string, number>;
+let steps: number;
+let stepsPerSec: number;
+let cpuUsPerStep: Record<string, number>;
+try {
+  const cluster = await OurCluster.start(nats.url, {
+    ...OUR_BENCH_ENV,
+    NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profDir}`,
+  });
+  try {
+    pids = cluster.pids;
+    for (let i = 0; i < WARMUP_LOOPS; i += 1) await cluster.runLoop();
+    const cpu = await CpuMeter.start(
+      new Map([...pids, ...(nats.pid ? [["nats-server", nats.pid] as const] : [])]),
+    );
+    const fromUs = monotonicUs();
+    const result = await drive(opts.concurrency, opts.loops, () => cluster.runLoop());
+    window = { fromUs, toUs: monotonicUs() };
+    steps = (result.loops - result.failed) * STEPS;
+    cpuUsPerStep = await cpu.perStep(steps);
+    stepsPerSec = result.stepsPerSec;
+    if (result.failed > 0) process.stderr.write(`${result.failed} loop(s) failed\n`);
+  } finally {
+    // A profile is written when its process exits: the actors must stop, not be killed.
+    await cluster.stop();
+  }
+} finally {
+  await nats.stop();
+}
+
+await mkdir(opts.out, { recursive: true });
+const files = await readdir(profDir);
+const sections: string[] = [];
+const perActor: string[] = [];
+for (const [actor, pid] of [...pids].sort((a, b) => a[0].localeCompare(b[0]))) {
+  const file = files.find((f) => f.split(".")[3] === String(pid));
+  if (!file) {
+    sections.push(`### ${actor}\n\nNo profile was written (did it exit on its own?).\n`);
+    continue;
+  }
+  const profile = await readProfile(join(profDir, file));
+  const summary = summarise(profile, window);
+  const title = `${actor}: W1, C = ${opts.concurrency}, ${opts.loops} loops (${(summary.busyUs / 1000).toFixed(0)} ms busy)`;
+  const folded = foldedStacks(profile, window);
+  await writeFile(join(opts.out, `${actor}.svg`), flameGraph(folded, { title }));
+  const ownCode = inclusiveTimes(folded, (frame) => / dist\//.test(frame));
+  perActor.push(
+    `| ${actor} | ${cpuUsPerStep[actor] ?? "?"} | ${(summary.busyUs / 1000).toFixed(0)} | ${(summary.idleUs / 1000).toFixed(0)} |`,
+  );
+  sections.push(
+    [
+      `### ${actor}`,
+      "",
+      `[flame graph](${actor}.svg)`,
+      "",
+      "```",
+      "by place (self time):",
+      ...topLines(summary.byPlace, summary.busyUs, 12),
+      "by function (self time):",
+      ...topLines(summary.byFunction, summary.busyUs, 20),
+      "the runtime's functions, with what they call (inclusive time):",
+      ...topLines(ownCode, summary.busyUs, 20),
+      "```",
+      "",
+    ].join("\n"),
+  );
+}
+await rm(profDir, { recursive: true, force: true });
+
+const md = [
+  `## CPU profile ${date}: W1, C = ${opts.concurrency}`,
+  "",
+  `${opts.loops} loops (${steps} steps, ${stepsPerSec} steps/s under the profiler) after ${WARMUP_LOOPS} warm-up loops; only samples taken while the measured loops ran. \`npm run bench:profile -- -c ${opts.concurrency} --loops ${opts.loops}\`.`,
+  "",
+  "CPU µs/step is each process's CPU time (user and system, from `/proc`) over all the level's steps, as in the benchmark's table but under the profiler, which adds its own. A profile's time is wall time between samples: `busy` counts the time a process was running or waiting for a core (compare it with its CPU time), `idle` the time its event loop waited for work. Shares within a process, and the flame graphs, are of its busy time.",
+  "",
+  "| process | CPU µs/step | busy ms | idle ms |",
+  "|---|---:|---:|---:|",
+  ...perActor,
+  ...(cpuUsPerStep["nats-server"] === undefined
+    ? []
+    : [`| nats-server | ${cpuUsPerStep["nats-server"]} | | |`]),
+  "",
+  ...sections,
+].join("\n");
+await writeFile(join(opts.out, "profile.md"), md);
+process.stdout.write(`${md}\nwritten: ${opts.out}\n`);
