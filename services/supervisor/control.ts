@@ -20,6 +20,9 @@ import { AgentError } from "../../shared/runtime/errors.js";
 
 const RELEASING_KINDS = new Set(["run.committed", "run.failed", "run.halted"]);
 export const RELEASE_CONSUMER = "supervisor-release";
+/** How long a resume waits for its run's halt to free the slot it held (see takeSlotAfterHalt). */
+const HALT_RELEASE_WAIT_MS = 5_000;
+const HALT_RELEASE_POLL_MS = 50;
 
 /**
  * Approvals: a run waiting for a human holds no worker; the decision becomes a job on the work
@@ -191,6 +194,33 @@ async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
 }
 
 /**
+ * A halted run's slot is freed when the release loop reads its `run.halted`, which may come after
+ * an operator has seen the run halted and resumed it. A resume that kept the slot it found
+ * ("existing") would then lose it to that late release, and the pool would count one run too few
+ * for as long as the resumed run lives. So the resume waits for the halt's release, then takes a
+ * slot of its own; HALT_PENDING (retryable) when the release has not come within
+ * HALT_RELEASE_WAIT_MS (the supervisors are down or far behind).
+ */
+async function takeSlotAfterHalt(
+  bus: ActorBus,
+  pool: PoolLedger,
+  runId: string,
+  capacity: number,
+): Promise<void> {
+  const deadline = bus.clock.now() + HALT_RELEASE_WAIT_MS;
+  while ((await pool.active()).includes(runId)) {
+    if (bus.clock.now() >= deadline) {
+      throw new AgentError(
+        "HALT_PENDING",
+        `run '${runId}' still holds the pool slot it had when it halted (its halt has not been processed yet): resume it again shortly`,
+      );
+    }
+    await bus.clock.sleep(HALT_RELEASE_POLL_MS);
+  }
+  await pool.acquire(runId, capacity);
+}
+
+/**
  * Resumes a halted run: it takes a pool slot again (POOL_FULL when none is free), and a job
  * carrying the resume goes to the work queue. Refused while the kill switch is on.
  */
@@ -214,7 +244,7 @@ export async function resumeRun(
       `kill switch is on (${killSwitch.reason}): runs cannot resume`,
     );
   }
-  await pool.acquire(request.runId, capacity);
+  await takeSlotAfterHalt(bus, pool, request.runId, capacity);
   await publishJob(
     bus,
     continuationJob(current, { type: "resume", at: bus.clock.now(), by: request.by }),

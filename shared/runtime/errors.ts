@@ -43,6 +43,8 @@ export const ERROR_CODES = {
   RECONCILIATION_REQUIRED: { retryable: false },
   /** The named run (or other object) does not exist. */
   NOT_FOUND: { retryable: false },
+  /** A halted run's pool slot has not been freed yet (its halt is still being processed): resume it again shortly. */
+  HALT_PENDING: { retryable: true },
   /**
    * A tool will run this call only with a human's approval: `details` carries the tool's
    * `{ token, reason }`, the run waits for `agentctl approve`, then the call is made again with it.

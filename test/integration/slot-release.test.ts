@@ -3,7 +3,10 @@ import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { publishAudit } from "../../shared/bus/audit.js";
 import { POOL_KEY, PoolLedger } from "../../shared/bus/pool.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
-import { RELEASE_CONSUMER, releaseSlots } from "../../services/supervisor/control.js";
+import { encode } from "../../shared/bus/codec.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { ResumeRequest } from "../../shared/contracts/cluster.js";
+import { RELEASE_CONSUMER, releaseSlots, resumeRun } from "../../services/supervisor/control.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
@@ -86,4 +89,70 @@ describe("the supervisor's slot release loop", () => {
     expect(writes).toBeGreaterThan(0);
     expect(writes).toBeLessThan(100);
   });
+
+  it("a resume that comes before the halt's release waits for it: the resumed run keeps a slot", async () => {
+    const pool = PoolLedger.of(bus);
+    const runId = "run-halt-resume";
+    await pool.acquire(runId, 1_000);
+    await new RunStatusStore(bus.buckets.runs).put({
+      runId,
+      rootRunId: runId,
+      depth: 0,
+      status: "halted",
+      phase: "HALT",
+      iteration: 1,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+      terminal: { kind: "HALT", reason: "operator stop" },
+      updatedAt: new Date().toISOString(),
+    });
+    // The halt is on the audit stream, but the release loop has not read it yet (it lags behind,
+    // or its supervisor restarts): the run's slot is still held when the operator resumes it.
+    await publishAudit(bus, settled(runId, "run.halted"));
+    const resuming = resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" }));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const stopping = new AbortController();
+    const loop = releaseSlots(bus, pool, stopping.signal);
+    try {
+      await expect(resuming).resolves.toMatchObject({ ok: true });
+      const stream = bus.subjects.streams().audit;
+      await expect
+        .poll(
+          async () => {
+            const info = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER);
+            return info.num_pending + info.num_ack_pending;
+          },
+          { timeout: 10_000 },
+        )
+        .toBe(0);
+      // The halt's release came first and the resume's slot after it, not the other way round.
+      expect(await pool.active()).toContain(runId);
+    } finally {
+      stopping.abort();
+      await loop;
+    }
+  });
+
+  it("a resume whose halt is not released within 5 s is refused with HALT_PENDING (retryable), and queues nothing", async () => {
+    const pool = PoolLedger.of(bus);
+    const runId = "run-halt-pending";
+    await pool.acquire(runId, 1_000);
+    await new RunStatusStore(bus.buckets.runs).put({
+      runId,
+      status: "halted",
+      phase: "HALT",
+      iteration: 1,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+      updatedAt: new Date().toISOString(),
+    });
+    const started = Date.now();
+    await expect(
+      resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" })),
+    ).rejects.toMatchObject({ code: "HALT_PENDING", retryable: true });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4_900);
+    expect(await pool.active()).toContain(runId);
+    const runs = await bus.jsm.streams.info(bus.subjects.streams().runs, {
+      subjects_filter: bus.subjects.runQueue(runId),
+    });
+    expect(runs.state.subjects?.[bus.subjects.runQueue(runId)] ?? 0).toBe(0);
+  }, 15_000);
 });
