@@ -80,15 +80,17 @@ try {
 await mkdir(opts.out, { recursive: true });
 const files = await readdir(profDir);
 const sections: string[] = [];
+const missing: string[] = [];
 const perActor: string[] = [];
 for (const [actor, pid] of [...pids].sort((a, b) => a[0].localeCompare(b[0]))) {
   const file = files.find((f) => f.split(".")[3] === String(pid));
   if (!file) {
-    sections.push(`### ${actor}\n\nNo profile was written (did it exit on its own?).\n`);
+    missing.push(`${actor}: no profile was written (did it exit on its own?)`);
     continue;
   }
   const profile = await readProfile(join(profDir, file));
   const summary = summarise(profile, window);
+  if (summary.busyUs === 0) missing.push(`${actor}: no sample inside the measured loops`);
   const title = `${actor}: W1, C = ${opts.concurrency}, ${opts.loops} loops (${(summary.busyUs / 1000).toFixed(0)} ms busy)`;
   const folded = foldedStacks(profile, window);
   await writeFile(join(opts.out, `${actor}.svg`), flameGraph(folded, { title }));
@@ -131,6 +133,11 @@ const md = [
     : [`| nats-server | ${cpuUsPerStep["nats-server"]} | | |`]),
   "",
   ...sections,
+  ...missing.map((line) => `- Missing: ${line}`),
 ].join("\n");
 await writeFile(join(opts.out, "profile.md"), md);
 process.stdout.write(`${md}\nwritten: ${opts.out}\n`);
+if (missing.length > 0) {
+  process.stderr.write(`bench:profile: ${missing.join("; ")}\n`);
+  process.exit(1);
+}
