@@ -44,39 +44,41 @@ const opts = new Command("bench:profile")
   .parse()
   .opts<{ concurrency: number; loops: number; out: string }>();
 
-const profDir = await mkdtemp(join(tmpdir(), "bench-prof-"));
-const nats = await startLocalNats({});
-let window: Window;
-let pids: Map<string, number>;
-let steps: number;
-let stepsPerSec: number;
-let cpuUsPerStep: Record<string, number>;
-try {
+interface Measured {
+  window: Window;
+  pids: Map<string, number>;
+  steps: number;
+  stepsPerSec: number;
+  cpuUsPerStep: Record<string, number>;
+}
+
+/** Runs the level on a cluster whose actors write their profiles into `profDir` when they stop. */
+async function measure(profDir: string): Promise<Measured> {
+  await using nats = await startLocalNats({});
   const cluster = await OurCluster.start(nats.url, {
     ...OUR_BENCH_ENV,
     NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profDir}`,
   });
   try {
-    pids = cluster.pids;
+    const pids = cluster.pids;
     for (let i = 0; i < WARMUP_LOOPS; i += 1) await cluster.runLoop();
     const cpu = await CpuMeter.start(
       new Map([...pids, ...(nats.pid ? [["nats-server", nats.pid] as const] : [])]),
     );
     const fromUs = monotonicUs();
     const result = await drive(opts.concurrency, opts.loops, () => cluster.runLoop());
-    window = { fromUs, toUs: monotonicUs() };
-    steps = (result.loops - result.failed) * STEPS;
-    cpuUsPerStep = await cpu.perStep(steps);
-    stepsPerSec = result.stepsPerSec;
+    const window = { fromUs, toUs: monotonicUs() };
+    const steps = (result.loops - result.failed) * STEPS;
     if (result.failed > 0) process.stderr.write(`${result.failed} loop(s) failed\n`);
+    return { window, pids, steps, stepsPerSec: result.stepsPerSec, cpuUsPerStep: await cpu.perStep(steps) };
   } finally {
     // A profile is written when its process exits: the actors must stop, not be killed.
     await cluster.stop();
   }
-} finally {
-  await nats.stop();
 }
 
+const profDir = await mkdtemp(join(tmpdir(), "bench-prof-"));
+const { window, pids, steps, stepsPerSec, cpuUsPerStep } = await measure(profDir);
 await mkdir(opts.out, { recursive: true });
 const files = await readdir(profDir);
 const sections: string[] = [];

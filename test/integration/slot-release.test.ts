@@ -51,6 +51,22 @@ function settled(runId: string, kind: "run.committed" | "run.failed" | "run.halt
   };
 }
 
+/** A run that halted and still holds its pool slot: its release has not been read yet. */
+async function haltedHoldingSlot(pool: PoolLedger, runId: string): Promise<void> {
+  await pool.acquire(runId, 1_000);
+  await new RunStatusStore(bus.buckets.runs).put({
+    runId,
+    rootRunId: runId,
+    depth: 0,
+    status: "halted",
+    phase: "HALT",
+    iteration: 1,
+    usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+    terminal: { kind: "HALT", reason: "operator stop" },
+    updatedAt: new Date().toISOString(),
+  });
+}
+
 /** The ledger key's revision: one per write of the ledger. */
 async function ledgerRevision(): Promise<number> {
   return (await bus.buckets.pool.get(POOL_KEY))?.revision ?? 0;
@@ -93,18 +109,7 @@ describe("the supervisor's slot release loop", () => {
   it("a resume that comes before the halt's release waits for it: the resumed run keeps a slot", async () => {
     const pool = PoolLedger.of(bus);
     const runId = "run-halt-resume";
-    await pool.acquire(runId, 1_000);
-    await new RunStatusStore(bus.buckets.runs).put({
-      runId,
-      rootRunId: runId,
-      depth: 0,
-      status: "halted",
-      phase: "HALT",
-      iteration: 1,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
-      terminal: { kind: "HALT", reason: "operator stop" },
-      updatedAt: new Date().toISOString(),
-    });
+    await haltedHoldingSlot(pool, runId);
     // The halt is on the audit stream, but the release loop has not read it yet (it lags behind,
     // or its supervisor restarts): the run's slot is still held when the operator resumes it.
     await publishAudit(bus, settled(runId, "run.halted"));
@@ -135,15 +140,7 @@ describe("the supervisor's slot release loop", () => {
   it("a resume whose halt is not released within 5 s is refused with HALT_PENDING (retryable), and queues nothing", async () => {
     const pool = PoolLedger.of(bus);
     const runId = "run-halt-pending";
-    await pool.acquire(runId, 1_000);
-    await new RunStatusStore(bus.buckets.runs).put({
-      runId,
-      status: "halted",
-      phase: "HALT",
-      iteration: 1,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
-      updatedAt: new Date().toISOString(),
-    });
+    await haltedHoldingSlot(pool, runId);
     const started = Date.now();
     await expect(
       resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" })),
