@@ -9,8 +9,10 @@ const frame = (id: number, functionName: string, url: string, children: number[]
 });
 
 /**
- * root → main (dist) → hash (dist) and → publish (nats); plus idle. Samples every 100 µs from
- * t = 1,000: main ×1, hash ×3, publish ×2, idle ×2, hash ×2.
+ * root → main (dist) → hash (dist) and → publish (nats); plus idle. Samples at 1,100 (main),
+ * 1,200 / 1,300 / 1,400 (hash), 1,700 / 1,800 (publish), 1,900 / 2,000 (idle), 2,100 / 2,200
+ * (hash); the profile ends at 2,300. The 300 µs gap after 1,400 belongs to hash if a sample is
+ * weighted by the time to the next, to publish if by the time since the last.
  */
 const profile: CpuProfile = {
   nodes: [
@@ -21,9 +23,9 @@ const profile: CpuProfile = {
     frame(5, "(idle)", ""),
   ],
   startTime: 1_000,
-  endTime: 2_100,
+  endTime: 2_300,
   samples: [2, 3, 3, 3, 4, 4, 5, 5, 3, 3],
-  timeDeltas: [100, 100, 100, 100, 100, 100, 100, 100, 100, 100],
+  timeDeltas: [100, 100, 100, 100, 300, 100, 100, 100, 100, 100],
 };
 
 describe("CPU profiles", () => {
@@ -31,22 +33,22 @@ describe("CPU profiles", () => {
     const folded = foldedStacks(profile);
     expect(Object.fromEntries(folded)).toEqual({
       "main dist/services/agent/drive.js:3": 100,
-      "main dist/services/agent/drive.js:3;hash dist/shared/runtime/hash.js:4": 500,
+      "main dist/services/agent/drive.js:3;hash dist/shared/runtime/hash.js:4": 700,
       "main dist/services/agent/drive.js:3;publish @nats-io/nats-core:5": 200,
     });
   });
 
   it("keeps only the samples inside a window", () => {
-    // Samples at 1,100 … 2,000; the window [1,250, 1,750) holds those at 1,300 … 1,700: hash ×2,
-    // publish ×2, idle.
-    const window = { fromUs: 1_250, toUs: 1_750 };
+    // The window [1,250, 1,950) holds the samples at 1,300 and 1,400 (hash: 100 + 300 µs), 1,700
+    // and 1,800 (publish) and 1,900 (idle).
+    const window = { fromUs: 1_250, toUs: 1_950 };
     const folded = foldedStacks(profile, window);
     expect(Object.fromEntries(folded)).toEqual({
-      "main dist/services/agent/drive.js:3;hash dist/shared/runtime/hash.js:4": 200,
+      "main dist/services/agent/drive.js:3;hash dist/shared/runtime/hash.js:4": 400,
       "main dist/services/agent/drive.js:3;publish @nats-io/nats-core:5": 200,
     });
     const summary = summarise(profile, window);
-    expect(summary.busyUs).toBe(400);
+    expect(summary.busyUs).toBe(600);
     expect(summary.idleUs).toBe(100);
     expect(summary.byPlace.get("@nats-io/nats-core")).toBe(200);
   });
@@ -69,14 +71,14 @@ describe("flame graph", () => {
     const publish = rect("publish");
     expect(all.w).toBe(800);
     expect(main.w).toBe(800);
-    expect(hash.w).toBe(500);
-    expect(publish.w).toBe(200);
+    expect(hash.w).toBe(560);
+    expect(publish.w).toBe(160);
     // Siblings by name, side by side from their caller's left edge.
     expect(hash.x).toBe(0);
-    expect(publish.x).toBe(500);
+    expect(publish.x).toBe(560);
     expect(main.y).toBeLessThan(all.y);
     expect(hash.y).toBeLessThan(main.y);
-    expect(svg).toContain("hash dist/shared/runtime/hash.js:4 (0.5 ms, 62.50%)");
+    expect(svg).toContain("hash dist/shared/runtime/hash.js:4 (0.7 ms, 70.00%)");
   });
 
   it("leaves out frames narrower than the minimum, and colours frames by where they live", () => {

@@ -5,7 +5,6 @@ import { spec } from "../helpers/fixtures.js";
 
 const suite = useClusterSuite("intake", {
   actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
-  env: { AGENT_STATUS_EVERY_MS: "0" },
 });
 
 describe("job intake", () => {
