@@ -116,8 +116,14 @@ async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg): Promise
   try {
     const event = decode(AuditEvent, msg.data);
     if (RELEASING_KINDS.has(event.kind)) {
-      if (await pool.release(event.runId)) {
+      const released = await pool.release(event.runId, msg.seq);
+      if (released === "released") {
         bus.logger.info({ runId: event.runId, kind: event.kind }, "pool slot released");
+      } else if (released === "earlier") {
+        bus.logger.info(
+          { runId: event.runId, kind: event.kind, seq: msg.seq },
+          "lifecycle event delivered again after its run was resumed: the resumed run keeps its slot",
+        );
       }
       if (event.parentRunId) await fanIn(bus, event.parentRunId);
     }
@@ -198,8 +204,8 @@ async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
  * an operator has seen the run halted and resumed it. A resume that kept the slot it found
  * ("existing") would then lose it to that late release, and the pool would count one run too few
  * for as long as the resumed run lives. So the resume waits for the halt's release, then takes a
- * slot of its own; HALT_PENDING (retryable) when the release has not come within
- * HALT_RELEASE_WAIT_MS (the supervisors are down or far behind).
+ * slot of its own, marked as following that halt (see lastHaltSeq); HALT_PENDING (retryable) when
+ * the release has not come within HALT_RELEASE_WAIT_MS (the supervisors are down or far behind).
  */
 async function takeSlotAfterHalt(
   bus: ActorBus,
@@ -217,7 +223,19 @@ async function takeSlotAfterHalt(
     }
     await bus.clock.sleep(HALT_RELEASE_POLL_MS);
   }
-  await pool.acquire(runId, capacity);
+  await pool.acquire(runId, capacity, { after: await lastHaltSeq(bus, runId) });
+}
+
+/**
+ * The audit stream sequence of the run's latest `run.halted`: the halt whose release the resume
+ * waited for. Its event may be delivered to the release loop again (its ack lost, or NAK'd after
+ * the release); the slot the resume takes follows it, so that delivery must not free it.
+ */
+async function lastHaltSeq(bus: ActorBus, runId: string): Promise<number> {
+  const last = await bus.jsm.streams.getMessage(bus.subjects.streams().audit, {
+    last_by_subj: bus.subjects.audit(runId, "run.halted"),
+  });
+  return last?.seq ?? 0;
 }
 
 /**

@@ -6,9 +6,20 @@ import type { Random } from "../runtime/random.js";
 import { casChange } from "./cas.js";
 import { decode } from "./codec.js";
 
-/** The runs holding a pool slot; one key, so one compare-and-set decides every admission. */
-export const PoolState = z.object({ active: z.array(z.string()) });
+/**
+ * The runs holding a pool slot; one key, so one compare-and-set decides every admission.
+ * `resumedAfter` names, for a run resumed after a halt, the audit stream sequence of the halt its
+ * slot follows: a lifecycle event at or before it belongs to the slot the run held before (a
+ * `run.halted` delivered again after its release), and must not free the one it holds now.
+ */
+export const PoolState = z.object({
+  active: z.array(z.string()),
+  resumedAfter: z.record(z.string(), z.number().int().nonnegative()).optional(),
+});
 export type PoolState = z.infer<typeof PoolState>;
+
+/** What a release did: freed the run's slot, found none, or found one its event is older than. */
+export type ReleaseOutcome = "released" | "absent" | "earlier";
 
 export const POOL_KEY = "active";
 
@@ -42,9 +53,15 @@ export function ledgerRoom(maxBytes: number, idLength: number): number {
 const EMPTY_BYTES = 13;
 /** An id in the ledger's JSON: its quotes and a comma (run ids are ASCII and need no escaping). */
 const entryBytes = (idLength: number): number => idLength + 3;
+/** `,"resumedAfter":{}` */
+const RESUMED_BYTES = 18;
+/** A `resumedAfter` member: the quoted id, a colon, the sequence's digits, a comma. */
+const resumedBytes = (idLength: number, seq: number): number => idLength + 4 + String(seq).length;
 
 /** A change to the ledger, as queued: applied with the others of its batch to one working set. */
-type PoolOp = { kind: "acquire"; runId: string; capacity: number } | { kind: "release"; runId: string };
+type PoolOp =
+  | { kind: "acquire"; runId: string; capacity: number; after?: number }
+  | { kind: "release"; runId: string; eventSeq?: number };
 
 /**
  * The ledger while a batch of changes is applied to it: a set, so a batch of k changes on a
@@ -52,34 +69,53 @@ type PoolOp = { kind: "acquire"; runId: string; capacity: number } | { kind: "re
  */
 class WorkingLedger {
   readonly ids: Set<string>;
+  readonly after: Map<string, number>;
   /** The ledger's size as stored (an upper bound by one comma), kept as ids come and go. */
   size: number;
   changed = false;
 
   constructor(state: PoolState) {
     this.ids = new Set(state.active);
-    this.size = EMPTY_BYTES;
+    this.after = new Map(Object.entries(state.resumedAfter ?? {}).filter(([id]) => this.ids.has(id)));
+    this.size = EMPTY_BYTES + (this.after.size > 0 ? RESUMED_BYTES : 0);
     for (const id of this.ids) this.size += entryBytes(id.length);
+    for (const [id, seq] of this.after) this.size += resumedBytes(id.length, seq);
+  }
+
+  /** The ledger as stored. */
+  state(): PoolState {
+    const active = [...this.ids];
+    return this.after.size > 0 ? { active, resumedAfter: Object.fromEntries(this.after) } : { active };
   }
 
   /** Applies one change; a refusal throws and leaves the ledger as it was. */
-  apply(op: PoolOp, maxBytes: number): "admitted" | "existing" | boolean {
-    const { ids } = this;
-    if (op.kind === "release") {
-      if (!ids.delete(op.runId)) return false;
-      this.size -= entryBytes(op.runId.length);
-      this.changed = true;
-      return true;
-    }
-    if (ids.has(op.runId)) return "existing";
-    const active = ids.size;
-    const { capacity } = op;
-    if (active >= capacity) {
+  apply(op: PoolOp, maxBytes: number): "admitted" | "existing" | ReleaseOutcome {
+    return op.kind === "release" ? this.release(op) : this.acquire(op, maxBytes);
+  }
+
+  private release(op: Extract<PoolOp, { kind: "release" }>): ReleaseOutcome {
+    const { runId, eventSeq } = op;
+    if (!this.ids.has(runId)) return "absent";
+    const after = this.after.get(runId);
+    if (after !== undefined && eventSeq !== undefined && eventSeq <= after) return "earlier";
+    this.ids.delete(runId);
+    this.size -= entryBytes(runId.length);
+    this.setAfter(runId, undefined);
+    this.changed = true;
+    return "released";
+  }
+
+  private acquire(op: Extract<PoolOp, { kind: "acquire" }>, maxBytes: number): "admitted" | "existing" {
+    const { runId, capacity, after } = op;
+    const held = this.ids.has(runId);
+    const active = this.ids.size;
+    if (!held && active >= capacity) {
       throw new AgentError("POOL_FULL", `pool full: ${active} of ${capacity} slots in use`, {
         details: { active, capacity },
       });
     }
-    const size = this.size + entryBytes(op.runId.length);
+    if (held && after === undefined) return "existing";
+    const size = this.sizeWith(held ? 0 : entryBytes(runId.length), runId, after);
     if (size > maxBytes) {
       throw new AgentError(
         "POOL_FULL",
@@ -89,10 +125,36 @@ class WorkingLedger {
         { details: { active, capacity, ledgerBytes: this.size, maxBytes } },
       );
     }
-    ids.add(op.runId);
-    this.size = size;
+    if (after !== undefined) this.setAfter(runId, after);
+    if (held) return "existing";
+    this.ids.add(runId);
+    this.size += entryBytes(runId.length);
     this.changed = true;
     return "admitted";
+  }
+
+  /** The ledger's size once `runId` is added (`added` bytes) and resumed after `after`. */
+  private sizeWith(added: number, runId: string, after: number | undefined): number {
+    if (after === undefined) return this.size + added;
+    const old = this.after.get(runId);
+    const members = (this.after.size === 0 ? RESUMED_BYTES : 0) + resumedBytes(runId.length, after);
+    return this.size + added + members - (old === undefined ? 0 : resumedBytes(runId.length, old));
+  }
+
+  private setAfter(runId: string, after: number | undefined): void {
+    const old = this.after.get(runId);
+    if (old === after) return;
+    if (old !== undefined) {
+      this.size -= resumedBytes(runId.length, old);
+      this.after.delete(runId);
+      if (this.after.size === 0) this.size -= RESUMED_BYTES;
+    }
+    if (after !== undefined) {
+      if (this.after.size === 0) this.size += RESUMED_BYTES;
+      this.after.set(runId, after);
+      this.size += resumedBytes(runId.length, after);
+    }
+    this.changed = true;
   }
 }
 
@@ -124,13 +186,23 @@ export class PoolLedger {
    * POOL_FULL at `capacity`, or sooner when the ledger would outgrow `maxBytes` (a capacity set
    * beyond what one KV value holds).
    */
-  acquire(runId: string, capacity: number): Promise<"admitted" | "existing"> {
-    return this.change({ kind: "acquire", runId, capacity }) as Promise<"admitted" | "existing">;
+  acquire(
+    runId: string,
+    capacity: number,
+    options: { after?: number } = {},
+  ): Promise<"admitted" | "existing"> {
+    const op: PoolOp = { kind: "acquire", runId, capacity, ...options };
+    return this.change(op) as Promise<"admitted" | "existing">;
   }
 
-  /** Frees `runId`'s slot; false when it held none (releasing twice is harmless). */
-  release(runId: string): Promise<boolean> {
-    return this.change({ kind: "release", runId }) as Promise<boolean>;
+  /**
+   * Frees `runId`'s slot ("absent" when it holds none: releasing twice is harmless). With the
+   * audit stream sequence of the lifecycle event that asks for it, a slot taken by a resume after
+   * that event is kept ("earlier"): the event is a late delivery of one its old slot already answered.
+   */
+  release(runId: string, eventSeq?: number): Promise<ReleaseOutcome> {
+    const op: PoolOp = { kind: "release", runId, ...(eventSeq === undefined ? {} : { eventSeq }) };
+    return this.change(op) as Promise<ReleaseOutcome>;
   }
 
   private async read(): Promise<{ state: PoolState }> {
@@ -170,7 +242,7 @@ export class PoolLedger {
               return { ok: false, error };
             }
           });
-          return { result: undefined, ...(ledger.changed ? { next: { active: [...ledger.ids] } } : {}) };
+          return { result: undefined, ...(ledger.changed ? { next: ledger.state() } : {}) };
         });
       } catch (error) {
         outcomes = batch.map(() => ({ ok: false, error }));

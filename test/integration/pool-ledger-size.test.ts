@@ -73,7 +73,7 @@ describe("the pool's ledger within the server's max_payload", () => {
       ledger.acquire(idOf(holds + 100), 1_000),
       ledger.acquire(idOf(holds + 101), 1_000),
     ]);
-    expect(released).toEqual({ status: "fulfilled", value: true });
+    expect(released).toEqual({ status: "fulfilled", value: "released" });
     expect(admitted.map((o) => o.status).sort()).toEqual(["fulfilled", "rejected"]);
     expect(await ledger.active()).toHaveLength(holds);
   });

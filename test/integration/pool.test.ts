@@ -73,9 +73,37 @@ describe("pool admission with compare-and-set (two supervisor replicas)", () => 
     expect(first).toBeDefined();
     await expect(ledger.acquire(first as string, 5)).resolves.toBe("existing");
     await expect(ledger.acquire("newcomer", 5)).rejects.toMatchObject({ code: "POOL_FULL", retryable: true });
-    expect(await ledger.release(first as string)).toBe(true);
-    expect(await ledger.release(first as string)).toBe(false);
+    expect(await ledger.release(first as string)).toBe("released");
+    expect(await ledger.release(first as string)).toBe("absent");
     await expect(ledger.acquire("newcomer", 5)).resolves.toBe("admitted");
     expect(await ledger.active()).toHaveLength(5);
+  });
+
+  it("a slot taken after a halt is kept from that halt's late release, and counted in the ledger's size", async () => {
+    const kv = await new Kvm(suite.nc).open(suite.subjects.buckets().pool);
+    await kv.delete(POOL_KEY);
+    const stored = JSON.stringify({ active: ["run-r"], resumedAfter: { "run-r": 12345 } });
+    // The ledger's size is counted with a comma too many in each list.
+    const ledger = new PoolLedger({
+      kv,
+      clock: systemClock,
+      random: seededRandom(4),
+      maxBytes: stored.length + 2,
+    });
+    await expect(ledger.acquire("run-r", 5)).resolves.toBe("admitted");
+    await expect(ledger.acquire("run-r", 5, { after: 12345 })).resolves.toBe("existing");
+    const entry = await kv.get(POOL_KEY);
+    expect(new TextDecoder().decode(entry?.value)).toBe(stored);
+    // One digit more would not fit: refused, and the ledger is left as it was.
+    await expect(ledger.acquire("run-r", 5, { after: 123456 })).rejects.toMatchObject({ code: "POOL_FULL" });
+    await expect(ledger.release("run-r", 12000)).resolves.toBe("earlier");
+    await expect(ledger.release("run-r", 12345)).resolves.toBe("earlier");
+    expect(await ledger.active()).toEqual(["run-r"]);
+    await expect(ledger.release("run-r", 12346)).resolves.toBe("released");
+    expect(decode(PoolState, (await kv.get(POOL_KEY))?.value ?? new Uint8Array())).toEqual({ active: [] });
+    await expect(ledger.release("run-r", 12346)).resolves.toBe("absent");
+    // A release with no event (a caller that knows none) frees a resumed slot too.
+    await ledger.acquire("run-s", 5, { after: 7 });
+    await expect(ledger.release("run-s")).resolves.toBe("released");
   });
 });

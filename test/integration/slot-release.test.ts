@@ -1,3 +1,4 @@
+import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { publishAudit } from "../../shared/bus/audit.js";
@@ -67,6 +68,19 @@ async function haltedHoldingSlot(pool: PoolLedger, runId: string): Promise<void>
   });
 }
 
+/** Waits until the release loop has handled and acknowledged everything published so far. */
+async function drained(stream: string): Promise<void> {
+  await expect
+    .poll(
+      async () => {
+        const info = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER);
+        return info.num_pending + info.num_ack_pending;
+      },
+      { timeout: 10_000 },
+    )
+    .toBe(0);
+}
+
 /** The ledger key's revision: one per write of the ledger. */
 async function ledgerRevision(): Promise<number> {
   return (await bus.buckets.pool.get(POOL_KEY))?.revision ?? 0;
@@ -119,21 +133,58 @@ describe("the supervisor's slot release loop", () => {
     const loop = releaseSlots(bus, pool, stopping.signal);
     try {
       await expect(resuming).resolves.toMatchObject({ ok: true });
-      const stream = bus.subjects.streams().audit;
-      await expect
-        .poll(
-          async () => {
-            const info = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER);
-            return info.num_pending + info.num_ack_pending;
-          },
-          { timeout: 10_000 },
-        )
-        .toBe(0);
+      await drained(bus.subjects.streams().audit);
       // The halt's release came first and the resume's slot after it, not the other way round.
       expect(await pool.active()).toContain(runId);
     } finally {
       stopping.abort();
       await loop;
+    }
+  });
+
+  it("a halt delivered again after its run was resumed leaves the resumed run its slot", async () => {
+    const pool = PoolLedger.of(bus);
+    const runId = "run-halt-again";
+    const stream = bus.subjects.streams().audit;
+    await haltedHoldingSlot(pool, runId);
+    const halt = await publishAudit(bus, settled(runId, "run.halted"));
+    const first = new AbortController();
+    const loop = releaseSlots(bus, pool, first.signal);
+    await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
+    await expect(
+      resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" })),
+    ).resolves.toMatchObject({
+      ok: true,
+    });
+    await drained(stream);
+    first.abort();
+    await loop;
+
+    // The loop reads the halt again, as when its ack was lost or it was NAK'd after the release:
+    // its durable consumer is put back to start at the halt's message.
+    const info = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER);
+    await bus.jsm.consumers.delete(stream, RELEASE_CONSUMER);
+    await bus.jsm.consumers.add(stream, {
+      durable_name: RELEASE_CONSUMER,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: halt.seq,
+      filter_subject: info.config.filter_subject,
+    });
+    const again = new AbortController();
+    const redelivering = releaseSlots(bus, pool, again.signal);
+    try {
+      await drained(stream);
+      expect(
+        (await bus.jsm.consumers.info(stream, RELEASE_CONSUMER)).ack_floor.stream_seq,
+      ).toBeGreaterThanOrEqual(halt.seq);
+      expect(await pool.active()).toContain(runId);
+      // The resumed run's own end still frees it.
+      await publishAudit(bus, { ...settled(runId, "run.committed"), auditId: `${runId}:10`, seq: 10 });
+      await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
+    } finally {
+      again.abort();
+      await redelivering;
     }
   });
 
