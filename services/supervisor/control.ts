@@ -15,6 +15,7 @@ import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { withBusRetry } from "../../shared/bus/retry.js";
 import type { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 
@@ -232,9 +233,10 @@ async function takeSlotAfterHalt(
  * the release); the slot the resume takes follows it, so that delivery must not free it.
  */
 async function lastHaltSeq(bus: ActorBus, runId: string): Promise<number> {
-  const last = await bus.jsm.streams.getMessage(bus.subjects.streams().audit, {
-    last_by_subj: bus.subjects.audit(runId, "run.halted"),
-  });
+  const subject = bus.subjects.audit(runId, "run.halted");
+  const last = await withBusRetry(`reading the last ${subject}`, bus, () =>
+    bus.jsm.streams.getMessage(bus.subjects.streams().audit, { last_by_subj: subject }),
+  );
   return last?.seq ?? 0;
 }
 
