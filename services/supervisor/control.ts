@@ -126,7 +126,8 @@ async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg): Promise
           "lifecycle event delivered again after its run was resumed: the resumed run keeps its slot",
         );
       }
-      if (event.parentRunId) await fanIn(bus, event.parentRunId);
+      // A run resumed after this event has not settled: its parent waits for how it ends now.
+      if (event.parentRunId && released !== "earlier") await fanIn(bus, event.parentRunId);
     }
     msg.ack();
   } catch (err) {

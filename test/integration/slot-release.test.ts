@@ -5,6 +5,7 @@ import { publishAudit } from "../../shared/bus/audit.js";
 import { POOL_KEY, PoolLedger } from "../../shared/bus/pool.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { encode } from "../../shared/bus/codec.js";
+import { writeFanOut } from "../../shared/bus/fanout.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { ResumeRequest } from "../../shared/contracts/cluster.js";
 import { RELEASE_CONSUMER, releaseSlots, resumeRun } from "../../services/supervisor/control.js";
@@ -81,6 +82,13 @@ async function drained(stream: string): Promise<void> {
     .toBe(0);
 }
 
+/** Jobs on the work queue for `runId`. */
+async function queued(runId: string): Promise<number> {
+  const subject = bus.subjects.runQueue(runId);
+  const runs = await bus.jsm.streams.info(bus.subjects.streams().runs, { subjects_filter: subject });
+  return runs.state.subjects?.[subject] ?? 0;
+}
+
 /** The ledger key's revision: one per write of the ledger. */
 async function ledgerRevision(): Promise<number> {
   return (await bus.buckets.pool.get(POOL_KEY))?.revision ?? 0;
@@ -142,12 +150,13 @@ describe("the supervisor's slot release loop", () => {
     }
   });
 
-  it("a halt delivered again after its run was resumed leaves the resumed run its slot", async () => {
+  it("a halt delivered again after its run was resumed leaves the resumed run its slot, and hands its parent nothing", async () => {
     const pool = PoolLedger.of(bus);
     const runId = "run-halt-again";
     const stream = bus.subjects.streams().audit;
     await haltedHoldingSlot(pool, runId);
-    const halt = await publishAudit(bus, settled(runId, "run.halted"));
+    const parentRunId = "run-halt-again-parent";
+    const halt = await publishAudit(bus, { ...settled(runId, "run.halted"), parentRunId });
     const first = new AbortController();
     const loop = releaseSlots(bus, pool, first.signal);
     await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
@@ -160,8 +169,17 @@ describe("the supervisor's slot release loop", () => {
     first.abort();
     await loop;
 
-    // The loop reads the halt again, as when its ack was lost or it was NAK'd after the release:
-    // its durable consumer is put back to start at the halt's message.
+    // The loop reads the halt again, as when its ack was lost or it was NAK'd after the release
+    // (its parent's fan-in failed): its durable consumer is put back to start at the halt's
+    // message. The parent's fan-out names the run, whose status still reads halted (no worker has
+    // taken the resume yet): the late halt must not hand the parent a result for it.
+    await writeFanOut(bus.buckets.runs, {
+      parentRunId,
+      rootRunId: parentRunId,
+      depth: 0,
+      actionId: "spawn-1",
+      children: [runId],
+    });
     const info = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER);
     await bus.jsm.consumers.delete(stream, RELEASE_CONSUMER);
     await bus.jsm.consumers.add(stream, {
@@ -179,6 +197,7 @@ describe("the supervisor's slot release loop", () => {
         (await bus.jsm.consumers.info(stream, RELEASE_CONSUMER)).ack_floor.stream_seq,
       ).toBeGreaterThanOrEqual(halt.seq);
       expect(await pool.active()).toContain(runId);
+      expect(await queued(parentRunId)).toBe(0);
       // The resumed run's own end still frees it.
       await publishAudit(bus, { ...settled(runId, "run.committed"), auditId: `${runId}:10`, seq: 10 });
       await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
@@ -198,9 +217,6 @@ describe("the supervisor's slot release loop", () => {
     ).rejects.toMatchObject({ code: "HALT_PENDING", retryable: true });
     expect(Date.now() - started).toBeGreaterThanOrEqual(4_900);
     expect(await pool.active()).toContain(runId);
-    const runs = await bus.jsm.streams.info(bus.subjects.streams().runs, {
-      subjects_filter: bus.subjects.runQueue(runId),
-    });
-    expect(runs.state.subjects?.[bus.subjects.runQueue(runId)] ?? 0).toBe(0);
+    expect(await queued(runId)).toBe(0);
   }, 15_000);
 });
