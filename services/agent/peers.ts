@@ -47,6 +47,19 @@ export class PeerTable {
   }
 
   /**
+   * Records an announcement: the jobs a peer has just taken, added to those of its last beat (its
+   * next beat names them all again). It is alive, too. A peer not heard of yet (this instance
+   * started after its last beat) is known from now on with these jobs only.
+   */
+  took(announcement: WorkerBeat, now: number): void {
+    const { workerId, instance, deadAfterMs, jobs, leaving } = announcement;
+    if (instance === this.self || leaving) return;
+    const known = this.peers.get(instance);
+    const all = known ? [...new Set([...known.jobs, ...jobs])] : jobs;
+    this.peers.set(instance, { workerId, instance, deadAfterMs, jobs: all, lastSeen: now });
+  }
+
+  /**
    * Forgets the peers silent past their deadline; returns those whose jobs this instance must hand
    * back if they are really gone. That includes a peer gone earlier whose designated survivor has
    * now gone too, having fallen silent before that peer's deadline (so it never noticed).

@@ -11,12 +11,6 @@ const NAK = new TextEncoder().encode("-NAK");
 const EMPTY = new Uint8Array(0);
 /** A connected peer that cannot answer this fast is stalled: it keeps its jobs either way. */
 const PING_TIMEOUT_MS = 1_000;
-/**
- * A job just taken is named in a beat this soon rather than at the next tick: a worker killed in
- * between would otherwise leave it to the ack wait. Jobs taken within this window share one beat,
- * so a burst of pulls (a worker filling its slots) sends a few beats, not one per job.
- */
-const ANNOUNCE_WITHIN_MS = 20;
 
 export interface PresenceOptions {
   workerId: string;
@@ -42,11 +36,14 @@ export interface PresenceOptions {
 export class WorkerPresence {
   private readonly table: PeerTable;
   private sub: Subscription | undefined;
+  private tookSub: Subscription | undefined;
   private pings: Subscription | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   private lastTick = 0;
   private deaf = false;
-  private announcing: ReturnType<typeof setTimeout> | undefined;
+  /** Jobs taken since the last announcement, named once this turn of the event loop ends. */
+  private taken: string[] = [];
+  private announcing: ReturnType<typeof setImmediate> | undefined;
   private readonly ackPrefix: string;
 
   constructor(
@@ -62,10 +59,17 @@ export class WorkerPresence {
   }
 
   start(): void {
-    this.sub = this.bus.nc.subscribe(this.bus.subjects.workerBeatAll(), {
+    const { nc, subjects } = this.bus;
+    this.sub = nc.subscribe(subjects.workerBeatAll(), {
       callback: (err, msg) => {
         if (err) this.bus.logger.error({ err }, "the worker beat subscription failed");
-        else this.onBeat(msg);
+        else this.onBeat(msg, "beat");
+      },
+    });
+    this.tookSub = nc.subscribe(subjects.workerTookAll(), {
+      callback: (err, msg) => {
+        if (err) this.bus.logger.error({ err }, "the worker announcement subscription failed");
+        else this.onBeat(msg, "took");
       },
     });
     this.pings = this.bus.nc.subscribe(this.bus.subjects.workerPing(this.options.instance), {
@@ -78,31 +82,47 @@ export class WorkerPresence {
     this.timer = setInterval(() => this.tick(), this.options.beatMs);
   }
 
-  /** This worker has taken a job: the others hear of it within ANNOUNCE_WITHIN_MS. */
-  announce(): void {
-    if (this.announcing !== undefined || this.timer === undefined) return;
-    this.announcing = setTimeout(() => {
+  /**
+   * This worker has taken a job: the others hear of it as soon as this turn of the event loop
+   * ends, not at the next beat, so a worker killed a moment after a take does not leave the job to
+   * the ack wait. The announcement names only the jobs taken since the last one (a beat names all
+   * of them, and grows with them): the jobs of one pull, which arrive together, share one.
+   */
+  announce(job: string): void {
+    if (this.timer === undefined) return;
+    this.taken.push(job);
+    this.announcing ??= setImmediate(() => {
       this.announcing = undefined;
-      this.beat(false);
-    }, ANNOUNCE_WITHIN_MS);
+      const jobs = this.taken;
+      this.taken = [];
+      this.send(this.bus.subjects.workerTook(this.options.instance), this.beatOf(false, jobs));
+    });
   }
 
   /** The last beat says this worker is leaving: it has handed its jobs back itself. */
   stop(): void {
     clearInterval(this.timer);
-    clearTimeout(this.announcing);
+    if (this.announcing !== undefined) clearImmediate(this.announcing);
     this.timer = undefined;
     this.announcing = undefined;
+    this.taken = [];
     this.sub?.unsubscribe();
+    this.tookSub?.unsubscribe();
     this.pings?.unsubscribe();
     this.beat(true);
   }
 
-  private onBeat(msg: Msg): void {
+  private onBeat(msg: Msg, kind: "beat" | "took"): void {
     try {
-      this.table.heard(decode(WorkerBeat, msg.data), this.bus.clock.now());
+      const beat = decode(WorkerBeat, msg.data);
+      const now = this.bus.clock.now();
+      if (kind === "beat") this.table.heard(beat, now);
+      else this.table.took(beat, now);
     } catch (err) {
-      this.metrics.badRequests.inc({ subject: this.bus.subjects.workerBeatAll() });
+      const { subjects } = this.bus;
+      this.metrics.badRequests.inc({
+        subject: kind === "beat" ? subjects.workerBeatAll() : subjects.workerTookAll(),
+      });
       this.bus.logger.warn({ err, subject: msg.subject }, "unreadable worker beat ignored");
     }
   }
@@ -158,25 +178,29 @@ export class WorkerPresence {
     }
   }
 
-  private beatOf(leaving: boolean): WorkerBeat {
+  /** A beat names every job held (none when leaving); an announcement, `jobs` just taken. */
+  private beatOf(leaving: boolean, jobs?: string[]): WorkerBeat {
     const { workerId, instance, deadAfterMs } = this.options;
     return {
       schemaVersion: 1,
       workerId,
       instance,
       deadAfterMs,
-      jobs: leaving ? [] : this.held(),
+      jobs: leaving ? [] : (jobs ?? this.held()),
       ...(leaving ? { leaving } : {}),
     };
   }
 
   private beat(leaving: boolean): void {
+    this.send(this.bus.subjects.workerBeat(this.options.instance), this.beatOf(leaving));
+  }
+
+  private send(subject: string, beat: WorkerBeat): void {
     try {
-      const subject = this.bus.subjects.workerBeat(this.options.instance);
-      this.bus.nc.publish(subject, encode(WorkerBeat, this.beatOf(leaving)));
+      this.bus.nc.publish(subject, encode(WorkerBeat, beat));
     } catch (err) {
-      // A closed or reconnecting connection: the next beat tries again.
-      this.bus.logger.debug({ err }, "a worker beat was not sent");
+      // A closed or reconnecting connection: the next beat names every job held.
+      this.bus.logger.debug({ err, subject }, "a worker beat was not sent");
     }
   }
 

@@ -174,7 +174,7 @@ export class AgentWorker {
     }
   }
 
-  /** A job the pull brought: driven from now on, named in the next beat; handed back when draining. */
+  /** A job the pull brought: driven from now on, named to the other workers at once; handed back when draining. */
   private take(msg: JsMsg): void {
     if (this.drain.signal.aborted) {
       msg.nak();
@@ -183,7 +183,7 @@ export class AgentWorker {
     const held = ackSubjectOf(msg);
     if (held) {
       this.held.add(held);
-      this.presence.announce();
+      this.presence.announce(held);
     }
     const task = this.handle(msg).finally(() => {
       this.inFlight.delete(task);

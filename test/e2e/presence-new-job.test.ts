@@ -1,10 +1,12 @@
 import { describe, expect, it } from "vitest";
+import { decode } from "../../shared/bus/codec.js";
+import { WorkerBeat } from "../../shared/contracts/cluster.js";
 import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 
 /**
  * Beats three seconds apart, so the periodic beat almost never falls between a job being taken and
- * its worker being killed a moment later: only the beat a worker sends on taking a job can name it.
- * Without that beat the job would wait out the ack wait (60 s here).
+ * its worker being killed a moment later: only the announcement a worker sends on taking a job
+ * (`workers.took.<instance>`) can name it. Without it the job would wait out the ack wait (60 s here).
  */
 const suite = useClusterSuite("presence-new-job", {
   actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
@@ -18,7 +20,7 @@ const suite = useClusterSuite("presence-new-job", {
 });
 
 describe("worker presence: a job just taken", () => {
-  it("is named in a beat at once: kill -9 right after the take, and the survivor hands it back when the silence is confirmed, not after the ack wait", async () => {
+  it("is named to the other workers at once: kill -9 once its tool call has started, and the survivor hands it back when the silence is confirmed, not after the ack wait", async () => {
     const charge = serveCharge(suite, 1_000, "transfer");
     const reply = await chargeRun(suite, "transfer", 3);
     await charge.started;
@@ -35,5 +37,37 @@ describe("worker presence: a job just taken", () => {
     expect([...charge.executions.values()]).toEqual([1]);
     const survivor = holder === "agent-1" ? "agent-2" : "agent-1";
     expect(await suite.log(survivor)).toMatch(/"jobs":1[^\n]*stopped beating/);
+    await suite.cluster.start("agent", `${holder}b`);
+  }, 60_000);
+
+  it("is announced the moment it is taken: kill -9 as the announcement goes out, and the survivor still hands the job back", async () => {
+    const charge = serveCharge(suite, 1_000, "refund");
+    const { nc, subjects } = suite.bus;
+    // The first announcement after the submit names this run's job: nothing else is queued.
+    const announced = new Promise<WorkerBeat>((resolve) => {
+      const sub = nc.subscribe(subjects.workerTookAll(), {
+        callback: (err, msg) => {
+          if (err) return;
+          sub.unsubscribe();
+          resolve(decode(WorkerBeat, msg.data));
+        },
+      });
+    });
+    await nc.flush();
+    const reply = await chargeRun(suite, "refund", 4);
+    const took = await announced;
+    suite.cluster.signal(took.workerId, "SIGKILL");
+    const killedAt = Date.now();
+    expect(took.jobs).toHaveLength(1);
+
+    const status = await suite.waitFor(reply.runId, settled, 40_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 4" } });
+    expect(Date.now() - killedAt).toBeLessThan(20_000);
+    expect([...charge.executions.values()]).toEqual([1]);
+    const survivor = await suite.lastWriter(reply.runId);
+    expect(survivor).not.toBe(took.workerId);
+    expect(await suite.log(survivor as string)).toMatch(
+      new RegExp(`"worker":"${took.workerId}"[^\\n]*"jobs":1[^\\n]*stopped beating`),
+    );
   }, 60_000);
 });

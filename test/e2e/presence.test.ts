@@ -20,7 +20,7 @@ describe("worker presence: a silent worker's jobs go back to the queue at once",
     const charge = serveCharge(suite, delayMs, tool);
     const reply = await chargeRun(suite, tool, 3);
     await charge.started;
-    // A worker names a job it takes in a beat within 20 ms (presence-new-job.test.ts kills it sooner).
+    // A worker announces a job the moment it takes it (presence-new-job.test.ts kills it then).
     await systemClock.sleep(100);
     const holder = await suite.lastWriter(reply.runId);
     // A worker started by an earlier test (agent-1b) may hold it too.

@@ -102,6 +102,33 @@ describe("worker presence: who hands back a silent worker's jobs", () => {
     expect(names(table.expire(4_001))).toEqual(["b"]);
   });
 
+  it("a job announced between beats is added to the last beat's, once; the next beat names them all again", () => {
+    const table = new PeerTable("a");
+    table.heard(beat("b", [job(1)]), 0);
+    table.took(beat("b", [job(2)]), 100);
+    table.took(beat("b", [job(2), job(3)]), 200);
+    table.took(beat("a", [job(9)]), 200);
+    // The announcement is a sign of life too: silence counts from it.
+    expect(table.expire(1_100)).toEqual([]);
+    const gone = table.expire(1_201);
+    expect(names(gone)).toEqual(["b"]);
+    expect(gone[0]?.jobs).toEqual([job(1), job(2), job(3)]);
+
+    table.heard(beat("c", [job(4), job(5)]), 2_000);
+    table.took(beat("c", [job(6)]), 2_010);
+    // Job 4 finished meanwhile: the beat replaces what the announcements added.
+    table.heard(beat("c", [job(5), job(6)]), 2_020);
+    expect(table.expire(3_021)[0]?.jobs).toEqual([job(5), job(6)]);
+  });
+
+  it("an announcement from a peer not heard of yet makes it known, with that job; one of a leaving peer is ignored", () => {
+    const table = new PeerTable("a");
+    table.took(beat("d", [job(7)]), 0);
+    table.took(beat("e", [job(8)], true), 0);
+    expect(table.live).toBe(1);
+    expect(table.expire(1_001).map((p) => [p.instance, p.jobs])).toEqual([["d", [job(7)]]]);
+  });
+
   it("a beat is a contract: jobs must be ack subjects, the instance a subject token", () => {
     expect(WorkerBeat.safeParse({ ...beat("a"), jobs: ["agents.wal.r1"] }).success).toBe(false);
     expect(WorkerBeat.safeParse({ ...beat("a"), instance: "a.b" }).success).toBe(false);
