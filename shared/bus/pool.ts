@@ -115,8 +115,12 @@ class WorkingLedger {
       });
     }
     if (held && after === undefined) return "existing";
-    const size = this.sizeWith(held ? 0 : entryBytes(runId.length), runId, after);
+    const was = { after: this.after.get(runId), changed: this.changed };
+    if (after !== undefined) this.setAfter(runId, after);
+    const size = this.size + (held ? 0 : entryBytes(runId.length));
     if (size > maxBytes) {
+      this.setAfter(runId, was.after);
+      this.changed = was.changed;
       throw new AgentError(
         "POOL_FULL",
         `pool full: ${active} of ${capacity} slots in use, and the ledger of active runs would outgrow ` +
@@ -125,22 +129,14 @@ class WorkingLedger {
         { details: { active, capacity, ledgerBytes: this.size, maxBytes } },
       );
     }
-    if (after !== undefined) this.setAfter(runId, after);
     if (held) return "existing";
     this.ids.add(runId);
-    this.size += entryBytes(runId.length);
+    this.size = size;
     this.changed = true;
     return "admitted";
   }
 
-  /** The ledger's size once `runId` is added (`added` bytes) and resumed after `after`. */
-  private sizeWith(added: number, runId: string, after: number | undefined): number {
-    if (after === undefined) return this.size + added;
-    const old = this.after.get(runId);
-    const members = (this.after.size === 0 ? RESUMED_BYTES : 0) + resumedBytes(runId.length, after);
-    return this.size + added + members - (old === undefined ? 0 : resumedBytes(runId.length, old));
-  }
-
+  /** Marks (or, with undefined, unmarks) `runId`'s slot as taken after a halt, its size counted. */
   private setAfter(runId: string, after: number | undefined): void {
     const old = this.after.get(runId);
     if (old === after) return;

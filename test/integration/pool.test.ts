@@ -83,19 +83,31 @@ describe("pool admission with compare-and-set (two supervisor replicas)", () => 
     const kv = await new Kvm(suite.nc).open(suite.subjects.buckets().pool);
     await kv.delete(POOL_KEY);
     const stored = JSON.stringify({ active: ["run-r"], resumedAfter: { "run-r": 12345 } });
-    // The ledger's size is counted with a comma too many in each list.
+    const read = async (): Promise<string> => new TextDecoder().decode((await kv.get(POOL_KEY))?.value);
+    // The ledger's size is counted with a comma too many in each list; room is left for one more
+    // id of 5 characters (8 bytes with its quotes and comma).
     const ledger = new PoolLedger({
       kv,
       clock: systemClock,
       random: seededRandom(4),
-      maxBytes: stored.length + 2,
+      maxBytes: stored.length + 2 + 8,
     });
     await expect(ledger.acquire("run-r", 5)).resolves.toBe("admitted");
     await expect(ledger.acquire("run-r", 5, { after: 12345 })).resolves.toBe("existing");
-    const entry = await kv.get(POOL_KEY);
-    expect(new TextDecoder().decode(entry?.value)).toBe(stored);
-    // One digit more would not fit: refused, and the ledger is left as it was.
-    await expect(ledger.acquire("run-r", 5, { after: 123456 })).rejects.toMatchObject({ code: "POOL_FULL" });
+    expect(await read()).toBe(stored);
+    // Nine digits more would not fit: refused, and what is queued with it sees the ledger as it was.
+    // (The first change starts a write; the two after it are queued meanwhile, and share the next.)
+    const [, refused, admitted] = await Promise.allSettled([
+      ledger.release("run-none"),
+      ledger.acquire("run-r", 5, { after: 12345678901234 }),
+      ledger.acquire("run-t", 5),
+    ]);
+    expect(refused).toMatchObject({ status: "rejected", reason: { code: "POOL_FULL" } });
+    expect(admitted).toEqual({ status: "fulfilled", value: "admitted" });
+    expect(await read()).toBe(
+      JSON.stringify({ active: ["run-r", "run-t"], resumedAfter: { "run-r": 12345 } }),
+    );
+    await expect(ledger.release("run-t")).resolves.toBe("released");
     await expect(ledger.release("run-r", 12000)).resolves.toBe("earlier");
     await expect(ledger.release("run-r", 12345)).resolves.toBe("earlier");
     expect(await ledger.active()).toEqual(["run-r"]);

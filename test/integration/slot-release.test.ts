@@ -82,6 +82,18 @@ async function drained(stream: string): Promise<void> {
     .toBe(0);
 }
 
+/** Runs the supervisors' release loop while `body` runs. */
+async function whileReleasing(pool: PoolLedger, body: () => Promise<void>): Promise<void> {
+  const stopping = new AbortController();
+  const loop = releaseSlots(bus, pool, stopping.signal);
+  try {
+    await body();
+  } finally {
+    stopping.abort();
+    await loop;
+  }
+}
+
 /** Jobs on the work queue for `runId`. */
 async function queued(runId: string): Promise<number> {
   const subject = bus.subjects.runQueue(runId);
@@ -137,17 +149,12 @@ describe("the supervisor's slot release loop", () => {
     await publishAudit(bus, settled(runId, "run.halted"));
     const resuming = resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" }));
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const stopping = new AbortController();
-    const loop = releaseSlots(bus, pool, stopping.signal);
-    try {
+    await whileReleasing(pool, async () => {
       await expect(resuming).resolves.toMatchObject({ ok: true });
       await drained(bus.subjects.streams().audit);
       // The halt's release came first and the resume's slot after it, not the other way round.
       expect(await pool.active()).toContain(runId);
-    } finally {
-      stopping.abort();
-      await loop;
-    }
+    });
   });
 
   it("a halt delivered again after its run was resumed leaves the resumed run its slot, and hands its parent nothing", async () => {
@@ -157,17 +164,12 @@ describe("the supervisor's slot release loop", () => {
     await haltedHoldingSlot(pool, runId);
     const parentRunId = "run-halt-again-parent";
     const halt = await publishAudit(bus, { ...settled(runId, "run.halted"), parentRunId });
-    const first = new AbortController();
-    const loop = releaseSlots(bus, pool, first.signal);
-    await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
-    await expect(
-      resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" })),
-    ).resolves.toMatchObject({
-      ok: true,
+    await whileReleasing(pool, async () => {
+      await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
+      const resumed = resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" }));
+      await expect(resumed).resolves.toMatchObject({ ok: true });
+      await drained(stream);
     });
-    await drained(stream);
-    first.abort();
-    await loop;
 
     // The loop reads the halt again, as when its ack was lost or it was NAK'd after the release
     // (its parent's fan-in failed): its durable consumer is put back to start at the halt's
@@ -189,9 +191,7 @@ describe("the supervisor's slot release loop", () => {
       opt_start_seq: halt.seq,
       filter_subject: info.config.filter_subject,
     });
-    const again = new AbortController();
-    const redelivering = releaseSlots(bus, pool, again.signal);
-    try {
+    await whileReleasing(pool, async () => {
       await drained(stream);
       expect(
         (await bus.jsm.consumers.info(stream, RELEASE_CONSUMER)).ack_floor.stream_seq,
@@ -201,10 +201,7 @@ describe("the supervisor's slot release loop", () => {
       // The resumed run's own end still frees it.
       await publishAudit(bus, { ...settled(runId, "run.committed"), auditId: `${runId}:10`, seq: 10 });
       await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
-    } finally {
-      again.abort();
-      await redelivering;
-    }
+    });
   });
 
   it("a resume whose halt is not released within 5 s is refused with HALT_PENDING (retryable), and queues nothing", async () => {
