@@ -174,7 +174,7 @@ export class AgentWorker {
     }
   }
 
-  /** A job the pull brought: driven from now on, named to the other workers at once; handed back when draining. */
+  /** A job the pull brought: driven from now on, announced at once; handed back when draining. */
   private take(msg: JsMsg): void {
     if (this.drain.signal.aborted) {
       msg.nak();
