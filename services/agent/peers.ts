@@ -48,15 +48,12 @@ export class PeerTable {
 
   /**
    * Records an announcement: the jobs a peer has just taken, added to those of its last beat (its
-   * next beat names them all again). It is alive, too. A peer not heard of yet (this instance
-   * started after its last beat) is known from now on with these jobs only.
+   * next beat names them all again); otherwise it counts as a beat. A peer not heard of yet (this
+   * instance started after its last beat) is known from now on with these jobs only.
    */
   took(announcement: WorkerBeat, now: number): void {
-    const { workerId, instance, deadAfterMs, jobs, leaving } = announcement;
-    if (instance === this.self || leaving) return;
-    const known = this.peers.get(instance);
-    const all = known ? [...new Set([...known.jobs, ...jobs])] : jobs;
-    this.peers.set(instance, { workerId, instance, deadAfterMs, jobs: all, lastSeen: now });
+    const known = this.peers.get(announcement.instance)?.jobs ?? [];
+    this.heard({ ...announcement, jobs: [...new Set([...known, ...announcement.jobs])] }, now);
   }
 
   /**
