@@ -10,6 +10,8 @@
  * `node bench/micro/kill-during-intake.ts [trials]` after `npm run build` (each trial 5–35 s).
  */
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
+import { decode } from "../../dist/shared/bus/codec.js";
+import { WorkerBeat } from "../../dist/shared/contracts/cluster.js";
 import { median } from "../lib/stats.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
@@ -34,7 +36,7 @@ for (let trial = 1; trial <= TRIALS; trial += 1) {
   const handedBack = new Set<string>();
   const waited = new Set<string>();
   const noteNamed = (data: Uint8Array): void => {
-    const beat = JSON.parse(decoder.decode(data)) as { workerId: string; jobs: string[] };
+    const beat = decode(WorkerBeat, data);
     if (beat.workerId === VICTIM) for (const job of beat.jobs) named.add(streamSeqOf(job));
   };
   const subs = [
