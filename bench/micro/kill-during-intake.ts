@@ -6,10 +6,12 @@
  * the dead worker had named (in a beat, or announced as it took it) is handed back within about a
  * second; one it never named waits out the ack wait (30 s, the default). For each job that waited,
  * the trial says whether the dead worker had named it: watched on the wire, its ack subject's stream
- * sequence against those of the dead worker's beats and announcements.
+ * sequence against those of the dead worker's beats and announcements. Since the survivor looks for
+ * jobs nobody named (StraySweep), the trial also counts those it found and handed back.
  * `node bench/micro/kill-during-intake.ts [trials]` after `npm run build` (each trial 5–35 s).
  */
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
+import { streamSeqOf } from "../../dist/services/agent/strays.js";
 import { decode } from "../../dist/shared/bus/codec.js";
 import { WorkerBeat } from "../../dist/shared/contracts/cluster.js";
 import { median } from "../lib/stats.ts";
@@ -23,7 +25,6 @@ const STRANDED_MS = 10_000;
 
 /** `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>` */
 const ackField = (subject: string, i: number): string => subject.split(".")[i] ?? "";
-const streamSeqOf = (ack: string): string => ackField(ack, 5);
 const decoder = new TextDecoder();
 
 const nats = await startLocalNats({});
@@ -32,9 +33,11 @@ for (let trial = 1; trial <= TRIALS; trial += 1) {
   const cluster = await OurCluster.start(nats.url, OUR_BENCH_ENV);
   const { nc, subjects } = cluster.bus;
   let killedAt: number | undefined;
-  const named = new Set<string>();
-  const handedBack = new Set<string>();
-  const waited = new Set<string>();
+  const named = new Set<number | undefined>();
+  const handedBack = new Set<number | undefined>();
+  /** Handed back by a survivor's search for jobs nobody named: its NAKs carry no delivery time. */
+  const strays = new Set<number | undefined>();
+  const waited = new Set<number | undefined>();
   const noteNamed = (data: Uint8Array): void => {
     const beat = decode(WorkerBeat, data);
     if (beat.workerId === VICTIM) for (const job of beat.jobs) named.add(streamSeqOf(job));
@@ -48,8 +51,10 @@ for (let trial = 1; trial <= TRIALS; trial += 1) {
       callback: (_err, msg) => {
         if (killedAt === undefined) return;
         const seq = streamSeqOf(msg.subject);
-        if (decoder.decode(msg.data).startsWith("-NAK")) handedBack.add(seq);
-        else if (Number(ackField(msg.subject, 4)) >= 2 && !handedBack.has(seq)) waited.add(seq);
+        if (decoder.decode(msg.data).startsWith("-NAK")) {
+          handedBack.add(seq);
+          if (ackField(msg.subject, 7) === "0") strays.add(seq);
+        } else if (Number(ackField(msg.subject, 4)) >= 2 && !handedBack.has(seq)) waited.add(seq);
       },
     }),
   ];
@@ -76,7 +81,8 @@ for (let trial = 1; trial <= TRIALS; trial += 1) {
   const line =
     `trial ${trial}: ${finished.length} loops in flight at the kill, finished after it in ` +
     `${Math.round(median(finished))} ms (median), ${Math.round(Math.max(...finished))} ms (max); ` +
-    `${stranded} took over ${STRANDED_MS / 1000} s; jobs handed back ${handedBack.size}, ` +
+    `${stranded} took over ${STRANDED_MS / 1000} s; jobs handed back ${handedBack.size} ` +
+    `(found unnamed: ${strays.size}), ` +
     `waited out the ack wait ${waited.size} (named by the dead worker: ${wasNamed})`;
   console.log(line);
   lines.push(line);

@@ -97,6 +97,11 @@ export class PeerTable {
     if (!this.peers.has(peer.instance)) this.peers.set(peer.instance, { ...peer, checkedAt: now });
   }
 
+  /** The jobs the live peers named in their last beats and announcements since. */
+  named(): string[] {
+    return [...this.peers.values()].flatMap((peer) => peer.jobs);
+  }
+
   /** The live instances this one knows of, itself excluded. */
   get live(): number {
     return this.peers.size;

@@ -6,6 +6,7 @@ import { ReplyInbox } from "../../shared/bus/reply-inbox.js";
 import { isNoResponders } from "../../shared/bus/request.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { PeerTable, type Peer } from "./peers.js";
+import { StraySweep, streamSeqOf } from "./strays.js";
 
 const NAK = new TextEncoder().encode("-NAK");
 const EMPTY = new Uint8Array(0);
@@ -20,6 +21,8 @@ export interface PresenceOptions {
   deadAfterMs: number;
   /** The job consumer's ack wait: past it, JetStream has handed a dead worker's jobs on itself. */
   ackWaitMs: number;
+  /** The shared job consumer (see StraySweep). */
+  consumer: string;
 }
 
 /**
@@ -28,8 +31,9 @@ export interface PresenceOptions {
  * survivor notices a silence within `deadAfterMs`, then asks the silent worker directly: the server
  * answers "no responders" at once when that worker's connection is gone (a killed process's socket
  * closes), and only then are its jobs negatively acknowledged, so another worker resumes them at
- * once. A worker that is only stalled (a long synchronous stretch, a stopped process) still holds
- * its connection and keeps its jobs. Beats are plain NATS messages: losing some only leaves a
+ * once; then the survivor looks for jobs nobody named (StraySweep), those the server handed to the
+ * dead worker's pull as it died. A worker that is only stalled (a long synchronous stretch, a
+ * stopped process) still holds its connection and keeps its jobs. Beats are plain NATS messages: losing some only leaves a
  * takeover to the ack wait, and a worker wrongly judged dead loses its run to the WAL's fencing,
  * never runs a step twice.
  */
@@ -45,6 +49,7 @@ export class WorkerPresence {
   private taken: string[] = [];
   private announcing: ReturnType<typeof setImmediate> | undefined;
   private readonly ackPrefix: string;
+  private readonly strays: StraySweep;
 
   constructor(
     private readonly bus: ActorBus,
@@ -56,6 +61,13 @@ export class WorkerPresence {
     this.table = new PeerTable(options.instance);
     // Only the work queue's jobs: a forged beat cannot make a survivor NAK anything else.
     this.ackPrefix = `$JS.ACK.${bus.subjects.streams().runs}.`;
+    this.strays = new StraySweep({
+      bus,
+      consumer: options.consumer,
+      named: () => this.named(),
+      settleMs: options.beatMs,
+      metrics,
+    });
   }
 
   start(): void {
@@ -100,7 +112,7 @@ export class WorkerPresence {
   }
 
   /** The last beat says this worker is leaving: it has handed its jobs back itself. */
-  stop(): void {
+  async stop(): Promise<void> {
     clearInterval(this.timer);
     if (this.announcing !== undefined) clearImmediate(this.announcing);
     this.timer = undefined;
@@ -110,6 +122,7 @@ export class WorkerPresence {
     this.tookSub?.unsubscribe();
     this.pings?.unsubscribe();
     this.beat(true);
+    await this.strays.stop();
   }
 
   private onBeat(msg: Msg, kind: "beat" | "took"): void {
@@ -170,7 +183,7 @@ export class WorkerPresence {
       // snatch a job from its new holder.
       if (now - peer.lastSeen >= options.ackWaitMs / 2) return;
       try {
-        this.handBack(peer, now);
+        this.strays.request(this.handBack(peer, now));
       } catch (sendError) {
         // This connection is down: the jobs wait out their ack wait instead.
         bus.logger.warn({ ...fields, err: sendError }, "could not hand a gone worker's jobs back");
@@ -204,7 +217,17 @@ export class WorkerPresence {
     }
   }
 
-  private handBack(peer: Peer, now: number): void {
+  /** Every job a live worker names now, this one's included, by stream sequence. */
+  private named(): Set<number> {
+    const seqs = new Set<number>();
+    for (const job of [...this.table.named(), ...this.held()]) {
+      const seq = streamSeqOf(job);
+      if (seq !== undefined) seqs.add(seq);
+    }
+    return seqs;
+  }
+
+  private handBack(peer: Peer, now: number): string[] {
     const jobs = peer.jobs.filter((job) => job.startsWith(this.ackPrefix));
     for (const job of jobs) this.bus.nc.publish(job, NAK);
     this.metrics.jobsHandedBack.inc(jobs.length);
@@ -212,5 +235,6 @@ export class WorkerPresence {
       { worker: peer.workerId, instance: peer.instance, silentMs: now - peer.lastSeen, jobs: jobs.length },
       "a worker stopped beating and its connection is gone; its jobs go back to the queue",
     );
+    return jobs;
   }
 }

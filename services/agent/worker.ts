@@ -87,6 +87,11 @@ export class AgentWorker {
   private readonly inFlight = new Set<Promise<void>>();
   /** The ack subjects of the jobs held now: the beats name them, for whoever outlives this worker. */
   private readonly held = new Set<string>();
+  /**
+   * Jobs handed back with a delay, named until it passes: unnamed, a survivor's search for stranded
+   * jobs would take them for some and cut the delay short.
+   */
+  private readonly deferred = new Map<string, ReturnType<typeof setTimeout>>();
   private presence!: WorkerPresence;
   private readonly drain = new AbortController();
   private readonly killSwitch = new KillSwitchView();
@@ -127,8 +132,9 @@ export class AgentWorker {
         beatMs: this.options.beatMs,
         deadAfterMs: this.options.deadAfterMs,
         ackWaitMs: this.options.ackWaitMs,
+        consumer: name,
       },
-      () => [...this.held],
+      () => [...this.held, ...this.deferred.keys()],
       this.options.metrics,
     );
     this.presence.start();
@@ -144,7 +150,9 @@ export class AgentWorker {
     this.drain.abort();
     await this.loop;
     await Promise.all(this.inFlight);
-    this.presence.stop();
+    await this.presence.stop();
+    for (const timer of this.deferred.values()) clearTimeout(timer);
+    this.deferred.clear();
     this.killSwitch.stop();
   }
 
@@ -223,7 +231,7 @@ export class AgentWorker {
           ? "run lease failed; the job will be retried"
           : "run lease failed and will fail again until the cause is fixed (a deploy that can replay its log); retrying with backoff",
       );
-      msg.nak(delayMs);
+      this.defer(msg, delayMs);
       return;
     } finally {
       this.leasesOf.release(job);
@@ -234,7 +242,18 @@ export class AgentWorker {
     else if (outcome === "release") {
       log.info("handing the run back to the queue");
       msg.nak();
-    } else msg.nak(this.options.retryDelayMs);
+    } else this.defer(msg, this.options.retryDelayMs);
+  }
+
+  /** Hands a job back to be offered again in `delayMs`, still naming it in the beats until then. */
+  private defer(msg: JsMsg, delayMs: number): void {
+    msg.nak(delayMs);
+    const job = ackSubjectOf(msg);
+    if (!job || this.drain.signal.aborted) return;
+    clearTimeout(this.deferred.get(job));
+    const timer = setTimeout(() => this.deferred.delete(job), delayMs);
+    timer.unref();
+    this.deferred.set(job, timer);
   }
 
   private lease(job: RunJob, msg: JsMsg): RunLease {

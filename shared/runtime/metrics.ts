@@ -16,6 +16,7 @@ export class ActorMetrics {
   readonly redeliveries: Counter;
   readonly fencingConflicts: Counter;
   readonly jobsHandedBack: Counter;
+  readonly strayJobsHandedBack: Counter;
   readonly leaseFailures: Counter<"code">;
   readonly stalledRequeues: Counter;
   readonly criticVerdicts: Counter<"passed">;
@@ -65,6 +66,11 @@ export class ActorMetrics {
     this.jobsHandedBack = new Counter({
       name: "agents_jobs_handed_back_total",
       help: "Jobs of a worker that stopped beating, handed back to the queue by this one",
+      registers,
+    });
+    this.strayJobsHandedBack = new Counter({
+      name: "agents_stray_jobs_handed_back_total",
+      help: "Jobs delivered to a gone worker's pull that no worker named, handed back by this one",
       registers,
     });
     this.leaseFailures = new Counter({

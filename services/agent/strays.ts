@@ -1,0 +1,155 @@
+import type { MsgRequest } from "@nats-io/jetstream";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import type { ActorMetrics } from "../../shared/runtime/metrics.js";
+
+const NAK = new TextEncoder().encode("-NAK");
+/** Messages one look reads at most: a work queue holds the jobs in flight, not the cluster's history. */
+const MAX_WALK = 10_000;
+
+/** The stream sequence a JetStream ack subject names (`$JS.ACK.<stream>.<consumer>.<deliveries>.<sseq>.…`). */
+export function streamSeqOf(ackSubject: string): number | undefined {
+  const tokens = ackSubject.split(".");
+  if (tokens.length < 9 || tokens[0] !== "$JS" || tokens[1] !== "ACK") return undefined;
+  const seq = Number(tokens[5]);
+  return Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
+}
+
+/**
+ * An ack subject for a delivery whose own subject nobody read. nats-server looks a NAK's job up by
+ * its stream sequence and only checks that the consumer sequence lies between the ack floor and
+ * the last delivery (every version since 2.2 does), so the consumer's last delivered sequence
+ * stands in for the unknown one.
+ */
+export function strayAckSubject(
+  stream: string,
+  consumer: string,
+  streamSeq: number,
+  consumerSeq: number,
+): string {
+  return `$JS.ACK.${stream}.${consumer}.1.${streamSeq}.${consumerSeq}.0.0`;
+}
+
+/** The jobs of both looks that nobody named in either: those two looks apart are stranded. */
+export function strays(first: ReadonlySet<number>, second: ReadonlySet<number>): number[] {
+  return [...first].filter((seq) => second.has(seq)).sort((a, b) => a - b);
+}
+
+export interface StraySweepDeps {
+  bus: Pick<ActorBus, "nc" | "jsm" | "subjects" | "clock" | "logger">;
+  /** The shared job consumer. */
+  consumer: string;
+  /** The stream sequences of every job a live worker (this one included) names now. */
+  named: () => ReadonlySet<number>;
+  /** The pause before each look: long enough for a live worker to have named what it took. */
+  settleMs: number;
+  metrics: Pick<ActorMetrics, "strayJobsHandedBack">;
+}
+
+/**
+ * Finds the jobs nats-server handed to a worker's open pull as the worker died. A killed worker's
+ * connection lingers on the server for a few milliseconds (up to about 100 under load), and jobs
+ * delivered to its pull then were never read, so no beat or announcement named them: they would
+ * wait out the ack wait (30 s by default). After handing a gone worker's named jobs back, the
+ * survivor looks twice, a settle apart, at the work queue's delivered and unacknowledged jobs, and
+ * hands back those no live worker named in either look. A job a live worker holds is named within
+ * a turn of its event loop; one named late (a worker stalled for the whole settle) is handed on
+ * anyway and its first holder loses the run to the WAL's fencing, never runs a step twice.
+ */
+export class StraySweep {
+  private running: Promise<void> | undefined;
+  private again = false;
+  /** Jobs just handed back by name: still unnamed while they wait for a free worker, not stranded. */
+  private handedBack = new Set<number>();
+  private readonly stopped = new AbortController();
+
+  constructor(private readonly deps: StraySweepDeps) {}
+
+  /**
+   * Sweeps soon, after the jobs of a gone worker were handed back (their ack subjects); a request
+   * while a sweep runs makes it sweep once more after.
+   */
+  request(handedBack: readonly string[]): void {
+    for (const job of handedBack) {
+      const seq = streamSeqOf(job);
+      if (seq !== undefined) this.handedBack.add(seq);
+    }
+    if (this.stopped.signal.aborted) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.sweep()
+      .catch((err: unknown) => {
+        if (!this.stopped.signal.aborted)
+          this.deps.bus.logger.warn({ err }, "looking for stranded jobs failed");
+      })
+      .finally(() => {
+        this.running = undefined;
+        if (this.again) {
+          this.again = false;
+          this.request([]);
+        } else this.handedBack = new Set();
+      });
+  }
+
+  /** Settles once no sweep is under way or asked for. */
+  async idle(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  /** Ends the sweep under way at its next pause; a leaving worker hands nothing back. */
+  async stop(): Promise<void> {
+    this.stopped.abort(new Error("the worker is stopping"));
+    await this.running;
+  }
+
+  private async sweep(): Promise<void> {
+    const { bus, consumer, settleMs } = this.deps;
+    const { signal } = this.stopped;
+    await bus.clock.sleep(settleMs, signal);
+    const first = await this.unnamed();
+    if (first.size === 0) return;
+    await bus.clock.sleep(settleMs, signal);
+    const found = strays(first, await this.unnamed());
+    if (found.length === 0) return;
+    const stream = bus.subjects.streams().runs;
+    const info = await bus.jsm.consumers.info(stream, consumer);
+    if (signal.aborted) return;
+    for (const seq of found)
+      bus.nc.publish(strayAckSubject(stream, consumer, seq, info.delivered.consumer_seq), NAK);
+    this.deps.metrics.strayJobsHandedBack.inc(found.length);
+    bus.logger.warn(
+      { jobs: found.length, streamSeqs: found.slice(0, 20) },
+      "jobs delivered to a gone worker's pull, never named by any worker, go back to the queue",
+    );
+  }
+
+  /** The delivered, unacknowledged jobs nobody names now, by stream sequence. */
+  private async unnamed(): Promise<Set<number>> {
+    const { bus, consumer } = this.deps;
+    const stream = bus.subjects.streams().runs;
+    const info = await bus.jsm.consumers.info(stream, consumer);
+    const out = new Set<number>();
+    if (info.num_ack_pending === 0) return out;
+    const named = this.deps.named();
+    const last = info.delivered.stream_seq;
+    let seq = info.ack_floor.stream_seq + 1;
+    for (let read = 0; seq <= last; read += 1) {
+      if (read === MAX_WALK) {
+        bus.logger.warn(
+          { from: seq, to: last },
+          "too many jobs in flight to look for stranded ones past here",
+        );
+        break;
+      }
+      // STREAM.MSG.GET takes `next_by_subj` since nats-server 2.9 (the client types it for direct gets
+      // only): it skips the jobs already acknowledged, which a work queue has deleted.
+      const query = { seq, next_by_subj: bus.subjects.runQueueAll() } as unknown as MsgRequest;
+      const msg = await bus.jsm.streams.getMessage(stream, query);
+      if (!msg || msg.seq > last) break;
+      if (!named.has(msg.seq) && !this.handedBack.has(msg.seq)) out.add(msg.seq);
+      seq = msg.seq + 1;
+    }
+    return out;
+  }
+}

@@ -1,0 +1,50 @@
+import { describe, expect, it } from "vitest";
+import { PeerTable } from "../../services/agent/peers.js";
+import { strayAckSubject, strays, streamSeqOf } from "../../services/agent/strays.js";
+import { WorkerBeat } from "../../shared/contracts/cluster.js";
+
+describe("stranded jobs: what a survivor hands back besides the jobs a gone worker named", () => {
+  it("reads the stream sequence of an ack subject, and writes one the server takes for that job", () => {
+    expect(streamSeqOf("$JS.ACK.AGENT_RUNS.agent-workers.3.41.97.1795628195441000000.12")).toBe(41);
+    // Not an ack subject, or not one of nats-server's: nothing to hand back.
+    for (const subject of [
+      "agents.workers.beat.x",
+      "$JS.ACK.AGENT_RUNS.agent-workers.3",
+      "$JS.NAK.AGENT_RUNS.agent-workers.3.41.97.0.0",
+      "$JS.ACK.AGENT_RUNS.agent-workers.3.0.97.0.0",
+      "$JS.ACK.AGENT_RUNS.agent-workers.3.x.97.0.0",
+    ])
+      expect(streamSeqOf(subject)).toBeUndefined();
+    const made = strayAckSubject("AGENT_RUNS", "agent-workers", 41, 120);
+    expect(made).toBe("$JS.ACK.AGENT_RUNS.agent-workers.1.41.120.0.0");
+    expect(streamSeqOf(made)).toBe(41);
+  });
+
+  it("a job is stranded only if neither look found it named: one named in either look is held", () => {
+    expect(strays(new Set([9, 4, 7]), new Set([7, 4, 12]))).toEqual([4, 7]);
+    expect(strays(new Set([4]), new Set())).toEqual([]);
+    expect(strays(new Set(), new Set([4]))).toEqual([]);
+  });
+
+  it("the peer table names every live peer's jobs, announcements included, and none of a gone or leaving one", () => {
+    const beat = (instance: string, jobs: string[], leaving?: boolean): WorkerBeat =>
+      WorkerBeat.parse({
+        schemaVersion: 1,
+        workerId: `w-${instance}`,
+        instance,
+        deadAfterMs: 1_000,
+        jobs,
+        ...(leaving ? { leaving } : {}),
+      });
+    const job = (n: number): string => strayAckSubject("AGENT_RUNS", "agent-workers", n, n);
+    const table = new PeerTable("a");
+    table.heard(beat("b", [job(1)]), 0);
+    table.took(beat("b", [job(2)]), 10);
+    table.heard(beat("c", [job(3)]), 900);
+    table.heard(beat("d", [job(4)]), 0);
+    table.heard(beat("d", [], true), 20);
+    expect(table.named().sort()).toEqual([job(1), job(2), job(3)].sort());
+    table.expire(1_500);
+    expect(table.named()).toEqual([job(3)]);
+  });
+});
