@@ -50,6 +50,11 @@ export class WorkerPresence {
   private announcing: ReturnType<typeof setImmediate> | undefined;
   private readonly ackPrefix: string;
   private readonly strays: StraySweep;
+  /**
+   * Silent peers being asked whether they are there: their jobs still count as named, or a search
+   * for unnamed jobs would take a stalled worker's for stranded ones.
+   */
+  private readonly suspects = new Map<string, Peer>();
 
   constructor(
     private readonly bus: ActorBus,
@@ -160,8 +165,18 @@ export class WorkerPresence {
     for (const peer of this.table.expire(now)) void this.confirm(peer);
   }
 
-  /** Asks a silent peer whether it is there; hands its jobs back only if its connection is gone. */
+  /** Asks a silent peer whether it is there, its jobs still named meanwhile (see `suspects`). */
   private async confirm(peer: Peer): Promise<void> {
+    this.suspects.set(peer.instance, peer);
+    try {
+      await this.ask(peer);
+    } finally {
+      this.suspects.delete(peer.instance);
+    }
+  }
+
+  /** Hands a silent peer's jobs back only if its connection is gone. */
+  private async ask(peer: Peer): Promise<void> {
     const { bus, options } = this;
     const fields = { worker: peer.workerId, instance: peer.instance };
     try {
@@ -220,7 +235,8 @@ export class WorkerPresence {
   /** Every job a live worker names now, this one's included, by stream sequence. */
   private named(): Set<number> {
     const seqs = new Set<number>();
-    for (const job of [...this.table.named(), ...this.held()]) {
+    const suspected = [...this.suspects.values()].flatMap((peer) => peer.jobs);
+    for (const job of [...this.table.named(), ...suspected, ...this.held()]) {
       const seq = streamSeqOf(job);
       if (seq !== undefined) seqs.add(seq);
     }

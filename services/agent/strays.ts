@@ -6,18 +6,23 @@ const NAK = new TextEncoder().encode("-NAK");
 /** Messages one look reads at most: a work queue holds the jobs in flight, not the cluster's history. */
 const MAX_WALK = 10_000;
 
-/** The stream sequence a JetStream ack subject names (`$JS.ACK.<stream>.<consumer>.<deliveries>.<sseq>.…`). */
+/**
+ * The stream sequence a JetStream ack subject names: `$JS.ACK.<stream>.<consumer>.<deliveries>.
+ * <sseq>.<dseq>.<time>.<pending>`, or the form with a domain and an account hash after `ACK` (11 or
+ * 12 tokens) that clients also read.
+ */
 export function streamSeqOf(ackSubject: string): number | undefined {
   const tokens = ackSubject.split(".");
-  if (tokens.length < 9 || tokens[0] !== "$JS" || tokens[1] !== "ACK") return undefined;
-  const seq = Number(tokens[5]);
+  if (tokens[0] !== "$JS" || tokens[1] !== "ACK") return undefined;
+  const at = tokens.length === 9 ? 5 : tokens.length === 11 || tokens.length === 12 ? 7 : undefined;
+  const seq = at === undefined ? NaN : Number(tokens[at]);
   return Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
 }
 
 /**
  * An ack subject for a delivery whose own subject nobody read. nats-server looks a NAK's job up by
  * its stream sequence and only checks that the consumer sequence lies between the ack floor and
- * the last delivery (every version since 2.2 does), so the consumer's last delivered sequence
+ * the last delivery (2.9 and the later releases alike), so the consumer's last delivered sequence
  * stands in for the unknown one.
  */
 export function strayAckSubject(

@@ -63,7 +63,9 @@ describe("a survivor's search for jobs delivered to a gone worker's pull", () =>
     ]);
     // The live worker's job ends as it would, on its own ack subject.
     suite.nc.publish(held.get("named")!, encoder.encode("+ACK"));
-    await suite.nc.flush();
+    await expect
+      .poll(async () => (await suite.jsm.consumers.info(subjects.streams().runs, consumer)).num_ack_pending)
+      .toBe(0);
   });
 
   it("a job a gone worker named, just handed back and waiting for a free worker, is not counted stranded", async () => {

@@ -6,10 +6,14 @@ import { WorkerBeat } from "../../shared/contracts/cluster.js";
 describe("stranded jobs: what a survivor hands back besides the jobs a gone worker named", () => {
   it("reads the stream sequence of an ack subject, and writes one the server takes for that job", () => {
     expect(streamSeqOf("$JS.ACK.AGENT_RUNS.agent-workers.3.41.97.1795628195441000000.12")).toBe(41);
+    expect(streamSeqOf("$JS.ACK.hub.AbC123.AGENT_RUNS.agent-workers.3.41.97.1795628195441000000.12.x7")).toBe(
+      41,
+    );
     // Not an ack subject, or not one of nats-server's: nothing to hand back.
     for (const subject of [
       "agents.workers.beat.x",
       "$JS.ACK.AGENT_RUNS.agent-workers.3",
+      "$JS.ACK.AGENT_RUNS.agent-workers.3.41.97.0.0.extra",
       "$JS.NAK.AGENT_RUNS.agent-workers.3.41.97.0.0",
       "$JS.ACK.AGENT_RUNS.agent-workers.3.0.97.0.0",
       "$JS.ACK.AGENT_RUNS.agent-workers.3.x.97.0.0",
