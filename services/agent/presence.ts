@@ -33,9 +33,9 @@ export interface PresenceOptions {
  * closes), and only then are its jobs negatively acknowledged, so another worker resumes them at
  * once; then the survivor looks for jobs nobody named (StraySweep), those the server handed to the
  * dead worker's pull as it died. A worker that is only stalled (a long synchronous stretch, a
- * stopped process) still holds its connection and keeps its jobs. Beats are plain NATS messages: losing some only leaves a
- * takeover to the ack wait, and a worker wrongly judged dead loses its run to the WAL's fencing,
- * never runs a step twice.
+ * stopped process) still holds its connection and keeps its jobs. Beats are plain NATS messages:
+ * losing some only leaves a takeover to the ack wait, and a worker wrongly judged dead loses its
+ * run to the WAL's fencing, never runs a step twice.
  */
 export class WorkerPresence {
   private readonly table: PeerTable;

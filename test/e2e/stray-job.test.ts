@@ -1,61 +1,26 @@
-import { jetstream } from "@nats-io/jetstream";
-import { connect } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
-import { decode, encode } from "../../shared/bus/codec.js";
-import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
-import { WorkerBeat } from "../../shared/contracts/cluster.js";
+import { systemClock } from "../../shared/runtime/clock.js";
 import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { FAST_PRESENCE_ENV, fakeWorker, startHeard } from "../helpers/fake-worker.js";
 
-const ACK_WAIT_MS = 60_000;
 /** No agent worker at first: the job can only go to the test's own pull, a worker about to die. */
-const suite = useClusterSuite("stray-job", {
-  actors: [{ kind: "supervisor" }],
-  env: {
-    AGENT_ACK_WAIT_MS: String(ACK_WAIT_MS),
-    AGENT_BEAT_MS: "250",
-    AGENT_DEAD_AFTER_MS: "1000",
-    AGENT_STATUS_EVERY_MS: "0",
-  },
-});
+const suite = useClusterSuite("stray-job", { actors: [{ kind: "supervisor" }], env: FAST_PRESENCE_ENV });
 
 describe("a job delivered to a worker's pull as the worker dies", () => {
   it("never named by that worker, is found and handed back by the survivor, not left to the ack wait", async () => {
     const charge = serveCharge(suite, 0, "pay");
-    const { subjects } = suite.bus;
-    const dying = await connect({
-      servers: suite.server.url,
-      ...(suite.server.user ? { user: suite.server.user, pass: suite.server.pass ?? "" } : {}),
-    });
+    const dying = await fakeWorker(suite, "dying");
     // It beats as a worker does, naming nothing: the job reaches it after its last beat.
-    const instance = "dying-worker-1";
-    const beat = (): void =>
-      dying.publish(
-        subjects.workerBeat(instance),
-        encode(WorkerBeat, { schemaVersion: 1, workerId: "dying", instance, deadAfterMs: 1_000, jobs: [] }),
-      );
-    beat();
-    const beating = setInterval(beat, 200);
+    dying.beat();
+    const beating = setInterval(() => dying.beat(), 200);
     try {
-      const consumer = await ensureWorkerConsumer(suite.bus.jsm, subjects, { ackWaitMs: ACK_WAIT_MS });
-      const pull = (await jetstream(dying).consumers.get(subjects.streams().runs, consumer)).next({
-        expires: 20_000,
-      });
+      const taking = dying.take();
       const reply = await chargeRun(suite, "pay", 5);
-      expect(await pull).not.toBeNull();
+      await taking;
 
       // The survivor starts, and hears the dying worker beat before it goes.
-      const survivorBeat = new Promise<void>((resolve) => {
-        const sub = suite.bus.nc.subscribe(subjects.workerBeatAll(), {
-          callback: (err, msg) => {
-            if (err || decode(WorkerBeat, msg.data).workerId !== "agent-1") return;
-            sub.unsubscribe();
-            resolve();
-          },
-        });
-      });
-      await suite.cluster.start("agent", "agent-1");
-      await survivorBeat;
-      await new Promise((resolve) => setTimeout(resolve, 600));
+      await startHeard(suite, "agent-1");
+      await systemClock.sleep(600);
       clearInterval(beating);
       await dying.close();
       const goneAt = Date.now();
@@ -70,7 +35,7 @@ describe("a job delivered to a worker's pull as the worker dies", () => {
       expect(log).toMatch(/"jobs":1[^\n]*never named by any worker/);
     } finally {
       clearInterval(beating);
-      if (!dying.isClosed()) await dying.close();
+      await dying.close();
     }
   }, 60_000);
 });

@@ -6,6 +6,7 @@ import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
+import { ackSubject } from "../helpers/fake-worker.js";
 
 const suite = useBusSuite("strays");
 const encoder = new TextEncoder();
@@ -28,7 +29,7 @@ describe("a survivor's search for jobs delivered to a gone worker's pull", () =>
     for await (const msg of taken) {
       const run = new TextDecoder().decode(msg.data);
       if (run === "done") msg.ack();
-      else held.set(run, (msg as unknown as { reply: string }).reply);
+      else held.set(run, ackSubject(msg));
     }
     await dying.flush();
     await dying.close();
@@ -74,8 +75,8 @@ describe("a survivor's search for jobs delivered to a gone worker's pull", () =>
     await suite.js.publish(subjects.runQueue("handed-back"), encoder.encode("handed-back"));
     const pulled = await jetstream(suite.nc).consumers.get(subjects.streams().runs, consumer);
     const msg = await pulled.next({ expires: 2_000 });
-    expect(msg).not.toBeNull();
-    const job = (msg as unknown as { reply: string }).reply;
+    if (!msg) throw new Error("the job was not offered");
+    const job = ackSubject(msg);
     const metrics = new ActorMetrics("agent");
     const sweep = new StraySweep({
       bus: { ...suite, logger: silentLogger },
@@ -90,6 +91,6 @@ describe("a survivor's search for jobs delivered to a gone worker's pull", () =>
       (await metrics.registry.getSingleMetric("agents_stray_jobs_handed_back_total")?.get())?.values[0]
         ?.value,
     ).toBe(0);
-    msg!.ack();
+    msg.ack();
   });
 });
