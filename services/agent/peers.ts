@@ -10,6 +10,8 @@ export interface Peer {
   lastSeen: number;
   /** When it was last found still connected though silent: its silence counts from then. */
   checkedAt?: number;
+  /** How many beats, announcements and ping answers came from it: each is a turn of its event loop. */
+  heard: number;
 }
 
 /** A gone peer another survivor was to hand back, kept in case that survivor was gone too. */
@@ -43,7 +45,8 @@ export class PeerTable {
       return;
     }
     const { workerId, instance, deadAfterMs, jobs } = beat;
-    this.peers.set(instance, { workerId, instance, deadAfterMs, jobs, lastSeen: now });
+    const heard = (this.peers.get(instance)?.heard ?? 0) + 1;
+    this.peers.set(instance, { workerId, instance, deadAfterMs, jobs, lastSeen: now, heard });
   }
 
   /**
@@ -100,6 +103,11 @@ export class PeerTable {
   /** The jobs the live peers named in their last beats and announcements since. */
   named(): string[] {
     return [...this.peers.values()].flatMap((peer) => peer.jobs);
+  }
+
+  /** How often each live peer has been heard from (see Peer.heard). */
+  heardCounts(): Map<string, number> {
+    return new Map([...this.peers.values()].map((peer) => [peer.instance, peer.heard]));
   }
 
   /** The live instances this one knows of, itself excluded. */

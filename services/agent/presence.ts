@@ -70,7 +70,9 @@ export class WorkerPresence {
       bus,
       consumer: options.consumer,
       named: () => this.named(),
-      settleMs: options.beatMs,
+      heardCounts: () => this.table.heardCounts(),
+      beatMs: options.beatMs,
+      maxWaitMs: options.deadAfterMs,
       metrics,
     });
   }

@@ -34,6 +34,20 @@ export function strayAckSubject(
   return `$JS.ACK.${stream}.${consumer}.1.${streamSeq}.${consumerSeq}.0.0`;
 }
 
+/**
+ * Whether every live worker has been heard from twice since `before` was taken (a worker first
+ * heard since, twice in all). Between two of its messages a worker's event loop has read what its
+ * connection had received before the first, so a job it held at the first look is named by then.
+ * One message is not enough: a beat may leave on a timer while the job still waits unread.
+ */
+export function heardTwiceSince(
+  before: ReadonlyMap<string, number>,
+  now: ReadonlyMap<string, number>,
+): boolean {
+  for (const [instance, count] of now) if (count < (before.get(instance) ?? 0) + 2) return false;
+  return true;
+}
+
 /** The jobs of both looks that nobody named in either: those two looks apart are stranded. */
 export function strays(first: ReadonlySet<number>, second: ReadonlySet<number>): number[] {
   return [...first].filter((seq) => second.has(seq)).sort((a, b) => a - b);
@@ -45,8 +59,15 @@ export interface StraySweepDeps {
   consumer: string;
   /** The stream sequences of every job a live worker (this one included) names now. */
   named: () => ReadonlySet<number>;
-  /** The pause before each look: long enough for a live worker to have named what it took. */
-  settleMs: number;
+  /** How often each live worker has been heard from (see PeerTable.heardCounts). */
+  heardCounts: () => ReadonlyMap<string, number>;
+  /** The workers' beat: the pause before the first look, and between checks for the second. */
+  beatMs: number;
+  /**
+   * The longest wait for every live worker to be heard from twice: one silent for this long is
+   * being asked whether it is there, its jobs named meanwhile (the deadAfterMs of the beats).
+   */
+  maxWaitMs: number;
   metrics: Pick<ActorMetrics, "strayJobsHandedBack">;
 }
 
@@ -55,10 +76,12 @@ export interface StraySweepDeps {
  * connection lingers on the server for a few milliseconds (up to about 100 under load), and jobs
  * delivered to its pull then were never read, so no beat or announcement named them: they would
  * wait out the ack wait (30 s by default). After handing a gone worker's named jobs back, the
- * survivor looks twice, a settle apart, at the work queue's delivered and unacknowledged jobs, and
- * hands back those no live worker named in either look. A job a live worker holds is named within
- * a turn of its event loop; one named late (a worker stalled for the whole settle) is handed on
- * anyway and its first holder loses the run to the WAL's fencing, never runs a step twice.
+ * survivor looks twice at the work queue's delivered and unacknowledged jobs, the second time once
+ * every live worker has been heard from twice since the first, and hands back those no live worker
+ * named in either look. A job a live worker holds is named within a turn of its event loop; one
+ * named later still (a worker stalled past its deadline is asked whether it is there, its jobs
+ * named meanwhile) is handed on anyway, and its first holder loses the run to the WAL's fencing,
+ * never runs a step twice.
  */
 export class StraySweep {
   private running: Promise<void> | undefined;
@@ -109,12 +132,17 @@ export class StraySweep {
   }
 
   private async sweep(): Promise<void> {
-    const { bus, consumer, settleMs } = this.deps;
+    const { bus, consumer, beatMs, maxWaitMs } = this.deps;
     const { signal } = this.stopped;
-    await bus.clock.sleep(settleMs, signal);
+    await bus.clock.sleep(beatMs, signal);
     const first = await this.unnamed();
     if (first.size === 0) return;
-    await bus.clock.sleep(settleMs, signal);
+    // A worker whose event loop lags (a busy host) may hold a job it has not read yet, so not named.
+    const before = this.deps.heardCounts();
+    for (let waited = 0; ; waited += beatMs) {
+      await bus.clock.sleep(beatMs, signal);
+      if (waited + beatMs >= maxWaitMs || heardTwiceSince(before, this.deps.heardCounts())) break;
+    }
     const found = strays(first, await this.unnamed());
     if (found.length === 0) return;
     const stream = bus.subjects.streams().runs;

@@ -41,7 +41,9 @@ describe("a survivor's search for jobs delivered to a gone worker's pull", () =>
       bus: { ...suite, logger: silentLogger },
       consumer,
       named: () => new Set([streamSeqOf(held.get("named")!)!]),
-      settleMs: 0,
+      heardCounts: () => new Map(),
+      beatMs: 0,
+      maxWaitMs: 0,
       metrics,
     });
     sweep.request([]);
@@ -82,7 +84,9 @@ describe("a survivor's search for jobs delivered to a gone worker's pull", () =>
       bus: { ...suite, logger: silentLogger },
       consumer,
       named: () => new Set(),
-      settleMs: 0,
+      heardCounts: () => new Map(),
+      beatMs: 0,
+      maxWaitMs: 0,
       metrics,
     });
     sweep.request([job]);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { PeerTable } from "../../services/agent/peers.js";
-import { strayAckSubject, strays, streamSeqOf } from "../../services/agent/strays.js";
+import { heardTwiceSince, strayAckSubject, strays, streamSeqOf } from "../../services/agent/strays.js";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
 
 describe("stranded jobs: what a survivor hands back besides the jobs a gone worker named", () => {
@@ -30,6 +30,56 @@ describe("stranded jobs: what a survivor hands back besides the jobs a gone work
     expect(strays(new Set(), new Set([4]))).toEqual([]);
   });
 
+  it("the second look waits until every live worker has been heard from twice since the first", () => {
+    const before = new Map([
+      ["b", 4],
+      ["c", 9],
+    ]);
+    expect(
+      heardTwiceSince(
+        before,
+        new Map([
+          ["b", 6],
+          ["c", 11],
+        ]),
+      ),
+    ).toBe(true);
+    // Once is not enough: a beat can leave on a timer before a job already received is read.
+    expect(
+      heardTwiceSince(
+        before,
+        new Map([
+          ["b", 6],
+          ["c", 10],
+        ]),
+      ),
+    ).toBe(false);
+    // A worker first heard since the first look counts its messages from none.
+    expect(
+      heardTwiceSince(
+        before,
+        new Map([
+          ["b", 6],
+          ["c", 11],
+          ["d", 1],
+        ]),
+      ),
+    ).toBe(false);
+    expect(
+      heardTwiceSince(
+        before,
+        new Map([
+          ["b", 6],
+          ["c", 11],
+          ["d", 2],
+        ]),
+      ),
+    ).toBe(true);
+    // One gone (or being asked whether it is there) is not waited for: its jobs are named otherwise.
+    expect(heardTwiceSince(before, new Map([["c", 11]]))).toBe(true);
+    expect(heardTwiceSince(before, new Map())).toBe(true);
+  });
+
   it("the peer table names every live peer's jobs, announcements included, and none of a gone or leaving one", () => {
     const beat = (instance: string, jobs: string[], leaving?: boolean): WorkerBeat =>
       WorkerBeat.parse({
@@ -48,6 +98,13 @@ describe("stranded jobs: what a survivor hands back besides the jobs a gone work
     table.heard(beat("d", [job(4)]), 0);
     table.heard(beat("d", [], true), 20);
     expect(table.named().sort()).toEqual([job(1), job(2), job(3)].sort());
+    // Beats and announcements alike count: each is a turn of the peer's event loop.
+    expect(table.heardCounts()).toEqual(
+      new Map([
+        ["b", 2],
+        ["c", 1],
+      ]),
+    );
     table.expire(1_500);
     expect(table.named()).toEqual([job(3)]);
   });
