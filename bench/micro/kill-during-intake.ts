@@ -8,7 +8,8 @@
  * the trial says whether the dead worker had named it: watched on the wire, its ack subject's stream
  * sequence against those of the dead worker's beats and announcements. Since the survivor looks for
  * jobs nobody named (StraySweep), the trial also counts those it found and handed back.
- * `node bench/micro/kill-during-intake.ts [trials]` after `npm run build` (each trial 5–35 s).
+ * `node bench/micro/kill-during-intake.ts [trials] [workers]` after `npm run build` (each trial 5–35 s;
+ * two workers by default, one of them killed).
  */
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
 import { streamSeqOf } from "../../dist/services/agent/strays.js";
@@ -18,6 +19,7 @@ import { median } from "../lib/stats.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
 const TRIALS = Number(process.argv[2] ?? 6);
+const WORKERS = Number(process.argv[3] ?? 2);
 const LOOPS = 100;
 const VICTIM = "agent-1";
 /** Longer than a hand-back takes (about a second), far shorter than the ack wait. */
@@ -30,7 +32,7 @@ const decoder = new TextDecoder();
 const nats = await startLocalNats({});
 const lines: string[] = [];
 for (let trial = 1; trial <= TRIALS; trial += 1) {
-  const cluster = await OurCluster.start(nats.url, OUR_BENCH_ENV);
+  const cluster = await OurCluster.start(nats.url, OUR_BENCH_ENV, WORKERS);
   const { nc, subjects } = cluster.bus;
   let killedAt: number | undefined;
   const named = new Set<number | undefined>();
