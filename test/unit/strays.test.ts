@@ -31,53 +31,17 @@ describe("stranded jobs: what a survivor hands back besides the jobs a gone work
   });
 
   it("the second look waits until every live worker has been heard from twice since the first", () => {
-    const before = new Map([
-      ["b", 4],
-      ["c", 9],
-    ]);
-    expect(
-      heardTwiceSince(
-        before,
-        new Map([
-          ["b", 6],
-          ["c", 11],
-        ]),
-      ),
-    ).toBe(true);
+    const heard = (counts: Record<string, number>): Map<string, number> => new Map(Object.entries(counts));
+    const before = heard({ b: 4, c: 9 });
+    expect(heardTwiceSince(before, heard({ b: 6, c: 11 }))).toBe(true);
     // Once is not enough: a beat can leave on a timer before a job already received is read.
-    expect(
-      heardTwiceSince(
-        before,
-        new Map([
-          ["b", 6],
-          ["c", 10],
-        ]),
-      ),
-    ).toBe(false);
+    expect(heardTwiceSince(before, heard({ b: 6, c: 10 }))).toBe(false);
     // A worker first heard since the first look counts its messages from none.
-    expect(
-      heardTwiceSince(
-        before,
-        new Map([
-          ["b", 6],
-          ["c", 11],
-          ["d", 1],
-        ]),
-      ),
-    ).toBe(false);
-    expect(
-      heardTwiceSince(
-        before,
-        new Map([
-          ["b", 6],
-          ["c", 11],
-          ["d", 2],
-        ]),
-      ),
-    ).toBe(true);
+    expect(heardTwiceSince(before, heard({ b: 6, c: 11, d: 1 }))).toBe(false);
+    expect(heardTwiceSince(before, heard({ b: 6, c: 11, d: 2 }))).toBe(true);
     // One gone (or being asked whether it is there) is not waited for: its jobs are named otherwise.
-    expect(heardTwiceSince(before, new Map([["c", 11]]))).toBe(true);
-    expect(heardTwiceSince(before, new Map())).toBe(true);
+    expect(heardTwiceSince(before, heard({ c: 11 }))).toBe(true);
+    expect(heardTwiceSince(before, heard({}))).toBe(true);
   });
 
   it("the peer table names every live peer's jobs, announcements included, and none of a gone or leaving one", () => {
