@@ -4,7 +4,25 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 
 const NAK = new TextEncoder().encode("-NAK");
 /** Messages one look reads at most: a work queue holds the jobs in flight, not the cluster's history. */
-const MAX_WALK = 10_000;
+const MAX_READS = 10_000;
+/** Reads in flight at once: a look walks that many parts of its range side by side. */
+const WALKS = 8;
+/** A range shorter than this many sequences per walk is walked in fewer parts. */
+const WALK_PART = 64;
+
+/** The parts of the sequence range `first..last` that one look walks side by side. */
+export function walkParts(
+  first: number,
+  last: number,
+  walks = WALKS,
+  minPart = WALK_PART,
+): [number, number][] {
+  if (last < first) return [];
+  const size = Math.max(minPart, Math.ceil((last - first + 1) / walks));
+  const parts: [number, number][] = [];
+  for (let from = first; from <= last; from += size) parts.push([from, Math.min(last, from + size - 1)]);
+  return parts;
+}
 
 /**
  * The stream sequence a JetStream ack subject names: `$JS.ACK.<stream>.<consumer>.<deliveries>.
@@ -165,24 +183,30 @@ export class StraySweep {
     const out = new Set<number>();
     if (info.num_ack_pending === 0) return out;
     const named = this.deps.named();
-    const last = info.delivered.stream_seq;
-    let seq = info.ack_floor.stream_seq + 1;
-    for (let read = 0; seq <= last; read += 1) {
-      if (read === MAX_WALK) {
-        bus.logger.warn(
-          { from: seq, to: last },
-          "too many jobs in flight to look for stranded ones past here",
-        );
+    const parts = walkParts(info.ack_floor.stream_seq + 1, info.delivered.stream_seq);
+    const budget = Math.ceil(MAX_READS / Math.max(parts.length, 1));
+    const walked = await Promise.all(parts.map(([from, to]) => this.walk(stream, from, to, budget)));
+    for (const seq of walked.flat()) if (!named.has(seq) && !this.handedBack.has(seq)) out.add(seq);
+    return out;
+  }
+
+  /** The sequences of the messages still in the work queue from `from` to `to`, at most `budget`. */
+  private async walk(stream: string, from: number, to: number, budget: number): Promise<number[]> {
+    const { bus } = this.deps;
+    const seqs: number[] = [];
+    for (let seq = from; seq <= to;) {
+      if (seqs.length === budget) {
+        bus.logger.warn({ from: seq, to }, "too many jobs in flight to look for stranded ones past here");
         break;
       }
       // STREAM.MSG.GET takes `next_by_subj` since nats-server 2.9 (the client types it for direct gets
       // only): it skips the jobs already acknowledged, which a work queue has deleted.
       const query = { seq, next_by_subj: bus.subjects.runQueueAll() } as unknown as MsgRequest;
       const msg = await bus.jsm.streams.getMessage(stream, query);
-      if (!msg || msg.seq > last) break;
-      if (!named.has(msg.seq) && !this.handedBack.has(msg.seq)) out.add(msg.seq);
+      if (!msg || msg.seq > to) break;
+      seqs.push(msg.seq);
       seq = msg.seq + 1;
     }
-    return out;
+    return seqs;
   }
 }

@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { PeerTable } from "../../services/agent/peers.js";
-import { heardTwiceSince, strayAckSubject, strays, streamSeqOf } from "../../services/agent/strays.js";
+import {
+  heardTwiceSince,
+  strayAckSubject,
+  strays,
+  streamSeqOf,
+  walkParts,
+} from "../../services/agent/strays.js";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
 
 describe("stranded jobs: what a survivor hands back besides the jobs a gone worker named", () => {
@@ -28,6 +34,29 @@ describe("stranded jobs: what a survivor hands back besides the jobs a gone work
     expect(strays(new Set([9, 4, 7]), new Set([7, 4, 12]))).toEqual([4, 7]);
     expect(strays(new Set([4]), new Set())).toEqual([]);
     expect(strays(new Set(), new Set([4]))).toEqual([]);
+  });
+
+  it("a look reads its range in parts side by side: each sequence in exactly one part, a short range in one", () => {
+    expect(walkParts(5, 4)).toEqual([]);
+    expect(walkParts(1, 10)).toEqual([[1, 10]]);
+    expect(walkParts(1, 200, 8, 64)).toEqual([
+      [1, 64],
+      [65, 128],
+      [129, 192],
+      [193, 200],
+    ]);
+    for (const [first, last] of [
+      [1, 1_000],
+      [17, 10_016],
+      [3, 70],
+    ] as const) {
+      const parts = walkParts(first, last);
+      expect(parts.length).toBeLessThanOrEqual(8);
+      const covered = parts.flatMap(([from, to]) =>
+        Array.from({ length: to - from + 1 }, (_, i) => from + i),
+      );
+      expect(covered).toEqual(Array.from({ length: last - first + 1 }, (_, i) => first + i));
+    }
   });
 
   it("the second look waits until every live worker has been heard from twice since the first", () => {
