@@ -87,6 +87,8 @@ export interface StraySweepDeps {
    */
   maxWaitMs: number;
   metrics: Pick<ActorMetrics, "strayJobsHandedBack">;
+  /** Parts of a look's range read side by side (8; bench/micro/stray-search.ts compares 1). */
+  walks?: number;
 }
 
 /**
@@ -183,7 +185,7 @@ export class StraySweep {
     const out = new Set<number>();
     if (info.num_ack_pending === 0) return out;
     const named = this.deps.named();
-    const parts = walkParts(info.ack_floor.stream_seq + 1, info.delivered.stream_seq);
+    const parts = walkParts(info.ack_floor.stream_seq + 1, info.delivered.stream_seq, this.deps.walks);
     const budget = Math.ceil(MAX_READS / Math.max(parts.length, 1));
     const walked = await Promise.all(parts.map(([from, to]) => this.walk(stream, from, to, budget)));
     for (const seq of walked.flat()) if (!named.has(seq) && !this.handedBack.has(seq)) out.add(seq);

@@ -74,7 +74,9 @@ export interface WorkerConsumerOptions {
 /**
  * The one durable pull consumer every agent worker shares. Created or updated in place, so
  * workers started with a new ack wait converge on it; a job is never dropped for having been
- * delivered too often (a run survives any number of worker crashes).
+ * delivered too often (a run survives any number of worker crashes). It puts no cap of its own on
+ * the jobs in flight: each worker pulls only what it has room for (`AGENT_CONCURRENCY`), and the
+ * server's default of 1,000 unacknowledged jobs would silently cap a cluster scaled past it.
  */
 export async function ensureWorkerConsumer(
   jsm: JetStreamManager,
@@ -89,10 +91,12 @@ export async function ensureWorkerConsumer(
     deliver_policy: DeliverPolicy.All,
     ack_wait: options.ackWaitMs * NANOS_PER_MS,
     max_deliver: -1,
+    max_ack_pending: -1,
     filter_subject: subjects.runQueueAll(),
   };
   const existing = await jsm.consumers.info(stream, name).catch(() => null);
   if (!existing) await jsm.consumers.add(stream, config);
-  else if (existing.config.ack_wait !== config.ack_wait) await jsm.consumers.update(stream, name, config);
+  else if (existing.config.ack_wait !== config.ack_wait || existing.config.max_ack_pending !== -1)
+    await jsm.consumers.update(stream, name, config);
   return name;
 }

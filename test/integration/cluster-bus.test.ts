@@ -1,3 +1,4 @@
+import { AckPolicy, type JsMsg } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CriticReviewReply } from "../../shared/contracts/cluster.js";
@@ -5,7 +6,7 @@ import { RunSpec } from "../../shared/contracts/run-spec.js";
 import { auditCount, publishAudit } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
-import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
+import { ensureWorkerConsumer, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { requestJson } from "../../shared/bus/request.js";
@@ -153,13 +154,39 @@ describe("remote tools", () => {
 });
 
 describe("workers' plumbing", () => {
-  it("the shared work-queue consumer is created once and follows a new ack wait", async () => {
+  it("the shared work-queue consumer is created once, follows a new ack wait, and caps no jobs in flight (one an older build made, capped at the server's 1,000, is lifted)", async () => {
+    const stream = suite.subjects.streams().runs;
+    // As an older build left it: the server's default cap on unacknowledged jobs.
+    await suite.jsm.consumers.add(stream, {
+      durable_name: WORKER_CONSUMER,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: 5_000 * 1_000_000,
+      max_deliver: -1,
+      filter_subject: suite.subjects.runQueueAll(),
+    });
+    expect((await suite.jsm.consumers.info(stream, WORKER_CONSUMER)).config.max_ack_pending).toBe(1_000);
     const name = await ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 5_000 });
+    expect((await suite.jsm.consumers.info(stream, name)).config.max_ack_pending).toBe(-1);
     await ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 5_000 });
     await ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 7_000 });
-    const info = await suite.jsm.consumers.info(suite.subjects.streams().runs, name);
+    const info = await suite.jsm.consumers.info(stream, name);
     expect(info.config.ack_wait).toBe(7_000 * 1_000_000);
-    expect((await suite.jsm.consumers.list(suite.subjects.streams().runs).next()).length).toBe(1);
+    expect((await suite.jsm.consumers.list(stream).next()).length).toBe(1);
+
+    // Past the server's default: 1,200 jobs taken, none acknowledged yet, all held.
+    for (let i = 0; i < 1_200; i += 400)
+      await Promise.all(
+        Array.from({ length: 400 }, (_, j) =>
+          suite.js.publish(suite.subjects.runQueue(`in-flight-${i + j}`), new Uint8Array(8)),
+        ),
+      );
+    const consumer = await suite.js.consumers.get(stream, name);
+    const taken: JsMsg[] = [];
+    for (let pull = 0; pull < 3 && taken.length < 1_200; pull += 1)
+      for await (const msg of await consumer.fetch({ max_messages: 1_000, expires: 1_000 })) taken.push(msg);
+    expect(taken).toHaveLength(1_200);
+    expect((await suite.jsm.consumers.info(stream, name)).num_ack_pending).toBe(1_200);
+    for (const msg of taken) msg.ack();
   });
 
   it("the remote critic gets task, output, evidence and rubric, and a scripted critic continues at the run's attempt", async () => {
