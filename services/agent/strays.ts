@@ -98,9 +98,10 @@ export interface StraySweepDeps {
  * wait out the ack wait (30 s by default). After handing a gone worker's named jobs back, the
  * survivor looks twice at the work queue's delivered and unacknowledged jobs, the second time once
  * every live worker has been heard from twice since the first, and hands back those no live worker
- * named in either look. A job a live worker holds is named within a turn of its event loop; one
- * named later still (a worker stalled past its deadline is asked whether it is there, its jobs
- * named meanwhile) is handed on anyway, and its first holder loses the run to the WAL's fencing,
+ * named in either look. A job a live worker holds is named within a turn of its event loop, and
+ * the second look waits for two; a worker silent past its deadline is being asked whether it is
+ * there, its jobs counted as named meanwhile. One still unnamed (taken by a stalled worker after
+ * its last beat) is handed on anyway: its first holder loses the run to the WAL's fencing, and
  * never runs a step twice.
  */
 export class StraySweep {
