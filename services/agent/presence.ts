@@ -6,9 +6,8 @@ import { ReplyInbox } from "../../shared/bus/reply-inbox.js";
 import { isNoResponders } from "../../shared/bus/request.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { PeerTable, type Peer } from "./peers.js";
-import { StraySweep, streamSeqOf } from "./strays.js";
+import { NAK, StraySweep, streamSeqOf } from "./strays.js";
 
-const NAK = new TextEncoder().encode("-NAK");
 const EMPTY = new Uint8Array(0);
 /** A connected peer that cannot answer this fast is stalled: it keeps its jobs either way. */
 const PING_TIMEOUT_MS = 1_000;

@@ -1,8 +1,9 @@
-import type { MsgRequest } from "@nats-io/jetstream";
+import type { JsMsg, MsgRequest } from "@nats-io/jetstream";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 
-const NAK = new TextEncoder().encode("-NAK");
+/** The body of a negative acknowledgement, sent on a job's ack subject. */
+export const NAK = new TextEncoder().encode("-NAK");
 /** Messages one look reads at most: a work queue holds the jobs in flight, not the cluster's history. */
 const MAX_READS = 10_000;
 /** Reads in flight at once: a look walks that many parts of its range side by side. */
@@ -22,6 +23,12 @@ export function walkParts(
   const parts: [number, number][] = [];
   for (let from = first; from <= last; from += size) parts.push([from, Math.min(last, from + size - 1)]);
   return parts;
+}
+
+/** The subject a job is acknowledged on; the client's message class has it, its public type does not. */
+export function ackSubjectOf(msg: JsMsg): string | undefined {
+  const reply = "reply" in msg ? msg.reply : undefined;
+  return typeof reply === "string" && reply.length > 0 ? reply : undefined;
 }
 
 /**

@@ -19,6 +19,7 @@ import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { WorkerPresence } from "./presence.js";
+import { ackSubjectOf } from "./strays.js";
 import { Reconciler } from "./reconcile.js";
 
 export interface WorkerOptions {
@@ -305,10 +306,4 @@ export class AgentWorker {
       job,
     );
   }
-}
-
-/** The subject a job is acknowledged on; the client's message class has it, its public type does not. */
-function ackSubjectOf(msg: JsMsg): string | undefined {
-  const reply = "reply" in msg ? msg.reply : undefined;
-  return typeof reply === "string" && reply.length > 0 ? reply : undefined;
 }

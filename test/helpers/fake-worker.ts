@@ -1,5 +1,6 @@
 import { jetstream, type JsMsg } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { ackSubjectOf } from "../../services/agent/strays.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
@@ -68,8 +69,12 @@ export async function fakeWorker(suite: ClusterSuite, instance: string): Promise
   };
 }
 
-/** The subject a job is acknowledged on (the client's message class has it, its type does not). */
-export const ackSubject = (job: JsMsg): string => (job as unknown as { reply: string }).reply;
+/** The subject a job is acknowledged on: every job a pull delivers has one. */
+export function ackSubject(job: JsMsg): string {
+  const subject = ackSubjectOf(job);
+  if (!subject) throw new Error("a pulled job without an ack subject");
+  return subject;
+}
 
 /** Starts an agent worker and settles once it has beaten: from then on it hears the others. */
 export async function startHeard(suite: ClusterSuite, name: string): Promise<void> {

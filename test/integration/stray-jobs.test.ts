@@ -12,8 +12,11 @@ const suite = useBusSuite("strays");
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-async function consumer(): Promise<string> {
-  return ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 60_000 });
+let shared: Promise<string> | undefined;
+/** The shared job consumer, created once for the suite. */
+function consumer(): Promise<string> {
+  shared ??= ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 60_000 });
+  return shared;
 }
 
 /** Queues one job per run, its payload the run's name. */
