@@ -89,6 +89,11 @@ describe("transcript digest and checkpoint size", () => {
     expect(Object.keys(flat).length).toBeGreaterThan(0);
     const legacy = { ...state, guard: { ...state.guard, callCounts: flat as never } };
     expect(restoreCheckpoint(legacy)).toEqual(state);
+    // And so do those of the version that keyed buckets by two digits.
+    const twoDigits: Record<string, Record<string, number>> = {};
+    for (const [hash, n] of Object.entries(flat)) (twoDigits[hash.slice(0, 2)] ??= {})[hash] = n;
+    const older = { ...state, guard: { ...state.guard, callCounts: twoDigits } };
+    expect(restoreCheckpoint(older)).toEqual(state);
     // Any other state checkpoints as it is.
     expect(checkpointOf(state)).toEqual(state);
     expect(restoreCheckpoint(state)).toBe(state);

@@ -1,0 +1,112 @@
+/**
+ * What the pure loop core costs per step, early in a run and long after: a run with W3's
+ * 32-message context window drives the core alone (no NATS, no shell), one echo call per model
+ * turn, and the time per step is taken over the first 250 steps and over steps 1,001–2,000, past
+ * the repeated-call guard's window of 256 calls. A step should cost the same at step 2,000 as at
+ * step 200. Each `--dist DIR` (a build's `dist`, the default this repository's) is timed in turns
+ * in one process, so an older build (`git worktree add`, `npm ci`, `npm run build` there) runs
+ * side by side with this one.
+ * `node bench/micro/step-cost.ts [--rounds N] [--dist DIR]...` after `npm run build`.
+ */
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import type * as Fsm from "../../dist/shared/loop/fsm.js";
+import type * as Specs from "../../dist/shared/contracts/run-spec.js";
+import type * as Registry from "../../dist/shared/tools/registry.js";
+import type * as Echo from "../../dist/shared/tools/builtin/echo.js";
+import type { LoopEvent } from "../../dist/shared/contracts/loop-event.js";
+import type { Transition } from "../../dist/shared/loop/state.js";
+import { median, round } from "../lib/stats.ts";
+import { echoText } from "../lib/workload.ts";
+
+const { values } = parseArgs({
+  options: { rounds: { type: "string", default: "7" }, dist: { type: "string", multiple: true } },
+});
+const ROUNDS = Number(values.rounds);
+const DISTS = values.dist ?? [fileURLToPath(new URL("../../dist", import.meta.url))];
+const STEPS = 2_000;
+const EARLY = [1, 250] as const;
+const LATE = [1_001, 2_000] as const;
+
+interface Core {
+  dist: string;
+  drive: () => { early: number; late: number };
+}
+
+async function load(dist: string): Promise<Core> {
+  const { startRun, transition } = (await import(`${dist}/shared/loop/fsm.js`)) as typeof Fsm;
+  const { RunSpec } = (await import(`${dist}/shared/contracts/run-spec.js`)) as typeof Specs;
+  const { ToolRegistry } = (await import(`${dist}/shared/tools/registry.js`)) as typeof Registry;
+  const { echoTool } = (await import(`${dist}/shared/tools/builtin/echo.js`)) as typeof Echo;
+  const config = { tools: new ToolRegistry([echoTool]).descriptors() };
+  const spec = RunSpec.parse({
+    schemaVersion: 1,
+    task: { prompt: "A long run.", verifiers: [{ kind: "nonEmpty" }] },
+    agent: {
+      name: "step-cost",
+      model: { provider: "scripted", script: [{ text: "done" }], loop: true },
+      tools: ["echo"],
+      capabilities: ["compute"],
+      // Far from the limits: past 80 % of them every step would add a warning.
+      resources: { maxIterations: STEPS * 2, maxToolCalls: STEPS * 2, maxContextMessages: 32 },
+    },
+  });
+  const drive = (): { early: number; late: number } => {
+    const at = Date.now();
+    const runId = "run-step-cost";
+    const start = { type: "start", at, spec, runId, rootRunId: runId, depth: 0, auditSeq: 0 } as const;
+    let t: Transition = startRun(start, config);
+    let step = 0;
+    const spent = { early: 0, late: 0 };
+    for (;;) {
+      const awaiting = t.effects.find(
+        (e) => e.type !== "wal" && e.type !== "audit" && e.type !== "storeMemory",
+      );
+      let event: LoopEvent;
+      if (awaiting?.type === "recallMemory") event = { type: "memoryRecalled", at, memories: [] };
+      else if (awaiting?.type === "callTool") {
+        event = { type: "toolCompleted", at, actionId: awaiting.actionId, output: awaiting.input };
+      } else if (awaiting?.type === "callModel" && step < STEPS) {
+        step += 1;
+        const call = { id: `call_${step}`, name: "echo", input: { text: echoText(step) } };
+        const usage = { inputTokens: 0, outputTokens: 0 };
+        const response = {
+          text: "",
+          toolCalls: [call],
+          stopReason: "toolUse" as const,
+          usage,
+          costUsd: 0,
+          model: "scripted",
+        };
+        event = { type: "modelResponded", at, requestId: awaiting.requestId, response };
+      } else
+        return { early: spent.early / (EARLY[1] - EARLY[0] + 1), late: spent.late / (LATE[1] - LATE[0] + 1) };
+      const t0 = performance.now();
+      t = transition(t.state, event, config);
+      const took = performance.now() - t0;
+      if (step >= EARLY[0] && step <= EARLY[1]) spent.early += took;
+      else if (step >= LATE[0] && step <= LATE[1]) spent.late += took;
+    }
+  };
+  return { dist, drive };
+}
+
+const cores = await Promise.all(DISTS.map(load));
+const samples = cores.map(() => ({ early: [] as number[], late: [] as number[] }));
+// One uncounted run each first, so every build is compiled by V8 before it is timed.
+for (const core of cores) core.drive();
+for (let r = 0; r < ROUNDS; r += 1) {
+  cores.forEach((core, i) => {
+    const { early, late } = core.drive();
+    samples[i]!.early.push(early * 1000);
+    samples[i]!.late.push(late * 1000);
+  });
+}
+console.log(`core µs/step, medians of ${ROUNDS} runs of ${STEPS} steps (32-message window), in turns:`);
+console.log("| build | steps 1–250 | steps 1,001–2,000 | late / early |");
+console.log("|---|---:|---:|---:|");
+cores.forEach((core, i) => {
+  const early = median(samples[i]!.early);
+  const late = median(samples[i]!.late);
+  console.log(`| ${core.dist} | ${round(early)} | ${round(late)} | ${round(late / early)}× |`);
+});
