@@ -28,9 +28,17 @@ const STEPS = 2_000;
 const EARLY = [1, 250] as const;
 const LATE = [1_001, 2_000] as const;
 
+interface Driven {
+  early: number;
+  late: number;
+  log: number;
+  checkpoints: number;
+}
+
 interface Core {
   dist: string;
-  drive: () => { early: number; late: number };
+  /** µs per step early and late; the log's bytes (as JSON), and its checkpoints'. */
+  drive: () => Driven;
 }
 
 async function load(dist: string): Promise<Core> {
@@ -51,13 +59,13 @@ async function load(dist: string): Promise<Core> {
       resources: { maxIterations: STEPS * 2, maxToolCalls: STEPS * 2, maxContextMessages: 32 },
     },
   });
-  const drive = (): { early: number; late: number } => {
+  const drive = (): Driven => {
     const at = Date.now();
     const runId = "run-step-cost";
     const start = { type: "start", at, spec, runId, rootRunId: runId, depth: 0, auditSeq: 0 } as const;
     let t: Transition = startRun(start, config);
     let step = 0;
-    const spent = { early: 0, late: 0 };
+    const spent = { early: 0, late: 0, log: 0, checkpoints: 0 };
     for (;;) {
       const awaiting = t.effects.find(
         (e) => e.type !== "wal" && e.type !== "audit" && e.type !== "storeMemory",
@@ -79,11 +87,20 @@ async function load(dist: string): Promise<Core> {
           model: "scripted",
         };
         event = { type: "modelResponded", at, requestId: awaiting.requestId, response };
-      } else
-        return { early: spent.early / (EARLY[1] - EARLY[0] + 1), late: spent.late / (LATE[1] - LATE[0] + 1) };
+      } else {
+        const { log, checkpoints } = spent;
+        const early = spent.early / (EARLY[1] - EARLY[0] + 1);
+        return { early, late: spent.late / (LATE[1] - LATE[0] + 1), log, checkpoints };
+      }
       const t0 = performance.now();
       t = transition(t.state, event, config);
       const took = performance.now() - t0;
+      for (const e of t.effects) {
+        if (e.type !== "wal") continue;
+        const bytes = JSON.stringify(e.record).length;
+        spent.log += bytes;
+        if (e.record.type === "CHECKPOINT") spent.checkpoints += bytes;
+      }
       if (step >= EARLY[0] && step <= EARLY[1]) spent.early += took;
       else if (step >= LATE[0] && step <= LATE[1]) spent.late += took;
     }
@@ -92,21 +109,28 @@ async function load(dist: string): Promise<Core> {
 }
 
 const cores = await Promise.all(DISTS.map(load));
-const samples = cores.map(() => ({ early: [] as number[], late: [] as number[] }));
+const samples = cores.map(() => ({ early: [] as number[], late: [] as number[], driven: [] as Driven[] }));
 // One uncounted run each first, so every build is compiled by V8 before it is timed.
 for (const core of cores) core.drive();
 for (let r = 0; r < ROUNDS; r += 1) {
   cores.forEach((core, i) => {
-    const { early, late } = core.drive();
-    samples[i]!.early.push(early * 1000);
-    samples[i]!.late.push(late * 1000);
+    const driven = core.drive();
+    samples[i]!.early.push(driven.early * 1000);
+    samples[i]!.late.push(driven.late * 1000);
+    samples[i]!.driven.push(driven);
   });
 }
 console.log(`core µs/step, medians of ${ROUNDS} runs of ${STEPS} steps (32-message window), in turns:`);
-console.log("| build | steps 1–250 | steps 1,001–2,000 | late / early |");
-console.log("|---|---:|---:|---:|");
+console.log("| build | steps 1–250 | steps 1,001–2,000 | late / early | log KB/step | of it checkpoints |");
+console.log("|---|---:|---:|---:|---:|---:|");
 cores.forEach((core, i) => {
   const early = median(samples[i]!.early);
   const late = median(samples[i]!.late);
-  console.log(`| ${core.dist} | ${round(early)} | ${round(late)} | ${round(late / early)}× |`);
+  // The log is the same in every run of a build.
+  const { log, checkpoints } = samples[i]!.driven[0]!;
+  const perStep = round(log / STEPS / 1000);
+  const share = `${Math.round((100 * checkpoints) / log)} %`;
+  console.log(
+    `| ${core.dist} | ${round(early)} | ${round(late)} | ${round(late / early)}× | ${perStep} | ${share} |`,
+  );
 });

@@ -115,12 +115,15 @@ async function writeHistory(
   messages: number;
   checkpointSeq: number;
   checkpointBytes: number;
+  /** Records after the last checkpoint: what a resume replays. */
+  tail: number;
 }> {
   const { bus } = cluster;
   const subject = bus.subjects.wal(runId);
   let checkpointSeq = 0;
   let checkpointBytes = 0;
   let count = 0;
+  let tail = 0;
   let messages = 0;
   let batch: { checkpoint: boolean; data: Uint8Array; part?: string; audit?: AuditEvent }[] = [];
   const flush = async (): Promise<void> => {
@@ -145,7 +148,7 @@ async function writeHistory(
     const next = records.next();
     if (next.done) {
       await flush();
-      return { last: next.value, count, messages, checkpointSeq, checkpointBytes };
+      return { last: next.value, count, messages, checkpointSeq, checkpointBytes, tail };
     }
     if ("audit" in next.value) {
       const audit = next.value.audit;
@@ -156,6 +159,7 @@ async function writeHistory(
     const data = encoder.encode(JSON.stringify(next.value.wal));
     const checkpoint = next.value.wal.type === "CHECKPOINT";
     if (checkpoint) checkpointBytes = data.length;
+    tail = checkpoint ? 0 : tail + 1;
     count += 1;
     recordMessages(data, bus.nc.info?.max_payload).forEach((message, i) => {
       messages += 1;
@@ -174,6 +178,7 @@ interface Case {
   samples: Map<number, number>;
   walRecords: number;
   checkpointBytes: number;
+  tailRecords: number;
   error: string;
 }
 
@@ -203,6 +208,7 @@ async function writeCase(cluster: OurCluster, config: LoopConfig, c: Case, round
   const written = await writeHistory(cluster, runId, history(runId, c.steps, config, c.window));
   c.walRecords = written.count;
   c.checkpointBytes = written.checkpointBytes;
+  c.tailRecords = written.tail;
   const status = { ...statusOf(written.last.state, Date.now()), checkpointSeq: written.checkpointSeq };
   await new RunStatusStore(cluster.bus.buckets.runs).put(status);
   await cluster.caughtUp(runId, written.messages);
@@ -266,6 +272,7 @@ export async function measureHistory(
     samples: new Map(),
     walRecords: 0,
     checkpointBytes: 0,
+    tailRecords: 0,
     error: "",
   });
   const windowed = plan.historyLengths.map((steps) => fresh(steps, W3_CONTEXT_MESSAGES));
@@ -343,6 +350,7 @@ export async function measureHistory(
       resumeMsMax: round(Math.max(...samples)),
       samples: samples.length,
       checkpointKiB: round(c.checkpointBytes / 1024),
+      tailRecords: c.tailRecords,
       ...(paired === undefined ? {} : { vsShortestMedian: paired }),
       ...(c.error ? { error: c.error } : {}),
     };

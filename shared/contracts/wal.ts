@@ -45,6 +45,8 @@ export const WalRecord = z.discriminatedUnion("type", [
     /** sha256 of runId‖iteration: content-addressed, so a re-written checkpoint has the same id. */
     checkpointId: z.string(),
     stateHash: z.string(),
+    /** The state's size in canonical JSON, which decides when the next checkpoint is worth writing. */
+    bytes: z.number().int().nonnegative().optional(),
     state: z.unknown(),
   }),
   z.object({

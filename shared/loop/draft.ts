@@ -2,15 +2,10 @@ import type { AuditActor, AuditKind, AuditStatus, Phase } from "../contracts/aud
 import type { GuardVerdict } from "../contracts/guard.js";
 import type { WalRecord } from "../contracts/wal.js";
 import { toRfc3339 } from "../runtime/clock.js";
+import { canonicalJson } from "../runtime/canonical-json.js";
 import { contentHash, sha256 } from "../runtime/hash.js";
 import type { AwaitingEffect, Effect, LoopState, Pending } from "./state.js";
-import {
-  checkpointOf,
-  checkpointWorthwhile,
-  digestTranscript,
-  hashableEffects,
-  retainedBytes,
-} from "./transcript.js";
+import { checkpointOf, checkpointWorthwhile, digestTranscript, hashableEffects } from "./transcript.js";
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 export type WalBody = DistributiveOmit<WalRecord, "schemaVersion" | "runId" | "iteration" | "at">;
@@ -122,16 +117,24 @@ export class Draft {
     const s = this.state;
     s.transitions += 1;
     s.transcript = digestTranscript(s.transcript, s.messages, s.elided);
-    const effects = contentHash(hashableEffects(this.effects, s));
-    s.transitionHash = sha256(`${s.transitionHash}\n${contentHash(event)}\n${effects}`);
+    const sealed = canonicalJson(hashableEffects(this.effects, s));
+    s.transitionHash = sha256(`${s.transitionHash}\n${contentHash(event)}\n${sha256(sealed)}`);
+    s.sealedSinceCheckpoint = (s.sealedSinceCheckpoint ?? 0) + sealed.length;
     if (checkpoint && checkpointWorthwhile(s)) {
       // Content-addressed by runId‖iteration: rewriting the same checkpoint yields the same id.
       const checkpointId = sha256(`${s.runId}\u0000${s.guard.iteration}`);
       s.lastCheckpoint = checkpointId;
-      s.checkpointBytes = s.transcript.bytes;
-      if (s.elided) s.checkpointRetained = retainedBytes(s);
+      s.sealedSinceCheckpoint = 0;
       const snapshot = checkpointOf(s);
-      this.wal({ type: "CHECKPOINT", checkpointId, stateHash: contentHash(snapshot), state: snapshot });
+      const json = canonicalJson(snapshot);
+      s.checkpointSize = json.length;
+      this.wal({
+        type: "CHECKPOINT",
+        checkpointId,
+        stateHash: sha256(json),
+        bytes: json.length,
+        state: snapshot,
+      });
     }
     return { state: s, effects: this.effects };
   }

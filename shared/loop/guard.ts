@@ -2,6 +2,7 @@ import type { GuardReason, GuardVerdict } from "../contracts/guard.js";
 import type { StopReason } from "../contracts/model.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
 import { xxh64 } from "../runtime/hash.js";
+import { type CallCounts, countOf } from "./call-counts.js";
 
 /**
  * The LoopGuard: pure checks over a plain, serialisable state. Each check returns the next state
@@ -46,16 +47,14 @@ export interface GuardState {
   repairs: number;
   startedAt: number;
   /**
-   * Count of each (tool, canonical input) hash among the last CALL_WINDOW calls, in buckets keyed
-   * by the hash's first hex digit: a call copies the bucket index and the buckets it changes, about
-   * 16 entries each, not every count (a flat map made each call cost O(calls so far): 2.7 ms per
-   * step after 10,000 calls; 256 buckets keyed by two digits, 110 µs once the window was full).
+   * Counts a checkpoint of an older version carried for calls before its window, which never
+   * leave (see call-counts.ts): a run this version started has none. The calls in the window are
+   * counted from `recentCalls`; a checkpoint stores the two together, as every version has.
    */
-  callCounts: Record<string, Record<string, number>>;
+  callCounts: CallCounts;
   /**
-   * The last CALL_WINDOW call hashes, newest last: what callCounts counts, and the tail that
-   * alternation detection reads. (Checkpoints of older versions kept five; counts of calls before
-   * those stay, as they were.)
+   * The last CALL_WINDOW call hashes, newest last: the repetition count and the tail that
+   * alternation detection read. (Checkpoints of older versions kept five.)
    */
   recentCalls: string[];
 }
@@ -116,34 +115,9 @@ export function checkIteration(state: GuardState, limits: GuardLimits): Checked 
   return { state: next, verdict: ALLOW };
 }
 
-/** √CALL_WINDOW buckets: the index and a bucket are both about as small as they can be together. */
-function bucketOf(hash: string): string {
-  return hash.slice(0, 1);
-}
-
 /** How many times a call with this hash has been checked. */
 export function callCount(state: GuardState, hash: string): number {
-  return state.callCounts[bucketOf(hash)]?.[hash] ?? 0;
-}
-
-/**
- * Call counts as a checkpoint of an older version stored them (one flat map, or buckets keyed by
- * two digits) put into the current buckets; current buckets are returned as they are.
- */
-export function bucketCallCounts(
-  counts: Record<string, number | Record<string, number>>,
-): GuardState["callCounts"] {
-  const entries = Object.entries(counts);
-  if (entries.every(([key, v]) => typeof v === "object" && key.length === 1)) {
-    return counts as GuardState["callCounts"];
-  }
-  const buckets: GuardState["callCounts"] = {};
-  const put = (hash: string, n: number): void => void ((buckets[bucketOf(hash)] ??= {})[hash] = n);
-  for (const [key, v] of entries) {
-    if (typeof v === "number") put(key, v);
-    else for (const [hash, n] of Object.entries(v)) put(hash, n);
-  }
-  return buckets;
+  return countOf(state.callCounts, state.recentCalls, hash);
 }
 
 /** Hash of a (tool name, input) pair: name and canonical JSON, separated so they cannot run together. */
@@ -154,14 +128,11 @@ export function toolCallHash(name: string, input: unknown): string {
 /** Before every tool call: the total limit, then repetition and A→B→A→B alternation. */
 export function checkToolCall(state: GuardState, limits: GuardLimits, name: string, input: unknown): Checked {
   const hash = toolCallHash(name, input);
+  // Counted before the oldest call leaves the window, as the counts were when a map kept them.
+  const count = callCount(state, hash) + 1;
   const recentCalls = [...state.recentCalls, hash];
-  // One copy of the bucket index per call, changed in place: copying it once for the new call
-  // and again for the call leaving the window (with an object rest, V8's slow path) cost 110 µs
-  // a step once a run had made CALL_WINDOW calls, more than the rest of the transition.
-  const callCounts = { ...state.callCounts };
-  const count = countCall(callCounts, hash, 1);
-  if (recentCalls.length > CALL_WINDOW) countCall(callCounts, recentCalls.shift()!, -1);
-  const next: GuardState = { ...state, toolCalls: state.toolCalls + 1, callCounts, recentCalls };
+  if (recentCalls.length > CALL_WINDOW) recentCalls.shift();
+  const next: GuardState = { ...state, toolCalls: state.toolCalls + 1, recentCalls };
   if (next.toolCalls > limits.maxToolCalls) {
     return {
       state: next,
@@ -190,27 +161,6 @@ export function checkToolCall(state: GuardState, limits: GuardLimits, name: stri
     };
   }
   return { state: next, verdict: ALLOW };
-}
-
-/**
- * Moves a call's count by `delta` in a copy of its bucket, put into `counts`, an index the caller
- * has just copied. A count that reaches 0 goes, and so does a bucket left empty.
- */
-function countCall(counts: GuardState["callCounts"], hash: string, delta: 1 | -1): number {
-  const key = bucketOf(hash);
-  const old = counts[key] ?? {};
-  const n = (old[hash] ?? 0) + delta;
-  const bucket = n > 0 ? { ...old, [hash]: n } : without(old, hash);
-  if (Object.keys(bucket).length > 0) counts[key] = bucket;
-  else delete counts[key];
-  return n;
-}
-
-/** A copy without one key, built entry by entry: an object rest or a `delete` takes V8's slow path. */
-function without(bucket: Record<string, number>, hash: string): Record<string, number> {
-  const kept: Record<string, number> = {};
-  for (const [key, n] of Object.entries(bucket)) if (key !== hash) kept[key] = n;
-  return kept;
 }
 
 function isTwoCycle(calls: readonly string[]): boolean {

@@ -65,10 +65,10 @@ export function replay(
   options: ReplayOptions = {},
 ): Replayed {
   const start = options.fromCheckpoint ? lastCheckpointIndex(records) : -1;
-  let state: LoopState | undefined =
-    start >= 0
-      ? restoreCheckpoint((records[start] as Extract<WalRecord, { type: "CHECKPOINT" }>).state as LoopState)
-      : undefined;
+  const checkpoint = start >= 0 ? (records[start] as Extract<WalRecord, { type: "CHECKPOINT" }>) : undefined;
+  let state: LoopState | undefined = checkpoint
+    ? restoreCheckpoint(checkpoint.state as LoopState, checkpoint.bytes)
+    : undefined;
   let last: Transition | undefined;
   const produced: WalRecord[] = [];
   const transitions: string[] = [];

@@ -185,9 +185,15 @@ export interface LoopState {
   transcript?: TranscriptDigest;
   /** How many messages after the first the context window has left out of `messages`. */
   elided?: number;
-  /** The transcript's size when the last checkpoint was written (see checkpointWorthwhile). */
+  /**
+   * Bytes of canonical JSON the transitions since the last checkpoint sealed: what a resume from
+   * it re-runs and hashes again (see checkpointWorthwhile).
+   */
+  sealedSinceCheckpoint?: number;
+  /** The last checkpoint's state, in bytes of canonical JSON (its record says so; not stored in it). */
+  checkpointSize?: number;
+  /** Older versions' measures of when to checkpoint, dropped when their checkpoints are restored. */
   checkpointBytes?: number;
-  /** What of it the checkpoint held, when the context window had left messages out. */
   checkpointRetained?: number;
   lastCheckpoint: string | null;
   startedAt: number;
@@ -200,7 +206,7 @@ export interface LoopConfig {
   tools: readonly ToolDescriptor[];
   /** The convergence authority; defaults to the one the RunSpec asks for. */
   policy?: ConvergencePolicy;
-  /** Write a checkpoint every N model responses (less often once the state is large). */
+  /** Consider a checkpoint every N model responses (written only once it is worth it). */
   checkpointEvery?: number;
   maxOutputBytes?: number;
   memoryLimit?: number;

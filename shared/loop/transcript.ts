@@ -2,7 +2,7 @@ import type { Message } from "../contracts/model.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
 import { AgentError } from "../runtime/errors.js";
 import { sha256 } from "../runtime/hash.js";
-import { bucketCallCounts } from "./guard.js";
+import { carriedCounts, storedCounts } from "./call-counts.js";
 import type { Effect, LoopState, TranscriptDigest } from "./state.js";
 
 /**
@@ -52,29 +52,20 @@ export function windowTranscript(s: LoopState): void {
 }
 
 /**
- * A checkpoint is written every N steps only while it is cheap next to what it saves: once the
- * transcript it holds is large, the next one waits until the transcript has grown by an eighth
- * of that. Rewriting a state that grows with the run every N steps would store O(steps²) bytes;
- * this way all the checkpoints of a run add up to about nine times its final state, and a resume
- * still replays a tail no larger than an eighth of the checkpoint it starts from. Under a context
- * window the state stops growing, and a checkpoint is due every N steps again.
+ * A checkpoint is considered every N model responses and written only once the transitions since
+ * the last one have sealed (serialised and hashed) at least CHECKPOINT_RATIO times as many bytes
+ * as that checkpoint held. Writing one costs about what sealing that much costs (it is
+ * serialised and hashed too, then sent and stored), so checkpoints never cost the run more than
+ * 1/CHECKPOINT_RATIO of its own work, and a resume re-runs at most about CHECKPOINT_RATIO times
+ * what it reads, plus N responses. A checkpoint every N responses regardless made a long run
+ * with a 32-message window write each 35 KB state every 10 steps: 80 % of its log's bytes and half
+ * of the loop core's CPU per step. A state that grows with the run is checkpointed ever less often
+ * (the bytes sealed per step stay the same), so all its checkpoints add up to a few times its last.
  */
-export const CHECKPOINT_GROWTH = 8;
+export const CHECKPOINT_RATIO = 2;
 
 export function checkpointWorthwhile(state: LoopState): boolean {
-  const at = state.checkpointBytes ?? 0;
-  const held = state.checkpointRetained ?? at;
-  const now = state.transcript?.bytes ?? 0;
-  return (now - at) * CHECKPOINT_GROWTH >= held;
-}
-
-/**
- * The size of the transcript a checkpoint of this state holds, once the context window has left
- * messages out: measured when a checkpoint is written (it serialises the state anyway), not
- * tracked message by message.
- */
-export function retainedBytes(state: LoopState): number {
-  return canonicalJson(state.messages).length;
+  return (state.sealedSinceCheckpoint ?? 0) >= CHECKPOINT_RATIO * (state.checkpointSize ?? 0);
 }
 
 /** The effects as the transition hash sees them: a model call on the run's transcript carries its digest. */
@@ -93,17 +84,29 @@ export function hashableEffects(effects: readonly Effect[], state: LoopState): u
  * it back.
  */
 export function checkpointOf(state: LoopState): LoopState {
+  // Its own size is in its record, not in the state it holds (see restoreCheckpoint).
+  const { guard, checkpointSize: _size, ...rest } = state;
+  const withCounts = {
+    ...rest,
+    guard: { ...guard, callCounts: storedCounts(guard.callCounts, guard.recentCalls) },
+  };
   const a = state.awaiting;
-  if (a?.type !== "callModel" || a.request.messages !== state.messages) return { ...state };
+  if (a?.type !== "callModel" || a.request.messages !== state.messages) return withCounts;
   const { messages: _transcript, ...request } = a.request;
-  return { ...state, awaiting: { ...a, request: { ...request, transcript: true } as never } };
+  return { ...withCounts, awaiting: { ...a, request: { ...request, transcript: true } as never } };
 }
 
-/** The state a checkpoint holds, as the loop uses it (call counts of older versions put into buckets). */
-export function restoreCheckpoint(stored: LoopState): LoopState {
-  const callCounts = bucketCallCounts(stored.guard.callCounts);
-  const snapshot =
-    callCounts === stored.guard.callCounts ? stored : { ...stored, guard: { ...stored.guard, callCounts } };
+/**
+ * The state a checkpoint holds, as the loop uses it: of its call counts (however an older version
+ * stored them) only what the window's calls do not account for, and the checkpoint's size from its
+ * record (`bytes`; absent from an older version's, which makes the next checkpoint due).
+ */
+export function restoreCheckpoint(stored: LoopState, bytes = 0): LoopState {
+  const { guard, checkpointBytes: _transcriptAt, checkpointRetained: _held, ...state } = stored;
+  // Checkpoints of the oldest versions may lack the list of recent calls.
+  const recentCalls = (guard.recentCalls as string[] | undefined) ?? [];
+  const callCounts = carriedCounts(guard.callCounts, recentCalls);
+  const snapshot = { ...state, checkpointSize: bytes, guard: { ...guard, callCounts, recentCalls } };
   const a = snapshot.awaiting;
   if (a?.type !== "callModel" || !(a.request as { transcript?: boolean }).transcript) return snapshot;
   const { transcript: _marker, ...request } = a.request as typeof a.request & { transcript?: boolean };

@@ -4,7 +4,8 @@ import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
-import type { LoopConfig } from "../../shared/loop/state.js";
+import type { LoopConfig, LoopState } from "../../shared/loop/state.js";
+import { sha256 } from "../../shared/runtime/hash.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
@@ -39,20 +40,26 @@ describe("durability", () => {
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
   });
 
-  it("checkpoints are written every N model responses and resume from the last one equals a full replay", async () => {
+  it("checkpoints are considered every N model responses, the first written at the first, and resume from the last one equals a full replay", async () => {
     const result = await runner({ checkpointEvery: 3 }).run(
       spec({ script: longScript(10), resources: { maxIterations: 20 } }),
     );
     const checkpoints = result.wal.filter((r) => r.type === "CHECKPOINT");
-    expect(checkpoints.map((c) => c.type === "CHECKPOINT" && (c.state as { step: number }).step)).toEqual([
-      3, 6, 9,
-    ]);
+    const at = checkpoints.map((c) => c.type === "CHECKPOINT" && (c.state as { step: number }).step);
+    expect(at[0]).toBe(3);
+    expect(at.length).toBeGreaterThanOrEqual(2);
+    expect(at.every((step) => typeof step === "number" && step % 3 === 0)).toBe(true);
     const full = replay(result.wal, config);
     const fromCheckpoint = replay(result.wal, config, { fromCheckpoint: true });
     expect(fromCheckpoint.state.transitionHash).toBe(full.state.transitionHash);
     expect(fromCheckpoint.state).toEqual(full.state);
-    // Resume cost: only the tail after the last checkpoint is replayed.
-    expect(fromCheckpoint.transitions.length).toBeLessThan(full.transitions.length / 3);
+    // Resume cost: only the tail after the last checkpoint is replayed, one transition per input.
+    const last = result.wal.findLastIndex((r) => r.type === "CHECKPOINT");
+    const inputs = result.wal
+      .slice(last + 1)
+      .filter((r) => ["MODEL", "COMPLETE", "ABORT", "EVENT"].includes(r.type));
+    expect(fromCheckpoint.transitions).toHaveLength(inputs.length);
+    expect(inputs.length).toBeLessThan(full.transitions.length / 2);
   });
 
   it("a log cut right after a checkpoint replays from the one before, so the last transition is known", async () => {
@@ -76,11 +83,16 @@ describe("durability", () => {
   });
 
   it("checkpoint ids are content-addressed: sha256 of runId‖iteration", async () => {
-    const a = await runner({ checkpointEvery: 2 }).run(spec({ script: longScript(4) }));
-    const b = await runner({ checkpointEvery: 2 }).run(spec({ script: longScript(4) }));
+    const a = await runner({ checkpointEvery: 2 }).run(spec({ script: longScript(10) }));
+    const b = await runner({ checkpointEvery: 2 }).run(spec({ script: longScript(10) }));
     const ids = (r: typeof a) => r.wal.flatMap((w) => (w.type === "CHECKPOINT" ? [w.checkpointId] : []));
-    expect(ids(a)).toHaveLength(2);
+    expect(ids(a).length).toBeGreaterThanOrEqual(2);
     expect(ids(a)).toEqual(ids(b));
+    for (const w of a.wal) {
+      if (w.type !== "CHECKPOINT") continue;
+      const { runId, guard } = w.state as LoopState;
+      expect(w.checkpointId).toBe(sha256(`${runId}\u0000${guard.iteration}`));
+    }
     expect(a.state.lastCheckpoint).toBe(ids(a).at(-1));
   });
 

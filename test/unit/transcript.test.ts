@@ -9,13 +9,16 @@ import {
   type LoopState,
   type Provenance,
 } from "../../shared/loop/state.js";
-import { CALL_WINDOW } from "../../shared/loop/guard.js";
+import { CALL_WINDOW, callCount } from "../../shared/loop/guard.js";
 import {
+  CHECKPOINT_RATIO,
   checkpointOf,
+  checkpointWorthwhile,
   digestTranscript,
   hashableEffects,
   restoreCheckpoint,
 } from "../../shared/loop/transcript.js";
+import { canonicalJson } from "../../shared/runtime/canonical-json.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import type { ScriptStep } from "../../shared/contracts/model.js";
@@ -61,10 +64,13 @@ describe("transcript digest and checkpoint size", () => {
     const result = await runner({ checkpointEvery: 1 }).run(
       spec({ script: [echoCall("a".repeat(5_000)), echoCall("b".repeat(5_000)), { text: "done" }] }),
     );
-    const state = checkpoints(result.wal).at(-1)?.state as LoopState;
+    // The run's state as a checkpoint stores it, and as the loop holds it.
+    const state = JSON.parse(JSON.stringify(checkpointOf(result.state))) as LoopState;
+    const live = restoreCheckpoint(state, result.state.checkpointSize);
+    expect(live).toEqual(result.state);
     // The state as it is while waiting on the model: the request holds the run's own transcript.
     const waiting: LoopState = {
-      ...state,
+      ...live,
       awaiting: {
         type: "callModel",
         requestId: "model-9",
@@ -77,48 +83,66 @@ describe("transcript digest and checkpoint size", () => {
     expect(JSON.stringify(stored).length).toBeLessThan(
       JSON.stringify(waiting).length - transcriptBytes + 100,
     );
-    const restored = restoreCheckpoint(JSON.parse(JSON.stringify(stored)) as LoopState);
+    const restored = restoreCheckpoint(
+      JSON.parse(JSON.stringify(stored)) as LoopState,
+      waiting.checkpointSize,
+    );
     expect(restored).toEqual(waiting);
     expect(restored.awaiting?.type === "callModel" && restored.awaiting.request.messages).toBe(
       restored.messages,
     );
     const [hashed] = hashableEffects([restored.awaiting!], restored) as [{ request: { messages: unknown } }];
     expect(hashed.request.messages).toEqual(restored.transcript);
-    // Call counts of an older version (one flat map) come back in buckets, counts unchanged.
+    // A checkpoint holds every call count, in buckets keyed by two hex digits; the running loop
+    // keeps only what its window of recent calls does not account for: here, nothing.
+    expect(live.guard.callCounts).toEqual({});
+    const counted = Object.entries(state.guard.callCounts).flatMap(([key, bucket]) =>
+      Object.entries(bucket).map(([hash, n]) => (hash.startsWith(key) && key.length === 2 ? n : NaN)),
+    );
+    expect(counted.reduce((a, b) => a + b, 0)).toBe(state.guard.recentCalls.length);
+    expect(checkpointOf(live)).toEqual(state);
+    // Counts an older version wrote as one flat map come back the same, and so does a count of
+    // a call before the window (an older version listed only five), which stays.
     const flat = Object.assign({}, ...Object.values(state.guard.callCounts)) as Record<string, number>;
     expect(Object.keys(flat).length).toBeGreaterThan(0);
     const legacy = { ...state, guard: { ...state.guard, callCounts: flat as never } };
-    expect(restoreCheckpoint(legacy)).toEqual(state);
-    // And so do those of the version that keyed buckets by two digits.
-    const twoDigits: Record<string, Record<string, number>> = {};
-    for (const [hash, n] of Object.entries(flat)) (twoDigits[hash.slice(0, 2)] ??= {})[hash] = n;
-    const older = { ...state, guard: { ...state.guard, callCounts: twoDigits } };
-    expect(restoreCheckpoint(older)).toEqual(state);
-    // Any other state checkpoints as it is.
-    expect(checkpointOf(state)).toEqual(state);
-    expect(restoreCheckpoint(state)).toBe(state);
+    expect(restoreCheckpoint(legacy, live.checkpointSize)).toEqual(live);
+    const early = "ffff000011112222";
+    const older = { ...state, guard: { ...state.guard, callCounts: { ...flat, [early]: 4 } as never } };
+    const carried = restoreCheckpoint(older);
+    expect(carried.guard.callCounts).toEqual({ ff: { [early]: 4 } });
+    expect(callCount(carried.guard, early)).toBe(4);
+    expect(checkpointOf(carried).guard.callCounts).toEqual({ ...state.guard.callCounts, ff: { [early]: 4 } });
   });
 
-  it("a long run checkpoints every N steps while its transcript is small, then ever less often: all the transcripts it checkpoints add up to about nine times its last", async () => {
+  it("a checkpoint is worth writing once the transitions since the last one have sealed CHECKPOINT_RATIO times its size", () => {
+    const state = (sealed: number | undefined, size: number | undefined) =>
+      ({ sealedSinceCheckpoint: sealed, checkpointSize: size }) as LoopState;
+    expect(checkpointWorthwhile(state(undefined, undefined))).toBe(true);
+    expect(checkpointWorthwhile(state(1, 0))).toBe(true);
+    expect(checkpointWorthwhile(state(CHECKPOINT_RATIO * 5_000 - 1, 5_000))).toBe(false);
+    expect(checkpointWorthwhile(state(CHECKPOINT_RATIO * 5_000, 5_000))).toBe(true);
+  });
+
+  it("a long run whose state grows checkpoints ever less often: its checkpoints add up to a few times its last, and each record gives its state's size", async () => {
     const steps = 300;
     const result = await longRun(steps);
     expect(result.state.status).toBe("committed");
     const written = checkpoints(result.wal);
     const at = written.map((c) => (c.state as LoopState).step);
-    expect(at.slice(0, 4)).toEqual([2, 4, 6, 8]);
+    expect(at[0]).toBe(2);
     const gaps = at.slice(1).map((s, i) => s - (at[i] as number));
-    expect(Math.max(...gaps)).toBeGreaterThan(20);
-    const sizes = written.map((c) => JSON.stringify((c.state as LoopState).messages).length);
-    const total = sizes.reduce((a, b) => a + b, 0);
-    // Every two steps would have written ~75 times the last one's transcript.
-    expect(total).toBeLessThan(10 * (sizes.at(-1) as number));
-    expect(written.length).toBeLessThan(40);
-    // The tail a resume replays stays within an eighth of the transcript the checkpoint holds.
-    const lastAt = at.at(-1) as number;
-    expect(steps - lastAt).toBeLessThanOrEqual(Math.ceil(lastAt / 8) + 2);
+    expect(gaps.every((gap, i) => i === 0 || gap >= (gaps[i - 1] as number))).toBe(true);
+    expect(Math.max(...gaps)).toBeGreaterThan(40);
+    for (const c of written) expect(c.bytes).toBe(canonicalJson(c.state).length);
+    const sizes = written.map((c) => c.bytes as number);
+    // Every two steps would have written ~75 times the last one.
+    expect(sizes.reduce((a, b) => a + b, 0)).toBeLessThan(4 * (sizes.at(-1) as number));
+    expect(written.length).toBeLessThan(15);
     const fromCheckpoint = replay(result.wal, config, { fromCheckpoint: true });
     expect(fromCheckpoint.state).toEqual(replay(result.wal, config).state);
     expect(fromCheckpoint.state).toEqual(result.state);
+    expect(fromCheckpoint.transitions.length).toBeLessThan(steps);
   });
 
   it("a run whose last checkpoint was written by an older version (no digest, flat call counts) resumes from it to the same state", async () => {
@@ -208,22 +232,23 @@ describe("transcript digest and checkpoint size", () => {
       expect(called.data).toMatchObject({ messages: last.length, elided: result.state.elided });
     });
 
-    it("under a window a long run checkpoints every N steps, each the same size, and resumes from the last to the same state", async () => {
+    it("under a window a long run checkpoints at a steady interval, each the same size, and resumes from the last to the same state", async () => {
       const steps = 300;
       const { result } = await windowed(steps, 8);
       expect(result.state.status).toBe("committed");
       const written = checkpoints(result.wal);
-      const at = written.map((c) => (c.state as LoopState).step);
-      expect(at.slice(1).map((s, i) => s - at[i]!)).toEqual(at.slice(1).map(() => 2));
       // Past the windows (messages, invocations, repeated-call counts) a checkpoint stops growing.
       const saturated = CALL_WINDOW / 3 + 10;
       // By then every window is full: three calls a step.
       expect(3 * saturated).toBeGreaterThan(Math.max(CALL_WINDOW, INVOCATION_LIMIT));
-      const sizes = written
-        .filter((c) => (c.state as LoopState).step > saturated)
-        .map((c) => JSON.stringify(c.state).length);
-      expect(sizes.length).toBeGreaterThan(90);
+      const late = written.filter((c) => (c.state as LoopState).step > saturated);
+      const sizes = late.map((c) => JSON.stringify(c.state).length);
+      expect(sizes.length).toBeGreaterThan(2);
       expect(Math.max(...sizes) / Math.min(...sizes)).toBeLessThan(1.05);
+      // A steady size and steady steps make a steady interval, however long the run.
+      const at = late.map((c) => (c.state as LoopState).step);
+      const gaps = new Set(at.slice(1).map((s, i) => s - at[i]!));
+      expect(gaps.size).toBe(1);
       const final = result.state;
       expect(final.invocations).toHaveLength(INVOCATION_LIMIT);
       expect(final.invocations.at(-1)!.actionId).toBe(`act-${3 * steps}`);
