@@ -1,8 +1,9 @@
 /**
  * Is W3's hot resume slower after a long history because of its length, or because of the burst of
  * writes that came just before it? One nats-server, a WAL-like and an audit-like file stream.
- * Each sample writes a history shaped like W3's (per step three 600 B records and five 550 B audit
- * events, a 37 KiB checkpoint every 10 steps, two records after the last), then times the first
+ * Each sample writes a history shaped like W3's were when this was written (per step three 600 B
+ * records and five 550 B audit events, a 37 KiB checkpoint every 10 steps, two records after the
+ * last; checkpoints now come about every 30 steps, see the README's Durability), then times the first
  * read of its tail from the checkpoint as a resuming worker does (a consumer from the checkpoint's
  * sequence, then its messages). Three conditions, interleaved: the history alone (the burst grows
  * with the length); the same history after other subjects' traffic that makes every burst as

@@ -6,7 +6,8 @@
  * step 200. Each `--dist DIR` (a build's `dist`, the default this repository's) is timed in turns
  * in one process, so an older build (`git worktree add`, `npm ci`, `npm run build` there) runs
  * side by side with this one.
- * `node bench/micro/step-cost.ts [--rounds N] [--dist DIR]...` after `npm run build`.
+ * `--every 1000000` leaves checkpoints out, for what a step costs without them.
+ * `node bench/micro/step-cost.ts [--rounds N] [--every N] [--dist DIR]...` after `npm run build`.
  */
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -20,7 +21,12 @@ import { median, round } from "../lib/stats.ts";
 import { echoText } from "../lib/workload.ts";
 
 const { values } = parseArgs({
-  options: { rounds: { type: "string", default: "7" }, dist: { type: "string", multiple: true } },
+  options: {
+    rounds: { type: "string", default: "7" },
+    dist: { type: "string", multiple: true },
+    // A checkpoint considered every N model responses (the product's default when absent).
+    every: { type: "string" },
+  },
 });
 const ROUNDS = Number(values.rounds);
 const DISTS = values.dist ?? [fileURLToPath(new URL("../../dist", import.meta.url))];
@@ -46,7 +52,8 @@ async function load(dist: string): Promise<Core> {
   const { RunSpec } = (await import(`${dist}/shared/contracts/run-spec.js`)) as typeof Specs;
   const { ToolRegistry } = (await import(`${dist}/shared/tools/registry.js`)) as typeof Registry;
   const { echoTool } = (await import(`${dist}/shared/tools/builtin/echo.js`)) as typeof Echo;
-  const config = { tools: new ToolRegistry([echoTool]).descriptors() };
+  const every = values.every === undefined ? {} : { checkpointEvery: Number(values.every) };
+  const config = { tools: new ToolRegistry([echoTool]).descriptors(), ...every };
   const spec = RunSpec.parse({
     schemaVersion: 1,
     task: { prompt: "A long run.", verifiers: [{ kind: "nonEmpty" }] },
