@@ -15,10 +15,9 @@ import type * as Fsm from "../../dist/shared/loop/fsm.js";
 import type * as Specs from "../../dist/shared/contracts/run-spec.js";
 import type * as Registry from "../../dist/shared/tools/registry.js";
 import type * as Echo from "../../dist/shared/tools/builtin/echo.js";
-import type { LoopEvent } from "../../dist/shared/contracts/loop-event.js";
 import type { Transition } from "../../dist/shared/loop/state.js";
 import { median, round } from "../lib/stats.ts";
-import { echoText } from "../lib/workload.ts";
+import { nextEchoEvent } from "../lib/echo-run.ts";
 
 const { values } = parseArgs({
   options: {
@@ -74,31 +73,13 @@ async function load(dist: string): Promise<Core> {
     let step = 0;
     const spent = { early: 0, late: 0, log: 0, checkpoints: 0 };
     for (;;) {
-      const awaiting = t.effects.find(
-        (e) => e.type !== "wal" && e.type !== "audit" && e.type !== "storeMemory",
-      );
-      let event: LoopEvent;
-      if (awaiting?.type === "recallMemory") event = { type: "memoryRecalled", at, memories: [] };
-      else if (awaiting?.type === "callTool") {
-        event = { type: "toolCompleted", at, actionId: awaiting.actionId, output: awaiting.input };
-      } else if (awaiting?.type === "callModel" && step < STEPS) {
-        step += 1;
-        const call = { id: `call_${step}`, name: "echo", input: { text: echoText(step) } };
-        const usage = { inputTokens: 0, outputTokens: 0 };
-        const response = {
-          text: "",
-          toolCalls: [call],
-          stopReason: "toolUse" as const,
-          usage,
-          costUsd: 0,
-          model: "scripted",
-        };
-        event = { type: "modelResponded", at, requestId: awaiting.requestId, response };
-      } else {
+      const event = nextEchoEvent(t, step, STEPS, at);
+      if (!event) {
         const { log, checkpoints } = spent;
         const early = spent.early / (EARLY[1] - EARLY[0] + 1);
         return { early, late: spent.late / (LATE[1] - LATE[0] + 1), log, checkpoints };
       }
+      if (event.type === "modelResponded") step += 1;
       const t0 = performance.now();
       t = transition(t.state, event, config);
       const took = performance.now() - t0;

@@ -1,5 +1,4 @@
 import { RunSpec } from "../../dist/shared/contracts/run-spec.js";
-import type { LoopEvent } from "../../dist/shared/contracts/loop-event.js";
 import type { WalRecord } from "../../dist/shared/contracts/wal.js";
 import type { AuditEvent } from "../../dist/shared/contracts/audit.js";
 import { headers } from "@nats-io/transport-node";
@@ -14,7 +13,7 @@ import { echoTool } from "../../dist/shared/tools/builtin/echo.js";
 import type { Plan } from "../lib/plan.ts";
 import type { Finding } from "../lib/row.ts";
 import { median, round } from "../lib/stats.ts";
-import { echoText } from "../lib/workload.ts";
+import { nextEchoEvent } from "../lib/echo-run.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
 /** Resumes timed per windowed length, and for the whole-transcript comparison (2–3 s each). */
@@ -74,27 +73,9 @@ function* history(
       if (e.type === "wal") yield { wal: e.record };
       else if (e.type === "audit") yield { audit: e.event };
     }
-    const awaiting = t.effects.find(
-      (e) => e.type !== "wal" && e.type !== "audit" && e.type !== "storeMemory",
-    );
-    let event: LoopEvent;
-    if (awaiting?.type === "recallMemory") event = { type: "memoryRecalled", at, memories: [] };
-    else if (awaiting?.type === "callTool") {
-      event = { type: "toolCompleted", at, actionId: awaiting.actionId, output: awaiting.input };
-    } else if (awaiting?.type === "callModel" && step < steps) {
-      step += 1;
-      const call = { id: `call_${step}`, name: "echo", input: { text: echoText(step) } };
-      const usage = { inputTokens: 0, outputTokens: 0 };
-      const response = {
-        text: "",
-        toolCalls: [call],
-        stopReason: "toolUse" as const,
-        usage,
-        costUsd: 0,
-        model: "scripted",
-      };
-      event = { type: "modelResponded", at, requestId: awaiting.requestId, response };
-    } else return t;
+    const event = nextEchoEvent(t, step, steps, at);
+    if (!event) return t;
+    if (event.type === "modelResponded") step += 1;
     t = transition(t.state, event, config);
   }
 }
