@@ -103,10 +103,8 @@ export function checkpointOf(state: LoopState): LoopState {
  */
 export function restoreCheckpoint(stored: LoopState, bytes = 0): LoopState {
   const { guard, checkpointBytes: _transcriptAt, checkpointRetained: _held, ...state } = stored;
-  // Checkpoints of the oldest versions may lack the list of recent calls.
-  const recentCalls = (guard.recentCalls as string[] | undefined) ?? [];
-  const callCounts = carriedCounts(guard.callCounts, recentCalls);
-  const snapshot = { ...state, checkpointSize: bytes, guard: { ...guard, callCounts, recentCalls } };
+  const callCounts = carriedCounts(guard.callCounts, guard.recentCalls);
+  const snapshot = { ...state, checkpointSize: bytes, guard: { ...guard, callCounts } };
   const a = snapshot.awaiting;
   if (a?.type !== "callModel" || !(a.request as { transcript?: boolean }).transcript) return snapshot;
   const { transcript: _marker, ...request } = a.request as typeof a.request & { transcript?: boolean };

@@ -139,6 +139,10 @@ describe("transcript digest and checkpoint size", () => {
     // Every two steps would have written ~75 times the last one.
     expect(sizes.reduce((a, b) => a + b, 0)).toBeLessThan(4 * (sizes.at(-1) as number));
     expect(written.length).toBeLessThan(15);
+    // What a resume re-runs is bounded by what it reads: under the rule's twice, plus two steps.
+    expect(result.state.sealedSinceCheckpoint).toBeLessThan(
+      (CHECKPOINT_RATIO + 0.5) * (sizes.at(-1) as number),
+    );
     const fromCheckpoint = replay(result.wal, config, { fromCheckpoint: true });
     expect(fromCheckpoint.state).toEqual(replay(result.wal, config).state);
     expect(fromCheckpoint.state).toEqual(result.state);
