@@ -33,6 +33,7 @@ const STEPS = 2_000;
 const EARLY = [1, 250] as const;
 const LATE = [1_001, 2_000] as const;
 
+/** One run: ms per step early and late; the bytes (as JSON) of its log, and of its checkpoints. */
 interface Driven {
   early: number;
   late: number;
@@ -42,7 +43,6 @@ interface Driven {
 
 interface Core {
   dist: string;
-  /** µs per step early and late; the log's bytes (as JSON), and its checkpoints'. */
   drive: () => Driven;
 }
 
