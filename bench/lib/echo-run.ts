@@ -3,6 +3,28 @@ import type { Transition } from "../../dist/shared/loop/state.js";
 import { echoText } from "./workload.ts";
 
 /**
+ * The RunSpec (before parsing) of a long run of echo calls: a scripted model the bench answers by
+ * hand, `limit` iterations and tool calls, and a context window of `window` messages if given.
+ */
+export function echoRunSpec(name: string, limit: number, window?: number): unknown {
+  return {
+    schemaVersion: 1,
+    task: { prompt: "A long run.", verifiers: [{ kind: "nonEmpty" }] },
+    agent: {
+      name,
+      model: { provider: "scripted", script: [{ text: "done" }], loop: true },
+      tools: ["echo"],
+      capabilities: ["compute"],
+      resources: {
+        maxIterations: limit,
+        maxToolCalls: limit,
+        ...(window ? { maxContextMessages: window } : {}),
+      },
+    },
+  };
+}
+
+/**
  * The next input of a run of echo calls fed to the loop core by hand (W3's histories, the step
  * cost micro-benchmark): no memories, every tool call's input echoed back as its output, and
  * model turns that each call `echo` with a fresh input until `turns` of them were given (`turn`

@@ -17,7 +17,7 @@ import type * as Registry from "../../dist/shared/tools/registry.js";
 import type * as Echo from "../../dist/shared/tools/builtin/echo.js";
 import type { Transition } from "../../dist/shared/loop/state.js";
 import { median, round } from "../lib/stats.ts";
-import { nextEchoEvent } from "../lib/echo-run.ts";
+import { echoRunSpec, nextEchoEvent } from "../lib/echo-run.ts";
 
 const { values } = parseArgs({
   options: {
@@ -53,18 +53,8 @@ async function load(dist: string): Promise<Core> {
   const { echoTool } = (await import(`${dist}/shared/tools/builtin/echo.js`)) as typeof Echo;
   const every = values.every === undefined ? {} : { checkpointEvery: Number(values.every) };
   const config = { tools: new ToolRegistry([echoTool]).descriptors(), ...every };
-  const spec = RunSpec.parse({
-    schemaVersion: 1,
-    task: { prompt: "A long run.", verifiers: [{ kind: "nonEmpty" }] },
-    agent: {
-      name: "step-cost",
-      model: { provider: "scripted", script: [{ text: "done" }], loop: true },
-      tools: ["echo"],
-      capabilities: ["compute"],
-      // Far from the limits: past 80 % of them every step would add a warning.
-      resources: { maxIterations: STEPS * 2, maxToolCalls: STEPS * 2, maxContextMessages: 32 },
-    },
-  });
+  // Far from the limits: past 80 % of them every step would add a warning.
+  const spec = RunSpec.parse(echoRunSpec("step-cost", STEPS * 2, 32));
   const drive = (): Driven => {
     const at = Date.now();
     const runId = "run-step-cost";

@@ -13,7 +13,7 @@ import { echoTool } from "../../dist/shared/tools/builtin/echo.js";
 import type { Plan } from "../lib/plan.ts";
 import type { Finding } from "../lib/row.ts";
 import { median, round } from "../lib/stats.ts";
-import { nextEchoEvent } from "../lib/echo-run.ts";
+import { echoRunSpec, nextEchoEvent } from "../lib/echo-run.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
 /** Resumes timed per windowed length, and for the whole-transcript comparison (2–3 s each). */
@@ -51,21 +51,7 @@ function* history(
   config: LoopConfig,
   maxContextMessages?: number,
 ): Generator<Written, Transition> {
-  const spec = RunSpec.parse({
-    schemaVersion: 1,
-    task: { prompt: "A long run.", verifiers: [{ kind: "nonEmpty" }] },
-    agent: {
-      name: "history",
-      model: { provider: "scripted", script: [{ text: "done" }], loop: true },
-      tools: ["echo"],
-      capabilities: ["compute"],
-      resources: {
-        maxIterations: steps + 5,
-        maxToolCalls: steps + 5,
-        ...(maxContextMessages ? { maxContextMessages } : {}),
-      },
-    },
-  });
+  const spec = RunSpec.parse(echoRunSpec("history", steps + 5, maxContextMessages));
   const at = Date.now();
   let t = startRun({ type: "start", at, spec, runId, rootRunId: runId, depth: 0, auditSeq: 0 }, config);
   for (let step = 0; ;) {
