@@ -87,25 +87,19 @@ async function load(dist: string): Promise<Core> {
 }
 
 const cores = await Promise.all(DISTS.map(load));
-const samples = cores.map(() => ({ early: [] as number[], late: [] as number[], driven: [] as Driven[] }));
+const runs = cores.map((): Driven[] => []);
 // One uncounted run each first, so every build is compiled by V8 before it is timed.
 for (const core of cores) core.drive();
-for (let r = 0; r < ROUNDS; r += 1) {
-  cores.forEach((core, i) => {
-    const driven = core.drive();
-    samples[i]!.early.push(driven.early * 1000);
-    samples[i]!.late.push(driven.late * 1000);
-    samples[i]!.driven.push(driven);
-  });
-}
+for (let r = 0; r < ROUNDS; r += 1) cores.forEach((core, i) => runs[i]!.push(core.drive()));
 console.log(`core µs/step, medians of ${ROUNDS} runs of ${STEPS} steps (32-message window), in turns:`);
 console.log("| build | steps 1–250 | steps 1,001–2,000 | late / early | log KB/step | of it checkpoints |");
 console.log("|---|---:|---:|---:|---:|---:|");
 cores.forEach((core, i) => {
-  const early = median(samples[i]!.early);
-  const late = median(samples[i]!.late);
+  const driven = runs[i]!;
+  const early = median(driven.map((d) => d.early * 1000));
+  const late = median(driven.map((d) => d.late * 1000));
   // The log is the same in every run of a build.
-  const { log, checkpoints } = samples[i]!.driven[0]!;
+  const { log, checkpoints } = driven[0]!;
   const perStep = round(log / STEPS / 1000);
   const share = `${Math.round((100 * checkpoints) / log)} %`;
   console.log(

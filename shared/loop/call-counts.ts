@@ -16,11 +16,11 @@ export type CallCounts = Record<string, Record<string, number>>;
 /** A checkpoint's counts as an older version may have written them: one flat map, or buckets. */
 export type StoredCallCounts = Record<string, number | Record<string, number>>;
 
-export function bucketOf(hash: string): string {
+function bucketOf(hash: string): string {
   return hash.slice(0, 2);
 }
 
-export function occurrences(calls: readonly string[], hash: string): number {
+function occurrences(calls: readonly string[], hash: string): number {
   let n = 0;
   for (const call of calls) if (call === hash) n += 1;
   return n;
