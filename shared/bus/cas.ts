@@ -5,7 +5,8 @@ import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { fullJitterDelay } from "../tools/backoff.js";
-import { decode, encode } from "./codec.js";
+import { decode, encodeParsed } from "./codec.js";
+import type { KnownRevisions, KnownValue } from "./known-revisions.js";
 
 const MAX_ATTEMPTS = 200;
 const BACKOFF = { baseDelayMs: 2, maxDelayMs: 100 };
@@ -19,40 +20,97 @@ export interface CasDeps {
 /**
  * Read, decide, write back only if nobody wrote in between (KV revision compare-and-set); a lost
  * race reads again and decides again. `decide` returns the result and, when something changes,
- * the next value; it may throw to refuse (the refusal is decided on fresh state).
+ * the next value; it may throw to refuse (the refusal is decided on fresh state). It must not
+ * change the state it is given, and may be called more than once.
+ *
+ * With `deps.known`, a change of a key this process wrote last is decided on the value it wrote and
+ * written against that revision without reading the key first. Only a write that goes through
+ * makes that decision final: a refusal, or nothing to change, is decided again on a fresh read,
+ * and so is everything after a refused write.
  */
 export async function casChange<S extends z.ZodType, R>(
-  deps: CasDeps,
+  deps: CasDeps & { known?: KnownRevisions<z.output<S>> },
   key: string,
   schema: S,
   empty: z.output<S>,
   decide: (state: z.output<S>) => { result: R; next?: z.input<S> },
 ): Promise<R> {
+  const { known } = deps;
+  let fresh = false;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const entry = await deps.kv.get(key);
-    const held = entry?.operation === "PUT";
-    const state = held ? decode(schema, entry.value) : empty;
-    const { result, next } = decide(state);
+    const cached = fresh ? undefined : known?.usable(key);
+    const base = cached ?? (await read(deps.kv, key, schema, empty));
+    if (!cached) known?.compare(key, base.revision);
+    const decision = cached ? tryDecide(decide, base.state) : decide(base.state);
+    if (decision === undefined || (cached && decision.next === undefined)) {
+      fresh = true;
+      continue;
+    }
+    const { result, next } = decision;
     if (next === undefined) return result;
-    const data = encode(schema, next);
+    const { data, value } = encodeParsed(schema, next);
     try {
-      if (!held) await deps.kv.create(key, data);
-      else await deps.kv.update(key, data, entry.revision);
+      const revision = await write(deps.kv, key, data, base.revision);
+      if (cached) known?.observe(true);
+      known?.remember(key, revision, value);
       return result;
     } catch (err) {
-      // The client refuses what it can never send (a value over the server's max_payload) before
-      // sending it: every attempt would be refused the same way.
-      if (err instanceof InvalidArgumentError) {
-        const tooLarge = err.message.includes("max_payload");
-        throw new AgentError(
-          tooLarge ? "PAYLOAD_TOO_LARGE" : "INVALID_INPUT",
-          `key '${key}': ${data.length} bytes: ${err.message}`,
-          { cause: err },
-        );
+      refuseUnsendable(err, key, data.length);
+      known?.forget(key);
+      if (cached) {
+        // Someone else wrote the key since this process did: not a race to back off from.
+        known?.observe(false);
+        fresh = true;
+        continue;
       }
       // Another replica wrote first (or the write timed out): read again and decide again.
       await deps.clock.sleep(fullJitterDelay(Math.min(attempt, 6), BACKOFF, deps.random));
     }
   }
   throw new AgentError("INTERNAL", `key '${key}' still contended after ${MAX_ATTEMPTS} attempts`);
+}
+
+/** The key's value and revision; a key never written, deleted or purged has the empty value. */
+async function read<S extends z.ZodType>(
+  kv: KV,
+  key: string,
+  schema: S,
+  empty: z.output<S>,
+): Promise<KnownValue<z.output<S>>> {
+  const entry = await kv.get(key);
+  const state = entry?.operation === "PUT" ? decode(schema, entry.value) : empty;
+  return { state, revision: entry?.revision ?? 0 };
+}
+
+/**
+ * Writes only if the key's last revision is still `revision` (0: never written); a deleted or
+ * purged key's last revision is its marker's. Resolves with the write's revision.
+ */
+function write(kv: KV, key: string, data: Uint8Array, revision: number): Promise<number> {
+  return revision === 0 ? kv.create(key, data) : kv.update(key, data, revision);
+}
+
+/** A decision on a value not read back: a refusal is not final, so it only asks for a read. */
+function tryDecide<T, D>(decide: (state: T) => D, state: T): D | undefined {
+  try {
+    return decide(state);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The client refuses what it can never send (a value over the server's max_payload) before
+ * sending it: every attempt would be refused the same way.
+ */
+function refuseUnsendable(err: unknown, key: string, bytes: number): void {
+  if (!(err instanceof InvalidArgumentError)) return;
+  const tooLarge = err.message.includes("max_payload");
+  throw new AgentError(
+    tooLarge ? "PAYLOAD_TOO_LARGE" : "INVALID_INPUT",
+    `key '${key}': ${bytes} bytes: ${err.message}`,
+    {
+      cause: err,
+    },
+  );
 }

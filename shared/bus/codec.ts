@@ -10,13 +10,21 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
  * exception from deep inside a handler.
  */
 export function encode<S extends z.ZodType>(schema: S, value: z.input<S>): Uint8Array {
+  return encodeParsed(schema, value).data;
+}
+
+/** `encode`, with the value as the schema parsed it: what a reader of the bytes will decode. */
+export function encodeParsed<S extends z.ZodType>(
+  schema: S,
+  value: z.input<S>,
+): { data: Uint8Array; value: z.output<S> } {
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     throw new AgentError("INTERNAL", `refusing to send an invalid payload: ${parsed.error.message}`, {
       details: parsed.error.issues,
     });
   }
-  return encoder.encode(JSON.stringify(parsed.data));
+  return { data: encoder.encode(JSON.stringify(parsed.data)), value: parsed.data };
 }
 
 /** The same check for JSON that arrives as text (a model turn's content, an environment variable). */

@@ -5,6 +5,7 @@ import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { casChange } from "./cas.js";
 import { decode } from "./codec.js";
+import { KnownRevisions } from "./known-revisions.js";
 
 /**
  * The runs holding a pool slot; one key, so one compare-and-set decides every admission.
@@ -160,6 +161,9 @@ class WorkingLedger {
  * and decides again, so concurrent admissions on any number of replicas never exceed capacity.
  */
 export class PoolLedger {
+  /** The ledger as this process last wrote it: its next change is one write (see KnownRevisions). */
+  private readonly known = new KnownRevisions<PoolState>(1);
+
   constructor(private readonly deps: PoolDeps) {}
 
   /** The ledger in `bus`'s pool bucket, limited by what its server's max_payload lets one value hold. */
@@ -229,7 +233,7 @@ export class PoolLedger {
       const batch = this.queue.splice(0);
       let outcomes: Outcome[] = [];
       try {
-        await casChange(this.deps, POOL_KEY, PoolState, { active: [] }, (state) => {
+        await casChange({ ...this.deps, known: this.known }, POOL_KEY, PoolState, { active: [] }, (state) => {
           const ledger = new WorkingLedger(state);
           outcomes = batch.map(({ op }) => {
             try {

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AgentError } from "../runtime/errors.js";
 import { casChange, type CasDeps } from "./cas.js";
 import { decode } from "./codec.js";
+import { KnownRevisions } from "./known-revisions.js";
 
 /**
  * Runs of one tree whose recent grants are kept. Past it the run that leased longest ago is
@@ -33,7 +34,12 @@ export interface GiveBack {
  * requests, cannot push a tree past its cap by more than those.
  */
 export class TreeBudget {
-  constructor(private readonly deps: CasDeps) {}
+  /** With the trees this process leased for last: their next lease is one write (see KnownRevisions). */
+  private readonly cas: CasDeps & { known: KnownRevisions<TreeUsage> };
+
+  constructor(private readonly deps: CasDeps) {
+    this.cas = { ...deps, known: new KnownRevisions() };
+  }
 
   /** Grants `runId` up to `count` iterations (fewer near the cap); GLOBAL_CAP when none are left. */
   lease(
@@ -42,7 +48,7 @@ export class TreeBudget {
     count: number,
     cap: number,
   ): Promise<{ granted: number; used: number }> {
-    return casChange(this.deps, key(rootRunId), TreeUsage, { used: 0 }, (state) => {
+    return casChange(this.cas, key(rootRunId), TreeUsage, { used: 0 }, (state) => {
       const granted = Math.min(count, cap - state.used);
       if (granted <= 0) {
         throw new AgentError(
@@ -63,7 +69,7 @@ export class TreeBudget {
 
   /** Takes back iterations `runId` was granted and never spent, up to its last two grants. */
   giveBack(rootRunId: string, runId: string, count: number): Promise<GiveBack> {
-    return casChange(this.deps, key(rootRunId), TreeUsage, { used: 0 }, (state) => {
+    return casChange(this.cas, key(rootRunId), TreeUsage, { used: 0 }, (state) => {
       const { [runId]: grants, ...others } = state.recent ?? {};
       if (!grants) return { result: { used: state.used, returned: 0 } };
       const returned = Math.min(count, grants[0] + grants[1], state.used);
