@@ -60,7 +60,9 @@ export class Admission {
     const rootRunId = await this.rootOf(request, runId);
     const depth = request.parent ? request.parent.depth + 1 : 0;
     try {
-      if (await this.status.get(runId)) return { schemaVersion: 1, ok: true, runId, status: "existing" };
+      // An id this supervisor just made names no run yet: only a named run is looked up (a round trip less).
+      if (named && (await this.status.get(runId)))
+        return { schemaVersion: 1, ok: true, runId, status: "existing" };
       await this.check(depth);
       if (request.parent) await this.checkBudget(rootRunId);
       const taken = await this.pool.acquire(runId, this.limits.poolCapacity);

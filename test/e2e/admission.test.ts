@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import type { z } from "zod";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
@@ -62,4 +63,28 @@ describe("admission across supervisor replicas", () => {
       data: { code: "POOL_FULL" },
     });
   }, 60_000);
+
+  it("only a run named by its submitter is looked up in the runs bucket: an id the supervisor makes is new", async () => {
+    const { nc, subjects } = suite.bus;
+    const runs = subjects.buckets().runs;
+    const lookups: string[] = [];
+    const sub = nc.subscribe(`$JS.API.STREAM.MSG.GET.KV_${runs}`, {
+      callback: (_err, msg) => void lookups.push(new TextDecoder().decode(msg.data)),
+    });
+    await nc.flush();
+    const submit = async (request: z.input<typeof SubmitRequest>): Promise<SubmitReply> =>
+      decode(
+        SubmitReply,
+        (await nc.request(subjects.runsSubmit(), encode(SubmitRequest, request), { timeout: 15_000 })).data,
+      );
+    const unnamed = await submit(spec());
+    const named = await submit({ ...spec(), runId: "adm-named" });
+    await nc.flush();
+    sub.unsubscribe();
+    // The pool is full from the test before: both are refused, after the lookup a named run needs.
+    expect([unnamed.ok, named.ok]).toEqual([false, false]);
+    expect(lookups.filter((l) => l.includes(`$KV.${runs}.adm-named"`))).toHaveLength(1);
+    // Generated ids start with "run-"; the runs of the test before (adm-…) may be read by the stall scan.
+    expect(lookups.filter((l) => l.includes(`$KV.${runs}.run-`))).toEqual([]);
+  }, 30_000);
 });
