@@ -1,9 +1,9 @@
 /**
  * The supervisor's compare-and-sets for one loop, as W1 makes them: a pool slot taken, 8 iteration
  * leases on the run's tree budget, the slot released; `--loops` loops at once (100: W1b's C), each
- * a new tree, in 5 waves a round. Each `--dist DIR` (a build's `dist`, the default this repository's) runs in turns in
- * one process on one nats-server, so an older build (`git worktree add`, `npm run build` there)
- * runs side by side with this one. Per loop: messages the client sent (a KV read, a write or a
+ * a new tree, in 5 waves a round. Each `--dist DIR` (a build's `dist`, the default this
+ * repository's) runs in turns in one process on one nats-server, so an older build (`git worktree
+ * add`, `npm run build` there) runs side by side with this one. Per loop: messages the client sent (a KV read, a write or a
  * refused write is one each), this process's CPU, nats-server's CPU, and the wall time of a round;
  * medians over the rounds, and each build's ratio to the first.
  * `node bench/micro/supervisor-cas.ts [--rounds N] [--loops N] [--dist DIR]...` after `npm run build`.

@@ -2,7 +2,7 @@ import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectBus } from "../../shared/bus/connect.js";
-import { ledgerLimit, PoolLedger } from "../../shared/bus/pool.js";
+import { PoolLedger } from "../../shared/bus/pool.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
@@ -95,12 +95,7 @@ describe("compare-and-set against the revision written last", () => {
   });
 
   it("the pool ledger: one supervisor's admissions and releases are one write each", async () => {
-    const pool = new PoolLedger({
-      kv: await new Kvm(suite.nc).open(suite.subjects.buckets().pool),
-      clock: systemClock,
-      random: seededRandom(8),
-      maxBytes: ledgerLimit(suite.nc.info?.max_payload),
-    });
+    const pool = PoolLedger.of({ ...suite, clock: systemClock, random: seededRandom(8) });
     await pool.acquire("run-0", 10);
     const sent = await sentDuring(suite.nc, async () => {
       for (let i = 1; i <= 5; i++) expect(await pool.acquire(`run-${i}`, 10)).toBe("admitted");
