@@ -105,12 +105,6 @@ function tryDecide<T, D>(decide: (state: T) => D, state: T): D | undefined {
  */
 function refuseUnsendable(err: unknown, key: string, bytes: number): void {
   if (!(err instanceof InvalidArgumentError)) return;
-  const tooLarge = err.message.includes("max_payload");
-  throw new AgentError(
-    tooLarge ? "PAYLOAD_TOO_LARGE" : "INVALID_INPUT",
-    `key '${key}': ${bytes} bytes: ${err.message}`,
-    {
-      cause: err,
-    },
-  );
+  const code = err.message.includes("max_payload") ? "PAYLOAD_TOO_LARGE" : "INVALID_INPUT";
+  throw new AgentError(code, `key '${key}': ${bytes} bytes: ${err.message}`, { cause: err });
 }

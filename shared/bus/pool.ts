@@ -161,10 +161,12 @@ class WorkingLedger {
  * and decides again, so concurrent admissions on any number of replicas never exceed capacity.
  */
 export class PoolLedger {
-  /** The ledger as this process last wrote it: its next change is one write (see KnownRevisions). */
-  private readonly known = new KnownRevisions<PoolState>(1);
+  /** The deps, and the ledger as this process last wrote it: its next change is one write (see KnownRevisions). */
+  private readonly deps: PoolDeps & { known: KnownRevisions<PoolState> };
 
-  constructor(private readonly deps: PoolDeps) {}
+  constructor(deps: PoolDeps) {
+    this.deps = { ...deps, known: new KnownRevisions(1) };
+  }
 
   /** The ledger in `bus`'s pool bucket, limited by what its server's max_payload lets one value hold. */
   static of(bus: {
@@ -233,7 +235,7 @@ export class PoolLedger {
       const batch = this.queue.splice(0);
       let outcomes: Outcome[] = [];
       try {
-        await casChange({ ...this.deps, known: this.known }, POOL_KEY, PoolState, { active: [] }, (state) => {
+        await casChange(this.deps, POOL_KEY, PoolState, { active: [] }, (state) => {
           const ledger = new WorkingLedger(state);
           outcomes = batch.map(({ op }) => {
             try {

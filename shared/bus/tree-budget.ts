@@ -34,10 +34,10 @@ export interface GiveBack {
  * requests, cannot push a tree past its cap by more than those.
  */
 export class TreeBudget {
-  /** With the trees this process leased for last: their next lease is one write (see KnownRevisions). */
+  /** The bucket, and what this process last wrote to each tree: its next lease is one write (see KnownRevisions). */
   private readonly cas: CasDeps & { known: KnownRevisions<TreeUsage> };
 
-  constructor(private readonly deps: CasDeps) {
+  constructor(deps: CasDeps) {
     this.cas = { ...deps, known: new KnownRevisions() };
   }
 
@@ -79,7 +79,7 @@ export class TreeBudget {
   }
 
   async used(rootRunId: string): Promise<number> {
-    const entry = await this.deps.kv.get(key(rootRunId));
+    const entry = await this.cas.kv.get(key(rootRunId));
     return entry?.operation === "PUT" ? decode(TreeUsage, entry.value).used : 0;
   }
 }
