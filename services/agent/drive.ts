@@ -142,7 +142,7 @@ export class RunLease {
       checkpointEvery: this.deps.checkpointEvery,
     };
     if (records.length === 0) return this.start(spec, now);
-    const replayed = replay(records, this.config, { fromCheckpoint: true, compareSnapshots: false });
+    const replayed = replay(records, this.config, { fromCheckpoint: true, snapshots: "skip" });
     const endsAtCheckpoint = endsWithCheckpoint([...records, ...replayed.unwritten]);
     await this.journal.catchUp(replayed.unwritten, replayed.audits, endsAtCheckpoint);
     return this.resume(replayed.state, now);

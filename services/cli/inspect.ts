@@ -8,7 +8,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { readAudit } from "../../shared/bus/audit.js";
 import { readWal } from "../../shared/bus/wal.js";
-import { replay } from "../../shared/loop/replay.js";
+import { type CheckpointReport, replay } from "../../shared/loop/replay.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { type ModelReplay, replayModels } from "./model-replay.js";
@@ -20,6 +20,8 @@ export interface ReplayReport {
   finalHash: string;
   status: string;
   phase: string;
+  /** The log's checkpoints against the replay's (absent with `strict`: they were compared as records). */
+  checkpoints?: CheckpointReport;
   /** With `models`: the model answers asked again (see replayModels). */
   models?: ModelReplay;
 }
@@ -27,12 +29,16 @@ export interface ReplayReport {
 /**
  * Re-derives every transition of a run from its WAL (from the start, not from a checkpoint) and
  * checks each record the replay produces against the one on record: NONDETERMINISM on a mismatch.
- * With `models`, also asks the run's model again (when an actor serves it) for every answer.
+ * Checkpoints are compared on their own and reported, not judged: they are never inputs, and a
+ * run recorded by another version holds that version's (its state's shape, its cadence); with
+ * `strict` they are compared like every other record. `checkpointEvery` is the workers'
+ * `AGENT_CHECKPOINT_EVERY` (the replay writes checkpoints where they would). With `models`, also
+ * asks the run's model again (when an actor serves it) for every answer.
  */
 export async function replayRun(
   bus: ActorBus,
   runId: string,
-  options: { models?: boolean } = {},
+  options: { models?: boolean; strict?: boolean; checkpointEvery?: number } = {},
 ): Promise<ReplayReport> {
   const read = await readWal(bus, runId);
   const records: WalRecord[] = read.records.map((r) => r.record);
@@ -41,7 +47,14 @@ export async function replayRun(
     throw new AgentError("NOT_FOUND", `run '${runId}' has no WAL`);
   }
   const tools = await discoverTools(first.event.spec.agent.tools, bus);
-  const replayed = replay(records, { tools: tools.map((t) => describeTool(t)) });
+  const replayed = replay(
+    records,
+    {
+      tools: tools.map((t) => describeTool(t)),
+      ...(options.checkpointEvery ? { checkpointEvery: options.checkpointEvery } : {}),
+    },
+    { snapshots: options.strict ? "strict" : "report" },
+  );
   return {
     runId,
     records: records.length,
@@ -49,10 +62,32 @@ export async function replayRun(
     finalHash: replayed.state.transitionHash,
     status: replayed.state.status,
     phase: replayed.state.phase,
+    ...(replayed.checkpoints ? { checkpoints: replayed.checkpoints } : {}),
     ...(options.models
       ? { models: await replayModels(bus, first.event.spec.agent.model, records, replayed.modelRequests) }
       : {}),
   };
+}
+
+/** One line on how a run's checkpoints compare with the replay's. */
+export function checkpointLine(report: CheckpointReport): string {
+  const counts = `${report.onRecord} on record, ${report.replayed} replayed`;
+  if (report.identical && report.onRecord === 0) return "checkpoints: none on record or replayed";
+  if (report.identical) return `checkpoints: ${counts}, identical`;
+  const first = report.firstDifference;
+  const where = first?.record ? `record ${first.record}` : "one the log lacks";
+  return (
+    `checkpoints: ${counts}, the ${ordinal(first?.checkpoint ?? 0)} differs (${where}): not written as this build ` +
+    `writes them (a run recorded by another version, its state's shape or cadence, or by workers ` +
+    `with another AGENT_CHECKPOINT_EVERY: --checkpoint-every). Checkpoints are not inputs and ` +
+    `every other record matched; --strict compares them too`
+  );
+}
+
+function ordinal(n: number): string {
+  const tens = n % 100;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : (["th", "st", "nd", "rd"][n % 10] ?? "th");
+  return `${n}${suffix}`;
 }
 
 /** Audit events in stream order; with `follow`, waits for new ones (an ordered consumer) until aborted. */

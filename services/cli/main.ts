@@ -5,6 +5,7 @@
 import { join } from "node:path";
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { DEFAULT_CHECKPOINT_EVERY } from "../../shared/loop/state.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
@@ -12,7 +13,7 @@ import { createLogger } from "../../shared/runtime/logger.js";
 import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { ClusterClient, readSpecFile } from "./client.js";
-import { contracts, replayRun, tailAudit } from "./inspect.js";
+import { checkpointLine, contracts, replayRun, tailAudit } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
 import { auditLine, statusLine } from "./render.js";
 import { SPEC_FLAGS, specFromFlags, type SpecFlags } from "./spec-flags.js";
@@ -215,12 +216,27 @@ export function program(): Command {
       "--models",
       "also ask the run's model again (a deterministic model actor) and compare its answers",
     )
-    .action((runId: string, opts: { models?: boolean }) =>
+    .option(
+      "--strict",
+      "compare checkpoints like every other record: NONDETERMINISM when they differ (a run recorded by this build)",
+    )
+    .option(
+      "--checkpoint-every <n>",
+      "the workers' AGENT_CHECKPOINT_EVERY, where the replay writes its checkpoints",
+      positiveInt,
+      DEFAULT_CHECKPOINT_EVERY,
+    )
+    .action((runId: string, opts: { models?: boolean; strict?: boolean; checkpointEvery: number }) =>
       withClient(async (client) => {
-        const report = await replayRun(client.bus, runId, { models: opts.models === true });
+        const report = await replayRun(client.bus, runId, {
+          models: opts.models === true,
+          strict: opts.strict === true,
+          checkpointEvery: opts.checkpointEvery,
+        });
         out(
           `replay of ${runId}: ${report.records} records, ${report.transitions} transitions reproduced identically; final hash ${report.finalHash} (${report.status}, ${report.phase})`,
         );
+        if (report.checkpoints) out(checkpointLine(report.checkpoints));
         if (report.models)
           out(
             report.models.skipped

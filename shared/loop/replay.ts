@@ -38,19 +38,36 @@ export interface Replayed {
   audits: AuditEvent[];
   /** Each model request the replayed run made, in order: what `agentctl replay --models` asks again. */
   modelRequests: Extract<Transition["effects"][number], { type: "callModel" }>[];
+  /** With `snapshots: "report"`: the checkpoints compared on their own. */
+  checkpoints?: CheckpointReport;
 }
 
 export interface ReplayOptions {
   /** Start from the last checkpoint (a worker taking a run over) instead of the run's start. */
   fromCheckpoint?: boolean;
   /**
-   * Whether checkpoints are compared like every other record (default), or left out of the
-   * comparison. A worker taking a run over passes false: a checkpoint written by an older version
-   * holds the state in that version's shape (and its cadence may differ), and a run must survive
-   * an upgrade. Every record that acts or decides (INTENT, MODEL, PHASE, TERMINAL…) is still
-   * compared in full, and a checkpoint is never an input.
+   * How checkpoints are compared. `strict` (default): like every other record. `skip`: left out of
+   * the comparison; a worker taking a run over skips them, because a checkpoint written by an
+   * older version holds the state in that version's shape (and its cadence may differ), and a run
+   * must survive an upgrade. `report`: left out of the verdict, then compared on their own and
+   * summarised in `checkpoints` (what `agentctl replay` shows). Every record that acts or decides
+   * (INTENT, MODEL, PHASE, TERMINAL…) is compared in full either way, and a checkpoint is never an
+   * input.
    */
-  compareSnapshots?: boolean;
+  snapshots?: "strict" | "skip" | "report";
+}
+
+/** How the log's checkpoints compare with those the replay writes (`snapshots: "report"`). */
+export interface CheckpointReport {
+  /** Checkpoints in the replayed part of the log, and those the replay wrote over the same part. */
+  onRecord: number;
+  replayed: number;
+  identical: boolean;
+  /**
+   * The first checkpoint that differs (by position among checkpoints, from 1), and its record
+   * number in the log when the log has it (a replay that writes more checkpoints has none).
+   */
+  firstDifference?: { checkpoint: number; record?: number };
 }
 
 /**
@@ -90,8 +107,19 @@ export function replay(
     }
   }
   if (!state || !last) throw new AgentError("NONDETERMINISM", "the log holds no run to replay");
-  const written = matchTail(tail, produced, options.compareSnapshots ?? true);
-  return { state, last, transitions, unwritten: produced.slice(written), audits, modelRequests };
+  const snapshots = options.snapshots ?? "strict";
+  const written = matchTail(tail, produced, snapshots === "strict");
+  return {
+    state,
+    last,
+    transitions,
+    unwritten: produced.slice(written),
+    audits,
+    modelRequests,
+    ...(snapshots === "report"
+      ? { checkpoints: compareCheckpoints(tail, produced.slice(0, written), start + 1) }
+      : {}),
+  };
 }
 
 /**
@@ -150,4 +178,42 @@ function matchTail(
   });
   if (skipped(recorded.at(-1))) while (skipped(produced[j])) j += 1;
   return j;
+}
+
+/**
+ * The log's checkpoints against the replay's, in order (`offset` is the log index of `recorded[0]`):
+ * equal when they hold the same and follow the same record. Only the replayed part counts: a
+ * checkpoint the replay owes past the end of the log is not a difference.
+ */
+function compareCheckpoints(
+  recorded: readonly WalRecord[],
+  produced: readonly WalRecord[],
+  offset: number,
+): CheckpointReport {
+  const onRecord = checkpointsIn(recorded);
+  const replayed = checkpointsIn(produced);
+  const count = Math.max(onRecord.length, replayed.length);
+  for (let k = 0; k < count; k++) {
+    const mine = onRecord[k];
+    const theirs = replayed[k];
+    if (
+      mine?.after === theirs?.after &&
+      mine &&
+      theirs &&
+      canonicalJson(mine.record) === canonicalJson(theirs.record)
+    )
+      continue;
+    const firstDifference = { checkpoint: k + 1, ...(mine ? { record: offset + mine.index + 1 } : {}) };
+    return { onRecord: onRecord.length, replayed: replayed.length, identical: false, firstDifference };
+  }
+  return { onRecord: onRecord.length, replayed: replayed.length, identical: true };
+}
+
+/** Each checkpoint with its index and how many other records precede it (its place in the run). */
+function checkpointsIn(records: readonly WalRecord[]): { record: WalRecord; index: number; after: number }[] {
+  const found: { record: WalRecord; index: number; after: number }[] = [];
+  records.forEach((record, index) => {
+    if (record.type === "CHECKPOINT") found.push({ record, index, after: index - found.length });
+  });
+  return found;
 }

@@ -11,7 +11,14 @@ import type { LoopState } from "../../shared/loop/state.js";
 import { statusOf } from "../../shared/loop/status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { defineTool } from "../../shared/tools/tool.js";
-import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import {
+  AGENTCTL,
+  chargeRun,
+  runProcess,
+  serveCharge,
+  settled,
+  useClusterSuite,
+} from "../helpers/cluster-suite.js";
 import { echoCall, olderCheckpoint, runner, spec } from "../helpers/fixtures.js";
 
 /** Whether a worker beat heard within `ms` names the job at stream sequence `seq`. */
@@ -241,6 +248,21 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     const kinds = (await suite.audit(runId)).map((e) => e.kind);
     expect(kinds).toContain("run.resumed");
     expect(await suite.logs()).not.toContain("NONDETERMINISM");
+    // agentctl replay: every transition reproduced, the older checkpoints reported, not judged;
+    // --strict judges them.
+    const replayed = await runProcess(process.execPath, [AGENTCTL, "replay", runId], { env: suite.env() });
+    expect(replayed.stdout).toMatch(/transitions reproduced identically/);
+    expect(replayed.stdout).toMatch(
+      /checkpoints: \d+ on record, \d+ replayed, the 1st differs \(record \d+\)/,
+    );
+    const strict = await runProcess(process.execPath, [AGENTCTL, "replay", runId, "--strict"], {
+      env: suite.env(),
+    }).then(
+      () => undefined,
+      (err: { code: number; stderr: string }) => err,
+    );
+    expect(strict?.code).toBe(2);
+    expect(strict?.stderr).toMatch(/"code":"NONDETERMINISM"/);
   });
 
   it("a continuation job names its run's checkpoint: the worker reads the WAL from there, without the run status", async () => {

@@ -174,7 +174,7 @@ describe("transcript digest and checkpoint size", () => {
     // Both checkpoints in an older version's shape.
     const log = result.wal.slice(0, cut + 1).map(olderCheckpoint);
     expect(() => replay(log, config, { fromCheckpoint: true })).toThrow(/replay diverged/);
-    const resumed = replay(log, config, { fromCheckpoint: true, compareSnapshots: false });
+    const resumed = replay(log, config, { fromCheckpoint: true, snapshots: "skip" });
     const current = replay(result.wal.slice(0, cut + 1), config, { fromCheckpoint: true });
     expect(resumed.state.transitionHash).toBe(current.state.transitionHash);
     expect(resumed.state.messages).toEqual(current.state.messages);
@@ -184,9 +184,52 @@ describe("transcript digest and checkpoint size", () => {
     // Records that act or decide are still compared in full.
     const intent = log.findIndex((r, i) => i > from && r.type === "INTENT");
     const tampered = log.map((r, i) => (i === intent ? { ...r, input: { text: "changed" } } : r));
-    expect(() => replay(tampered, config, { fromCheckpoint: true, compareSnapshots: false })).toThrow(
+    expect(() => replay(tampered, config, { fromCheckpoint: true, snapshots: "skip" })).toThrow(
       /replay diverged/,
     );
+  });
+
+  it("a replay that reports checkpoints passes an older version's log, whose checkpoints differ in shape and cadence, and says from which record they differ", async () => {
+    const result = await longRun(30);
+    const own = replay(result.wal, config, { snapshots: "report" });
+    const count = checkpoints(result.wal).length;
+    expect(count).toBeGreaterThan(2);
+    expect(own.checkpoints).toEqual({ onRecord: count, replayed: count, identical: true });
+    // An older version: its first checkpoint elsewhere (one record later: another cadence), the
+    // second in its own shape.
+    const at = result.wal.findIndex((r) => r.type === "CHECKPOINT");
+    const second = result.wal.findIndex((r, i) => i > at && r.type === "CHECKPOINT");
+    const moved = [...result.wal];
+    moved.splice(at + 1, 0, moved.splice(at, 1)[0] as WalRecord);
+    const log = moved.map((r, i) => (i === second ? olderCheckpoint(r) : r));
+    expect(() => replay(log, config)).toThrow(/replay diverged at record/);
+    const report = replay(log, config, { snapshots: "report" });
+    expect(report.transitions).toEqual(own.transitions);
+    expect(report.checkpoints).toEqual({
+      onRecord: count,
+      replayed: count,
+      identical: false,
+      firstDifference: { checkpoint: 1, record: at + 2 },
+    });
+    // Only the reshaped one: the first difference is the second checkpoint, at its own record.
+    const reshaped = result.wal.map((r, i) => (i === second ? olderCheckpoint(r) : r));
+    expect(replay(reshaped, config, { snapshots: "report" }).checkpoints?.firstDifference).toEqual({
+      checkpoint: 2,
+      record: second + 1,
+    });
+    // A log without its last checkpoint: the replay writes one the log lacks.
+    const last = result.wal.findLastIndex((r) => r.type === "CHECKPOINT");
+    const fewer = result.wal.filter((_, i) => i !== last);
+    expect(replay(fewer, config, { snapshots: "report" }).checkpoints).toEqual({
+      onRecord: count - 1,
+      replayed: count,
+      identical: false,
+      firstDifference: { checkpoint: count },
+    });
+    // Records that act or decide still decide the verdict.
+    const intent = log.findIndex((r) => r.type === "INTENT");
+    const tampered = log.map((r, i) => (i === intent ? { ...r, input: { text: "changed" } } : r));
+    expect(() => replay(tampered, config, { snapshots: "report" })).toThrow(/replay diverged/);
   });
 
   describe("context window", () => {
