@@ -39,6 +39,13 @@ async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise
   }
 }
 
+interface ReplayFlags {
+  models?: boolean;
+  strict?: boolean;
+  checkpointEvery: number;
+  json?: boolean;
+}
+
 const positiveInt = (value: string): number => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("expected a positive integer");
@@ -226,13 +233,18 @@ export function program(): Command {
       positiveInt,
       DEFAULT_CHECKPOINT_EVERY,
     )
-    .action((runId: string, opts: { models?: boolean; strict?: boolean; checkpointEvery: number }) =>
+    .option("--json", "the report as one JSON object (records, transitions, final hash, checkpoints, models)")
+    .action((runId: string, opts: ReplayFlags) =>
       withClient(async (client) => {
         const report = await replayRun(client.bus, runId, {
           models: opts.models === true,
           strict: opts.strict === true,
           checkpointEvery: opts.checkpointEvery,
         });
+        if (opts.json) {
+          out(JSON.stringify(report));
+          return;
+        }
         out(
           `replay of ${runId}: ${report.records} records, ${report.transitions} transitions reproduced identically; final hash ${report.finalHash} (${report.status}, ${report.phase})`,
         );

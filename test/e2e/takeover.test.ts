@@ -263,6 +263,12 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     );
     expect(strict?.code).toBe(2);
     expect(strict?.stderr).toMatch(/"code":"NONDETERMINISM"/);
+    const json = await runProcess(process.execPath, [AGENTCTL, "replay", runId, "--json"], {
+      env: suite.env(),
+    });
+    const report = JSON.parse(json.stdout) as { status: string; checkpoints: Record<string, unknown> };
+    expect(report.status).toBe("committed");
+    expect(report.checkpoints).toMatchObject({ identical: false, firstDifference: { checkpoint: 1 } });
   });
 
   it("a continuation job names its run's checkpoint: the worker reads the WAL from there, without the run status", async () => {

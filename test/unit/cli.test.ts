@@ -72,4 +72,27 @@ describe("agentctl submit flags", () => {
       message: "--prompt, --max-cost-usd shape a spec from flags; with a spec file, set them in the file",
     });
   });
+
+  it("refuse a replay's checkpoint interval that is not a positive integer before connecting", async () => {
+    for (const value of ["0", "2.5", "ten"]) {
+      const failed = await runProcess(process.execPath, [
+        AGENTCTL,
+        "replay",
+        "run-1",
+        "--checkpoint-every",
+        value,
+      ]).then(
+        () => undefined,
+        (err: { code: number; stderr: string }) => err,
+      );
+      expect(failed).toMatchObject({ code: 2 });
+      const last = failed?.stderr.trim().split("\n").at(-1) ?? "";
+      expect(JSON.parse(last)).toMatchObject({
+        error: {
+          code: "INVALID_INPUT",
+          message: expect.stringMatching(/--checkpoint-every.*positive integer/) as string,
+        },
+      });
+    }
+  });
 });
