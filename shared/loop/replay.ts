@@ -190,28 +190,27 @@ function compareCheckpoints(
   produced: readonly WalRecord[],
   offset: number,
 ): CheckpointReport {
-  const onRecord = checkpointsIn(recorded);
-  const replayed = checkpointsIn(produced);
-  const count = Math.max(onRecord.length, replayed.length);
-  for (let k = 0; k < count; k++) {
-    const mine = onRecord[k];
-    const theirs = replayed[k];
-    if (
-      mine?.after === theirs?.after &&
-      mine &&
-      theirs &&
-      canonicalJson(mine.record) === canonicalJson(theirs.record)
-    )
-      continue;
-    const firstDifference = { checkpoint: k + 1, ...(mine ? { record: offset + mine.index + 1 } : {}) };
-    return { onRecord: onRecord.length, replayed: replayed.length, identical: false, firstDifference };
+  const logged = checkpointsIn(recorded);
+  const rewritten = checkpointsIn(produced);
+  const counts = { onRecord: logged.length, replayed: rewritten.length };
+  for (let k = 0; k < Math.max(logged.length, rewritten.length); k++) {
+    const [a, b] = [logged[k], rewritten[k]];
+    if (a && b && a.after === b.after && canonicalJson(a.record) === canonicalJson(b.record)) continue;
+    const firstDifference = { checkpoint: k + 1, ...(a ? { record: offset + a.index + 1 } : {}) };
+    return { ...counts, identical: false, firstDifference };
   }
-  return { onRecord: onRecord.length, replayed: replayed.length, identical: true };
+  return { ...counts, identical: true };
 }
 
-/** Each checkpoint with its index and how many other records precede it (its place in the run). */
-function checkpointsIn(records: readonly WalRecord[]): { record: WalRecord; index: number; after: number }[] {
-  const found: { record: WalRecord; index: number; after: number }[] = [];
+interface PlacedCheckpoint {
+  record: WalRecord;
+  index: number;
+  /** How many other records precede it: its place in the run, whatever checkpoints came before. */
+  after: number;
+}
+
+function checkpointsIn(records: readonly WalRecord[]): PlacedCheckpoint[] {
+  const found: PlacedCheckpoint[] = [];
   records.forEach((record, index) => {
     if (record.type === "CHECKPOINT") found.push({ record, index, after: index - found.length });
   });
