@@ -83,10 +83,7 @@ describe("cluster: actors as processes on a real nats-server", () => {
     const { stdout } = await runProcess(process.execPath, [AGENTCTL, "replay", reply.runId], {
       env: suite.env(),
     });
-    expect(stdout).toMatch(/reproduced identically/);
-    expect(stdout).toMatch(
-      /^checkpoints: (none on record or replayed|\d+ on record, \d+ replayed, identical)$/m,
-    );
+    expect(stdout).toMatch(/reproduced identically.*\ncheckpoints: none on record or replayed\n/);
     // The README's subscriber (plain nats.js, a durable consumer) sees the same events in order.
     const sub = await runProcess(process.execPath, [SUBSCRIBER, reply.runId, "--until-final"], {
       env: suite.env(),
