@@ -5,7 +5,18 @@ import { specFromFlags } from "../../services/cli/spec-flags.js";
 
 const base = { name: "n", model: "scripted:hi", tools: "", capabilities: "compute" };
 
-describe("agentctl submit flags", () => {
+/** The error of an agentctl command that must fail before it connects (no server needed). */
+async function refusal(...args: string[]): Promise<{ code: string; message: string }> {
+  const failed = await runProcess(process.execPath, [AGENTCTL, ...args]).then(
+    () => undefined,
+    (err: { code: number; stderr: string }) => err,
+  );
+  expect(failed).toMatchObject({ code: 2 });
+  const last = failed?.stderr.trim().split("\n").at(-1) ?? "";
+  return (JSON.parse(last) as { error: { code: string; message: string } }).error;
+}
+
+describe("agentctl flags", () => {
   it("build an admissible RunSpec with explicit convergence", () => {
     const spec = specFromFlags({
       ...base,
@@ -50,24 +61,14 @@ describe("agentctl submit flags", () => {
   });
 
   it("parse budgets strictly, and refuse spec flags next to a spec file instead of ignoring them", async () => {
-    // Each fails before agentctl connects: no server needed.
-    const refusal = async (...args: string[]): Promise<{ code: string; message: string }> => {
-      const failed = await runProcess(process.execPath, [AGENTCTL, "submit", ...args]).then(
-        () => undefined,
-        (err: { code: number; stderr: string }) => err,
-      );
-      expect(failed).toMatchObject({ code: 2 });
-      const last = failed?.stderr.trim().split("\n").at(-1) ?? "";
-      return (JSON.parse(last) as { error: { code: string; message: string } }).error;
-    };
-    expect(await refusal("--prompt", "p", "--max-cost-usd", "-1")).toMatchObject({
+    expect(await refusal("submit", "--prompt", "p", "--max-cost-usd", "-1")).toMatchObject({
       code: "INVALID_INPUT",
       message: expect.stringMatching(/0 or more/) as string,
     });
-    expect(await refusal("--prompt", "p", "--max-tool-calls", "1.5")).toMatchObject({
+    expect(await refusal("submit", "--prompt", "p", "--max-tool-calls", "1.5")).toMatchObject({
       message: expect.stringMatching(/whole number/) as string,
     });
-    expect(await refusal("spec.yaml", "--max-cost-usd", "2", "--prompt", "p")).toEqual({
+    expect(await refusal("submit", "spec.yaml", "--max-cost-usd", "2", "--prompt", "p")).toEqual({
       code: "INVALID_INPUT",
       message: "--prompt, --max-cost-usd shape a spec from flags; with a spec file, set them in the file",
     });
@@ -75,23 +76,9 @@ describe("agentctl submit flags", () => {
 
   it("refuse a replay's checkpoint interval that is not a positive integer before connecting", async () => {
     for (const value of ["0", "2.5", "ten"]) {
-      const failed = await runProcess(process.execPath, [
-        AGENTCTL,
-        "replay",
-        "run-1",
-        "--checkpoint-every",
-        value,
-      ]).then(
-        () => undefined,
-        (err: { code: number; stderr: string }) => err,
-      );
-      expect(failed).toMatchObject({ code: 2 });
-      const last = failed?.stderr.trim().split("\n").at(-1) ?? "";
-      expect(JSON.parse(last)).toMatchObject({
-        error: {
-          code: "INVALID_INPUT",
-          message: expect.stringMatching(/--checkpoint-every.*positive integer/) as string,
-        },
+      expect(await refusal("replay", "run-1", "--checkpoint-every", value)).toMatchObject({
+        code: "INVALID_INPUT",
+        message: expect.stringMatching(/--checkpoint-every.*positive integer/) as string,
       });
     }
   });
