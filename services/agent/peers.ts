@@ -115,6 +115,14 @@ export class PeerTable {
     return this.peers.size;
   }
 
+  /**
+   * Whether this instance sorts first among the live ones it knows of: the one that acts for all of
+   * them (hands back the jobs of the gone, looks for jobs nobody holds).
+   */
+  leads(): boolean {
+    return this.survivor() === this.self;
+  }
+
   /** The live instance that hands back the jobs of the gone: the one whose name sorts first. */
   private survivor(): string {
     let first = this.self;

@@ -31,8 +31,10 @@ export interface PresenceOptions {
  * answers "no responders" at once when that worker's connection is gone (a killed process's socket
  * closes), and only then are its jobs negatively acknowledged, so another worker resumes them at
  * once; then the survivor looks for jobs nobody named (StraySweep), those the server handed to the
- * dead worker's pull as it died. A worker that is only stalled (a long synchronous stretch, a
- * stopped process) still holds its connection and keeps its jobs. Beats are plain NATS messages:
+ * dead worker's pull as it died. A worker that has just started also looks for jobs nobody
+ * named, once it has heard the others (see `arrive`): those of workers that died before it came.
+ * A worker that is only stalled (a long synchronous stretch, a stopped process) still holds its
+ * connection and keeps its jobs. Beats are plain NATS messages:
  * losing some only leaves a takeover to the ack wait, and a worker wrongly judged dead loses its
  * run to the WAL's fencing, never runs a step twice.
  */
@@ -44,6 +46,11 @@ export class WorkerPresence {
   private timer: ReturnType<typeof setInterval> | undefined;
   private lastTick = 0;
   private deaf = false;
+  /**
+   * When this worker began listening to the others, until it has looked once for jobs held by
+   * workers gone before it arrived (see `arrive`).
+   */
+  private arrivedAt: number | undefined;
   /** Jobs taken since the last announcement, named once this turn of the event loop ends. */
   private taken: string[] = [];
   private announcing: ReturnType<typeof setImmediate> | undefined;
@@ -96,6 +103,7 @@ export class WorkerPresence {
       },
     });
     this.lastTick = this.bus.clock.now();
+    this.arrivedAt = this.lastTick;
     this.beat(false);
     this.timer = setInterval(() => this.tick(), this.options.beatMs);
   }
@@ -159,11 +167,34 @@ export class WorkerPresence {
     if (this.deaf) {
       this.deaf = false;
       this.table.excuse(now);
+      // Beats were missed while deaf: the others are known again only after a whole listening spell.
+      if (this.arrivedAt !== undefined) this.arrivedAt = now;
       return;
     }
     // After a stall of this process the others' beats are still unread: judge nobody until they are.
     if (late) return;
     for (const peer of this.table.expire(now)) void this.confirm(peer);
+    this.arrive(now);
+  }
+
+  /**
+   * Once this worker has listened for `deadAfterMs` (every live worker has beaten several times
+   * meanwhile), the first-sorting live instance looks for jobs that no live worker names. Those
+   * include the jobs of workers that died before any live one heard them beat: every worker of a
+   * deployment killed at once, or a worker killed before its first beat. Nobody hands those back
+   * by name, and without this look they wait out the ack wait (30 s by default). Only the
+   * first-sorting instance looks, so that two workers starting together do not both hand the same
+   * jobs back (a second NAK would snatch a job from its new holder on nats-server 2.9).
+   */
+  private arrive(now: number): void {
+    if (this.arrivedAt === undefined || now - this.arrivedAt < this.options.deadAfterMs) return;
+    this.arrivedAt = undefined;
+    if (!this.table.leads()) return;
+    this.bus.logger.info(
+      { live: this.table.live },
+      "looking for jobs held by workers gone before this one started",
+    );
+    this.strays.request([]);
   }
 
   /** Asks a silent peer whether it is there, its jobs still named meanwhile (see `suspects`). */

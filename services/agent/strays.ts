@@ -109,7 +109,8 @@ export interface StraySweepDeps {
  * the second look waits for two; a worker silent past its deadline is being asked whether it is
  * there, its jobs counted as named meanwhile. One still unnamed (taken by a stalled worker after
  * its last beat) is handed on anyway: its first holder loses the run to the WAL's fencing, and
- * never runs a step twice.
+ * never runs a step twice. A newly started worker looks the same way once it has heard the others
+ * (see WorkerPresence.arrive): that finds the jobs of workers gone before any live one heard them.
  */
 export class StraySweep {
   private running: Promise<void> | undefined;
@@ -181,7 +182,7 @@ export class StraySweep {
     this.deps.metrics.strayJobsHandedBack.inc(found.length);
     bus.logger.warn(
       { jobs: found.length, streamSeqs: found.slice(0, 20) },
-      "jobs delivered to a gone worker's pull, never named by any worker, go back to the queue",
+      "jobs no live worker holds, never named by any worker, go back to the queue",
     );
   }
 

@@ -70,7 +70,7 @@ export class ActorMetrics {
     });
     this.strayJobsHandedBack = new Counter({
       name: "agents_stray_jobs_handed_back_total",
-      help: "Jobs delivered to a gone worker's pull that no worker named, handed back by this one",
+      help: "Jobs no live worker named (delivered to a gone worker's pull, or held by workers gone before this one started), handed back by this one",
       registers,
     });
     this.leaseFailures = new Counter({

@@ -45,6 +45,21 @@ describe("worker presence: who hands back a silent worker's jobs", () => {
     expect(second.expire(1_600)).toEqual([]);
   });
 
+  it("a newcomer leads (looks for jobs nobody holds) only while it sorts first among the live workers it heard", () => {
+    const table = new PeerTable("b");
+    expect(table.leads()).toBe(true);
+    table.heard(beat("c"), 0);
+    expect(table.leads()).toBe(true);
+    table.heard(beat("a"), 0);
+    expect(table.leads()).toBe(false);
+    table.heard(beat("a", [], true), 100);
+    expect(table.leads()).toBe(true);
+    table.heard(beat("a"), 200);
+    table.heard(beat("c"), 1_500);
+    expect(names(table.expire(1_300))).toEqual(["a"]);
+    expect(table.leads()).toBe(true);
+  });
+
   it("a worker that leaves (drained, its jobs handed back) and its own beats are never reaped", () => {
     const table = new PeerTable("a");
     table.heard(beat("a", [job(9)]), 0);

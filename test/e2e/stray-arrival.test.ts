@@ -1,0 +1,36 @@
+import { describe, expect, it } from "vitest";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { FAKE_WORKER_ACK_WAIT_MS, FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
+
+/** One worker, the whole deployment: once it is killed, no live worker ever heard it beat. */
+const suite = useClusterSuite("stray-arrival", {
+  actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }],
+  env: FAST_PRESENCE_ENV,
+});
+
+describe("every worker killed at once, new ones started after", () => {
+  it("the newcomers find the dead workers' jobs once they have heard each other, and the run commits long before the ack wait, the side effect once", async () => {
+    const charge = serveCharge(suite, 1_000, "refund");
+    const reply = await chargeRun(suite, "refund", 4);
+    await charge.started;
+    suite.cluster.signal("agent-1", "SIGKILL");
+    // Longer than a beat, shorter than the ack wait: the new deployment's pods come up.
+    await systemClock.sleep(1_500);
+    const startedAt = Date.now();
+    await Promise.all([suite.cluster.start("agent", "agent-2"), suite.cluster.start("agent", "agent-3")]);
+
+    const status = await suite.waitFor(reply.runId, settled, FAKE_WORKER_ACK_WAIT_MS / 2);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 4" } });
+    expect(Date.now() - startedAt).toBeLessThan(15_000);
+    expect([...charge.executions.values()]).toEqual([1]);
+    const events = await suite.audit(reply.runId);
+    expect(events.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
+    // agent-2 sorts first of the live workers whichever came up first, so it is the one that looks.
+    const looked = await suite.log("agent-2");
+    expect(looked).toMatch(/"live":\d[^\n]*workers gone before this one started/);
+    expect(looked).toMatch(/"jobs":1[^\n]*never named by any worker/);
+    // agent-3 looks only if it heard nobody (it came up a whole listening spell before agent-2).
+    expect(await suite.log("agent-3")).not.toMatch(/"live":[1-9][^\n]*workers gone before/);
+  }, 60_000);
+});
