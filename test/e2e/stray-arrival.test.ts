@@ -33,4 +33,32 @@ describe("every worker killed at once, new ones started after", () => {
     // agent-3 looks only if it heard nobody (it came up a whole listening spell before agent-2).
     expect(await suite.log("agent-3")).not.toMatch(/"live":[1-9][^\n]*workers gone before/);
   }, 60_000);
+
+  it("workers stalled for a newcomer's whole listening spell lose their run to it, safely: it commits once, the side effect once, the stalled holder fenced", async () => {
+    const charge = serveCharge(suite, 1_500, "rebate");
+    const reply = await chargeRun(suite, "rebate", 6);
+    await charge.started;
+    const holder = await suite.lastWriter(reply.runId);
+    expect(holder).toMatch(/^agent-[23]$/);
+    // Both stop (as with SIGSTOP or a frozen node): their connections stay, their beats stop.
+    for (const name of ["agent-2", "agent-3"]) suite.cluster.signal(name, "SIGSTOP");
+    try {
+      await suite.cluster.start("agent", "agent-4");
+      const status = await suite.waitFor(reply.runId, settled, 15_000);
+      expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 6" } });
+    } finally {
+      for (const name of ["agent-2", "agent-3"]) suite.cluster.signal(name, "SIGCONT");
+    }
+    expect([...charge.executions.values()]).toEqual([1]);
+    const events = await suite.audit(reply.runId);
+    expect(events.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
+    expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(await suite.log("agent-4")).toMatch(/"jobs":1[^\n]*never named by any worker/);
+    // Woken, the stalled holder's tool reply comes back and its append is refused: it lets go.
+    const fenced = new RegExp(`"runId":"${reply.runId}"[^\n]*fenced: another worker drives this run`);
+    for (let waited = 0; !fenced.test(await suite.log(holder as string)) && waited < 10_000; waited += 250)
+      await systemClock.sleep(250);
+    expect(await suite.log(holder as string)).toMatch(fenced);
+  }, 60_000);
 });
