@@ -47,6 +47,28 @@ export function cpuTable(rows: readonly Row[], c: number, cpus: number): string 
   return lines.join("\n");
 }
 
+/**
+ * Peak RSS per process for every system, variant and C: the W1 table has the sum, and a worker
+ * that grows with C hides in it behind processes that do not.
+ */
+export function rssTable(rows: readonly Row[]): string {
+  const lines = [
+    "Peak RSS by process (MiB), per level:",
+    "",
+    "| system | variant | C | sum | by process |",
+    "|---|---|---:|---:|---|",
+  ];
+  const byC = [...rows].sort((a, b) => a.c - b.c);
+  for (const row of byC) {
+    const parts = Object.entries(row.rssMiB)
+      .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+      .map(([name, mib]) => `${name} ${mib}`)
+      .join(", ");
+    lines.push(`| ${row.system} | ${row.variant} | ${row.c} | ${rssTotal(row)} | ${parts} |`);
+  }
+  return lines.join("\n");
+}
+
 /** The W1 table: one line per system, variant and C, with the ratio of its throughput to the raw floor's. */
 export function w1Table(rows: readonly Row[]): string {
   const lines = [
@@ -186,6 +208,8 @@ export function markdown(results: Results): string {
       results.rows.some((r) => r.c === 100) ? 100 : Math.max(...results.rows.map((r) => r.c)),
       m.cpus,
     ),
+    "",
+    rssTable(results.rows),
     "",
     findingsTable(results.findings),
     "",

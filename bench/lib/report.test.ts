@@ -1,0 +1,44 @@
+import { describe, expect, it } from "vitest";
+import { markdown, rssTable } from "./report.ts";
+import type { Row } from "./row.ts";
+
+const row = (system: string, c: number, rssMiB: Record<string, number>): Row => ({
+  system,
+  variant: "v",
+  c,
+  loops: 10,
+  failed: 0,
+  wallMs: 1_000,
+  msPerStep: 1,
+  stepsPerSec: 100,
+  stepP50: 1,
+  stepP99: 2,
+  rssMiB,
+  bytesPerLoop: 0,
+  cpuUsPerStep: { bench: 10 },
+});
+
+describe("the benchmark's report", () => {
+  it("gives each level's peak RSS per process, largest first, levels in order of C", () => {
+    const rows = [
+      row("ours", 100, { supervisor: 96, "agent-1": 140, "agent-2": 151 }),
+      row("langgraph", 1, { bench: 294 }),
+      row("ours", 1, { supervisor: 90, "agent-1": 115, "agent-2": 115 }),
+    ];
+    const lines = rssTable(rows).split("\n").slice(4);
+    expect(lines).toEqual([
+      "| langgraph | v | 1 | 294 | bench 294 |",
+      "| ours | v | 1 | 320 | agent-1 115, agent-2 115, supervisor 90 |",
+      "| ours | v | 100 | 387 | agent-2 151, agent-1 140, supervisor 96 |",
+    ]);
+    const report = markdown({
+      date: "2026-11-26",
+      mode: "quick",
+      machine: { cpus: 2, node: "v24", natsServer: "v2.9.10" },
+      rows,
+      findings: [],
+    });
+    expect(report).toContain("Peak RSS by process (MiB), per level:");
+    expect(report).toContain("| ours | v | 100 | 387 | agent-2 151, agent-1 140, supervisor 96 |");
+  });
+});
