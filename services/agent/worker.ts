@@ -243,7 +243,12 @@ export class AgentWorker {
     else if (outcome === "release") {
       log.info("handing the run back to the queue");
       msg.nak();
-    } else this.defer(msg, this.options.retryDelayMs);
+    }
+    // Fenced: another worker drives the run, mostly on this very job, redelivered to it after this
+    // worker was taken for dead. The job is left alone. nats-server 2.9 ignores the delivery count
+    // in an ack subject, so a NAK here would hand the winner's job on again: with a step longer
+    // than the retry delay, each new holder was fenced in turn, before it could finish, for ever.
+    // A separate copy of the job (a re-queue) is offered again once its ack wait has passed.
   }
 
   /** Hands a job back to be offered again in `delayMs`, still naming it in the beats until then. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
 import { FAKE_WORKER_ACK_WAIT_MS, FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
 
 /** One worker, the whole deployment: once it is killed, no live worker ever heard it beat. */
@@ -34,31 +35,51 @@ describe("every worker killed at once, new ones started after", () => {
     expect(await suite.log("agent-3")).not.toMatch(/"live":[1-9][^\n]*workers gone before/);
   }, 60_000);
 
-  it("workers stalled for a newcomer's whole listening spell lose their run to it, safely: it commits once, the side effect once, the stalled holder fenced", async () => {
+  it("workers stalled for a newcomer's whole listening spell lose their run to it, safely: the stalled holder, fenced when it wakes, leaves the job to the newcomer; the run commits once, the side effect once", async () => {
     const charge = serveCharge(suite, 1_500, "rebate");
-    const reply = await chargeRun(suite, "rebate", 6);
+    const note = serveCharge(suite, 0, "note");
+    // The holder wakes to a step of its own (a second call) and is fenced there; the last step
+    // outlasts its wake-up by more than the retry delay (5 s) a fenced job used to be handed back with.
+    const reply = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "rebate", input: { amount: 6 } }] },
+          { toolCalls: [{ name: "note", input: { amount: 1 } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "charged 6" } }], delayMs: 8_000 },
+        ],
+        tools: ["rebate", "note"],
+      }),
+    );
     await charge.started;
     const holder = await suite.lastWriter(reply.runId);
     expect(holder).toMatch(/^agent-[23]$/);
     // Both stop (as with SIGSTOP or a frozen node): their connections stay, their beats stop.
-    for (const name of ["agent-2", "agent-3"]) suite.cluster.signal(name, "SIGSTOP");
+    const stalled = ["agent-2", "agent-3"];
+    for (const name of stalled) suite.cluster.signal(name, "SIGSTOP");
     try {
       await suite.cluster.start("agent", "agent-4");
-      const status = await suite.waitFor(reply.runId, settled, 15_000);
-      expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 6" } });
+      for (let waited = 0; (await suite.lastWriter(reply.runId)) !== "agent-4"; waited += 100) {
+        expect(waited).toBeLessThan(15_000);
+        await systemClock.sleep(100);
+      }
     } finally {
-      for (const name of ["agent-2", "agent-3"]) suite.cluster.signal(name, "SIGCONT");
+      for (const name of stalled) suite.cluster.signal(name, "SIGCONT");
     }
+    // Woken, the stalled holder's tool reply comes back and its append is refused: it lets go.
+    const fenced = new RegExp(`"runId":"${reply.runId}"[^\\n]*fenced: another worker drives this run`);
+    for (let waited = 0; !fenced.test(await suite.log(holder as string)); waited += 250) {
+      expect(waited).toBeLessThan(10_000);
+      await systemClock.sleep(250);
+    }
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 6" } });
     expect([...charge.executions.values()]).toEqual([1]);
+    expect([...note.executions.values()]).toEqual([1]);
     const events = await suite.audit(reply.runId);
+    // One takeover: the fenced holder did not hand the job, which the newcomer holds, back again.
     expect(events.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
     expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
     expect(await suite.log("agent-4")).toMatch(/"jobs":1[^\n]*never named by any worker/);
-    // Woken, the stalled holder's tool reply comes back and its append is refused: it lets go.
-    const fenced = new RegExp(`"runId":"${reply.runId}"[^\n]*fenced: another worker drives this run`);
-    for (let waited = 0; !fenced.test(await suite.log(holder as string)) && waited < 10_000; waited += 250)
-      await systemClock.sleep(250);
-    expect(await suite.log(holder as string)).toMatch(fenced);
   }, 60_000);
 });
