@@ -57,13 +57,13 @@ async function trial(natsUrl: string, dist: string): Promise<Trial> {
     await Promise.all([workers.start("agent", "old-1"), workers.start("agent", "old-2")]);
     const lastWriter = new Map<string, string>();
     const resumedAt = new Map<string, number>();
-    let killedAt: number | undefined;
+    let killed = false;
     let readyAt: number | undefined;
     let models = 0;
     let kill!: () => void;
     const half = new Promise<void>((resolve) => (kill = resolve));
     ours.walListeners.add(({ runId, types, writer, at }) => {
-      if (killedAt === undefined) {
+      if (!killed) {
         lastWriter.set(runId, types.includes("TERMINAL") ? "" : writer);
         if (types.includes("MODEL") && (models += 1) >= (LOOPS * STEPS) / 2) kill();
       } else if (
@@ -78,7 +78,7 @@ async function trial(natsUrl: string, dist: string): Promise<Trial> {
     await half;
     workers.signal("old-1", "SIGKILL");
     workers.signal("old-2", "SIGKILL");
-    killedAt = performance.now();
+    killed = true;
     await sleep(RESTART_MS);
     const starting = [workers.start("agent", "new-1"), workers.start("agent", "new-2")];
     await Promise.race(starting);

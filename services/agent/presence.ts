@@ -34,9 +34,9 @@ export interface PresenceOptions {
  * dead worker's pull as it died. A worker that has just started also looks for jobs nobody
  * named, once it has heard the others (see `arrive`): those of workers that died before it came.
  * A worker that is only stalled (a long synchronous stretch, a stopped process) still holds its
- * connection and keeps its jobs. Beats are plain NATS messages:
- * losing some only leaves a takeover to the ack wait, and a worker wrongly judged dead loses its
- * run to the WAL's fencing, never runs a step twice.
+ * connection and keeps its jobs. Beats are plain NATS messages: losing some only leaves a takeover
+ * to the ack wait, and a worker wrongly judged dead loses its run to the WAL's fencing, never runs
+ * a step twice.
  */
 export class WorkerPresence {
   private readonly table: PeerTable;
