@@ -23,6 +23,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import type * as Local from "../../dist/services/local/cluster.js";
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
+import { systemClock } from "../../dist/shared/runtime/clock.js";
 import { median, round } from "../lib/stats.ts";
 import { STEPS } from "../lib/workload.ts";
 import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
@@ -39,7 +40,6 @@ const ROUNDS = Number(values.rounds);
 const LOOPS = Number(values.loops);
 const RESTART_MS = Number(values["restart-ms"]);
 const DISTS = values.dist ?? [fileURLToPath(new URL("../../dist", import.meta.url))];
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Trial {
   orphaned: number;
@@ -79,7 +79,7 @@ async function trial(natsUrl: string, dist: string): Promise<Trial> {
     workers.signal("old-1", "SIGKILL");
     workers.signal("old-2", "SIGKILL");
     killed = true;
-    await sleep(RESTART_MS);
+    await systemClock.sleep(RESTART_MS);
     const starting = [workers.start("agent", "new-1"), workers.start("agent", "new-2")];
     await Promise.race(starting);
     readyAt = performance.now();

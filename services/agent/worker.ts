@@ -237,18 +237,26 @@ export class AgentWorker {
     } finally {
       this.leasesOf.release(job);
     }
-    if (outcome === "done") msg.ack();
-    // A job that can never start a run stays so however often it is retried.
-    else if (outcome === "unstartable") msg.term();
-    else if (outcome === "release") {
-      log.info("handing the run back to the queue");
-      msg.nak();
+    switch (outcome) {
+      case "done":
+        msg.ack();
+        break;
+      case "unstartable":
+        // A job that can never start a run stays so however often it is retried.
+        msg.term();
+        break;
+      case "release":
+        log.info("handing the run back to the queue");
+        msg.nak();
+        break;
+      case "fenced":
+        // Another worker drives the run, mostly on this very job, redelivered to it after this
+        // worker was taken for dead: the job is left alone. nats-server 2.9 ignores the delivery
+        // count in an ack subject, so a NAK here would hand the winner's job on again: with a step
+        // longer than the retry delay, each new holder was fenced in turn, before it could finish,
+        // for ever. A separate copy of the job (a re-queue) is offered again after its ack wait.
+        break;
     }
-    // Fenced: another worker drives the run, mostly on this very job, redelivered to it after this
-    // worker was taken for dead. The job is left alone. nats-server 2.9 ignores the delivery count
-    // in an ack subject, so a NAK here would hand the winner's job on again: with a step longer
-    // than the retry delay, each new holder was fenced in turn, before it could finish, for ever.
-    // A separate copy of the job (a re-queue) is offered again once its ack wait has passed.
   }
 
   /** Hands a job back to be offered again in `delayMs`, still naming it in the beats until then. */

@@ -10,6 +10,14 @@ const suite = useClusterSuite("stray-arrival", {
   env: FAST_PRESENCE_ENV,
 });
 
+/** Resolves once `check` holds, checking every 100 ms; fails the test after `withinMs`. */
+async function eventually(check: () => Promise<boolean>, withinMs: number): Promise<void> {
+  for (let waited = 0; !(await check()); waited += 100) {
+    expect(waited, `not within ${withinMs} ms`).toBeLessThan(withinMs);
+    await systemClock.sleep(100);
+  }
+}
+
 describe("every worker killed at once, new ones started after", () => {
   it("the newcomers find the dead workers' jobs once they have heard each other, and the run commits long before the ack wait, the side effect once", async () => {
     const charge = serveCharge(suite, 1_000, "refund");
@@ -58,19 +66,13 @@ describe("every worker killed at once, new ones started after", () => {
     for (const name of stalled) suite.cluster.signal(name, "SIGSTOP");
     try {
       await suite.cluster.start("agent", "agent-4");
-      for (let waited = 0; (await suite.lastWriter(reply.runId)) !== "agent-4"; waited += 100) {
-        expect(waited).toBeLessThan(15_000);
-        await systemClock.sleep(100);
-      }
+      await eventually(async () => (await suite.lastWriter(reply.runId)) === "agent-4", 15_000);
     } finally {
       for (const name of stalled) suite.cluster.signal(name, "SIGCONT");
     }
     // Woken, the stalled holder's tool reply comes back and its append is refused: it lets go.
     const fenced = new RegExp(`"runId":"${reply.runId}"[^\\n]*fenced: another worker drives this run`);
-    for (let waited = 0; !fenced.test(await suite.log(holder as string)); waited += 250) {
-      expect(waited).toBeLessThan(10_000);
-      await systemClock.sleep(250);
-    }
+    await eventually(async () => fenced.test(await suite.log(holder as string)), 10_000);
     const status = await suite.waitFor(reply.runId, settled, 30_000);
     expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 6" } });
     expect([...charge.executions.values()]).toEqual([1]);
