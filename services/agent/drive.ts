@@ -5,7 +5,7 @@ import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { checkpointFromJob } from "../../shared/bus/jobs.js";
-import { readWal, writerAfter } from "../../shared/bus/wal.js";
+import { readWal, writerAfter, type WalRead } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
@@ -19,6 +19,7 @@ import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
 import { RunJournal, type LogContext } from "./journal.js";
 import type { IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
+import { jobOfWriter } from "./writer-id.js";
 
 /**
  * How a lease on a run ended: the job is acked (`done`), handed back (`release`), lost to another
@@ -39,8 +40,15 @@ export interface LeaseDeps {
   fanOut: FanOutHandler;
   killSwitch: KillSwitchView;
   workerId: string;
-  /** Unique per lease: the WAL message ids name it, so a stale writer can never pass as this one. */
+  /**
+   * Unique per lease: the WAL message ids name it, so a stale writer can never pass as this one.
+   * It names the job's stream sequence too (see writer-id.ts).
+   */
   writerId: string;
+  /** The stream sequence of the job's message on the work queue. */
+  jobSeq: number;
+  /** Whether a live worker, this one included, holds the job message with this stream sequence. */
+  jobHeld: (jobSeq: number) => boolean;
   /** How many times JetStream has delivered the job, this time included (1: never taken before). */
   deliveryCount: number;
   logger: Logger;
@@ -121,6 +129,7 @@ export class RunLease {
     // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).
     const tailless = read.records.length === 0 || endsWithCheckpoint(read.records.map((r) => r.record));
     if (tailless && checkpointSeq !== undefined) read = await readWal(bus, this.job.runId);
+    if (this.drivenWithAnotherJob(read)) return undefined;
     this.journal = new RunJournal({
       bus,
       writer: writerAfter(bus, this.job.runId, this.deps.writerId, read),
@@ -146,6 +155,30 @@ export class RunLease {
     const endsAtCheckpoint = endsWithCheckpoint([...records, ...replayed.unwritten]);
     await this.journal.catchUp(replayed.unwritten, replayed.audits, endsAtCheckpoint);
     return this.resume(replayed.state, now);
+  }
+
+  /**
+   * Whether this job is a second copy of the run's job while the first still drives the run: the
+   * WAL's last writer was driving it with another job message, which a live worker still holds.
+   * The supervisor re-queues a run whose status has not moved for SUPERVISOR_STALL_MS, which a
+   * long step (a slow model, a long tool) does too; taking the run over would fence its worker and
+   * call the model again, and with a step longer than the ack wait the two copies took the run from
+   * each other for ever, each restarting the step. Only a job that carries nothing (no spec, no
+   * outside event) is dropped: the other copy stays queued until its run is done, so the run keeps
+   * a job if that worker dies. A job the run was last driven with, this one, is a takeover.
+   */
+  private drivenWithAnotherJob(read: WalRead): boolean {
+    const { spec, event } = this.job;
+    if (spec || event) return false;
+    const drivenWith = jobOfWriter(read.lastWriter);
+    if (drivenWith === undefined || drivenWith === this.deps.jobSeq || !this.deps.jobHeld(drivenWith))
+      return false;
+    this.deps.metrics.duplicateJobsDropped.inc();
+    this.log.info(
+      { job: this.deps.jobSeq, drivenWith, writer: read.lastWriter },
+      "a live worker drives this run with another copy of its job: this copy is dropped",
+    );
+    return true;
   }
 
   /** Asks for a fresh run's tools; the answer is what is returned. */

@@ -125,6 +125,14 @@ export class WorkerPresence {
     });
   }
 
+  /**
+   * Whether a live worker, this one included, holds the job with this stream sequence, as far as
+   * their beats and announcements tell (a suspect, not yet confirmed gone, still counts).
+   */
+  names(jobSeq: number): boolean {
+    return this.named().has(jobSeq);
+  }
+
   /** The last beat says this worker is leaving: it has handed its jobs back itself. */
   async stop(): Promise<void> {
     clearInterval(this.timer);

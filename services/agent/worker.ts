@@ -20,6 +20,7 @@ import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { WorkerPresence } from "./presence.js";
 import { ackSubjectOf } from "./strays.js";
+import { leaseWriterId } from "./writer-id.js";
 import { Reconciler } from "./reconcile.js";
 
 export interface WorkerOptions {
@@ -254,7 +255,8 @@ export class AgentWorker {
         // worker was taken for dead: the job is left alone. nats-server 2.9 ignores the delivery
         // count in an ack subject, so a NAK here would hand the winner's job on again: with a step
         // longer than the retry delay, each new holder was fenced in turn, before it could finish,
-        // for ever. A separate copy of the job (a re-queue) is offered again after its ack wait.
+        // for ever. A separate copy of the job (a re-queue) is offered again after its ack wait,
+        // and dropped then if the winner still holds its own (see RunLease).
         break;
     }
   }
@@ -274,7 +276,8 @@ export class AgentWorker {
     const bus = this.bus;
     const registry = new ToolRegistry();
     this.leases += 1;
-    const writerId = `${this.options.workerId}-${this.leases}-${this.ids.next("w").slice(-8)}`;
+    const jobSeq = msg.info.streamSequence;
+    const writerId = leaseWriterId(this.options.workerId, this.leases, this.ids.next("w").slice(-8), jobSeq);
     const performer = new EffectPerformer({
       registry,
       clock: bus.clock,
@@ -309,6 +312,8 @@ export class AgentWorker {
         fanOut: this.fanOut,
         workerId: this.options.workerId,
         writerId,
+        jobSeq,
+        jobHeld: (seq) => this.presence.names(seq),
         deliveryCount: msg.info.deliveryCount,
         logger: bus.logger,
         metrics: this.options.metrics,

@@ -87,8 +87,10 @@ export async function findStalled(bus: StallScanBus, now: number, staleMs: numbe
  * dies (JetStream redelivers after ack_wait), but a job can be stranded by the server: nats-server
  * before 2.10.26 can stop redelivering a consumer's pending messages after the consumer's leader
  * changes (nats-server#6387, #6469), and the run would then wait forever. A fresh job is safe even
- * on a false alarm: the WAL's fencing lets only one worker drive a run, and a worker taking over
- * settles an unfinished tool call by its idempotency key, never by running it blindly again.
+ * on a false alarm (a step longer than `staleMs`): a worker handed it drops it while a live worker
+ * still drives the run with its first job, the WAL's fencing lets only one worker drive a run, and
+ * a worker taking over settles an unfinished tool call by its idempotency key, never by running it
+ * blindly again.
  */
 export async function requeueStalled(
   bus: ActorBus,

@@ -2,6 +2,9 @@ import { JetStreamApiError, type ApiError, type PubAck } from "@nats-io/jetstrea
 import { headers, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { ReplyError, ReplyInbox } from "./reply-inbox.js";
 
+/** The header JetStream keeps a message's deduplication id in. */
+export const MSG_ID_HEADER = "Nats-Msg-Id";
+
 /** How long a publish waits for its ack: the JetStream client's default request timeout. */
 export const PUBLISH_ACK_TIMEOUT_MS = 5_000;
 
@@ -61,7 +64,7 @@ export class AckPublisher {
     let h = options.headers;
     if (msgID !== undefined || expectLastSubjectSequence !== undefined) {
       h ??= headers();
-      if (msgID !== undefined) h.set("Nats-Msg-Id", msgID);
+      if (msgID !== undefined) h.set(MSG_ID_HEADER, msgID);
       if (expectLastSubjectSequence !== undefined)
         h.set("Nats-Expected-Last-Subject-Sequence", String(expectLastSubjectSequence));
     }

@@ -4,7 +4,7 @@ import { WalBatch, WalRecord } from "../contracts/wal.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
-import { AckPublisher } from "./ack-publisher.js";
+import { AckPublisher, MSG_ID_HEADER } from "./ack-publisher.js";
 import { decode, encode } from "./codec.js";
 import { readRange, type RangeQuery } from "./read-range.js";
 import { withBusRetry } from "./retry.js";
@@ -123,6 +123,14 @@ export interface WalRead {
   lastSeq: number;
   /** Messages read (a split record counts each of its parts). */
   messages: number;
+  /** The writer id the last message read names in its message id (see WalWriter). */
+  lastWriter?: string;
+}
+
+/** The writer id in a WAL message id, `runId:index:writerId`; undefined for any other shape. */
+export function writerOfMessageId(msgId: string | undefined): string | undefined {
+  const match = /^[^:]+:\d+:(.+)$/.exec(msgId ?? "");
+  return match?.[1];
 }
 
 /**
@@ -153,13 +161,15 @@ async function collect(deps: WalDeps, range: RangeQuery): Promise<WalRead> {
   const parts = new PartAssembler();
   let messages = 0;
   let lastSeq = 0;
+  let lastWriter: string | undefined;
   for await (const msg of readRange(deps, range)) {
     messages += 1;
     lastSeq = msg.seq;
+    lastWriter = writerOfMessageId(msg.headers?.get(MSG_ID_HEADER));
     const whole = parts.push(msg.seq, msg.data, msg.headers?.get(PART_HEADER));
     if (whole) for (const record of decodeWalMessage(whole.data)) records.push({ seq: whole.seq, record });
   }
-  return { records, lastSeq, messages };
+  return { records, lastSeq, messages, ...(lastWriter === undefined ? {} : { lastWriter }) };
 }
 
 /** A writer positioned after what `readWal` returned: the next append must follow the last record. */

@@ -17,6 +17,7 @@ export class ActorMetrics {
   readonly fencingConflicts: Counter;
   readonly jobsHandedBack: Counter;
   readonly strayJobsHandedBack: Counter;
+  readonly duplicateJobsDropped: Counter;
   readonly leaseFailures: Counter<"code">;
   readonly stalledRequeues: Counter;
   readonly criticVerdicts: Counter<"passed">;
@@ -71,6 +72,11 @@ export class ActorMetrics {
     this.strayJobsHandedBack = new Counter({
       name: "agents_stray_jobs_handed_back_total",
       help: "Jobs no live worker named (delivered to a gone worker's pull, or held by workers gone before this one started), handed back by this one",
+      registers,
+    });
+    this.duplicateJobsDropped = new Counter({
+      name: "agents_duplicate_jobs_dropped_total",
+      help: "Jobs dropped because another copy of the run's job, held by a live worker, drives the run (a stall re-queue of a long step)",
       registers,
     });
     this.leaseFailures = new Counter({

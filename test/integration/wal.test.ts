@@ -68,6 +68,16 @@ describe("the WAL on JetStream", () => {
     expect(after.records.map((r) => r.record.iteration)).toEqual([1, 2]);
   });
 
+  it("a read names the writer of the WAL's last message, from the start and from a checkpoint's sequence", async () => {
+    const a = new WalWriter(deps, "last-writer", "agent-1-1-ab12cd34.j17", 0, 0);
+    const first = await a.append(phase("last-writer", 1));
+    const b = writerAfter(deps, "last-writer", "agent-2-4-ef56ab78.j23", await readWal(deps, "last-writer"));
+    await b.appendBatch([phase("last-writer", 2), phase("last-writer", 3)]);
+    expect((await readWal(deps, "last-writer")).lastWriter).toBe("agent-2-4-ef56ab78.j23");
+    expect((await readWal(deps, "last-writer", first + 1)).lastWriter).toBe("agent-2-4-ef56ab78.j23");
+    expect((await readWal(deps, "no-such-run")).lastWriter).toBeUndefined();
+  });
+
   it("re-sending an appended record (a retry after a lost ack) is deduplicated, not fenced", async () => {
     const w = new WalWriter(deps, "retried", "worker-a", 0, 0);
     const seq = await w.append(phase("retried", 1));

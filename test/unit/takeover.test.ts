@@ -14,6 +14,8 @@ import { describeTool } from "../../shared/tools/tool.js";
 import { bar, statusLine } from "../../services/cli/render.js";
 import { childRunId } from "../../shared/bus/fanout.js";
 import { MAX_RETRY_DELAY_MS, retryDelay } from "../../services/agent/worker.js";
+import { jobOfWriter, leaseWriterId } from "../../services/agent/writer-id.js";
+import { writerOfMessageId } from "../../shared/bus/wal.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)] };
@@ -204,5 +206,24 @@ describe("cluster helpers", () => {
     expect(line).toMatch(/running\s+ACT/);
     expect(line).toContain("2/4");
     expect(line).toContain("tokens 11");
+  });
+});
+
+describe("a WAL writer names the job it drives the run with", () => {
+  it("the job's stream sequence is read back from the writer id, and from the WAL message id that carries it", () => {
+    const writer = leaseWriterId("agent-7", 12, "ab12cd34", 4_051);
+    expect(writer).toBe("agent-7-12-ab12cd34.j4051");
+    expect(jobOfWriter(writer)).toBe(4_051);
+    expect(writerOfMessageId(`run-1:38:${writer}`)).toBe(writer);
+    expect(jobOfWriter(writerOfMessageId(`run-1:38:${writer}`))).toBe(4_051);
+  });
+
+  it("an older build's writer id, or a message id of another shape, names no job", () => {
+    expect(jobOfWriter("agent-7-12-ab12cd34")).toBeUndefined();
+    expect(jobOfWriter("agent-7-12-ab12cd34.j0")).toBeUndefined();
+    expect(jobOfWriter("agent-7-12-ab12cd34.jx")).toBeUndefined();
+    expect(jobOfWriter(undefined)).toBeUndefined();
+    expect(writerOfMessageId("run-1:start")).toBeUndefined();
+    expect(writerOfMessageId(undefined)).toBeUndefined();
   });
 });
