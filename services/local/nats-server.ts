@@ -7,6 +7,11 @@ export interface LocalNats {
   url: string;
   port: number;
   pid: number | undefined;
+  /**
+   * Kills the server with `signal` (SIGKILL by default: a crash), waits `downMs`, and starts it
+   * again on the same port with the same store directory: what it acknowledged is still there.
+   */
+  restart(options?: { signal?: NodeJS.Signals; downMs?: number }): Promise<void>;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -17,40 +22,66 @@ export interface LocalNatsOptions {
   readyTimeoutMs?: number;
 }
 
+interface Running {
+  child: ChildProcess;
+  exited: Promise<number | null>;
+}
+
 /**
  * Starts the `nats-server` binary on 127.0.0.1, on a free port (`-p -1`, read back from its log),
  * with JetStream and a store directory of its own, removed on stop.
  */
 export async function startLocalNats(options: LocalNatsOptions = {}): Promise<LocalNats> {
   const storeDir = await mkdtemp(join(tmpdir(), "nats-local-"));
-  const args = [
-    ...(options.configFile ? ["-c", options.configFile] : []),
-    "-a",
-    "127.0.0.1",
-    "-p",
-    "-1",
-    "-js",
-    "-sd",
-    storeDir,
-  ];
-  const child = spawn("nats-server", args, { stdio: ["ignore", "ignore", "pipe"] });
-  // One promise for the process's end, made before anything can miss the event.
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  let port: number;
+  const timeoutMs = options.readyTimeoutMs ?? 10_000;
+  const launch = async (port: number): Promise<Running & { port: number }> => {
+    const args = [
+      ...(options.configFile ? ["-c", options.configFile] : []),
+      ...["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir],
+    ];
+    const child = spawn("nats-server", args, { stdio: ["ignore", "ignore", "pipe"] });
+    // One promise for the process's end, made before anything can miss the event.
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      const bound = await readPort(child, exited, timeoutMs);
+      child.stderr?.resume();
+      return { child, exited, port: bound };
+    } catch (err) {
+      child.kill("SIGKILL");
+      throw err;
+    }
+  };
+  let running: Running & { port: number };
   try {
-    port = await readPort(child, exited, options.readyTimeoutMs ?? 10_000);
+    running = await launch(-1);
   } catch (err) {
-    child.kill("SIGKILL");
     await rm(storeDir, { recursive: true, force: true });
     throw err;
   }
-  child.stderr?.resume();
-  const stop = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+  const { port } = running;
+  const end = async (signal: NodeJS.Signals): Promise<void> => {
+    const { child, exited } = running;
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     await exited;
+  };
+  const stop = async (): Promise<void> => {
+    await end("SIGTERM");
     await rm(storeDir, { recursive: true, force: true });
   };
-  return { url: `nats://127.0.0.1:${port}`, port, pid: child.pid, stop, [Symbol.asyncDispose]: stop };
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    get pid() {
+      return running.child.pid;
+    },
+    restart: async ({ signal = "SIGKILL", downMs = 0 } = {}) => {
+      await end(signal);
+      await new Promise((resolve) => setTimeout(resolve, downMs));
+      running = await launch(port);
+    },
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
 }
 
 function readPort(child: ChildProcess, exited: Promise<number | null>, timeoutMs: number): Promise<number> {

@@ -6,6 +6,8 @@ export interface Link {
   connected(): boolean;
   /** Calls `listener` at the next disconnect; returns the function that cancels it. */
   onDisconnect(listener: () => void): () => void;
+  /** Calls `listener` at the next reconnect; returns the function that cancels it. */
+  onReconnect(listener: () => void): () => void;
   /** Calls `listener` for every publish the server refuses (permissions); returns the function that cancels it. */
   onPublishDenied(listener: (err: PermissionViolationError) => void): () => void;
 }
@@ -17,16 +19,18 @@ export function linkOf(nc: NatsConnection): Link {
   if (known) return known;
   let up = true;
   const waiting = new Set<() => void>();
+  const returning = new Set<() => void>();
   const denied = new Set<(err: PermissionViolationError) => void>();
   void (async () => {
     for await (const status of nc.status()) {
-      if (status.type === "reconnect") up = true;
       if (isPublishDenied(status)) for (const listener of denied) listener(status.error);
-      if (status.type !== "disconnect") continue;
-      up = false;
-      const notify = [...waiting];
-      waiting.clear();
-      for (const listener of notify) listener();
+      if (status.type === "reconnect") {
+        up = true;
+        notify(returning);
+      } else if (status.type === "disconnect") {
+        up = false;
+        notify(waiting);
+      }
     }
   })();
   const link: Link = {
@@ -35,6 +39,10 @@ export function linkOf(nc: NatsConnection): Link {
       waiting.add(listener);
       return () => waiting.delete(listener);
     },
+    onReconnect: (listener) => {
+      returning.add(listener);
+      return () => returning.delete(listener);
+    },
     onPublishDenied: (listener) => {
       denied.add(listener);
       return () => denied.delete(listener);
@@ -42,6 +50,13 @@ export function linkOf(nc: NatsConnection): Link {
   };
   links.set(nc, link);
   return link;
+}
+
+/** Calls each one-shot listener once, emptying the set first (a listener may register again). */
+function notify(listeners: Set<() => void>): void {
+  const once = [...listeners];
+  listeners.clear();
+  for (const listener of once) listener();
 }
 
 function isPublishDenied(status: Status): status is { type: "error"; error: PermissionViolationError } {

@@ -1,5 +1,5 @@
 import { createInbox, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
-import { linkOf } from "./link.js";
+import { linkOf, type Link } from "./link.js";
 
 /**
  * How often requests whose reply is overdue are failed: a timeout fires up to this late. Requests
@@ -28,6 +28,8 @@ interface Waiter {
   resolve: (msg: Msg) => void;
   reject: (err: Error) => void;
   deadline: number;
+  /** Sends the request; unset once sent (a request made while the link is down waits for it). */
+  send?: () => void;
 }
 
 const inboxes = new WeakMap<NatsConnection, ReplyInbox>();
@@ -44,9 +46,13 @@ export class ReplyInbox {
   private readonly inbox = createInbox();
   private readonly waiting = new Map<string, Waiter>();
   private readonly sweeper: ReturnType<typeof setInterval>;
+  private readonly link: Link;
+  /** Requests wait for the link to come back (see request). */
+  private held = false;
   private sent = 0;
 
   private constructor(private readonly nc: NatsConnection) {
+    this.link = linkOf(nc);
     // Lives as long as the connection (and is resubscribed by it after a reconnect).
     nc.subscribe(`${this.inbox}.*`, { callback: (_err, msg) => this.settle(msg) });
     this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
@@ -62,8 +68,9 @@ export class ReplyInbox {
   }
 
   /**
-   * Sends `data` to `subject` and resolves with the reply. Rejects with ReplyError when no reply
-   * comes in `timeoutMs`, the connection drops first, or nobody listens on the subject; with the
+   * Sends `data` to `subject` and resolves with the reply; while the connection is down, sends it
+   * once it is back. Rejects with ReplyError when no reply comes in `timeoutMs`, the connection
+   * drops after it was sent, or nobody listens on the subject; with the
    * server's error when it refuses the publish (permissions); with the client's own error when
    * the message cannot be sent at all (over `max_payload`, connection closed).
    */
@@ -76,14 +83,33 @@ export class ReplyInbox {
     const token = this.sent.toString(36);
     return new Promise<Msg>((resolve, reject) => {
       const deadline = performance.now() + options.timeoutMs;
-      this.waiting.set(token, { subject, resolve, reject, deadline });
-      try {
-        const reply = `${this.inbox}.${token}`;
-        this.nc.publish(subject, data, options.headers ? { reply, headers: options.headers } : { reply });
-      } catch (err) {
-        this.waiting.delete(token);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      }
+      const waiter: Waiter = { subject, resolve, reject, deadline };
+      const reply = `${this.inbox}.${token}`;
+      waiter.send = () => {
+        waiter.send = undefined;
+        try {
+          this.nc.publish(subject, data, options.headers ? { reply, headers: options.headers } : { reply });
+        } catch (err) {
+          this.waiting.delete(token);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        }
+      };
+      this.waiting.set(token, waiter);
+      // The client drops what is published while it reconnects (each attempt starts with an empty
+      // buffer), so such a request would only ever time out: it waits for the link instead, within
+      // its own deadline. Nothing was sent, so it is not an unknown outcome.
+      if (this.link.connected()) waiter.send();
+      else this.holding();
+    });
+  }
+
+  /** Sends the requests made while the link was down, once it is back (those still waiting). */
+  private holding(): void {
+    if (this.held) return;
+    this.held = true;
+    this.link.onReconnect(() => {
+      this.held = false;
+      for (const waiter of this.waiting.values()) waiter.send?.();
     });
   }
 
@@ -114,10 +140,10 @@ export class ReplyInbox {
    * server refuses (permissions) gets no reply either: it fails with the server's error.
    */
   private watch(): void {
-    const link = linkOf(this.nc);
+    const link = this.link;
     const dropped = (): void => {
       this.fail(
-        () => true,
+        (waiter) => waiter.send === undefined,
         new ReplyError(
           "the connection was lost before the reply came: the outcome is unknown",
           "disconnected",

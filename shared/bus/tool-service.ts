@@ -5,6 +5,7 @@ import { z } from "zod";
 import { SIMPLE_CAPABILITY_KINDS, type CapabilityObject } from "../contracts/capability.js";
 import { ToolCallReply, ToolCallRequest, ToolDescriptor } from "../contracts/tool.js";
 import type { Clock } from "../runtime/clock.js";
+import type { Random } from "../runtime/random.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
 import { sha256 } from "../runtime/hash.js";
 import type { Logger } from "../runtime/logger.js";
@@ -14,6 +15,7 @@ import { describeTool, outputExtras, type AnyTool } from "../tools/tool.js";
 import { AckPublisher } from "./ack-publisher.js";
 import type { ActorBus } from "./actor.js";
 import { decode, encode } from "./codec.js";
+import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 import { WRONG_LAST_SEQUENCE } from "./wal.js";
 
@@ -31,6 +33,8 @@ export interface ToolServiceDeps {
   idempotency: KV;
   invoker: ToolInvoker;
   clock: Clock;
+  /** Jitters the retries of the bucket's writes, and tells one call's records from a twin's. */
+  random: Random;
   logger: Logger;
   /** Counts calls by outcome and times each run of the tool, when given. */
   metrics?: ActorMetrics;
@@ -128,14 +132,14 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
     log().warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
   } else if (reply.ok || !reply.error.retryable) {
     const done = encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply });
-    const first = pure ? await recordFirst(deps, key, done) : await deps.idempotency.put(key, done);
+    const first = pure ? await recordFirst(deps, key, done) : await putRecord(deps, key, done);
     if (typeof first === "object") {
       log().info({ idempotent: first.status }, "repeated idempotency key");
       answerRecorded(msg, first, count);
       return;
     }
   } else if (!pure) {
-    await deps.idempotency.delete(key);
+    await withBusRetry(`freeing the claim on ${key}`, deps, () => deps.idempotency.delete(key));
   }
   count(unknown ? "unknown" : reply.ok ? "ok" : "failed");
   respond(msg, reply);
@@ -165,8 +169,19 @@ async function recordFirst(
   if (prior === "created") return "recorded";
   if (prior.status === "done") return prior;
   // A claim left by an older, non-pure version of the tool: this outcome replaces it.
-  await deps.idempotency.put(key, done);
+  await putRecord(deps, key, done);
   return "recorded";
+}
+
+/**
+ * Records a call's outcome. Like every write to the bucket it rides out a JetStream outage (a
+ * server restarting, a leader election) for up to 15 s, as the WAL's appends do: an outcome lost
+ * to a blip left the claim "running", and the worker, which can only learn the outcome from here,
+ * waited out the tool's whole timeout (2 minutes by default) and then halted the run for a human,
+ * though the service had known the outcome all along.
+ */
+function putRecord(deps: ToolServiceDeps, key: string, done: Uint8Array): Promise<number> {
+  return withBusRetry(`recording the outcome of ${key}`, deps, () => deps.idempotency.put(key, done));
 }
 
 /** Claims a key for a call about to run, or returns what a call with the same key recorded. */
@@ -180,37 +195,53 @@ async function claim(
   return prior === "created" ? "claimed" : prior;
 }
 
-/** Creates the key's record (only one caller can), or reads the record another caller created. */
+/**
+ * Creates the key's record (only one caller can), or reads the record another caller created. It
+ * rides out a JetStream outage like putRecord. Every attempt carries one message id: a retry after
+ * an ack lost in the outage is then a duplicate of this call's own create, not a refusal that would
+ * read this call's claim back as a twin's (and answer "in progress" for a call nobody runs).
+ */
 async function createOrRead(
   deps: ToolServiceDeps,
   key: string,
   value: Uint8Array,
 ): Promise<"created" | IdempotencyRecord> {
-  try {
-    await create(deps, key, value);
-    return "created";
-  } catch (err) {
-    const entry = await deps.idempotency.get(key);
-    if (!entry || entry.operation !== "PUT") throw toAgentError(err, "INTERNAL");
-    return decode(IdempotencyRecord, entry.value);
-  }
+  const msgID = `${key}:${Math.floor(deps.random.next() * 2 ** 48).toString(36)}`;
+  return withBusRetry(`the idempotency record ${key}`, deps, async () => {
+    const held = await create(deps, key, value, msgID);
+    return held === undefined ? "created" : decode(IdempotencyRecord, held);
+  });
 }
+
+const refused = (err: unknown): boolean =>
+  err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE;
 
 /**
  * A KV create, on every call's path: one publish that expects the key to have no message yet, sent
  * through the connection's AckPublisher (the KV client's own create goes through a request per
- * call: 0.34 ms a call in this service one run at a time, against 0.25 so). When the key has a
- * message, the bucket's own create decides: it also takes a key whose value was deleted, and
- * refuses one that holds a value.
+ * call: 0.34 ms a call in this service one run at a time, against 0.25 so). Returns the value the
+ * key holds when it holds one; a key whose value was deleted (a claim freed for a retry) is written
+ * over, with the same message id. A bus error is thrown (and the caller retries).
  */
-async function create(deps: ToolServiceDeps, key: string, value: Uint8Array): Promise<void> {
+async function create(
+  deps: ToolServiceDeps,
+  key: string,
+  value: Uint8Array,
+  msgID: string,
+): Promise<Uint8Array | undefined> {
   const subject = deps.subjects.kvKey(deps.subjects.buckets().idempotency, key);
+  const publisher = AckPublisher.of(deps.nc);
   try {
-    await AckPublisher.of(deps.nc).publish(subject, value, { expectLastSubjectSequence: 0 });
+    await publisher.publish(subject, value, { expectLastSubjectSequence: 0, msgID });
+    return undefined;
   } catch (err) {
-    if (!(err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE)) throw err;
-    await deps.idempotency.create(key, value);
+    if (!refused(err)) throw err;
   }
+  const entry = await deps.idempotency.get(key);
+  if (entry?.operation === "PUT") return entry.value;
+  // A delete marker: written over. Refused again (a twin got there first), the next attempt reads it.
+  await publisher.publish(subject, value, { expectLastSubjectSequence: entry?.revision ?? 0, msgID });
+  return undefined;
 }
 
 /**
@@ -271,6 +302,7 @@ export function serveToolsOf(
       idempotency: bus.buckets.idempotency,
       invoker,
       clock: bus.clock,
+      random: bus.random,
       ...deps,
     }),
   );

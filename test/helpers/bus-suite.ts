@@ -28,14 +28,15 @@ export interface BusSuite {
  * A real nats-server, a connection and provisioned streams for one suite, under a prefix of its
  * own so suites sharing a server (NATS_URL) never see each other. Fields are filled in beforeAll.
  */
-export function useBusSuite(name: string): BusSuite {
+export function useBusSuite(name: string, options: { own?: boolean } = {}): BusSuite {
   const suite = {
     subjects: new Subjects(`${name}${process.pid}x${Date.now().toString(36)}`),
     clock: new InstantClock(0),
     random: seededRandom(1),
   } as BusSuite;
   beforeAll(async () => {
-    suite.server = await startNats();
+    // `own`: a server of the suite's own, which its tests may restart (TestNats.restart).
+    suite.server = await startNats({ own: options.own ?? false });
     suite.nc = await connectBus({
       servers: suite.server.url,
       name: `${name}-test`,

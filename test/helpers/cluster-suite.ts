@@ -52,6 +52,8 @@ export const runProcess = promisify(execFile);
 export interface ClusterSuiteOptions {
   actors: { kind: LocalActorKind; name?: string; env?: Record<string, string> }[];
   env?: Record<string, string>;
+  /** A server of the suite's own, which its tests may restart (TestNats.restart). */
+  own?: boolean;
 }
 
 /**
@@ -62,7 +64,7 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
   const prefix = `${name}${process.pid}x${Date.now().toString(36)}`;
   const suite = { prefix } as ClusterSuite;
   beforeAll(async () => {
-    suite.server = await startNats();
+    suite.server = await startNats({ own: options.own ?? false });
     suite.logDir = await mkdtemp(join(tmpdir(), `cluster-${name}-`));
     suite.cluster = new LocalCluster({
       natsUrl: suite.server.url,
@@ -140,6 +142,7 @@ export function serveFromTest(
     ...deps,
     invoker: new ToolInvoker({ clock: systemClock, random: systemRandom, policy: { retries: 0 } }),
     clock: systemClock,
+    random: systemRandom,
     logger: silentLogger,
   });
   return { stop: () => subs.forEach((sub) => sub.unsubscribe()) };

@@ -7,6 +7,8 @@ export interface TestNats {
   pass?: string;
   /** Where the server came from: an external NATS_URL, a container, or a binary this suite started. */
   source: "env" | "container" | "binary";
+  /** A server this suite started itself (`own`): crash it and start it again on the same store. */
+  restart?: (options?: { signal?: NodeJS.Signals; downMs?: number }) => Promise<void>;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -33,7 +35,8 @@ export async function startNats(options: { own?: boolean; configFile?: string } 
   }
   const local = await startLocalNats(options.configFile ? { configFile: options.configFile } : {});
   const stop = (): Promise<void> => local.stop();
-  return { url: local.url, source: "binary", stop, [Symbol.asyncDispose]: stop };
+  const restart: TestNats["restart"] = (options) => local.restart(options);
+  return { url: local.url, source: "binary", restart, stop, [Symbol.asyncDispose]: stop };
 }
 
 async function startContainer(): Promise<TestNats> {

@@ -88,6 +88,7 @@ describe("remote tools", () => {
       idempotency: suite.buckets.idempotency,
       invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(3) }),
       clock: systemClock,
+      random: seededRandom(4),
       logger: silentLogger,
     };
     const memory = createMemoryTool(new KvMemory(suite.buckets.memory, systemClock, memoryReads(suite)));

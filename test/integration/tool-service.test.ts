@@ -68,6 +68,7 @@ beforeAll(async () => {
     idempotency,
     invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(1), policy: { retries: 0 } }),
     clock: systemClock,
+    random: seededRandom(2),
     logger: silentLogger,
   };
   for (const tool of [echoTool, charge, httpFetchTool, quote, flaky]) serveTool(tool, deps);

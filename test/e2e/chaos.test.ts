@@ -1,0 +1,192 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { seededRandom, type Random } from "../../shared/runtime/random.js";
+import { defineTool } from "../../shared/tools/tool.js";
+import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+import { FAKE_WORKER_ACK_WAIT_MS, FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
+
+const RUNS = 24;
+const PAYMENTS = 6;
+/** How long a payment takes: a worker is often killed while one is in flight. */
+const PAYMENT_MS = 250;
+/** Runs are submitted one every this long, so the faults find runs at every stage. */
+const SUBMIT_EVERY_MS = 250;
+/** A fault comes this long after the last one, plus up to FAULT_JITTER_MS. */
+const FAULT_AFTER_MS = 300;
+const FAULT_JITTER_MS = 600;
+/** Workers killed at most; the schedule also ends once every run has settled. */
+const MAX_KILLS = 14;
+/** Reproducible: the same faults at the same moments of the schedule (the processes' timing varies). */
+const SEED = 20261126;
+
+/**
+ * Three workers at first. The ack wait (60 s) is longer than the whole test, so every recovery
+ * comes from the workers' presence (a survivor handing a dead worker's jobs back, a newcomer's
+ * look for jobs nobody holds), never from JetStream's redelivery.
+ */
+const suite = useClusterSuite("chaos", {
+  actors: [
+    { kind: "supervisor" },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+    { kind: "agent", name: "agent-3" },
+  ],
+  env: { ...FAST_PRESENCE_ENV, SUPERVISOR_POOL_CAPACITY: String(RUNS) },
+});
+
+/** A payment: a side effect that must happen once per idempotency key, whatever is killed. */
+function servePay(): Map<string, number> {
+  const executions = new Map<string, number>();
+  suite.serveTool(
+    defineTool({
+      name: "pay",
+      description: "Pays an amount (a side effect that must happen once).",
+      input: z.object({ run: z.number(), amount: z.number() }),
+      capability: { kind: "compute" },
+      reversibility: "irreversible",
+      idempotent: false,
+      execute: async (input, ctx) => {
+        executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
+        await systemClock.sleep(PAYMENT_MS);
+        return { output: { paid: input.amount } };
+      },
+    }),
+  );
+  return executions;
+}
+
+/** Submits a run, again and again while the supervisor is down: the same runId is never admitted twice. */
+async function submitRun(run: number): Promise<string> {
+  const payments = Array.from({ length: PAYMENTS }, (_, i) => ({
+    toolCalls: [{ name: "pay", input: { run, amount: i + 1 } }],
+  }));
+  const runId = `chaos-${run}-${Date.now().toString(36)}`;
+  const runSpec = spec({
+    script: [...payments, { text: `paid ${PAYMENTS} for run ${run}` }],
+    tools: ["pay"],
+  });
+  for (;;) {
+    try {
+      await suite.client.submit({ ...runSpec, runId });
+      return runId;
+    } catch {
+      await systemClock.sleep(200);
+    }
+  }
+}
+
+/** The faults, drawn one at a time; what they did is kept for the assertions. */
+class Faults {
+  readonly live = ["agent-1", "agent-2", "agent-3"];
+  readonly killed: string[] = [];
+  readonly log: string[] = [];
+  private readonly pending: Promise<unknown>[] = [];
+  private next = 4;
+
+  constructor(private readonly random: Random) {}
+
+  /** One fault: a worker killed (and a new one started), two at once, one stalled, or the supervisor killed. */
+  async strike(): Promise<void> {
+    const dice = this.random.next();
+    if (dice < 0.15) await this.killSupervisor();
+    else if (dice < 0.35 && this.live.length > 1) this.stall();
+    else this.kill(dice < 0.6 && this.live.length >= 2 ? 2 : 1);
+  }
+
+  /** How long to wait before the next fault. */
+  pause(): number {
+    return FAULT_AFTER_MS + this.random.next() * FAULT_JITTER_MS;
+  }
+
+  /** Waits for the replacements to be up and the stalled workers to run again. */
+  async settle(): Promise<void> {
+    await Promise.all(this.pending);
+  }
+
+  private kill(count: number): void {
+    for (let k = 0; k < count; k += 1) {
+      const victim = this.live.splice(Math.floor(this.random.next() * this.live.length), 1)[0] as string;
+      // A stalled victim is woken first: a stopped process does not die of SIGKILL until it runs.
+      suite.cluster.signal(victim, "SIGCONT");
+      suite.cluster.signal(victim, "SIGKILL");
+      this.killed.push(victim);
+      const replacement = `agent-${this.next++}`;
+      // Not awaited: the next fault may strike a newcomer before it is ready (it then never is).
+      this.pending.push(suite.cluster.start("agent", replacement).catch(() => undefined));
+      this.live.push(replacement);
+    }
+    this.log.push(`kill ${count}`);
+  }
+
+  private stall(): void {
+    const victim = this.live[Math.floor(this.random.next() * this.live.length)] as string;
+    const ms = 1_500 + this.random.next() * 1_500;
+    suite.cluster.signal(victim, "SIGSTOP");
+    this.pending.push(systemClock.sleep(ms).then(() => suite.cluster.signal(victim, "SIGCONT")));
+    this.log.push(`stall ${Math.round(ms)} ms`);
+  }
+
+  private async killSupervisor(): Promise<void> {
+    suite.cluster.signal("supervisor", "SIGKILL");
+    await systemClock.sleep(200);
+    await suite.cluster.start("supervisor", "supervisor");
+    this.log.push("kill supervisor");
+  }
+}
+
+describe("chaos: workers killed with SIGKILL, two at once, stalled, and the supervisor killed, while runs pay", () => {
+  it("every run commits once, every payment happens once, every audit trail is gapless, and no recovery waits for the ack wait", async () => {
+    const executions = servePay();
+    const runIds: string[] = [];
+    let submitting = true;
+    const submitted = (async () => {
+      for (let run = 0; run < RUNS; run += 1) {
+        runIds.push(await submitRun(run));
+        await systemClock.sleep(SUBMIT_EVERY_MS);
+      }
+      submitting = false;
+    })();
+    const startedAt = Date.now();
+    const faults = new Faults(seededRandom(SEED));
+    const allSettled = async (): Promise<boolean> => {
+      const statuses = await Promise.all(runIds.map((id) => suite.client.status.get(id)));
+      return statuses.every((s) => s !== undefined && settled(s));
+    };
+    while (faults.killed.length < MAX_KILLS && (submitting || !(await allSettled()))) {
+      await systemClock.sleep(faults.pause());
+      await faults.strike();
+    }
+    await faults.settle();
+    await submitted;
+
+    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+    // Nothing waited out the ack wait: the whole schedule, faults included, took a fraction of it.
+    expect(Date.now() - startedAt, faults.log.join(", ")).toBeLessThan(FAKE_WORKER_ACK_WAIT_MS / 2);
+    expect(faults.killed.length).toBeGreaterThanOrEqual(4);
+    for (const [i, status] of statuses.entries()) {
+      expect(status, runIds[i]).toMatchObject({
+        status: "committed",
+        terminal: { output: `paid ${PAYMENTS} for run ${i}` },
+      });
+    }
+    expect(executions.size).toBe(RUNS * PAYMENTS);
+    expect([...executions.values()].every((n) => n === 1)).toBe(true);
+    let resumed = 0;
+    for (const runId of runIds) {
+      const events = await suite.audit(runId);
+      expect(
+        events.map((e) => e.seq),
+        runId,
+      ).toEqual(events.map((_, i) => i + 1));
+      expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
+      expect(events.filter((e) => e.kind === "tool.completed" && e.actor === "tool:pay")).toHaveLength(
+        PAYMENTS,
+      );
+      resumed += events.filter((e) => e.kind === "run.resumed").length;
+    }
+    // The faults hit runs in flight: some were taken over.
+    expect(resumed).toBeGreaterThan(0);
+  }, 120_000);
+});

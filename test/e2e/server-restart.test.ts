@@ -1,0 +1,110 @@
+import { Kvm } from "@nats-io/kv";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { linkOf } from "../../shared/bus/link.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { defineTool } from "../../shared/tools/tool.js";
+import { serveFromTest, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
+
+const RUNS = 8;
+const PAYMENTS = 6;
+const PAYMENT_MS = 200;
+/** How long the server stays down: past a payment's end, so outcomes are known while it is. */
+const DOWN_MS = 2_000;
+
+/**
+ * The only nats-server is killed with SIGKILL while runs pay, and started again on the same store
+ * 2 s later (a pod restarted; its volume kept). What it acknowledged is on disk; every actor
+ * reconnects. The ack wait (60 s) is longer than the test allows for recovery.
+ */
+const suite = useClusterSuite("server-restart", {
+  own: true,
+  actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
+  env: FAST_PRESENCE_ENV,
+});
+
+let payments: NatsConnection | undefined;
+afterAll(async () => {
+  await payments?.close();
+});
+
+/**
+ * The payment service, on a connection of its own that retries every 50 ms: back before the
+ * workers (which retry every second), so their calls after the restart find it serving.
+ */
+async function servePay(): Promise<Map<string, number>> {
+  const { server, bus } = suite;
+  payments = await connect({
+    servers: server.url,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 50,
+    reconnectJitter: 0,
+    ...(server.user ? { user: server.user, pass: server.pass ?? "" } : {}),
+  });
+  const idempotency = await new Kvm(payments).open(bus.subjects.buckets().idempotency);
+  const executions = new Map<string, number>();
+  const pay = defineTool({
+    name: "pay",
+    description: "Pays an amount (a side effect that must happen once).",
+    input: z.object({ run: z.number(), amount: z.number() }),
+    capability: { kind: "compute" },
+    reversibility: "irreversible",
+    idempotent: false,
+    execute: async (input, ctx) => {
+      executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
+      await systemClock.sleep(PAYMENT_MS);
+      return { output: { paid: input.amount } };
+    },
+  });
+  serveFromTest(pay, { nc: payments, subjects: bus.subjects, idempotency });
+  await payments.flush();
+  return executions;
+}
+
+describe("the nats-server killed and restarted on its store while runs pay", () => {
+  it("every run commits within seconds of the restart, every payment happens once and is known to its run, every audit trail is gapless", async () => {
+    const executions = await servePay();
+    const runIds: string[] = [];
+    for (let run = 0; run < RUNS; run += 1) {
+      const payments = Array.from({ length: PAYMENTS }, (_, i) => ({
+        toolCalls: [{ name: "pay", input: { run, amount: i + 1 } }],
+      }));
+      const runSpec = spec({ script: [...payments, { text: `paid run ${run}` }], tools: ["pay"] });
+      runIds.push((await suite.client.submit(runSpec)).runId);
+    }
+    await systemClock.sleep(3 * PAYMENT_MS);
+    expect(executions.size).toBeGreaterThan(0);
+    expect(executions.size).toBeLessThan(RUNS * PAYMENTS);
+    await suite.server.restart?.({ downMs: DOWN_MS });
+    const backAt = Date.now();
+    // The test's own connection reconnects once a second, like the actors'.
+    while (!linkOf(suite.bus.nc).connected()) await systemClock.sleep(50);
+
+    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+    // Before, a call sent while the client reconnected was dropped by it and waited out the tool's
+    // timeout (2 minutes), and an outcome the tool service could not record left its claim running.
+    expect(Date.now() - backAt).toBeLessThan(20_000);
+    expect([...executions.values()].every((n) => n === 1)).toBe(true);
+    for (const [i, runId] of runIds.entries()) {
+      expect(statuses[i], runId).toMatchObject({
+        status: "committed",
+        terminal: { output: `paid run ${i}` },
+      });
+      const events = await suite.audit(runId);
+      expect(
+        events.map((e) => e.seq),
+        runId,
+      ).toEqual(events.map((_, n) => n + 1));
+      expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
+      // Every payment made is in its run's trail, and nothing else is: no outcome lost or invented.
+      const paid = [...executions.keys()].filter((key) => key.startsWith(`${runId}:`)).length;
+      const completed = events.filter((e) => e.kind === "tool.completed" && e.actor === "tool:pay");
+      expect(completed, runId).toHaveLength(paid);
+    }
+    // The payment service was back first: no call found it missing.
+    expect(executions.size).toBe(RUNS * PAYMENTS);
+  }, 90_000);
+});

@@ -1,0 +1,82 @@
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { linkOf } from "../../shared/bus/link.js";
+import { ReplyError, ReplyInbox } from "../../shared/bus/reply-inbox.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { startNats, type TestNats } from "../helpers/nats-server.js";
+
+const data = (text: string): Uint8Array => new TextEncoder().encode(text);
+const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
+
+/** Reconnects for ever as the actors' connections do (shared/bus/connect.ts), every `waitMs`. */
+const reconnecting = (server: TestNats, waitMs: number): Promise<NatsConnection> =>
+  connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: waitMs, reconnectJitter: 0 });
+
+/** Polls until `check` holds; fails after `withinMs`. */
+async function until(check: () => boolean, withinMs: number, what: string): Promise<void> {
+  for (let waited = 0; !check(); waited += 20) {
+    if (waited > withinMs) throw new Error(`${what}: not within ${withinMs} ms`);
+    await systemClock.sleep(20);
+  }
+}
+
+describe("ReplyInbox across a server restart", () => {
+  let server: TestNats;
+  let asker: NatsConnection;
+  let answerer: NatsConnection;
+
+  beforeAll(async () => {
+    // Its own server: the test crashes it.
+    server = await startNats({ own: true });
+    // The answerer mostly comes back first; when it does not, the asker's request finds nobody.
+    [asker, answerer] = await Promise.all([reconnecting(server, 400), reconnecting(server, 50)]);
+    answerer.subscribe("outage.echo", { callback: (_e, m) => void m.respond(data(`echo ${text(m.data)}`)) });
+    await answerer.flush();
+  }, 30_000);
+
+  afterAll(async () => {
+    await asker?.close();
+    await answerer?.close();
+    await server?.stop();
+  });
+
+  it("a request in flight when the connection drops fails at once; one made while it is down goes out once it is back, and is answered", async () => {
+    const inbox = ReplyInbox.of(asker);
+    expect(text((await inbox.request("outage.echo", data("before"), { timeoutMs: 2_000 })).data)).toBe(
+      "echo before",
+    );
+    // Nobody answers this one: it is in flight when the server dies.
+    const inFlight = inbox.request("outage.silent", data("lost"), { timeoutMs: 20_000 });
+    const restarted = server.restart?.({ downMs: 1_500 });
+    expect(restarted).toBeDefined();
+    await expect(inFlight).rejects.toMatchObject({ name: "ReplyError", reason: "disconnected" });
+    await until(() => !linkOf(asker).connected(), 5_000, "the asker sees the drop");
+    // The client drops what is published while it reconnects: this request must wait for the link.
+    const t0 = performance.now();
+    const during = inbox.request("outage.echo", data("during"), { timeoutMs: 15_000 }).then(
+      (reply) => text(reply.data),
+      (err: unknown) => (err instanceof ReplyError ? err.reason : String(err)),
+    );
+    await restarted;
+    // It went out after the restart, long before its own timeout: answered, or (when the answerer
+    // had not resubscribed yet) refused by the server at once. Lost, it would have timed out.
+    expect(["echo during", "no-responders"]).toContain(await during);
+    expect(performance.now() - t0).toBeLessThan(10_000);
+    await until(() => linkOf(answerer).connected(), 5_000, "the answerer is back");
+    expect(text((await inbox.request("outage.echo", data("after"), { timeoutMs: 2_000 })).data)).toBe(
+      "echo after",
+    );
+  }, 40_000);
+
+  it("a request made while the connection is down still fails at its own deadline if the link stays down", async () => {
+    const inbox = ReplyInbox.of(asker);
+    const restarted = server.restart?.({ downMs: 2_500 });
+    await until(() => !linkOf(asker).connected(), 5_000, "the asker sees the drop");
+    const t0 = performance.now();
+    await expect(inbox.request("outage.echo", data("late"), { timeoutMs: 500 })).rejects.toMatchObject({
+      reason: "timeout",
+    });
+    expect(performance.now() - t0).toBeLessThan(1_500);
+    await restarted;
+  }, 40_000);
+});

@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { decode, encode } from "../../shared/bus/codec.js";
+import { ReplyInbox } from "../../shared/bus/reply-inbox.js";
+import { IdempotencyRecord, idempotencyBucketKey, serveTool } from "../../shared/bus/tool-service.js";
+import { ToolCallReply, ToolCallRequest } from "../../shared/contracts/tool.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { ToolInvoker } from "../../shared/tools/invoke.js";
+import { defineTool } from "../../shared/tools/tool.js";
+import { useBusSuite } from "../helpers/bus-suite.js";
+
+/** Its own server: the test crashes it while a tool runs. */
+const suite = useBusSuite("tso", { own: true });
+
+describe("a tool service across a JetStream outage", () => {
+  it("a call whose tool finishes while the server is down records its outcome once it is back: a repeat gets that reply, and the tool ran once", async () => {
+    let runs = 0;
+    let started: () => void = () => undefined;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const pay = defineTool({
+      name: "pay_once",
+      description: "a side effect that finishes during the outage",
+      input: z.object({ cents: z.number() }),
+      capability: { kind: "compute" },
+      reversibility: "irreversible",
+      idempotent: false,
+      execute: async (input) => {
+        runs += 1;
+        started();
+        await systemClock.sleep(1_000);
+        return { output: { paid: input.cents } };
+      },
+    });
+    serveTool(pay, {
+      nc: suite.nc,
+      subjects: suite.subjects,
+      idempotency: suite.buckets.idempotency,
+      invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(1), policy: { retries: 0 } }),
+      clock: systemClock,
+      random: seededRandom(2),
+      logger: silentLogger,
+    });
+    await suite.nc.flush();
+    const request: ToolCallRequest = {
+      schemaVersion: 1,
+      runId: "r1",
+      actionId: "a1",
+      idempotencyKey: "r1:a1",
+      input: { cents: 250 },
+      deadline: Date.now() + 60_000,
+    };
+    const body = encode(ToolCallRequest, request);
+    const inbox = ReplyInbox.of(suite.nc);
+    const subject = suite.subjects.tool("pay_once");
+    const first = inbox.request(subject, body, { timeoutMs: 30_000 }).catch((err: unknown) => err);
+    await running;
+    // The server dies while the tool runs and stays down past its end: the outcome is known here
+    // only, until the bucket takes it.
+    await suite.server.restart?.({ downMs: 2_500 });
+    expect(await first).toMatchObject({ name: "ReplyError", reason: "disconnected" });
+    const key = idempotencyBucketKey("pay_once", request.idempotencyKey);
+    let record: IdempotencyRecord | undefined;
+    for (let waited = 0; record?.status !== "done"; waited += 200) {
+      expect(waited, `the outcome was not recorded: ${JSON.stringify(record)}`).toBeLessThan(15_000);
+      await systemClock.sleep(200);
+      const entry = await suite.buckets.idempotency.get(key).catch(() => null);
+      record = entry?.operation === "PUT" ? decode(IdempotencyRecord, entry.value) : undefined;
+    }
+    expect(record).toMatchObject({ status: "done", reply: { ok: true, output: { paid: 250 } } });
+    const again = decode(ToolCallReply, (await inbox.request(subject, body, { timeoutMs: 5_000 })).data);
+    expect(again).toEqual({ ok: true, output: { paid: 250 } });
+    expect(runs).toBe(1);
+  }, 60_000);
+});
