@@ -2,6 +2,7 @@ import { JetStreamError, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import { RunJob } from "../../shared/contracts/cluster.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
+import { whenLinked } from "../../shared/bus/link.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
@@ -240,15 +241,15 @@ export class AgentWorker {
     }
     switch (outcome) {
       case "done":
-        msg.ack();
+        this.linked(() => msg.ack());
         break;
       case "unstartable":
         // A job that can never start a run stays so however often it is retried.
-        msg.term();
+        this.linked(() => msg.term());
         break;
       case "release":
         log.info("handing the run back to the queue");
-        msg.nak();
+        this.linked(() => msg.nak());
         break;
       case "fenced":
         // Another worker drives the run, mostly on this very job, redelivered to it after this
@@ -261,9 +262,18 @@ export class AgentWorker {
     }
   }
 
+  /**
+   * Settles a job now, or once the connection is back: a NAK the client dropped while it
+   * reconnected left the job to the ack wait (one whose lease failed in a JetStream outage longer
+   * than the writes' retries, say).
+   */
+  private linked(settle: () => void): void {
+    whenLinked(this.bus.nc, settle);
+  }
+
   /** Hands a job back to be offered again in `delayMs`, still naming it in the beats until then. */
   private defer(msg: JsMsg, delayMs: number): void {
-    msg.nak(delayMs);
+    this.linked(() => msg.nak(delayMs));
     const job = ackSubjectOf(msg);
     if (!job || this.drain.signal.aborted) return;
     clearTimeout(this.deferred.get(job));

@@ -52,6 +52,16 @@ export function linkOf(nc: NatsConnection): Link {
   return link;
 }
 
+/**
+ * Runs `send` (a publish: an ack, a NAK) now, or once the connection is back: the client drops
+ * what is published while it reconnects (each attempt starts with an empty buffer).
+ */
+export function whenLinked(nc: NatsConnection, send: () => void): void {
+  const link = linkOf(nc);
+  if (link.connected()) send();
+  else link.onReconnect(send);
+}
+
 /** Calls each one-shot listener once, emptying the set first (a listener may register again). */
 function notify(listeners: Set<() => void>): void {
   const once = [...listeners];

@@ -12,15 +12,17 @@ export const BACKOFF = { baseDelayMs: 100, maxDelayMs: 2_000 };
  * Runs a JetStream operation until it succeeds: timeouts and leader elections ("no responders",
  * "jetstream not enabled") are retried with full-jitter backoff for up to 15 s. Safe for publishes
  * because every publish carries a message id, and for reads because they change nothing.
- * `classify` turns errors that must not be retried into AgentErrors.
+ * `classify` turns errors that must not be retried into AgentErrors; `budgetMs` lets a write that
+ * is worth more than 15 s of waiting (an outcome only its writer knows) keep trying longer.
  */
 export async function withBusRetry<T>(
   what: string,
   deps: { clock: Clock; random: Random },
   publish: () => Promise<T>,
   classify: (err: unknown) => AgentError | undefined = () => undefined,
+  budgetMs = BUDGET_MS,
 ): Promise<T> {
-  const giveUpAt = deps.clock.now() + BUDGET_MS;
+  const giveUpAt = deps.clock.now() + budgetMs;
   for (let attempt = 0; ; attempt++) {
     try {
       return await publish();

@@ -15,7 +15,7 @@ import { describeTool, outputExtras, type AnyTool } from "../tools/tool.js";
 import { AckPublisher } from "./ack-publisher.js";
 import type { ActorBus } from "./actor.js";
 import { decode, encode } from "./codec.js";
-import { withBusRetry } from "./retry.js";
+import { BUDGET_MS, withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 import { WRONG_LAST_SEQUENCE } from "./wal.js";
 
@@ -132,7 +132,9 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
     log().warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
   } else if (reply.ok || !reply.error.retryable) {
     const done = encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply });
-    const first = pure ? await recordFirst(deps, key, done) : await putRecord(deps, key, done);
+    const first = pure
+      ? await recordFirst(deps, key, done)
+      : await putRecord(deps, key, done, tool.timeoutMs);
     if (typeof first === "object") {
       log().info({ idempotent: first.status }, "repeated idempotency key");
       answerRecorded(msg, first, count);
@@ -169,19 +171,25 @@ async function recordFirst(
   if (prior === "created") return "recorded";
   if (prior.status === "done") return prior;
   // A claim left by an older, non-pure version of the tool: this outcome replaces it.
-  await putRecord(deps, key, done);
+  await putRecord(deps, key, done, 0);
   return "recorded";
 }
 
 /**
  * Records a call's outcome. Like every write to the bucket it rides out a JetStream outage (a
- * server restarting, a leader election) for up to 15 s, as the WAL's appends do: an outcome lost
- * to a blip left the claim "running", and the worker, which can only learn the outcome from here,
- * waited out the tool's whole timeout (2 minutes by default) and then halted the run for a human,
- * though the service had known the outcome all along.
+ * server restarting, a leader election), and for as long as the tool's timeout (15 s at least): a
+ * worker that lost the reply learns the outcome from this record only, and waits for it about that
+ * long before it halts the run for a human. An outcome lost to a blip left the claim "running", and
+ * the run halted though the service had known the outcome all along.
  */
-function putRecord(deps: ToolServiceDeps, key: string, done: Uint8Array): Promise<number> {
-  return withBusRetry(`recording the outcome of ${key}`, deps, () => deps.idempotency.put(key, done));
+function putRecord(deps: ToolServiceDeps, key: string, done: Uint8Array, timeoutMs: number): Promise<number> {
+  return withBusRetry(
+    `recording the outcome of ${key}`,
+    deps,
+    () => deps.idempotency.put(key, done),
+    undefined,
+    Math.max(BUDGET_MS, timeoutMs),
+  );
 }
 
 /** Claims a key for a call about to run, or returns what a call with the same key recorded. */

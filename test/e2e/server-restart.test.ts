@@ -1,6 +1,6 @@
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { linkOf } from "../../shared/bus/link.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -12,13 +12,11 @@ import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
 const RUNS = 8;
 const PAYMENTS = 6;
 const PAYMENT_MS = 200;
-/** How long the server stays down: past a payment's end, so outcomes are known while it is. */
-const DOWN_MS = 2_000;
 
 /**
  * The only nats-server is killed with SIGKILL while runs pay, and started again on the same store
- * 2 s later (a pod restarted; its volume kept). What it acknowledged is on disk; every actor
- * reconnects. The ack wait (60 s) is longer than the test allows for recovery.
+ * (a pod restarted; its volume kept). What it acknowledged is on disk; every actor reconnects. The
+ * ack wait (60 s) is longer than the test allows for recovery.
  */
 const suite = useClusterSuite("server-restart", {
   own: true,
@@ -27,6 +25,10 @@ const suite = useClusterSuite("server-restart", {
 });
 
 let payments: NatsConnection | undefined;
+let executions: Map<string, number>;
+beforeAll(async () => {
+  executions = await servePay();
+});
 afterAll(async () => {
   await payments?.close();
 });
@@ -65,46 +67,52 @@ async function servePay(): Promise<Map<string, number>> {
 }
 
 describe("the nats-server killed and restarted on its store while runs pay", () => {
-  it("every run commits within seconds of the restart, every payment happens once and is known to its run, every audit trail is gapless", async () => {
-    const executions = await servePay();
-    const runIds: string[] = [];
-    for (let run = 0; run < RUNS; run += 1) {
-      const payments = Array.from({ length: PAYMENTS }, (_, i) => ({
-        toolCalls: [{ name: "pay", input: { run, amount: i + 1 } }],
-      }));
-      const runSpec = spec({ script: [...payments, { text: `paid run ${run}` }], tools: ["pay"] });
-      runIds.push((await suite.client.submit(runSpec)).runId);
-    }
-    await systemClock.sleep(3 * PAYMENT_MS);
-    expect(executions.size).toBeGreaterThan(0);
-    expect(executions.size).toBeLessThan(RUNS * PAYMENTS);
-    await suite.server.restart?.({ downMs: DOWN_MS });
-    const backAt = Date.now();
-    // The test's own connection reconnects once a second, like the actors'.
-    while (!linkOf(suite.bus.nc).connected()) await systemClock.sleep(50);
+  // Down past a payment's end, so outcomes are known while it is; and down longer than the 15 s a
+  // WAL append or an audit publish retries for.
+  it.each([2_000, 20_000])(
+    "down %i ms: every run commits within seconds of the restart, every payment happens once and is known to its run, every audit trail is gapless",
+    async (downMs) => {
+      executions.clear();
+      const runIds: string[] = [];
+      for (let run = 0; run < RUNS; run += 1) {
+        const payments = Array.from({ length: PAYMENTS }, (_, i) => ({
+          toolCalls: [{ name: "pay", input: { run, amount: i + 1 } }],
+        }));
+        const runSpec = spec({ script: [...payments, { text: `paid run ${run}` }], tools: ["pay"] });
+        runIds.push((await suite.client.submit(runSpec)).runId);
+      }
+      await systemClock.sleep(3 * PAYMENT_MS);
+      expect(executions.size).toBeGreaterThan(0);
+      expect(executions.size).toBeLessThan(RUNS * PAYMENTS);
+      await suite.server.restart?.({ downMs });
+      const backAt = Date.now();
+      // The test's own connection reconnects once a second, like the actors'.
+      while (!linkOf(suite.bus.nc).connected()) await systemClock.sleep(50);
 
-    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
-    // Before, a call sent while the client reconnected was dropped by it and waited out the tool's
-    // timeout (2 minutes), and an outcome the tool service could not record left its claim running.
-    expect(Date.now() - backAt).toBeLessThan(20_000);
-    expect([...executions.values()].every((n) => n === 1)).toBe(true);
-    for (const [i, runId] of runIds.entries()) {
-      expect(statuses[i], runId).toMatchObject({
-        status: "committed",
-        terminal: { output: `paid run ${i}` },
-      });
-      const events = await suite.audit(runId);
-      expect(
-        events.map((e) => e.seq),
-        runId,
-      ).toEqual(events.map((_, n) => n + 1));
-      expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
-      // Every payment made is in its run's trail, and nothing else is: no outcome lost or invented.
-      const paid = [...executions.keys()].filter((key) => key.startsWith(`${runId}:`)).length;
-      const completed = events.filter((e) => e.kind === "tool.completed" && e.actor === "tool:pay");
-      expect(completed, runId).toHaveLength(paid);
-    }
-    // The payment service was back first: no call found it missing.
-    expect(executions.size).toBe(RUNS * PAYMENTS);
-  }, 90_000);
+      const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+      // Before, a call sent while the client reconnected was dropped by it and waited out the tool's
+      // timeout (2 minutes), and an outcome the tool service could not record left its claim running.
+      expect(Date.now() - backAt).toBeLessThan(20_000);
+      expect([...executions.values()].every((n) => n === 1)).toBe(true);
+      for (const [i, runId] of runIds.entries()) {
+        expect(statuses[i], runId).toMatchObject({
+          status: "committed",
+          terminal: { output: `paid run ${i}` },
+        });
+        const events = await suite.audit(runId);
+        expect(
+          events.map((e) => e.seq),
+          runId,
+        ).toEqual(events.map((_, n) => n + 1));
+        expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
+        // Every payment made is in its run's trail, and nothing else is: no outcome lost or invented.
+        const paid = [...executions.keys()].filter((key) => key.startsWith(`${runId}:`)).length;
+        const completed = events.filter((e) => e.kind === "tool.completed" && e.actor === "tool:pay");
+        expect(completed, runId).toHaveLength(paid);
+      }
+      // The payment service was back first: no call found it missing.
+      expect(executions.size).toBe(RUNS * PAYMENTS);
+    },
+    90_000,
+  );
 });

@@ -1,6 +1,6 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { linkOf } from "../../shared/bus/link.js";
+import { linkOf, whenLinked } from "../../shared/bus/link.js";
 import { ReplyError, ReplyInbox } from "../../shared/bus/reply-inbox.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
@@ -66,6 +66,23 @@ describe("ReplyInbox across a server restart", () => {
     expect(text((await inbox.request("outage.echo", data("after"), { timeoutMs: 2_000 })).data)).toBe(
       "echo after",
     );
+  }, 40_000);
+
+  it("a publish made while the connection is down is dropped by the client; one made through whenLinked goes out once it is back", async () => {
+    const heard: string[] = [];
+    // On the asker's own connection, which subscribes again before it sends anything new.
+    asker.subscribe("outage.note", { callback: (_e, m) => void heard.push(text(m.data)) });
+    await asker.flush();
+    const restarted = server.restart?.({ downMs: 1_500 });
+    await until(() => !linkOf(asker).connected(), 5_000, "the asker sees the drop");
+    asker.publish("outage.note", data("plain"));
+    whenLinked(asker, () => asker.publish("outage.note", data("linked")));
+    await restarted;
+    await until(() => linkOf(asker).connected(), 5_000, "the asker is back");
+    await asker.flush();
+    await until(() => heard.includes("linked"), 5_000, "the linked publish arrives");
+    // The client's own behaviour, which whenLinked and ReplyInbox work around.
+    expect(heard).toEqual(["linked"]);
   }, 40_000);
 
   it("a request made while the connection is down still fails at its own deadline if the link stays down", async () => {
