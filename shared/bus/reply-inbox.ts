@@ -84,23 +84,30 @@ export class ReplyInbox {
     return new Promise<Msg>((resolve, reject) => {
       const deadline = performance.now() + options.timeoutMs;
       const waiter: Waiter = { subject, resolve, reject, deadline };
-      const reply = `${this.inbox}.${token}`;
-      waiter.send = () => {
-        waiter.send = undefined;
-        try {
-          this.nc.publish(subject, data, options.headers ? { reply, headers: options.headers } : { reply });
-        } catch (err) {
-          this.waiting.delete(token);
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
-      };
       this.waiting.set(token, waiter);
       // The client drops what is published while it reconnects (each attempt starts with an empty
       // buffer), so such a request would only ever time out: it waits for the link instead, within
       // its own deadline. Nothing was sent, so it is not an unknown outcome.
-      if (this.link.connected()) waiter.send();
-      else this.holding();
+      if (this.link.connected()) {
+        this.publish(token, waiter, data, options.headers);
+        return;
+      }
+      waiter.send = () => {
+        waiter.send = undefined;
+        this.publish(token, waiter, data, options.headers);
+      };
+      this.holding();
     });
+  }
+
+  private publish(token: string, waiter: Waiter, data: Uint8Array, headers: MsgHdrs | undefined): void {
+    try {
+      const reply = `${this.inbox}.${token}`;
+      this.nc.publish(waiter.subject, data, headers ? { reply, headers } : { reply });
+    } catch (err) {
+      this.waiting.delete(token);
+      waiter.reject(err instanceof Error ? err : new Error(String(err)));
+    }
   }
 
   /** Sends the requests made while the link was down, once it is back (those still waiting). */
