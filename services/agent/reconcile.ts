@@ -5,12 +5,10 @@ import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/tool-s
 import type { AwaitingEffect } from "../../shared/loop/state.js";
 import type { Clock } from "../../shared/runtime/clock.js";
 import type { Logger } from "../../shared/runtime/logger.js";
+import { OUTCOME_UNKNOWN } from "../../shared/tools/invoke.js";
 import { outputExtras, type AnyTool } from "../../shared/tools/tool.js";
 
 type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
-
-/** Errors after which a call may or may not have had its effect. */
-const UNKNOWN_OUTCOME = new Set(["TOOL_TIMEOUT", "TOOL_IN_PROGRESS"]);
 
 export interface ReconcilerDeps {
   idempotency: KV;
@@ -37,7 +35,7 @@ export class Reconciler {
   unknown(effect: ToolCall, event: LoopEvent): boolean {
     const tool = this.deps.tool(effect.tool);
     return Boolean(
-      tool && !tool.idempotent && event.type === "toolAborted" && UNKNOWN_OUTCOME.has(event.error.code),
+      tool && !tool.idempotent && event.type === "toolAborted" && OUTCOME_UNKNOWN.has(event.error.code),
     );
   }
 

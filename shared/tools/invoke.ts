@@ -26,6 +26,23 @@ export interface InvokerDeps {
 
 export type ToolInvocationContext = Omit<ToolContext, "signal"> & { signal?: AbortSignal };
 
+/** Errors after which an attempt may or may not have had its effect. */
+export const OUTCOME_UNKNOWN: ReadonlySet<string> = new Set(["TOOL_TIMEOUT", "TOOL_IN_PROGRESS"]);
+/** Failures that say nothing about an earlier attempt: nobody answered, or none was sent. */
+const NOTHING_LEARNED: ReadonlySet<string> = new Set(["TOOL_UNAVAILABLE", "CIRCUIT_OPEN", "BUS_UNAVAILABLE"]);
+
+/**
+ * The error a call ends with. An earlier attempt whose outcome is unknown (its reply lost when the
+ * connection dropped, say) stays the call's outcome when the last attempt learned nothing (the
+ * service not serving yet after a restart, the breaker open): the caller then reconciles it from
+ * the service's record. Ending with "unavailable" instead recorded a call as not made while its
+ * first attempt had paid.
+ */
+function stillUnknown(unknown: AgentError | undefined, last: AgentError): AgentError {
+  if (!unknown || unknown === last || !NOTHING_LEARNED.has(last.code)) return last;
+  return new AgentError(unknown.code, unknown.message, { cause: last });
+}
+
 /** Why a settled attempt's timer and signal are let go: one shared reason, not an Error per call. */
 const ATTEMPT_SETTLED = new Error("attempt settled");
 
@@ -66,9 +83,14 @@ export class ToolInvoker {
       );
     }
     const breaker = this.breakerFor(tool.name);
+    let unknown: AgentError | undefined;
     for (let attempt = 0; ; attempt++) {
       if (!breaker.tryAcquire(this.deps.clock.now())) {
-        throw new AgentError("CIRCUIT_OPEN", `tool '${tool.name}' is failing; its circuit breaker is open`);
+        const open = new AgentError(
+          "CIRCUIT_OPEN",
+          `tool '${tool.name}' is failing; its circuit breaker is open`,
+        );
+        throw stillUnknown(unknown, open);
       }
       try {
         const result = await this.attempt(tool, parsed.data, ctx);
@@ -76,8 +98,10 @@ export class ToolInvoker {
         return result;
       } catch (err) {
         const error = toAgentError(err, "TOOL_FAILED");
+        if (OUTCOME_UNKNOWN.has(error.code)) unknown = error;
         breaker.onFailure(this.deps.clock.now());
-        if (!error.retryable || attempt >= this.policy.retries || ctx.signal?.aborted) throw error;
+        if (!error.retryable || attempt >= this.policy.retries || ctx.signal?.aborted)
+          throw stillUnknown(unknown, error);
         await this.deps.clock.sleep(fullJitterDelay(attempt, this.policy, this.deps.random), ctx.signal);
       }
     }

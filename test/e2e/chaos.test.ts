@@ -5,7 +5,7 @@ import { seededRandom, type Random } from "../../shared/runtime/random.js";
 import { defineTool } from "../../shared/tools/tool.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
-import { FAKE_WORKER_ACK_WAIT_MS, FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
+import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
 
 const RUNS = 24;
 const PAYMENTS = 6;
@@ -21,22 +21,34 @@ const MAX_KILLS = 14;
 /** Reproducible: the same faults at the same moments of the schedule (the processes' timing varies). */
 const SEED = 20261126;
 
+/** Longer than the whole test: every recovery must come from elsewhere than JetStream's redelivery. */
+const ACK_WAIT_MS = 120_000;
+
 /**
- * Three workers at first. The ack wait (60 s) is longer than the whole test, so every recovery
- * comes from the workers' presence (a survivor handing a dead worker's jobs back, a newcomer's
- * look for jobs nobody holds), never from JetStream's redelivery.
+ * Three workers at first, and a nats-server of the suite's own, which the faults restart. Every
+ * recovery comes from the workers' presence (a survivor handing a dead worker's jobs back, a
+ * newcomer's look for jobs nobody holds) and the actors' reconnection, never from the ack wait.
  */
 const suite = useClusterSuite("chaos", {
+  own: true,
   actors: [
     { kind: "supervisor" },
     { kind: "agent", name: "agent-1" },
     { kind: "agent", name: "agent-2" },
     { kind: "agent", name: "agent-3" },
   ],
-  env: { ...FAST_PRESENCE_ENV, SUPERVISOR_POOL_CAPACITY: String(RUNS) },
+  env: {
+    ...FAST_PRESENCE_ENV,
+    AGENT_ACK_WAIT_MS: String(ACK_WAIT_MS),
+    SUPERVISOR_POOL_CAPACITY: String(RUNS),
+  },
 });
 
-/** A payment: a side effect that must happen once per idempotency key, whatever is killed. */
+/**
+ * A payment: a side effect that must happen once per idempotency key, whatever is killed. Served
+ * on the test's connection, which reconnects once a second like the actors': after a server
+ * restart a worker may find it not serving yet.
+ */
 function servePay(): Map<string, number> {
   const executions = new Map<string, number>();
   suite.serveTool(
@@ -87,10 +99,14 @@ class Faults {
 
   constructor(private readonly random: Random) {}
 
-  /** One fault: a worker killed (and a new one started), two at once, one stalled, or the supervisor killed. */
+  /**
+   * One fault: a worker killed (and a new one started), two at once, one stalled, the supervisor
+   * killed, or the nats-server killed and started again on its store.
+   */
   async strike(): Promise<void> {
     const dice = this.random.next();
-    if (dice < 0.15) await this.killSupervisor();
+    if (dice < 0.08) await this.restartServer();
+    else if (dice < 0.15) await this.killSupervisor();
     else if (dice < 0.35 && this.live.length > 1) this.stall();
     else this.kill(dice < 0.6 && this.live.length >= 2 ? 2 : 1);
   }
@@ -128,6 +144,11 @@ class Faults {
     this.log.push(`stall ${Math.round(ms)} ms`);
   }
 
+  private async restartServer(): Promise<void> {
+    await suite.server.restart?.({ downMs: 1_500 });
+    this.log.push("restart nats-server");
+  }
+
   private async killSupervisor(): Promise<void> {
     suite.cluster.signal("supervisor", "SIGKILL");
     await systemClock.sleep(200);
@@ -136,8 +157,8 @@ class Faults {
   }
 }
 
-describe("chaos: workers killed with SIGKILL, two at once, stalled, and the supervisor killed, while runs pay", () => {
-  it("every run commits once, every payment happens once, every audit trail is gapless, and no recovery waits for the ack wait", async () => {
+describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervisor killed, the nats-server restarted, while runs pay", () => {
+  it("every run commits once, every payment happens at most once and is in its run's trail, every audit trail is gapless, and no recovery waits for the ack wait", async () => {
     const executions = servePay();
     const runIds: string[] = [];
     let submitting = true;
@@ -163,7 +184,7 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, and the supe
 
     const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
     // Nothing waited out the ack wait: the whole schedule, faults included, took a fraction of it.
-    expect(Date.now() - startedAt, faults.log.join(", ")).toBeLessThan(FAKE_WORKER_ACK_WAIT_MS / 2);
+    expect(Date.now() - startedAt, faults.log.join(", ")).toBeLessThan(ACK_WAIT_MS / 2);
     expect(faults.killed.length).toBeGreaterThanOrEqual(4);
     for (const [i, status] of statuses.entries()) {
       expect(status, runIds[i]).toMatchObject({
@@ -171,7 +192,9 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, and the supe
         terminal: { output: `paid ${PAYMENTS} for run ${i}` },
       });
     }
-    expect(executions.size).toBe(RUNS * PAYMENTS);
+    // A call that found the payment service not serving yet after a restart, and had not reached
+    // it before, is recorded as not made (the run goes on without it); nothing else is missing.
+    expect(executions.size).toBeGreaterThan(RUNS * PAYMENTS * 0.9);
     expect([...executions.values()].every((n) => n === 1)).toBe(true);
     let resumed = 0;
     for (const runId of runIds) {
@@ -181,9 +204,12 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, and the supe
         runId,
       ).toEqual(events.map((_, i) => i + 1));
       expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
-      expect(events.filter((e) => e.kind === "tool.completed" && e.actor === "tool:pay")).toHaveLength(
-        PAYMENTS,
-      );
+      // Every payment made is in its run's trail, and only those: before, a call whose first attempt
+      // paid (its reply lost to the restart) and whose retries found nobody serving was recorded as
+      // not made.
+      const paid = [...executions.keys()].filter((key) => key.startsWith(`${runId}:`)).length;
+      const completed = events.filter((e) => e.kind === "tool.completed" && e.actor === "tool:pay");
+      expect(completed, runId).toHaveLength(paid);
       resumed += events.filter((e) => e.kind === "run.resumed").length;
     }
     // The faults hit runs in flight: some were taken over.

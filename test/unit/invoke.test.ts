@@ -69,6 +69,72 @@ describe("invocation policy", () => {
     expect(calls()).toBe(3);
   });
 
+  /** A tool that fails with these errors in turn (then succeeds). */
+  const failing = (...errors: (() => Error)[]) => {
+    let calls = 0;
+    const tool = defineTool({
+      name: "pay",
+      description: "a side effect",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      reversibility: "irreversible",
+      idempotent: false,
+      execute: () => {
+        const error = errors[calls++];
+        return error ? Promise.reject(error()) : Promise.resolve({ output: calls });
+      },
+    });
+    return { tool, calls: () => calls };
+  };
+
+  it("an attempt whose outcome is unknown stays unknown when the later ones learn nothing (nobody serving, the breaker open): the caller reconciles", async () => {
+    const { tool, calls } = failing(
+      () => new AgentError("TOOL_TIMEOUT", "the connection dropped while waiting for a reply"),
+      () => new AgentError("TOOL_UNAVAILABLE", "nobody is serving 'pay'"),
+      () => new AgentError("TOOL_UNAVAILABLE", "nobody is serving 'pay'"),
+    );
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 2 },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_TIMEOUT",
+      cause: { code: "TOOL_UNAVAILABLE" },
+    });
+    expect(calls()).toBe(3);
+
+    const breaking = failing(
+      () => new AgentError("TOOL_IN_PROGRESS", "a call with this idempotency key is still running"),
+      () => new AgentError("TOOL_UNAVAILABLE", "nobody is serving 'pay'"),
+    );
+    const tripped = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 3, breaker: { failureThreshold: 2, cooldownMs: 60_000 } },
+    });
+    await expect(tripped.invoke(breaking.tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_IN_PROGRESS",
+      cause: { code: "CIRCUIT_OPEN" },
+    });
+    expect(breaking.calls()).toBe(2);
+  });
+
+  it("an answer from the service after an unknown attempt is the outcome", async () => {
+    const { tool } = failing(
+      () => new AgentError("TOOL_TIMEOUT", "no reply in time"),
+      () => new AgentError("TOOL_FAILED", "card declined"),
+    );
+    const invoker = new ToolInvoker({
+      clock: new InstantClock(0),
+      random: seededRandom(1),
+      policy: { retries: 2 },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+    });
+  });
+
   it("invalid input is refused before the tool runs", async () => {
     const invoker = new ToolInvoker({ clock: new InstantClock(0), random: seededRandom(1) });
     await expect(invoker.invoke(echoTool, { text: 42 }, ctx({ kind: "compute" }))).rejects.toMatchObject({
