@@ -21,7 +21,13 @@ import { WRONG_LAST_SEQUENCE } from "./wal.js";
 
 /** What the idempotency bucket holds per key: a claim while the tool runs, then its reply. */
 export const IdempotencyRecord = z.discriminatedUnion("status", [
-  z.object({ status: z.literal("running"), idempotencyKey: z.string(), since: z.number() }),
+  z.object({
+    status: z.literal("running"),
+    idempotencyKey: z.string(),
+    since: z.number(),
+    /** Which call holds the claim: a call reading its own claim back (after a lost ack) knows it. */
+    claimId: z.string().optional(),
+  }),
   z.object({ status: z.literal("done"), idempotencyKey: z.string(), reply: ToolCallReply }),
 ]);
 export type IdempotencyRecord = z.infer<typeof IdempotencyRecord>;
@@ -192,31 +198,40 @@ function putRecord(deps: ToolServiceDeps, key: string, done: Uint8Array, timeout
   );
 }
 
-/** Claims a key for a call about to run, or returns what a call with the same key recorded. */
+/**
+ * Claims a key for a call about to run, or returns what a call with the same key recorded. The
+ * claim names this call: when the create's ack is lost in an outage, the retry finds the claim
+ * taken, reads it back, and must know it for its own, not a twin's (it would answer "in progress"
+ * for a call nobody runs, and the run would halt once the tool's timeout passed).
+ */
 async function claim(
   deps: ToolServiceDeps,
   key: string,
   idempotencyKey: string,
 ): Promise<"claimed" | IdempotencyRecord> {
-  const running = encode(IdempotencyRecord, { status: "running", idempotencyKey, since: deps.clock.now() });
+  const claimId = Math.floor(deps.random.next() * 2 ** 52).toString(36);
+  const running = encode(IdempotencyRecord, {
+    status: "running",
+    idempotencyKey,
+    since: deps.clock.now(),
+    claimId,
+  });
   const prior = await createOrRead(deps, key, running);
-  return prior === "created" ? "claimed" : prior;
+  if (prior === "created" || (prior.status === "running" && prior.claimId === claimId)) return "claimed";
+  return prior;
 }
 
 /**
  * Creates the key's record (only one caller can), or reads the record another caller created. It
- * rides out a JetStream outage like putRecord. Every attempt carries one message id: a retry after
- * an ack lost in the outage is then a duplicate of this call's own create, not a refusal that would
- * read this call's claim back as a twin's (and answer "in progress" for a call nobody runs).
+ * rides out a JetStream outage like putRecord.
  */
 async function createOrRead(
   deps: ToolServiceDeps,
   key: string,
   value: Uint8Array,
 ): Promise<"created" | IdempotencyRecord> {
-  const msgID = `${key}:${Math.floor(deps.random.next() * 2 ** 48).toString(36)}`;
   return withBusRetry(`the idempotency record ${key}`, deps, async () => {
-    const held = await create(deps, key, value, msgID);
+    const held = await create(deps, key, value);
     return held === undefined ? "created" : decode(IdempotencyRecord, held);
   });
 }
@@ -229,18 +244,17 @@ const refused = (err: unknown): boolean =>
  * through the connection's AckPublisher (the KV client's own create goes through a request per
  * call: 0.34 ms a call in this service one run at a time, against 0.25 so). Returns the value the
  * key holds when it holds one; a key whose value was deleted (a claim freed for a retry) is written
- * over, with the same message id. A bus error is thrown (and the caller retries).
+ * over. A bus error is thrown (and the caller retries).
  */
 async function create(
   deps: ToolServiceDeps,
   key: string,
   value: Uint8Array,
-  msgID: string,
 ): Promise<Uint8Array | undefined> {
   const subject = deps.subjects.kvKey(deps.subjects.buckets().idempotency, key);
   const publisher = AckPublisher.of(deps.nc);
   try {
-    await publisher.publish(subject, value, { expectLastSubjectSequence: 0, msgID });
+    await publisher.publish(subject, value, { expectLastSubjectSequence: 0 });
     return undefined;
   } catch (err) {
     if (!refused(err)) throw err;
@@ -248,7 +262,7 @@ async function create(
   const entry = await deps.idempotency.get(key);
   if (entry?.operation === "PUT") return entry.value;
   // A delete marker: written over. Refused again (a twin got there first), the next attempt reads it.
-  await publisher.publish(subject, value, { expectLastSubjectSequence: entry?.revision ?? 0, msgID });
+  await publisher.publish(subject, value, { expectLastSubjectSequence: entry?.revision ?? 0 });
   return undefined;
 }
 

@@ -131,6 +131,43 @@ describe("tools as NATS services", () => {
     expect(flakyRuns).toBe(2);
   });
 
+  it("a call that finds the key claimed by itself (its create landed, its ack was lost in an outage) runs; a twin's claim is still 'in progress'", async () => {
+    let runs = 0;
+    const once = defineTool({
+      name: "claim_once",
+      description: "a side effect",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      reversibility: "irreversible",
+      idempotent: false,
+      execute: () => Promise.resolve({ output: { run: ++runs } }),
+    });
+    // The service's first draw from its random is the claim's id: known here from the same seed.
+    serveTool(once, {
+      nc: suite.nc,
+      subjects: suite.subjects,
+      idempotency,
+      invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(1), policy: { retries: 0 } }),
+      clock: systemClock,
+      random: seededRandom(77),
+      logger: silentLogger,
+    });
+    await suite.nc.flush();
+    const ownId = Math.floor(seededRandom(77).next() * 2 ** 52).toString(36);
+    const claimed = (idempotencyKey: string, claimId: string): Uint8Array =>
+      encode(IdempotencyRecord, { status: "running", idempotencyKey, since: Date.now(), claimId });
+    await idempotency.put(idempotencyBucketKey("claim_once", "r1:own"), claimed("r1:own", ownId));
+    const own = request({ input: {}, idempotencyKey: "r1:own" });
+    expect(await call("claim_once", encode(ToolCallRequest, own))).toEqual({ ok: true, output: { run: 1 } });
+    await idempotency.put(idempotencyBucketKey("claim_once", "r1:twin"), claimed("r1:twin", "someone-else"));
+    const twin = request({ input: {}, idempotencyKey: "r1:twin" });
+    expect(await call("claim_once", encode(ToolCallRequest, twin))).toMatchObject({
+      ok: false,
+      error: { code: "TOOL_IN_PROGRESS" },
+    });
+    expect(runs).toBe(1);
+  });
+
   it("a pure tool runs without a claim, records its reply once, and every answer for a key is the recorded one", async () => {
     const key = "r1:quote-1";
     const req = request({ input: { symbol: "ACME" }, idempotencyKey: key });
