@@ -241,15 +241,15 @@ export class AgentWorker {
     }
     switch (outcome) {
       case "done":
-        this.linked(() => msg.ack());
+        whenLinked(this.bus.nc, () => msg.ack());
         break;
       case "unstartable":
         // A job that can never start a run stays so however often it is retried.
-        this.linked(() => msg.term());
+        whenLinked(this.bus.nc, () => msg.term());
         break;
       case "release":
         log.info("handing the run back to the queue");
-        this.linked(() => msg.nak());
+        whenLinked(this.bus.nc, () => msg.nak());
         break;
       case "fenced":
         // Another worker drives the run, mostly on this very job, redelivered to it after this
@@ -263,17 +263,13 @@ export class AgentWorker {
   }
 
   /**
-   * Settles a job now, or once the connection is back: a NAK the client dropped while it
-   * reconnected left the job to the ack wait (one whose lease failed in a JetStream outage longer
+   * Hands a job back to be offered again in `delayMs`, still naming it in the beats until then.
+   * Like every settlement of a job here, it waits for the connection: a NAK the client dropped
+   * while it reconnected left the job to the ack wait (a lease failed in a JetStream outage longer
    * than the writes' retries, say).
    */
-  private linked(settle: () => void): void {
-    whenLinked(this.bus.nc, settle);
-  }
-
-  /** Hands a job back to be offered again in `delayMs`, still naming it in the beats until then. */
   private defer(msg: JsMsg, delayMs: number): void {
-    this.linked(() => msg.nak(delayMs));
+    whenLinked(this.bus.nc, () => msg.nak(delayMs));
     const job = ackSubjectOf(msg);
     if (!job || this.drain.signal.aborted) return;
     clearTimeout(this.deferred.get(job));

@@ -1,11 +1,15 @@
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import { linkOf } from "../../shared/bus/link.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { defineTool } from "../../shared/tools/tool.js";
-import { serveFromTest, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import {
+  chargeTool,
+  expectChargesInTrail,
+  serveFromTest,
+  settled,
+  useClusterSuite,
+} from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
 
@@ -47,21 +51,8 @@ async function servePay(): Promise<Map<string, number>> {
     ...(server.user ? { user: server.user, pass: server.pass ?? "" } : {}),
   });
   const idempotency = await new Kvm(payments).open(bus.subjects.buckets().idempotency);
-  const executions = new Map<string, number>();
-  const pay = defineTool({
-    name: "pay",
-    description: "Pays an amount (a side effect that must happen once).",
-    input: z.object({ run: z.number(), amount: z.number() }),
-    capability: { kind: "compute" },
-    reversibility: "irreversible",
-    idempotent: false,
-    execute: async (input, ctx) => {
-      executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
-      await systemClock.sleep(PAYMENT_MS);
-      return { output: { paid: input.amount } };
-    },
-  });
-  serveFromTest(pay, { nc: payments, subjects: bus.subjects, idempotency });
+  const { tool, executions } = chargeTool(PAYMENT_MS, "pay");
+  serveFromTest(tool, { nc: payments, subjects: bus.subjects, idempotency });
   await payments.flush();
   return executions;
 }
@@ -76,7 +67,7 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
       const runIds: string[] = [];
       for (let run = 0; run < RUNS; run += 1) {
         const payments = Array.from({ length: PAYMENTS }, (_, i) => ({
-          toolCalls: [{ name: "pay", input: { run, amount: i + 1 } }],
+          toolCalls: [{ name: "pay", input: { amount: i + 1 } }],
         }));
         const runSpec = spec({ script: [...payments, { text: `paid run ${run}` }], tools: ["pay"] });
         runIds.push((await suite.client.submit(runSpec)).runId);
@@ -99,16 +90,7 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
           status: "committed",
           terminal: { output: `paid run ${i}` },
         });
-        const events = await suite.audit(runId);
-        expect(
-          events.map((e) => e.seq),
-          runId,
-        ).toEqual(events.map((_, n) => n + 1));
-        expect(events.filter((e) => e.kind === "run.committed")).toHaveLength(1);
-        // Every payment made is in its run's trail, and nothing else is: no outcome lost or invented.
-        const paid = [...executions.keys()].filter((key) => key.startsWith(`${runId}:`)).length;
-        const completed = events.filter((e) => e.kind === "tool.completed" && e.actor === "tool:pay");
-        expect(completed, runId).toHaveLength(paid);
+        await expectChargesInTrail(suite, runId, "pay", executions);
       }
       // The payment service was back first: no call found it missing.
       expect(executions.size).toBe(RUNS * PAYMENTS);

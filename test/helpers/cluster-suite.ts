@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { z } from "zod";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
@@ -148,16 +148,20 @@ export function serveFromTest(
   return { stop: () => subs.forEach((sub) => sub.unsubscribe()) };
 }
 
-/** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */
-export function serveCharge(
-  suite: ClusterSuite,
-  delayMs: number,
-  name = "charge",
-): { executions: Map<string, number>; started: Promise<string> } {
+/** A non-idempotent tool with a visible side effect, and its executions counted per idempotency key. */
+export interface ChargeTool {
+  tool: AnyTool;
+  executions: Map<string, number>;
+  /** The idempotency key of the first execution, once it started. */
+  started: Promise<string>;
+}
+
+/** A charge tool taking `delayMs` per call, to serve where a test wants it. */
+export function chargeTool(delayMs: number, name = "charge"): ChargeTool {
   const executions = new Map<string, number>();
   let onStart: (key: string) => void = () => undefined;
   const started = new Promise<string>((resolve) => (onStart = resolve));
-  const charge = defineTool({
+  const tool = defineTool({
     name,
     description: "Charges an amount (a side effect that must happen once).",
     input: z.object({ amount: z.number() }),
@@ -171,8 +175,44 @@ export function serveCharge(
       return { output: { charged: input.amount } };
     },
   });
-  suite.serveTool(charge);
+  return { tool, executions, started };
+}
+
+/** A charge tool served from the test process on the suite's connection. */
+export function serveCharge(
+  suite: ClusterSuite,
+  delayMs: number,
+  name = "charge",
+): { executions: Map<string, number>; started: Promise<string> } {
+  const { tool, executions, started } = chargeTool(delayMs, name);
+  suite.serveTool(tool);
   return { executions, started };
+}
+
+/**
+ * What a run's audit trail must show after faults: gapless, committed once, and every execution of
+ * the charge tool `tool` for this run in it as `tool.completed`, and nothing else (no outcome lost
+ * or invented). Returns the events.
+ */
+export async function expectChargesInTrail(
+  suite: ClusterSuite,
+  runId: string,
+  tool: string,
+  executions: ReadonlyMap<string, number>,
+): Promise<AuditEvent[]> {
+  const events = await suite.audit(runId);
+  expect(
+    events.map((e) => e.seq),
+    runId,
+  ).toEqual(events.map((_, i) => i + 1));
+  expect(
+    events.filter((e) => e.kind === "run.committed"),
+    runId,
+  ).toHaveLength(1);
+  const charged = [...executions.keys()].filter((key) => key.startsWith(`${runId}:`)).length;
+  const completed = events.filter((e) => e.kind === "tool.completed" && e.actor === `tool:${tool}`);
+  expect(completed, runId).toHaveLength(charged);
+  return events;
 }
 
 /** Submits a run that calls the charge tool `tool` once, then finishes with "charged <amount>". */
