@@ -1,5 +1,5 @@
 import { createInbox, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
-import { linkOf, type Link } from "./link.js";
+import { linkOf, whenLinked, type Link } from "./link.js";
 
 /**
  * How often requests whose reply is overdue are failed: a timeout fires up to this late. Requests
@@ -28,8 +28,8 @@ interface Waiter {
   resolve: (msg: Msg) => void;
   reject: (err: Error) => void;
   deadline: number;
-  /** Sends the request; unset once sent (a request made while the link is down waits for it). */
-  send?: () => void;
+  /** Not sent yet: made while the link was down, it waits for the link to come back. */
+  held?: boolean;
 }
 
 const inboxes = new WeakMap<NatsConnection, ReplyInbox>();
@@ -47,8 +47,6 @@ export class ReplyInbox {
   private readonly waiting = new Map<string, Waiter>();
   private readonly sweeper: ReturnType<typeof setInterval>;
   private readonly link: Link;
-  /** Requests wait for the link to come back (see request). */
-  private held = false;
   private sent = 0;
 
   private constructor(private readonly nc: NatsConnection) {
@@ -92,11 +90,13 @@ export class ReplyInbox {
         this.publish(token, waiter, data, options.headers);
         return;
       }
-      waiter.send = () => {
-        waiter.send = undefined;
+      waiter.held = true;
+      whenLinked(this.nc, () => {
+        // Only a request still waiting goes out: one past its deadline was failed by the sweep.
+        if (this.waiting.get(token) !== waiter) return;
+        waiter.held = false;
         this.publish(token, waiter, data, options.headers);
-      };
-      this.holding();
+      });
     });
   }
 
@@ -108,16 +108,6 @@ export class ReplyInbox {
       this.waiting.delete(token);
       waiter.reject(err instanceof Error ? err : new Error(String(err)));
     }
-  }
-
-  /** Sends the requests made while the link was down, once it is back (those still waiting). */
-  private holding(): void {
-    if (this.held) return;
-    this.held = true;
-    this.link.onReconnect(() => {
-      this.held = false;
-      for (const waiter of this.waiting.values()) waiter.send?.();
-    });
   }
 
   private settle(msg: Msg): void {
@@ -150,7 +140,7 @@ export class ReplyInbox {
     const link = this.link;
     const dropped = (): void => {
       this.fail(
-        (waiter) => waiter.send === undefined,
+        (waiter) => !waiter.held,
         new ReplyError(
           "the connection was lost before the reply came: the outcome is unknown",
           "disconnected",

@@ -24,13 +24,20 @@ describe("ReplyInbox across a server restart", () => {
   let server: TestNats;
   let asker: NatsConnection;
   let answerer: NatsConnection;
+  /** What the answerer was asked, in order. */
+  const asked: string[] = [];
 
   beforeAll(async () => {
     // Its own server: the test crashes it.
     server = await startNats({ own: true });
     // The answerer mostly comes back first; when it does not, the asker's request finds nobody.
     [asker, answerer] = await Promise.all([reconnecting(server, 400), reconnecting(server, 50)]);
-    answerer.subscribe("outage.echo", { callback: (_e, m) => void m.respond(data(`echo ${text(m.data)}`)) });
+    answerer.subscribe("outage.echo", {
+      callback: (_e, m) => {
+        asked.push(text(m.data));
+        m.respond(data(`echo ${text(m.data)}`));
+      },
+    });
     await answerer.flush();
   }, 30_000);
 
@@ -95,5 +102,10 @@ describe("ReplyInbox across a server restart", () => {
     });
     expect(performance.now() - t0).toBeLessThan(1_500);
     await restarted;
+    // Failed before the link came back, it is never sent: its caller has given up on it.
+    await until(() => linkOf(asker).connected() && linkOf(answerer).connected(), 5_000, "both are back");
+    await inbox.request("outage.echo", data("after the outage"), { timeoutMs: 2_000 });
+    expect(asked).not.toContain("late");
+    expect(asked).toContain("after the outage");
   }, 40_000);
 });

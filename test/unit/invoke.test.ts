@@ -13,62 +13,6 @@ import { toolCtx } from "../helpers/fixtures.js";
 const ctx = toolCtx;
 
 describe("invocation policy", () => {
-  const flaky = (failures: number, error: () => Error) => {
-    let calls = 0;
-    const tool = defineTool({
-      name: "flaky",
-      description: "fails a few times",
-      input: z.object({}),
-      capability: { kind: "compute" },
-      execute: () => {
-        calls++;
-        return calls <= failures ? Promise.reject(error()) : Promise.resolve({ output: calls });
-      },
-    });
-    return { tool, calls: () => calls };
-  };
-
-  it("retries retryable errors with backoff and then succeeds", async () => {
-    const clock = new InstantClock(0);
-    const { tool, calls } = flaky(2, () => new AgentError("TOOL_UNAVAILABLE", "down"));
-    const invoker = new ToolInvoker({
-      clock,
-      random: seededRandom(7),
-      policy: { retries: 3, baseDelayMs: 100, maxDelayMs: 1000 },
-    });
-    const result = await invoker.invoke(tool, {}, ctx({ kind: "compute" }));
-    expect(result.output).toBe(3);
-    expect(calls()).toBe(3);
-    expect(clock.now()).toBeGreaterThan(0);
-    expect(clock.now()).toBeLessThan(100 + 200);
-  });
-
-  it("never retries an error typed terminal", async () => {
-    const { tool, calls } = flaky(5, () => new AgentError("TOOL_FAILED", "bad"));
-    const invoker = new ToolInvoker({
-      clock: new InstantClock(0),
-      random: seededRandom(1),
-      policy: { retries: 5 },
-    });
-    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
-      code: "TOOL_FAILED",
-    });
-    expect(calls()).toBe(1);
-  });
-
-  it("gives up after the configured retries", async () => {
-    const { tool, calls } = flaky(10, () => new AgentError("TOOL_TIMEOUT", "slow"));
-    const invoker = new ToolInvoker({
-      clock: new InstantClock(0),
-      random: seededRandom(1),
-      policy: { retries: 2 },
-    });
-    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
-      code: "TOOL_TIMEOUT",
-    });
-    expect(calls()).toBe(3);
-  });
-
   /** A tool that fails with these errors in turn (then succeeds). */
   const failing = (...errors: (() => Error)[]) => {
     let calls = 0;
@@ -87,17 +31,53 @@ describe("invocation policy", () => {
     return { tool, calls: () => calls };
   };
 
+  /** A tool that fails `failures` times with `error`, then succeeds. */
+  const flaky = (failures: number, error: () => Error) =>
+    failing(...Array.from({ length: failures }, () => error));
+  /** An invoker on an instant clock, its jitter seeded. */
+  const instant = (policy?: ConstructorParameters<typeof ToolInvoker>[0]["policy"]) =>
+    new ToolInvoker({ clock: new InstantClock(0), random: seededRandom(1), ...(policy ? { policy } : {}) });
+
+  it("retries retryable errors with backoff and then succeeds", async () => {
+    const clock = new InstantClock(0);
+    const { tool, calls } = flaky(2, () => new AgentError("TOOL_UNAVAILABLE", "down"));
+    const invoker = new ToolInvoker({
+      clock,
+      random: seededRandom(7),
+      policy: { retries: 3, baseDelayMs: 100, maxDelayMs: 1000 },
+    });
+    const result = await invoker.invoke(tool, {}, ctx({ kind: "compute" }));
+    expect(result.output).toBe(3);
+    expect(calls()).toBe(3);
+    expect(clock.now()).toBeGreaterThan(0);
+    expect(clock.now()).toBeLessThan(100 + 200);
+  });
+
+  it("never retries an error typed terminal", async () => {
+    const { tool, calls } = flaky(5, () => new AgentError("TOOL_FAILED", "bad"));
+    const invoker = instant({ retries: 5 });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+    });
+    expect(calls()).toBe(1);
+  });
+
+  it("gives up after the configured retries", async () => {
+    const { tool, calls } = flaky(10, () => new AgentError("TOOL_TIMEOUT", "slow"));
+    const invoker = instant({ retries: 2 });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_TIMEOUT",
+    });
+    expect(calls()).toBe(3);
+  });
+
   it("an attempt whose outcome is unknown stays unknown when the later ones learn nothing (nobody serving, the breaker open): the caller reconciles", async () => {
     const { tool, calls } = failing(
       () => new AgentError("TOOL_TIMEOUT", "the connection dropped while waiting for a reply"),
       () => new AgentError("TOOL_UNAVAILABLE", "nobody is serving 'pay'"),
       () => new AgentError("TOOL_UNAVAILABLE", "nobody is serving 'pay'"),
     );
-    const invoker = new ToolInvoker({
-      clock: new InstantClock(0),
-      random: seededRandom(1),
-      policy: { retries: 2 },
-    });
+    const invoker = instant({ retries: 2 });
     await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
       code: "TOOL_TIMEOUT",
       cause: { code: "TOOL_UNAVAILABLE" },
@@ -108,11 +88,7 @@ describe("invocation policy", () => {
       () => new AgentError("TOOL_IN_PROGRESS", "a call with this idempotency key is still running"),
       () => new AgentError("TOOL_UNAVAILABLE", "nobody is serving 'pay'"),
     );
-    const tripped = new ToolInvoker({
-      clock: new InstantClock(0),
-      random: seededRandom(1),
-      policy: { retries: 3, breaker: { failureThreshold: 2, cooldownMs: 60_000 } },
-    });
+    const tripped = instant({ retries: 3, breaker: { failureThreshold: 2, cooldownMs: 60_000 } });
     await expect(tripped.invoke(breaking.tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
       code: "TOOL_IN_PROGRESS",
       cause: { code: "CIRCUIT_OPEN" },
@@ -125,18 +101,14 @@ describe("invocation policy", () => {
       () => new AgentError("TOOL_TIMEOUT", "no reply in time"),
       () => new AgentError("TOOL_FAILED", "card declined"),
     );
-    const invoker = new ToolInvoker({
-      clock: new InstantClock(0),
-      random: seededRandom(1),
-      policy: { retries: 2 },
-    });
+    const invoker = instant({ retries: 2 });
     await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
       code: "TOOL_FAILED",
     });
   });
 
   it("invalid input is refused before the tool runs", async () => {
-    const invoker = new ToolInvoker({ clock: new InstantClock(0), random: seededRandom(1) });
+    const invoker = instant();
     await expect(invoker.invoke(echoTool, { text: 42 }, ctx({ kind: "compute" }))).rejects.toMatchObject({
       code: "INVALID_INPUT",
     });
@@ -211,11 +183,7 @@ describe("invocation policy", () => {
       execute: () =>
         outcomes[n++] ? Promise.resolve({ output: n }) : Promise.reject(new AgentError("TOOL_FAILED", "x")),
     });
-    const invoker = new ToolInvoker({
-      clock: new InstantClock(0),
-      random: seededRandom(1),
-      policy: { retries: 0, breaker: { failureThreshold: 2, cooldownMs: 1000 } },
-    });
+    const invoker = instant({ retries: 0, breaker: { failureThreshold: 2, cooldownMs: 1000 } });
     await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toThrow();
     await invoker.invoke(tool, {}, ctx({ kind: "compute" }));
     await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
@@ -275,11 +243,7 @@ describe("invocation policy", () => {
 
   it("the invoker refuses calls while a tool's breaker is open", async () => {
     const { tool, calls } = flaky(100, () => new AgentError("TOOL_FAILED", "x"));
-    const invoker = new ToolInvoker({
-      clock: new InstantClock(0),
-      random: seededRandom(1),
-      policy: { retries: 0, breaker: { failureThreshold: 2, cooldownMs: 10_000 } },
-    });
+    const invoker = instant({ retries: 0, breaker: { failureThreshold: 2, cooldownMs: 10_000 } });
     for (let i = 0; i < 2; i++)
       await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
         code: "TOOL_FAILED",
