@@ -39,6 +39,8 @@ export interface WorkerOptions {
   iterationLease: number;
   /** See AGENT_TOOL_DESCRIBE_TTL_MS. */
   toolDescribeTtlMs: number;
+  /** See AGENT_TOOL_SERVICE_WAIT_MS (0 when absent). */
+  toolServiceWaitMs?: number;
   /** How long a FENCED or failing job waits before it is offered again. */
   retryDelayMs: number;
   env: Readonly<Record<string, string | undefined>>;
@@ -122,7 +124,7 @@ export class AgentWorker {
     await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
     this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
     this.tools = new ToolCatalog(
-      (name) => describeRemoteTool(name, this.bus),
+      (name) => describeRemoteTool(name, { ...this.bus, waitMs: this.options.toolServiceWaitMs ?? 0 }),
       this.bus.clock,
       this.options.toolDescribeTtlMs,
     );
@@ -292,6 +294,7 @@ export class AgentWorker {
       memory: new KvMemory(bus.buckets.memory, bus.clock, memoryReads(bus)),
       criticFor: (state) => remoteCritic(bus, state),
       actorModel: (ref) => actorModelDriver(ref, bus),
+      invokePolicy: { serviceWaitMs: this.options.toolServiceWaitMs ?? 0 },
     });
     return new RunLease(
       {

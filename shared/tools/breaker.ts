@@ -42,6 +42,11 @@ export class CircuitBreaker {
     this.trialInFlight = false;
   }
 
+  /** An acquired call that decided nothing (it never reached the tool): a half-open trial may go again. */
+  release(): void {
+    this.trialInFlight = false;
+  }
+
   onFailure(now: number): void {
     this.trialInFlight = false;
     if (this.state === "halfOpen") {

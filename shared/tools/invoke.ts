@@ -1,7 +1,7 @@
 import type { Clock } from "../runtime/clock.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
-import { fullJitterDelay, type BackoffOptions } from "./backoff.js";
+import { fullJitterDelay, servicePollDelay, type BackoffOptions } from "./backoff.js";
 import { CircuitBreaker, DEFAULT_BREAKER, type BreakerOptions } from "./breaker.js";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tool.js";
 
@@ -9,6 +9,11 @@ export interface InvokePolicy extends BackoffOptions {
   /** Attempts after the first, for errors typed retryable. */
   retries: number;
   breaker: BreakerOptions;
+  /**
+   * How long a call that finds nobody serving its tool (TOOL_UNAVAILABLE) waits for a service to
+   * come back, asking again with backoff, before the usual retries; 0 does not wait.
+   */
+  serviceWaitMs: number;
 }
 
 export const DEFAULT_INVOKE_POLICY: InvokePolicy = {
@@ -16,6 +21,7 @@ export const DEFAULT_INVOKE_POLICY: InvokePolicy = {
   baseDelayMs: 200,
   maxDelayMs: 5_000,
   breaker: DEFAULT_BREAKER,
+  serviceWaitMs: 0,
 };
 
 export interface InvokerDeps {
@@ -84,7 +90,9 @@ export class ToolInvoker {
     }
     const breaker = this.breakerFor(tool.name);
     let unknown: AgentError | undefined;
-    for (let attempt = 0; ; attempt++) {
+    // Set at the first TOOL_UNAVAILABLE: the call waits for a service until serviceWaitMs after it.
+    let waitingSince: number | undefined;
+    for (let attempt = 0, asked = 0; ; asked++) {
       if (!breaker.tryAcquire(this.deps.clock.now())) {
         const open = new AgentError(
           "CIRCUIT_OPEN",
@@ -99,12 +107,30 @@ export class ToolInvoker {
       } catch (err) {
         const error = toAgentError(err, "TOOL_FAILED");
         if (OUTCOME_UNKNOWN.has(error.code)) unknown = error;
-        breaker.onFailure(this.deps.clock.now());
+        const now = this.deps.clock.now();
+        if (error.code === "TOOL_UNAVAILABLE") waitingSince ??= now;
+        const waitLeft = this.waitLeft(error, now, waitingSince);
+        if (waitLeft > 0 && !ctx.signal?.aborted) {
+          // Nobody is serving the tool (restarting, or reconnecting after the NATS server did): no
+          // attempt reached it, so neither the retries nor the breaker count this; the call asks again.
+          breaker.release();
+          const pause = servicePollDelay(asked, this.deps.random);
+          await this.deps.clock.sleep(Math.min(waitLeft, pause), ctx.signal);
+          continue;
+        }
+        breaker.onFailure(now);
         if (!error.retryable || attempt >= this.policy.retries || ctx.signal?.aborted)
           throw stillUnknown(unknown, error);
         await this.deps.clock.sleep(fullJitterDelay(attempt, this.policy, this.deps.random), ctx.signal);
+        attempt++;
       }
     }
+  }
+
+  /** How much longer a call that got `error` waits for its tool's service; 0 when it does not. */
+  private waitLeft(error: AgentError, now: number, since: number | undefined): number {
+    if (error.code !== "TOOL_UNAVAILABLE" || since === undefined) return 0;
+    return Math.max(0, since + this.policy.serviceWaitMs - now);
   }
 
   private async attempt<I, O>(

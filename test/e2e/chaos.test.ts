@@ -167,9 +167,9 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervis
         terminal: { output: `paid ${PAYMENTS} for run ${i}` },
       });
     }
-    // A call that found the payment service not serving yet after a restart, and had not reached
-    // it before, is recorded as not made (the run goes on without it); nothing else is missing.
-    expect(executions.size).toBeGreaterThan(RUNS * PAYMENTS * 0.9);
+    // Every payment is made: a call that finds the payment service not serving yet after a restart
+    // (it reconnects later than some workers) waits for it (AGENT_TOOL_SERVICE_WAIT_MS).
+    expect(executions.size).toBe(RUNS * PAYMENTS);
     expect([...executions.values()].every((n) => n === 1)).toBe(true);
     let resumed = 0;
     for (const runId of runIds) {

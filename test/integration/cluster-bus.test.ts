@@ -8,7 +8,7 @@ import { encode } from "../../shared/bus/codec.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { ensureWorkerConsumer, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
-import { discoverTools } from "../../shared/bus/remote-tool.js";
+import { describeRemoteTool, discoverTools, remoteTool } from "../../shared/bus/remote-tool.js";
 import { requestJson } from "../../shared/bus/request.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { IdempotencyRecord, idempotencyBucketKey, serveTool } from "../../shared/bus/tool-service.js";
@@ -151,6 +151,50 @@ describe("remote tools", () => {
       message: "[E_RUST] panic",
     });
     for (const sub of subs) sub.unsubscribe();
+  });
+});
+
+describe("waiting for a tool's service", () => {
+  it("a describe and a call made while nobody serves the tool wait for its service to come up, and find it", async () => {
+    const name = "late";
+    const late = { ...echoTool, name };
+    const deps = {
+      nc: suite.nc,
+      subjects: suite.subjects,
+      idempotency: suite.buckets.idempotency,
+      invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(3), policy: { retries: 0 } }),
+      clock: systemClock,
+      random: seededRandom(4),
+      logger: silentLogger,
+    };
+    // Not waiting, nobody serving: given up at once.
+    expect(await describeRemoteTool(name, deps)).toBeUndefined();
+    const serveLater = (ms: number) => systemClock.sleep(ms).then(() => serveTool(late, deps));
+    let began = Date.now();
+    const [descriptor, subs] = await Promise.all([
+      describeRemoteTool(name, { ...deps, waitMs: 5_000 }),
+      serveLater(400),
+    ]);
+    expect(descriptor).toEqual(describeTool(late));
+    expect(Date.now() - began).toBeGreaterThanOrEqual(400);
+    expect(Date.now() - began).toBeLessThan(3_000);
+    for (const sub of subs) sub.unsubscribe();
+
+    // The service restarts while a call is made: the call waits for it.
+    const invoker = new ToolInvoker({
+      clock: systemClock,
+      random: seededRandom(5),
+      policy: { serviceWaitMs: 5_000 },
+    });
+    const tool = remoteTool(descriptor!, deps);
+    began = Date.now();
+    const [result, again] = await Promise.all([
+      invoker.invoke(tool, { text: "back" }, toolCtx({ kind: "compute" }, { idempotencyKey: "late-1" })),
+      serveLater(1_500),
+    ]);
+    expect(result.output).toEqual({ text: "back" });
+    expect(Date.now() - began).toBeGreaterThanOrEqual(1_500);
+    for (const sub of again) sub.unsubscribe();
   });
 });
 

@@ -107,6 +107,63 @@ describe("invocation policy", () => {
     });
   });
 
+  const unavailable = () => new AgentError("TOOL_UNAVAILABLE", "nobody is serving 'pay'");
+
+  it("a call that finds nobody serving its tool waits for a service, spending neither its retries nor its breaker", async () => {
+    // Eight asks find no service (more than the breaker's threshold), the ninth reaches it.
+    const { tool, calls } = flaky(8, unavailable);
+    const clock = new InstantClock(0);
+    const invoker = new ToolInvoker({
+      clock,
+      random: seededRandom(5),
+      policy: { retries: 0, serviceWaitMs: 10_000, breaker: { failureThreshold: 3, cooldownMs: 30_000 } },
+    });
+    expect((await invoker.invoke(tool, {}, ctx({ kind: "compute" }))).output).toBe(9);
+    expect(calls()).toBe(9);
+    // Asked again within a second at most, well inside the wait.
+    expect(clock.now()).toBeLessThan(8 * 1_000);
+    expect(invoker.breakerFor("pay").current(clock.now())).toBe("closed");
+  });
+
+  it("a call gives up on its service once serviceWaitMs has passed, then makes its usual retries", async () => {
+    const { tool, calls } = flaky(1_000, unavailable);
+    const clock = new InstantClock(0);
+    const invoker = new ToolInvoker({
+      clock,
+      random: seededRandom(5),
+      policy: { retries: 2, baseDelayMs: 100, maxDelayMs: 100, serviceWaitMs: 3_000 },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_UNAVAILABLE",
+    });
+    expect(clock.now()).toBeGreaterThanOrEqual(3_000);
+    expect(clock.now()).toBeLessThan(3_000 + 2 * 100);
+    expect(calls()).toBeGreaterThan(3);
+    // Without a wait, the same call gives up after its retries.
+    const { tool: once, calls: onceCalls } = flaky(1_000, unavailable);
+    await expect(instant({ retries: 2 }).invoke(once, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_UNAVAILABLE",
+    });
+    expect(onceCalls()).toBe(3);
+  });
+
+  it("a half-open breaker's trial that found nobody serving may ask again", async () => {
+    const { tool } = failing(() => new AgentError("TOOL_FAILED", "broken"), unavailable, unavailable);
+    const clock = new InstantClock(0);
+    const invoker = new ToolInvoker({
+      clock,
+      random: seededRandom(5),
+      policy: { retries: 0, serviceWaitMs: 5_000, breaker: { failureThreshold: 1, cooldownMs: 100 } },
+    });
+    await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+    });
+    await clock.sleep(100);
+    expect(invoker.breakerFor("pay").current(clock.now())).toBe("halfOpen");
+    expect((await invoker.invoke(tool, {}, ctx({ kind: "compute" }))).output).toBe(4);
+    expect(invoker.breakerFor("pay").current(clock.now())).toBe("closed");
+  });
+
   it("invalid input is refused before the tool runs", async () => {
     const invoker = instant();
     await expect(invoker.invoke(echoTool, { text: 42 }, ctx({ kind: "compute" }))).rejects.toMatchObject({
