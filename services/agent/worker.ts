@@ -295,6 +295,13 @@ export class AgentWorker {
       criticFor: (state) => remoteCritic(bus, state),
       actorModel: (ref) => actorModelDriver(ref, bus),
       invokePolicy: { serviceWaitMs: this.options.toolServiceWaitMs ?? 0 },
+      onServiceWait: (tool, ctx) => {
+        this.options.metrics.toolServiceWaits.inc({ tool });
+        bus.logger.warn(
+          { runId: ctx.runId, tool, waitMs: this.options.toolServiceWaitMs },
+          "nobody serves the tool: the call waits for a service",
+        );
+      },
     });
     return new RunLease(
       {

@@ -95,6 +95,8 @@ export async function describeRemoteTool(
     } catch (err) {
       const left = wait ? wait.until - wait.clock.now() : 0;
       if (wait && left > 0 && err instanceof AgentError && err.code === "TOOL_UNAVAILABLE") {
+        if (asked === 0)
+          deps.logger.info({ tool: name, waitMs }, "nobody serves the tool yet: waiting for a service");
         await wait.clock.sleep(Math.min(left, servicePollDelay(asked, wait.random)));
         continue;
       }

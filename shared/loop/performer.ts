@@ -8,7 +8,7 @@ import type { Clock } from "../runtime/clock.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { findGrant } from "../tools/capabilities.js";
-import { ToolInvoker, type InvokePolicy } from "../tools/invoke.js";
+import { ToolInvoker, type InvokerDeps, type InvokePolicy } from "../tools/invoke.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import { outputExtras } from "../tools/tool.js";
 import { checkingCritic, modelCritic, type Critic } from "./critic.js";
@@ -29,6 +29,8 @@ export interface PerformerDeps {
   /** Answers approval requests; without it a run waiting for approval parks. */
   approvals?: (runId: string, reason: string) => Promise<Approval>;
   invokePolicy?: Partial<InvokePolicy>;
+  /** See InvokerDeps.onServiceWait. */
+  onServiceWait?: InvokerDeps["onServiceWait"];
   /** Reaches a model served by another actor (ModelRef provider `actor`). */
   actorModel?: DriverFactoryDeps["actor"];
 }
@@ -48,6 +50,7 @@ export class EffectPerformer {
       clock: deps.clock,
       random: deps.random,
       ...(deps.invokePolicy ? { policy: deps.invokePolicy } : {}),
+      ...(deps.onServiceWait ? { onServiceWait: deps.onServiceWait } : {}),
     });
   }
 

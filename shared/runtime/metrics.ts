@@ -13,6 +13,7 @@ export class ActorMetrics {
   readonly phaseSeconds: Histogram<"phase">;
   readonly guardTrips: Counter<"reason" | "verdict">;
   readonly toolCalls: Counter<"tool" | "outcome">;
+  readonly toolServiceWaits: Counter<"tool">;
   readonly redeliveries: Counter;
   readonly fencingConflicts: Counter;
   readonly jobsHandedBack: Counter;
@@ -52,6 +53,12 @@ export class ActorMetrics {
       name: "agents_tool_calls_total",
       help: "Tool calls by tool and outcome",
       labelNames: ["tool", "outcome"],
+      registers,
+    });
+    this.toolServiceWaits = new Counter({
+      name: "agents_tool_service_waits_total",
+      help: "Tool calls that found nobody serving their tool and waited for a service (AGENT_TOOL_SERVICE_WAIT_MS)",
+      labelNames: ["tool"],
       registers,
     });
     this.redeliveries = new Counter({

@@ -28,6 +28,8 @@ export interface InvokerDeps {
   clock: Clock;
   random: Random;
   policy?: Partial<InvokePolicy>;
+  /** Told once per call that finds nobody serving its tool and starts waiting for a service. */
+  onServiceWait?: (tool: string, ctx: ToolInvocationContext) => void;
 }
 
 export type ToolInvocationContext = Omit<ToolContext, "signal"> & { signal?: AbortSignal };
@@ -108,7 +110,10 @@ export class ToolInvoker {
         const error = toAgentError(err, "TOOL_FAILED");
         if (OUTCOME_UNKNOWN.has(error.code)) unknown = error;
         const now = this.deps.clock.now();
-        if (error.code === "TOOL_UNAVAILABLE") waitingSince ??= now;
+        if (error.code === "TOOL_UNAVAILABLE" && waitingSince === undefined) {
+          waitingSince = now;
+          if (this.policy.serviceWaitMs > 0) this.deps.onServiceWait?.(tool.name, ctx);
+        }
         const waitLeft = this.waitLeft(error, now, waitingSince);
         if (waitLeft > 0 && !ctx.signal?.aborted) {
           // Nobody is serving the tool (restarting, or reconnecting after the NATS server did): no

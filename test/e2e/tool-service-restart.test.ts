@@ -59,6 +59,8 @@ describe("a tool service that restarts, or starts after the runs naming it", () 
     // Before, a call that found nobody serving failed after its retries and the model saw the error.
     expect(executions.size).toBe(RUNS * PAYMENTS);
     expect([...executions.values()].every((n) => n === 1)).toBe(true);
+    // The workers said why those calls took longer.
+    expect(await suite.logs()).toMatch(/nobody serves the tool: the call waits for a service/);
     service.stop();
   }, 60_000);
 

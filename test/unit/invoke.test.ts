@@ -113,13 +113,19 @@ describe("invocation policy", () => {
     // Eight asks find no service (more than the breaker's threshold), the ninth reaches it.
     const { tool, calls } = flaky(8, unavailable);
     const clock = new InstantClock(0);
+    const waits: string[] = [];
     const invoker = new ToolInvoker({
       clock,
       random: seededRandom(5),
       policy: { retries: 0, serviceWaitMs: 10_000, breaker: { failureThreshold: 3, cooldownMs: 30_000 } },
+      onServiceWait: (name, call) => waits.push(`${name} ${call.idempotencyKey}`),
     });
-    expect((await invoker.invoke(tool, {}, ctx({ kind: "compute" }))).output).toBe(9);
+    expect(
+      (await invoker.invoke(tool, {}, ctx({ kind: "compute" }, { idempotencyKey: "k-wait" }))).output,
+    ).toBe(9);
     expect(calls()).toBe(9);
+    // Told once, when the call began to wait.
+    expect(waits).toEqual(["pay k-wait"]);
     // Asked again within a second at most, well inside the wait.
     expect(clock.now()).toBeLessThan(8 * 1_000);
     expect(invoker.breakerFor("pay").current(clock.now())).toBe("closed");
