@@ -34,7 +34,7 @@ const worker = new AgentWorker(
     retryDelayMs: env.AGENT_RETRY_DELAY_MS,
     iterationLease: env.AGENT_ITERATION_LEASE,
     toolDescribeTtlMs: env.AGENT_TOOL_DESCRIBE_TTL_MS,
-    toolServiceWaitMs: env.AGENT_TOOL_SERVICE_WAIT_MS,
+    serviceWaitMs: env.AGENT_SERVICE_WAIT_MS,
     env: process.env,
     metrics,
   },

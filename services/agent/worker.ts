@@ -8,6 +8,7 @@ import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { describeRemoteTool, remoteTool } from "../../shared/bus/remote-tool.js";
+import type { ServiceWait } from "../../shared/bus/request.js";
 import { actorModelDriver } from "../../shared/bus/model-actor.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
@@ -39,8 +40,8 @@ export interface WorkerOptions {
   iterationLease: number;
   /** See AGENT_TOOL_DESCRIBE_TTL_MS. */
   toolDescribeTtlMs: number;
-  /** See AGENT_TOOL_SERVICE_WAIT_MS (0 when absent). */
-  toolServiceWaitMs?: number;
+  /** See AGENT_SERVICE_WAIT_MS (0 when absent). */
+  serviceWaitMs?: number;
   /** How long a FENCED or failing job waits before it is offered again. */
   retryDelayMs: number;
   env: Readonly<Record<string, string | undefined>>;
@@ -124,7 +125,7 @@ export class AgentWorker {
     await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
     this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
     this.tools = new ToolCatalog(
-      (name) => describeRemoteTool(name, { ...this.bus, waitMs: this.options.toolServiceWaitMs ?? 0 }),
+      (name) => describeRemoteTool(name, { ...this.bus, wait: this.serviceWait(`tool:${name}`) }),
       this.bus.clock,
       this.options.toolDescribeTtlMs,
     );
@@ -280,6 +281,28 @@ export class AgentWorker {
     this.deferred.set(job, timer);
   }
 
+  /**
+   * How a request to a service nobody serves yet waits for one (AGENT_SERVICE_WAIT_MS); the wait is
+   * counted and logged as it begins, with the run it is for.
+   */
+  private serviceWait(service: string, runId?: string): ServiceWait | undefined {
+    const waitMs = this.options.serviceWaitMs ?? 0;
+    if (waitMs <= 0) return undefined;
+    const { clock, random, logger } = this.bus;
+    return {
+      waitMs,
+      clock,
+      random,
+      onWait: () => {
+        this.options.metrics.serviceWaits.inc({ service });
+        logger.warn(
+          { ...(runId ? { runId } : {}), service, waitMs },
+          "nobody serves it yet: waiting for a service",
+        );
+      },
+    };
+  }
+
   private lease(job: RunJob, msg: JsMsg): RunLease {
     const bus = this.bus;
     const registry = new ToolRegistry();
@@ -292,16 +315,11 @@ export class AgentWorker {
       random: bus.random,
       env: this.options.env,
       memory: new KvMemory(bus.buckets.memory, bus.clock, memoryReads(bus)),
-      criticFor: (state) => remoteCritic(bus, state),
-      actorModel: (ref) => actorModelDriver(ref, bus),
-      invokePolicy: { serviceWaitMs: this.options.toolServiceWaitMs ?? 0 },
-      onServiceWait: (tool, ctx) => {
-        this.options.metrics.toolServiceWaits.inc({ tool });
-        bus.logger.warn(
-          { runId: ctx.runId, tool, waitMs: this.options.toolServiceWaitMs },
-          "nobody serves the tool: the call waits for a service",
-        );
-      },
+      criticFor: (state) => remoteCritic({ ...bus, wait: this.serviceWait("critic", job.runId) }, state),
+      actorModel: (ref) =>
+        actorModelDriver(ref, { ...bus, wait: this.serviceWait(`model:${ref.name}`, job.runId) }),
+      invokePolicy: { serviceWaitMs: this.options.serviceWaitMs ?? 0 },
+      onServiceWait: (tool) => this.serviceWait(`tool:${tool}`, job.runId)?.onWait?.(),
     });
     return new RunLease(
       {

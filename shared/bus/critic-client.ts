@@ -3,7 +3,7 @@ import { CriticReviewReply, CriticReviewRequest } from "../contracts/cluster.js"
 import type { Critic } from "../loop/critic.js";
 import type { LoopState } from "../loop/state.js";
 import { AgentError, fromErrorPayload } from "../runtime/errors.js";
-import { requestJson } from "./request.js";
+import { requestJson, type ServiceWait } from "./request.js";
 import type { Subjects } from "./subjects.js";
 
 export const DEFAULT_CRITIC_TIMEOUT_MS = 120_000;
@@ -13,7 +13,7 @@ export const DEFAULT_CRITIC_TIMEOUT_MS = 120_000;
  * may see (task, output, evidence, rubric) and the critic's model, never the generator's messages.
  */
 export function remoteCritic(
-  deps: { nc: NatsConnection; subjects: Subjects; timeoutMs?: number },
+  deps: { nc: NatsConnection; subjects: Subjects; timeoutMs?: number; wait?: ServiceWait | undefined },
   state: LoopState,
 ): Critic {
   return async (request) => {
@@ -34,7 +34,7 @@ export function remoteCritic(
         },
       },
       CriticReviewReply,
-      { timeoutMs: deps.timeoutMs ?? DEFAULT_CRITIC_TIMEOUT_MS },
+      { timeoutMs: deps.timeoutMs ?? DEFAULT_CRITIC_TIMEOUT_MS, wait: deps.wait },
     );
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply.verdict;

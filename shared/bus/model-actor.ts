@@ -4,7 +4,7 @@ import { fromErrorPayload } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
 import type { ModelDriver } from "../models/driver.js";
 import { decode } from "./codec.js";
-import { requestJson } from "./request.js";
+import { requestJson, type ServiceWait } from "./request.js";
 import { failureReply, serve } from "./serve.js";
 import type { Subjects } from "./subjects.js";
 
@@ -14,6 +14,8 @@ export const DEFAULT_MODEL_ACTOR_TIMEOUT_MS = 60_000;
 export interface ModelActorDeps {
   nc: NatsConnection;
   subjects: Subjects;
+  /** Waits for the actor when nobody serves the model yet (restarting, say) instead of failing the call. */
+  wait?: ServiceWait | undefined;
 }
 
 /**
@@ -36,6 +38,7 @@ export function actorModelDriver(ref: ActorModelRef, deps: ModelActorDeps): Mode
           timeoutMs: ref.timeoutMs ?? DEFAULT_MODEL_ACTOR_TIMEOUT_MS,
           unavailable: "MODEL_UNAVAILABLE",
           timeout: "MODEL_TIMEOUT",
+          wait: deps.wait,
         },
       );
       if (!reply.ok) throw fromErrorPayload(reply.error, "MODEL_REJECTED");

@@ -2,12 +2,10 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { ToolCallReply, ToolCallRequest, ToolDescriptor } from "../contracts/tool.js";
 import type { Clock } from "../runtime/clock.js";
-import { AgentError, fromErrorPayload } from "../runtime/errors.js";
+import { fromErrorPayload } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
-import type { Random } from "../runtime/random.js";
-import { servicePollDelay } from "../tools/backoff.js";
 import { outputExtras, type AnyTool } from "../tools/tool.js";
-import { requestJson } from "./request.js";
+import { requestJson, type ServiceWait } from "./request.js";
 import type { Subjects } from "./subjects.js";
 
 export interface RemoteToolDeps {
@@ -65,14 +63,8 @@ export function remoteTool(descriptor: ToolDescriptor, deps: RemoteToolDeps): An
 export interface DescribeDeps extends Pick<RemoteToolDeps, "nc" | "subjects"> {
   logger: Logger;
   timeoutMs?: number;
-  /**
-   * How long to wait for a service when nobody serves the tool yet (a service starting with the
-   * worker, or reconnecting after the NATS server restarted), asking again with backoff; 0 or
-   * absent asks once.
-   */
-  waitMs?: number;
-  clock?: Clock;
-  random?: Random;
+  /** Waits for a service when nobody serves the tool yet; asks once without. */
+  wait?: ServiceWait | undefined;
 }
 
 /** Asks a tool's service for its descriptor; undefined (and logged) when nobody serves it. */
@@ -80,32 +72,20 @@ export async function describeRemoteTool(
   name: string,
   deps: DescribeDeps,
 ): Promise<ToolDescriptor | undefined> {
-  const { clock, random, waitMs } = deps;
-  const since = clock?.now() ?? 0;
-  const wait = clock && random && waitMs ? { clock, random, until: since + waitMs } : undefined;
-  for (let asked = 0; ; asked++) {
-    try {
-      return await requestJson(
-        deps.nc,
-        deps.subjects.toolDescribe(name),
-        { schema: DescribeRequest, value: {} },
-        ToolDescriptor,
-        { timeoutMs: deps.timeoutMs ?? 2_000, unavailable: "TOOL_UNAVAILABLE" },
-      );
-    } catch (err) {
-      const left = wait ? wait.until - wait.clock.now() : 0;
-      if (wait && left > 0 && err instanceof AgentError && err.code === "TOOL_UNAVAILABLE") {
-        if (asked === 0)
-          deps.logger.info({ tool: name, waitMs }, "nobody serves the tool yet: waiting for a service");
-        await wait.clock.sleep(Math.min(left, servicePollDelay(asked, wait.random)));
-        continue;
-      }
-      deps.logger.warn(
-        { err, tool: name, ...(wait ? { waitedMs: wait.clock.now() - since } : {}) },
-        "tool not available: no service described it",
-      );
-      return undefined;
-    }
+  try {
+    return await requestJson(
+      deps.nc,
+      deps.subjects.toolDescribe(name),
+      { schema: DescribeRequest, value: {} },
+      ToolDescriptor,
+      { timeoutMs: deps.timeoutMs ?? 2_000, wait: deps.wait },
+    );
+  } catch (err) {
+    deps.logger.warn(
+      { err, tool: name, ...(deps.wait ? { waitedMs: deps.wait.waitMs } : {}) },
+      "tool not available: no service described it",
+    );
+    return undefined;
   }
 }
 

@@ -1,6 +1,9 @@
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { z } from "zod";
+import type { Clock } from "../runtime/clock.js";
 import { AgentError, type ErrorCode } from "../runtime/errors.js";
+import type { Random } from "../runtime/random.js";
+import { servicePollDelay } from "../tools/backoff.js";
 import { decode, encode } from "./codec.js";
 import { ReplyError, ReplyInbox } from "./reply-inbox.js";
 
@@ -14,6 +17,21 @@ export interface RequestOptions {
   /** What nobody answering means here (a missing tool service, no supervisor running). */
   unavailable?: ErrorCode;
   timeout?: ErrorCode;
+  /** Wait for a service when nobody serves the subject yet, instead of failing at once. */
+  wait?: ServiceWait | undefined;
+}
+
+/**
+ * How a caller waits for a service nobody serves yet (one starting, restarting, or reconnecting
+ * after the NATS server did): it asks again with backoff, up to once a second, for `waitMs`. The
+ * server's "no responders" means no service received the request, so asking again runs nothing twice.
+ */
+export interface ServiceWait {
+  waitMs: number;
+  clock: Clock;
+  random: Random;
+  /** Told once per request, when it begins to wait. */
+  onWait?: () => void;
 }
 
 /**
@@ -29,13 +47,21 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
   options: RequestOptions,
 ): Promise<z.output<R>> {
   const data = encode(request.schema, request.value);
-  let msg: Msg;
-  try {
-    msg = await ReplyInbox.of(nc).request(subject, data, { timeoutMs: options.timeoutMs });
-  } catch (err) {
-    throw requestFailure(err, subject, options);
+  const { wait } = options;
+  const until = wait && wait.waitMs > 0 ? wait.clock.now() + wait.waitMs : undefined;
+  for (let asked = 0; ; asked++) {
+    let msg: Msg;
+    try {
+      msg = await ReplyInbox.of(nc).request(subject, data, { timeoutMs: options.timeoutMs });
+    } catch (err) {
+      const left = wait && until !== undefined && isNoResponders(err) ? until - wait.clock.now() : 0;
+      if (!wait || left <= 0) throw requestFailure(err, subject, options);
+      if (asked === 0) wait.onWait?.();
+      await wait.clock.sleep(Math.min(left, servicePollDelay(asked, wait.random)));
+      continue;
+    }
+    return decode(reply, msg.data);
   }
-  return decode(reply, msg.data);
 }
 
 /** A transport failure as an AgentError with the caller's codes. */

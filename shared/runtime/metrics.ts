@@ -13,7 +13,7 @@ export class ActorMetrics {
   readonly phaseSeconds: Histogram<"phase">;
   readonly guardTrips: Counter<"reason" | "verdict">;
   readonly toolCalls: Counter<"tool" | "outcome">;
-  readonly toolServiceWaits: Counter<"tool">;
+  readonly serviceWaits: Counter<"service">;
   readonly redeliveries: Counter;
   readonly fencingConflicts: Counter;
   readonly jobsHandedBack: Counter;
@@ -55,10 +55,10 @@ export class ActorMetrics {
       labelNames: ["tool", "outcome"],
       registers,
     });
-    this.toolServiceWaits = new Counter({
-      name: "agents_tool_service_waits_total",
-      help: "Tool calls that found nobody serving their tool and waited for a service (AGENT_TOOL_SERVICE_WAIT_MS)",
-      labelNames: ["tool"],
+    this.serviceWaits = new Counter({
+      name: "agents_service_waits_total",
+      help: "Requests that found nobody serving a tool, the critic or a model actor, and waited for a service, by service (tool:<name>, critic, model:<name>)",
+      labelNames: ["service"],
       registers,
     });
     this.redeliveries = new Counter({

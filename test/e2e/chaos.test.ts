@@ -168,7 +168,7 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervis
       });
     }
     // Every payment is made: a call that finds the payment service not serving yet after a restart
-    // (it reconnects later than some workers) waits for it (AGENT_TOOL_SERVICE_WAIT_MS).
+    // (it reconnects later than some workers) waits for it (AGENT_SERVICE_WAIT_MS).
     expect(executions.size).toBe(RUNS * PAYMENTS);
     expect([...executions.values()].every((n) => n === 1)).toBe(true);
     let resumed = 0;

@@ -170,15 +170,28 @@ describe("waiting for a tool's service", () => {
     // Not waiting, nobody serving: given up at once.
     expect(await describeRemoteTool(name, deps)).toBeUndefined();
     const serveLater = (ms: number) => systemClock.sleep(ms).then(() => serveTool(late, deps));
+    let waits = 0;
+    const wait = (waitMs: number) => ({
+      waitMs,
+      clock: systemClock,
+      random: seededRandom(6),
+      onWait: () => (waits += 1),
+    });
     let began = Date.now();
     const [descriptor, subs] = await Promise.all([
-      describeRemoteTool(name, { ...deps, waitMs: 5_000 }),
+      describeRemoteTool(name, { ...deps, wait: wait(5_000) }),
       serveLater(400),
     ]);
     expect(descriptor).toEqual(describeTool(late));
     expect(Date.now() - began).toBeGreaterThanOrEqual(400);
     expect(Date.now() - began).toBeLessThan(3_000);
+    expect(waits).toBe(1);
     for (const sub of subs) sub.unsubscribe();
+    // Nobody comes: given up once the wait is over.
+    began = Date.now();
+    expect(await describeRemoteTool(name, { ...deps, wait: wait(500) })).toBeUndefined();
+    expect(Date.now() - began).toBeGreaterThanOrEqual(500);
+    expect(waits).toBe(2);
 
     // The service restarts while a call is made: the call waits for it.
     const invoker = new ToolInvoker({

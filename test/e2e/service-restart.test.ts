@@ -1,0 +1,170 @@
+import { describe, expect, it } from "vitest";
+import type { ModelRequest, ModelResponse } from "../../shared/contracts/model.js";
+import { serveModel } from "../../shared/bus/model-actor.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { chargeTool, expectChargesInTrail, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+
+const RUNS = 6;
+const PAYMENTS = 6;
+const PAYMENT_MS = 200;
+/** Longer than a call's retries take (about 0.6 s), shorter than AGENT_SERVICE_WAIT_MS (10 s). */
+const GAP_MS = 3_000;
+
+/** Services restarting under runs that call them, on the workers' default wait for a service. */
+const suite = useClusterSuite("svc-restart", {
+  actors: [
+    { kind: "supervisor" },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+    { kind: "critic", name: "critic-1" },
+  ],
+});
+
+/** A run that pays `payments` times through `tool`, then answers. */
+function payingRun(tool: string, payments: number, answer: string) {
+  const calls = Array.from({ length: payments }, (_, i) => ({
+    toolCalls: [{ name: tool, input: { amount: i + 1 } }],
+  }));
+  return spec({ script: [...calls, { text: answer }], tools: [tool] });
+}
+
+/** What the model was told about the run's tool calls: none may have failed. */
+async function expectNoToolFailed(runId: string): Promise<void> {
+  const events = await suite.audit(runId);
+  expect(
+    events.filter((e) => e.kind === "tool.aborted" || e.kind === "tool.denied"),
+    runId,
+  ).toEqual([]);
+}
+
+describe("a service that restarts, or starts after the runs needing it", () => {
+  it(`stopped for ${GAP_MS} ms while runs pay (a rolling restart): the calls made meanwhile wait for it; every payment happens once, none fails`, async () => {
+    const { tool, executions } = chargeTool(PAYMENT_MS, "pay");
+    let service = suite.serveTool(tool);
+    const runIds: string[] = [];
+    for (let run = 0; run < RUNS; run += 1)
+      runIds.push((await suite.client.submit(payingRun("pay", PAYMENTS, `paid run ${run}`))).runId);
+    await systemClock.sleep(3 * PAYMENT_MS);
+    // Stops taking calls; the ones it holds finish and answer, as a draining service does.
+    service.stop();
+    const stoppedWith = executions.size;
+    expect(stoppedWith).toBeGreaterThan(0);
+    await systemClock.sleep(GAP_MS);
+    expect(executions.size).toBe(stoppedWith);
+    service = suite.serveTool(tool);
+
+    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+    for (const [i, runId] of runIds.entries()) {
+      expect(statuses[i], runId).toMatchObject({
+        status: "committed",
+        terminal: { output: `paid run ${i}` },
+      });
+      await expectChargesInTrail(suite, runId, "pay", executions);
+      await expectNoToolFailed(runId);
+    }
+    // Before, a call that found nobody serving failed after its retries and the model saw the error.
+    expect(executions.size).toBe(RUNS * PAYMENTS);
+    expect([...executions.values()].every((n) => n === 1)).toBe(true);
+    // The workers said why those calls took longer.
+    expect(await suite.logs()).toMatch(/"service":"tool:pay".*nobody serves it yet: waiting for a service/);
+    service.stop();
+  }, 60_000);
+
+  it("a run submitted before its tool's service is up (a cluster deployed at once) gets the tool once the service comes up", async () => {
+    const { tool, executions } = chargeTool(0, "late_pay");
+    const { runId } = await suite.client.submit(payingRun("late_pay", 2, "paid late"));
+    await systemClock.sleep(1_500);
+    expect(executions.size).toBe(0);
+    const service = suite.serveTool(tool);
+    const status = await suite.waitFor(runId, settled, 20_000);
+    // Before, the worker started the run without the tool, and the model's calls were refused.
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "paid late" } });
+    expect(executions.size).toBe(2);
+    await expectChargesInTrail(suite, runId, "late_pay", executions);
+    await expectNoToolFailed(runId);
+    service.stop();
+  }, 40_000);
+
+  it(`a model actor stopped for ${GAP_MS} ms while runs ask it (a planner redeployed): the turns asked meanwhile wait for it; every run commits`, async () => {
+    const name = "planner";
+    let turns = 0;
+    /** Two echo calls, then the answer, reading the run's progress from the messages it is sent. */
+    const complete = async (request: ModelRequest): Promise<ModelResponse> => {
+      turns += 1;
+      await systemClock.sleep(300);
+      const results = request.messages.filter((m) => m.role === "tool").length;
+      const base = { usage: { inputTokens: 1, outputTokens: 1 }, costUsd: 0, model: name };
+      return results < 2
+        ? {
+            ...base,
+            text: "",
+            stopReason: "toolUse",
+            toolCalls: [{ id: `c${results}`, name: "echo", input: { text: `${results}` } }],
+          }
+        : { ...base, text: "planned", stopReason: "endTurn", toolCalls: [] };
+    };
+    const echoService = suite.serveTool(echoTool);
+    const serve = () => serveModel(name, complete, { ...suite.bus, logger: silentLogger });
+    let model = serve();
+    const base = spec({ tools: ["echo"] });
+    const runIds: string[] = [];
+    for (let run = 0; run < RUNS; run += 1) {
+      const runSpec = { ...base, agent: { ...base.agent, model: { provider: "actor" as const, name } } };
+      runIds.push((await suite.client.submit(runSpec)).runId);
+    }
+    await systemClock.sleep(400);
+    model.unsubscribe();
+    expect(turns).toBeGreaterThan(0);
+    await systemClock.sleep(GAP_MS);
+    const turnsInGap = turns;
+    expect(turnsInGap).toBeLessThan(RUNS * 3);
+    model = serve();
+    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+    // Before, a turn that found nobody serving the model failed its run at once.
+    for (const [i, runId] of runIds.entries())
+      expect(statuses[i], runId).toMatchObject({ status: "committed", terminal: { output: "planned" } });
+    expect(turns).toBeGreaterThan(turnsInGap);
+    expect(await suite.logs()).toMatch(
+      /"service":"model:planner".*nobody serves it yet: waiting for a service/,
+    );
+    model.unsubscribe();
+    echoService.stop();
+  }, 60_000);
+
+  it("the critic service gone while runs reach their review (stopped, a new one started): the reviews wait for it; every run commits on its first answer", async () => {
+    suite.cluster.signal("critic-1", "SIGTERM");
+    await systemClock.sleep(500);
+    const runIds: string[] = [];
+    for (let run = 0; run < RUNS; run += 1) {
+      const runSpec = spec({
+        script: [{ text: `Hello from run ${run}` }],
+        tools: [],
+        critic: { checks: [{ kind: "regex", pattern: "^Hello" }] },
+      });
+      runIds.push((await suite.client.submit(runSpec)).runId);
+    }
+    await systemClock.sleep(1_000);
+    expect(
+      (await Promise.all(runIds.map((id) => suite.client.status.get(id)))).map((s) => s?.status),
+    ).toEqual(runIds.map(() => "running"));
+    await suite.cluster.start("critic", "critic-2");
+    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+    // Before, a review that found nobody serving sent the answer back for repair, and the model,
+    // with nothing more to say, failed the run.
+    for (const [i, runId] of runIds.entries()) {
+      expect(statuses[i], runId).toMatchObject({
+        status: "committed",
+        terminal: { output: `Hello from run ${i}` },
+      });
+      const verdicts = (await suite.audit(runId)).filter((e) => e.kind === "critic.verdict");
+      expect(
+        verdicts.map((e) => e.status),
+        runId,
+      ).toEqual(["passed"]);
+    }
+    expect(await suite.logs()).toMatch(/"service":"critic".*nobody serves it yet: waiting for a service/);
+  }, 60_000);
+});
