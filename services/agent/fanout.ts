@@ -3,7 +3,7 @@ import { SpawnAgentInput, SubmitReply } from "../../shared/contracts/control.js"
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { childRunId, fanInResults, writeFanOut } from "../../shared/bus/fanout.js";
-import { requestJson } from "../../shared/bus/request.js";
+import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
@@ -21,7 +21,11 @@ export const SPAWN_TOOL = "spawn_agent";
 export class FanOutHandler {
   private readonly status: RunStatusStore;
 
-  constructor(private readonly bus: ActorBus) {
+  constructor(
+    private readonly bus: ActorBus,
+    /** Waits for a supervisor when none serves admissions (one restarting). */
+    private readonly wait?: ServiceWait,
+  ) {
     this.status = new RunStatusStore(bus.buckets.runs);
   }
 
@@ -71,7 +75,7 @@ export class FanOutHandler {
           },
         },
         SubmitReply,
-        { timeoutMs: 10_000 },
+        { timeoutMs: 10_000, wait: this.wait },
       );
       if (!reply.ok) await this.recordRefusal(runId, state, reply.error);
     }

@@ -1,7 +1,7 @@
 import { LeaseReply, LeaseRequest } from "../../shared/contracts/cluster.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { requestJson } from "../../shared/bus/request.js";
+import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import type { LoopState } from "../../shared/loop/state.js";
 import { fromErrorPayload } from "../../shared/runtime/errors.js";
 
@@ -25,6 +25,8 @@ export class IterationLeases {
   constructor(
     private readonly bus: Pick<ActorBus, "nc" | "subjects" | "clock">,
     private readonly chunk: number,
+    /** Waits for a supervisor when none serves leases (one restarting), instead of failing the lease. */
+    private readonly wait?: ServiceWait,
   ) {}
 
   async take(state: LoopState): Promise<LoopEvent | undefined> {
@@ -113,7 +115,7 @@ export class IterationLeases {
         value: { schemaVersion: 1, runId, rootRunId, count, ...(unspent ? { unspent } : {}) },
       },
       LeaseReply,
-      { timeoutMs: 10_000 },
+      { timeoutMs: 10_000, wait: this.wait },
     );
   }
 }

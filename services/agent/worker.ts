@@ -123,13 +123,17 @@ export class AgentWorker {
     });
     this.consumer = await this.bus.js.consumers.get(this.bus.subjects.streams().runs, name);
     await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
-    this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
+    this.leasesOf = new IterationLeases(
+      this.bus,
+      this.options.iterationLease,
+      this.serviceWait("supervisor"),
+    );
     this.tools = new ToolCatalog(
       (name) => describeRemoteTool(name, { ...this.bus, wait: this.serviceWait(`tool:${name}`) }),
       this.bus.clock,
       this.options.toolDescribeTtlMs,
     );
-    this.fanOut = new FanOutHandler(this.bus);
+    this.fanOut = new FanOutHandler(this.bus, this.serviceWait("supervisor"));
     this.presence = new WorkerPresence(
       this.bus,
       {

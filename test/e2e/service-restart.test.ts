@@ -167,4 +167,32 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     }
     expect(await suite.logs()).toMatch(/"service":"critic".*nobody serves it yet: waiting for a service/);
   }, 60_000);
+
+  it("the supervisor restarted (stopped, a new one started) while runs step: their iteration leases wait for it; no run is handed back", async () => {
+    const { tool, executions } = chargeTool(100, "step_pay");
+    const service = suite.serveTool(tool);
+    const runIds: string[] = [];
+    for (let run = 0; run < RUNS; run += 1)
+      runIds.push((await suite.client.submit(payingRun("step_pay", 12, `stepped run ${run}`))).runId);
+    await systemClock.sleep(300);
+    // A rolling restart: the old one drains and exits, then the new one starts (about a second).
+    suite.cluster.signal("supervisor", "SIGTERM");
+    await systemClock.sleep(300);
+    await suite.cluster.start("supervisor", "supervisor-2");
+    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+    for (const [i, runId] of runIds.entries()) {
+      expect(statuses[i], runId).toMatchObject({
+        status: "committed",
+        terminal: { output: `stepped run ${i}` },
+      });
+      await expectChargesInTrail(suite, runId, "step_pay", executions);
+    }
+    expect([...executions.values()].every((n) => n === 1)).toBe(true);
+    const logs = await suite.logs();
+    expect(logs).toMatch(/"service":"supervisor".*nobody serves it yet: waiting for a service/);
+    // Before, a lease that found no supervisor failed, and its job waited AGENT_RETRY_DELAY_MS (5 s)
+    // to be taken over.
+    expect(logs).not.toMatch(/run lease failed/);
+    service.stop();
+  }, 60_000);
 });
