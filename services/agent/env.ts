@@ -26,7 +26,7 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(5),
   /** How long a tool's descriptor is reused before its service is asked again (0: every run lease). */
   AGENT_TOOL_DESCRIBE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(5_000),
-  /** How long a worker waits for a service nobody serves yet: a tool, the critic, a model actor (0: not at all). */
+  /** How long a worker waits for a service nobody serves yet: a tool, the critic, a model actor, the supervisor (0: not at all). */
   AGENT_SERVICE_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
 }).refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {
   message: "AGENT_DEAD_AFTER_MS must be at least twice AGENT_BEAT_MS (one late beat is not a death)",

@@ -82,7 +82,7 @@ export async function describeRemoteTool(
     );
   } catch (err) {
     deps.logger.warn(
-      { err, tool: name, ...(deps.wait ? { waitedMs: deps.wait.waitMs } : {}) },
+      { err, tool: name, ...(deps.wait ? { serviceWaitMs: deps.wait.waitMs } : {}) },
       "tool not available: no service described it",
     );
     return undefined;
