@@ -7,7 +7,7 @@ import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { readAudit } from "../../shared/bus/audit.js";
-import { requestJson } from "../../shared/bus/request.js";
+import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
 
@@ -24,7 +24,11 @@ const CLOSING: Record<string, AuditEvent["kind"]> = {
 export class ClusterClient {
   readonly status: RunStatusStore;
 
-  constructor(readonly bus: ActorBus) {
+  constructor(
+    readonly bus: ActorBus,
+    /** Waits for a supervisor when none answers yet (one restarting) instead of failing at once. */
+    private readonly wait?: ServiceWait,
+  ) {
     this.status = new RunStatusStore(bus.buckets.runs);
   }
 
@@ -40,7 +44,7 @@ export class ClusterClient {
       this.bus.subjects.runsSubmit(),
       { schema: SubmitRequest, value: parsed.data },
       SubmitReply,
-      { timeoutMs: REQUEST_TIMEOUT_MS },
+      { timeoutMs: REQUEST_TIMEOUT_MS, wait: this.wait },
     );
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply;
@@ -90,6 +94,7 @@ export class ClusterClient {
   private async control<S extends z.ZodType>(subject: string, schema: S, value: z.input<S>): Promise<string> {
     const reply = await requestJson(this.bus.nc, subject, { schema, value }, ControlReply, {
       timeoutMs: REQUEST_TIMEOUT_MS,
+      wait: this.wait,
     });
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply.message;

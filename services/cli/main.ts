@@ -4,6 +4,7 @@
  */
 import { join } from "node:path";
 import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { z } from "zod";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { DEFAULT_CHECKPOINT_EVERY } from "../../shared/loop/state.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -24,8 +25,14 @@ const runIdArg = (value: string): string => {
   return value;
 };
 
+/** agentctl's environment: an actor's, and how long a command waits for a supervisor. */
+const AgentctlEnv = ActorEnv.extend({
+  /** A command the supervisor answers waits this long for one when none answers yet (0: fails at once). */
+  AGENTCTL_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
+});
+
 async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise<T> {
-  const env = parseEnv(ActorEnv, process.env);
+  const env = parseEnv(AgentctlEnv, process.env);
   const logger = createLogger({ actor: "cli", level: env.LOG_LEVEL === "info" ? "error" : env.LOG_LEVEL });
   const bus: ActorBus = await openActorBus(env, "agentctl", {
     clock: systemClock,
@@ -33,7 +40,17 @@ async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise
     logger,
   });
   try {
-    return await fn(new ClusterClient(bus));
+    const waitMs = env.AGENTCTL_WAIT_MS;
+    const wait = {
+      waitMs,
+      clock: systemClock,
+      random: systemRandom,
+      onWait: () =>
+        process.stderr.write(
+          `no supervisor answers yet: waiting up to ${waitMs} ms for one (AGENTCTL_WAIT_MS)\n`,
+        ),
+    };
+    return await fn(new ClusterClient(bus, waitMs > 0 ? wait : undefined));
   } finally {
     await bus.nc.drain();
   }
