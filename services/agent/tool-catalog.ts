@@ -4,14 +4,12 @@ import type { Clock } from "../../shared/runtime/clock.js";
 /**
  * Tool descriptors as their services last described them, kept for `ttlMs`: every run lease needs
  * its tools' descriptors, and asking a service each time put a round trip to another process in
- * front of every takeover. A tool nobody described is remembered as missing for `ttlMs` too: the
- * worker waits for a missing tool's service before giving up on it, and every lease of a run naming
- * a tool nobody serves would wait again. A service that comes up, or a changed descriptor (a
- * redeployed service), is seen within `ttlMs`.
+ * front of every takeover. A tool nobody described is not remembered (a service that comes up is
+ * found by the next lease); a changed descriptor (a redeployed service) is seen within `ttlMs`.
  * Concurrent leases asking for the same tool share one request. `ttlMs` 0 asks every time.
  */
 export class ToolCatalog {
-  private readonly known = new Map<string, { descriptor: ToolDescriptor | undefined; at: number }>();
+  private readonly known = new Map<string, { descriptor: ToolDescriptor; at: number }>();
   private readonly asking = new Map<string, Promise<ToolDescriptor | undefined>>();
 
   constructor(
@@ -34,7 +32,8 @@ export class ToolCatalog {
     if (asked) return asked;
     const asking = this.describe(name)
       .then((descriptor) => {
-        this.known.set(name, { descriptor, at: this.clock.now() });
+        if (descriptor) this.known.set(name, { descriptor, at: this.clock.now() });
+        else this.known.delete(name);
         return descriptor;
       })
       .finally(() => this.asking.delete(name));

@@ -78,7 +78,8 @@ export async function describeRemoteTool(
       deps.subjects.toolDescribe(name),
       { schema: DescribeRequest, value: {} },
       ToolDescriptor,
-      { timeoutMs: deps.timeoutMs ?? 2_000, wait: deps.wait },
+      // A descriptor is a read: asked again if the connection drops before it comes.
+      { timeoutMs: deps.timeoutMs ?? 2_000, wait: deps.wait && { ...deps.wait, read: true } },
     );
   } catch (err) {
     deps.logger.warn(

@@ -32,6 +32,19 @@ export interface ServiceWait {
   random: Random;
   /** Told once per request, when it begins to wait. */
   onWait?: () => void;
+  /**
+   * The request may be sent twice (a read): it is asked again, within the wait, also when the
+   * connection dropped before its reply came (a NATS server restarting). Others fail then: their
+   * outcome is unknown.
+   */
+  read?: boolean;
+}
+
+/** Whether a failed request is asked again while it waits for a service. */
+function askAgain(err: unknown, wait: ServiceWait): boolean {
+  return (
+    isNoResponders(err) || (wait.read === true && err instanceof ReplyError && err.reason === "disconnected")
+  );
 }
 
 /**
@@ -54,7 +67,7 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
     try {
       msg = await ReplyInbox.of(nc).request(subject, data, { timeoutMs: options.timeoutMs });
     } catch (err) {
-      const left = wait && until !== undefined && isNoResponders(err) ? until - wait.clock.now() : 0;
+      const left = wait && until !== undefined && askAgain(err, wait) ? until - wait.clock.now() : 0;
       if (!wait || left <= 0) throw requestFailure(err, subject, options);
       if (asked === 0) wait.onWait?.();
       await wait.clock.sleep(Math.min(left, servicePollDelay(asked, wait.random)));

@@ -1,7 +1,11 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { linkOf, whenLinked } from "../../shared/bus/link.js";
 import { ReplyError, ReplyInbox } from "../../shared/bus/reply-inbox.js";
+import { requestJson } from "../../shared/bus/request.js";
+import { toAgentError } from "../../shared/runtime/errors.js";
+import { seededRandom } from "../../shared/runtime/random.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
 
@@ -107,5 +111,39 @@ describe("ReplyInbox across a server restart", () => {
     await inbox.request("outage.echo", data("after the outage"), { timeoutMs: 2_000 });
     expect(asked).not.toContain("late");
     expect(asked).toContain("after the outage");
+  }, 40_000);
+
+  it("a read waiting for its service is asked again when the connection drops before its reply; another request is not (its outcome is unknown)", async () => {
+    const slowAsked: string[] = [];
+    // Answers a second after it is asked: the server is restarted meanwhile, and the reply is lost.
+    answerer.subscribe("outage.slow", {
+      callback: (_e, m) => {
+        const asked = JSON.parse(text(m.data)) as string;
+        slowAsked.push(asked);
+        setTimeout(() => m.respond(data(JSON.stringify(`slow ${asked}`))), 1_000);
+      },
+    });
+    await answerer.flush();
+    const Text = z.string();
+    const ask = async (value: string, read: boolean): Promise<string> => {
+      try {
+        const reply = await requestJson(asker, "outage.slow", { schema: Text, value }, Text, {
+          timeoutMs: 5_000,
+          wait: { waitMs: 15_000, clock: systemClock, random: seededRandom(3), read },
+        });
+        return String(reply);
+      } catch (err) {
+        return toAgentError(err).code;
+      }
+    };
+    const asRead = ask("read", true);
+    const notRead = ask("write", false);
+    await until(() => slowAsked.length === 2, 5_000, "both asked");
+    await server.restart?.({ downMs: 500 });
+    // The read is asked again once both are back, and answered; the other failed at the drop.
+    expect(await notRead).toBe("BUS_UNAVAILABLE");
+    expect(await asRead).toBe("slow read");
+    expect(slowAsked.filter((v) => v === "read").length).toBeGreaterThanOrEqual(2);
+    expect(slowAsked.filter((v) => v === "write")).toHaveLength(1);
   }, 40_000);
 });
