@@ -285,26 +285,21 @@ export class AgentWorker {
     this.deferred.set(job, timer);
   }
 
-  /**
-   * How a request to a service nobody serves yet waits for one (AGENT_SERVICE_WAIT_MS); the wait is
-   * counted and logged as it begins, with the run it is for.
-   */
+  /** How a request to a service nobody serves yet waits for one (AGENT_SERVICE_WAIT_MS). */
   private serviceWait(service: string, runId?: string): ServiceWait | undefined {
     const waitMs = this.options.serviceWaitMs ?? 0;
     if (waitMs <= 0) return undefined;
-    const { clock, random, logger } = this.bus;
-    return {
-      waitMs,
-      clock,
-      random,
-      onWait: () => {
-        this.options.metrics.serviceWaits.inc({ service });
-        logger.warn(
-          { ...(runId ? { runId } : {}), service, waitMs },
-          "nobody serves it yet: waiting for a service",
-        );
-      },
-    };
+    const { clock, random } = this.bus;
+    return { waitMs, clock, random, onWait: () => this.waitingFor(service, runId) };
+  }
+
+  /** A wait for a service, counted and logged as it begins, with the run it is for. */
+  private waitingFor(service: string, runId?: string): void {
+    this.options.metrics.serviceWaits.inc({ service });
+    this.bus.logger.warn(
+      { ...(runId ? { runId } : {}), service, waitMs: this.options.serviceWaitMs },
+      "nobody serves it yet: waiting for a service",
+    );
   }
 
   private lease(job: RunJob, msg: JsMsg): RunLease {
@@ -323,7 +318,7 @@ export class AgentWorker {
       actorModel: (ref) =>
         actorModelDriver(ref, { ...bus, wait: this.serviceWait(`model:${ref.name}`, job.runId) }),
       invokePolicy: { serviceWaitMs: this.options.serviceWaitMs ?? 0 },
-      onServiceWait: (tool) => this.serviceWait(`tool:${tool}`, job.runId)?.onWait?.(),
+      onServiceWait: (tool) => this.waitingFor(`tool:${tool}`, job.runId),
     });
     return new RunLease(
       {

@@ -1,8 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { seededRandom, type Random } from "../../shared/runtime/random.js";
-import { expectChargesInTrail, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
-import { spec } from "../helpers/fixtures.js";
+import {
+  expectChargesInTrail,
+  payingRun,
+  serveCharge,
+  settled,
+  useClusterSuite,
+} from "../helpers/cluster-suite.js";
 import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
 
 const RUNS = 24;
@@ -44,14 +49,8 @@ const suite = useClusterSuite("chaos", {
 
 /** Submits a run, again and again while the supervisor is down: the same runId is never admitted twice. */
 async function submitRun(run: number): Promise<string> {
-  const payments = Array.from({ length: PAYMENTS }, (_, i) => ({
-    toolCalls: [{ name: "pay", input: { amount: i + 1 } }],
-  }));
   const runId = `chaos-${run}-${Date.now().toString(36)}`;
-  const runSpec = spec({
-    script: [...payments, { text: `paid ${PAYMENTS} for run ${run}` }],
-    tools: ["pay"],
-  });
+  const runSpec = payingRun("pay", PAYMENTS, `paid ${PAYMENTS} for run ${run}`);
   for (;;) {
     try {
       await suite.client.submit({ ...runSpec, runId });

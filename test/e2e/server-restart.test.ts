@@ -6,11 +6,11 @@ import { systemClock } from "../../shared/runtime/clock.js";
 import {
   chargeTool,
   expectChargesInTrail,
+  payingRun,
   serveFromTest,
   settled,
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
-import { spec } from "../helpers/fixtures.js";
 import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
 
 const RUNS = 8;
@@ -66,11 +66,7 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
       executions.clear();
       const runIds: string[] = [];
       for (let run = 0; run < RUNS; run += 1) {
-        const payments = Array.from({ length: PAYMENTS }, (_, i) => ({
-          toolCalls: [{ name: "pay", input: { amount: i + 1 } }],
-        }));
-        const runSpec = spec({ script: [...payments, { text: `paid run ${run}` }], tools: ["pay"] });
-        runIds.push((await suite.client.submit(runSpec)).runId);
+        runIds.push((await suite.client.submit(payingRun("pay", PAYMENTS, `paid run ${run}`))).runId);
       }
       await systemClock.sleep(3 * PAYMENT_MS);
       expect(executions.size).toBeGreaterThan(0);

@@ -4,7 +4,13 @@ import { serveModel } from "../../shared/bus/model-actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
-import { chargeTool, expectChargesInTrail, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import {
+  chargeTool,
+  expectChargesInTrail,
+  payingRun,
+  settled,
+  useClusterSuite,
+} from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
 const RUNS = 6;
@@ -23,12 +29,13 @@ const suite = useClusterSuite("svc-restart", {
   ],
 });
 
-/** A run that pays `payments` times through `tool`, then answers. */
-function payingRun(tool: string, payments: number, answer: string) {
-  const calls = Array.from({ length: payments }, (_, i) => ({
-    toolCalls: [{ name: tool, input: { amount: i + 1 } }],
-  }));
-  return spec({ script: [...calls, { text: answer }], tools: [tool] });
+/** Waits (polling) until `ready` holds: a fixed sleep is too short on a loaded machine. */
+async function until(ready: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await ready())) {
+    if (Date.now() > deadline) throw new Error(`not ready within ${timeoutMs} ms`);
+    await systemClock.sleep(25);
+  }
 }
 
 /** What the model was told about the run's tool calls: none may have failed. */
@@ -47,7 +54,7 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     const runIds: string[] = [];
     for (let run = 0; run < RUNS; run += 1)
       runIds.push((await suite.client.submit(payingRun("pay", PAYMENTS, `paid run ${run}`))).runId);
-    await systemClock.sleep(3 * PAYMENT_MS);
+    await until(() => executions.size >= RUNS);
     // Stops taking calls; the ones it holds finish and answer, as a draining service does.
     service.stop();
     const stoppedWith = executions.size;
@@ -115,9 +122,8 @@ describe("a service that restarts, or starts after the runs needing it", () => {
       const runSpec = { ...base, agent: { ...base.agent, model: { provider: "actor" as const, name } } };
       runIds.push((await suite.client.submit(runSpec)).runId);
     }
-    await systemClock.sleep(400);
+    await until(() => turns >= RUNS);
     model.unsubscribe();
-    expect(turns).toBeGreaterThan(0);
     await systemClock.sleep(GAP_MS);
     const turnsInGap = turns;
     expect(turnsInGap).toBeLessThan(RUNS * 3);
@@ -146,10 +152,11 @@ describe("a service that restarts, or starts after the runs needing it", () => {
       });
       runIds.push((await suite.client.submit(runSpec)).runId);
     }
-    await systemClock.sleep(1_000);
-    expect(
-      (await Promise.all(runIds.map((id) => suite.client.status.get(id)))).map((s) => s?.status),
-    ).toEqual(runIds.map(() => "running"));
+    // Every run is waiting for its review before a critic is back.
+    await until(async () => {
+      const statuses = await Promise.all(runIds.map((id) => suite.client.status.get(id)));
+      return statuses.every((s) => s?.status === "running" && s.phase === "CRITIQUE");
+    });
     await suite.cluster.start("critic", "critic-2");
     const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
     // Before, a review that found nobody serving sent the answer back for repair, and the model,
@@ -174,7 +181,7 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     const runIds: string[] = [];
     for (let run = 0; run < RUNS; run += 1)
       runIds.push((await suite.client.submit(payingRun("step_pay", 12, `stepped run ${run}`))).runId);
-    await systemClock.sleep(300);
+    await until(() => executions.size >= RUNS);
     // A rolling restart: the old one drains and exits, then the new one starts (about a second).
     suite.cluster.signal("supervisor", "SIGTERM");
     await systemClock.sleep(300);

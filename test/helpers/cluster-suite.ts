@@ -19,6 +19,7 @@ import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { defineTool, type AnyTool } from "../../shared/tools/tool.js";
 import { ClusterClient } from "../../services/cli/client.js";
 import { LocalCluster, type LocalActorKind } from "../../services/local/cluster.js";
+import type { RunSpecInput } from "../../shared/contracts/run-spec.js";
 import { spec } from "./fixtures.js";
 import { startNats, type TestNats } from "./nats-server.js";
 
@@ -213,6 +214,14 @@ export async function expectChargesInTrail(
   const completed = events.filter((e) => e.kind === "tool.completed" && e.actor === `tool:${tool}`);
   expect(completed, runId).toHaveLength(charged);
   return events;
+}
+
+/** A RunSpec whose model calls the charge tool `tool` `payments` times (amounts 1, 2, …), then answers. */
+export function payingRun(tool: string, payments: number, answer: string): RunSpecInput {
+  const calls = Array.from({ length: payments }, (_, i) => ({
+    toolCalls: [{ name: tool, input: { amount: i + 1 } }],
+  }));
+  return spec({ script: [...calls, { text: answer }], tools: [tool] });
 }
 
 /** Submits a run that calls the charge tool `tool` once, then finishes with "charged <amount>". */
