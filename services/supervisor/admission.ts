@@ -6,7 +6,7 @@ import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, publishAudit } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
-import { publishJob } from "../../shared/bus/jobs.js";
+import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -60,14 +60,23 @@ export class Admission {
     const rootRunId = await this.rootOf(request, runId);
     const depth = request.parent ? request.parent.depth + 1 : 0;
     try {
+      const ids = { runId, rootRunId, depth, named };
+      const existing = { schemaVersion: 1 as const, ok: true as const, runId, status: "existing" as const };
       // An id this supervisor just made names no run yet: only a named run is looked up (a round trip less).
-      if (named && (await this.status.get(runId)))
-        return { schemaVersion: 1, ok: true, runId, status: "existing" };
+      const known = named ? await this.status.get(runId) : undefined;
+      if (known) {
+        if (known.status === "queued") await this.finishAdmission(request, ids);
+        return existing;
+      }
       await this.check(depth);
       if (request.parent) await this.checkBudget(rootRunId);
       const taken = await this.pool.acquire(runId, this.limits.poolCapacity);
-      if (taken === "existing") return { schemaVersion: 1, ok: true, runId, status: "existing" };
-      await this.admit(request, { runId, rootRunId, depth, named });
+      if (taken === "existing") {
+        // A slot and no status: the supervisor that took the slot stopped before recording the run.
+        await this.finishAdmission(request, ids);
+        return existing;
+      }
+      await this.admit(request, ids);
       this.metrics?.runsAdmitted.inc();
       return { schemaVersion: 1, ok: true, runId, status: "admitted" };
     } catch (err) {
@@ -117,9 +126,33 @@ export class Admission {
     }
   }
 
+  /**
+   * Finishes the admission of a run submitted again while it is still queued, when no job of it is
+   * on the work queue: a supervisor stopped (killed, say) after taking the run's slot and before
+   * queuing its job, and the run would otherwise stay queued, holding its slot, for ever (a submit
+   * retried after a lost reply finds it "existing"). A run whose job waits, or is held, is left as it is.
+   */
+  private async finishAdmission(
+    request: SubmitRequest,
+    ids: { runId: string; rootRunId: string; depth: number; named: boolean },
+  ): Promise<void> {
+    if (await hasQueuedJob(this.bus, ids.runId)) return;
+    this.bus.logger.warn(
+      { runId: ids.runId },
+      "a queued run has no job (its admission stopped midway): queuing it now",
+    );
+    await this.admit(request, ids, await auditCount(this.bus, ids.runId));
+  }
+
+  /**
+   * Records the run as queued, audits its admission and queues its first job. `recorded`: the
+   * run's audit events already there when an interrupted admission is finished (its `run.admitted`
+   * among them when it got that far), which the job continues from instead of auditing it again.
+   */
   private async admit(
     request: SubmitRequest,
     ids: { runId: string; rootRunId: string; depth: number; named: boolean },
+    recorded = 0,
   ): Promise<void> {
     const { parent, ...rest } = request;
     const spec: RunSpec = { ...rest, runId: ids.runId };
@@ -135,16 +168,13 @@ export class Admission {
       usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
       updatedAt: toRfc3339(now),
     });
-    const seq = await this.record(
-      { ...ids, parentRunId: parent?.runId },
-      "run.admitted",
-      "passed",
-      undefined,
-      {
-        depth: ids.depth,
-        agent: spec.agent.name,
-      },
-    );
+    const seq =
+      recorded > 0
+        ? recorded
+        : await this.record({ ...ids, parentRunId: parent?.runId }, "run.admitted", "passed", undefined, {
+            depth: ids.depth,
+            agent: spec.agent.name,
+          });
     const job: RunJob = {
       schemaVersion: 1,
       runId: ids.runId,

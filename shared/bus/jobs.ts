@@ -35,6 +35,21 @@ export async function publishJob(deps: JobDeps, job: RunJob, msgID: string): Pro
   return ack.seq;
 }
 
+/**
+ * Whether a job of the run is on the work queue: waiting, or held by a worker (the queue drops a
+ * job only once it is acknowledged).
+ */
+export async function hasQueuedJob(
+  deps: Pick<JobDeps, "subjects" | "clock" | "random"> & { jsm: JetStreamManager },
+  runId: string,
+): Promise<boolean> {
+  const subject = deps.subjects.runQueue(runId);
+  const last = await withBusRetry(`looking for a job on ${subject}`, deps, () =>
+    deps.jsm.streams.getMessage(deps.subjects.streams().runs, { last_by_subj: subject }),
+  );
+  return last !== null;
+}
+
 /** A job that continues an existing run (its spec is in the WAL), with the outside event to continue with, if any. */
 export function continuationJob(run: RunStatus, event?: RunJob["event"]): RunJob {
   return {
