@@ -22,6 +22,7 @@ import { LocalCluster } from "../../services/local/cluster.js";
 import { serveFromTest, settled } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
+import { until } from "../helpers/until.js";
 
 const RUNS = 6;
 const STEPS = 4;
@@ -115,7 +116,7 @@ describe("a 3-node JetStream cluster loses a server mid-workload", () => {
     let gaps = "";
     subscriber.stdout.on("data", (chunk: Buffer) => (seen += chunk.toString()));
     subscriber.stderr.on("data", (chunk: Buffer) => (gaps += chunk.toString()));
-    await until(() => gaps.includes("subscribed to"), 30_000);
+    await until(() => gaps.includes("subscribed to"), 30_000, { everyMs: 200 });
 
     const script = [
       ...Array.from({ length: STEPS }, (_, i) => ({
@@ -172,10 +173,14 @@ describe("a 3-node JetStream cluster loses a server mid-workload", () => {
     // The subscriber (a durable consumer, reconnecting on its own) saw every seq of every run.
     const totals = new Map<string, number>();
     for (const id of runIds) totals.set(id, (await client.audit(id)).length);
-    await until(() => {
-      const got = seqsByRun(seen);
-      return runIds.every((id) => got.get(id)?.size === totals.get(id));
-    }, 40_000).catch((err: unknown) => {
+    await until(
+      () => {
+        const got = seqsByRun(seen);
+        return runIds.every((id) => got.get(id)?.size === totals.get(id));
+      },
+      40_000,
+      { everyMs: 200 },
+    ).catch((err: unknown) => {
       const got = [...seqsByRun(seen)].map(([id, seqs]) => `${id}: ${seqs.size}/${totals.get(id) ?? 0}`);
       throw new Error(`the subscriber saw ${got.join(", ")}; stderr: ${gaps}`, { cause: err });
     });
@@ -208,7 +213,7 @@ describe("a 3-node JetStream cluster loses a server mid-workload", () => {
       }
       return true;
     };
-    await until(caughtUp, 30_000).catch(async (err: unknown) => {
+    await until(caughtUp, 30_000, { everyMs: 200 }).catch(async (err: unknown) => {
       const infos = await Promise.all(
         names.map((name) => bus.jsm.streams.info(name).then((i) => i.cluster, String)),
       );
@@ -224,22 +229,18 @@ async function waitFor(
   timeoutMs = 30_000,
 ): Promise<unknown> {
   let last: unknown;
-  await until(async () => {
-    const status = await client.status.get(runId).catch(() => undefined);
-    last = status;
-    return status !== undefined && done(status);
-  }, timeoutMs).catch((err: unknown) => {
+  await until(
+    async () => {
+      const status = await client.status.get(runId).catch(() => undefined);
+      last = status;
+      return status !== undefined && done(status);
+    },
+    timeoutMs,
+    { everyMs: 200 },
+  ).catch((err: unknown) => {
     throw new Error(`run ${runId}: ${(err as Error).message} (last: ${JSON.stringify(last)})`);
   });
   return last;
-}
-
-async function until(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms`);
-    await systemClock.sleep(200);
-  }
 }
 
 function seqsByRun(output: string): Map<string, Set<number>> {

@@ -12,6 +12,7 @@ import {
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
+import { until } from "../helpers/until.js";
 
 const RUNS = 6;
 const PAYMENTS = 6;
@@ -29,15 +30,6 @@ const suite = useClusterSuite("svc-restart", {
   ],
 });
 
-/** Waits (polling) until `ready` holds: a fixed sleep is too short on a loaded machine. */
-async function until(ready: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await ready())) {
-    if (Date.now() > deadline) throw new Error(`not ready within ${timeoutMs} ms`);
-    await systemClock.sleep(25);
-  }
-}
-
 /** What the model was told about the run's tool calls: none may have failed. */
 async function expectNoToolFailed(runId: string): Promise<void> {
   const events = await suite.audit(runId);
@@ -54,7 +46,7 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     const runIds: string[] = [];
     for (let run = 0; run < RUNS; run += 1)
       runIds.push((await suite.client.submit(payingRun("pay", PAYMENTS, `paid run ${run}`))).runId);
-    await until(() => executions.size >= RUNS);
+    await until(() => executions.size >= RUNS, 15_000, { what: "a payment per run" });
     // Stops taking calls; the ones it holds finish and answer, as a draining service does.
     service.stop();
     const stoppedWith = executions.size;
@@ -122,7 +114,7 @@ describe("a service that restarts, or starts after the runs needing it", () => {
       const runSpec = { ...base, agent: { ...base.agent, model: { provider: "actor" as const, name } } };
       runIds.push((await suite.client.submit(runSpec)).runId);
     }
-    await until(() => turns >= RUNS);
+    await until(() => turns >= RUNS, 15_000, { what: "a turn per run" });
     model.unsubscribe();
     await systemClock.sleep(GAP_MS);
     const turnsInGap = turns;
@@ -153,10 +145,14 @@ describe("a service that restarts, or starts after the runs needing it", () => {
       runIds.push((await suite.client.submit(runSpec)).runId);
     }
     // Every run is waiting for its review before a critic is back.
-    await until(async () => {
-      const statuses = await Promise.all(runIds.map((id) => suite.client.status.get(id)));
-      return statuses.every((s) => s?.status === "running" && s.phase === "CRITIQUE");
-    });
+    await until(
+      async () => {
+        const statuses = await Promise.all(runIds.map((id) => suite.client.status.get(id)));
+        return statuses.every((s) => s?.status === "running" && s.phase === "CRITIQUE");
+      },
+      15_000,
+      { what: "every run waiting for its review" },
+    );
     await suite.cluster.start("critic", "critic-2");
     const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
     // Before, a review that found nobody serving sent the answer back for repair, and the model,
@@ -181,7 +177,7 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     const runIds: string[] = [];
     for (let run = 0; run < RUNS; run += 1)
       runIds.push((await suite.client.submit(payingRun("step_pay", 12, `stepped run ${run}`))).runId);
-    await until(() => executions.size >= RUNS);
+    await until(() => executions.size >= RUNS, 15_000, { what: "a payment per run" });
     // A rolling restart: the old one drains and exits, then the new one starts (about a second).
     suite.cluster.signal("supervisor", "SIGTERM");
     await systemClock.sleep(300);

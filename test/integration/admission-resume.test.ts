@@ -1,43 +1,29 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import { auditCount } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { hasQueuedJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { SubmitRequest, RunJob } from "../../shared/contracts/cluster.js";
-import { ActorEnv } from "../../shared/runtime/config.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
-import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { Admission } from "../../services/supervisor/admission.js";
 import { spec } from "../helpers/fixtures.js";
-import { startNats, type TestNats } from "../helpers/nats-server.js";
+import { useActorBus } from "../helpers/actor-bus.js";
 
-let server: TestNats;
-let bus: ActorBus;
+const suite = useActorBus("ar", { random: seededRandom(7) });
 let admission: Admission;
 let pool: PoolLedger;
 
-beforeAll(async () => {
-  server = await startNats();
-  bus = await openActorBus(
-    ActorEnv.parse({
-      NATS_URL: server.url,
-      AGENTS_PREFIX: `ar${process.pid}x${Date.now().toString(36)}`,
-      ...(server.user ? { NATS_USER: server.user, NATS_PASSWORD: server.pass ?? "" } : {}),
-    }),
-    "admission-resume-test",
-    { clock: systemClock, random: seededRandom(7), logger: silentLogger },
+beforeAll(() => {
+  pool = PoolLedger.of(suite.bus);
+  admission = new Admission(
+    suite.bus,
+    pool,
+    { poolCapacity: 100, maxDepth: 3, treeIterationCap: 1_000 },
+    uuidIds,
   );
-  pool = PoolLedger.of(bus);
-  admission = new Admission(bus, pool, { poolCapacity: 100, maxDepth: 3, treeIterationCap: 1_000 }, uuidIds);
-}, 30_000);
-
-afterAll(async () => {
-  await bus?.nc.drain();
-  await server?.stop();
 });
 
 const submit = (runId: string) =>
@@ -45,11 +31,11 @@ const submit = (runId: string) =>
 
 /** How many jobs of the run are on the work queue (nobody consumes them here), and the last. */
 async function jobsOf(runId: string): Promise<{ count: number; last: RunJob | undefined }> {
-  const stream = bus.subjects.streams().runs;
-  const subject = bus.subjects.runQueue(runId);
-  const info = await bus.jsm.streams.info(stream, { subjects_filter: subject });
+  const stream = suite.bus.subjects.streams().runs;
+  const subject = suite.bus.subjects.runQueue(runId);
+  const info = await suite.bus.jsm.streams.info(stream, { subjects_filter: subject });
   const count = Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
-  const last = await bus.jsm.streams.getMessage(stream, { last_by_subj: subject });
+  const last = await suite.bus.jsm.streams.getMessage(stream, { last_by_subj: subject });
   return { count, last: last ? RunJob.parse(last.json()) : undefined };
 }
 
@@ -59,17 +45,17 @@ describe("a run whose admission a supervisor did not finish", () => {
     const bare = "cut-after-slot";
     expect(await pool.acquire(bare, 100)).toBe("admitted");
     expect(await submit(bare)).toMatchObject({ ok: true, status: "existing" });
-    expect(await new RunStatusStore(bus.buckets.runs).get(bare)).toMatchObject({ status: "queued" });
+    expect(await new RunStatusStore(suite.bus.buckets.runs).get(bare)).toMatchObject({ status: "queued" });
     expect(await jobsOf(bare)).toMatchObject({
       count: 1,
       last: { runId: bare, auditSeq: 1, spec: { runId: bare } },
     });
-    expect(await auditCount(bus, bare)).toBe(1);
+    expect(await auditCount(suite.bus, bare)).toBe(1);
 
     // Killed after the status: queued, no job, no event.
     const queued = "cut-after-status";
     expect(await pool.acquire(queued, 100)).toBe("admitted");
-    await new RunStatusStore(bus.buckets.runs).put({
+    await new RunStatusStore(suite.bus.buckets.runs).put({
       runId: queued,
       rootRunId: queued,
       depth: 0,
@@ -79,7 +65,7 @@ describe("a run whose admission a supervisor did not finish", () => {
       usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
       updatedAt: new Date().toISOString(),
     });
-    expect(await hasQueuedJob(bus, queued)).toBe(false);
+    expect(await hasQueuedJob(suite.bus, queued)).toBe(false);
     expect(await submit(queued)).toMatchObject({ ok: true, status: "existing" });
     expect(await jobsOf(queued)).toMatchObject({ count: 1, last: { runId: queued, auditSeq: 1 } });
   }, 30_000);
@@ -87,12 +73,12 @@ describe("a run whose admission a supervisor did not finish", () => {
   it("a queued run whose job waits is left alone when submitted again: one job, one admission event", async () => {
     const runId = "whole-admission";
     expect(await submit(runId)).toMatchObject({ ok: true, status: "admitted" });
-    const status = await new RunStatusStore(bus.buckets.runs).get(runId);
+    const status = await new RunStatusStore(suite.bus.buckets.runs).get(runId);
     await systemClock.sleep(5);
     expect(await submit(runId)).toMatchObject({ ok: true, status: "existing" });
     // Not admitted again: its status is not even rewritten.
-    expect(await new RunStatusStore(bus.buckets.runs).get(runId)).toEqual(status);
+    expect(await new RunStatusStore(suite.bus.buckets.runs).get(runId)).toEqual(status);
     expect((await jobsOf(runId)).count).toBe(1);
-    expect(await auditCount(bus, runId)).toBe(1);
+    expect(await auditCount(suite.bus, runId)).toBe(1);
   }, 30_000);
 });

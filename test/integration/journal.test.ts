@@ -1,7 +1,7 @@
 import { Writable } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { RunJournal, STEP_KINDS } from "../../services/agent/journal.js";
-import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, publishAudit, readAudit } from "../../shared/bus/audit.js";
 import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -12,38 +12,18 @@ import { startRun, transition } from "../../shared/loop/fsm.js";
 import { eventOf } from "../../shared/loop/replay.js";
 import type { LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
 import { ManualClock } from "../../shared/runtime/clock.js";
-import { ActorEnv } from "../../shared/runtime/config.js";
 import { createLogger, silentLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
-import { startNats, type TestNats } from "../helpers/nats-server.js";
+import { useActorBus } from "../helpers/actor-bus.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 3 };
 const clock = new ManualClock(START);
-let server: TestNats;
-let bus: ActorBus;
 
-beforeAll(async () => {
-  server = await startNats();
-  const prefix = `jr${process.pid}x${Date.now().toString(36)}`;
-  bus = await openActorBus(
-    ActorEnv.parse({
-      NATS_URL: server.url,
-      AGENTS_PREFIX: prefix,
-      ...(server.user ? { NATS_USER: server.user, NATS_PASSWORD: server.pass ?? "" } : {}),
-    }),
-    "journal-test",
-    { clock, random: seededRandom(3), logger: silentLogger },
-  );
-}, 30_000);
-
-afterAll(async () => {
-  await bus?.nc.drain();
-  await server?.stop();
-});
+const suite = useActorBus("jr", { clock, random: seededRandom(3) });
 
 /** A real run's transitions, rebuilt from its WAL as a worker would have made them. */
 async function transitionsOf(runId: string, steps: number): Promise<Transition[]> {
@@ -80,12 +60,12 @@ const holds = (t: Transition): boolean =>
 function journal(
   runId: string,
   statusEveryMs: number,
-  via: ActorBus = bus,
+  via: ActorBus = suite.bus,
   after = { lastSeq: 0, count: 0 },
 ): RunJournal {
   return new RunJournal({
     bus: via,
-    writer: new WalWriter(bus, runId, "w1", after.lastSeq, after.count),
+    writer: new WalWriter(suite.bus, runId, "w1", after.lastSeq, after.count),
     checkpointSeq: undefined,
     statusEveryMs,
     metrics: new ActorMetrics("agent"),
@@ -98,13 +78,13 @@ function journal(
  * A connection whose audit events leave only once `open` is called; WAL appends (the writer has the
  * real bus) go through.
  */
-function auditGate(): { nc: typeof bus.nc; open: () => void } {
+function auditGate(): { nc: typeof suite.bus.nc; open: () => void } {
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));
-  const nc = new Proxy(bus.nc, {
+  const nc = new Proxy(suite.bus.nc, {
     get: (target, key, receiver) =>
       key === "publish"
-        ? (...args: Parameters<typeof bus.nc.publish>) => {
+        ? (...args: Parameters<typeof suite.bus.nc.publish>) => {
             if (args[0].includes(".audit.")) void gate.then(() => target.publish(...args));
             else target.publish(...args);
           }
@@ -122,7 +102,7 @@ const within = (work: Promise<unknown>, ms = 300): Promise<string> =>
 
 async function audited(runId: string): Promise<AuditEvent[]> {
   const events: AuditEvent[] = [];
-  for await (const event of readAudit(bus, { runId })) events.push(event);
+  for await (const event of readAudit(suite.bus, { runId })) events.push(event);
   return events;
 }
 
@@ -134,9 +114,9 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     let published: AuditEvent[] = [];
     let flushes = 0;
     for (const [i, t] of ts.entries()) {
-      const before = (await readWal(bus, runId)).lastSeq;
+      const before = (await readWal(suite.bus, runId)).lastSeq;
       await j.record(t, holds(t));
-      const after = await readWal(bus, runId);
+      const after = await readWal(suite.bus, runId);
       if (holds(t) && !walOf(t).some((r) => r.type === "CHECKPOINT")) {
         expect(after.lastSeq, `transition ${i} held`).toBe(before);
         continue;
@@ -147,7 +127,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
       published = ts.slice(0, i + 1).flatMap(auditsOf);
     }
     await j.settle();
-    const read = await readWal(bus, runId);
+    const read = await readWal(suite.bus, runId);
     expect(read.messages).toBe(flushes);
     expect(read.messages).toBeLessThan(ts.length);
     expect(read.records.map((r) => r.record)).toEqual(ts.flatMap(walOf));
@@ -162,20 +142,22 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     expect(at).toBeGreaterThan(2);
     expect(next).toBeGreaterThan(at);
     const { nc, open } = auditGate();
-    const j = journal(runId, 1_000, { ...bus, nc });
+    const j = journal(runId, 1_000, { ...suite.bus, nc });
     // Up to the checkpoint, nothing waits for the events: the checkpoint itself is written.
     for (const t of ts.slice(0, next)) await j.record(t, holds(t));
-    const before = await readWal(bus, runId);
+    const before = await readWal(suite.bus, runId);
     expect(before.records.map((r) => r.record)).toEqual(ts.slice(0, at + 1).flatMap(walOf));
-    expect(await auditCount(bus, runId)).toBe(0);
+    expect(await auditCount(suite.bus, runId)).toBe(0);
     // The next records would follow the checkpoint: they wait for every event up to it.
     const recording = j.record(ts[next] as Transition, false);
     expect(await within(recording)).toBe("waiting");
-    expect((await readWal(bus, runId)).lastSeq).toBe(before.lastSeq);
+    expect((await readWal(suite.bus, runId)).lastSeq).toBe(before.lastSeq);
     open();
     await recording;
-    expect(await auditCount(bus, runId)).toBeGreaterThanOrEqual(ts.slice(0, at + 1).flatMap(auditsOf).length);
-    expect((await readWal(bus, runId)).records.map((r) => r.record)).toEqual(
+    expect(await auditCount(suite.bus, runId)).toBeGreaterThanOrEqual(
+      ts.slice(0, at + 1).flatMap(auditsOf).length,
+    );
+    expect((await readWal(suite.bus, runId)).records.map((r) => r.record)).toEqual(
       ts.slice(0, next + 1).flatMap(walOf),
     );
     await j.settle();
@@ -188,18 +170,18 @@ describe("the run journal: WAL, audit and status of a lease", () => {
       const j = journal(runId, statusEveryMs);
       // Every write of this run's status, as the KV bucket's subject carries it.
       let seen = 0;
-      const sub = bus.nc.subscribe(`$KV.${bus.subjects.buckets().runs}.${runId}`, {
+      const sub = suite.bus.nc.subscribe(`$KV.${suite.bus.subjects.buckets().runs}.${runId}`, {
         callback: () => {
           seen += 1;
         },
       });
-      await bus.nc.flush();
+      await suite.bus.nc.flush();
       // All but the last transition, then the lease ends: the run is still running.
       for (const t of ts.slice(0, -1)) await j.record(t, false);
       await j.settle();
-      await bus.nc.flush();
+      await suite.bus.nc.flush();
       sub.unsubscribe();
-      const shown = await new RunStatusStore(bus.buckets.runs).get(runId);
+      const shown = await new RunStatusStore(suite.bus.buckets.runs).get(runId);
       const last = ts.at(-2)?.state;
       expect(shown).toMatchObject({
         status: last?.status,
@@ -226,8 +208,8 @@ describe("the run journal: WAL, audit and status of a lease", () => {
       },
     });
     const j = new RunJournal({
-      bus,
-      writer: new WalWriter(bus, runId, "w1", 0, 0),
+      bus: suite.bus,
+      writer: new WalWriter(suite.bus, runId, "w1", 0, 0),
       checkpointSeq: undefined,
       statusEveryMs: 1_000,
       metrics: new ActorMetrics("agent"),
@@ -252,9 +234,9 @@ describe("the run journal: WAL, audit and status of a lease", () => {
       const runId = `journal-catch-up-${age}`;
       const events = (await transitionsOf(runId, 2)).flatMap(auditsOf);
       expect(events.length).toBeGreaterThan(6);
-      for (const event of events.slice(0, 4)) await publishAudit(bus, event);
+      for (const event of events.slice(0, 4)) await publishAudit(suite.bus, event);
       await clock.advance(age);
-      const info = vi.spyOn(bus.jsm.streams, "info");
+      const info = vi.spyOn(suite.bus.jsm.streams, "info");
       try {
         const j = journal(runId, 1_000);
         await j.catchUp([], events, false);
@@ -275,21 +257,21 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     const runId = `journal-owed-${upTo}`;
     const ts = await transitionsOf(runId, 4);
     // The previous writer wrote the records of the first transitions, and no event.
-    const previous = new WalWriter(bus, runId, "w0", 0, 0);
+    const previous = new WalWriter(suite.bus, runId, "w0", 0, 0);
     const end = ts.findIndex((t) => t.state.step === upTo && !holds(t));
     for (const t of ts.slice(0, end + 1)) await previous.appendBatch(walOf(t));
     const logged = ts.slice(0, end + 1).flatMap(walOf);
     expect(logged.at(-1)?.type === "CHECKPOINT").toBe(waits);
     const { nc, open } = auditGate();
-    const j = journal(runId, 1_000, { ...bus, nc }, previous.position);
+    const j = journal(runId, 1_000, { ...suite.bus, nc }, previous.position);
     expect(await within(j.catchUp([], ts.slice(0, end + 1).flatMap(auditsOf), waits))).toBe("settled");
     const recording = j.record(ts[end + 1] as Transition, false);
     expect(await within(recording)).toBe(waits ? "waiting" : "settled");
-    expect(await auditCount(bus, runId)).toBe(0);
+    expect(await auditCount(suite.bus, runId)).toBe(0);
     open();
     await recording;
     await j.settle();
-    expect((await readWal(bus, runId)).records.map((r) => r.record)).toEqual(
+    expect((await readWal(suite.bus, runId)).records.map((r) => r.record)).toEqual(
       ts.slice(0, end + 2).flatMap(walOf),
     );
     expect(await audited(runId)).toEqual(ts.slice(0, end + 2).flatMap(auditsOf));

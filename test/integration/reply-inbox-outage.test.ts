@@ -8,6 +8,7 @@ import { toAgentError } from "../../shared/runtime/errors.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
+import { until } from "../helpers/until.js";
 
 const data = (text: string): Uint8Array => new TextEncoder().encode(text);
 const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
@@ -15,14 +16,6 @@ const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 /** Reconnects for ever as the actors' connections do (shared/bus/connect.ts), every `waitMs`. */
 const reconnecting = (server: TestNats, waitMs: number): Promise<NatsConnection> =>
   connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: waitMs, reconnectJitter: 0 });
-
-/** Polls until `check` holds; fails after `withinMs`. */
-async function until(check: () => boolean, withinMs: number, what: string): Promise<void> {
-  for (let waited = 0; !check(); waited += 20) {
-    if (waited > withinMs) throw new Error(`${what}: not within ${withinMs} ms`);
-    await systemClock.sleep(20);
-  }
-}
 
 describe("ReplyInbox across a server restart", () => {
   let server: TestNats;
@@ -61,7 +54,7 @@ describe("ReplyInbox across a server restart", () => {
     const restarted = server.restart?.({ downMs: 1_500 });
     expect(restarted).toBeDefined();
     await expect(inFlight).rejects.toMatchObject({ name: "ReplyError", reason: "disconnected" });
-    await until(() => !linkOf(asker).connected(), 5_000, "the asker sees the drop");
+    await until(() => !linkOf(asker).connected(), 5_000, { what: "the asker sees the drop" });
     // The client drops what is published while it reconnects: this request must wait for the link.
     const t0 = performance.now();
     const during = inbox.request("outage.echo", data("during"), { timeoutMs: 15_000 }).then(
@@ -73,7 +66,7 @@ describe("ReplyInbox across a server restart", () => {
     // had not resubscribed yet) refused by the server at once. Lost, it would have timed out.
     expect(["echo during", "no-responders"]).toContain(await during);
     expect(performance.now() - t0).toBeLessThan(10_000);
-    await until(() => linkOf(answerer).connected(), 5_000, "the answerer is back");
+    await until(() => linkOf(answerer).connected(), 5_000, { what: "the answerer is back" });
     expect(text((await inbox.request("outage.echo", data("after"), { timeoutMs: 2_000 })).data)).toBe(
       "echo after",
     );
@@ -85,13 +78,13 @@ describe("ReplyInbox across a server restart", () => {
     asker.subscribe("outage.note", { callback: (_e, m) => void heard.push(text(m.data)) });
     await asker.flush();
     const restarted = server.restart?.({ downMs: 1_500 });
-    await until(() => !linkOf(asker).connected(), 5_000, "the asker sees the drop");
+    await until(() => !linkOf(asker).connected(), 5_000, { what: "the asker sees the drop" });
     asker.publish("outage.note", data("plain"));
     whenLinked(asker, () => asker.publish("outage.note", data("linked")));
     await restarted;
-    await until(() => linkOf(asker).connected(), 5_000, "the asker is back");
+    await until(() => linkOf(asker).connected(), 5_000, { what: "the asker is back" });
     await asker.flush();
-    await until(() => heard.includes("linked"), 5_000, "the linked publish arrives");
+    await until(() => heard.includes("linked"), 5_000, { what: "the linked publish arrives" });
     // The client's own behaviour, which whenLinked and ReplyInbox work around.
     expect(heard).toEqual(["linked"]);
   }, 40_000);
@@ -99,7 +92,7 @@ describe("ReplyInbox across a server restart", () => {
   it("a request made while the connection is down still fails at its own deadline if the link stays down", async () => {
     const inbox = ReplyInbox.of(asker);
     const restarted = server.restart?.({ downMs: 2_500 });
-    await until(() => !linkOf(asker).connected(), 5_000, "the asker sees the drop");
+    await until(() => !linkOf(asker).connected(), 5_000, { what: "the asker sees the drop" });
     const t0 = performance.now();
     await expect(inbox.request("outage.echo", data("late"), { timeoutMs: 500 })).rejects.toMatchObject({
       reason: "timeout",
@@ -107,7 +100,9 @@ describe("ReplyInbox across a server restart", () => {
     expect(performance.now() - t0).toBeLessThan(1_500);
     await restarted;
     // Failed before the link came back, it is never sent: its caller has given up on it.
-    await until(() => linkOf(asker).connected() && linkOf(answerer).connected(), 5_000, "both are back");
+    await until(() => linkOf(asker).connected() && linkOf(answerer).connected(), 5_000, {
+      what: "both are back",
+    });
     await inbox.request("outage.echo", data("after the outage"), { timeoutMs: 2_000 });
     expect(asked).not.toContain("late");
     expect(asked).toContain("after the outage");
@@ -138,7 +133,7 @@ describe("ReplyInbox across a server restart", () => {
     };
     const asRead = ask("read", true);
     const notRead = ask("write", false);
-    await until(() => slowAsked.length === 2, 5_000, "both asked");
+    await until(() => slowAsked.length === 2, 5_000, { what: "both asked" });
     await server.restart?.({ downMs: 500 });
     // The read is asked again once both are back, and answered; the other failed at the drop.
     expect(await notRead).toBe("BUS_UNAVAILABLE");

@@ -1,6 +1,5 @@
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { describe, expect, it } from "vitest";
 import { publishAudit } from "../../shared/bus/audit.js";
 import { POOL_KEY, PoolLedger } from "../../shared/bus/pool.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
@@ -9,32 +8,10 @@ import { writeFanOut } from "../../shared/bus/fanout.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { ResumeRequest } from "../../shared/contracts/cluster.js";
 import { RELEASE_CONSUMER, releaseSlots, resumeRun } from "../../services/supervisor/control.js";
-import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv } from "../../shared/runtime/config.js";
-import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
-import { startNats, type TestNats } from "../helpers/nats-server.js";
+import { useActorBus } from "../helpers/actor-bus.js";
 
-let server: TestNats;
-let bus: ActorBus;
-
-beforeAll(async () => {
-  server = await startNats();
-  bus = await openActorBus(
-    ActorEnv.parse({
-      NATS_URL: server.url,
-      AGENTS_PREFIX: `sr${process.pid}x${Date.now().toString(36)}`,
-      ...(server.user ? { NATS_USER: server.user, NATS_PASSWORD: server.pass ?? "" } : {}),
-    }),
-    "slot-release-test",
-    { clock: systemClock, random: seededRandom(5), logger: silentLogger },
-  );
-}, 30_000);
-
-afterAll(async () => {
-  await bus?.nc.drain();
-  await server?.stop();
-});
+const suite = useActorBus("sr", { random: seededRandom(5) });
 
 function settled(runId: string, kind: "run.committed" | "run.failed" | "run.halted"): AuditEvent {
   return {
@@ -56,7 +33,7 @@ function settled(runId: string, kind: "run.committed" | "run.failed" | "run.halt
 /** A run that halted and still holds its pool slot: its release has not been read yet. */
 async function haltedHoldingSlot(pool: PoolLedger, runId: string): Promise<void> {
   await pool.acquire(runId, 1_000);
-  await new RunStatusStore(bus.buckets.runs).put({
+  await new RunStatusStore(suite.bus.buckets.runs).put({
     runId,
     rootRunId: runId,
     depth: 0,
@@ -74,7 +51,7 @@ async function drained(stream: string): Promise<void> {
   await expect
     .poll(
       async () => {
-        const info = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER);
+        const info = await suite.bus.jsm.consumers.info(stream, RELEASE_CONSUMER);
         return info.num_pending + info.num_ack_pending;
       },
       { timeout: 10_000 },
@@ -85,7 +62,7 @@ async function drained(stream: string): Promise<void> {
 /** Runs the supervisors' release loop while `body` runs. */
 async function whileReleasing(pool: PoolLedger, body: () => Promise<void>): Promise<void> {
   const stopping = new AbortController();
-  const loop = releaseSlots(bus, pool, stopping.signal);
+  const loop = releaseSlots(suite.bus, pool, stopping.signal);
   try {
     await body();
   } finally {
@@ -96,19 +73,21 @@ async function whileReleasing(pool: PoolLedger, body: () => Promise<void>): Prom
 
 /** Jobs on the work queue for `runId`. */
 async function queued(runId: string): Promise<number> {
-  const subject = bus.subjects.runQueue(runId);
-  const runs = await bus.jsm.streams.info(bus.subjects.streams().runs, { subjects_filter: subject });
+  const subject = suite.bus.subjects.runQueue(runId);
+  const runs = await suite.bus.jsm.streams.info(suite.bus.subjects.streams().runs, {
+    subjects_filter: subject,
+  });
   return runs.state.subjects?.[subject] ?? 0;
 }
 
 /** The ledger key's revision: one per write of the ledger. */
 async function ledgerRevision(): Promise<number> {
-  return (await bus.buckets.pool.get(POOL_KEY))?.revision ?? 0;
+  return (await suite.bus.buckets.pool.get(POOL_KEY))?.revision ?? 0;
 }
 
 describe("the supervisor's slot release loop", () => {
   it("frees the slots of 300 settled runs in a few writes of the ledger, and leaves running runs their slots", async () => {
-    const pool = PoolLedger.of(bus);
+    const pool = PoolLedger.of(suite.bus);
     const ids = Array.from({ length: 320 }, (_, i) => `run-rel-${i}`);
     await Promise.all(ids.map((id) => pool.acquire(id, 1_000)));
     expect(await pool.active()).toHaveLength(320);
@@ -116,18 +95,19 @@ describe("the supervisor's slot release loop", () => {
     // A first start creates the loop's durable consumer (it delivers what is published after it):
     // the events then wait for the second start as one backlog, as after a burst of settling runs.
     const first = new AbortController();
-    const starting = releaseSlots(bus, pool, first.signal);
-    const stream = bus.subjects.streams().audit;
+    const starting = releaseSlots(suite.bus, pool, first.signal);
+    const stream = suite.bus.subjects.streams().audit;
     await expect
-      .poll(() => bus.jsm.consumers.info(stream, RELEASE_CONSUMER).catch(() => null), { interval: 20 })
+      .poll(() => suite.bus.jsm.consumers.info(stream, RELEASE_CONSUMER).catch(() => null), { interval: 20 })
       .toBeTruthy();
     first.abort();
     await starting;
     const kinds = ["run.committed", "run.failed", "run.halted"] as const;
-    for (const [i, id] of ids.slice(0, 300).entries()) await publishAudit(bus, settled(id, kinds[i % 3]!));
+    for (const [i, id] of ids.slice(0, 300).entries())
+      await publishAudit(suite.bus, settled(id, kinds[i % 3]!));
     const before = await ledgerRevision();
     const stopping = new AbortController();
-    const loop = releaseSlots(bus, pool, stopping.signal);
+    const loop = releaseSlots(suite.bus, pool, stopping.signal);
 
     await expect.poll(async () => (await pool.active()).length, { timeout: 15_000 }).toBe(20);
     stopping.abort();
@@ -141,32 +121,32 @@ describe("the supervisor's slot release loop", () => {
   });
 
   it("a resume that comes before the halt's release waits for it: the resumed run keeps a slot", async () => {
-    const pool = PoolLedger.of(bus);
+    const pool = PoolLedger.of(suite.bus);
     const runId = "run-halt-resume";
     await haltedHoldingSlot(pool, runId);
     // The halt is on the audit stream, but the release loop has not read it yet (it lags behind,
     // or its supervisor restarts): the run's slot is still held when the operator resumes it.
-    await publishAudit(bus, settled(runId, "run.halted"));
-    const resuming = resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" }));
+    await publishAudit(suite.bus, settled(runId, "run.halted"));
+    const resuming = resumeRun(suite.bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" }));
     await new Promise((resolve) => setTimeout(resolve, 300));
     await whileReleasing(pool, async () => {
       await expect(resuming).resolves.toMatchObject({ ok: true });
-      await drained(bus.subjects.streams().audit);
+      await drained(suite.bus.subjects.streams().audit);
       // The halt's release came first and the resume's slot after it, not the other way round.
       expect(await pool.active()).toContain(runId);
     });
   });
 
   it("a halt delivered again after its run was resumed leaves the resumed run its slot, and hands its parent nothing", async () => {
-    const pool = PoolLedger.of(bus);
+    const pool = PoolLedger.of(suite.bus);
     const runId = "run-halt-again";
-    const stream = bus.subjects.streams().audit;
+    const stream = suite.bus.subjects.streams().audit;
     await haltedHoldingSlot(pool, runId);
     const parentRunId = "run-halt-again-parent";
-    const halt = await publishAudit(bus, { ...settled(runId, "run.halted"), parentRunId });
+    const halt = await publishAudit(suite.bus, { ...settled(runId, "run.halted"), parentRunId });
     await whileReleasing(pool, async () => {
       await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
-      const resumed = resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" }));
+      const resumed = resumeRun(suite.bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" }));
       await expect(resumed).resolves.toMatchObject({ ok: true });
       await drained(stream);
     });
@@ -175,16 +155,16 @@ describe("the supervisor's slot release loop", () => {
     // (its parent's fan-in failed): its durable consumer is put back to start at the halt's
     // message. The parent's fan-out names the run, whose status still reads halted (no worker has
     // taken the resume yet): the late halt must not hand the parent a result for it.
-    await writeFanOut(bus.buckets.runs, {
+    await writeFanOut(suite.bus.buckets.runs, {
       parentRunId,
       rootRunId: parentRunId,
       depth: 0,
       actionId: "spawn-1",
       children: [runId],
     });
-    const info = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER);
-    await bus.jsm.consumers.delete(stream, RELEASE_CONSUMER);
-    await bus.jsm.consumers.add(stream, {
+    const info = await suite.bus.jsm.consumers.info(stream, RELEASE_CONSUMER);
+    await suite.bus.jsm.consumers.delete(stream, RELEASE_CONSUMER);
+    await suite.bus.jsm.consumers.add(stream, {
       durable_name: RELEASE_CONSUMER,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.StartSequence,
@@ -194,23 +174,23 @@ describe("the supervisor's slot release loop", () => {
     await whileReleasing(pool, async () => {
       await drained(stream);
       expect(
-        (await bus.jsm.consumers.info(stream, RELEASE_CONSUMER)).ack_floor.stream_seq,
+        (await suite.bus.jsm.consumers.info(stream, RELEASE_CONSUMER)).ack_floor.stream_seq,
       ).toBeGreaterThanOrEqual(halt.seq);
       expect(await pool.active()).toContain(runId);
       expect(await queued(parentRunId)).toBe(0);
       // The resumed run's own end still frees it.
-      await publishAudit(bus, { ...settled(runId, "run.committed"), auditId: `${runId}:10`, seq: 10 });
+      await publishAudit(suite.bus, { ...settled(runId, "run.committed"), auditId: `${runId}:10`, seq: 10 });
       await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
     });
   });
 
   it("a resume whose halt is not released within 5 s is refused with HALT_PENDING (retryable), and queues nothing", async () => {
-    const pool = PoolLedger.of(bus);
+    const pool = PoolLedger.of(suite.bus);
     const runId = "run-halt-pending";
     await haltedHoldingSlot(pool, runId);
     const started = Date.now();
     await expect(
-      resumeRun(bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" })),
+      resumeRun(suite.bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" })),
     ).rejects.toMatchObject({ code: "HALT_PENDING", retryable: true });
     expect(Date.now() - started).toBeGreaterThanOrEqual(4_900);
     expect(await pool.active()).toContain(runId);
