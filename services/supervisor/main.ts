@@ -17,6 +17,7 @@ import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
 import { SupervisorEnv } from "./env.js";
+import { LostAdmissions } from "./lost-admissions.js";
 import { requeueStalled } from "./stalls.js";
 import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
 
@@ -88,7 +89,15 @@ const released = releaseSlots(bus, pool, stopping.signal).catch((err: unknown) =
 });
 const watchdog =
   env.SUPERVISOR_STALL_MS > 0
-    ? requeueStalled(bus, { staleMs: env.SUPERVISOR_STALL_MS }, metrics.stalledRequeues, stopping.signal)
+    ? requeueStalled(
+        bus,
+        { staleMs: env.SUPERVISOR_STALL_MS },
+        {
+          requeued: metrics.stalledRequeues,
+          lost: new LostAdmissions(bus, pool, env.SUPERVISOR_STALL_MS, metrics.lostAdmissions),
+        },
+        stopping.signal,
+      )
     : Promise.resolve();
 const health = await startActorHealth(bus, env, metrics);
 logger.info(

@@ -45,41 +45,68 @@ export type StallScanBus = Pick<ActorBus, "nc" | "jsm" | "reads" | "subjects" | 
   buckets: Pick<ActorBus["buckets"], "runs" | "pool">;
 };
 
+/** The runs holding a pool slot, as one scan found them. */
+export interface SlotScan {
+  /** The statuses of the runs holding a slot. */
+  statuses: RunStatus[];
+  /** Runs holding a slot with no status: an admission stopped between taking the slot and recording the run. */
+  unrecorded: string[];
+  /** The runs bucket's other live keys, when the scan read the whole bucket (fan-outs). */
+  keys?: Set<string>;
+}
+
 /**
- * The runs to re-queue now. Only a run holding a pool slot can be running (it is admitted, and not
- * yet committed, failed or halted), so the scan reads those runs' statuses, not the whole runs
+ * Reads the runs holding a pool slot. Only those can be running or queued (they are admitted, and
+ * not yet committed, failed or halted), so the scan reads those runs' statuses, not the whole runs
  * bucket: that keeps every run ever recorded, and a scan of it grows with the cluster's history
  * for as long as the cluster lives. A young cluster's bucket is mostly active runs: then one read
  * of the whole bucket costs less than a request per run.
  */
-export async function findStalled(bus: StallScanBus, now: number, staleMs: number): Promise<RunStatus[]> {
+export async function scanSlots(bus: StallScanBus): Promise<SlotScan> {
   const active = await PoolLedger.of(bus).active();
-  if (active.length === 0) return [];
+  if (active.length === 0) return { statuses: [], unrecorded: [] };
   const recorded = (await bus.jsm.streams.info(`KV_${bus.subjects.buckets().runs}`)).state.messages;
+  const slots = new Set(active);
   if (active.length > recorded * ACTIVE_SHARE_FOR_GETS) {
     const { statuses, keys } = await readRunsBucket(bus);
-    const slots = new Set(active);
-    return stalledRuns(
-      statuses.filter((s) => slots.has(s.runId)),
-      keys,
-      now,
-      staleMs,
-    );
+    const held = statuses.filter((s) => slots.has(s.runId));
+    for (const s of held) slots.delete(s.runId);
+    return { statuses: held, unrecorded: [...slots], keys };
   }
   const store = new RunStatusStore(bus.buckets.runs);
   const statuses: RunStatus[] = [];
   for (let i = 0; i < active.length; i += GETS_IN_FLIGHT) {
     const page = await Promise.all(active.slice(i, i + GETS_IN_FLIGHT).map((runId) => store.get(runId)));
-    for (const status of page) if (status) statuses.push(status);
+    for (const status of page) {
+      if (!status) continue;
+      statuses.push(status);
+      slots.delete(status.runId);
+    }
   }
+  return { statuses, unrecorded: [...slots] };
+}
+
+/** The runs to re-queue now, among those a scan found holding a slot. */
+export async function stalledAmong(
+  bus: Pick<StallScanBus, "buckets">,
+  scan: SlotScan,
+  now: number,
+  staleMs: number,
+): Promise<RunStatus[]> {
+  if (scan.keys) return stalledRuns(scan.statuses, scan.keys, now, staleMs);
   // A parent waiting on its fan-out looks stalled: its fan-out key says otherwise.
-  const candidates = stalledRuns(statuses, new Set(), now, staleMs);
+  const candidates = stalledRuns(scan.statuses, new Set(), now, staleMs);
   const keys = new Set<string>();
   for (const run of candidates) {
     const key = fanOutKey(run.runId);
     if ((await bus.buckets.runs.get(key))?.operation === "PUT") keys.add(key);
   }
   return stalledRuns(candidates, keys, now, staleMs);
+}
+
+/** The runs to re-queue now (see scanSlots and stalledAmong). */
+export async function findStalled(bus: StallScanBus, now: number, staleMs: number): Promise<RunStatus[]> {
+  return stalledAmong(bus, await scanSlots(bus), now, staleMs);
 }
 
 /**
@@ -90,12 +117,12 @@ export async function findStalled(bus: StallScanBus, now: number, staleMs: numbe
  * on a false alarm (a step longer than `staleMs`): a worker handed it drops it while a live worker
  * still drives the run with its first job, the WAL's fencing lets only one worker drive a run, and
  * a worker taking over settles an unfinished tool call by its idempotency key, never by running it
- * blindly again.
+ * blindly again. The same scan hands what it found to `lost` (LostAdmissions: admissions stopped midway).
  */
 export async function requeueStalled(
   bus: ActorBus,
   options: StallOptions,
-  requeued: Counter,
+  deps: { requeued: Counter; lost?: { settle(scan: SlotScan, now: number): Promise<void> } },
   signal: AbortSignal,
 ): Promise<void> {
   const lastRequeue = new Map<string, number>();
@@ -105,14 +132,16 @@ export async function requeueStalled(
     try {
       const now = bus.clock.now();
       for (const [runId, at] of lastRequeue) if (now - at >= options.staleMs) lastRequeue.delete(runId);
-      for (const run of await findStalled(bus, now, options.staleMs)) {
+      const scan = await scanSlots(bus);
+      for (const run of await stalledAmong(bus, scan, now, options.staleMs)) {
         if (now - (lastRequeue.get(run.runId) ?? -Infinity) < options.staleMs) continue;
         lastRequeue.set(run.runId, now);
         await publishJob(bus, continuationJob(run), `${run.runId}:stalled:${run.updatedAt}`);
-        requeued.inc();
+        deps.requeued.inc();
         const idleMs = now - Date.parse(run.updatedAt);
         bus.logger.warn({ runId: run.runId, idleMs }, "run stalled (no progress, no job): re-queued");
       }
+      await deps.lost?.settle(scan, now);
     } catch (err) {
       // A scan during a failover may fail; the next one will see the same runs.
       bus.logger.warn({ err }, "stalled-run scan failed; retrying at the next scan");

@@ -46,6 +46,11 @@ export const ERROR_CODES = {
   /** A halted run's pool slot has not been freed yet (its halt is still being processed): resume it again shortly. */
   HALT_PENDING: { retryable: true },
   /**
+   * A run's admission stopped midway (its supervisor was killed) and no submit finished it: the
+   * run is failed with this code, and its spec, never recorded, must be submitted again under a new id.
+   */
+  ADMISSION_LOST: { retryable: false },
+  /**
    * A tool will run this call only with a human's approval: `details` carries the tool's
    * `{ token, reason }`, the run waits for `agentctl approve`, then the call is made again with it.
    */

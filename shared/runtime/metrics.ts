@@ -21,6 +21,7 @@ export class ActorMetrics {
   readonly duplicateJobsDropped: Counter;
   readonly leaseFailures: Counter<"code">;
   readonly stalledRequeues: Counter;
+  readonly lostAdmissions: Counter<"outcome">;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
 
@@ -95,6 +96,12 @@ export class ActorMetrics {
     this.stalledRequeues = new Counter({
       name: "agents_stalled_runs_requeued_total",
       help: "Running runs with no progress for SUPERVISOR_STALL_MS that the supervisor queued again",
+      registers,
+    });
+    this.lostAdmissions = new Counter({
+      name: "agents_lost_admissions_total",
+      help: "Admissions stopped midway that nobody finished within SUPERVISOR_STALL_MS: runs failed (ADMISSION_LOST) or slots freed",
+      labelNames: ["outcome"],
       registers,
     });
     this.criticVerdicts = new Counter({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { findStalled } from "../../services/supervisor/stalls.js";
+import { findStalled, scanSlots } from "../../services/supervisor/stalls.js";
 import { fanOutKey } from "../../shared/bus/fanout.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -38,9 +38,12 @@ describe("the stall scan reads what can be running: the runs holding a pool slot
       await store.put(s);
     }
     await suite.buckets.runs.put(fanOutKey("parent"), new TextEncoder().encode("{}"));
+    // A slot taken by an admission that has not recorded its run (yet, or ever).
+    await ledger.acquire("half-admitted", 100);
 
     // 4 active of 66 recorded: their statuses are read one by one.
     expect((await findStalled(suite, NOW, STALE_MS)).map((r) => r.runId)).toEqual(["stuck"]);
+    expect((await scanSlots(suite)).unrecorded).toEqual(["half-admitted"]);
 
     // Most of the bucket active: one read of the whole bucket, and the same answer.
     for (let i = 0; i < 300; i += 1) {
@@ -48,5 +51,9 @@ describe("the stall scan reads what can be running: the runs holding a pool slot
       await store.put(status(`busy-${i}`, "running", 0));
     }
     expect((await findStalled(suite, NOW, STALE_MS)).map((r) => r.runId)).toEqual(["stuck"]);
+    const whole = await scanSlots(suite);
+    expect(whole.keys).toBeDefined();
+    expect(whole.unrecorded).toEqual(["half-admitted"]);
+    expect(whole.statuses).toHaveLength(304);
   });
 });

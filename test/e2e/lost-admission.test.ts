@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import { PoolLedger } from "../../shared/bus/pool.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { until } from "../helpers/until.js";
+
+const STALL_MS = 1_500;
+
+/**
+ * What a supervisor SIGKILLed in the middle of admissions leaves when no client submits the runs
+ * again: a slot and a queued status with no job, and a slot with no status at all. The supervisor
+ * that is left finds both on its own within a few stall periods.
+ */
+const suite = useClusterSuite("lost-admission", {
+  actors: [{ kind: "supervisor", env: { SUPERVISOR_STALL_MS: String(STALL_MS) } }],
+});
+
+describe("admissions a killed supervisor left unfinished", () => {
+  it("are settled by a live supervisor: the queued run fails as ADMISSION_LOST, both slots are freed", async () => {
+    const pool = PoolLedger.of(suite.bus);
+    const queued = "left-queued";
+    await pool.acquire(queued, 100);
+    await new RunStatusStore(suite.bus.buckets.runs).put({
+      runId: queued,
+      rootRunId: queued,
+      depth: 0,
+      status: "queued",
+      phase: "PLAN",
+      iteration: 0,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
+      updatedAt: new Date().toISOString(),
+    });
+    await pool.acquire("left-unrecorded", 100);
+
+    const status = await suite.waitFor(queued, settled, 10 * STALL_MS);
+    expect(status.status).toBe("failed");
+    expect(status.terminal?.reason).toMatch(/^\[ADMISSION_LOST\]/);
+    expect((await suite.audit(queued)).map((e) => [e.kind, e.actor])).toEqual([["run.failed", "supervisor"]]);
+    await until(async () => (await pool.active()).length === 0, 10 * STALL_MS, {
+      what: "both slots freed",
+    });
+    const log = await suite.log("supervisor");
+    expect(log).toMatch(/"runId":"left-unrecorded"[^\n]*slot freed/);
+    expect(log).toMatch(/"runId":"left-queued"[^\n]*failed as ADMISSION_LOST/);
+  }, 30_000);
+});
