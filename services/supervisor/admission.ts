@@ -4,7 +4,7 @@ import { SubmitRequest, type RunJob } from "../../shared/contracts/cluster.js";
 import type { SubmitReply } from "../../shared/contracts/control.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditCount, publishAudit } from "../../shared/bus/audit.js";
+import { auditCount, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
 import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
@@ -141,13 +141,15 @@ export class Admission {
       { runId: ids.runId },
       "a queued run has no job (its admission stopped midway): queuing it now",
     );
-    await this.admit(request, ids, await auditCount(this.bus, ids.runId));
+    // Its `run.admitted` when the admission got that far: the run's only event since it was queued.
+    const admitted = await lastAuditEvent(this.bus, ids.runId, "run.admitted");
+    await this.admit(request, ids, admitted?.event.seq ?? 0);
   }
 
   /**
-   * Records the run as queued, audits its admission and queues its first job. `recorded`: the
-   * run's audit events already there when an interrupted admission is finished (its `run.admitted`
-   * among them when it got that far), which the job continues from instead of auditing it again.
+   * Records the run as queued, audits its admission and queues its first job. `recorded`: the seq
+   * of the run's `run.admitted` when an interrupted admission being finished got that far, which
+   * the job continues from instead of auditing it again.
    */
   private async admit(
     request: SubmitRequest,

@@ -9,13 +9,13 @@ import {
 } from "../../shared/contracts/cluster.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { lastAuditEvent } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
 import { fanInResults, readFanOut } from "../../shared/bus/fanout.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { withBusRetry } from "../../shared/bus/retry.js";
 import type { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 
@@ -234,11 +234,7 @@ async function takeSlotAfterHalt(
  * the release); the slot the resume takes follows it, so that delivery must not free it.
  */
 async function lastHaltSeq(bus: ActorBus, runId: string): Promise<number> {
-  const subject = bus.subjects.audit(runId, "run.halted");
-  const last = await withBusRetry(`reading the last ${subject}`, bus, () =>
-    bus.jsm.streams.getMessage(bus.subjects.streams().audit, { last_by_subj: subject }),
-  );
-  return last?.seq ?? 0;
+  return (await lastAuditEvent(bus, runId, "run.halted"))?.streamSeq ?? 0;
 }
 
 /**

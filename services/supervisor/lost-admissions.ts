@@ -1,10 +1,9 @@
 import type { Counter } from "prom-client";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditCount, publishAudit } from "../../shared/bus/audit.js";
+import { auditCount, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { hasQueuedJob } from "../../shared/bus/jobs.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
-import { withBusRetry } from "../../shared/bus/retry.js";
 import { RunStatus } from "../../shared/contracts/run-status.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, type ErrorCode } from "../../shared/runtime/errors.js";
@@ -92,11 +91,7 @@ export class LostAdmissions {
 
   /** Publishes the lost admission's `run.failed` unless it already is (the release loop then frees the slot). */
   private async announce(run: RunStatus): Promise<void> {
-    const subject = this.bus.subjects.audit(run.runId, "run.failed");
-    const last = await withBusRetry(`reading the last ${subject}`, this.bus, () =>
-      this.bus.jsm.streams.getMessage(this.bus.subjects.streams().audit, { last_by_subj: subject }),
-    );
-    if (last === null) await this.publishFailed(run);
+    if (!(await lastAuditEvent(this.bus, run.runId, "run.failed"))) await this.publishFailed(run);
   }
 
   private async publishFailed(run: RunStatus): Promise<void> {

@@ -53,6 +53,22 @@ export async function* readAudit(
   }
 }
 
+/**
+ * The run's latest audit event of one kind, with its audit stream sequence; undefined when it has
+ * none. One `last_by_subj` read: each kind has a subject of its own.
+ */
+export async function lastAuditEvent(
+  deps: { jsm: JetStreamManager; subjects: Subjects; clock: Clock; random: Random },
+  runId: string,
+  kind: AuditEvent["kind"],
+): Promise<{ streamSeq: number; event: AuditEvent } | undefined> {
+  const subject = deps.subjects.audit(runId, kind);
+  const last = await withBusRetry(`reading the last ${subject}`, deps, () =>
+    deps.jsm.streams.getMessage(deps.subjects.streams().audit, { last_by_subj: subject }),
+  );
+  return last ? { streamSeq: last.seq, event: decode(AuditEvent, last.data) } : undefined;
+}
+
 /** How many audit events the stream holds for one run: the next event's `seq` is this plus one. */
 export async function auditCount(
   deps: { jsm: JetStreamManager; subjects: Subjects; clock: Clock; random: Random },

@@ -1,7 +1,8 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { auditCount } from "../../shared/bus/audit.js";
+import { auditCount, readAudit } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { hasQueuedJob } from "../../shared/bus/jobs.js";
+import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { SubmitRequest, RunJob } from "../../shared/contracts/cluster.js";
@@ -68,6 +69,24 @@ describe("a run whose admission a supervisor did not finish", () => {
     expect(await hasQueuedJob(suite.bus, queued)).toBe(false);
     expect(await submit(queued)).toMatchObject({ ok: true, status: "existing" });
     expect(await jobsOf(queued)).toMatchObject({ count: 1, last: { runId: queued, auditSeq: 1 } });
+  }, 30_000);
+
+  it("audits the admission it finishes even when the run has an earlier event (a refused submit)", async () => {
+    const runId = "refused-then-cut";
+    const killSwitch = { reason: "drill", by: "test" };
+    await writeKillSwitch(suite.bus.buckets.pool, { ...killSwitch, active: true, at: Date.now() });
+    expect(await submit(runId)).toMatchObject({ ok: false, error: { code: "KILL_SWITCH_ACTIVE" } });
+    await writeKillSwitch(suite.bus.buckets.pool, { ...killSwitch, active: false, at: Date.now() });
+    // Submitted again, and cut after the slot: the refusal is the run's only event.
+    expect(await pool.acquire(runId, 100)).toBe("admitted");
+    expect(await submit(runId)).toMatchObject({ ok: true, status: "existing" });
+    const trail = [];
+    for await (const event of readAudit(suite.bus, { runId })) trail.push([event.seq, event.kind]);
+    expect(trail).toEqual([
+      [1, "run.rejected"],
+      [2, "run.admitted"],
+    ]);
+    expect(await jobsOf(runId)).toMatchObject({ count: 1, last: { runId, auditSeq: 2 } });
   }, 30_000);
 
   it("a queued run whose job waits is left alone when submitted again: one job, one admission event", async () => {
