@@ -121,10 +121,9 @@ export class RunLease {
     if (!event) this.deps.leases.prefetch({ runId: this.job.runId, rootRunId: this.job.rootRunId });
     const early = jobSpec && !event ? this.askEarly(jobSpec) : undefined;
     // A round trip saved on every lease the job can place (see checkpointFromJob).
-    const checkpointSeq = (
-      checkpointFromJob(this.job, this.deps.deliveryCount) ??
-      (await new RunStatusStore(bus.buckets.runs).get(this.job.runId))
-    )?.checkpointSeq;
+    const fromJob = checkpointFromJob(this.job, this.deps.deliveryCount);
+    const status = fromJob ? undefined : await new RunStatusStore(bus.buckets.runs).get(this.job.runId);
+    const checkpointSeq = (fromJob ?? status)?.checkpointSeq;
     let read = await readWal(bus, this.job.runId, checkpointSeq ?? 1);
     // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).
     const tailless = read.records.length === 0 || endsWithCheckpoint(read.records.map((r) => r.record));
@@ -150,7 +149,16 @@ export class RunLease {
       tools: await (early && sameTools(spec, jobSpec) ? early : this.deps.discover(spec.agent.tools)),
       checkpointEvery: this.deps.checkpointEvery,
     };
-    if (records.length === 0) return this.start(spec, now);
+    if (records.length === 0) {
+      // A finished run's WAL is removed after SUPERVISOR_WAL_RETAIN_MS; its first job delivered
+      // again after that (an ack lost with its worker) must not start it afresh. Only a job whose
+      // WAL place the job itself could not name reads the status, so only such a job is checked.
+      if (status?.status === "committed" || status?.status === "failed") {
+        this.log.warn({ status: status.status }, "job dropped: its run finished and its WAL was removed");
+        return undefined;
+      }
+      return this.start(spec, now);
+    }
     const replayed = replay(records, this.config, { fromCheckpoint: true, snapshots: "skip" });
     const endsAtCheckpoint = endsWithCheckpoint([...records, ...replayed.unwritten]);
     await this.journal.catchUp(replayed.unwritten, replayed.audits, endsAtCheckpoint);

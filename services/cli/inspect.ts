@@ -7,6 +7,7 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { readAudit } from "../../shared/bus/audit.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { readWal } from "../../shared/bus/wal.js";
 import { type CheckpointReport, replay } from "../../shared/loop/replay.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -44,7 +45,14 @@ export async function replayRun(
   const records: WalRecord[] = read.records.map((r) => r.record);
   const first = records[0];
   if (first?.type !== "EVENT" || first.event.type !== "start") {
-    throw new AgentError("NOT_FOUND", `run '${runId}' has no WAL`);
+    const status = records.length === 0 ? await new RunStatusStore(bus.buckets.runs).get(runId) : undefined;
+    const finished = status?.status === "committed" || status?.status === "failed";
+    throw new AgentError(
+      "NOT_FOUND",
+      finished
+        ? `run '${runId}' ${status.status}, and its WAL was removed after it finished (SUPERVISOR_WAL_RETAIN_MS); its audit trail is kept`
+        : `run '${runId}' has no WAL`,
+    );
   }
   const tools = await discoverTools(first.event.spec.agent.tools, bus);
   const replayed = replay(

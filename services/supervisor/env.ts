@@ -8,5 +8,9 @@ export const SupervisorEnv = ActorEnv.extend({
   SUPERVISOR_TREE_ITERATION_CAP: z.coerce.number().int().min(1).max(10_000_000).default(1_000),
   /** A running run unchanged this long gets a fresh job (0 turns the watchdog off); longer than any step. */
   SUPERVISOR_STALL_MS: z.coerce.number().int().min(0).max(86_400_000).default(600_000),
+  /** A committed or failed run's WAL is removed this long after it finished (0 keeps every WAL for ever). */
+  SUPERVISOR_WAL_RETAIN_MS: z.coerce.number().int().min(0).max(31_536_000_000).default(0),
+  /** How long the audit stream keeps an event (0: for ever; at most 10 years); unset leaves the stream as it is. */
+  SUPERVISOR_AUDIT_MAX_AGE_MS: z.coerce.number().int().min(0).max(315_360_000_000).optional(),
 });
 export type SupervisorEnv = z.infer<typeof SupervisorEnv>;

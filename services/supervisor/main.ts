@@ -8,6 +8,7 @@ import { SubmitReply } from "../../shared/contracts/control.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { ledgerLimit, ledgerRoom, PoolLedger } from "../../shared/bus/pool.js";
+import { setAuditMaxAge } from "../../shared/bus/provision.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
@@ -18,6 +19,7 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
 import { SupervisorEnv } from "./env.js";
 import { LostAdmissions } from "./lost-admissions.js";
+import { sweepFinishedWals } from "./retention.js";
 import { requeueStalled } from "./stalls.js";
 import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
 
@@ -25,6 +27,10 @@ const env = parseEnv(SupervisorEnv, process.env);
 const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
 const bus = await openActorBus(env, "supervisor", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("supervisor");
+if (env.SUPERVISOR_AUDIT_MAX_AGE_MS !== undefined) {
+  const changed = await setAuditMaxAge(bus.nc, bus.subjects, env.SUPERVISOR_AUDIT_MAX_AGE_MS);
+  if (changed) logger.warn({ maxAgeMs: env.SUPERVISOR_AUDIT_MAX_AGE_MS }, "audit stream's max_age set");
+}
 // The pool's ledger is one KV value: past what the server lets a message carry, admissions are
 // refused (POOL_FULL) before the configured capacity. Said once here rather than at run 15,000.
 const ledgerMaxBytes = ledgerLimit(bus.nc.info?.max_payload);
@@ -99,6 +105,18 @@ const watchdog =
         stopping.signal,
       )
     : Promise.resolve();
+const retention =
+  env.SUPERVISOR_WAL_RETAIN_MS > 0
+    ? sweepFinishedWals(
+        bus,
+        { retainMs: env.SUPERVISOR_WAL_RETAIN_MS },
+        metrics.walsRemoved,
+        stopping.signal,
+      ).catch((err: unknown) => {
+        logger.fatal({ err }, "WAL retention loop stopped");
+        process.exit(1);
+      })
+    : Promise.resolve();
 const health = await startActorHealth(bus, env, metrics);
 logger.info(
   {
@@ -107,6 +125,7 @@ logger.info(
     maxDepth: env.SUPERVISOR_MAX_DEPTH,
     treeIterationCap: env.SUPERVISOR_TREE_ITERATION_CAP,
     stallMs: env.SUPERVISOR_STALL_MS,
+    walRetainMs: env.SUPERVISOR_WAL_RETAIN_MS,
   },
   "supervisor ready",
 );
@@ -116,4 +135,5 @@ onShutdown(logger, async () => {
   await bus.nc.drain();
   await released;
   await watchdog;
+  await retention;
 });

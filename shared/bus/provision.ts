@@ -93,6 +93,31 @@ async function ensureStream(jsm: JetStreamManager, wanted: WantedStream): Promis
 }
 
 /**
+ * Sets how long the audit stream keeps an event (`max_age`; 0 keeps every event for ever), when it
+ * differs; returns whether it changed. The supervisor's alone (SUPERVISOR_AUDIT_MAX_AGE_MS): other
+ * actors provision without it, and so leave what the stream has.
+ */
+export async function setAuditMaxAge(
+  nc: NatsConnection,
+  subjects: Subjects,
+  maxAgeMs: number,
+): Promise<boolean> {
+  const jsm = await jetstreamManager(nc);
+  const name = subjects.streams().audit;
+  const wanted = maxAgeMs * NANOS_PER_MS;
+  const { config } = await jsm.streams.info(name);
+  if (config.max_age === wanted) return false;
+  const updated = await jsm.streams.update(name, { ...config, max_age: wanted });
+  if (updated.config.max_age !== wanted) {
+    throw new AgentError(
+      "INTERNAL",
+      `stream ${name} did not take max_age ${wanted} (has ${updated.config.max_age})`,
+    );
+  }
+  return true;
+}
+
+/**
  * Creates or converges the streams and KV buckets of DESIGN.md §3. Safe to run from every actor
  * at every start: it only changes what differs, then reads the configuration back.
  */

@@ -22,6 +22,7 @@ export class ActorMetrics {
   readonly leaseFailures: Counter<"code">;
   readonly stalledRequeues: Counter;
   readonly lostAdmissions: Counter<"outcome">;
+  readonly walsRemoved: Counter;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
 
@@ -102,6 +103,11 @@ export class ActorMetrics {
       name: "agents_lost_admissions_total",
       help: "Admissions stopped midway that nobody finished within SUPERVISOR_STALL_MS: runs failed (ADMISSION_LOST) or slots freed",
       labelNames: ["outcome"],
+      registers,
+    });
+    this.walsRemoved = new Counter({
+      name: "agents_wals_removed_total",
+      help: "Finished runs whose WAL was removed after SUPERVISOR_WAL_RETAIN_MS",
       registers,
     });
     this.criticVerdicts = new Counter({

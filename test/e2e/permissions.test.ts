@@ -115,12 +115,20 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect(await kv.put("probe", "1")).toBeGreaterThan(0);
   });
 
-  it("nobody can delete or purge a stream, and only the supervisor creates or changes them", async () => {
-    const streams = ["AGENT_AUDIT", "AGENT_WAL", "AGENT_RUNS", `KV_${subjects.buckets().pool}`];
+  it("nobody can delete or purge a stream, but the supervisor a run's WAL, and only the supervisor creates or changes them", async () => {
+    const buckets = subjects.buckets();
+    const streams = [
+      "AGENT_AUDIT",
+      "AGENT_WAL",
+      "AGENT_RUNS",
+      ...Object.values(buckets).map((b) => `KV_${b}`),
+    ];
     for (const kind of KINDS) {
       const jsm = await jetstreamManager(await as(kind), { timeout: 2_000 });
       for (const stream of streams) {
         await expect(jsm.streams.delete(stream), `${kind} ${stream}`).rejects.toThrow();
+        // The supervisor's WAL retention purges a finished run's subject (SUPERVISOR_WAL_RETAIN_MS).
+        if (kind === "supervisor" && stream === "AGENT_WAL") continue;
         await expect(jsm.streams.purge(stream), `${kind} ${stream}`).rejects.toThrow();
       }
       await expect(jsm.consumers.delete("AGENT_RUNS", "agent-workers"), kind).rejects.toThrow();
@@ -132,5 +140,9 @@ describe("nats.conf: least privilege per actor kind", () => {
     }
     const jsm = await jetstreamManager(await as("cli"));
     expect((await jsm.streams.info("AGENT_AUDIT")).config.name).toBe("AGENT_AUDIT");
+    const wal = subjects.wal("finished-run");
+    await jetstream(await as("agent")).publish(wal, "{}");
+    const supervisor = await jetstreamManager(await as("supervisor"));
+    expect((await supervisor.streams.purge("AGENT_WAL", { filter: wal })).purged).toBe(1);
   });
 });
