@@ -27,20 +27,25 @@ const runIdArg = (value: string): string => {
 
 /** agentctl's environment: an actor's, and how long a command waits for a supervisor. */
 const AgentctlEnv = ActorEnv.extend({
-  /** A command the supervisor answers waits this long for one when none answers yet (0: fails at once). */
+  /** A command waits this long for a NATS server, and for a supervisor, when none answers yet (0: fails at once). */
   AGENTCTL_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
 });
 
 async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise<T> {
   const env = parseEnv(AgentctlEnv, process.env);
   const logger = createLogger({ actor: "cli", level: env.LOG_LEVEL === "info" ? "error" : env.LOG_LEVEL });
-  const bus: ActorBus = await openActorBus(env, "agentctl", {
+  const waitMs = env.AGENTCTL_WAIT_MS;
+  // A command waits for a NATS server as it waits for a supervisor (AGENTCTL_WAIT_MS).
+  const bus: ActorBus = await openActorBus({ ...env, NATS_CONNECT_WAIT_MS: waitMs }, "agentctl", {
     clock: systemClock,
     random: systemRandom,
     logger,
+    onConnectWait: () =>
+      process.stderr.write(
+        `no NATS server answers yet: waiting up to ${waitMs} ms for one (AGENTCTL_WAIT_MS)\n`,
+      ),
   });
   try {
-    const waitMs = env.AGENTCTL_WAIT_MS;
     const wait = {
       waitMs,
       clock: systemClock,

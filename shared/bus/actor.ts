@@ -36,13 +36,16 @@ export interface ActorBus {
 export async function openActorBus(
   env: ActorEnv,
   name: string,
-  deps: { clock: Clock; random: Random; logger: Logger },
+  deps: { clock: Clock; random: Random; logger: Logger; onConnectWait?: (error: Error) => void },
 ): Promise<ActorBus> {
   const nc = await connectBus({
     servers: env.NATS_URL.split(","),
     name,
     logger: deps.logger,
     ...(env.NATS_USER ? { user: env.NATS_USER, pass: env.NATS_PASSWORD ?? "" } : {}),
+    waitMs: env.NATS_CONNECT_WAIT_MS,
+    clock: deps.clock,
+    ...(deps.onConnectWait ? { onWait: deps.onConnectWait } : {}),
   });
   const subjects = new Subjects(env.AGENTS_PREFIX);
   const report = await provisionOrWait(nc, subjects, env.AGENTS_REPLICAS, deps);

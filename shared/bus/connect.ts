@@ -1,6 +1,11 @@
-import { connect } from "@nats-io/transport-node";
+import { connect, errors } from "@nats-io/transport-node";
 import type { NatsConnection, Status } from "@nats-io/transport-node";
+import { systemClock, type Clock } from "../runtime/clock.js";
+import { AgentError } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
+
+/** How often a first connection is tried again while the server is unreachable. */
+const FIRST_CONNECT_RETRY_MS = 1_000;
 
 export interface BusConnectOptions {
   servers: string | string[];
@@ -11,6 +16,14 @@ export interface BusConnectOptions {
   logger: Logger;
   /** Give up on the first connection after this long; reconnects after that never give up. */
   timeoutMs?: number;
+  /**
+   * How long to keep trying a first connection while no server answers (one starting after this
+   * process, or restarting): BUS_UNAVAILABLE after that. 0: one try.
+   */
+  waitMs?: number;
+  clock?: Clock;
+  /** Called once when the first try finds no server and waiting begins. */
+  onWait?: (error: Error) => void;
 }
 
 /**
@@ -19,20 +32,60 @@ export interface BusConnectOptions {
  * traces, which halves client throughput for a debugging aid nobody reads in production.
  */
 export async function connectBus(options: BusConnectOptions): Promise<NatsConnection> {
-  const nc = await connect({
-    servers: options.servers,
-    name: options.name,
-    ...(options.user !== undefined ? { user: options.user, pass: options.pass ?? "" } : {}),
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 1_000,
-    reconnectJitter: 500,
-    timeout: options.timeoutMs ?? 5_000,
-    noAsyncTraces: true,
-  });
+  const nc = await firstConnection(options);
   watchStatus(nc, options.logger).catch((err: unknown) =>
     options.logger.error({ err }, "status watcher failed"),
   );
   return nc;
+}
+
+/**
+ * The first connection, tried again every second for `waitMs` while no server answers. A server
+ * that answers and refuses the credentials is not waited for: that is the configuration's fault.
+ */
+async function firstConnection(options: BusConnectOptions): Promise<NatsConnection> {
+  const clock = options.clock ?? systemClock;
+  const deadline = clock.now() + (options.waitMs ?? 0);
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await connect({
+        servers: options.servers,
+        name: options.name,
+        ...(options.user !== undefined ? { user: options.user, pass: options.pass ?? "" } : {}),
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 1_000,
+        reconnectJitter: 500,
+        timeout: options.timeoutMs ?? 5_000,
+        noAsyncTraces: true,
+      });
+    } catch (err) {
+      if (!unreachable(err)) throw err;
+      const servers = [options.servers].flat().join(",");
+      if (clock.now() >= deadline) {
+        throw new AgentError(
+          "BUS_UNAVAILABLE",
+          `no NATS server answers at ${servers} (${err.message}; ${attempt} tries)`,
+          { cause: err },
+        );
+      }
+      if (attempt === 1) options.onWait?.(err);
+      if (attempt % 10 === 1) {
+        options.logger.warn(
+          { servers, attempt, reason: err.message, waitMs: options.waitMs },
+          "no NATS server answers yet: waiting for one",
+        );
+      }
+      await clock.sleep(Math.min(FIRST_CONNECT_RETRY_MS, Math.max(0, deadline - clock.now())));
+    }
+  }
+}
+
+/**
+ * Nobody answered (refused, timed out, no route): a server may come. A server's refusal (an
+ * AuthorizationError) will not go away by waiting.
+ */
+function unreachable(err: unknown): err is Error {
+  return err instanceof errors.ConnectionError || err instanceof errors.TimeoutError;
 }
 
 async function watchStatus(nc: NatsConnection, logger: Logger): Promise<void> {

@@ -10,6 +10,8 @@ export const ActorEnv = z.object({
   NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
   NATS_USER: z.string().min(1).optional(),
   NATS_PASSWORD: z.string().optional(),
+  /** How long an actor starting before its NATS server waits for one (0: one try). */
+  NATS_CONNECT_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(60_000),
   AGENTS_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,64}$/)

@@ -4,18 +4,22 @@ import { failureReply, serve } from "../../shared/bus/serve.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
+import { startNats } from "../helpers/nats-server.js";
 import { AGENTCTL, credentials, runProcess } from "../helpers/cluster-suite.js";
 
 const suite = useBusSuite("ctlwait");
 
 /** `agentctl submit` from flags against the suite's server, which has no supervisor of its own. */
-function submit(waitMs: number): Promise<{ stdout: string; stderr: string; ms: number; code: number }> {
+function submit(
+  waitMs: number,
+  natsUrl = suite.server.url,
+): Promise<{ stdout: string; stderr: string; ms: number; code: number }> {
   const began = Date.now();
   const args = ["submit", "--prompt", "p", "--model", "scripted:hi", "--name", "n", "--tools", ""];
   return runProcess(process.execPath, [AGENTCTL, ...args], {
     env: {
       ...process.env,
-      NATS_URL: suite.server.url,
+      NATS_URL: natsUrl,
       AGENTS_PREFIX: suite.subjects.prefix,
       AGENTCTL_WAIT_MS: String(waitMs),
       ...credentials(suite.server),
@@ -62,5 +66,18 @@ describe("agentctl and a supervisor that is not there yet", () => {
     expect(result.code).toBe(0);
     expect(result.stdout.trim()).toBe("admitted run-late");
     expect(result.stderr).toMatch(/no supervisor answers yet/);
+  }, 30_000);
+
+  it("waits for a NATS server the same way, and gives up with BUS_UNAVAILABLE, not a stack trace", async () => {
+    const gone = await startNats({ own: true });
+    await gone.stop();
+    const waited = await submit(1_500, gone.url);
+    expect(waited.code).not.toBe(0);
+    expect(waited.stderr).toMatch(/no NATS server answers yet: waiting up to 1500 ms/);
+    const last = JSON.parse(waited.stderr.trim().split("\n").at(-1) ?? "{}") as { error?: { code: string } };
+    expect(last.error?.code).toBe("BUS_UNAVAILABLE");
+    const atOnce = await submit(0, gone.url);
+    expect(atOnce.stderr).not.toMatch(/waiting up to/);
+    expect(waited.ms - atOnce.ms).toBeGreaterThan(1_000);
   }, 30_000);
 });

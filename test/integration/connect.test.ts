@@ -2,6 +2,7 @@ import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { connectBus, logStatus, serverVersion } from "../../shared/bus/connect.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { startNats } from "../helpers/nats-server.js";
 
 function captured() {
@@ -45,5 +46,69 @@ describe("connection helper", () => {
       [40, "NATS slowConsumer"],
       [20, "NATS status"],
     ]);
+  });
+
+  it("waits for a server that is not up yet, says so once, and connects when it comes", async () => {
+    const server = await startNats({ own: true });
+    const restarted = server.restart?.({ downMs: 2_000 });
+    // The server is down now (its port refuses) and comes back on the same port in 2 s.
+    await new Promise((r) => setTimeout(r, 300));
+    const { lines, logger } = captured();
+    const waits: string[] = [];
+    const began = Date.now();
+    const nc = await connectBus({
+      servers: server.url,
+      name: "connect-wait",
+      logger,
+      waitMs: 15_000,
+      onWait: (err) => waits.push(err.message),
+    });
+    expect(Date.now() - began).toBeGreaterThan(1_000);
+    expect(waits).toEqual([expect.stringMatching(/refused/)]);
+    expect(lines.filter((l) => l.msg === "no NATS server answers yet: waiting for one")).toHaveLength(1);
+    await nc.close();
+    await restarted;
+    await server.stop();
+  });
+
+  it("gives up with BUS_UNAVAILABLE after the wait; with none, at once", async () => {
+    const server = await startNats({ own: true });
+    await server.stop();
+    const { logger } = captured();
+    const attempt = async (waitMs: number) => {
+      const began = Date.now();
+      const error = await connectBus({ servers: server.url, name: "connect-none", logger, waitMs }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      return { error, ms: Date.now() - began };
+    };
+    const waited = await attempt(1_500);
+    expect(waited.error).toMatchObject({ code: "BUS_UNAVAILABLE", retryable: true });
+    expect(waited.ms).toBeGreaterThanOrEqual(1_400);
+    const once = await attempt(0);
+    expect(once.error).toMatchObject({ code: "BUS_UNAVAILABLE" });
+    expect(once.ms).toBeLessThan(1_000);
+  });
+
+  it("does not wait for a server that answers and refuses the credentials", async () => {
+    const server = await startNats({ configFile: NATS_CONF });
+    const { logger } = captured();
+    const began = Date.now();
+    const error = await connectBus({
+      servers: server.url,
+      name: "connect-denied",
+      logger,
+      user: "cli",
+      pass: "not-the-password",
+      waitMs: 10_000,
+    }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(Date.now() - began).toBeLessThan(3_000);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as { code?: string }).code).not.toBe("BUS_UNAVAILABLE");
+    await server.stop();
   });
 });
