@@ -8,6 +8,7 @@ import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { AgentEnv } from "./env.js";
@@ -15,6 +16,7 @@ import { AgentWorker } from "./worker.js";
 
 const env = parseEnv(AgentEnv, process.env);
 const logger = createLogger({ actor: "agent", level: env.LOG_LEVEL }).child({ workerId: env.WORKER_ID });
+exitOnFatal(logger);
 const bus = await openActorBus(env, `agent-${env.WORKER_ID}`, {
   clock: systemClock,
   random: systemRandom,

@@ -8,12 +8,14 @@ import { failureReply, serve } from "../../shared/bus/serve.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { review } from "./review.js";
 
 const env = parseEnv(ActorEnv, process.env);
 const logger = createLogger({ actor: "critic", level: env.LOG_LEVEL });
+exitOnFatal(logger);
 const bus = await openActorBus(env, "critic", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("critic");
 serve(bus.nc, bus.subjects.criticReview(), {

@@ -14,6 +14,7 @@ import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { RUN_ID_MAX_LENGTH, uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
@@ -25,6 +26,7 @@ import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch
 
 const env = parseEnv(SupervisorEnv, process.env);
 const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
+exitOnFatal(logger);
 const bus = await openActorBus(env, "supervisor", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("supervisor");
 if (env.SUPERVISOR_AUDIT_MAX_AGE_MS !== undefined) {

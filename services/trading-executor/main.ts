@@ -8,6 +8,7 @@ import { serveToolsOf } from "../../shared/bus/tool-service.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { configHash } from "./config.js";
@@ -17,6 +18,7 @@ import { executorTools } from "./tools.js";
 
 const env = parseEnv(TradingExecutorEnv, process.env);
 const logger = createLogger({ actor: "trading-executor", level: env.LOG_LEVEL });
+exitOnFatal(logger);
 const config = loadTradingConfig(env);
 const bus = await openActorBus(env, "trading-executor", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("trading-executor");

@@ -8,6 +8,7 @@ import { serveModel } from "../../shared/bus/model-actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { PLANNER_ACTOR } from "./spec.js";
@@ -15,6 +16,7 @@ import { nextStep } from "./strategy.js";
 
 const env = parseEnv(ActorEnv, process.env);
 const logger = createLogger({ actor: "trading-planner", level: env.LOG_LEVEL });
+exitOnFatal(logger);
 const bus = await openActorBus(env, "trading-planner", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("trading-planner");
 serveModel(PLANNER_ACTOR, (request) => Promise.resolve(nextStep(request)), { ...bus, logger });
