@@ -51,7 +51,7 @@ describe("connection helper", () => {
   });
 
   it("waits for a server that is not up yet, says so once, and connects when it comes", async () => {
-    const server = await startNats({ own: true });
+    await using server = await startNats({ own: true });
     const restarted = server.restart?.({ downMs: 2_000 });
     // The server is down now (its port refuses) and comes back on the same port in 2 s.
     await new Promise((r) => setTimeout(r, 300));
@@ -70,11 +70,10 @@ describe("connection helper", () => {
     expect(lines.filter((l) => l.msg === "no NATS server answers yet: waiting for one")).toHaveLength(1);
     await nc.close();
     await restarted;
-    await server.stop();
   });
 
   it("gives up with BUS_UNAVAILABLE after the wait; with none, at once", async () => {
-    const server = await startNats({ own: true });
+    await using server = await startNats({ own: true });
     await server.stop();
     const { logger } = captured();
     const attempt = async (waitMs: number) => {
@@ -94,7 +93,7 @@ describe("connection helper", () => {
   });
 
   it("does not wait for a server that answers and refuses the credentials", async () => {
-    const server = await startNats({ configFile: NATS_CONF });
+    await using server = await startNats({ configFile: NATS_CONF });
     const { logger } = captured();
     const began = Date.now();
     const error = await connectBus({
@@ -111,11 +110,10 @@ describe("connection helper", () => {
     expect(Date.now() - began).toBeLessThan(3_000);
     expect(error).toBeInstanceOf(Error);
     expect((error as { code?: string }).code).not.toBe("BUS_UNAVAILABLE");
-    await server.stop();
   });
 
   it("an actor that finds no server within NATS_CONNECT_WAIT_MS says so in its log and exits 1, no stack trace", async () => {
-    const gone = await startNats({ own: true });
+    await using gone = await startNats({ own: true });
     await gone.stop();
     const ran = await runProcess(process.execPath, [actorEntry("supervisor")], {
       env: { ...process.env, NATS_URL: gone.url, NATS_CONNECT_WAIT_MS: "1500", HEALTH_PORT: "0" },
