@@ -18,6 +18,7 @@ import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { onEventFailure } from "./event-failure.js";
 
 const RELEASING_KINDS = new Set(["run.committed", "run.failed", "run.halted"]);
 export const RELEASE_CONSUMER = "supervisor-release";
@@ -131,19 +132,7 @@ async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg): Promise
     }
     msg.ack();
   } catch (err) {
-    try {
-      if (err instanceof AgentError && err.code === "INVALID_INPUT") {
-        bus.logger.error({ err, subject: msg.subject }, "unreadable audit event skipped");
-        msg.term();
-        return;
-      }
-      bus.logger.error({ err, subject: msg.subject }, "could not release a pool slot; retrying");
-      msg.nak(1_000);
-    } catch (closed) {
-      // The connection closed under it (a supervisor shutting down with events in flight): the
-      // event stays unacknowledged, and JetStream delivers it again to a replica or a restart.
-      bus.logger.warn({ err: closed, subject: msg.subject }, "lifecycle event left for redelivery");
-    }
+    onEventFailure(bus, msg, err, "could not release a pool slot");
   }
 }
 

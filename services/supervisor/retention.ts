@@ -5,7 +5,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
-import { AgentError } from "../../shared/runtime/errors.js";
+import { onEventFailure } from "./event-failure.js";
 
 export const RETENTION_CONSUMER = "supervisor-wal-retention";
 /** The events after which a run never runs again (a halted run may resume: its WAL stays). */
@@ -91,16 +91,6 @@ async function onFinished(
     }
     msg.ack();
   } catch (err) {
-    try {
-      if (err instanceof AgentError && err.code === "INVALID_INPUT") {
-        bus.logger.error({ err, subject: msg.subject }, "unreadable audit event skipped by retention");
-        msg.term();
-        return;
-      }
-      bus.logger.warn({ err, subject: msg.subject }, "could not remove a finished run's WAL; retrying");
-      msg.nak(1_000);
-    } catch (closed) {
-      bus.logger.warn({ err: closed, subject: msg.subject }, "lifecycle event left for redelivery");
-    }
+    onEventFailure(bus, msg, err, "could not remove a finished run's WAL");
   }
 }

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { queuedStatus } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
 const STALL_MS = 1_500;
@@ -20,16 +21,7 @@ describe("admissions a killed supervisor left unfinished", () => {
     const pool = PoolLedger.of(suite.bus);
     const queued = "left-queued";
     await pool.acquire(queued, 100);
-    await new RunStatusStore(suite.bus.buckets.runs).put({
-      runId: queued,
-      rootRunId: queued,
-      depth: 0,
-      status: "queued",
-      phase: "PLAN",
-      iteration: 0,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
-      updatedAt: new Date().toISOString(),
-    });
+    await new RunStatusStore(suite.bus.buckets.runs).put(queuedStatus(queued));
     await pool.acquire("left-unrecorded", 100);
 
     const status = await suite.waitFor(queued, settled, 10 * STALL_MS);

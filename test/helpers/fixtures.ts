@@ -14,6 +14,7 @@ import type { AuditKind } from "../../shared/contracts/audit.js";
 import type { RunResult } from "../../shared/loop/runner.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { LoopState } from "../../shared/loop/state.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
 
 type SpecOverrides = {
   script?: ScriptStep[];
@@ -121,3 +122,20 @@ export const guardLimits = (over: Partial<GuardLimits> = {}): GuardLimits => ({
   maxRepairs: 3,
   ...over,
 });
+
+/**
+ * The status an admission writes for a run it has just queued (no job yet): what a supervisor
+ * killed after recording the run leaves. `parentRunId` makes it a child at depth 1.
+ */
+export function queuedStatus(runId: string, updatedAt = Date.now(), parentRunId?: string): RunStatus {
+  return {
+    runId,
+    rootRunId: parentRunId ?? runId,
+    ...(parentRunId ? { parentRunId, depth: 1 } : { depth: 0 }),
+    status: "queued",
+    phase: "PLAN",
+    iteration: 0,
+    usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
+    updatedAt: new Date(updatedAt).toISOString(),
+  };
+}

@@ -10,7 +10,7 @@ import { systemClock } from "../../shared/runtime/clock.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { Admission } from "../../services/supervisor/admission.js";
-import { spec } from "../helpers/fixtures.js";
+import { queuedStatus, spec } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 
 const suite = useActorBus("ar", { random: seededRandom(7) });
@@ -56,16 +56,7 @@ describe("a run whose admission a supervisor did not finish", () => {
     // Killed after the status: queued, no job, no event.
     const queued = "cut-after-status";
     expect(await pool.acquire(queued, 100)).toBe("admitted");
-    await new RunStatusStore(suite.bus.buckets.runs).put({
-      runId: queued,
-      rootRunId: queued,
-      depth: 0,
-      status: "queued",
-      phase: "PLAN",
-      iteration: 0,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
-      updatedAt: new Date().toISOString(),
-    });
+    await new RunStatusStore(suite.bus.buckets.runs).put(queuedStatus(queued));
     expect(await hasQueuedJob(suite.bus, queued)).toBe(false);
     expect(await submit(queued)).toMatchObject({ ok: true, status: "existing" });
     expect(await jobsOf(queued)).toMatchObject({ count: 1, last: { runId: queued, auditSeq: 1 } });

@@ -12,7 +12,7 @@ import { releaseSlots } from "../../services/supervisor/control.js";
 import { LostAdmissions } from "../../services/supervisor/lost-admissions.js";
 import { scanSlots } from "../../services/supervisor/stalls.js";
 import { useActorBus } from "../helpers/actor-bus.js";
-import { spec } from "../helpers/fixtures.js";
+import { queuedStatus, spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
 const suite = useActorBus("lost", { random: seededRandom(11) });
@@ -31,17 +31,6 @@ beforeAll(() => {
 afterAll(async () => {
   stopping.abort();
   await releasing;
-});
-
-const queued = (runId: string, updatedAt: number, parentRunId?: string): RunStatus => ({
-  runId,
-  rootRunId: parentRunId ?? runId,
-  ...(parentRunId ? { parentRunId, depth: 1 } : { depth: 0 }),
-  status: "queued",
-  phase: "PLAN",
-  iteration: 0,
-  usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
-  updatedAt: new Date(updatedAt).toISOString(),
 });
 
 /** What a supervisor killed after recording the run (and, with `event`, auditing it) leaves: slot and status, no job. */
@@ -93,9 +82,9 @@ describe("an admission a supervisor stopped midway, which no submit finished", (
       actionId: "spawn-1",
       children: ["lost-child"],
     });
-    await cutBeforeJob(queued("lost-child", now - STALE_MS, "parent"));
-    await cutBeforeJob(queued("fresh", now - STALE_MS + 5_000));
-    await cutBeforeJob(queued("waiting", now - 2 * STALE_MS));
+    await cutBeforeJob(queuedStatus("lost-child", now - STALE_MS, "parent"));
+    await cutBeforeJob(queuedStatus("fresh", now - STALE_MS + 5_000));
+    await cutBeforeJob(queuedStatus("waiting", now - 2 * STALE_MS));
     await publishJob(suite.bus, jobFor("waiting"), "waiting:start");
 
     await lost.settle(await scanSlots(suite.bus), now);
@@ -130,7 +119,7 @@ describe("an admission a supervisor stopped midway, which no submit finished", (
   it("leaves a run whose status changed after the scan read it (a retried submit or a worker moved it)", async () => {
     const now = Date.now();
     const lost = new LostAdmissions(suite.bus, pool, STALE_MS);
-    const old = queued("moved-on", now - STALE_MS);
+    const old = queuedStatus("moved-on", now - STALE_MS);
     await cutBeforeJob(old);
     const scan = await scanSlots(suite.bus);
     const moved = { ...old, updatedAt: new Date(now).toISOString() };
@@ -145,7 +134,7 @@ describe("an admission a supervisor stopped midway, which no submit finished", (
     const lost = new LostAdmissions(suite.bus, pool, STALE_MS);
     // Failed by a supervisor that stopped before its event: the status says so, the slot is held.
     await cutBeforeJob({
-      ...queued("unannounced", now - STALE_MS),
+      ...queuedStatus("unannounced", now - STALE_MS),
       status: "failed",
       terminal: { kind: "FAIL", reason: "[ADMISSION_LOST] the run's admission stopped" },
     });
@@ -169,7 +158,7 @@ describe("an admission a supervisor stopped midway, which no submit finished", (
     // An admission that records its run after the scan read the bucket keeps its slot.
     const scan = await scanSlots(suite.bus);
     expect(scan.unrecorded).toEqual(expect.arrayContaining(["unrecorded", "recorded-late"]));
-    await store.put({ ...queued("recorded-late", now), status: "running" });
+    await store.put({ ...queuedStatus("recorded-late", now), status: "running" });
     await lost.settle(scan, now + STALE_MS);
     const active = await pool.active();
     expect(active).not.toContain("unrecorded");
