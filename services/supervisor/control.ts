@@ -11,6 +11,7 @@ import { AuditEvent } from "../../shared/contracts/audit.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { lastAuditEvent } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
+import { ensureDurable } from "../../shared/bus/durable.js";
 import { fanInResults, readFanOut } from "../../shared/bus/fanout.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
@@ -92,15 +93,12 @@ const RELEASES_IN_FLIGHT = 64;
  */
 export async function releaseSlots(bus: ActorBus, pool: PoolLedger, signal: AbortSignal): Promise<void> {
   const stream = bus.subjects.streams().audit;
-  const existing = await bus.jsm.consumers.info(stream, RELEASE_CONSUMER).catch(() => null);
-  if (!existing) {
-    await bus.jsm.consumers.add(stream, {
-      durable_name: RELEASE_CONSUMER,
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.New,
-      filter_subject: bus.subjects.auditRunLifecycle(),
-    });
-  }
+  await ensureDurable(bus.jsm, stream, {
+    durable_name: RELEASE_CONSUMER,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.New,
+    filter_subject: bus.subjects.auditRunLifecycle(),
+  });
   const consumer = await bus.js.consumers.get(stream, RELEASE_CONSUMER);
   const messages = await consumer.consume({ max_messages: RELEASES_IN_FLIGHT });
   signal.addEventListener("abort", () => void messages.close(), { once: true });

@@ -2,6 +2,7 @@ import { AckPolicy, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
 import type { Counter } from "prom-client";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
+import { ensureDurable } from "../../shared/bus/durable.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
@@ -42,17 +43,14 @@ export async function sweepFinishedWals(
   signal: AbortSignal,
 ): Promise<void> {
   const stream = bus.subjects.streams().audit;
-  const existing = await bus.jsm.consumers.info(stream, RETENTION_CONSUMER).catch(() => null);
-  if (!existing) {
-    await bus.jsm.consumers.add(stream, {
-      durable_name: RETENTION_CONSUMER,
-      ack_policy: AckPolicy.Explicit,
-      // Runs that finished before retention was turned on are swept too, oldest first.
-      deliver_policy: DeliverPolicy.All,
-      filter_subject: bus.subjects.auditRunLifecycle(),
-      max_ack_pending: 1,
-    });
-  }
+  await ensureDurable(bus.jsm, stream, {
+    durable_name: RETENTION_CONSUMER,
+    ack_policy: AckPolicy.Explicit,
+    // Runs that finished before retention was turned on are swept too, oldest first.
+    deliver_policy: DeliverPolicy.All,
+    filter_subject: bus.subjects.auditRunLifecycle(),
+    max_ack_pending: 1,
+  });
   const consumer = await bus.js.consumers.get(stream, RETENTION_CONSUMER);
   const messages = await consumer.consume({ max_messages: 1 });
   signal.addEventListener("abort", () => void messages.close(), { once: true });

@@ -10,6 +10,7 @@ import type { RunStatus } from "../contracts/run-status.js";
 import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
 import { encode } from "./codec.js";
+import { ensureDurable } from "./durable.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
@@ -109,9 +110,8 @@ export async function ensureWorkerConsumer(
     max_ack_pending: -1,
     filter_subject: subjects.runQueueAll(),
   };
-  const existing = await jsm.consumers.info(stream, name).catch(() => null);
-  if (!existing) await jsm.consumers.add(stream, config);
-  else if (existing.config.ack_wait !== config.ack_wait || existing.config.max_ack_pending !== -1)
+  const existing = await ensureDurable(jsm, stream, { ...config, durable_name: name });
+  if (existing && (existing.config.ack_wait !== config.ack_wait || existing.config.max_ack_pending !== -1))
     await jsm.consumers.update(stream, name, config);
   return name;
 }
