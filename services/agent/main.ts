@@ -14,9 +14,10 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { AgentEnv } from "./env.js";
 import { AgentWorker } from "./worker.js";
 
+const fatal = exitOnFatal(createLogger({ actor: "agent" }));
 const env = parseEnv(AgentEnv, process.env);
 const logger = createLogger({ actor: "agent", level: env.LOG_LEVEL }).child({ workerId: env.WORKER_ID });
-exitOnFatal(logger);
+fatal.use(logger);
 const bus = await openActorBus(env, `agent-${env.WORKER_ID}`, {
   clock: systemClock,
   random: systemRandom,

@@ -13,9 +13,10 @@ import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { review } from "./review.js";
 
+const fatal = exitOnFatal(createLogger({ actor: "critic" }));
 const env = parseEnv(ActorEnv, process.env);
 const logger = createLogger({ actor: "critic", level: env.LOG_LEVEL });
-exitOnFatal(logger);
+fatal.use(logger);
 const bus = await openActorBus(env, "critic", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("critic");
 serve(bus.nc, bus.subjects.criticReview(), {

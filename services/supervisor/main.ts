@@ -24,9 +24,10 @@ import { sweepFinishedWals } from "./retention.js";
 import { requeueStalled } from "./stalls.js";
 import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
 
+const fatal = exitOnFatal(createLogger({ actor: "supervisor" }));
 const env = parseEnv(SupervisorEnv, process.env);
 const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
-exitOnFatal(logger);
+fatal.use(logger);
 const bus = await openActorBus(env, "supervisor", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("supervisor");
 if (env.SUPERVISOR_AUDIT_MAX_AGE_MS !== undefined) {

@@ -19,9 +19,10 @@ import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
 import { type BUILT_IN, ToolsEnv } from "./env.js";
 
+const fatal = exitOnFatal(createLogger({ actor: "tools" }));
 const env = parseEnv(ToolsEnv, process.env);
 const logger = createLogger({ actor: "tools", level: env.LOG_LEVEL });
-exitOnFatal(logger);
+fatal.use(logger);
 const bus = await openActorBus(env, "tools", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("tools");
 const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {

@@ -16,9 +16,10 @@ import { TradingExecutorEnv, loadTradingConfig } from "./env.js";
 import { ExecutorStore } from "./store.js";
 import { executorTools } from "./tools.js";
 
+const fatal = exitOnFatal(createLogger({ actor: "trading-executor" }));
 const env = parseEnv(TradingExecutorEnv, process.env);
 const logger = createLogger({ actor: "trading-executor", level: env.LOG_LEVEL });
-exitOnFatal(logger);
+fatal.use(logger);
 const config = loadTradingConfig(env);
 const bus = await openActorBus(env, "trading-executor", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("trading-executor");

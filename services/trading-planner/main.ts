@@ -14,9 +14,10 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { PLANNER_ACTOR } from "./spec.js";
 import { nextStep } from "./strategy.js";
 
+const fatal = exitOnFatal(createLogger({ actor: "trading-planner" }));
 const env = parseEnv(ActorEnv, process.env);
 const logger = createLogger({ actor: "trading-planner", level: env.LOG_LEVEL });
-exitOnFatal(logger);
+fatal.use(logger);
 const bus = await openActorBus(env, "trading-planner", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("trading-planner");
 serveModel(PLANNER_ACTOR, (request) => Promise.resolve(nextStep(request)), { ...bus, logger });

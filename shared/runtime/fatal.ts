@@ -1,18 +1,28 @@
 import { toAgentError } from "./errors.js";
 import type { Logger } from "./logger.js";
 
+/** Where an actor's fatal failure is logged: first a default logger, then the configured one. */
+export interface FatalLog {
+  /** Logs fatal failures with `logger` from now on (the actor's, once its configuration is read). */
+  use(logger: Logger): void;
+}
+
 /**
- * Makes a failure an actor process cannot go on from (its start-up rejected: no NATS server
- * within NATS_CONNECT_WAIT_MS, say) one structured log line with the error's stable code, then
- * exit code 1, instead of Node's stack trace on stderr, which log pipelines cannot parse.
+ * Makes a failure an actor process cannot go on from (its configuration invalid, its start-up
+ * rejected: no NATS server within NATS_CONNECT_WAIT_MS, say) one structured log line with the
+ * error's stable code, then exit code 1, instead of Node's stack trace on stderr, which log
+ * pipelines cannot parse. Installed before the configuration is parsed, with a logger that needs
+ * none; `use` hands it the actor's own.
  */
 export function exitOnFatal(
   logger: Logger,
   exit: (code: number) => void = (code) => process.exit(code),
-): void {
+): FatalLog {
+  let current = logger;
   process.on("uncaughtException", (err: unknown) => {
     const error = toAgentError(err);
-    logger.fatal({ err, code: error.code }, `stopping: ${error.message}`);
+    current.fatal({ err, code: error.code }, `stopping: ${error.message}`);
     exit(1);
   });
+  return { use: (next) => (current = next) };
 }

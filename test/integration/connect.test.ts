@@ -2,9 +2,7 @@ import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { connectBus, logStatus, serverVersion } from "../../shared/bus/connect.js";
 import { createLogger } from "../../shared/runtime/logger.js";
-import { actorEntry } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
-import { runProcess } from "../helpers/cluster-suite.js";
 import { startNats } from "../helpers/nats-server.js";
 
 function captured() {
@@ -110,25 +108,5 @@ describe("connection helper", () => {
     expect(Date.now() - began).toBeLessThan(3_000);
     expect(error).toBeInstanceOf(Error);
     expect((error as { code?: string }).code).not.toBe("BUS_UNAVAILABLE");
-  });
-
-  it("an actor that finds no server within NATS_CONNECT_WAIT_MS says so in its log and exits 1, no stack trace", async () => {
-    await using gone = await startNats({ own: true });
-    await gone.stop();
-    const ran = await runProcess(process.execPath, [actorEntry("supervisor")], {
-      env: { ...process.env, NATS_URL: gone.url, NATS_CONNECT_WAIT_MS: "1500", HEALTH_PORT: "0" },
-    }).then(
-      () => ({ code: 0, stdout: "", stderr: "" }),
-      (err: { code: number; stdout: string; stderr: string }) => err,
-    );
-    expect(ran.code).toBe(1);
-    expect(ran.stderr).toBe("");
-    const lines = ran.stdout
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as { level: number; msg: string; code?: string });
-    expect(lines[0]).toMatchObject({ level: 40, msg: "no NATS server answers yet: waiting for one" });
-    expect(lines.at(-1)).toMatchObject({ level: 60, code: "BUS_UNAVAILABLE" });
-    expect(lines.at(-1)?.msg).toMatch(/^stopping: no NATS server answers at /);
   });
 });

@@ -1,0 +1,45 @@
+import { describe, expect, it } from "vitest";
+import { actorEntry } from "../../services/local/cluster.js";
+import { runProcess } from "../helpers/cluster-suite.js";
+import { startNats } from "../helpers/nats-server.js";
+
+/** Runs the supervisor's process with `env` until it exits; its exit code and output. */
+function supervisor(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return runProcess(process.execPath, [actorEntry("supervisor")], {
+    env: { ...process.env, HEALTH_PORT: "0", ...env },
+  }).then(
+    () => ({ code: 0, stdout: "", stderr: "" }),
+    (err: { code: number; stdout: string; stderr: string }) => err,
+  );
+}
+
+const logLines = (stdout: string) =>
+  stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { level: number; msg: string; code?: string; actor?: string });
+
+describe("an actor that cannot start", () => {
+  it("finding no server within NATS_CONNECT_WAIT_MS, says so in its log and exits 1, no stack trace", async () => {
+    const gone = await startNats({ own: true });
+    await gone.stop();
+    const ran = await supervisor({ NATS_URL: gone.url, NATS_CONNECT_WAIT_MS: "1500" });
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toBe("");
+    const lines = logLines(ran.stdout);
+    expect(lines[0]).toMatchObject({ level: 40, msg: "no NATS server answers yet: waiting for one" });
+    expect(lines.at(-1)).toMatchObject({ level: 60, code: "BUS_UNAVAILABLE" });
+    expect(lines.at(-1)?.msg).toMatch(/^stopping: no NATS server answers at /);
+  });
+
+  it("with invalid settings, logs one fatal line listing every problem (INVALID_INPUT) and exits 1", async () => {
+    const ran = await supervisor({ SUPERVISOR_POOL_CAPACITY: "many", NATS_CONNECT_WAIT_MS: "-1" });
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toBe("");
+    const lines = logLines(ran.stdout);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: 60, code: "INVALID_INPUT", actor: "supervisor" });
+    expect(lines[0]?.msg).toMatch(/SUPERVISOR_POOL_CAPACITY/);
+    expect(lines[0]?.msg).toMatch(/NATS_CONNECT_WAIT_MS/);
+  });
+});
