@@ -1,6 +1,7 @@
 import type { RunJob } from "../../shared/contracts/cluster.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
+import { isFinished } from "../../shared/contracts/run-status.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
@@ -153,7 +154,7 @@ export class RunLease {
       // A finished run's WAL is removed after SUPERVISOR_WAL_RETAIN_MS; its first job delivered
       // again after that (an ack lost with its worker) must not start it afresh. Only a job whose
       // WAL place the job itself could not name reads the status, so only such a job is checked.
-      if (status?.status === "committed" || status?.status === "failed") {
+      if (isFinished(status)) {
         this.log.warn({ status: status.status }, "job dropped: its run finished and its WAL was removed");
         return undefined;
       }

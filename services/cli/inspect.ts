@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { DeliverPolicy } from "@nats-io/jetstream";
 import { z } from "zod";
 import { AuditEvent } from "../../shared/contracts/audit.js";
+import { isFinished } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
@@ -46,10 +47,9 @@ export async function replayRun(
   const first = records[0];
   if (first?.type !== "EVENT" || first.event.type !== "start") {
     const status = records.length === 0 ? await new RunStatusStore(bus.buckets.runs).get(runId) : undefined;
-    const finished = status?.status === "committed" || status?.status === "failed";
     throw new AgentError(
       "NOT_FOUND",
-      finished
+      isFinished(status)
         ? `run '${runId}' ${status.status}, and its WAL was removed after it finished (SUPERVISOR_WAL_RETAIN_MS); its audit trail is kept`
         : `run '${runId}' has no WAL`,
     );

@@ -5,6 +5,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { isFinished } from "../../shared/contracts/run-status.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import { onEventFailure } from "./event-failure.js";
 
@@ -77,7 +78,7 @@ async function onFinished(
       return;
     }
     const status = await new RunStatusStore(bus.buckets.runs).get(event.runId);
-    if (status?.status === "committed" || status?.status === "failed") {
+    if (isFinished(status)) {
       const subject = bus.subjects.wal(event.runId);
       const reply = await withBusRetry(`removing ${subject}`, bus, () =>
         bus.jsm.streams.purge(bus.subjects.streams().wal, { filter: subject }),

@@ -12,6 +12,13 @@ export const RunStatusValue = z.enum([
 ]);
 export type RunStatusValue = z.infer<typeof RunStatusValue>;
 
+/** A run that never runs again: committed or failed (a halted run may resume). */
+export function isFinished<S extends { status: RunStatusValue }>(
+  status: S | undefined,
+): status is S & { status: "committed" | "failed" } {
+  return status?.status === "committed" || status?.status === "failed";
+}
+
 export const RunUsage = z.object({
   inputTokens: z.number().int().nonnegative(),
   outputTokens: z.number().int().nonnegative(),

@@ -39,6 +39,24 @@ async function expectNoToolFailed(runId: string): Promise<void> {
   ).toEqual([]);
 }
 
+/**
+ * Every run commits with its own answer (`<answer> <i>`), each of its payments is in its trail, and
+ * no payment ran twice.
+ */
+async function expectAllPaid(
+  runIds: string[],
+  tool: string,
+  answer: string,
+  executions: Map<string, number>,
+): Promise<void> {
+  const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+  for (const [i, runId] of runIds.entries()) {
+    expect(statuses[i], runId).toMatchObject({ status: "committed", terminal: { output: `${answer} ${i}` } });
+    await expectChargesInTrail(suite, runId, tool, executions);
+  }
+  expect([...executions.values()].every((n) => n === 1)).toBe(true);
+}
+
 describe("a service that restarts, or starts after the runs needing it", () => {
   it(`stopped for ${GAP_MS} ms while runs pay (a rolling restart): the calls made meanwhile wait for it; every payment happens once, none fails`, async () => {
     const { tool, executions } = chargeTool(PAYMENT_MS, "pay");
@@ -55,18 +73,10 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     expect(executions.size).toBe(stoppedWith);
     service = suite.serveTool(tool);
 
-    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
-    for (const [i, runId] of runIds.entries()) {
-      expect(statuses[i], runId).toMatchObject({
-        status: "committed",
-        terminal: { output: `paid run ${i}` },
-      });
-      await expectChargesInTrail(suite, runId, "pay", executions);
-      await expectNoToolFailed(runId);
-    }
+    await expectAllPaid(runIds, "pay", "paid run", executions);
+    for (const runId of runIds) await expectNoToolFailed(runId);
     // Before, a call that found nobody serving failed after its retries and the model saw the error.
     expect(executions.size).toBe(RUNS * PAYMENTS);
-    expect([...executions.values()].every((n) => n === 1)).toBe(true);
     // The workers said why those calls took longer.
     expect(await suite.logs()).toMatch(/"service":"tool:pay".*nobody serves it yet: waiting for a service/);
     service.stop();
@@ -182,15 +192,7 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     suite.cluster.signal("supervisor", "SIGTERM");
     await systemClock.sleep(300);
     await suite.cluster.start("supervisor", "supervisor-2");
-    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
-    for (const [i, runId] of runIds.entries()) {
-      expect(statuses[i], runId).toMatchObject({
-        status: "committed",
-        terminal: { output: `stepped run ${i}` },
-      });
-      await expectChargesInTrail(suite, runId, "step_pay", executions);
-    }
-    expect([...executions.values()].every((n) => n === 1)).toBe(true);
+    await expectAllPaid(runIds, "step_pay", "stepped run", executions);
     const logs = await suite.logs();
     expect(logs).toMatch(/"service":"supervisor".*nobody serves it yet: waiting for a service/);
     // Before, a lease that found no supervisor failed, and its job waited AGENT_RETRY_DELAY_MS (5 s)
