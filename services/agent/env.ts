@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
-import { ActorEnv, millis } from "../../shared/runtime/config.js";
+import { ActorEnv, memoryRecallWindow, millis } from "../../shared/runtime/config.js";
 
 /** An agent worker's environment (the README's table; the Kubernetes manifests are checked against it). */
 export const AgentEnv = ActorEnv.extend({
@@ -28,6 +28,7 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_TOOL_DESCRIBE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(5_000),
   /** How long a worker waits for a service nobody serves yet: a tool, the critic, a model actor, the supervisor (0: not at all). */
   AGENT_SERVICE_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
+  MEMORY_RECALL_WINDOW: memoryRecallWindow,
 }).refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {
   message: "AGENT_DEAD_AFTER_MS must be at least twice AGENT_BEAT_MS (one late beat is not a death)",
   path: ["AGENT_DEAD_AFTER_MS"],

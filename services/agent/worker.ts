@@ -42,6 +42,8 @@ export interface WorkerOptions {
   toolDescribeTtlMs: number;
   /** See AGENT_SERVICE_WAIT_MS (0 when absent). */
   serviceWaitMs?: number;
+  /** See MEMORY_RECALL_WINDOW (absent or 0: a recall reads every memory of its agent). */
+  memoryRecallWindow?: number;
   /** How long a FENCED or failing job waits before it is offered again. */
   retryDelayMs: number;
   env: Readonly<Record<string, string | undefined>>;
@@ -110,12 +112,16 @@ export class AgentWorker {
   private consumer!: Consumer;
   private loop: Promise<void> | undefined;
   private leases = 0;
+  /** One store for every run: a recall window remembers where each agent's last recall began. */
+  private readonly memory: KvMemory;
 
   constructor(
     private readonly bus: ActorBus,
     private readonly options: WorkerOptions,
     private readonly ids: IdGenerator,
-  ) {}
+  ) {
+    this.memory = new KvMemory(bus.buckets.memory, bus.clock, memoryReads(bus, options.memoryRecallWindow));
+  }
 
   async start(): Promise<void> {
     const name = await ensureWorkerConsumer(this.bus.jsm, this.bus.subjects, {
@@ -313,7 +319,7 @@ export class AgentWorker {
       clock: bus.clock,
       random: bus.random,
       env: this.options.env,
-      memory: new KvMemory(bus.buckets.memory, bus.clock, memoryReads(bus)),
+      memory: this.memory,
       criticFor: (state) => remoteCritic({ ...bus, wait: this.serviceWait("critic", job.runId) }, state),
       actorModel: (ref) =>
         actorModelDriver(ref, { ...bus, wait: this.serviceWait(`model:${ref.name}`, job.runId) }),

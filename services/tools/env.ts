@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ActorEnv } from "../../shared/runtime/config.js";
+import { ActorEnv, memoryRecallWindow } from "../../shared/runtime/config.js";
 
 export const BUILT_IN = ["echo", "http_fetch", "memory"] as const;
 
@@ -15,5 +15,6 @@ export const ToolsEnv = ActorEnv.extend({
         .filter(Boolean),
     )
     .pipe(z.array(z.enum(BUILT_IN)).min(1)),
+  MEMORY_RECALL_WINDOW: memoryRecallWindow,
 });
 export type ToolsEnv = z.infer<typeof ToolsEnv>;

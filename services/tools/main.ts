@@ -28,7 +28,10 @@ const metrics = new ActorMetrics("tools");
 const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
   echo: () => echoTool,
   http_fetch: () => httpFetchTool,
-  memory: () => createMemoryTool(new KvMemory(bus.buckets.memory, systemClock, memoryReads(bus))),
+  memory: () =>
+    createMemoryTool(
+      new KvMemory(bus.buckets.memory, systemClock, memoryReads(bus, env.MEMORY_RECALL_WINDOW)),
+    ),
 };
 serveToolsOf(
   env.TOOLS.map((name) => available[name]()),

@@ -7,17 +7,25 @@ import type { Clock } from "../runtime/clock.js";
 import { sha256 } from "../runtime/hash.js";
 import { decode, encode } from "./codec.js";
 import { readLatest } from "./read-range.js";
+import { RecentWindow } from "./recent-window.js";
 import type { Subjects } from "./subjects.js";
 import { WRONG_LAST_SEQUENCE } from "./wal.js";
 
-/** Where recalls read the bucket from: the reads client and the bucket's name. */
+/**
+ * Where recalls read the bucket from: the reads client and the bucket's name; and how many of a
+ * namespace's most recently stored memories a recall reads (`window`; 0 or absent: all of them).
+ */
 export interface MemoryReads {
   client: JetStreamClient;
   bucket: string;
+  window?: number;
 }
 
-export function memoryReads(bus: { reads: JetStreamClient; subjects: Subjects }): MemoryReads {
-  return { client: bus.reads, bucket: bus.subjects.buckets().memory };
+export function memoryReads(
+  bus: { reads: JetStreamClient; subjects: Subjects },
+  window?: number,
+): MemoryReads {
+  return { client: bus.reads, bucket: bus.subjects.buckets().memory, ...(window ? { window } : {}) };
 }
 
 const StoredMemory = z.object({
@@ -37,11 +45,17 @@ function prefixOf(namespace: string): string {
  * run that remembers something on one worker recalls it on any other.
  */
 export class KvMemory implements MemoryStore {
+  /** With a window: where each namespace's last read began, so the next starts there. */
+  private readonly recent: RecentWindow | undefined;
+
   constructor(
     private readonly kv: KV,
     private readonly clock: Clock,
     private readonly reads: MemoryReads,
-  ) {}
+  ) {
+    const { client, bucket, window } = reads;
+    this.recent = window ? new RecentWindow(client, `KV_${bucket}`, window) : undefined;
+  }
 
   /**
    * The same text again is the same key, and the entry already there is kept: rewriting it would
@@ -72,19 +86,29 @@ export class KvMemory implements MemoryStore {
   }
 
   /**
-   * Each of the namespace's keys at its latest revision, in one read (a deleted key's latest is its
-   * delete marker); an empty namespace (a new agent's) costs one request.
+   * The `limit` entries most relevant to `query` among the namespace's memories: every one of
+   * them, each key at its latest revision in one read (a deleted key's latest is its delete
+   * marker; an empty namespace costs one request), or with a window only the `window` stored last,
+   * which a recall reads without reading the ones before (see RecentWindow): an agent's thousandth
+   * run and its millionth start as fast.
    */
   async recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {
     const { client, bucket } = this.reads;
-    const entries: MemoryEntry[] = [];
     const filter = `$KV.${bucket}.${prefixOf(namespace)}.*`;
-    for await (const msg of readLatest(client, `KV_${bucket}`, filter)) {
-      if (msg.headers?.get("KV-Operation")) continue;
+    const messages = this.recent
+      ? await this.recent.read(filter)
+      : readLatest(client, `KV_${bucket}`, filter);
+    // A key rewritten during a windowed read can come twice: its latest message wins.
+    const entries = new Map<string, MemoryEntry>();
+    for await (const msg of messages) {
+      if (msg.headers?.get("KV-Operation")) {
+        entries.delete(msg.subject);
+        continue;
+      }
       const { id, text, createdAt } = decode(StoredMemory, msg.data);
-      entries.push({ id, text, createdAt });
+      entries.set(msg.subject, { id, text, createdAt });
     }
-    return entries
+    return [...entries.values()]
       .map((entry) => ({ entry, score: relevance(query, entry.text) }))
       .filter((s) => s.score > 0)
       .sort((a, b) => b.score - a.score || b.entry.createdAt - a.entry.createdAt)

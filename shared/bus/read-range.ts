@@ -40,16 +40,23 @@ const ABANDONED_READER_MS = 30_000;
 
 const managers = new WeakMap<JetStreamClient, Promise<JetStreamManager>>();
 
+/** A read's consumer, how many messages it had to deliver when made, and its removal. */
+export interface Reader {
+  consumer: Consumer;
+  pending: number;
+  close: () => void;
+}
+
 /**
  * One read's own consumer, created with a single request whose answer says how many messages match
  * (the library's ordered consumer asks for the stream's info first, and is left on the server for
  * five minutes). `close` deletes it, without waiting.
  */
-async function openReader(
+export async function openReader(
   reads: JetStreamClient,
   stream: string,
   config: Pick<ConsumerConfig, "filter_subject" | "deliver_policy" | "opt_start_seq">,
-): Promise<{ consumer: Consumer; pending: number; close: () => void }> {
+): Promise<Reader> {
   let manager = managers.get(reads);
   if (!manager) managers.set(reads, (manager = reads.jetstreamManager(false)));
   const jsm = await manager;
@@ -189,6 +196,17 @@ export async function* readLatest(
     filter_subject: filter,
     deliver_policy: DeliverPolicy.LastPerSubject,
   });
+  yield* drainReader(reader, `reading ${filter} from ${stream}`);
+}
+
+/**
+ * Every message `reader` was made with, a page of BATCH messages per request; closes it at the end.
+ * A page that brings nothing for STALL_MS fails the read (BUS_UNAVAILABLE, `what` in the message).
+ */
+export async function* drainReader(
+  reader: Reader,
+  what: string,
+): AsyncGenerator<RangeMessage & { subject: string }> {
   try {
     let left = reader.pending;
     while (left > 0) {
@@ -204,11 +222,7 @@ export async function* readLatest(
         };
         if (left === 0) break;
       }
-      if (left === before)
-        throw new AgentError(
-          "BUS_UNAVAILABLE",
-          `reading ${filter}: nothing from ${stream} within ${STALL_MS} ms`,
-        );
+      if (left === before) throw new AgentError("BUS_UNAVAILABLE", `${what}: nothing within ${STALL_MS} ms`);
     }
   } finally {
     reader.close();

@@ -5,6 +5,12 @@ import { AgentError } from "./errors.js";
 export const millis = (defaultMs: number) =>
   z.coerce.number().int().min(1).max(86_400_000).default(defaultMs);
 
+/**
+ * How many of an agent's most recently stored memories a recall reads (MEMORY_RECALL_WINDOW, for
+ * the agent workers and the memory tool); 0 reads them all, however many there are.
+ */
+export const memoryRecallWindow = z.coerce.number().int().min(0).max(100_000).default(1_000);
+
 /** Settings every actor reads from its environment (documented in the README's table). */
 export const ActorEnv = z.object({
   NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),

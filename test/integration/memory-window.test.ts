@@ -1,0 +1,138 @@
+import fc from "fast-check";
+import { Kvm } from "@nats-io/kv";
+import { describe, expect, it } from "vitest";
+import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { useBusSuite } from "../helpers/bus-suite.js";
+
+/** A recall window on the memory bucket: the latest memories of an agent, read without the rest. */
+const suite = useBusSuite("mw");
+
+const stream = (): string => `KV_${suite.subjects.buckets().memory}`;
+const windowed = (size: number): KvMemory =>
+  new KvMemory(suite.buckets.memory, systemClock, memoryReads(suite, size));
+const everything = (): KvMemory => new KvMemory(suite.buckets.memory, systemClock, memoryReads(suite));
+
+/** The texts `store` recalls for `agent` (every memory matches the query), sorted. */
+async function recalled(store: KvMemory, agent: string): Promise<string[]> {
+  return (await store.recall(agent, "fact", 10_000)).map((m) => m.text).sort();
+}
+
+const fact = (agent: string, i: number): string => `fact ${String(i).padStart(4, "0")} of ${agent}`;
+
+/** Stores facts `from`…`to - 1` of `agent`, each followed by one of `other` when given. */
+async function store(agent: string, from: number, to: number, other?: string): Promise<void> {
+  const writer = everything();
+  for (let i = from; i < to; i += 1) {
+    await writer.remember(agent, fact(agent, i));
+    if (other) await writer.remember(other, fact(other, i));
+  }
+}
+
+const facts = (agent: string, from: number, to: number): string[] =>
+  Array.from({ length: to - from }, (_, k) => fact(agent, from + k)).sort();
+
+/**
+ * Counts the consumers made on the memory bucket's stream while `during` runs, and the messages
+ * the connection took in meanwhile (each create is one of them: the count sees it).
+ */
+async function consumersMade(during: () => Promise<unknown>): Promise<number> {
+  return (await traffic(during)).made;
+}
+
+async function traffic(during: () => Promise<unknown>): Promise<{ made: number; taken: number }> {
+  const create = `$JS.API.CONSUMER.CREATE.${stream()}`;
+  let made = 0;
+  const sub = suite.nc.subscribe("$JS.API.CONSUMER.CREATE.>", {
+    callback: (_err, msg) => {
+      if (msg.subject === create || msg.subject.startsWith(`${create}.`)) made += 1;
+    },
+  });
+  await suite.nc.flush();
+  const before = suite.nc.stats().inMsgs;
+  await during();
+  await suite.nc.flush();
+  sub.unsubscribe();
+  return { made, taken: suite.nc.stats().inMsgs - before };
+}
+
+describe("memory recall window", () => {
+  it("reads an agent's latest memories only, finds where they start once, then starts there", async () => {
+    await store("agent/w", 0, 60, "agent/x");
+    const store5 = windowed(5);
+    let recall: string[] = [];
+    // 60 memories, 120 with the other agent's: more than twice the window, so a search.
+    const first = await traffic(async () => (recall = await recalled(store5, "agent/w")));
+    expect(recall).toEqual(facts("agent/w", 55, 60));
+    expect(first.made).toBeGreaterThan(1);
+    expect(first.made).toBeLessThanOrEqual(10);
+    // Per probe the create (seen by the count), its reply and its delete's; the stream's info; at
+    // most 2 × 5 memories and a pull's reply: not the 60 memories of reading everything.
+    expect(first.taken).toBeLessThanOrEqual(3 * first.made + 2 + 10);
+    // Reading everything still finds every memory.
+    expect(await recalled(everything(), "agent/w")).toEqual(facts("agent/w", 0, 60));
+
+    // A few new memories: one consumer, from where the window began.
+    await store("agent/w", 60, 63, "agent/x");
+    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/w")))).toBe(1);
+    expect(recall).toEqual(facts("agent/w", 58, 63));
+
+    // More than twice the window since: a new search, and the latest again.
+    await store("agent/w", 63, 80, "agent/x");
+    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/w")))).toBeGreaterThan(1);
+    expect(recall).toEqual(facts("agent/w", 75, 80));
+    expect(await recalled(store5, "agent/x")).toEqual(facts("agent/x", 75, 80));
+  });
+
+  it("leaves out a memory forgotten inside the window, and an agent with few memories reads them all", async () => {
+    await store("agent/f", 0, 3);
+    const store5 = windowed(5);
+    expect(await recalled(store5, "agent/f")).toEqual(facts("agent/f", 0, 3));
+    const [gone] = await store5.recall("agent/f", fact("agent/f", 1), 1);
+    expect(gone?.text).toBe(fact("agent/f", 1));
+    expect(await store5.forget("agent/f", gone?.id ?? "")).toBe(true);
+    expect(await recalled(store5, "agent/f")).toEqual([fact("agent/f", 0), fact("agent/f", 2)]);
+    expect(await recalled(windowed(5), "agent/f")).toEqual([fact("agent/f", 0), fact("agent/f", 2)]);
+    expect(await recalled(windowed(5), "agent/none")).toEqual([]);
+  });
+
+  it("finds the latest memories whatever the interleaving and the window (property)", async () => {
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 1, max: 12 }),
+        async (mine, size) => {
+          n += 1;
+          const agent = `agent/p${n}`;
+          const writer = everything();
+          let i = 0;
+          for (const isMine of mine) {
+            i += 1;
+            await writer.remember(isMine ? agent : `${agent}-other`, fact(agent, i));
+          }
+          const expected = mine
+            .map((isMine, k) => (isMine ? fact(agent, k + 1) : undefined))
+            .filter((t): t is string => t !== undefined)
+            .slice(-size)
+            .sort();
+          const reader = windowed(size);
+          expect(await recalled(reader, agent)).toEqual(expected);
+          // And again, from the start the first read kept.
+          expect(await recalled(reader, agent)).toEqual(expected);
+        },
+      ),
+      { numRuns: 12, seed: 20261126 },
+    );
+  });
+
+  it("reads anew when the bucket was made again and its sequences started over", async () => {
+    await store("agent/r", 0, 30);
+    const store5 = windowed(5);
+    expect(await recalled(store5, "agent/r")).toEqual(facts("agent/r", 25, 30));
+    await suite.jsm.streams.delete(stream());
+    await new Kvm(suite.nc).create(suite.subjects.buckets().memory, { history: 1 });
+    await store("agent/r", 100, 102);
+    expect(await recalled(store5, "agent/r")).toEqual(facts("agent/r", 100, 102));
+  });
+});
