@@ -1,12 +1,12 @@
 /**
  * A run's memory recall as an agent's memories pile up: each size's memories (about 300 bytes,
- * every other one in a second agent's namespace, so the two interleave in the bucket as agents'
- * commits do) are stored, then one agent's memories are recalled by a store that reads them all
+ * each followed by `others` of a second agent, so the two interleave in the bucket as agents'
+ * commits do; 1 by default, 20 for an agent that commits seldom among busy ones) are stored, then one agent's memories are recalled by a store that reads them all
  * (`MEMORY_RECALL_WINDOW=0`, the behaviour before) and by one with the default window of 1,000:
  * cold (a new store: a worker's first recall of the agent, which searches for the window's start)
  * and warm (the next recall, after 10 more memories). Rounds alternate which store goes first;
  * medians of each, and the window's ratio to reading everything.
- * `node bench/micro/memory-recall.ts [sizes, comma-separated] [rounds]` after `npm run build`.
+ * `node bench/micro/memory-recall.ts [sizes, comma-separated] [rounds] [others]` after `npm run build`.
  */
 import { openActorBus } from "../../dist/shared/bus/actor.js";
 import { KvMemory, memoryReads } from "../../dist/shared/bus/kv-memory.js";
@@ -19,6 +19,7 @@ import { median, round } from "../lib/stats.ts";
 
 const SIZES = (process.argv[2] ?? "1000,10000,50000").split(",").map(Number);
 const ROUNDS = Number(process.argv[3] ?? 5);
+const OTHERS = Number(process.argv[4] ?? 1);
 const WINDOW = memoryRecallWindow.parse(undefined);
 const FILLER = "the quick brown fox jumps over the lazy dog ".repeat(6);
 
@@ -33,17 +34,17 @@ const store = (window: number): KvMemory =>
 const writer = store(0);
 let written = 0;
 
-/** Stores `count` memories of `agent` and as many of another agent, interleaved, 64 at a time. */
+/** Stores `count` memories of `agent`, each with OTHERS of another agent, 64 at a time. */
 async function grow(agent: string, count: number): Promise<void> {
   for (let i = 0; i < count; i += 64) {
     const n = Math.min(64, count - i);
     await Promise.all(
       Array.from({ length: n }, () => {
         written += 1;
-        return Promise.all([
-          writer.remember(agent, `question ${written} answer ${FILLER}`),
-          writer.remember(`${agent}-other`, `question ${written} answer ${FILLER}`),
-        ]);
+        const others = Array.from({ length: OTHERS }, (_, k) =>
+          writer.remember(`${agent}-other`, `question ${written}.${k} answer ${FILLER}`),
+        );
+        return Promise.all([writer.remember(agent, `question ${written} answer ${FILLER}`), ...others]);
       }),
     );
   }
@@ -77,6 +78,7 @@ for (const size of SIZES) {
   }
   const row = {
     memories: size,
+    others: size * OTHERS,
     allMs: round(median(all)),
     windowColdMs: round(median(cold)),
     windowWarmMs: round(median(warm)),

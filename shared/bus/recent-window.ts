@@ -13,11 +13,14 @@ export type WindowMessage = RangeMessage & { subject: string };
  * each (a KV bucket with history 1: a subject's message is its latest), oldest first, read without
  * reading the ones before them. nats-server 2.9 can neither deliver a filter's messages newest
  * first nor say at which sequence its last `size` begin; what it does say, when a consumer is
- * made, is how many messages match from the consumer's start on. So the first read of a filter
- * counts all of it; past 2 × `size`, a search halves the range of start sequences with one counting
- * consumer per step until a start leaves between `size` and 2 × `size` to read. The start found is
- * kept for the filter, and the next read begins there: one consumer, at most 2 × `size` messages
- * while fewer than `size` new ones arrive in between, and a new search otherwise.
+ * made, is how many messages match from the consumer's start on (counting costs it a scan of the
+ * stream from there). So a filter's first read looks back from the stream's end over 2 × `size`
+ * sequences, then twice as many at each step, until a start leaves at least `size` to read (or
+ * the stream's start is reached); past 2 × `size`, it halves the range between its last two
+ * starts until one leaves between `size` and 2 × `size`. One counting consumer per step; the last
+ * reads. The start found is kept for the filter, and the next read begins there: one consumer,
+ * at most 2 × `size` messages while fewer than `size` new ones arrive in between, and a new look
+ * from the stream's end otherwise.
  */
 export class RecentWindow {
   private readonly starts = new Map<string, number>();
@@ -43,49 +46,47 @@ export class RecentWindow {
     return kept;
   }
 
-  /** A reader with at most 2 × size messages to deliver, the filter's latest among them. */
+  /** A reader with at most 2 × size messages to deliver (unless writes outran the look), the filter's latest among them. */
   private async open(filter: string): Promise<Reader> {
     const cached = this.starts.get(filter);
-    let reader = cached === undefined ? await this.latest(filter) : await this.from(filter, cached);
+    if (cached === undefined) return this.search(filter, 1);
+    const reader = await this.from(filter, cached);
+    if (reader.pending > 0 && reader.pending <= 2 * this.size) return reader;
+    reader.close();
     // Nothing from a start that found messages before: the stream was purged or made anew, and
     // its sequences may have started over below the start kept.
-    if (cached !== undefined && reader.pending === 0) {
-      reader.close();
-      this.starts.delete(filter);
-      reader = await this.latest(filter);
-    }
-    if (reader.pending <= 2 * this.size) return reader;
-    reader.close();
-    return this.search(filter, cached ?? 1);
+    if (reader.pending === 0) this.starts.delete(filter);
+    return this.search(filter, reader.pending === 0 ? 1 : cached);
   }
 
   /**
-   * Halves [low, high) until a start leaves size to 2 × size messages: more than 2 × size match from
-   * `low` on, none past the stream's last sequence. Each sequence holds at most one message, so the
-   * count falls by at most one per step and such a start exists; messages written meanwhile can
-   * only raise the counts, and the search then settles on a start past its range's middle.
+   * Looks back from the stream's end, no further than `floor`, for a start that leaves size to
+   * 2 × size messages. Each sequence holds at most one message, so from one start to the next the
+   * count falls by at most one, and such a start exists when more than size match from `floor`;
+   * messages written meanwhile only raise the counts.
    */
-  private async search(filter: string, from: number): Promise<Reader> {
+  private async search(filter: string, floor: number): Promise<Reader> {
     const jsm = await (this.manager ??= this.reads.jetstreamManager(false));
-    let low = from;
+    // Fewer than size match from `high` on; more than 2 × size from `low`, once one is found.
     let high = (await jsm.streams.info(this.stream)).state.last_seq + 1;
-    for (let probes = 0; probes < MAX_PROBES && high - low > 1; probes += 1) {
-      const mid = Math.floor((low + high) / 2);
-      const reader = await this.from(filter, mid);
-      if (reader.pending >= this.size && reader.pending <= 2 * this.size) return reader;
+    let low: number | undefined;
+    let span = 2 * this.size;
+    for (let probes = 0; probes < MAX_PROBES; probes += 1) {
+      const start = low === undefined ? Math.max(floor, high - span) : Math.floor((low + high) / 2);
+      const reader = await this.from(filter, start);
+      const { pending } = reader;
+      const few = pending < this.size;
+      if (!few && pending <= 2 * this.size) return reader;
+      if (few && start === floor) return reader;
       reader.close();
-      if (reader.pending > 2 * this.size) low = mid;
-      else high = mid;
+      if (few) {
+        high = start;
+        span *= 2;
+      } else low = start;
+      if (low !== undefined && high - low <= 1) break;
     }
-    // Writes kept moving the range (or the probes ran out): read from where the search got to.
-    return this.from(filter, high - 1);
-  }
-
-  private latest(filter: string): Promise<Reader> {
-    return openReader(this.reads, this.stream, {
-      filter_subject: filter,
-      deliver_policy: DeliverPolicy.LastPerSubject,
-    });
+    // Writes kept moving the range (or the probes ran out): read from where the look got to.
+    return this.from(filter, low ?? floor);
   }
 
   private from(filter: string, seq: number): Promise<Reader> {

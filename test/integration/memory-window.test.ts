@@ -64,7 +64,6 @@ describe("memory recall window", () => {
     // 60 memories, 120 with the other agent's: more than twice the window, so a search.
     const first = await traffic(async () => (recall = await recalled(store5, "agent/w")));
     expect(recall).toEqual(facts("agent/w", 55, 60));
-    expect(first.made).toBeGreaterThan(1);
     expect(first.made).toBeLessThanOrEqual(10);
     // Per probe the create (seen by the count), its reply and its delete's; the stream's info; at
     // most 2 × 5 memories and a pull's reply: not the 60 memories of reading everything.
@@ -84,10 +83,34 @@ describe("memory recall window", () => {
     expect(await recalled(store5, "agent/x")).toEqual(facts("agent/x", 75, 80));
   });
 
+  it("halves back to the window's start when a look back overshoots it (many old memories, few new)", async () => {
+    await store("agent/d", 0, 40);
+    await store("agent/busy", 0, 30);
+    await store("agent/d", 40, 42);
+    const store5 = windowed(5);
+    let recall: string[] = [];
+    const first = await traffic(async () => (recall = await recalled(store5, "agent/d")));
+    expect(recall).toEqual(facts("agent/d", 37, 42));
+    expect(first.made).toBeGreaterThan(2);
+    expect(first.made).toBeLessThanOrEqual(12);
+    // As above: probes, the stream's info, and at most 2 × 5 memories, not the 42.
+    expect(first.taken).toBeLessThanOrEqual(3 * first.made + 2 + 10);
+    // The next read starts where this window began: one consumer, not the look back again.
+    await store("agent/busy", 30, 40);
+    await store("agent/d", 42, 43);
+    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/d")))).toBe(1);
+    expect(recall).toEqual(facts("agent/d", 38, 43));
+  });
+
   it("leaves out a memory forgotten inside the window, and an agent with few memories reads them all", async () => {
     await store("agent/f", 0, 3);
     const store5 = windowed(5);
-    expect(await recalled(store5, "agent/f")).toEqual(facts("agent/f", 0, 3));
+    let recall: string[] = [];
+    // Three memories among the earlier tests' hundreds: a look back to the stream's start.
+    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/f")))).toBeLessThanOrEqual(
+      10,
+    );
+    expect(recall).toEqual(facts("agent/f", 0, 3));
     const [gone] = await store5.recall("agent/f", fact("agent/f", 1), 1);
     expect(gone?.text).toBe(fact("agent/f", 1));
     expect(await store5.forget("agent/f", gone?.id ?? "")).toBe(true);
@@ -96,33 +119,33 @@ describe("memory recall window", () => {
     expect(await recalled(windowed(5), "agent/none")).toEqual([]);
   });
 
-  it("finds the latest memories whatever the interleaving and the window (property)", async () => {
+  it("finds the latest memories whatever the interleaving, the window and the writes between reads (property)", async () => {
     let n = 0;
+    const writes = fc.array(fc.boolean(), { minLength: 0, maxLength: 60 });
     await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.boolean(), { minLength: 1, maxLength: 60 }),
-        fc.integer({ min: 1, max: 12 }),
-        async (mine, size) => {
-          n += 1;
-          const agent = `agent/p${n}`;
-          const writer = everything();
-          let i = 0;
-          for (const isMine of mine) {
-            i += 1;
-            await writer.remember(isMine ? agent : `${agent}-other`, fact(agent, i));
+      fc.asyncProperty(writes, writes, fc.integer({ min: 1, max: 12 }), async (before, between, size) => {
+        n += 1;
+        const agent = `agent/p${n}`;
+        const writer = everything();
+        const mine: string[] = [];
+        let others = 0;
+        const write = async (batch: boolean[]): Promise<void> => {
+          for (const isMine of batch) {
+            const text = isMine ? fact(agent, mine.length) : fact(`${agent}-other`, (others += 1));
+            await writer.remember(isMine ? agent : `${agent}-other`, text);
+            if (isMine) mine.push(text);
           }
-          const expected = mine
-            .map((isMine, k) => (isMine ? fact(agent, k + 1) : undefined))
-            .filter((t): t is string => t !== undefined)
-            .slice(-size)
-            .sort();
-          const reader = windowed(size);
-          expect(await recalled(reader, agent)).toEqual(expected);
-          // And again, from the start the first read kept.
-          expect(await recalled(reader, agent)).toEqual(expected);
-        },
-      ),
-      { numRuns: 12, seed: 20261126 },
+        };
+        const latest = (): string[] => mine.slice(-size).sort();
+        await write(before);
+        const reader = windowed(size);
+        expect(await recalled(reader, agent)).toEqual(latest());
+        // Then from the start the first read kept, after whatever came since.
+        await write(between);
+        expect(await recalled(reader, agent)).toEqual(latest());
+        expect(await recalled(reader, agent)).toEqual(latest());
+      }),
+      { numRuns: 25, seed: 20261126 },
     );
   });
 
