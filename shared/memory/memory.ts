@@ -9,7 +9,10 @@ export interface MemoryEntry {
 
 export interface MemoryStore {
   remember(namespace: string, text: string): Promise<MemoryEntry>;
-  /** Up to `limit` entries relevant to `query`, most relevant first. */
+  /**
+   * Up to `limit` entries relevant to `query`, most relevant first; a store may look only among
+   * the namespace's most recently stored entries (the cluster's: MEMORY_RECALL_WINDOW).
+   */
   recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]>;
   forget(namespace: string, id: string): Promise<boolean>;
 }
