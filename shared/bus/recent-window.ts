@@ -18,12 +18,14 @@ export type WindowMessage = RangeMessage & { subject: string };
  * sequences, then twice as many at each step, until a start leaves at least `size` to read (or
  * the stream's start is reached); past 2 × `size`, it halves the range between its last two
  * starts until one leaves between `size` and 2 × `size`. One counting consumer per step; the last
- * reads. The start found is kept for the filter, and the next read begins there: one consumer,
+ * reads. The start found is kept for the filter (for a filter nothing matches, the stream's end
+ * when it looked), and the next read begins there: one consumer,
  * at most 2 × `size` messages while fewer than `size` new ones arrive in between, and a new look
  * from the stream's end otherwise.
  */
 export class RecentWindow {
-  private readonly starts = new Map<string, number>();
+  /** Per filter, where its next read starts; `empty`: nothing matched before it when it was kept. */
+  private readonly starts = new Map<string, { seq: number; empty: boolean }>();
   private manager: ReturnType<JetStreamClient["jetstreamManager"]> | undefined;
 
   constructor(
@@ -36,27 +38,31 @@ export class RecentWindow {
   }
 
   async read(filter: string): Promise<WindowMessage[]> {
-    const reader = await this.open(filter);
+    const { reader, end } = await this.open(filter);
     const messages: WindowMessage[] = [];
     for await (const msg of drainReader(reader, `reading ${filter} from ${this.stream}`)) messages.push(msg);
     const kept = messages.slice(-this.size);
     const first = kept[0];
-    if (first) this.remember(filter, first.seq);
-    else this.starts.delete(filter);
+    if (first) this.remember(filter, { seq: first.seq, empty: false });
+    // Nothing matches: the next read need not look back further than where the stream ended.
+    else if (end !== undefined) this.remember(filter, { seq: end, empty: true });
     return kept;
   }
 
-  /** A reader with at most 2 × size messages to deliver (unless writes outran the look), the filter's latest among them. */
-  private async open(filter: string): Promise<Reader> {
+  /**
+   * A reader with at most 2 × size messages to deliver (unless writes outran the look), the
+   * filter's latest among them; and, when it looked back from the stream's end, where that was.
+   */
+  private async open(filter: string): Promise<{ reader: Reader; end?: number }> {
     const cached = this.starts.get(filter);
     if (cached === undefined) return this.search(filter, 1);
-    const reader = await this.from(filter, cached);
-    if (reader.pending > 0 && reader.pending <= 2 * this.size) return reader;
+    const reader = await this.from(filter, cached.seq);
+    if (reader.pending <= 2 * this.size && (reader.pending > 0 || cached.empty)) return { reader };
     reader.close();
     // Nothing from a start that found messages before: the stream was purged or made anew, and
     // its sequences may have started over below the start kept.
     if (reader.pending === 0) this.starts.delete(filter);
-    return this.search(filter, reader.pending === 0 ? 1 : cached);
+    return this.search(filter, reader.pending === 0 ? 1 : cached.seq);
   }
 
   /**
@@ -65,10 +71,11 @@ export class RecentWindow {
    * count falls by at most one, and such a start exists when more than size match from `floor`;
    * messages written meanwhile only raise the counts.
    */
-  private async search(filter: string, floor: number): Promise<Reader> {
+  private async search(filter: string, floor: number): Promise<{ reader: Reader; end: number }> {
     const jsm = await (this.manager ??= this.reads.jetstreamManager(false));
+    const end = (await jsm.streams.info(this.stream)).state.last_seq + 1;
     // Fewer than size match from `high` on; more than 2 × size from `low`, once one is found.
-    let high = (await jsm.streams.info(this.stream)).state.last_seq + 1;
+    let high = end;
     let low: number | undefined;
     let span = 2 * this.size;
     for (let probes = 0; probes < MAX_PROBES; probes += 1) {
@@ -76,8 +83,8 @@ export class RecentWindow {
       const reader = await this.from(filter, start);
       const { pending } = reader;
       const few = pending < this.size;
-      if (!few && pending <= 2 * this.size) return reader;
-      if (few && start === floor) return reader;
+      if (!few && pending <= 2 * this.size) return { reader, end };
+      if (few && start === floor) return { reader, end };
       reader.close();
       if (few) {
         high = start;
@@ -86,7 +93,7 @@ export class RecentWindow {
       if (low !== undefined && high - low <= 1) break;
     }
     // Writes kept moving the range (or the probes ran out): read from where the look got to.
-    return this.from(filter, low ?? floor);
+    return { reader: await this.from(filter, low ?? floor), end };
   }
 
   private from(filter: string, seq: number): Promise<Reader> {
@@ -97,9 +104,9 @@ export class RecentWindow {
     });
   }
 
-  private remember(filter: string, seq: number): void {
+  private remember(filter: string, start: { seq: number; empty: boolean }): void {
     this.starts.delete(filter);
-    this.starts.set(filter, seq);
+    this.starts.set(filter, start);
     if (this.starts.size > REMEMBERED) {
       const oldest = this.starts.keys().next().value;
       if (oldest !== undefined) this.starts.delete(oldest);

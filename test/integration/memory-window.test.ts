@@ -116,7 +116,21 @@ describe("memory recall window", () => {
     expect(await store5.forget("agent/f", gone?.id ?? "")).toBe(true);
     expect(await recalled(store5, "agent/f")).toEqual([fact("agent/f", 0), fact("agent/f", 2)]);
     expect(await recalled(windowed(5), "agent/f")).toEqual([fact("agent/f", 0), fact("agent/f", 2)]);
-    expect(await recalled(windowed(5), "agent/none")).toEqual([]);
+  });
+
+  it("an agent with no memories yet looks back once, then reads from where the stream ended", async () => {
+    const store5 = windowed(5);
+    let recall: string[] = [];
+    // The whole stream (the earlier tests' memories) looked through, a few steps back.
+    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/new")))).toBeGreaterThan(
+      2,
+    );
+    expect(recall).toEqual([]);
+    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/new")))).toBe(1);
+    expect(recall).toEqual([]);
+    await store("agent/new", 0, 2, "agent/busy");
+    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/new")))).toBe(1);
+    expect(recall).toEqual(facts("agent/new", 0, 2));
   });
 
   it("finds the latest memories whatever the interleaving, the window and the writes between reads (property)", async () => {
