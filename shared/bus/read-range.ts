@@ -40,6 +40,13 @@ const ABANDONED_READER_MS = 30_000;
 
 const managers = new WeakMap<JetStreamClient, Promise<JetStreamManager>>();
 
+/** The manager of a reads client (see readsClient), made once per client. */
+export function readsManager(reads: JetStreamClient): Promise<JetStreamManager> {
+  let manager = managers.get(reads);
+  if (!manager) managers.set(reads, (manager = reads.jetstreamManager(false)));
+  return manager;
+}
+
 /** A read's consumer, how many messages it had to deliver when made, and its removal. */
 export interface Reader {
   consumer: Consumer;
@@ -57,9 +64,7 @@ export async function openReader(
   stream: string,
   config: Pick<ConsumerConfig, "filter_subject" | "deliver_policy" | "opt_start_seq">,
 ): Promise<Reader> {
-  let manager = managers.get(reads);
-  if (!manager) managers.set(reads, (manager = reads.jetstreamManager(false)));
-  const jsm = await manager;
+  const jsm = await readsManager(reads);
   const info = await jsm.consumers.add(stream, {
     ...config,
     ack_policy: AckPolicy.None,

@@ -1,5 +1,5 @@
 import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream";
-import { drainReader, openReader, type RangeMessage, type Reader } from "./read-range.js";
+import { drainReader, openReader, readsManager, type RangeMessage, type Reader } from "./read-range.js";
 
 /** Filters whose window start one process remembers; past this many, the longest unused is dropped. */
 const REMEMBERED = 10_000;
@@ -19,14 +19,13 @@ export type WindowMessage = RangeMessage & { subject: string };
  * the stream's start is reached); past 2 × `size`, it halves the range between its last two
  * starts until one leaves between `size` and 2 × `size`. One counting consumer per step; the last
  * reads. The start found is kept for the filter (for a filter nothing matches, the stream's end
- * when it looked), and the next read begins there: one consumer,
- * at most 2 × `size` messages while fewer than `size` new ones arrive in between, and a new look
- * from the stream's end otherwise.
+ * when it looked), and the next read begins there: one consumer, at most 2 × `size` messages
+ * while fewer than `size` new ones arrive in between, and a new look from the stream's end
+ * otherwise.
  */
 export class RecentWindow {
   /** Per filter, where its next read starts; `empty`: nothing matched before it when it was kept. */
   private readonly starts = new Map<string, { seq: number; empty: boolean }>();
-  private manager: ReturnType<JetStreamClient["jetstreamManager"]> | undefined;
 
   constructor(
     private readonly reads: JetStreamClient,
@@ -72,7 +71,7 @@ export class RecentWindow {
    * messages written meanwhile only raise the counts.
    */
   private async search(filter: string, floor: number): Promise<{ reader: Reader; end: number }> {
-    const jsm = await (this.manager ??= this.reads.jetstreamManager(false));
+    const jsm = await readsManager(this.reads);
     const end = (await jsm.streams.info(this.stream)).state.last_seq + 1;
     // Fewer than size match from `high` on; more than 2 × size from `low`, once one is found.
     let high = end;
