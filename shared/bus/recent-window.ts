@@ -56,7 +56,11 @@ export class RecentWindow {
     const cached = this.starts.get(filter);
     if (cached === undefined) return this.search(filter, 1);
     const reader = await this.from(filter, cached.seq);
-    if (reader.pending <= 2 * this.size && (reader.pending > 0 || cached.empty)) return { reader };
+    if (reader.pending <= 2 * this.size && (reader.pending > 0 || cached.empty)) {
+      // Used now: the last to be dropped (an agent with no memories keeps its start as it was).
+      this.remember(filter, cached);
+      return { reader };
+    }
     reader.close();
     // Nothing from a start that found messages before: the stream was purged or made anew, and
     // its sequences may have started over below the start kept.
