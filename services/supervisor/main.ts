@@ -113,7 +113,7 @@ const retention =
     ? sweepFinishedWals(
         bus,
         { retainMs: env.SUPERVISOR_WAL_RETAIN_MS },
-        metrics.walsRemoved,
+        { wals: metrics.walsRemoved, toolRecords: metrics.toolRecordsRemoved },
         stopping.signal,
       ).catch((err: unknown) => {
         logger.fatal({ err }, "WAL retention loop stopped");

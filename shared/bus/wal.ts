@@ -6,7 +6,7 @@ import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { AckPublisher, MSG_ID_HEADER } from "./ack-publisher.js";
 import { decode, encode } from "./codec.js";
-import { readRange, type RangeQuery } from "./read-range.js";
+import { readRange, type RangeMessage, type RangeQuery } from "./read-range.js";
 import { withBusRetry } from "./retry.js";
 import { PART_HEADER, PartAssembler, recordMessages } from "./wal-parts.js";
 import type { Subjects } from "./subjects.js";
@@ -147,12 +147,37 @@ export async function readWal(deps: WalDeps, runId: string, fromSeq = 1): Promis
     const tail = await collect(deps, { stream, filter: subject, fromSeq, end: "pending" });
     if (tail.messages > 0) return tail;
   }
+  const last = await lastWalSeq(deps, subject);
+  if (last < fromSeq) return { records: [], lastSeq: last, messages: 0 };
+  return collect(deps, { stream, filter: subject, fromSeq, end: { untilSeq: last } });
+}
+
+/**
+ * A run's whole WAL, record by record as it is read, for a reader that needs only some of it: a
+ * long WAL is never held whole.
+ */
+export async function* scanWal(deps: WalDeps, runId: string): AsyncGenerator<WalRecord> {
+  const subject = deps.subjects.wal(runId);
+  const last = await lastWalSeq(deps, subject);
+  if (last === 0) return;
+  const range: RangeQuery = {
+    stream: deps.subjects.streams().wal,
+    filter: subject,
+    fromSeq: 1,
+    end: { untilSeq: last },
+  };
+  const parts = new PartAssembler();
+  for await (const msg of readRange(deps, range))
+    for (const { record } of recordsOf(parts, msg)) yield record;
+}
+
+/** The stream sequence of a WAL subject's last message; 0 when it has none. */
+async function lastWalSeq(deps: WalDeps, subject: string): Promise<number> {
   // Only "no message" means an empty WAL; a timeout must not pass for one (the run would restart).
   const last = await withBusRetry(`reading the end of ${subject}`, deps, () =>
-    deps.jsm.streams.getMessage(stream, { last_by_subj: subject }),
+    deps.jsm.streams.getMessage(deps.subjects.streams().wal, { last_by_subj: subject }),
   );
-  if (!last || last.seq < fromSeq) return { records: [], lastSeq: last?.seq ?? 0, messages: 0 };
-  return collect(deps, { stream, filter: subject, fromSeq, end: { untilSeq: last.seq } });
+  return last?.seq ?? 0;
 }
 
 /** The whole records in a range of a WAL subject, and the sequence of the range's last message. */
@@ -166,10 +191,15 @@ async function collect(deps: WalDeps, range: RangeQuery): Promise<WalRead> {
     messages += 1;
     lastSeq = msg.seq;
     lastWriter = writerOfMessageId(msg.headers?.get(MSG_ID_HEADER));
-    const whole = parts.push(msg.seq, msg.data, msg.headers?.get(PART_HEADER));
-    if (whole) for (const record of decodeWalMessage(whole.data)) records.push({ seq: whole.seq, record });
+    for (const record of recordsOf(parts, msg)) records.push(record);
   }
   return { records, lastSeq, messages, ...(lastWriter === undefined ? {} : { lastWriter }) };
+}
+
+/** The records of a WAL message once whole (a split record's last part brings them all); none before. */
+function recordsOf(parts: PartAssembler, msg: RangeMessage): StoredRecord[] {
+  const whole = parts.push(msg.seq, msg.data, msg.headers?.get(PART_HEADER));
+  return whole ? decodeWalMessage(whole.data).map((record) => ({ seq: whole.seq, record })) : [];
 }
 
 /** A writer positioned after what `readWal` returned: the next append must follow the last record. */

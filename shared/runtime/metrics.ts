@@ -23,6 +23,7 @@ export class ActorMetrics {
   readonly stalledRequeues: Counter;
   readonly lostAdmissions: Counter<"outcome">;
   readonly walsRemoved: Counter;
+  readonly toolRecordsRemoved: Counter;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
 
@@ -108,6 +109,11 @@ export class ActorMetrics {
     this.walsRemoved = new Counter({
       name: "agents_wals_removed_total",
       help: "Finished runs whose WAL was removed after SUPERVISOR_WAL_RETAIN_MS",
+      registers,
+    });
+    this.toolRecordsRemoved = new Counter({
+      name: "agents_tool_records_removed_total",
+      help: "Idempotency records of finished runs' tool calls removed with their WAL",
       registers,
     });
     this.criticVerdicts = new Counter({

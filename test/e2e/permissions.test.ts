@@ -115,7 +115,7 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect(await kv.put("probe", "1")).toBeGreaterThan(0);
   });
 
-  it("nobody can delete or purge a stream, but the supervisor a run's WAL, and only the supervisor creates or changes them", async () => {
+  it("nobody can delete or purge a stream or remove a message, but the supervisor a run's WAL and its calls' records, and only the supervisor creates or changes them", async () => {
     const buckets = subjects.buckets();
     const streams = [
       "AGENT_AUDIT",
@@ -131,6 +131,13 @@ describe("nats.conf: least privilege per actor kind", () => {
         if (kind === "supervisor" && stream === "AGENT_WAL") continue;
         await expect(jsm.streams.purge(stream), `${kind} ${stream}`).rejects.toThrow();
       }
+      for (const stream of streams) {
+        // The supervisor's retention removes a finished run's tool call records, each by its sequence.
+        if (kind === "supervisor" && stream === `KV_${buckets.idempotency}`) continue;
+        await expect(jsm.streams.deleteMessage(stream, 1, false), `${kind} ${stream}`).rejects.toThrow(
+          /permission/i,
+        );
+      }
       await expect(jsm.consumers.delete("AGENT_RUNS", "agent-workers"), kind).rejects.toThrow();
       if (kind !== "supervisor") {
         await expect(jsm.streams.add({ name: `ROGUE_${kind}`, subjects: [`rogue.${kind}`] })).rejects.toThrow(
@@ -144,5 +151,9 @@ describe("nats.conf: least privilege per actor kind", () => {
     await jetstream(await as("agent")).publish(wal, "{}");
     const supervisor = await jetstreamManager(await as("supervisor"));
     expect((await supervisor.streams.purge("AGENT_WAL", { filter: wal })).purged).toBe(1);
+    const records = await new Kvm(await as("tools")).open(buckets.idempotency);
+    const revision = await records.put("echo.finished-run-call", "{}");
+    expect(await supervisor.streams.deleteMessage(`KV_${buckets.idempotency}`, revision, false)).toBe(true);
+    expect(await records.get("echo.finished-run-call")).toBeNull();
   });
 });

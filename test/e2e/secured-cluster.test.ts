@@ -9,6 +9,7 @@ import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
+import { until } from "../helpers/until.js";
 
 // A key planted in the workers' environment; a hostile model endpoint echoes it back in its error.
 const PLANTED = `sk-planted-${process.pid}-${Date.now().toString(36)}-do-not-leak`;
@@ -56,7 +57,8 @@ describe("a cluster under the shipped permission model", () => {
     ];
     // Give them time to find the streams missing and start waiting.
     await new Promise((r) => setTimeout(r, 1_500));
-    await cluster.start("supervisor");
+    // Finished runs' WALs and tool calls' records are removed a second after they finish.
+    await cluster.start("supervisor", "supervisor", { SUPERVISOR_WAL_RETAIN_MS: "1000" });
     await Promise.all(early);
   }, 60_000);
   afterAll(async () => {
@@ -96,6 +98,15 @@ describe("a cluster under the shipped permission model", () => {
       .map((line) => (JSON.parse(line) as { kind: string }).kind);
     expect(kinds).toContain("tool.completed");
     expect(kinds.at(-1)).toBe("run.committed");
+    // The supervisor's retention may purge the idempotency bucket as well as the WAL: it removes the
+    // echo call's record first, so a denied purge would leave the WAL there.
+    const removed = async (): Promise<boolean> => {
+      const replay = await cli("replay", "secured-1").catch((err: { stdout: string; stderr: string }) => err);
+      return /WAL was removed/.test(replay.stdout + replay.stderr);
+    };
+    await until(removed, 20_000, { what: "secured-1's WAL removed", everyMs: 250 });
+    const log = await readFile(join(logDir, "supervisor.log"), "utf8");
+    expect(log).toMatch(/"runId":"secured-1".*"toolRecords":[1-9].*finished run's WAL removed/);
   });
 
   it("a model key echoed by the provider never reaches logs, audit events, statuses or replies", async () => {

@@ -3,6 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { publishAudit } from "../../shared/bus/audit.js";
 import { provision, setAuditMaxAge } from "../../shared/bus/provision.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { idempotencyBucketKey } from "../../shared/bus/tool-service.js";
+import { encode } from "../../shared/bus/codec.js";
+import { WalRecord } from "../../shared/contracts/wal.js";
 import type { AuditKind } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -14,11 +17,17 @@ import { until } from "../helpers/until.js";
 const suite = useActorBus("retain", { random: seededRandom(5) });
 const RETAIN_MS = 2_000;
 const removed = new Counter({ name: "test_wals_removed", help: "-", registers: [] });
+const toolRecordsRemoved = new Counter({ name: "test_tool_records_removed", help: "-", registers: [] });
 const stopping = new AbortController();
 let sweeping: Promise<void>;
 
 beforeAll(() => {
-  sweeping = sweepFinishedWals(suite.bus, { retainMs: RETAIN_MS }, removed, stopping.signal);
+  sweeping = sweepFinishedWals(
+    suite.bus,
+    { retainMs: RETAIN_MS },
+    { wals: removed, toolRecords: toolRecordsRemoved },
+    stopping.signal,
+  );
 });
 afterAll(async () => {
   stopping.abort();
@@ -51,10 +60,54 @@ async function lifecycle(runId: string, kind: AuditKind, seq = 1): Promise<void>
   });
 }
 
-/** A run with a WAL of 3 messages, a status, and its lifecycle event (the sweeper reads only these). */
-async function finished(runId: string, status: RunStatus["status"], kind: AuditKind, seq = 1): Promise<void> {
+/** The bucket keys of a run's two tool calls (see `finished`). */
+const toolKeys = (runId: string): string[] => [
+  idempotencyBucketKey("pay", `${runId}:act-1`),
+  idempotencyBucketKey("ship", `${runId}:act-2`),
+];
+
+/** How many of a run's two tool calls still have an idempotency record (a delete marker counts). */
+async function toolRecords(runId: string): Promise<number> {
+  const entries = await Promise.all(toolKeys(runId).map((key) => suite.bus.buckets.idempotency.get(key)));
+  return entries.filter((entry) => entry !== null).length;
+}
+
+/**
+ * A run with a WAL of 3 messages (two tool calls' INTENTs and a PHASE; `garbled`: 3 bytes no record
+ * reads as), the calls' idempotency records (the second one's a delete marker, as a freed claim
+ * leaves), a status, and its lifecycle event (the sweeper reads only these).
+ */
+async function finished(
+  runId: string,
+  status: RunStatus["status"],
+  kind: AuditKind,
+  seq = 1,
+  garbled = false,
+): Promise<void> {
   const { bus } = suite;
-  for (let i = 0; i < 3; i += 1) await bus.js.publish(bus.subjects.wal(runId), new Uint8Array([i]));
+  const base = { schemaVersion: 1 as const, runId, iteration: 1, at: Date.now() };
+  const intent = (actionId: string, tool: string): WalRecord => ({
+    ...base,
+    type: "INTENT",
+    actionId,
+    tool,
+    input: { amount: 1 },
+    idempotencyKey: `${runId}:${actionId}`,
+    purpose: "act",
+  });
+  const records: WalRecord[] = [
+    intent("act-1", "pay"),
+    intent("act-2", "ship"),
+    { ...base, type: "PHASE", from: "ACT", to: "COMMIT" },
+  ];
+  for (const [i, record] of records.entries()) {
+    const data = garbled ? new Uint8Array([i]) : encode(WalRecord, record);
+    await bus.js.publish(bus.subjects.wal(runId), data);
+  }
+  const [paid, shipped] = toolKeys(runId) as [string, string];
+  await bus.buckets.idempotency.put(paid, new TextEncoder().encode("done"));
+  await bus.buckets.idempotency.put(shipped, new TextEncoder().encode("claimed"));
+  await bus.buckets.idempotency.delete(shipped);
   const at = new Date().toISOString();
   await new RunStatusStore(bus.buckets.runs).put({
     runId,
@@ -68,7 +121,7 @@ async function finished(runId: string, status: RunStatus["status"], kind: AuditK
 }
 
 describe("the retention of finished runs' WALs", () => {
-  it("removes a committed or failed run's WAL once the retention has passed since it finished, and only then", async () => {
+  it("removes a committed or failed run's WAL and its tool calls' idempotency records once the retention has passed since it finished, and only then", async () => {
     const sleepUntil = (at: number) => systemClock.sleep(Math.max(0, at - Date.now()));
     const started = Date.now();
     await finished("done", "committed", "run.committed");
@@ -76,6 +129,8 @@ describe("the retention of finished runs' WALs", () => {
     await finished("paused", "halted", "run.halted");
     // A run whose status says it is not finished (its event is stale): its WAL is not touched.
     await finished("moving", "running", "run.committed");
+    // A WAL no record reads as: removed all the same, its calls' records left (it cannot name them).
+    await finished("garbled", "committed", "run.committed", 1, true);
     // Admitted now, finished a second later: its retention counts from the finish.
     await lifecycle("later", "run.admitted");
     await sleepUntil(started + 1_000);
@@ -84,7 +139,10 @@ describe("the retention of finished runs' WALs", () => {
 
     // Not before the retention has passed (half a second of slack for a loaded machine).
     await sleepUntil(started + RETAIN_MS - 500);
-    for (const runId of ["done", "broke", "later"]) expect(await walMessages(runId)).toBe(3);
+    for (const runId of ["done", "broke", "later"]) {
+      expect(await walMessages(runId)).toBe(3);
+      expect(await toolRecords(runId)).toBe(2);
+    }
     await until(async () => (await walMessages("done")) === 0 && (await walMessages("broke")) === 0, 10_000, {
       what: "the first two WALs removed",
     });
@@ -92,9 +150,17 @@ describe("the retention of finished runs' WALs", () => {
     await sleepUntil(laterAt + RETAIN_MS - 500);
     expect(await walMessages("later")).toBe(3);
     await until(async () => (await walMessages("later")) === 0, 10_000, { what: "the later WAL removed" });
-    expect(await walMessages("paused")).toBe(3);
-    expect(await walMessages("moving")).toBe(3);
-    expect((await removed.get()).values[0]?.value).toBe(3);
+    expect(await walMessages("garbled")).toBe(0);
+    // The idempotency records of the removed WALs' calls went with them, markers and all.
+    for (const runId of ["done", "broke", "later"]) expect(await toolRecords(runId)).toBe(0);
+    expect(await toolRecords("garbled")).toBe(2);
+    // A run that may run again keeps its WAL and its calls' records.
+    for (const runId of ["paused", "moving"]) {
+      expect(await walMessages(runId)).toBe(3);
+      expect(await toolRecords(runId)).toBe(2);
+    }
+    expect((await removed.get()).values[0]?.value).toBe(4);
+    expect((await toolRecordsRemoved.get()).values[0]?.value).toBe(6);
   }, 30_000);
 
   it("sets the audit stream's max_age for the supervisor; an actor provisioning later leaves it", async () => {
