@@ -1,16 +1,23 @@
 /**
- * The supervisor's WAL retention against a bare client doing only the purges, side by side in one
- * process on one nats-server. Each round records `runs` finished runs (a WAL of `messages`
- * messages of about 1 KB each, like a W1 loop's, a committed status and a `run.committed`), then
- * removes their WALs: with `sweepFinishedWals` (its durable consumer, one event at a time, a status
- * read, the purge, the ack), or with one purge per run in a loop (the floor). Rounds alternate;
- * medians of runs removed per second, their ratio, and the file store's bytes before and after.
- * `node bench/micro/wal-retention.ts [runs] [messages] [rounds]` after `npm run build`.
+ * The supervisor's retention of finished runs against a bare client doing only the removals, side by
+ * side in one process on one nats-server. Each round records `runs` finished runs (a WAL of
+ * `messages` messages of about 1 KB each, like a W1 loop's, the first `calls` of them tool calls'
+ * INTENTs with an idempotency record each, a committed status and a `run.committed`), then removes
+ * their WALs and records: with `sweepFinishedWals` (its durable consumer, one event at a time, a
+ * status read, the WAL read for the calls it names, their records' removal, the WAL's purge, the
+ * ack), or with the same removals and purges in a loop by a client that knows the keys (the floor),
+ * or by that client purging each record's subject instead (floorByPurge). Rounds rotate the order;
+ * medians of runs removed per second, ours over the floor, and the file store's bytes before and
+ * after. `node bench/micro/wal-retention.ts [runs] [messages] [rounds] [calls]` after
+ * `npm run build`.
  */
 import { Counter } from "prom-client";
 import { openActorBus } from "../../dist/shared/bus/actor.js";
 import { publishAudit } from "../../dist/shared/bus/audit.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
+import { idempotencyBucketKey } from "../../dist/shared/bus/tool-service.js";
+import { encode } from "../../dist/shared/bus/codec.js";
+import { WalRecord } from "../../dist/shared/contracts/wal.js";
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
 import { RETENTION_CONSUMER, sweepFinishedWals } from "../../dist/services/supervisor/retention.js";
 import { systemClock } from "../../dist/shared/runtime/clock.js";
@@ -22,7 +29,11 @@ import { median } from "../lib/stats.ts";
 const RUNS = Number(process.argv[2] ?? 500);
 const MESSAGES = Number(process.argv[3] ?? 60);
 const ROUNDS = Number(process.argv[4] ?? 3);
-const RECORD = new Uint8Array(1_000).fill(120);
+const CALLS = Math.min(MESSAGES, Number(process.argv[5] ?? 19));
+const PAD = "x".repeat(850);
+const RECORD_OF_A_CALL = new TextEncoder().encode(
+  JSON.stringify({ status: "done", reply: { ok: true, pad: PAD } }),
+);
 
 const nats = await startLocalNats({});
 const bus = await openActorBus(ActorEnv.parse({ NATS_URL: nats.url }), "bench-retention", {
@@ -31,14 +42,39 @@ const bus = await openActorBus(ActorEnv.parse({ NATS_URL: nats.url }), "bench-re
   logger: silentLogger,
 });
 const walStream = bus.subjects.streams().wal;
+const bucket = bus.subjects.buckets().idempotency;
 const store = new RunStatusStore(bus.buckets.runs);
+
+/** The bucket keys of a run's tool calls. */
+const keysOf = (runId: string): string[] =>
+  Array.from({ length: CALLS }, (_, m) => idempotencyBucketKey("echo", `${runId}:act-${m}`));
+
+/** WAL message `m` of a run: a tool call's INTENT for the first CALLS, then PHASE records; about 1 KB each. */
+function walMessage(runId: string, m: number): Uint8Array {
+  const base = { schemaVersion: 1 as const, runId, iteration: m, at: Date.now() };
+  const record: WalRecord =
+    m < CALLS
+      ? {
+          ...base,
+          type: "INTENT",
+          actionId: `act-${m}`,
+          tool: "echo",
+          input: { text: PAD },
+          idempotencyKey: `${runId}:act-${m}`,
+          purpose: "act",
+        }
+      : { ...base, type: "PHASE", from: "ACT", to: "ACT", reason: PAD };
+  return encode(WalRecord, record);
+}
 
 async function record(prefix: string): Promise<string[]> {
   const ids = Array.from({ length: RUNS }, (_, i) => `${prefix}-${i}`);
   for (let i = 0; i < ids.length; i += 50) {
     await Promise.all(
       ids.slice(i, i + 50).map(async (runId) => {
-        for (let m = 0; m < MESSAGES; m += 1) await bus.js.publish(bus.subjects.wal(runId), RECORD);
+        for (let m = 0; m < MESSAGES; m += 1)
+          await bus.js.publish(bus.subjects.wal(runId), walMessage(runId, m));
+        for (const key of keysOf(runId)) await bus.buckets.idempotency.put(key, RECORD_OF_A_CALL);
         const at = new Date().toISOString();
         await store.put({
           runId,
@@ -69,14 +105,18 @@ async function record(prefix: string): Promise<string[]> {
   return ids;
 }
 
-const walBytes = async (): Promise<number> => (await bus.jsm.streams.info(walStream)).state.bytes;
+/** What the file store holds of WALs and idempotency records. */
+const walBytes = async (): Promise<number> =>
+  (await bus.jsm.streams.info(walStream)).state.bytes +
+  (await bus.jsm.streams.info(`KV_${bucket}`)).state.bytes;
 
 /** Removes the WALs with the retention loop; resolves once every one is gone. */
 async function sweep(ids: string[]): Promise<number> {
   const removed = new Counter({ name: "bench_removed", help: "-", registers: [] });
+  const toolRecords = new Counter({ name: "bench_tool_records_removed", help: "-", registers: [] });
   const stop = new AbortController();
   const began = performance.now();
-  const loop = sweepFinishedWals(bus, { retainMs: 1 }, removed, stop.signal);
+  const loop = sweepFinishedWals(bus, { retainMs: 1 }, { wals: removed, toolRecords }, stop.signal);
   while ((await removed.get()).values[0]?.value !== ids.length) await systemClock.sleep(5);
   const ms = performance.now() - began;
   stop.abort();
@@ -84,36 +124,59 @@ async function sweep(ids: string[]): Promise<number> {
   return ms;
 }
 
-/** The floor: one purge per run, in a loop. */
-async function purgeAll(ids: string[]): Promise<number> {
+/**
+ * The floor: a run at a time, its records removed 16 at once (as the sweep's), then its WAL purged.
+ * Each record is read for its sequence and deleted by it, as the sweep does; `byPurge` purges each
+ * record's subject instead, one request rather than two, to show what nats-server 2.9 makes of that.
+ */
+async function removeAll(ids: string[], byPurge: boolean): Promise<number> {
   const began = performance.now();
-  for (const runId of ids) await bus.jsm.streams.purge(walStream, { filter: bus.subjects.wal(runId) });
+  const stream = `KV_${bucket}`;
+  const remove = async (key: string): Promise<void> => {
+    if (byPurge) {
+      await bus.jsm.streams.purge(stream, { filter: `$KV.${bucket}.${key}` });
+      return;
+    }
+    const entry = await bus.buckets.idempotency.get(key);
+    if (entry) await bus.jsm.streams.deleteMessage(stream, entry.revision, false);
+  };
+  for (const runId of ids) {
+    const keys = keysOf(runId);
+    for (let i = 0; i < keys.length; i += 16) await Promise.all(keys.slice(i, i + 16).map(remove));
+    await bus.jsm.streams.purge(walStream, { filter: bus.subjects.wal(runId) });
+  }
   return performance.now() - began;
 }
 
-const perSecond: { ours: number[]; floor: number[] } = { ours: [], floor: [] };
+type Variant = "ours" | "floor" | "floorByPurge";
+const ORDER: Variant[] = ["ours", "floor", "floorByPurge"];
+const perSecond: Record<Variant, number[]> = { ours: [], floor: [], floorByPurge: [] };
 const bytes: { before: number; after: number }[] = [];
 for (let round = 0; round < ROUNDS; round += 1) {
-  for (const variant of round % 2 === 0 ? (["ours", "floor"] as const) : (["floor", "ours"] as const)) {
+  // Rotated, so that no variant always runs first (or last) in a round.
+  for (const variant of ORDER.map((_v, i) => ORDER[(round + i) % ORDER.length] as Variant)) {
     const ids = await record(`${variant}${round}`);
     const before = await walBytes();
-    const ms = variant === "ours" ? await sweep(ids) : await purgeAll(ids);
+    const ms = variant === "ours" ? await sweep(ids) : await removeAll(ids, variant === "floorByPurge");
     bytes.push({ before, after: await walBytes() });
     perSecond[variant].push((ids.length / ms) * 1_000);
-    console.log(`round ${round} ${variant}: ${ids.length} WALs removed in ${ms.toFixed(0)} ms`);
+    console.log(
+      `round ${round} ${variant}: ${ids.length} runs' WALs and records removed in ${ms.toFixed(0)} ms`,
+    );
   }
 }
-const ours = median(perSecond.ours);
-const floor = median(perSecond.floor);
+const [ours, floor, byPurge] = ORDER.map((v) => median(perSecond[v])) as [number, number, number];
 console.log(
   JSON.stringify({
     runs: RUNS,
     messages: MESSAGES,
+    calls: CALLS,
     rounds: ROUNDS,
     oursRunsPerSec: Math.round(ours),
     floorRunsPerSec: Math.round(floor),
+    floorByPurgeRunsPerSec: Math.round(byPurge),
     ratio: Number((ours / floor).toFixed(2)),
-    walBytesBeforeAfter: bytes.map((b) => `${b.before} -> ${b.after}`),
+    storedBytesBeforeAfter: bytes.map((b) => `${b.before} -> ${b.after}`),
     consumer: RETENTION_CONSUMER,
   }),
 );
