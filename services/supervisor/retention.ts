@@ -5,12 +5,10 @@ import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { idempotencyBucketKey } from "../../shared/bus/tool-service.js";
-import { scanWal } from "../../shared/bus/wal.js";
 import { isFinished } from "../../shared/contracts/run-status.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
-import { AgentError } from "../../shared/runtime/errors.js";
 import { onEventFailure } from "./event-failure.js";
+import { ToolRecords } from "./tool-records.js";
 
 export const RETENTION_CONSUMER = "supervisor-wal-retention";
 /** The events after which a run never runs again (a halted run may resume: its WAL stays). */
@@ -37,9 +35,6 @@ export interface RetentionCounters {
   toolRecords: Counter;
 }
 
-/** Idempotency records removed at once: a W1 loop's 19 in two round trips' time, not nineteen. */
-const REMOVALS_IN_FLIGHT = 16;
-
 /**
  * Removes the WAL of runs that finished `retainMs` ago. A committed or failed run never runs
  * again, and its audit trail and status keep what it did; its WAL, most of what a run leaves in
@@ -48,7 +43,7 @@ const REMOVALS_IN_FLIGHT = 16;
  * due is put back until it is (NAK with a delay), which holds the later ones back too, since
  * they finished later. The status is read first: a WAL is removed only for a run that is still
  * committed or failed. What was removed is gone for `agentctl replay` too. The idempotency
- * records of the run's tool calls go first (see removeToolRecords): its WAL is what names them.
+ * records of the run's tool calls go first (see ToolRecords): its WAL is what names them.
  */
 export async function sweepFinishedWals(
   bus: ActorBus,
@@ -68,7 +63,8 @@ export async function sweepFinishedWals(
   const consumer = await bus.js.consumers.get(stream, RETENTION_CONSUMER);
   const messages = await consumer.consume({ max_messages: 1 });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
-  for await (const msg of messages) await onFinished(bus, options, counters, msg);
+  const records = new ToolRecords(bus);
+  for await (const msg of messages) await onFinished(bus, options, counters, records, msg);
 }
 
 /** One lifecycle event: the WAL removed when due, or the event put back until it is. Never rejects. */
@@ -76,6 +72,7 @@ async function onFinished(
   bus: ActorBus,
   options: RetentionOptions,
   counters: RetentionCounters,
+  records: ToolRecords,
   msg: JsMsg,
 ): Promise<void> {
   try {
@@ -92,7 +89,7 @@ async function onFinished(
     }
     const status = await new RunStatusStore(bus.buckets.runs).get(event.runId);
     if (isFinished(status)) {
-      const toolRecords = await removeToolRecords(bus, event.runId);
+      const toolRecords = await records.removeFor(event.runId);
       counters.toolRecords.inc(toolRecords);
       const subject = bus.subjects.wal(event.runId);
       const reply = await withBusRetry(`removing ${subject}`, bus, () =>
@@ -110,48 +107,4 @@ async function onFinished(
   } catch (err) {
     onEventFailure(bus, msg, err, "could not remove a finished run's WAL");
   }
-}
-
-/**
- * Removes the idempotency records of a finished run's tool calls, one per INTENT in its WAL; returns
- * how many there were. A committed or failed run never calls a tool again, so nothing reads them
- * any more, and they would otherwise stay for ever. Each key's one message (history 1) is read for
- * its sequence and removed by it, leaving no delete marker behind, and only keys the run's own
- * calls name: another run's records are never touched. (A purge of the key's subject would take
- * one request, but nats-server 2.9 spends time on every subject in the bucket for each: a client
- * removing 500 runs' records that way managed a fifth of the runs a second, see
- * bench/micro/wal-retention.ts.) A WAL that cannot be read whole has the records it named up to
- * there removed, and the rest left.
- */
-async function removeToolRecords(bus: ActorBus, runId: string): Promise<number> {
-  const keys = new Set<string>();
-  try {
-    for await (const record of scanWal(bus, runId)) {
-      if (record.type === "INTENT") keys.add(idempotencyBucketKey(record.tool, record.idempotencyKey));
-    }
-  } catch (err) {
-    if (!(err instanceof AgentError) || err.code !== "INVALID_INPUT") throw err;
-    bus.logger.warn(
-      { err, runId },
-      "a finished run's WAL is unreadable: its later tool calls' idempotency records are left",
-    );
-  }
-  const stream = `KV_${bus.subjects.buckets().idempotency}`;
-  const remove = async (key: string): Promise<boolean> => {
-    const entry = await withBusRetry(`reading the idempotency record ${key}`, bus, () =>
-      bus.buckets.idempotency.get(key),
-    );
-    if (!entry) return false;
-    await withBusRetry(`removing the idempotency record ${key}`, bus, () =>
-      bus.jsm.streams.deleteMessage(stream, entry.revision, false),
-    );
-    return true;
-  };
-  const all = [...keys];
-  let removed = 0;
-  for (let i = 0; i < all.length; i += REMOVALS_IN_FLIGHT) {
-    const done = await Promise.all(all.slice(i, i + REMOVALS_IN_FLIGHT).map(remove));
-    removed += done.filter(Boolean).length;
-  }
-  return removed;
 }

@@ -1,5 +1,10 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
 import { Counter } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { publishAudit } from "../../shared/bus/audit.js";
 import { provision, setAuditMaxAge } from "../../shared/bus/provision.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -9,9 +14,12 @@ import { WalRecord } from "../../shared/contracts/wal.js";
 import type { AuditKind } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import { ActorEnv } from "../../shared/runtime/config.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { sweepFinishedWals } from "../../services/supervisor/retention.js";
+import { ToolRecords } from "../../services/supervisor/tool-records.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { startNats, type TestNats } from "../helpers/nats-server.js";
 import { until } from "../helpers/until.js";
 
 const suite = useActorBus("retain", { random: seededRandom(5) });
@@ -34,16 +42,16 @@ afterAll(async () => {
   await sweeping;
 });
 
-async function walMessages(runId: string): Promise<number> {
-  const info = await suite.bus.jsm.streams.info(suite.bus.subjects.streams().wal, {
-    subjects_filter: suite.bus.subjects.wal(runId),
+async function walMessages(runId: string, bus = suite.bus): Promise<number> {
+  const info = await bus.jsm.streams.info(bus.subjects.streams().wal, {
+    subjects_filter: bus.subjects.wal(runId),
   });
   return Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
 }
 
 /** A run's lifecycle event (seq 1, or `seq`). */
-async function lifecycle(runId: string, kind: AuditKind, seq = 1): Promise<void> {
-  await publishAudit(suite.bus, {
+async function lifecycle(runId: string, kind: AuditKind, seq = 1, bus = suite.bus): Promise<void> {
+  await publishAudit(bus, {
     schemaVersion: 1,
     auditId: `${runId}:${seq}`,
     runId,
@@ -67,8 +75,8 @@ const toolKeys = (runId: string): string[] => [
 ];
 
 /** How many of a run's two tool calls still have an idempotency record (a delete marker counts). */
-async function toolRecords(runId: string): Promise<number> {
-  const entries = await Promise.all(toolKeys(runId).map((key) => suite.bus.buckets.idempotency.get(key)));
+async function toolRecords(runId: string, bus = suite.bus): Promise<number> {
+  const entries = await Promise.all(toolKeys(runId).map((key) => bus.buckets.idempotency.get(key)));
   return entries.filter((entry) => entry !== null).length;
 }
 
@@ -83,8 +91,8 @@ async function finished(
   kind: AuditKind,
   seq = 1,
   garbled = false,
+  bus = suite.bus,
 ): Promise<void> {
-  const { bus } = suite;
   const base = { schemaVersion: 1 as const, runId, iteration: 1, at: Date.now() };
   const intent = (actionId: string, tool: string): WalRecord => ({
     ...base,
@@ -117,7 +125,7 @@ async function finished(
     usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
     updatedAt: at,
   });
-  await lifecycle(runId, kind, seq);
+  await lifecycle(runId, kind, seq, bus);
 }
 
 describe("the retention of finished runs' WALs", () => {
@@ -163,6 +171,16 @@ describe("the retention of finished runs' WALs", () => {
     expect((await toolRecordsRemoved.get()).values[0]?.value).toBe(6);
   }, 30_000);
 
+  it("removes a record already removed as done: a delete retried after its reply was lost", async () => {
+    await finished("twice", "committed", "run.halted");
+    const records = new ToolRecords(suite.bus);
+    // Both read each record before either deletes it: the second delete finds it gone. Without
+    // that taken as done, each is retried for 15 s and the removal fails.
+    const removed = await Promise.all([records.removeFor("twice"), records.removeFor("twice")]);
+    expect(removed[0] + removed[1]).toBeGreaterThanOrEqual(2);
+    expect(await toolRecords("twice")).toBe(0);
+  }, 10_000);
+
   it("sets the audit stream's max_age for the supervisor; an actor provisioning later leaves it", async () => {
     const { bus } = suite;
     const maxAge = async () => (await bus.jsm.streams.info(bus.subjects.streams().audit)).config.max_age;
@@ -178,4 +196,63 @@ describe("the retention of finished runs' WALs", () => {
     expect(await setAuditMaxAge(bus.nc, bus.subjects, 0)).toBe(true);
     expect(await maxAge()).toBe(0);
   });
+});
+
+describe("the retention under a NATS user that may not remove single messages", () => {
+  // A supervisor upgraded before its permissions.conf: removing a record is refused.
+  const lines: string[] = [];
+  let server: TestNats;
+  let bus: ActorBus;
+  let dir: string;
+  const wals = new Counter({ name: "test_denied_wals_removed", help: "-", registers: [] });
+  const records = new Counter({ name: "test_denied_records_removed", help: "-", registers: [] });
+  const stop = new AbortController();
+  let sweep: Promise<void>;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "retain-denied-"));
+    const conf = join(dir, "nats.conf");
+    await writeFile(
+      conf,
+      `authorization { users = [ { user: old, password: old, permissions: {
+         publish: { allow: [">"], deny: ["$JS.API.STREAM.MSG.DELETE.>"] }, subscribe: { allow: [">"] } } } ] }\n`,
+    );
+    server = await startNats({ configFile: conf });
+    const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });
+    bus = await openActorBus(
+      ActorEnv.parse({
+        NATS_URL: server.url,
+        NATS_USER: "old",
+        NATS_PASSWORD: "old",
+        AGENTS_PREFIX: "denied",
+      }),
+      "retention-denied-test",
+      { clock: systemClock, random: seededRandom(7), logger },
+    );
+    sweep = sweepFinishedWals(bus, { retainMs: 1 }, { wals, toolRecords: records }, stop.signal);
+  }, 30_000);
+  afterAll(async () => {
+    stop.abort();
+    await sweep;
+    await bus?.nc.drain();
+    await server?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("still removes finished runs' WALs, keeps their calls' records and says so once", async () => {
+    await finished("first", "committed", "run.committed", 1, false, bus);
+    await finished("second", "failed", "run.failed", 1, false, bus);
+    await until(
+      async () => (await walMessages("first", bus)) + (await walMessages("second", bus)) === 0,
+      20_000,
+      {
+        what: "both WALs removed",
+      },
+    );
+    for (const runId of ["first", "second"]) expect(await toolRecords(runId, bus)).toBe(2);
+    expect((await wals.get()).values[0]?.value).toBe(2);
+    expect((await records.get()).values[0]?.value ?? 0).toBe(0);
+    const said = lines.filter((line) => line.includes("may not remove messages from the idempotency bucket"));
+    expect(said).toHaveLength(1);
+  }, 30_000);
 });

@@ -1,0 +1,117 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { withBusRetry } from "../../shared/bus/retry.js";
+import { idempotencyBucketKey } from "../../shared/bus/tool-service.js";
+import { scanWal } from "../../shared/bus/wal.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+
+/** Idempotency records removed at once: a W1 loop's 19 in two round trips' time, not nineteen. */
+const REMOVALS_IN_FLIGHT = 16;
+/**
+ * JetStream's answers to a delete of a message that is gone: "sequence not found" when the stream
+ * no longer reaches back to it, and a failed delete saying "no message found" when it does.
+ */
+const SEQUENCE_NOT_FOUND = 10043;
+const MESSAGE_DELETE_FAILED = 10057;
+
+/** What removing one record did. */
+type Removal = "removed" | "absent" | "denied";
+
+/** The server refused the request to this NATS user (a permissions.conf older than this supervisor). */
+function deniedToUser(err: unknown): boolean {
+  return err instanceof Error && /permissions violation/i.test(err.message);
+}
+
+/**
+ * Removes the idempotency records of finished runs' tool calls, one per INTENT in the run's WAL. A
+ * committed or failed run never calls a tool again, so nothing reads them any more, and they would
+ * otherwise stay for ever. Each key's one message (history 1) is read for its sequence and removed
+ * by it, leaving no delete marker behind, and only keys the run's own calls name: another run's
+ * records are never touched. (A purge of the key's subject would take one request, but
+ * nats-server 2.9 spends time on every subject in the bucket for each: a client removing 500 runs'
+ * records that way managed a fifth of the runs a second, see bench/micro/wal-retention.ts.) A NATS
+ * user that may not remove them leaves them, said once: the WAL retention goes on without.
+ */
+export class ToolRecords {
+  private deniedSaid = false;
+
+  constructor(private readonly bus: ActorBus) {}
+
+  /** Removes the run's records; returns how many it removed. Call it before the WAL is purged. */
+  async removeFor(runId: string): Promise<number> {
+    const keys = [...(await this.keysOf(runId))];
+    let removed = 0;
+    let denied = false;
+    for (let i = 0; i < keys.length; i += REMOVALS_IN_FLIGHT) {
+      const outcomes = await Promise.all(
+        keys.slice(i, i + REMOVALS_IN_FLIGHT).map((key) => this.remove(key)),
+      );
+      removed += outcomes.filter((o) => o === "removed").length;
+      denied ||= outcomes.includes("denied");
+    }
+    if (denied && !this.deniedSaid) {
+      this.deniedSaid = true;
+      this.bus.logger.warn(
+        { runId, stream: this.stream },
+        "this NATS user may not remove messages from the idempotency bucket: finished runs' tool call records are kept (allow the supervisor $JS.API.STREAM.MSG.DELETE on it, see permissions.conf)",
+      );
+    }
+    return removed;
+  }
+
+  private get stream(): string {
+    return `KV_${this.bus.subjects.buckets().idempotency}`;
+  }
+
+  /** The bucket keys of the calls the run's WAL names; as far as it reads, if it cannot be read whole. */
+  private async keysOf(runId: string): Promise<Set<string>> {
+    const keys = new Set<string>();
+    try {
+      for await (const record of scanWal(this.bus, runId)) {
+        if (record.type === "INTENT") keys.add(idempotencyBucketKey(record.tool, record.idempotencyKey));
+      }
+    } catch (err) {
+      if (!(err instanceof AgentError) || err.code !== "INVALID_INPUT") throw err;
+      this.bus.logger.warn(
+        { err, runId },
+        "a finished run's WAL is unreadable: its later tool calls' idempotency records are left",
+      );
+    }
+    return keys;
+  }
+
+  private async remove(key: string): Promise<Removal> {
+    const { bus, stream } = this;
+    const entry = await withBusRetry(`reading the idempotency record ${key}`, bus, () =>
+      bus.buckets.idempotency.get(key),
+    );
+    if (!entry) return "absent";
+    const what = `removing the idempotency record ${key}`;
+    const denial = (err: unknown): AgentError | undefined =>
+      deniedToUser(err)
+        ? new AgentError("CAPABILITY_DENIED", `${what}: ${String(err)}`, { cause: err })
+        : undefined;
+    try {
+      await withBusRetry(
+        what,
+        bus,
+        () => bus.jsm.streams.deleteMessage(stream, entry.revision, false).catch(alreadyGone),
+        denial,
+      );
+      return "removed";
+    } catch (err) {
+      if (err instanceof AgentError && err.code === "CAPABILITY_DENIED") return "denied";
+      throw err;
+    }
+  }
+}
+
+/** A retried delete whose first attempt's reply was lost finds the message gone: that is done. */
+function alreadyGone(err: unknown): boolean {
+  const gone =
+    err instanceof JetStreamApiError &&
+    (err.code === SEQUENCE_NOT_FOUND ||
+      (err.code === MESSAGE_DELETE_FAILED && /no message found/i.test(err.message)));
+  if (gone) return true;
+  throw err;
+}
