@@ -106,7 +106,7 @@ async function record(prefix: string): Promise<string[]> {
 }
 
 /** What the file store holds of WALs and idempotency records. */
-const walBytes = async (): Promise<number> =>
+const storedBytes = async (): Promise<number> =>
   (await bus.jsm.streams.info(walStream)).state.bytes +
   (await bus.jsm.streams.info(`KV_${bucket}`)).state.bytes;
 
@@ -156,9 +156,9 @@ for (let round = 0; round < ROUNDS; round += 1) {
   // Rotated, so that no variant always runs first (or last) in a round.
   for (const variant of ORDER.map((_v, i) => ORDER[(round + i) % ORDER.length] as Variant)) {
     const ids = await record(`${variant}${round}`);
-    const before = await walBytes();
+    const before = await storedBytes();
     const ms = variant === "ours" ? await sweep(ids) : await removeAll(ids, variant === "floorByPurge");
-    bytes.push({ before, after: await walBytes() });
+    bytes.push({ before, after: await storedBytes() });
     perSecond[variant].push((ids.length / ms) * 1_000);
     console.log(
       `round ${round} ${variant}: ${ids.length} runs' WALs and records removed in ${ms.toFixed(0)} ms`,
