@@ -1,5 +1,6 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { deniedByPermissions } from "../../shared/bus/link.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { idempotencyBucketKey } from "../../shared/bus/tool-service.js";
 import { scanWal } from "../../shared/bus/wal.js";
@@ -16,11 +17,6 @@ const MESSAGE_DELETE_FAILED = 10057;
 
 /** What removing one record did. */
 type Removal = "removed" | "absent" | "denied";
-
-/** The server refused the request to this NATS user (a permissions.conf older than this supervisor). */
-function deniedToUser(err: unknown): boolean {
-  return err instanceof Error && /permissions violation/i.test(err.message);
-}
 
 /**
  * Removes the idempotency records of finished runs' tool calls, one per INTENT in the run's WAL. A
@@ -86,32 +82,25 @@ export class ToolRecords {
       bus.buckets.idempotency.get(key),
     );
     if (!entry) return "absent";
-    const what = `removing the idempotency record ${key}`;
-    const denial = (err: unknown): AgentError | undefined =>
-      deniedToUser(err)
-        ? new AgentError("CAPABILITY_DENIED", `${what}: ${String(err)}`, { cause: err })
-        : undefined;
-    try {
-      await withBusRetry(
-        what,
-        bus,
-        () => bus.jsm.streams.deleteMessage(stream, entry.revision, false).catch(alreadyGone),
-        denial,
-      );
-      return "removed";
-    } catch (err) {
-      if (err instanceof AgentError && err.code === "CAPABILITY_DENIED") return "denied";
-      throw err;
-    }
+    return withBusRetry(`removing the idempotency record ${key}`, bus, () =>
+      bus.jsm.streams
+        .deleteMessage(stream, entry.revision, false)
+        .then((): Removal => "removed", failedRemoval),
+    );
   }
 }
 
-/** A retried delete whose first attempt's reply was lost finds the message gone: that is done. */
-function alreadyGone(err: unknown): boolean {
+/**
+ * A delete that failed for good, settled here rather than retried: refused to this NATS user (a
+ * permissions.conf older than this supervisor), or finding the message gone, as a delete retried
+ * after its first attempt's reply was lost does. Anything else is retried.
+ */
+function failedRemoval(err: unknown): Removal {
+  if (deniedByPermissions(err)) return "denied";
   const gone =
     err instanceof JetStreamApiError &&
     (err.code === SEQUENCE_NOT_FOUND ||
       (err.code === MESSAGE_DELETE_FAILED && /no message found/i.test(err.message)));
-  if (gone) return true;
+  if (gone) return "removed";
   throw err;
 }

@@ -8,7 +8,7 @@ import type { ActorMetrics } from "../runtime/metrics.js";
 import type { Logger } from "../runtime/logger.js";
 import type { Random } from "../runtime/random.js";
 import { connectBus } from "./connect.js";
-import { linkOf } from "./link.js";
+import { deniedByPermissions, linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
 import { readsClient } from "./read-range.js";
 import { Subjects } from "./subjects.js";
@@ -117,7 +117,7 @@ async function provisionOrWait(
     try {
       return await provision(nc, { subjects, replicas });
     } catch (err) {
-      if (!(err instanceof Error) || !/permissions violation/i.test(err.message)) throw err;
+      if (!deniedByPermissions(err)) throw err;
       if (attempt % 10 === 0) {
         deps.logger.warn(
           { reason: err.message },

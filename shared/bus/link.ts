@@ -69,6 +69,14 @@ function notify(listeners: Set<() => void>): void {
   for (const listener of once) listener();
 }
 
+/**
+ * Whether a request failed because the server refused this NATS user the subject (the client
+ * reports it as a failed request whose message names the violation, not as its own error class).
+ */
+export function deniedByPermissions(err: unknown): err is Error {
+  return err instanceof Error && /permissions violation/i.test(err.message);
+}
+
 function isPublishDenied(status: Status): status is { type: "error"; error: PermissionViolationError } {
   return (
     status.type === "error" &&
