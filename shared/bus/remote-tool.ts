@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { ToolCallReply, ToolCallRequest, ToolDescriptor } from "../contracts/tool.js";
 import type { Clock } from "../runtime/clock.js";
-import { fromErrorPayload } from "../runtime/errors.js";
+import { AgentError, fromErrorPayload } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
 import { outputExtras, type AnyTool } from "../tools/tool.js";
 import { requestJson, type ServiceWait } from "./request.js";
@@ -67,7 +67,13 @@ export interface DescribeDeps extends Pick<RemoteToolDeps, "nc" | "subjects"> {
   wait?: ServiceWait | undefined;
 }
 
-/** Asks a tool's service for its descriptor; undefined (and logged) when nobody serves it. */
+/**
+ * Asks a tool's service for its descriptor; undefined (and logged) when nobody serves it, or its
+ * service answers with something that is not a descriptor. A request that got no answer in time,
+ * or lost its reply to a dropped connection, throws its retryable AgentError instead: someone may
+ * serve the tool, and a run started as if nobody did fails for good (its plan names a tool it does
+ * not have), where a lease retried a moment later finds it (a NATS server restarting, say).
+ */
 export async function describeRemoteTool(
   name: string,
   deps: DescribeDeps,
@@ -79,9 +85,15 @@ export async function describeRemoteTool(
       { schema: DescribeRequest, value: {} },
       ToolDescriptor,
       // A descriptor is a read: asked again if the connection drops before it comes.
-      { timeoutMs: deps.timeoutMs ?? 2_000, wait: deps.wait && { ...deps.wait, read: true } },
+      {
+        timeoutMs: deps.timeoutMs ?? 2_000,
+        unavailable: "TOOL_UNAVAILABLE",
+        timeout: "TOOL_TIMEOUT",
+        wait: deps.wait && { ...deps.wait, read: true },
+      },
     );
   } catch (err) {
+    if (outcomeUnknown(err)) throw err;
     deps.logger.warn(
       { err, tool: name, ...(deps.wait ? { serviceWaitMs: deps.wait.waitMs } : {}) },
       "tool not available: no service described it",
@@ -90,7 +102,15 @@ export async function describeRemoteTool(
   }
 }
 
-/** Asks each named tool service for its descriptor; a tool nobody serves is left out (and logged). */
+/** Whether a describe failed without learning anything: no answer in time, or no connection. */
+function outcomeUnknown(err: unknown): boolean {
+  return err instanceof AgentError && (err.code === "TOOL_TIMEOUT" || err.code === "BUS_UNAVAILABLE");
+}
+
+/**
+ * Asks each named tool service for its descriptor; a tool nobody serves is left out (and logged),
+ * one that could not be asked fails the whole call (see describeRemoteTool).
+ */
 export async function discoverTools(
   names: readonly string[],
   deps: RemoteToolDeps & { logger: Logger; timeoutMs?: number },

@@ -161,7 +161,8 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervis
     expect(Date.now() - startedAt, faults.log.join(", ")).toBeLessThan(ACK_WAIT_MS / 2);
     expect(faults.killed.length).toBeGreaterThanOrEqual(4);
     for (const [i, status] of statuses.entries()) {
-      expect(status, runIds[i]).toMatchObject({
+      // The message names why a run did not commit: the diff leaves out the terminal's error.
+      expect(status, `${runIds[i]}: ${JSON.stringify(status.terminal)}`).toMatchObject({
         status: "committed",
         terminal: { output: `paid ${PAYMENTS} for run ${i}` },
       });

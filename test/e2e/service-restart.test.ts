@@ -200,4 +200,31 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     expect(logs).not.toMatch(/run lease failed/);
     service.stop();
   }, 60_000);
+
+  // Last in the file: its lease failure is what the test above finds none of in the logs.
+  it("a tool service that takes a run's describe and does not answer in time (its reply lost to a NATS server restart): the run is not started without the tool; its lease is retried and it commits", async () => {
+    const name = "slow_pay";
+    const { tool, executions } = chargeTool(0, name);
+    let service: { stop(): void } | undefined;
+    let swallowed = 0;
+    // Takes the first describe and answers nothing, then the real service comes up: as a worker
+    // sees a service whose reply went out while the worker was away.
+    const mute = suite.bus.nc.subscribe(suite.bus.subjects.toolDescribe(name), {
+      max: 1,
+      callback: () => {
+        swallowed += 1;
+        service = suite.serveTool(tool);
+      },
+    });
+    const { runId } = await suite.client.submit(payingRun(name, 2, "paid after the silence"));
+    const status = await suite.waitFor(runId, settled, 30_000);
+    expect(swallowed).toBe(1);
+    // Before, the unanswered describe left the tool out and the run failed as planInvalid.
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "paid after the silence" } });
+    expect(executions.size).toBe(2);
+    await expectChargesInTrail(suite, runId, name, executions);
+    expect(await suite.logs()).toMatch(/"code":"TOOL_TIMEOUT".*run lease failed; the job will be retried/);
+    mute.unsubscribe();
+    service?.stop();
+  }, 40_000);
 });

@@ -209,6 +209,26 @@ describe("waiting for a tool's service", () => {
     expect(Date.now() - began).toBeGreaterThanOrEqual(1_500);
     for (const sub of again) sub.unsubscribe();
   });
+
+  it("a describe that learns nothing (no answer in time) fails, retryable; one answered with something that is not a descriptor leaves the tool out", async () => {
+    const deps = { nc: suite.nc, subjects: suite.subjects, clock: systemClock, logger: silentLogger };
+    // A service that takes the request and never answers: busy, or its reply lost to a reconnect.
+    const silent = suite.nc.subscribe(suite.subjects.toolDescribe("mute"), { callback: () => undefined });
+    await expect(describeRemoteTool("mute", { ...deps, timeoutMs: 200 })).rejects.toMatchObject({
+      code: "TOOL_TIMEOUT",
+      retryable: true,
+    });
+    // Before, it was left out as if nobody served it, and a run naming it failed as planInvalid.
+    await expect(discoverTools(["echo", "mute"], { ...deps, timeoutMs: 200 })).rejects.toMatchObject({
+      code: "TOOL_TIMEOUT",
+    });
+    silent.unsubscribe();
+    const garbled = suite.nc.subscribe(suite.subjects.toolDescribe("garbled"), {
+      callback: (_e, m) => void m.respond(JSON.stringify({ name: 5 })),
+    });
+    expect(await describeRemoteTool("garbled", { ...deps, timeoutMs: 2_000 })).toBeUndefined();
+    garbled.unsubscribe();
+  });
 });
 
 describe("workers' plumbing", () => {
