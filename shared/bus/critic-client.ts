@@ -34,7 +34,12 @@ export function remoteCritic(
         },
       },
       CriticReviewReply,
-      { timeoutMs: deps.timeoutMs ?? DEFAULT_CRITIC_TIMEOUT_MS, wait: deps.wait },
+      {
+        timeoutMs: deps.timeoutMs ?? DEFAULT_CRITIC_TIMEOUT_MS,
+        // A review has no side effect: one whose reply a dropped connection lost is asked again
+        // rather than sending a good answer back for repair.
+        wait: deps.wait && { ...deps.wait, read: true },
+      },
     );
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply.verdict;

@@ -38,7 +38,9 @@ export function actorModelDriver(ref: ActorModelRef, deps: ModelActorDeps): Mode
           timeoutMs: ref.timeoutMs ?? DEFAULT_MODEL_ACTOR_TIMEOUT_MS,
           unavailable: "MODEL_UNAVAILABLE",
           timeout: "MODEL_TIMEOUT",
-          wait: deps.wait,
+          // A turn has no side effect: one whose reply a dropped connection lost is asked again
+          // (billed twice, perhaps) rather than failing its run.
+          wait: deps.wait && { ...deps.wait, read: true },
         },
       );
       if (!reply.ok) throw fromErrorPayload(reply.error, "MODEL_REJECTED");

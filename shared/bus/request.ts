@@ -61,12 +61,15 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
 ): Promise<z.output<R>> {
   const data = encode(request.schema, request.value);
   const { wait } = options;
-  const until = wait && wait.waitMs > 0 ? wait.clock.now() + wait.waitMs : undefined;
+  // The wait counts from the first failure, not the first ask: a read whose reply a restart lost
+  // after a long wait for it (a model's turn) is asked again all the same.
+  let until: number | undefined;
   for (let asked = 0; ; asked++) {
     let msg: Msg;
     try {
       msg = await ReplyInbox.of(nc).request(subject, data, { timeoutMs: options.timeoutMs });
     } catch (err) {
+      if (wait && wait.waitMs > 0) until ??= wait.clock.now() + wait.waitMs;
       const left = wait && until !== undefined && askAgain(err, wait) ? until - wait.clock.now() : 0;
       if (!wait || left <= 0) throw requestFailure(err, subject, options);
       if (asked === 0) wait.onWait?.();

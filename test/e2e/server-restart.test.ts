@@ -2,7 +2,10 @@ import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { linkOf } from "../../shared/bus/link.js";
+import { serveModel } from "../../shared/bus/model-actor.js";
+import type { ModelRequest, ModelResponse } from "../../shared/contracts/model.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
 import {
   chargeTool,
   expectChargesInTrail,
@@ -12,6 +15,8 @@ import {
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
 import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
+import { spec } from "../helpers/fixtures.js";
+import { until } from "../helpers/until.js";
 
 const RUNS = 8;
 const PAYMENTS = 6;
@@ -28,6 +33,9 @@ const suite = useClusterSuite("server-restart", {
   env: FAST_PRESENCE_ENV,
 });
 
+/** How long a model actor's turn takes: the restart comes while every run's turn is in flight. */
+const TURN_MS = 1_000;
+
 let payments: NatsConnection | undefined;
 let executions: Map<string, number>;
 beforeAll(async () => {
@@ -37,19 +45,25 @@ afterAll(async () => {
   await payments?.close();
 });
 
-/**
- * The payment service, on a connection of its own that retries every 50 ms: back before the
- * workers (which retry every second), so their calls after the restart find it serving.
- */
-async function servePay(): Promise<Map<string, number>> {
-  const { server, bus } = suite;
-  payments = await connect({
+/** A connection that retries every 50 ms: back before the workers (which retry every second). */
+function fastConnection(): Promise<NatsConnection> {
+  const { server } = suite;
+  return connect({
     servers: server.url,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 50,
     reconnectJitter: 0,
     ...(server.user ? { user: server.user, pass: server.pass ?? "" } : {}),
   });
+}
+
+/**
+ * The payment service, on a connection of its own (see fastConnection), so the workers' calls
+ * after the restart find it serving.
+ */
+async function servePay(): Promise<Map<string, number>> {
+  const { bus } = suite;
+  payments = await fastConnection();
   const idempotency = await new Kvm(payments).open(bus.subjects.buckets().idempotency);
   const { tool, executions } = chargeTool(PAYMENT_MS, "pay");
   serveFromTest(tool, { nc: payments, subjects: bus.subjects, idempotency });
@@ -93,4 +107,46 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
     },
     90_000,
   );
+
+  it("down 2000 ms while every run waits on a model actor's turn: the turns whose replies were lost are asked again, and every run commits with its answer", async () => {
+    const name = "planner";
+    const asked = new Map<string, number>();
+    const complete = async (request: ModelRequest): Promise<ModelResponse> => {
+      const prompt = request.messages.find((m) => m.role === "user")?.content ?? "";
+      asked.set(prompt, (asked.get(prompt) ?? 0) + 1);
+      await systemClock.sleep(TURN_MS);
+      const base = { usage: { inputTokens: 1, outputTokens: 1 }, costUsd: 0, model: name };
+      return { ...base, text: `answered ${prompt}`, stopReason: "endTurn", toolCalls: [] };
+    };
+    const modelNc = await fastConnection();
+    const model = serveModel(name, complete, {
+      nc: modelNc,
+      subjects: suite.bus.subjects,
+      logger: silentLogger,
+    });
+    await modelNc.flush();
+    try {
+      const runIds: string[] = [];
+      for (let run = 0; run < RUNS; run += 1) {
+        const base = spec({ prompt: `question ${run}`, tools: [] });
+        const runSpec = { ...base, agent: { ...base.agent, model: { provider: "actor" as const, name } } };
+        runIds.push((await suite.client.submit(runSpec)).runId);
+      }
+      await until(() => asked.size === RUNS, 10_000, { what: "every run's turn asked" });
+      await suite.server.restart?.({ downMs: 2_000 });
+      while (!linkOf(suite.bus.nc).connected()) await systemClock.sleep(50);
+      const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+      // Before, a turn whose reply the restart lost failed its run (modelError).
+      for (const [i, runId] of runIds.entries())
+        expect(statuses[i], `${runId}: ${JSON.stringify(statuses[i]?.terminal)}`).toMatchObject({
+          status: "committed",
+          terminal: { output: `answered question ${i}` },
+        });
+      // Some turn was in flight at the restart and asked again.
+      expect(Math.max(...asked.values())).toBeGreaterThan(1);
+    } finally {
+      model.unsubscribe();
+      await modelNc.close();
+    }
+  }, 60_000);
 });

@@ -1,9 +1,13 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { linkOf, whenLinked } from "../../shared/bus/link.js";
+import { actorModelDriver } from "../../shared/bus/model-actor.js";
 import { ReplyError, ReplyInbox } from "../../shared/bus/reply-inbox.js";
 import { requestJson } from "../../shared/bus/request.js";
+import { Subjects } from "../../shared/bus/subjects.js";
+import type { LoopState } from "../../shared/loop/state.js";
 import { toAgentError } from "../../shared/runtime/errors.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -140,5 +144,59 @@ describe("ReplyInbox across a server restart", () => {
     expect(await asRead).toBe("slow read");
     expect(slowAsked.filter((v) => v === "read").length).toBeGreaterThanOrEqual(2);
     expect(slowAsked.filter((v) => v === "write")).toHaveLength(1);
+  }, 40_000);
+
+  it("a model actor's turn and a critic's review, in flight past their wait for a service when the connection drops, are asked again and answered (neither has a side effect)", async () => {
+    const subjects = new Subjects("outage");
+    const asked = { turns: 0, reviews: 0 };
+    const later = (m: { respond(d: Uint8Array): boolean }, reply: unknown): void =>
+      void setTimeout(() => m.respond(data(JSON.stringify(reply))), 2_000);
+    const usage = { inputTokens: 1, outputTokens: 1 };
+    const response = { text: "done", toolCalls: [], stopReason: "endTurn", usage, costUsd: 0, model: "m" };
+    const verdict = { scores: { correctness: 1 }, defects: [], repairHints: [], passed: true };
+    answerer.subscribe(subjects.model("m"), {
+      callback: (_e, m) => {
+        asked.turns += 1;
+        later(m, { schemaVersion: 1, ok: true, response });
+      },
+    });
+    answerer.subscribe(subjects.criticReview(), {
+      callback: (_e, m) => {
+        asked.reviews += 1;
+        later(m, { schemaVersion: 1, ok: true, verdict });
+      },
+    });
+    await answerer.flush();
+    // Shorter than the answers take: the wait counts from the drop, not from the ask.
+    const wait = { waitMs: 1_000, clock: systemClock, random: seededRandom(4) };
+    const turn = actorModelDriver({ provider: "actor", name: "m" }, { nc: asker, subjects, wait })
+      .complete({ messages: [{ role: "user", content: "hi" }], tools: [], maxTokens: 10 })
+      .then(
+        (r) => r.text,
+        (err: unknown) => toAgentError(err).code,
+      );
+    const state = { spec: { critic: { checks: [] }, agent: { privacy: "sovereign" } }, critiques: 1 };
+    const review = remoteCritic(
+      { nc: asker, subjects, wait },
+      state as unknown as LoopState,
+    )({
+      schemaVersion: 1,
+      runId: "r",
+      task: "t",
+      output: "o",
+      evidence: [],
+      rubric: { dimensions: [{ name: "correctness", weight: 1, min: 0.5 }], threshold: 0.5 },
+    }).then(
+      (v) => v.passed,
+      (err: unknown) => toAgentError(err).code,
+    );
+    await until(() => asked.turns === 1 && asked.reviews === 1, 5_000, { what: "both asked" });
+    await systemClock.sleep(1_200);
+    await server.restart?.({ downMs: 300 });
+    // Before, both failed at the drop: the run's turn failed it (modelError), the review sent a
+    // good answer back for repair.
+    expect(await turn).toBe("done");
+    expect(await review).toBe(true);
+    expect(asked).toEqual({ turns: 2, reviews: 2 });
   }, 40_000);
 });
