@@ -23,8 +23,9 @@ export interface RequestOptions {
 
 /**
  * How a caller waits for a service nobody serves yet (one starting, restarting, or reconnecting
- * after the NATS server did): it asks again with backoff, up to once a second, for `waitMs`. The
- * server's "no responders" means no service received the request, so asking again runs nothing twice.
+ * after the NATS server did): it asks again with backoff, up to once a second, for `waitMs` from
+ * the first failure. The server's "no responders" means no service received the request, so
+ * asking again runs nothing twice.
  */
 export interface ServiceWait {
   waitMs: number;

@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { serveModel } from "../../shared/bus/model-actor.js";
+import type { ModelRequest, ModelResponse } from "../../shared/contracts/model.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom, type Random } from "../../shared/runtime/random.js";
 import {
   expectChargesInTrail,
@@ -47,10 +50,43 @@ const suite = useClusterSuite("chaos", {
   },
 });
 
-/** Submits a run, again and again while the supervisor is down: the same runId is never admitted twice. */
+/** The model actor of the odd runs, served by the test: it pays until the run has paid PAYMENTS times. */
+const PLANNER = "payer";
+/** How long the model actor thinks: a fault now and then finds a turn in flight. */
+const TURN_MS = 100;
+
+/** Reads the run's progress from the messages it is sent, as the scripted model reads its script. */
+async function planPayment(request: ModelRequest): Promise<ModelResponse> {
+  const paid = request.messages.filter((m) => m.role === "tool").length;
+  const prompt = request.messages.find((m) => m.role === "user")?.content ?? "";
+  const base = { usage: { inputTokens: 1, outputTokens: 1 }, costUsd: 0, model: PLANNER };
+  await systemClock.sleep(TURN_MS);
+  return paid < PAYMENTS
+    ? {
+        ...base,
+        text: "",
+        stopReason: "toolUse",
+        toolCalls: [{ id: `c${paid}`, name: "pay", input: { amount: paid + 1 } }],
+      }
+    : { ...base, text: `paid ${PAYMENTS} for ${prompt}`, stopReason: "endTurn", toolCalls: [] };
+}
+
+/**
+ * Submits a run, again and again while the supervisor is down: the same runId is never admitted
+ * twice. Odd runs ask the model actor for their turns (a turn in flight at a fault is asked
+ * again), even runs follow a script.
+ */
 async function submitRun(run: number): Promise<string> {
   const runId = `chaos-${run}-${Date.now().toString(36)}`;
-  const runSpec = payingRun("pay", PAYMENTS, `paid ${PAYMENTS} for run ${run}`);
+  const scripted = payingRun("pay", PAYMENTS, `paid ${PAYMENTS} for run ${run}`);
+  const runSpec =
+    run % 2 === 0
+      ? scripted
+      : {
+          ...scripted,
+          task: { ...scripted.task, prompt: `run ${run}` },
+          agent: { ...scripted.agent, model: { provider: "actor" as const, name: PLANNER } },
+        };
   for (;;) {
     try {
       await suite.client.submit({ ...runSpec, runId });
@@ -129,11 +165,12 @@ class Faults {
   }
 }
 
-describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervisor killed, the nats-server restarted, while runs pay", () => {
+describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervisor killed, the nats-server restarted, while runs pay (half of them planned by a model actor)", () => {
   it("every run commits once, every payment happens at most once and is in its run's trail, every audit trail is gapless, and no recovery waits for the ack wait", async () => {
     // A payment, served on the test's connection, which reconnects once a second like the actors':
     // after a server restart a worker may find it not serving yet.
     const { executions } = serveCharge(suite, PAYMENT_MS, "pay");
+    serveModel(PLANNER, planPayment, { ...suite.bus, logger: silentLogger });
     const runIds: string[] = [];
     let submitting = true;
     const submitted = (async () => {
@@ -162,7 +199,7 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervis
     expect(faults.killed.length).toBeGreaterThanOrEqual(4);
     for (const [i, status] of statuses.entries()) {
       // The message names why a run did not commit: the diff leaves out the terminal's error.
-      expect(status, `${runIds[i]}: ${JSON.stringify(status.terminal)}`).toMatchObject({
+      expect(status, `${runIds[i]}: ${status.terminal?.kind} ${status.terminal?.reason}`).toMatchObject({
         status: "committed",
         terminal: { output: `paid ${PAYMENTS} for run ${i}` },
       });

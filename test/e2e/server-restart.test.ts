@@ -138,7 +138,10 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
       const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
       // Before, a turn whose reply the restart lost failed its run (modelError).
       for (const [i, runId] of runIds.entries())
-        expect(statuses[i], `${runId}: ${JSON.stringify(statuses[i]?.terminal)}`).toMatchObject({
+        expect(
+          statuses[i],
+          `${runId}: ${statuses[i]?.terminal?.kind} ${statuses[i]?.terminal?.reason}`,
+        ).toMatchObject({
           status: "committed",
           terminal: { output: `answered question ${i}` },
         });
