@@ -1,0 +1,107 @@
+import { describe, expect, it } from "vitest";
+import { systemClock } from "../../shared/runtime/clock.js";
+import {
+  expectChargesInTrail,
+  payingRun,
+  serveCharge,
+  settled,
+  useClusterSuite,
+} from "../helpers/cluster-suite.js";
+import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
+import { spec } from "../helpers/fixtures.js";
+import { until } from "../helpers/until.js";
+
+const PARENTS = 4;
+const CHILDREN = 3;
+const PAYMENTS = 6;
+/** Long enough that every fault below finds children paying. */
+const PAYMENT_MS = 400;
+/** Longer than the whole test: every recovery must come from elsewhere than JetStream's redelivery. */
+const ACK_WAIT_MS = 120_000;
+
+/**
+ * Run trees under faults: each parent fans out to children that pay, and parks while they run.
+ * A worker is killed, the nats-server restarted, the supervisor killed (it queues a parent again
+ * once its last child settles), two workers killed at once.
+ */
+const suite = useClusterSuite("tree-faults", {
+  own: true,
+  actors: [
+    { kind: "supervisor" },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+    { kind: "agent", name: "agent-3" },
+  ],
+  env: { ...FAST_PRESENCE_ENV, AGENT_ACK_WAIT_MS: String(ACK_WAIT_MS) },
+});
+
+/** A parent that fans out to CHILDREN paying children, then answers once they are all back. */
+function parentRun(parent: number): ReturnType<typeof spec> {
+  const children = Array.from({ length: CHILDREN }, (_, c) =>
+    payingRun("pay", PAYMENTS, `child ${parent}-${c}`),
+  );
+  return spec({
+    script: [
+      { toolCalls: [{ name: "spawn_agent", input: { runs: children } }] },
+      { toolCalls: [{ name: "finish", input: { answer: `fanned in ${parent}` } }] },
+    ],
+    tools: ["spawn_agent"],
+    capabilities: [{ kind: "spawn", maxDepth: 1 }],
+  });
+}
+
+describe("run trees: workers killed, the nats-server restarted and the supervisor killed while children pay", () => {
+  it("every parent commits with its children's answers in order, every payment happens once and is in its child's trail", async () => {
+    const { executions } = serveCharge(suite, PAYMENT_MS, "pay");
+    const parents: string[] = [];
+    for (let p = 0; p < PARENTS; p += 1) parents.push((await suite.client.submit(parentRun(p))).runId);
+    const startedAt = Date.now();
+    let next = 4;
+    const replace = async (...victims: string[]): Promise<string[]> => {
+      for (const victim of victims) suite.cluster.signal(victim, "SIGKILL");
+      const started = victims.map(() => `agent-${next++}`);
+      await Promise.all(started.map((name) => suite.cluster.start("agent", name)));
+      return started;
+    };
+    await until(() => executions.size >= PARENTS, 20_000, { what: "children paying" });
+    const [a4] = await replace("agent-1");
+    await systemClock.sleep(700);
+    await suite.server.restart?.({ downMs: 1_500 });
+    await systemClock.sleep(700);
+    suite.cluster.signal("supervisor", "SIGKILL");
+    await systemClock.sleep(200);
+    await suite.cluster.start("supervisor", "supervisor");
+    await systemClock.sleep(700);
+    await replace("agent-2", a4 as string);
+    const lastFaultAt = Date.now();
+
+    const statuses = await Promise.all(parents.map((id) => suite.waitFor(id, settled, 60_000)));
+    expect(Date.now() - startedAt).toBeLessThan(ACK_WAIT_MS / 2);
+    // Nothing settled before the last fault: every fault struck trees at work.
+    expect(lastFaultAt).toBeLessThan(Math.min(...statuses.map((s) => Date.parse(s.updatedAt))));
+    let resumed = 0;
+    for (const [p, runId] of parents.entries()) {
+      const status = statuses[p];
+      expect(status, `${runId}: ${status?.terminal?.kind} ${status?.terminal?.reason}`).toMatchObject({
+        status: "committed",
+        terminal: { output: `fanned in ${p}` },
+      });
+      const fanIn = (await suite.wal(runId)).map((r) => r.record).find((r) => r.type === "COMPLETE");
+      const output = (fanIn?.type === "COMPLETE" ? fanIn.event.output : undefined) as {
+        results: { runId: string; status: string; output?: string }[];
+      };
+      expect(output.results.map((r) => [r.status, r.output])).toEqual(
+        Array.from({ length: CHILDREN }, (_, c) => ["committed", `child ${p}-${c}`]),
+      );
+      await expectChargesInTrail(suite, runId, "pay", executions);
+      for (const child of output.results) {
+        const events = await expectChargesInTrail(suite, child.runId, "pay", executions);
+        resumed += events.filter((e) => e.kind === "run.resumed").length;
+      }
+    }
+    // The faults hit children in flight: some were taken over.
+    expect(resumed).toBeGreaterThan(0);
+    expect(executions.size).toBe(PARENTS * CHILDREN * PAYMENTS);
+    expect([...executions.values()].every((n) => n === 1)).toBe(true);
+  }, 120_000);
+});
