@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { serveModel } from "../../shared/bus/model-actor.js";
-import type { ModelRequest, ModelResponse } from "../../shared/contracts/model.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom, type Random } from "../../shared/runtime/random.js";
 import {
   expectChargesInTrail,
+  payingActorRun,
+  payingPlanner,
   payingRun,
   serveCharge,
   settled,
@@ -55,22 +56,6 @@ const PLANNER = "payer";
 /** How long the model actor thinks: a fault now and then finds a turn in flight. */
 const TURN_MS = 100;
 
-/** Reads the run's progress from the messages it is sent, as the scripted model reads its script. */
-async function planPayment(request: ModelRequest): Promise<ModelResponse> {
-  const paid = request.messages.filter((m) => m.role === "tool").length;
-  const prompt = request.messages.find((m) => m.role === "user")?.content ?? "";
-  const base = { usage: { inputTokens: 1, outputTokens: 1 }, costUsd: 0, model: PLANNER };
-  await systemClock.sleep(TURN_MS);
-  return paid < PAYMENTS
-    ? {
-        ...base,
-        text: "",
-        stopReason: "toolUse",
-        toolCalls: [{ id: `c${paid}`, name: "pay", input: { amount: paid + 1 } }],
-      }
-    : { ...base, text: `paid ${PAYMENTS} for ${prompt}`, stopReason: "endTurn", toolCalls: [] };
-}
-
 /**
  * Submits a run, again and again while the supervisor is down: the same runId is never admitted
  * twice. Odd runs ask the model actor for their turns (a turn in flight at a fault is asked
@@ -78,15 +63,10 @@ async function planPayment(request: ModelRequest): Promise<ModelResponse> {
  */
 async function submitRun(run: number): Promise<string> {
   const runId = `chaos-${run}-${Date.now().toString(36)}`;
-  const scripted = payingRun("pay", PAYMENTS, `paid ${PAYMENTS} for run ${run}`);
   const runSpec =
     run % 2 === 0
-      ? scripted
-      : {
-          ...scripted,
-          task: { ...scripted.task, prompt: `run ${run}` },
-          agent: { ...scripted.agent, model: { provider: "actor" as const, name: PLANNER } },
-        };
+      ? payingRun("pay", PAYMENTS, `paid ${PAYMENTS} for run ${run}`)
+      : payingActorRun("pay", PAYMENTS, PLANNER, `run ${run}`);
   for (;;) {
     try {
       await suite.client.submit({ ...runSpec, runId });
@@ -170,7 +150,8 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervis
     // A payment, served on the test's connection, which reconnects once a second like the actors':
     // after a server restart a worker may find it not serving yet.
     const { executions } = serveCharge(suite, PAYMENT_MS, "pay");
-    serveModel(PLANNER, planPayment, { ...suite.bus, logger: silentLogger });
+    const planner = payingPlanner("pay", PAYMENTS, (prompt) => `paid ${PAYMENTS} for ${prompt}`, TURN_MS);
+    serveModel(PLANNER, planner.complete, { ...suite.bus, logger: silentLogger });
     const runIds: string[] = [];
     let submitting = true;
     const submitted = (async () => {

@@ -1,8 +1,12 @@
 import { describe, expect, it } from "vitest";
+import { serveModel } from "../../shared/bus/model-actor.js";
+import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
 import {
   expectChargesInTrail,
-  payingRun,
+  payingActorRun,
+  payingPlanner,
   serveCharge,
   settled,
   useClusterSuite,
@@ -16,6 +20,14 @@ const CHILDREN = 3;
 const PAYMENTS = 6;
 /** Long enough that every fault below finds children paying. */
 const PAYMENT_MS = 400;
+/** The children's model actor, served by the test, which counts the turns it is asked. */
+const PLANNER = "payer";
+const TURN_MS = 100;
+/**
+ * Each tree's model calls: the parent's 2 (scripted) and 7 per child, with room for the iterations a
+ * killed worker leased and never spent (they are not given back) and the turns a takeover asks again.
+ */
+const TREE_CAP = 60;
 /** Longer than the whole test: every recovery must come from elsewhere than JetStream's redelivery. */
 const ACK_WAIT_MS = 120_000;
 
@@ -32,13 +44,17 @@ const suite = useClusterSuite("tree-faults", {
     { kind: "agent", name: "agent-2" },
     { kind: "agent", name: "agent-3" },
   ],
-  env: { ...FAST_PRESENCE_ENV, AGENT_ACK_WAIT_MS: String(ACK_WAIT_MS) },
+  env: {
+    ...FAST_PRESENCE_ENV,
+    AGENT_ACK_WAIT_MS: String(ACK_WAIT_MS),
+    SUPERVISOR_TREE_ITERATION_CAP: String(TREE_CAP),
+  },
 });
 
 /** A parent that fans out to CHILDREN paying children, then answers once they are all back. */
 function parentRun(parent: number): ReturnType<typeof spec> {
   const children = Array.from({ length: CHILDREN }, (_, c) =>
-    payingRun("pay", PAYMENTS, `child ${parent}-${c}`),
+    payingActorRun("pay", PAYMENTS, PLANNER, `tree ${parent} child ${c}`),
   );
   return spec({
     script: [
@@ -53,6 +69,8 @@ function parentRun(parent: number): ReturnType<typeof spec> {
 describe("run trees: workers killed, the nats-server restarted and the supervisor killed while children pay", () => {
   it("every parent commits with its children's answers in order, every payment happens once and is in its child's trail", async () => {
     const { executions } = serveCharge(suite, PAYMENT_MS, "pay");
+    const planner = payingPlanner("pay", PAYMENTS, (prompt) => `answered ${prompt}`, TURN_MS);
+    serveModel(PLANNER, planner.complete, { ...suite.bus, logger: silentLogger });
     const parents: string[] = [];
     for (let p = 0; p < PARENTS; p += 1) parents.push((await suite.client.submit(parentRun(p))).runId);
     const startedAt = Date.now();
@@ -91,7 +109,7 @@ describe("run trees: workers killed, the nats-server restarted and the superviso
         results: { runId: string; status: string; output?: string }[];
       };
       expect(output.results.map((r) => [r.status, r.output])).toEqual(
-        Array.from({ length: CHILDREN }, (_, c) => ["committed", `child ${p}-${c}`]),
+        Array.from({ length: CHILDREN }, (_, c) => ["committed", `answered tree ${p} child ${c}`]),
       );
       await expectChargesInTrail(suite, runId, "pay", executions);
       for (const child of output.results) {
@@ -101,6 +119,16 @@ describe("run trees: workers killed, the nats-server restarted and the superviso
     }
     // The faults hit children in flight: some were taken over.
     expect(resumed).toBeGreaterThan(0);
+    // Every model turn the children were asked, and the parent's two, were leased from the tree's
+    // budget (a turn asked again with the same messages counts once), and no tree passed its cap.
+    const budget = new TreeBudget({ ...suite.bus, kv: suite.bus.buckets.pool });
+    for (const [p, runId] of parents.entries()) {
+      const turns = [...planner.asked.keys()].filter((k) => k.startsWith(`tree ${p} child `)).length;
+      expect(turns).toBe(CHILDREN * (PAYMENTS + 1));
+      const used = await budget.used(runId);
+      expect(used, runId).toBeGreaterThanOrEqual(turns + 2);
+      expect(used, runId).toBeLessThanOrEqual(TREE_CAP);
+    }
     expect(executions.size).toBe(PARENTS * CHILDREN * PAYMENTS);
     expect([...executions.values()].every((n) => n === 1)).toBe(true);
   }, 120_000);

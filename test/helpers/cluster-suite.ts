@@ -7,6 +7,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, expect } from "vitest";
 import { z } from "zod";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
+import type { ModelRequest, ModelResponse } from "../../shared/contracts/model.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { serveTool, type ToolServiceDeps } from "../../shared/bus/tool-service.js";
@@ -235,4 +236,46 @@ export function chargeRun(suite: ClusterSuite, tool: string, amount: number): Pr
       tools: [tool],
     }),
   );
+}
+
+/** A payingRun whose turns a model actor named `model` answers (see payingPlanner), asked `prompt`. */
+export function payingActorRun(tool: string, payments: number, model: string, prompt: string): RunSpecInput {
+  const scripted = payingRun(tool, payments, "");
+  return {
+    ...scripted,
+    task: { ...scripted.task, prompt },
+    agent: { ...scripted.agent, model: { provider: "actor", name: model } },
+  };
+}
+
+/**
+ * A model actor's turns for payingActorRun's runs, reading each run's progress from the messages it
+ * is sent, as the scripted model reads its script: it calls `tool` until the run has `payments`
+ * results, then answers `answer(prompt)`, each turn after `turnMs`. `asked` counts the turns asked,
+ * by prompt and results so far: a turn asked again has the same key.
+ */
+export function payingPlanner(
+  tool: string,
+  payments: number,
+  answer: (prompt: string) => string,
+  turnMs: number,
+): { complete: (request: ModelRequest) => Promise<ModelResponse>; asked: Map<string, number> } {
+  const asked = new Map<string, number>();
+  const complete = async (request: ModelRequest): Promise<ModelResponse> => {
+    const paid = request.messages.filter((m) => m.role === "tool").length;
+    const prompt = request.messages.find((m) => m.role === "user")?.content ?? "";
+    const key = `${prompt}#${paid}`;
+    asked.set(key, (asked.get(key) ?? 0) + 1);
+    await systemClock.sleep(turnMs);
+    const base = { usage: { inputTokens: 1, outputTokens: 1 }, costUsd: 0, model: "planner" };
+    return paid < payments
+      ? {
+          ...base,
+          text: "",
+          stopReason: "toolUse",
+          toolCalls: [{ id: `c${paid}`, name: tool, input: { amount: paid + 1 } }],
+        }
+      : { ...base, text: answer(prompt), stopReason: "endTurn", toolCalls: [] };
+  };
+  return { complete, asked };
 }
