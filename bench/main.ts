@@ -98,6 +98,7 @@ const results: Results = {
   machine: { cpus: cpus().length, node: process.version, natsServer: version },
   rows,
   findings,
+  ...(opts.only ? { only: opts.only } : {}),
 };
 await mkdir(opts.out, { recursive: true });
 const base = join(opts.out, plan.mode === "full" ? date : `${date}-quick`);

@@ -41,4 +41,19 @@ describe("the benchmark's report", () => {
     expect(report).toContain("Peak RSS by process (MiB), per level:");
     expect(report).toContain("| ours | v | 100 | 387 | agent-2 151, agent-1 140, supervisor 96 |");
   });
+
+  it("leaves the W1 tables out of a run that measured no W1 level, and names the subset it ran", () => {
+    const report = markdown({
+      date: "2026-11-26",
+      mode: "full",
+      machine: { cpus: 2, node: "v24", natsServer: "v2.9.10" },
+      rows: [],
+      findings: [],
+      only: ["paired"],
+    });
+    expect(report).toContain("## Benchmark 2026-11-26 (full, only paired)");
+    expect(report).toContain("No W1 level was measured in this run.");
+    expect(report).not.toContain("Infinity");
+    expect(report).not.toContain("Peak RSS by process");
+  });
 });

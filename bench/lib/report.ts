@@ -7,6 +7,8 @@ export interface Results {
   machine: { cpus: number; node: string; natsServer: string };
   rows: Row[];
   findings: Finding[];
+  /** The subset of systems and workloads measured (`--only`); absent when all were. */
+  only?: readonly string[];
 }
 
 const RAW_FLOOR = "floor: raw JetStream";
@@ -194,23 +196,22 @@ export function targetsTable(list: readonly Target[]): string {
   ].join("\n");
 }
 
+/** The W1 tables; none when the run measured no W1 level (`--only paired`, say). */
+function w1Tables(rows: readonly Row[], cpus: number): string[] {
+  if (rows.length === 0) return ["No W1 level was measured in this run.", ""];
+  const c = rows.some((r) => r.c === 100) ? 100 : Math.max(...rows.map((r) => r.c));
+  return [w1Table(rows), "", cpuTable(rows, c, cpus), "", rssTable(rows), ""];
+}
+
 export function markdown(results: Results): string {
   const m = results.machine;
+  const only = results.only ? `, only ${results.only.join(", ")}` : "";
   return [
-    `## Benchmark ${results.date} (${results.mode})`,
+    `## Benchmark ${results.date} (${results.mode}${only})`,
     "",
     `${m.cpus} CPUs, Node ${m.node}, ${m.natsServer}. W1: 20 steps per loop (19 echo tool calls and a final answer, then the critic).`,
     "",
-    w1Table(results.rows),
-    "",
-    cpuTable(
-      results.rows,
-      results.rows.some((r) => r.c === 100) ? 100 : Math.max(...results.rows.map((r) => r.c)),
-      m.cpus,
-    ),
-    "",
-    rssTable(results.rows),
-    "",
+    ...w1Tables(results.rows, m.cpus),
     findingsTable(results.findings),
     "",
     targetsTable(targets(results.rows, results.findings)),
