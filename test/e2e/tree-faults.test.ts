@@ -19,7 +19,7 @@ const PARENTS = 4;
 const CHILDREN = 3;
 const PAYMENTS = 6;
 /** Long enough that every fault below finds children paying. */
-const PAYMENT_MS = 400;
+const PAYMENT_MS = 600;
 /** The children's model actor, served by the test, which counts the turns it is asked. */
 const PLANNER = "payer";
 const TURN_MS = 100;
