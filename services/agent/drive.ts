@@ -10,6 +10,7 @@ import { readWal, writerAfter, type WalRead } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
+import { commitMemory } from "../../shared/loop/terminal.js";
 import type { AwaitingEffect, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -220,6 +221,14 @@ export class RunLease {
     const event = this.job.event ? ({ ...this.job.event, at: now } as LoopEvent) : undefined;
     if (terminal) {
       if (event) this.log.warn({ event: event.type }, "run already finished; event ignored");
+      // Its worker may have died, or lost the connection, between writing the commit and storing
+      // the run's memory, the commit's one effect outside the log: stored again, it is found as
+      // it is (a memory's key is its text), or written if it never was. (One forgotten since the
+      // commit comes back, as remembering a forgotten text does.)
+      if (state.status === "committed") {
+        const memory = commitMemory(state);
+        await this.deps.performer.remember(memory.namespace, memory.text);
+      }
       await this.journal.putStatus(state);
       return undefined;
     }

@@ -36,7 +36,7 @@ const StoredMemory = z.object({
 });
 
 /** KV keys allow a narrow alphabet: the namespace is hashed, its name kept in the value. */
-function prefixOf(namespace: string): string {
+export function prefixOf(namespace: string): string {
   return `ns_${sha256(namespace).slice(0, 24)}`;
 }
 

@@ -53,11 +53,16 @@ export function commit(d: Draft, reason: string): void {
     artifacts: [artifact.contentHash],
     data: { output: s.output },
   });
-  d.emit({
+  d.emit(commitMemory(s));
+}
+
+/** The memory a committed run leaves its agent: its question and answer. */
+export function commitMemory(s: LoopState): { type: "storeMemory"; namespace: string; text: string } {
+  return {
     type: "storeMemory",
     namespace: s.spec.agent.name,
     text: `Q: ${s.spec.task.prompt}\nA: ${s.output}`,
-  });
+  };
 }
 
 /**

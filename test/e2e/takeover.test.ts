@@ -4,6 +4,7 @@ import { streamSeqOf } from "../../services/agent/strays.js";
 import { decode } from "../../shared/bus/codec.js";
 import { RunJob, WorkerBeat } from "../../shared/contracts/cluster.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
+import { KvMemory, memoryReads, prefixOf } from "../../shared/bus/kv-memory.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { WalWriter } from "../../shared/bus/wal.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
@@ -337,5 +338,43 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     // Waiting out its delay the job is held by no run, yet still named in its worker's beats: a
     // survivor looking for jobs nobody names (a dead worker's stranded ones) leaves it be.
     expect(await beatsNaming(jobSeq, 800)).toBe(true);
+  }, 30_000);
+
+  it("a committed run whose memory was never stored (its worker died between the commit and the memory write): its job delivered again stores it", async () => {
+    const agent = `remembering-${Date.now().toString(36)}`;
+    const base = spec({
+      prompt: "which port does the ledger use",
+      script: [{ text: "port 4222" }],
+      tools: [],
+    });
+    const runSpec = { ...base, agent: { ...base.agent, name: agent } };
+    const { runId } = await suite.client.submit(runSpec);
+    expect((await suite.waitFor(runId, settled)).status).toBe("committed");
+    const memory = new KvMemory(suite.bus.buckets.memory, systemClock, memoryReads(suite.bus));
+    const recall = async (): Promise<string[]> =>
+      (await memory.recall(agent, "ledger port", 5)).map((m) => m.text);
+    await expect
+      .poll(recall, { timeout: 5_000 })
+      .toEqual(["Q: which port does the ledger use\nA: port 4222"]);
+    // As if the worker had died right after the commit: the memory was never written, no marker.
+    const bucket = suite.bus.subjects.buckets().memory;
+    await suite.bus.jsm.streams.purge(`KV_${bucket}`, { filter: `$KV.${bucket}.${prefixOf(agent)}.>` });
+    expect(await recall()).toEqual([]);
+    // Its first job, delivered again (the dead worker never acknowledged it).
+    const job = RunJob.parse({
+      schemaVersion: 1,
+      runId,
+      rootRunId: runId,
+      depth: 0,
+      spec: runSpec,
+      auditSeq: 0,
+    });
+    await publishJob(suite.bus, job, `${runId}:again`);
+    // Before, a finished run's job was acked with nothing done, and the memory stayed lost.
+    await expect
+      .poll(recall, { timeout: 10_000 })
+      .toEqual(["Q: which port does the ledger use\nA: port 4222"]);
+    expect((await suite.client.status.get(runId))?.status).toBe("committed");
+    expect((await suite.audit(runId)).filter((e) => e.kind === "run.committed")).toHaveLength(1);
   }, 30_000);
 });
