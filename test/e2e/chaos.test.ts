@@ -10,9 +10,8 @@ import {
   payingRun,
   serveCharge,
   settled,
-  useClusterSuite,
 } from "../helpers/cluster-suite.js";
-import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
+import { FAULT_ACK_WAIT_MS, useFaultSuite } from "../helpers/fault-suite.js";
 
 const RUNS = 24;
 const PAYMENTS = 6;
@@ -28,28 +27,8 @@ const MAX_KILLS = 14;
 /** Reproducible: the same faults at the same moments of the schedule (the processes' timing varies). */
 const SEED = 20261126;
 
-/** Longer than the whole test: every recovery must come from elsewhere than JetStream's redelivery. */
-const ACK_WAIT_MS = 120_000;
-
-/**
- * Three workers at first, and a nats-server of the suite's own, which the faults restart. Every
- * recovery comes from the workers' presence (a survivor handing a dead worker's jobs back, a
- * newcomer's look for jobs nobody holds) and the actors' reconnection, never from the ack wait.
- */
-const suite = useClusterSuite("chaos", {
-  own: true,
-  actors: [
-    { kind: "supervisor" },
-    { kind: "agent", name: "agent-1" },
-    { kind: "agent", name: "agent-2" },
-    { kind: "agent", name: "agent-3" },
-  ],
-  env: {
-    ...FAST_PRESENCE_ENV,
-    AGENT_ACK_WAIT_MS: String(ACK_WAIT_MS),
-    SUPERVISOR_POOL_CAPACITY: String(RUNS),
-  },
-});
+/** Three workers at first; the faults below kill, stall and replace them. */
+const suite = useFaultSuite("chaos", { SUPERVISOR_POOL_CAPACITY: String(RUNS) });
 
 /** The model actor of the odd runs, served by the test: it pays until the run has paid PAYMENTS times. */
 const PLANNER = "payer";
@@ -176,7 +155,7 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervis
 
     const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
     // Nothing waited out the ack wait: the whole schedule, faults included, took a fraction of it.
-    expect(Date.now() - startedAt, faults.log.join(", ")).toBeLessThan(ACK_WAIT_MS / 2);
+    expect(Date.now() - startedAt, faults.log.join(", ")).toBeLessThan(FAULT_ACK_WAIT_MS / 2);
     expect(faults.killed.length).toBeGreaterThanOrEqual(4);
     for (const [i, status] of statuses.entries()) {
       // The message names why a run did not commit: the diff leaves out the terminal's error.

@@ -22,6 +22,11 @@ import {
 } from "../helpers/cluster-suite.js";
 import { echoCall, olderCheckpoint, runner, spec } from "../helpers/fixtures.js";
 
+/** A root run's first job, as the supervisor queues it at admission. */
+function firstJob(runId: string, runSpec: unknown): RunJob {
+  return RunJob.parse({ schemaVersion: 1, runId, rootRunId: runId, depth: 0, spec: runSpec, auditSeq: 0 });
+}
+
 /** Whether a worker beat heard within `ms` names the job at stream sequence `seq`. */
 function beatsNaming(seq: number, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -174,14 +179,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
       ],
     });
     await suite.bus.buckets.runs.delete(runId).catch(() => undefined);
-    const job = RunJob.parse({
-      schemaVersion: 1,
-      runId,
-      rootRunId: runId,
-      depth: 0,
-      spec: runSpec,
-      auditSeq: 0,
-    });
+    const job = firstJob(runId, runSpec);
     await publishJob(suite.bus, job, `${runId}:copy-1`);
     await publishJob(suite.bus, job, `${runId}:copy-2`);
     const status = await suite.waitFor(runId, settled, 30_000);
@@ -361,15 +359,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     await suite.bus.jsm.streams.purge(`KV_${bucket}`, { filter: `$KV.${bucket}.${prefixOf(agent)}.>` });
     expect(await recall()).toEqual([]);
     // Its first job, delivered again (the dead worker never acknowledged it).
-    const job = RunJob.parse({
-      schemaVersion: 1,
-      runId,
-      rootRunId: runId,
-      depth: 0,
-      spec: runSpec,
-      auditSeq: 0,
-    });
-    await publishJob(suite.bus, job, `${runId}:again`);
+    await publishJob(suite.bus, firstJob(runId, runSpec), `${runId}:again`);
     // Before, a finished run's job was acked with nothing done, and the memory stayed lost.
     await expect
       .poll(recall, { timeout: 10_000 })

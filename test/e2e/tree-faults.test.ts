@@ -9,9 +9,8 @@ import {
   payingPlanner,
   serveCharge,
   settled,
-  useClusterSuite,
 } from "../helpers/cluster-suite.js";
-import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
+import { FAULT_ACK_WAIT_MS, useFaultSuite } from "../helpers/fault-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
@@ -28,28 +27,12 @@ const TURN_MS = 100;
  * killed worker leased and never spent (they are not given back) and the turns a takeover asks again.
  */
 const TREE_CAP = 60;
-/** Longer than the whole test: every recovery must come from elsewhere than JetStream's redelivery. */
-const ACK_WAIT_MS = 120_000;
-
 /**
  * Run trees under faults: each parent fans out to children that pay, and parks while they run.
  * A worker is killed, the nats-server restarted, the supervisor killed (it queues a parent again
  * once its last child settles), two workers killed at once.
  */
-const suite = useClusterSuite("tree-faults", {
-  own: true,
-  actors: [
-    { kind: "supervisor" },
-    { kind: "agent", name: "agent-1" },
-    { kind: "agent", name: "agent-2" },
-    { kind: "agent", name: "agent-3" },
-  ],
-  env: {
-    ...FAST_PRESENCE_ENV,
-    AGENT_ACK_WAIT_MS: String(ACK_WAIT_MS),
-    SUPERVISOR_TREE_ITERATION_CAP: String(TREE_CAP),
-  },
-});
+const suite = useFaultSuite("tree-faults", { SUPERVISOR_TREE_ITERATION_CAP: String(TREE_CAP) });
 
 /** A parent that fans out to CHILDREN paying children, then answers once they are all back. */
 function parentRun(parent: number): ReturnType<typeof spec> {
@@ -94,7 +77,7 @@ describe("run trees: workers killed, the nats-server restarted and the superviso
     const lastFaultAt = Date.now();
 
     const statuses = await Promise.all(parents.map((id) => suite.waitFor(id, settled, 60_000)));
-    expect(Date.now() - startedAt).toBeLessThan(ACK_WAIT_MS / 2);
+    expect(Date.now() - startedAt).toBeLessThan(FAULT_ACK_WAIT_MS / 2);
     // Nothing settled before the last fault: every fault struck trees at work.
     expect(lastFaultAt).toBeLessThan(Math.min(...statuses.map((s) => Date.parse(s.updatedAt))));
     let resumed = 0;
