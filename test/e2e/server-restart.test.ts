@@ -3,19 +3,19 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { linkOf } from "../../shared/bus/link.js";
 import { serveModel } from "../../shared/bus/model-actor.js";
-import type { ModelRequest, ModelResponse } from "../../shared/contracts/model.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import {
   chargeTool,
   expectChargesInTrail,
+  payingActorRun,
+  payingPlanner,
   payingRun,
   serveFromTest,
   settled,
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
 import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
-import { spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
 const RUNS = 8;
@@ -110,16 +110,10 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
 
   it("down 2000 ms while every run waits on a model actor's turn: the turns whose replies were lost are asked again, and every run commits with its answer", async () => {
     const name = "planner";
-    const asked = new Map<string, number>();
-    const complete = async (request: ModelRequest): Promise<ModelResponse> => {
-      const prompt = request.messages.find((m) => m.role === "user")?.content ?? "";
-      asked.set(prompt, (asked.get(prompt) ?? 0) + 1);
-      await systemClock.sleep(TURN_MS);
-      const base = { usage: { inputTokens: 1, outputTokens: 1 }, costUsd: 0, model: name };
-      return { ...base, text: `answered ${prompt}`, stopReason: "endTurn", toolCalls: [] };
-    };
+    // No payment: each run's first turn is its answer.
+    const planner = payingPlanner("pay", 0, (prompt) => `answered ${prompt}`, TURN_MS);
     const modelNc = await fastConnection();
-    const model = serveModel(name, complete, {
+    const model = serveModel(name, planner.complete, {
       nc: modelNc,
       subjects: suite.bus.subjects,
       logger: silentLogger,
@@ -127,12 +121,9 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
     await modelNc.flush();
     try {
       const runIds: string[] = [];
-      for (let run = 0; run < RUNS; run += 1) {
-        const base = spec({ prompt: `question ${run}`, tools: [] });
-        const runSpec = { ...base, agent: { ...base.agent, model: { provider: "actor" as const, name } } };
-        runIds.push((await suite.client.submit(runSpec)).runId);
-      }
-      await until(() => asked.size === RUNS, 10_000, { what: "every run's turn asked" });
+      for (let run = 0; run < RUNS; run += 1)
+        runIds.push((await suite.client.submit(payingActorRun("pay", 0, name, `question ${run}`))).runId);
+      await until(() => planner.asked.size === RUNS, 10_000, { what: "every run's turn asked" });
       await suite.server.restart?.({ downMs: 2_000 });
       while (!linkOf(suite.bus.nc).connected()) await systemClock.sleep(50);
       const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
@@ -146,7 +137,7 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
           terminal: { output: `answered question ${i}` },
         });
       // Some turn was in flight at the restart and asked again.
-      expect(Math.max(...asked.values())).toBeGreaterThan(1);
+      expect(Math.max(...planner.asked.values())).toBeGreaterThan(1);
     } finally {
       model.unsubscribe();
       await modelNc.close();
