@@ -19,7 +19,7 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
 import { RunJournal, type LogContext } from "./journal.js";
-import type { IterationLeases } from "./leases.js";
+import { answeredCalls, type IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 import { jobOfWriter } from "./writer-id.js";
 
@@ -73,6 +73,8 @@ export class RunLease {
   /** Set when this lease took over a run mid-step: its first tool call is reconciled first. */
   private tookOver = false;
   private config!: LoopConfig;
+  /** The run as this lease last knew it: what it tells the tree it spent when the lease ends. */
+  private last: LoopState | undefined;
   /** What the lease's log lines carry; the child logger is made when a line is written (rarely). */
   private logContext: LogContext;
   private contextLog: Logger | undefined;
@@ -90,6 +92,7 @@ export class RunLease {
   async run(): Promise<LeaseOutcome> {
     // For the whole lease, not per step: a run of many short steps outlives the ack wait too.
     const heartbeat = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
+    let fenced = false;
     try {
       const first = await this.open();
       if (first === "unstartable") return first;
@@ -101,6 +104,7 @@ export class RunLease {
     } catch (err) {
       await this.journal?.abandon();
       if (err instanceof AgentError && err.code === "FENCED") {
+        fenced = true;
         this.deps.metrics.fencingConflicts.inc();
         this.log.warn({ writerId: this.deps.writerId }, "fenced: another worker drives this run; letting go");
         return "fenced";
@@ -108,7 +112,8 @@ export class RunLease {
       throw err;
     } finally {
       clearInterval(heartbeat);
-      this.deps.leases.release(this.job);
+      if (fenced) this.deps.leases.drop(this.job);
+      else this.deps.leases.release(this.job, this.last && answeredCalls(this.last));
     }
   }
 
@@ -120,7 +125,10 @@ export class RunLease {
     // A job with no outside event (a run's first, or a takeover) mostly leads to a model call once
     // the run is read: its lease, and a first run's tools, are asked for now, while that happens,
     // rather than one after another. A lease the run turns out not to need goes back on release.
-    if (!event) this.deps.leases.prefetch({ runId: this.job.runId, rootRunId: this.job.rootRunId });
+    if (!event) {
+      const fresh = jobSpec !== undefined && this.deps.deliveryCount === 1;
+      this.deps.leases.prefetch({ runId: this.job.runId, rootRunId: this.job.rootRunId }, fresh);
+    }
     const early = jobSpec && !event ? this.askEarly(jobSpec) : undefined;
     // A round trip saved on every lease the job can place (see checkpointFromJob).
     const fromJob = checkpointFromJob(this.job, this.deps.deliveryCount);
@@ -217,6 +225,7 @@ export class RunLease {
   }
 
   private async resume(state: LoopState, now: number): Promise<Transition | undefined> {
+    this.last = state;
     const terminal = state.status === "committed" || state.status === "failed";
     const event = this.job.event ? ({ ...this.job.event, at: now } as LoopEvent) : undefined;
     if (terminal) {
@@ -263,6 +272,7 @@ export class RunLease {
     for (;;) {
       const awaiting = await this.apply(current);
       const state = current.state;
+      this.last = state;
       if (!awaiting || awaiting.type === "requestApproval") return "done";
       if (this.deps.stopping.aborted) return "release";
       const killed = this.deps.killSwitch.active;

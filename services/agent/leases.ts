@@ -6,6 +6,14 @@ import type { LoopState } from "../../shared/loop/state.js";
 import { fromErrorPayload } from "../../shared/runtime/errors.js";
 
 /**
+ * The run's model calls that were answered: the iterations that stay spent when a worker lets the
+ * run go. A call still out is asked again by the run's next worker, which pays for it then.
+ */
+export function answeredCalls(state: Pick<LoopState, "guard" | "awaiting">): number {
+  return state.guard.iteration - (state.awaiting?.type === "callModel" ? 1 : 0);
+}
+
+/**
  * Iterations leased from the run tree's global budget (kept by the supervisors), spent one per model
  * call. Each lease asks for twice what it asked before, up to `chunk` (1, 2, 4… per run lease): a
  * short run asks for about what it spends, a long one makes one request per `chunk` model calls.
@@ -14,7 +22,9 @@ import { fromErrorPayload } from "../../shared/runtime/errors.js";
  * on the run ends, what it leased and did not spend (the rest of a lease, the lease asked ahead) is
  * given back to the tree's budget. A refused lease becomes the loop's `globalCapReached` event,
  * which circuit-breaks the run; a supervisor that cannot be reached is an error, and the job is
- * retried. A worker that dies gives nothing back: the count errs on the safe side.
+ * retried. Every lease asked for while the run is known, and every give-back, says how many of the
+ * run's iterations are spent (see LeaseRequest.spent): a worker that dies gives nothing back, and
+ * what it held goes back to the tree when the run's next worker asks.
  */
 export class IterationLeases {
   private readonly balance = new Map<string, number>();
@@ -35,7 +45,8 @@ export class IterationLeases {
       this.spend(state, left);
       return undefined;
     }
-    const pending = this.ahead.get(state.runId) ?? this.ask(state);
+    // Asked now, the lease pays for the call it is asked for: the calls before it are paid for.
+    const pending = this.ahead.get(state.runId) ?? this.ask(state, state.guard.iteration - 1);
     this.ahead.delete(state.runId);
     const reply = await pending;
     if (reply.ok) {
@@ -51,68 +62,83 @@ export class IterationLeases {
   /**
    * Asks for a run's next lease now, ahead of the model call that needs it (a fresh run's first,
    * asked while the run is read and started): the round trip overlaps that work instead of
-   * delaying the call. Nothing is asked when the run holds iterations or an ask is already out. An
-   * iteration asked so and never spent (the run failed or halted first) counts as used, like any
-   * unspent lease.
+   * delaying the call. Nothing is asked when the run holds iterations or an ask is already out.
+   * The run is not read yet: the ask says it spent nothing only when the job is `fresh` (a run's
+   * first, delivered the first time), and says nothing otherwise (a count lower than one told
+   * before would take nothing back anyway).
    */
-  prefetch(state: Pick<LoopState, "runId" | "rootRunId">): void {
+  prefetch(state: Pick<LoopState, "runId" | "rootRunId">, fresh = false): void {
     if ((this.balance.get(state.runId) ?? 0) > 0 || this.ahead.has(state.runId)) return;
-    this.askAhead(state);
+    this.askAhead(state, fresh ? 0 : undefined);
   }
 
   /**
    * The worker's lease on the run ended: what it kept for the run is dropped, and the iterations it
    * leased and did not spend (an answer still on its way included) are given back, without waiting.
-   * A give-back that fails leaves them counted as used.
+   * `spent`, the run's answered model calls when the lease knew the run, lets the tree take back
+   * what the run's earlier workers left unspent too. A give-back that fails leaves them counted as
+   * used until the run's next worker asks.
    */
-  release(state: Pick<LoopState, "runId" | "rootRunId">): void {
+  release(state: Pick<LoopState, "runId" | "rootRunId">, spent?: number): void {
     const held = this.balance.get(state.runId) ?? 0;
     const ahead = this.ahead.get(state.runId);
-    this.balance.delete(state.runId);
-    this.nextAsk.delete(state.runId);
-    this.ahead.delete(state.runId);
-    if (held === 0 && !ahead) return;
+    this.drop(state);
+    if (held === 0 && !ahead && spent === undefined) return;
     const unspent = (ahead ?? Promise.resolve(undefined)).then(
       (reply) => held + (reply?.ok ? reply.granted : 0),
       () => held,
     );
     void unspent
-      .then((count) => (count > 0 ? this.request(state, 0, count) : undefined))
+      .then((count) => (count > 0 || spent !== undefined ? this.request(state, 0, count, spent) : undefined))
       .catch(() => undefined);
+  }
+
+  /**
+   * Forgets what the worker kept for the run without giving it back: another worker drives the run
+   * now, and the tree takes it back when that one asks (a give-back from here would be counted
+   * against the iterations the other was granted).
+   */
+  drop(state: Pick<LoopState, "runId">): void {
+    this.balance.delete(state.runId);
+    this.nextAsk.delete(state.runId);
+    this.ahead.delete(state.runId);
   }
 
   /** Spends one of `available` iterations; spending the last asks for the next lease at once. */
   private spend(state: LoopState, available: number): void {
     this.balance.set(state.runId, available - 1);
     if (available > 1 || this.ahead.has(state.runId)) return;
-    this.askAhead(state);
+    // Every call up to the one this iteration pays for is paid for.
+    this.askAhead(state, state.guard.iteration);
   }
 
-  private askAhead(state: Pick<LoopState, "runId" | "rootRunId">): void {
-    const next = this.ask(state);
+  private askAhead(state: Pick<LoopState, "runId" | "rootRunId">, spent?: number): void {
+    const next = this.ask(state, spent);
     // Rejections are awaited by the next `take`; until then they must not count as unhandled.
     next.catch(() => undefined);
     this.ahead.set(state.runId, next);
   }
 
-  private ask(state: Pick<LoopState, "runId" | "rootRunId">): Promise<LeaseReply> {
+  private ask(state: Pick<LoopState, "runId" | "rootRunId">, spent: number | undefined): Promise<LeaseReply> {
     const count = this.nextAsk.get(state.runId) ?? 1;
     this.nextAsk.set(state.runId, Math.min(this.chunk, count * 2));
-    return this.request(state, count);
+    return this.request(state, count, undefined, spent);
   }
 
   private request(
     state: Pick<LoopState, "runId" | "rootRunId">,
     count: number,
     unspent?: number,
+    spent?: number,
   ): Promise<LeaseReply> {
     const { runId, rootRunId } = state;
+    const told = spent === undefined ? {} : { spent: Math.max(0, spent) };
     return requestJson(
       this.bus.nc,
       this.bus.subjects.iterationLease(),
       {
         schema: LeaseRequest,
-        value: { schemaVersion: 1, runId, rootRunId, count, ...(unspent ? { unspent } : {}) },
+        value: { schemaVersion: 1, runId, rootRunId, count, ...(unspent ? { unspent } : {}), ...told },
       },
       LeaseReply,
       { timeoutMs: 10_000, wait: this.wait },

@@ -17,7 +17,7 @@ import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import type { TreeBudget } from "../../shared/bus/tree-budget.js";
+import type { GiveBack, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { onEventFailure } from "./event-failure.js";
 
@@ -136,7 +136,7 @@ async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg): Promise
 
 /**
  * Leases iterations of a run tree's global budget to a worker (GLOBAL_CAP when it is spent), after
- * taking back those the request gives back (no more than the run's last two grants, once).
+ * taking back those the run was paid and did not spend (see TreeBudget).
  */
 export async function leaseIterations(
   bus: ActorBus,
@@ -145,19 +145,39 @@ export async function leaseIterations(
   data: Uint8Array,
 ): Promise<LeaseReply> {
   const request = decode(LeaseRequest, data);
-  if (request.unspent !== undefined) {
-    const { used, returned } = await budget.giveBack(request.rootRunId, request.runId, request.unspent);
-    if (returned < request.unspent) {
-      // An honest worker offers at most what its run was last granted; more is a fault or abuse.
-      bus.logger.warn(
-        { runId: request.runId, rootRunId: request.rootRunId, offered: request.unspent, returned },
-        "iterations given back beyond the run's recent grants were not taken",
-      );
-    }
-    if (request.count === 0) return { schemaVersion: 1, ok: true, granted: 0, used, cap };
+  const { runId, rootRunId, spent } = request;
+  if (request.unspent !== undefined || request.count === 0) {
+    const offered = request.unspent ?? 0;
+    const back = await budget.giveBack(rootRunId, runId, offered, spent);
+    logGiveBack(bus, request, back);
+    if (request.count === 0) return { schemaVersion: 1, ok: true, granted: 0, used: back.used, cap };
   }
-  const { granted, used } = await budget.lease(request.rootRunId, request.runId, request.count, cap);
+  const { granted, used, returned } = await budget.lease(rootRunId, runId, request.count, cap, spent);
+  if (returned > 0) {
+    bus.logger.info(
+      { runId, rootRunId, returned, spent },
+      "took back iterations the run was paid and did not spend (a worker that held it died)",
+    );
+  }
   return { schemaVersion: 1, ok: true, granted, used, cap };
+}
+
+function logGiveBack(bus: ActorBus, request: LeaseRequest, back: GiveBack): void {
+  const { runId, rootRunId, spent } = request;
+  const offered = request.unspent ?? 0;
+  if (back.stale) {
+    // A worker that lost the run to another gives back after the other leased: its count is old.
+    bus.logger.info(
+      { runId, rootRunId, offered, spent },
+      "a give-back behind the run's latest lease was not taken",
+    );
+  } else if (spent === undefined && back.returned < offered) {
+    // An honest worker offers at most what its run was last granted; more is a fault or abuse.
+    bus.logger.warn(
+      { runId, rootRunId, offered, returned: back.returned },
+      "iterations given back beyond the run's recent grants were not taken",
+    );
+  }
 }
 
 /**

@@ -10,28 +10,55 @@ import { KnownRevisions } from "./known-revisions.js";
  */
 export const MAX_TRACKED_RUNS = 256;
 
-const Grants = z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()]);
+const Count = z.number().int().nonnegative();
+const Grants = z.tuple([Count, Count]);
+/**
+ * A run's iterations as its worker last told them: how many it had spent then, and that plus
+ * what it was granted since, less what it gave back (never below the first).
+ */
+const Paid = z.tuple([Count, Count]).refine(([spent, paid]) => paid >= spent, "paid below spent");
 
 export const TreeUsage = z.object({
-  used: z.number().int().nonnegative(),
+  used: Count,
   // Per run, its last two grants: a worker's unspent iterations are the rest of the lease it is
   // spending and the one it asked ahead, so a give-back can never return more than these.
   recent: z.record(z.string(), Grants).optional(),
+  // Per run in `recent` whose worker said what it spent: a later request that says it again
+  // takes back what the run was paid beyond it, the lease a killed worker held included.
+  paid: z.record(z.string(), Paid).optional(),
 });
 export type TreeUsage = z.infer<typeof TreeUsage>;
 
-/** What a give-back did: the tree's count after it, and how many of the iterations offered it took. */
+/** What a give-back did: the tree's count after it, and how many iterations it took back. */
 export interface GiveBack {
   used: number;
   returned: number;
+  /** The request said the run had spent fewer than a later request did: nothing was taken. */
+  stale?: true;
+}
+
+/**
+ * The iterations a run was paid and did not spend, by the count its worker says it spent: 0 when
+ * the run was never told about, or the count is older than one told before (a worker that lost
+ * the run to another still asking).
+ */
+function unspentOf(state: TreeUsage, runId: string, spent: number | undefined): number {
+  const paid = spent === undefined ? undefined : state.paid?.[runId];
+  if (!paid || spent === undefined || spent < paid[0]) return 0;
+  return Math.min(state.used, Math.max(0, paid[1] - spent));
 }
 
 /**
  * The global iteration budget of one run tree (a root run and every descendant), counted on the
  * pool bucket with compare-and-set: workers lease iterations before model calls, so no tree can
- * exceed its cap however many workers and supervisors there are. A give-back returns at most the
- * giving run's last two grants, once: a worker that errs, or anyone who may publish lease
- * requests, cannot push a tree past its cap by more than those.
+ * exceed its cap however many workers and supervisors there are.
+ *
+ * A request that says how many iterations the run has spent first takes back what the run was
+ * paid beyond that, whichever worker held it: a worker killed with part of a lease unspent leaves
+ * it counted only until the run's next worker asks. Without that count (a request of an older
+ * version, or a run never told about), a give-back returns at most the giving run's last two
+ * grants, once. Either way a worker that errs, or anyone who may publish lease requests, cannot
+ * take back more than the run was granted since its last told count.
  */
 export class TreeBudget {
   /** The bucket, and what this process last wrote to each tree: its next lease is one write (see KnownRevisions). */
@@ -41,47 +68,90 @@ export class TreeBudget {
     this.cas = { ...deps, known: new KnownRevisions() };
   }
 
-  /** Grants `runId` up to `count` iterations (fewer near the cap); GLOBAL_CAP when none are left. */
-  lease(
+  /**
+   * Grants `runId` up to `count` iterations (fewer near the cap), after taking back what it was
+   * paid beyond `spent` (see above); GLOBAL_CAP when none are left.
+   */
+  async lease(
     rootRunId: string,
     runId: string,
     count: number,
     cap: number,
-  ): Promise<{ granted: number; used: number }> {
-    return casChange(this.cas, key(rootRunId), TreeUsage, { used: 0 }, (state) => {
-      const granted = Math.min(count, cap - state.used);
-      if (granted <= 0) {
-        throw new AgentError(
-          "GLOBAL_CAP",
-          `run tree ${rootRunId} used its global budget of ${cap} iterations`,
-          { details: { used: state.used, cap } },
-        );
+    spent?: number,
+  ): Promise<{ granted: number; used: number; returned: number }> {
+    const result = await casChange(this.cas, key(rootRunId), TreeUsage, { used: 0 }, (state) => {
+      const returned = unspentOf(state, runId, spent);
+      const granted = Math.min(count, cap - (state.used - returned));
+      if (granted <= 0 && returned === 0) {
+        throw capReached(rootRunId, state.used, cap);
       }
-      const used = state.used + granted;
+      // What was taken back is kept even when nothing is left to grant (a cap lowered since).
+      const given = Math.max(0, granted);
+      const used = state.used - returned + given;
       const { [runId]: before, ...others } = state.recent ?? {};
       // Re-inserted last, so the oldest entry is the first one.
-      const recent: Record<string, [number, number]> = { ...others, [runId]: [before?.[1] ?? 0, granted] };
+      const recent: Record<string, [number, number]> = { ...others, [runId]: [before?.[1] ?? 0, given] };
+      const paid = { ...state.paid };
+      const told = paid[runId];
+      if (spent !== undefined && (!told || spent >= told[0])) paid[runId] = [spent, spent + given];
+      else if (told) paid[runId] = [told[0], told[1] + given];
       const names = Object.keys(recent);
-      for (const name of names.slice(0, Math.max(0, names.length - MAX_TRACKED_RUNS))) delete recent[name];
-      return { result: { granted, used }, next: { used, recent } };
+      for (const name of names.slice(0, Math.max(0, names.length - MAX_TRACKED_RUNS))) {
+        delete recent[name];
+        delete paid[name];
+      }
+      return { result: { granted: given, used, returned }, next: { used, recent, paid } };
     });
+    if (result.granted === 0) throw capReached(rootRunId, result.used, cap);
+    return result;
   }
 
-  /** Takes back iterations `runId` was granted and never spent, up to its last two grants. */
-  giveBack(rootRunId: string, runId: string, count: number): Promise<GiveBack> {
-    return casChange(this.cas, key(rootRunId), TreeUsage, { used: 0 }, (state) => {
-      const { [runId]: grants, ...others } = state.recent ?? {};
-      if (!grants) return { result: { used: state.used, returned: 0 } };
-      const returned = Math.min(count, grants[0] + grants[1], state.used);
-      const used = state.used - returned;
-      return { result: { used, returned }, next: { used, recent: others } };
-    });
+  /**
+   * Takes back iterations `runId` was granted and never spent: what it was paid beyond `spent`
+   * when it says so (the run is then forgotten, its count settled), else up to `unspent` of what it
+   * was granted since its last told count, or of its last two grants when never told.
+   */
+  giveBack(rootRunId: string, runId: string, unspent: number, spent?: number): Promise<GiveBack> {
+    return casChange<typeof TreeUsage, GiveBack>(
+      this.cas,
+      key(rootRunId),
+      TreeUsage,
+      { used: 0 },
+      (state) => {
+        const { [runId]: grants, ...others } = state.recent ?? {};
+        const { [runId]: told, ...otherPaid } = state.paid ?? {};
+        if (!grants) return { result: { used: state.used, returned: 0 } };
+        if (told && spent !== undefined && spent < told[0]) {
+          return { result: { used: state.used, returned: 0, stale: true } };
+        }
+        if (told && spent === undefined) {
+          // A worker that never knew the run's count (a copy of its job another worker drives):
+          // the run stays told, less what this one gives back.
+          const returned = Math.min(unspent, told[1] - told[0], state.used);
+          if (returned === 0) return { result: { used: state.used, returned } };
+          const used = state.used - returned;
+          const paid = { ...otherPaid, [runId]: [told[0], told[1] - returned] as [number, number] };
+          return { result: { used, returned }, next: { ...state, used, paid } };
+        }
+        const returned = told
+          ? unspentOf(state, runId, spent)
+          : Math.min(unspent, grants[0] + grants[1], state.used);
+        const used = state.used - returned;
+        return { result: { used, returned }, next: { used, recent: others, paid: otherPaid } };
+      },
+    );
   }
 
   async used(rootRunId: string): Promise<number> {
     const entry = await this.cas.kv.get(key(rootRunId));
     return entry?.operation === "PUT" ? decode(TreeUsage, entry.value).used : 0;
   }
+}
+
+function capReached(rootRunId: string, used: number, cap: number): AgentError {
+  return new AgentError("GLOBAL_CAP", `run tree ${rootRunId} used its global budget of ${cap} iterations`, {
+    details: { used, cap },
+  });
 }
 
 const key = (rootRunId: string): string => `tree.${rootRunId}`;

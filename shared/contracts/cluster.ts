@@ -110,9 +110,13 @@ export const LeaseRequest = z
     count: z.number().int().min(0).max(1_000),
     // Up to a whole lease and the one asked ahead.
     unspent: z.number().int().min(1).max(2_000).optional(),
+    // How many of the run's iterations stay spent: the model calls made (a lease asked for), or
+    // answered (a give-back: a call cut off is asked again, and paid for, by the run's next
+    // worker). The tree takes back what the run was paid beyond it (see TreeBudget).
+    spent: z.number().int().nonnegative().max(1_000_000).optional(),
   })
-  .refine((r) => r.count > 0 || r.unspent !== undefined, {
-    message: "a lease request asks for iterations (count > 0) or gives some back (unspent)",
+  .refine((r) => r.count > 0 || r.unspent !== undefined || r.spent !== undefined, {
+    message: "a lease request asks for iterations (count > 0) or gives some back (unspent, spent)",
   });
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
 

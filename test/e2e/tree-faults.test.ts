@@ -23,8 +23,8 @@ const PAYMENT_MS = 600;
 const PLANNER = "payer";
 const TURN_MS = 100;
 /**
- * Each tree's model calls: the parent's 2 (scripted) and 7 per child, with room for the iterations a
- * killed worker leased and never spent (they are not given back) and the turns a takeover asks again.
+ * Each tree's model calls are the parent's 2 (scripted) and 7 per child; the cap leaves room for
+ * the leases children ask ahead of need, which a sibling near the cap would otherwise be refused.
  */
 const TREE_CAP = 60;
 /**
@@ -103,14 +103,13 @@ describe("run trees: workers killed, the nats-server restarted and the superviso
     // The faults hit children in flight: some were taken over.
     expect(resumed).toBeGreaterThan(0);
     // Every model turn the children were asked, and the parent's two, were leased from the tree's
-    // budget (a turn asked again with the same messages counts once), and no tree passed its cap.
+    // budget, and nothing more: what killed workers leased and never spent went back when the
+    // runs' next workers asked, and a turn asked again (the same messages) counts once.
     const budget = new TreeBudget({ ...suite.bus, kv: suite.bus.buckets.pool });
     for (const [p, runId] of parents.entries()) {
       const turns = [...planner.asked.keys()].filter((k) => k.startsWith(`tree ${p} child `)).length;
       expect(turns).toBe(CHILDREN * (PAYMENTS + 1));
-      const used = await budget.used(runId);
-      expect(used, runId).toBeGreaterThanOrEqual(turns + 2);
-      expect(used, runId).toBeLessThanOrEqual(TREE_CAP);
+      expect(await budget.used(runId), runId).toBe(turns + 2);
     }
     expect(executions.size).toBe(PARENTS * CHILDREN * PAYMENTS);
     expect([...executions.values()].every((n) => n === 1)).toBe(true);

@@ -144,28 +144,56 @@ describe("cluster state in KV", () => {
       results.filter((r) => r.status === "rejected").map((r) => (r.reason as { code: string }).code),
     ).toEqual(Array.from({ length: 10 }, () => "GLOBAL_CAP"));
     expect(await budget.used("tree1")).toBe(10);
-    expect(await budget.lease("tree2", "run-a", 5, 3)).toEqual({ granted: 3, used: 3 });
+    expect(await budget.lease("tree2", "run-a", 5, 3)).toEqual({ granted: 3, used: 3, returned: 0 });
   });
 
   it("a run gives back at most its last two grants, once; concurrent give-backs of two runs both land", async () => {
     const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(10) });
-    expect(await budget.lease("tree3", "run-a", 1, 9)).toEqual({ granted: 1, used: 1 });
-    expect(await budget.lease("tree3", "run-a", 2, 9)).toEqual({ granted: 2, used: 3 });
-    expect(await budget.lease("tree3", "run-a", 4, 9)).toEqual({ granted: 4, used: 7 });
-    expect(await budget.lease("tree3", "run-b", 4, 9)).toEqual({ granted: 2, used: 9 });
+    expect(await budget.lease("tree3", "run-a", 1, 9)).toEqual({ granted: 1, used: 1, returned: 0 });
+    expect(await budget.lease("tree3", "run-a", 2, 9)).toEqual({ granted: 2, used: 3, returned: 0 });
+    expect(await budget.lease("tree3", "run-a", 4, 9)).toEqual({ granted: 4, used: 7, returned: 0 });
+    expect(await budget.lease("tree3", "run-b", 4, 9)).toEqual({ granted: 2, used: 9, returned: 0 });
     await expect(budget.lease("tree3", "run-a", 1, 9)).rejects.toMatchObject({ code: "GLOBAL_CAP" });
     // A run that never leased, and a run offering more than its last two grants (2 + 4).
     expect(await budget.giveBack("tree3", "run-z", 5)).toEqual({ used: 9, returned: 0 });
     expect(await budget.giveBack("tree3", "run-a", 50)).toEqual({ used: 3, returned: 6 });
     // The same give-back again (a worker at fault, or anyone who may publish lease requests).
     expect(await budget.giveBack("tree3", "run-a", 50)).toEqual({ used: 3, returned: 0 });
-    expect(await budget.lease("tree3", "run-a", 5, 9)).toEqual({ granted: 5, used: 8 });
+    expect(await budget.lease("tree3", "run-a", 5, 9)).toEqual({ granted: 5, used: 8, returned: 0 });
     const both = await Promise.all([
       budget.giveBack("tree3", "run-a", 1),
       budget.giveBack("tree3", "run-b", 2),
     ]);
     expect(both.map((b) => b.returned)).toEqual([1, 2]);
     expect(await budget.used("tree3")).toBe(5);
+  });
+
+  it("a run's next worker takes back what a killed worker was paid and did not spend; a worker behind it takes back nothing", async () => {
+    const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(12) });
+    // Worker A: its first ask before it read the run, then each ask ahead saying what the run spent.
+    expect(await budget.lease("tree5", "run", 1, 100)).toEqual({ granted: 1, used: 1, returned: 0 });
+    expect(await budget.lease("tree5", "run", 2, 100, 1)).toEqual({ granted: 2, used: 3, returned: 0 });
+    expect(await budget.lease("tree5", "run", 4, 100, 3)).toEqual({ granted: 4, used: 7, returned: 0 });
+    // A made 4 calls and was killed holding 3. Worker B asks before it reads the run, then, its
+    // first call (the run's 5th) made, asks ahead saying 5: the 3 A held come back.
+    expect(await budget.lease("tree5", "run", 1, 100)).toEqual({ granted: 1, used: 8, returned: 0 });
+    expect(await budget.lease("tree5", "run", 2, 100, 5)).toEqual({ granted: 2, used: 7, returned: 3 });
+    // A, alive after all and fenced, gives back what it held, with its count from before B's.
+    expect(await budget.giveBack("tree5", "run", 3, 4)).toEqual({ used: 7, returned: 0, stale: true });
+    // A copy of the job that never read the run gives back the one iteration it asked for.
+    expect(await budget.lease("tree5", "run", 1, 100)).toEqual({ granted: 1, used: 8, returned: 0 });
+    expect(await budget.giveBack("tree5", "run", 1)).toEqual({ used: 7, returned: 1 });
+    // B lets the run go with 6 calls answered: the tree counts exactly those, and the run is settled.
+    expect(await budget.giveBack("tree5", "run", 1, 6)).toEqual({ used: 6, returned: 1 });
+    expect(await budget.giveBack("tree5", "run", 1, 6)).toEqual({ used: 6, returned: 0 });
+    // A count can take back no more than was granted since the last one told.
+    await budget.lease("tree5", "other", 4, 100, 0);
+    expect(await budget.lease("tree5", "other", 4, 100, 0)).toMatchObject({ returned: 4, used: 10 });
+    expect(await budget.giveBack("tree5", "other", 0, 1_000)).toEqual({ used: 10, returned: 0 });
+    // A tree whose cap was lowered below its count keeps what comes back, and grants nothing.
+    await budget.lease("tree6", "run", 4, 100, 0);
+    await expect(budget.lease("tree6", "run", 1, 2, 3)).rejects.toMatchObject({ code: "GLOBAL_CAP" });
+    expect(await budget.used("tree6")).toBe(3);
   });
 
   it("past MAX_TRACKED_RUNS runs of a tree, the one that leased longest ago can give nothing back", async () => {

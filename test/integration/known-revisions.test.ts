@@ -58,8 +58,8 @@ describe("compare-and-set against the revision written last", () => {
 
   it("a lease another replica answered in between: the stale write is refused and the lease decided on what it wrote", async () => {
     const [a, b] = [await budgetOn(suite.nc, 2), await budgetOn(nc2, 3)];
-    expect(await a.lease("t2", "run-a", 2, 5)).toEqual({ granted: 2, used: 2 });
-    expect(await b.lease("t2", "run-a", 3, 5)).toEqual({ granted: 3, used: 5 });
+    expect(await a.lease("t2", "run-a", 2, 5)).toEqual({ granted: 2, used: 2, returned: 0 });
+    expect(await b.lease("t2", "run-a", 3, 5)).toEqual({ granted: 3, used: 5, returned: 0 });
     // Decided on A's own last value (2 used), this lease would be granted: the tree is at its cap.
     const sent = await sentDuring(suite.nc, () =>
       expect(a.lease("t2", "run-a", 1, 5)).rejects.toMatchObject({ code: "GLOBAL_CAP" }),
@@ -70,10 +70,10 @@ describe("compare-and-set against the revision written last", () => {
 
   it("a refusal decided on the value written last is decided again on a fresh read", async () => {
     const [a, b] = [await budgetOn(suite.nc, 4), await budgetOn(nc2, 5)];
-    expect(await a.lease("t3", "run-a", 3, 3)).toEqual({ granted: 3, used: 3 });
+    expect(await a.lease("t3", "run-a", 3, 3)).toEqual({ granted: 3, used: 3, returned: 0 });
     expect(await b.giveBack("t3", "run-a", 2)).toEqual({ used: 1, returned: 2 });
     // A last wrote 3 of 3 used; the tree has room again since B took two back.
-    expect(await a.lease("t3", "run-a", 1, 3)).toEqual({ granted: 1, used: 2 });
+    expect(await a.lease("t3", "run-a", 1, 3)).toEqual({ granted: 1, used: 2, returned: 0 });
   });
 
   it("replicas taking turns stop writing against stale revisions, and the one left writing starts again", async () => {

@@ -3,6 +3,11 @@ import { IterationLeases } from "../../services/agent/leases.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { LeaseReply, LeaseRequest } from "../../shared/contracts/cluster.js";
 import type { LoopState } from "../../shared/loop/state.js";
+import { TreeBudget } from "../../shared/bus/tree-budget.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { leaseIterations } from "../../services/supervisor/control.js";
+import { answeredCalls } from "../../services/agent/leases.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 
 const suite = useBusSuite("ls");
@@ -41,7 +46,27 @@ function supervisor(cap: number): {
   return { asks, givenBack, used: () => used, stop: () => sub.unsubscribe() };
 }
 
-const run = (runId: string) => ({ runId, rootRunId: runId }) as LoopState;
+/** The supervisor's own lease handler on the lease subject, over a TreeBudget (cap 100). */
+function treeSupervisor(): { budget: TreeBudget; sub: { unsubscribe: () => void } } {
+  const budget = new TreeBudget({ ...suite, kv: suite.buckets.pool });
+  const bus = { logger: silentLogger } as unknown as ActorBus;
+  const sub = suite.nc.subscribe(suite.subjects.iterationLease(), {
+    callback: (_err, msg) => {
+      void leaseIterations(bus, budget, 100, msg.data).then((reply) =>
+        msg.respond(encode(LeaseReply, reply)),
+      );
+    },
+  });
+  return { budget, sub };
+}
+
+const run = (runId: string) =>
+  ({ runId, rootRunId: runId, guard: { iteration: 0 }, awaiting: null }) as unknown as LoopState;
+/** The run's next model call, as the loop makes it (its iteration counted first), leased. */
+const call = (leases: IterationLeases, state: LoopState): ReturnType<IterationLeases["take"]> => {
+  state.guard.iteration += 1;
+  return leases.take(state);
+};
 const settle = async (): Promise<void> => {
   await suite.nc.flush();
   await new Promise((r) => setTimeout(r, 50));
@@ -54,7 +79,7 @@ describe("iteration leases", () => {
     const state = run("long");
     const seen: number[][] = [];
     for (let i = 0; i < 15; i++) {
-      expect(await leases.take(state)).toBeUndefined();
+      expect(await call(leases, state)).toBeUndefined();
       await settle();
       seen.push([...sup.asks]);
     }
@@ -73,7 +98,7 @@ describe("iteration leases", () => {
     const sup = supervisor(1_000);
     const leases = new IterationLeases(suite, 4);
     const state = run("short");
-    for (let i = 0; i < 3; i++) await leases.take(state);
+    for (let i = 0; i < 3; i++) await call(leases, state);
     await settle();
     expect(sup.asks).toEqual([1, 2, 4]);
     expect(sup.used()).toBe(7);
@@ -96,11 +121,11 @@ describe("iteration leases", () => {
     leases.prefetch(state);
     await settle();
     expect(sup.asks).toEqual([1]);
-    expect(await leases.take(state)).toBeUndefined();
+    expect(await call(leases, state)).toBeUndefined();
     await settle();
     // The take was answered by the prefetched ask, and spending that one iteration asked for two.
     expect(sup.asks).toEqual([1, 2]);
-    expect(await leases.take(state)).toBeUndefined();
+    expect(await call(leases, state)).toBeUndefined();
     // The run holds an iteration: a prefetch asks nothing.
     leases.prefetch(state);
     await settle();
@@ -112,14 +137,60 @@ describe("iteration leases", () => {
     const sup = supervisor(7);
     const leases = new IterationLeases(suite, 4);
     const state = run("capped");
-    for (let i = 0; i < 7; i++) expect(await leases.take(state)).toBeUndefined();
+    for (let i = 0; i < 7; i++) expect(await call(leases, state)).toBeUndefined();
     await settle();
     expect(sup.asks).toEqual([1, 2, 4, 4]);
-    expect(await leases.take(state)).toMatchObject({ type: "globalCapReached", message: "spent" });
+    expect(await call(leases, state)).toMatchObject({ type: "globalCapReached", message: "spent" });
     leases.release(state);
     // Released: the next take starts over with one iteration (and is refused: the tree is spent).
-    expect(await leases.take(state)).toMatchObject({ type: "globalCapReached" });
+    expect(await call(leases, state)).toMatchObject({ type: "globalCapReached" });
     expect(sup.asks.at(-1)).toBe(1);
     sup.stop();
+  });
+
+  it("a worker killed holding iterations: the tree takes them back when the run's next worker asks, and ends counting the calls answered", async () => {
+    const { budget, sub } = treeSupervisor();
+    const state = run("killed");
+    const a = new IterationLeases(suite, 4);
+    a.prefetch(state);
+    for (let i = 0; i < 4; i++) expect(await call(a, state)).toBeUndefined();
+    await settle();
+    // 1 + 2 + 4 leased for 4 calls; the worker is then killed: it gives nothing back.
+    expect(await budget.used("killed")).toBe(7);
+    const b = new IterationLeases(suite, 4);
+    b.prefetch(state);
+    await settle();
+    expect(await budget.used("killed")).toBe(8);
+    // Its first call (the run's 5th) spends the prefetched one and asks ahead, saying 5 are spent.
+    expect(await call(b, state)).toBeUndefined();
+    await settle();
+    expect(await budget.used("killed")).toBe(5 + 2);
+    expect(await call(b, state)).toBeUndefined();
+    // A 7th call is out when the lease ends (a drain): its next worker will ask it again.
+    state.guard.iteration += 1;
+    (state as { awaiting: unknown }).awaiting = { type: "callModel" };
+    b.release(state, answeredCalls(state));
+    await settle();
+    expect(await budget.used("killed")).toBe(6);
+    sub.unsubscribe();
+  });
+
+  it("a fresh run's first ask says it spent nothing: a worker killed before the run's first call leaves nothing counted", async () => {
+    const { budget, sub } = treeSupervisor();
+    const state = run("fresh-killed");
+    new IterationLeases(suite, 4).prefetch(state, true);
+    await settle();
+    expect(await budget.used("fresh-killed")).toBe(1);
+    // The job delivered again: its worker cannot tell it is fresh, and asks saying nothing.
+    const b = new IterationLeases(suite, 4);
+    b.prefetch(state);
+    expect(await call(b, state)).toBeUndefined();
+    await settle();
+    // Its first call made, it asks ahead saying 1 is spent: the 1 the killed worker held comes back.
+    expect(await budget.used("fresh-killed")).toBe(1 + 2);
+    b.release(state, answeredCalls(state));
+    await settle();
+    expect(await budget.used("fresh-killed")).toBe(1);
+    sub.unsubscribe();
   });
 });
