@@ -21,6 +21,7 @@ import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
 import { RunJournal, type LogContext } from "./journal.js";
 import { answeredCalls, type IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
+import { modelFailure } from "./model-outage.js";
 import { jobOfWriter } from "./writer-id.js";
 
 /**
@@ -60,6 +61,8 @@ export interface LeaseDeps {
   heartbeatMs: number;
   /** Aborted when the worker drains: the lease hands the run back after the current step. */
   stopping: AbortSignal;
+  /** See AGENT_MODEL_OUTAGE_MS: how long a run waits out a model outage before it fails. */
+  modelOutageMs: number;
 }
 
 /**
@@ -75,6 +78,8 @@ export class RunLease {
   private config!: LoopConfig;
   /** The run as this lease last knew it: what it tells the tree it spent when the lease ends. */
   private last: LoopState | undefined;
+  /** When the run took over last recorded a step: how long it has waited on the turn it asks again. */
+  private resumedFrom = 0;
   /** What the lease's log lines carry; the child logger is made when a line is written (rarely). */
   private logContext: LogContext;
   private contextLog: Logger | undefined;
@@ -226,6 +231,7 @@ export class RunLease {
 
   private async resume(state: LoopState, now: number): Promise<Transition | undefined> {
     this.last = state;
+    this.resumedFrom = state.updatedAt;
     const terminal = state.status === "committed" || state.status === "failed";
     const event = this.job.event ? ({ ...this.job.event, at: now } as LoopEvent) : undefined;
     if (terminal) {
@@ -334,11 +340,33 @@ export class RunLease {
       if (awaiting.type === "callModel") {
         const refused = await this.deps.leases.take(state);
         if (refused) return refused;
+        return await this.callModel(awaiting, state, takeover);
       }
       return await this.deps.performer.perform(awaiting, state);
     } finally {
       timed();
     }
+  }
+
+  /**
+   * A model turn. One the provider fails for an outage (see modelFailure) hands the run back, to be
+   * asked again after a delay, instead of failing the run: the step that asked it is recorded
+   * first (unless this lease took the run over to ask it again), so a later lease counts the wait
+   * from it.
+   */
+  private async callModel(
+    effect: Extract<AwaitingEffect, { type: "callModel" }>,
+    state: LoopState,
+    takeover: boolean,
+  ): Promise<LoopEvent | undefined> {
+    const event = await this.deps.performer.perform(effect, state);
+    if (event?.type !== "modelFailed") return event;
+    const now = this.deps.bus.clock.now();
+    const since = takeover ? this.resumedFrom : state.updatedAt;
+    const verdict = modelFailure(event, state, since, this.deps.modelOutageMs, now);
+    if ("fail" in verdict) return verdict.fail;
+    if (!takeover) await this.journal.settle();
+    throw verdict.handBack;
   }
 
   /**

@@ -22,12 +22,14 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_RETRY_DELAY_MS: millis(5_000),
   /** A run's status is rewritten on every change of status or phase; counters alone at most this often. */
   AGENT_STATUS_EVERY_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
-  /** Most iterations leased per request (1, 2, 4… up to this): fewer round trips; unspent ones still count. */
+  /** Most iterations leased per request (1, 2, 4… up to this): fewer round trips; unspent ones go back. */
   AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(5),
   /** How long a tool's descriptor is reused before its service is asked again (0: every run lease). */
   AGENT_TOOL_DESCRIBE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(5_000),
   /** How long a worker waits for a service nobody serves yet: a tool, the critic, a model actor, the supervisor (0: not at all). */
   AGENT_SERVICE_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
+  /** How long a run waits out a model provider's outage, handed back and asked again, before it fails (0: at once). */
+  AGENT_MODEL_OUTAGE_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 }).refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {
   message: "AGENT_DEAD_AFTER_MS must be at least twice AGENT_BEAT_MS (one late beat is not a death)",

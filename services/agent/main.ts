@@ -38,6 +38,7 @@ const worker = new AgentWorker(
     iterationLease: env.AGENT_ITERATION_LEASE,
     toolDescribeTtlMs: env.AGENT_TOOL_DESCRIBE_TTL_MS,
     serviceWaitMs: env.AGENT_SERVICE_WAIT_MS,
+    modelOutageMs: env.AGENT_MODEL_OUTAGE_MS,
     memoryRecallWindow: env.MEMORY_RECALL_WINDOW,
     env: process.env,
     metrics,

@@ -18,6 +18,7 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
+import { isOutage, MAX_OUTAGE_RETRY_DELAY_MS } from "./model-outage.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { WorkerPresence } from "./presence.js";
@@ -46,6 +47,8 @@ export interface WorkerOptions {
   memoryRecallWindow?: number;
   /** How long a FENCED or failing job waits before it is offered again. */
   retryDelayMs: number;
+  /** See AGENT_MODEL_OUTAGE_MS (0 when absent: a model outage fails the run at once). */
+  modelOutageMs?: number;
   env: Readonly<Record<string, string | undefined>>;
   metrics: ActorMetrics;
 }
@@ -76,14 +79,19 @@ export const MAX_RETRY_DELAY_MS = 300_000;
 
 /**
  * How long a job whose lease failed waits before it is offered again. A transient failure (the bus,
- * a supervisor out of reach) is retried after `baseMs`. One that is not retryable (the run's log
- * cannot be replayed by this build: NONDETERMINISM) will fail the same way until a deploy fixes
- * it, so the job stays queued, and waits twice as long at each delivery, up to five minutes,
- * instead of being replayed twice a second: the run is not lost, and a fix resumes it.
+ * a supervisor out of reach) is retried after `baseMs`. A model provider's outage (see
+ * model-outage.ts) waits twice as long at each delivery, up to a minute: a rate-limited provider
+ * is not asked again by every waiting run every few seconds. One that is not retryable (the run's log cannot be replayed
+ * by this build: NONDETERMINISM) will fail the same way until a deploy fixes it, so the job stays
+ * queued, and waits twice as long at each delivery, up to five minutes, instead of being replayed
+ * twice a second: the run is not lost, and a fix resumes it.
  */
 export function retryDelay(error: AgentError, deliveryCount: number, baseMs: number): number {
+  const doubled = baseMs * 2 ** Math.min(20, Math.max(0, deliveryCount - 1));
+  if (isOutage(error.code) && error.code.startsWith("MODEL_"))
+    return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, doubled);
   if (error.retryable) return baseMs;
-  return Math.min(MAX_RETRY_DELAY_MS, baseMs * 2 ** Math.min(20, Math.max(0, deliveryCount - 1)));
+  return Math.min(MAX_RETRY_DELAY_MS, doubled);
 }
 
 /**
@@ -358,6 +366,7 @@ export class AgentWorker {
         metrics: this.options.metrics,
         heartbeat: () => msg.working(),
         heartbeatMs: Math.max(100, Math.floor(this.options.ackWaitMs / 3)),
+        modelOutageMs: this.options.modelOutageMs ?? 0,
         stopping: this.drain.signal,
       },
       job,

@@ -14,6 +14,9 @@ import { describeTool } from "../../shared/tools/tool.js";
 import { bar, statusLine } from "../../services/cli/render.js";
 import { childRunId } from "../../shared/bus/fanout.js";
 import { MAX_RETRY_DELAY_MS, retryDelay } from "../../services/agent/worker.js";
+import { MAX_OUTAGE_RETRY_DELAY_MS, modelFailure } from "../../services/agent/model-outage.js";
+import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import { initialGuardState, type GuardLimits } from "../../shared/loop/guard.js";
 import { jobOfWriter, leaseWriterId } from "../../services/agent/writer-id.js";
 import { writerOfMessageId } from "../../shared/bus/wal.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
@@ -121,6 +124,8 @@ describe("taking over a run", () => {
   });
 });
 
+const LIMITS: GuardLimits = { maxIterations: 20, maxToolCalls: 50, maxCostUsd: 0, maxRepairs: 3 };
+
 describe("cluster helpers", () => {
   it("a failed lease's job waits the base delay when the error is retryable, doubling up to a cap when not", () => {
     const stuck = new AgentError("NONDETERMINISM", "replay diverged");
@@ -130,6 +135,48 @@ describe("cluster helpers", () => {
     expect([1, 50].map((n) => retryDelay(new AgentError("BUS_UNAVAILABLE", "gone"), n, 5_000))).toEqual([
       5_000, 5_000,
     ]);
+    // A model provider's outage backs off, up to a minute: a rate limit is not hammered by every run.
+    const outage = new AgentError("MODEL_RATE_LIMITED", "429");
+    expect([1, 2, 3, 4, 5, 30].map((n) => retryDelay(outage, n, 5_000))).toEqual([
+      5_000,
+      10_000,
+      20_000,
+      40_000,
+      MAX_OUTAGE_RETRY_DELAY_MS,
+      MAX_OUTAGE_RETRY_DELAY_MS,
+    ]);
+  });
+
+  it("a model turn failed by an outage hands its run back until it has waited AGENT_MODEL_OUTAGE_MS or the run's deadline passed; other errors fail the run", () => {
+    const state = { guard: initialGuardState(0), limits: { ...LIMITS, deadlineMs: 60_000 } };
+    const failed = (code: string): Extract<LoopEvent, { type: "modelFailed" }> => ({
+      type: "modelFailed",
+      at: 0,
+      requestId: "model-1",
+      error: { code, message: "provider error (503)", retryable: true },
+    });
+    const handedBack = modelFailure(failed("MODEL_UNAVAILABLE"), state, 1_000, 10_000, 4_000);
+    expect(handedBack).toMatchObject({ handBack: { code: "MODEL_UNAVAILABLE", retryable: true } });
+    expect("handBack" in handedBack && handedBack.handBack.message).toContain("waiting on it for 3 s");
+    for (const code of ["MODEL_RATE_LIMITED", "MODEL_TIMEOUT", "MODEL_NETWORK", "BUS_UNAVAILABLE"]) {
+      expect(modelFailure(failed(code), state, 1_000, 10_000, 4_000), code).toHaveProperty("handBack");
+    }
+    // Not an outage: the request itself is wrong, asking again would not help.
+    for (const code of ["MODEL_REJECTED", "MODEL_AUTH", "MODEL_BAD_RESPONSE", "SCRIPT_EXHAUSTED"]) {
+      expect(modelFailure(failed(code), state, 1_000, 10_000, 4_000), code).toEqual({ fail: failed(code) });
+    }
+    // Waited long enough: the run fails, saying for how long its turn was tried.
+    expect(modelFailure(failed("MODEL_UNAVAILABLE"), state, 1_000, 10_000, 11_000)).toMatchObject({
+      fail: { error: { code: "MODEL_UNAVAILABLE", message: "provider error (503) (tried for 10 s)" } },
+    });
+    // The run's deadline (60 s from its start) passed first.
+    expect(modelFailure(failed("MODEL_UNAVAILABLE"), state, 55_000, 10_000, 61_000)).toMatchObject({
+      fail: { error: { message: "provider error (503) (the run's deadline passed)" } },
+    });
+    // AGENT_MODEL_OUTAGE_MS=0: the provider's failure fails the run as it came.
+    expect(modelFailure(failed("MODEL_UNAVAILABLE"), state, 1_000, 0, 4_000)).toEqual({
+      fail: failed("MODEL_UNAVAILABLE"),
+    });
   });
 
   it("a job's first delivery says where its run's checkpoint is; a redelivery, or a job made without a status, asks the status", () => {

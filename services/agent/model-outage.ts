@@ -1,0 +1,63 @@
+import type { ErrorPayload } from "../../shared/contracts/common.js";
+import type { ErrorCode } from "../../shared/runtime/errors.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import { checkDeadline } from "../../shared/loop/guard.js";
+import type { LoopState } from "../../shared/loop/state.js";
+
+/**
+ * The model errors that say the provider is out of reach for now, not that the request is wrong:
+ * rate limited, overloaded or failing (5xx), timing out, unreachable, or a model actor nobody
+ * answers for. A driver has retried each already.
+ */
+export const OUTAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  "MODEL_RATE_LIMITED",
+  "MODEL_UNAVAILABLE",
+  "MODEL_TIMEOUT",
+  "MODEL_NETWORK",
+  "BUS_UNAVAILABLE",
+]);
+
+/** The longest a run handed back for a model outage waits before it is offered again. */
+export const MAX_OUTAGE_RETRY_DELAY_MS = 60_000;
+
+export function isOutage(code: string): boolean {
+  return OUTAGE_CODES.has(code as ErrorCode);
+}
+
+/**
+ * What a failed model turn does to its run. An outage (OUTAGE_CODES) hands the run back, to be
+ * asked again later (an AgentError to throw: the lease fails, the job is retried), for as long as
+ * the run has waited on this turn less than `outageMs` and its deadline has not passed; past that,
+ * or for any other error, the failure goes to the loop, which fails the run (`modelError`), its
+ * message saying how long the turn was tried.
+ */
+export function modelFailure(
+  event: Extract<LoopEvent, { type: "modelFailed" }>,
+  state: Pick<LoopState, "guard" | "limits">,
+  waitingSince: number,
+  outageMs: number,
+  now: number,
+): { handBack: AgentError } | { fail: LoopEvent } {
+  const { error } = event;
+  if (!isOutage(error.code)) return { fail: event };
+  const waited = Math.max(0, now - waitingSince);
+  const deadline = checkDeadline(state.guard, state.limits, now).kind === "circuitBreak";
+  if (waited < outageMs && !deadline) {
+    return {
+      handBack: new AgentError(
+        error.code as ErrorCode,
+        `${error.message} (the model turn is asked again later; waiting on it for ${seconds(waited)})`,
+      ),
+    };
+  }
+  // Waiting turned off: the failure is the provider's, as it came.
+  if (outageMs === 0 && !deadline) return { fail: event };
+  const why = deadline ? "the run's deadline passed" : `tried for ${seconds(waited)}`;
+  const failed: ErrorPayload = { ...error, message: `${error.message} (${why})` };
+  return { fail: { ...event, error: failed } };
+}
+
+function seconds(ms: number): string {
+  return `${Math.round(ms / 100) / 10} s`;
+}
