@@ -340,30 +340,30 @@ export class RunLease {
       if (awaiting.type === "callModel") {
         const refused = await this.deps.leases.take(state);
         if (refused) return refused;
-        return await this.callModel(awaiting, state, takeover);
       }
-      return await this.deps.performer.perform(awaiting, state);
+      const event = await this.deps.performer.perform(awaiting, state);
+      return await this.outage(event, state, takeover);
     } finally {
       timed();
     }
   }
 
   /**
-   * A model turn. One the provider fails for an outage (see modelFailure) hands the run back, to be
-   * asked again after a delay, instead of failing the run: the step that asked it is recorded
-   * first (unless this lease took the run over to ask it again), so a later lease counts the wait
-   * from it.
+   * A model turn or a review the provider failed for an outage (see modelFailure) hands the run
+   * back, to be asked again after a delay, instead of failing the run (or sending its answer to
+   * repair): the step that asked it is recorded first (unless this lease took the run over to ask
+   * it again), so a later lease counts the wait from it.
    */
-  private async callModel(
-    effect: Extract<AwaitingEffect, { type: "callModel" }>,
+  private async outage(
+    event: LoopEvent | undefined,
     state: LoopState,
     takeover: boolean,
   ): Promise<LoopEvent | undefined> {
-    const event = await this.deps.performer.perform(effect, state);
-    if (event?.type !== "modelFailed") return event;
+    if (event?.type !== "modelFailed" && event?.type !== "criticFailed") return event;
     const now = this.deps.bus.clock.now();
     const since = takeover ? this.resumedFrom : state.updatedAt;
-    const verdict = modelFailure(event, state, since, this.deps.modelOutageMs, now);
+    const what = event.type === "modelFailed" ? "model turn" : "review";
+    const verdict = modelFailure(event, state, since, this.deps.modelOutageMs, now, what);
     if ("fail" in verdict) return verdict.fail;
     if (!takeover) await this.journal.settle();
     throw verdict.handBack;

@@ -26,19 +26,21 @@ export function isOutage(code: string): boolean {
 }
 
 /**
- * What a failed model turn does to its run. An outage (OUTAGE_CODES) hands the run back, to be
- * asked again later (an AgentError to throw: the lease fails, the job is retried), for as long as
- * the run has waited on this turn less than `outageMs` and its deadline has not passed; past that,
- * or for any other error, the failure goes to the loop, which fails the run (`modelError`), its
- * message saying how long the turn was tried.
+ * What a failed model turn (or critic's review, `what`) does to its run. An outage (OUTAGE_CODES)
+ * hands the run back, to be asked again later (an AgentError to throw: the lease fails, the job is
+ * retried), for as long as the run has waited on this turn less than `outageMs` and its deadline
+ * has not passed; past that, or for any other error, the failure goes to the loop (a failed turn
+ * fails the run as `modelError`, a failed review sends the answer to repair), its message saying
+ * how long it was tried.
  */
-export function modelFailure(
-  event: Extract<LoopEvent, { type: "modelFailed" }>,
+export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" | "criticFailed" }>>(
+  event: E,
   state: Pick<LoopState, "guard" | "limits">,
   waitingSince: number,
   outageMs: number,
   now: number,
-): { handBack: AgentError } | { fail: LoopEvent } {
+  what = "model turn",
+): { handBack: AgentError } | { fail: E } {
   const { error } = event;
   if (!isOutage(error.code)) return { fail: event };
   const waited = Math.max(0, now - waitingSince);
@@ -47,7 +49,7 @@ export function modelFailure(
     return {
       handBack: new AgentError(
         error.code as ErrorCode,
-        `${error.message} (the model turn is asked again later; waiting on it for ${seconds(waited)})`,
+        `${error.message} (the ${what} is asked again later; waiting on it for ${seconds(waited)})`,
       ),
     };
   }

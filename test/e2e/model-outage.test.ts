@@ -12,6 +12,7 @@ import {
   settled,
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
 const RUNS = 4;
@@ -24,7 +25,12 @@ const OUTAGE_MS = 2_000;
 
 const suite = useClusterSuite("model-outage", {
   actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
-  env: { AGENT_MODEL_OUTAGE_MS: String(OUTAGE_LIMIT_MS), AGENT_RETRY_DELAY_MS: String(RETRY_DELAY_MS) },
+  env: {
+    AGENT_MODEL_OUTAGE_MS: String(OUTAGE_LIMIT_MS),
+    AGENT_RETRY_DELAY_MS: String(RETRY_DELAY_MS),
+    // Shorter than the critic's absence below: its reviews fail as out of reach, and are handed back.
+    AGENT_SERVICE_WAIT_MS: "1000",
+  },
 });
 
 /**
@@ -75,6 +81,37 @@ describe("a model provider's outage", () => {
     expect([...executions.values()].every((n) => n === 1)).toBe(true);
     const logs = await suite.logs();
     expect(logs).toContain("the model turn is asked again later");
+  }, 60_000);
+
+  it("a critic out of reach for longer than workers wait for a service: the runs wait for it, and commit on their first review", async () => {
+    const runIds: string[] = [];
+    for (let run = 0; run < 3; run += 1) {
+      const runSpec = spec({
+        script: [{ text: `Hello from run ${run}` }],
+        tools: [],
+        critic: { checks: [{ kind: "regex", pattern: "^Hello" }] },
+      });
+      runIds.push((await suite.client.submit(runSpec)).runId);
+    }
+    // No critic runs yet: every review waits 1 s for one, fails, and is handed back.
+    await until(() => suite.logs().then((logs) => logs.includes("the review is asked again later")), 15_000, {
+      what: "a review handed back",
+    });
+    await suite.cluster.start("critic", "critic-1");
+    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+    // Before, a review that found nobody sent the answer back for repair, and the model, with
+    // nothing more to say, failed the run.
+    for (const [i, runId] of runIds.entries()) {
+      expect(statuses[i], runId).toMatchObject({
+        status: "committed",
+        terminal: { output: `Hello from run ${i}` },
+      });
+      const verdicts = (await suite.audit(runId)).filter((e) => e.kind === "critic.verdict");
+      expect(
+        verdicts.map((e) => e.status),
+        runId,
+      ).toEqual(["passed"]);
+    }
   }, 60_000);
 
   it("a run whose provider stays down longer than AGENT_MODEL_OUTAGE_MS fails as modelError, saying for how long", async () => {

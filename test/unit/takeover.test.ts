@@ -173,6 +173,16 @@ describe("cluster helpers", () => {
     expect(modelFailure(failed("MODEL_UNAVAILABLE"), state, 55_000, 10_000, 61_000)).toMatchObject({
       fail: { error: { message: "provider error (503) (the run's deadline passed)" } },
     });
+    // A critic's review out of reach is handed back the same way.
+    const review: Extract<LoopEvent, { type: "criticFailed" }> = {
+      type: "criticFailed",
+      at: 0,
+      error: { code: "BUS_UNAVAILABLE", message: "nobody is serving 'critic.review'", retryable: true },
+    };
+    const reviewBack = modelFailure(review, state, 1_000, 10_000, 2_000, "review");
+    expect("handBack" in reviewBack && reviewBack.handBack.message).toContain(
+      "the review is asked again later",
+    );
     // AGENT_MODEL_OUTAGE_MS=0: the provider's failure fails the run as it came.
     expect(modelFailure(failed("MODEL_UNAVAILABLE"), state, 1_000, 0, 4_000)).toEqual({
       fail: failed("MODEL_UNAVAILABLE"),
