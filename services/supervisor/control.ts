@@ -156,7 +156,7 @@ export async function leaseIterations(
   if (returned > 0) {
     bus.logger.info(
       { runId, rootRunId, returned, spent },
-      "took back iterations the run was paid and did not spend (a worker that held it died)",
+      "took back iterations the run was paid and did not spend (a worker that held it died, or lost it)",
     );
   }
   return { schemaVersion: 1, ok: true, granted, used, cap };

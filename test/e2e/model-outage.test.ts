@@ -6,13 +6,14 @@ import { AgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import {
   expectChargesInTrail,
+  expectFirstReviewsPassed,
   payingActorRun,
   payingPlanner,
   serveCharge,
   settled,
+  submitReviewedRuns,
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
-import { spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
 const RUNS = 4;
@@ -84,34 +85,15 @@ describe("a model provider's outage", () => {
   }, 60_000);
 
   it("a critic out of reach for longer than workers wait for a service: the runs wait for it, and commit on their first review", async () => {
-    const runIds: string[] = [];
-    for (let run = 0; run < 3; run += 1) {
-      const runSpec = spec({
-        script: [{ text: `Hello from run ${run}` }],
-        tools: [],
-        critic: { checks: [{ kind: "regex", pattern: "^Hello" }] },
-      });
-      runIds.push((await suite.client.submit(runSpec)).runId);
-    }
+    const runIds = await submitReviewedRuns(suite, 3);
     // No critic runs yet: every review waits 1 s for one, fails, and is handed back.
     await until(() => suite.logs().then((logs) => logs.includes("the review is asked again later")), 15_000, {
       what: "a review handed back",
     });
     await suite.cluster.start("critic", "critic-1");
-    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
     // Before, a review that found nobody sent the answer back for repair, and the model, with
     // nothing more to say, failed the run.
-    for (const [i, runId] of runIds.entries()) {
-      expect(statuses[i], runId).toMatchObject({
-        status: "committed",
-        terminal: { output: `Hello from run ${i}` },
-      });
-      const verdicts = (await suite.audit(runId)).filter((e) => e.kind === "critic.verdict");
-      expect(
-        verdicts.map((e) => e.status),
-        runId,
-      ).toEqual(["passed"]);
-    }
+    await expectFirstReviewsPassed(suite, runIds);
   }, 60_000);
 
   it("a run whose provider stays down longer than AGENT_MODEL_OUTAGE_MS fails as modelError, saying for how long", async () => {

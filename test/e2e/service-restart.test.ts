@@ -7,8 +7,10 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import {
   chargeTool,
   expectChargesInTrail,
+  expectFirstReviewsPassed,
   payingRun,
   settled,
+  submitReviewedRuns,
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
@@ -145,15 +147,7 @@ describe("a service that restarts, or starts after the runs needing it", () => {
   it("the critic service gone while runs reach their review (stopped, a new one started): the reviews wait for it; every run commits on its first answer", async () => {
     suite.cluster.signal("critic-1", "SIGTERM");
     await systemClock.sleep(500);
-    const runIds: string[] = [];
-    for (let run = 0; run < RUNS; run += 1) {
-      const runSpec = spec({
-        script: [{ text: `Hello from run ${run}` }],
-        tools: [],
-        critic: { checks: [{ kind: "regex", pattern: "^Hello" }] },
-      });
-      runIds.push((await suite.client.submit(runSpec)).runId);
-    }
+    const runIds = await submitReviewedRuns(suite, RUNS);
     // Every run is waiting for its review before a critic is back.
     await until(
       async () => {
@@ -164,20 +158,9 @@ describe("a service that restarts, or starts after the runs needing it", () => {
       { what: "every run waiting for its review" },
     );
     await suite.cluster.start("critic", "critic-2");
-    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
     // Before, a review that found nobody serving sent the answer back for repair, and the model,
     // with nothing more to say, failed the run.
-    for (const [i, runId] of runIds.entries()) {
-      expect(statuses[i], runId).toMatchObject({
-        status: "committed",
-        terminal: { output: `Hello from run ${i}` },
-      });
-      const verdicts = (await suite.audit(runId)).filter((e) => e.kind === "critic.verdict");
-      expect(
-        verdicts.map((e) => e.status),
-        runId,
-      ).toEqual(["passed"]);
-    }
+    await expectFirstReviewsPassed(suite, runIds);
     expect(await suite.logs()).toMatch(/"service":"critic".*nobody serves it yet: waiting for a service/);
   }, 60_000);
 

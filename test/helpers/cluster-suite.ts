@@ -279,3 +279,33 @@ export function payingPlanner(
   };
   return { complete, asked };
 }
+
+/** Submits `count` runs each answering "Hello from run <i>", which a critic's regex check passes. */
+export async function submitReviewedRuns(suite: ClusterSuite, count: number): Promise<string[]> {
+  const runIds: string[] = [];
+  for (let run = 0; run < count; run += 1) {
+    const runSpec = spec({
+      script: [{ text: `Hello from run ${run}` }],
+      tools: [],
+      critic: { checks: [{ kind: "regex", pattern: "^Hello" }] },
+    });
+    runIds.push((await suite.client.submit(runSpec)).runId);
+  }
+  return runIds;
+}
+
+/** Each of submitReviewedRuns' runs commits with its own answer, passed at its first review. */
+export async function expectFirstReviewsPassed(suite: ClusterSuite, runIds: string[]): Promise<void> {
+  const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
+  for (const [i, runId] of runIds.entries()) {
+    expect(statuses[i], runId).toMatchObject({
+      status: "committed",
+      terminal: { output: `Hello from run ${i}` },
+    });
+    const verdicts = (await suite.audit(runId)).filter((e) => e.kind === "critic.verdict");
+    expect(
+      verdicts.map((e) => e.status),
+      runId,
+    ).toEqual(["passed"]);
+  }
+}
