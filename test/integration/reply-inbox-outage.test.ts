@@ -1,5 +1,5 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { linkOf, whenLinked } from "../../shared/bus/link.js";
@@ -42,6 +42,20 @@ describe("ReplyInbox across a server restart", () => {
     await answerer.flush();
   }, 30_000);
 
+  /**
+   * Both connections back, and the server has processed what each sent on reconnecting (the
+   * answerer's subscriptions): a machine under load can take seconds over it after a restart, and a
+   * test must not start, or ask, in the middle of the last one's.
+   */
+  const bothBack = async (): Promise<void> => {
+    await until(() => linkOf(asker).connected() && linkOf(answerer).connected(), 20_000, {
+      what: "both connections back",
+    });
+    await Promise.all([asker.flush(), answerer.flush()]);
+  };
+
+  beforeEach(bothBack, 30_000);
+
   afterAll(async () => {
     await asker?.close();
     await answerer?.close();
@@ -70,7 +84,7 @@ describe("ReplyInbox across a server restart", () => {
     // had not resubscribed yet) refused by the server at once. Lost, it would have timed out.
     expect(["echo during", "no-responders"]).toContain(await during);
     expect(performance.now() - t0).toBeLessThan(10_000);
-    await until(() => linkOf(answerer).connected(), 5_000, { what: "the answerer is back" });
+    await bothBack();
     expect(text((await inbox.request("outage.echo", data("after"), { timeoutMs: 2_000 })).data)).toBe(
       "echo after",
     );
@@ -104,9 +118,7 @@ describe("ReplyInbox across a server restart", () => {
     expect(performance.now() - t0).toBeLessThan(1_500);
     await restarted;
     // Failed before the link came back, it is never sent: its caller has given up on it.
-    await until(() => linkOf(asker).connected() && linkOf(answerer).connected(), 5_000, {
-      what: "both are back",
-    });
+    await bothBack();
     await inbox.request("outage.echo", data("after the outage"), { timeoutMs: 2_000 });
     expect(asked).not.toContain("late");
     expect(asked).toContain("after the outage");
