@@ -362,8 +362,7 @@ export class RunLease {
     if (event?.type !== "modelFailed" && event?.type !== "criticFailed") return event;
     const now = this.deps.bus.clock.now();
     const since = takeover ? this.resumedFrom : state.updatedAt;
-    const what = event.type === "modelFailed" ? "model turn" : "review";
-    const verdict = modelFailure(event, state, since, this.deps.modelOutageMs, now, what);
+    const verdict = modelFailure(event, state, since, this.deps.modelOutageMs, now);
     if ("fail" in verdict) return verdict.fail;
     if (!takeover) await this.journal.settle();
     throw verdict.handBack;

@@ -7,14 +7,19 @@ import type { LoopState } from "../../shared/loop/state.js";
 
 /**
  * The model errors that say the provider is out of reach for now, not that the request is wrong:
- * rate limited, overloaded or failing (5xx), timing out, unreachable, or a model actor nobody
- * answers for. A driver has retried each already.
+ * rate limited, overloaded or failing (5xx), timing out, unreachable. A driver has retried each
+ * already.
  */
-export const OUTAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+const MODEL_OUTAGE_CODES: readonly ErrorCode[] = [
   "MODEL_RATE_LIMITED",
   "MODEL_UNAVAILABLE",
   "MODEL_TIMEOUT",
   "MODEL_NETWORK",
+];
+
+/** A provider's outage, or a model actor or critic nobody answers for (the bus). */
+export const OUTAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  ...MODEL_OUTAGE_CODES,
   "BUS_UNAVAILABLE",
 ]);
 
@@ -25,8 +30,13 @@ export function isOutage(code: string): boolean {
   return OUTAGE_CODES.has(code as ErrorCode);
 }
 
+/** A model provider's own outage (not the bus): its runs back off, see retryDelay. */
+export function isModelOutage(code: string): boolean {
+  return MODEL_OUTAGE_CODES.includes(code as ErrorCode);
+}
+
 /**
- * What a failed model turn (or critic's review, `what`) does to its run. An outage (OUTAGE_CODES)
+ * What a failed model turn (or critic's review) does to its run. An outage (OUTAGE_CODES)
  * hands the run back, to be asked again later (an AgentError to throw: the lease fails, the job is
  * retried), for as long as the run has waited on this turn less than `outageMs` and its deadline
  * has not passed; past that, or for any other error, the failure goes to the loop (a failed turn
@@ -39,9 +49,9 @@ export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" 
   waitingSince: number,
   outageMs: number,
   now: number,
-  what = "model turn",
 ): { handBack: AgentError } | { fail: E } {
   const { error } = event;
+  const what = event.type === "modelFailed" ? "model turn" : "review";
   if (!isOutage(error.code)) return { fail: event };
   const waited = Math.max(0, now - waitingSince);
   const deadline = checkDeadline(state.guard, state.limits, now).kind === "circuitBreak";

@@ -18,7 +18,7 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
-import { isOutage, MAX_OUTAGE_RETRY_DELAY_MS } from "./model-outage.js";
+import { isModelOutage, MAX_OUTAGE_RETRY_DELAY_MS } from "./model-outage.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { WorkerPresence } from "./presence.js";
@@ -80,16 +80,15 @@ export const MAX_RETRY_DELAY_MS = 300_000;
 /**
  * How long a job whose lease failed waits before it is offered again. A transient failure (the bus,
  * a supervisor out of reach) is retried after `baseMs`. A model provider's outage (see
- * model-outage.ts) waits twice as long at each delivery, up to a minute: a rate-limited provider
- * is not asked again by every waiting run every few seconds. One that is not retryable (the run's log cannot be replayed
- * by this build: NONDETERMINISM) will fail the same way until a deploy fixes it, so the job stays
- * queued, and waits twice as long at each delivery, up to five minutes, instead of being replayed
- * twice a second: the run is not lost, and a fix resumes it.
+ * model-outage.ts) waits twice as long at each delivery, up to a minute: a rate-limited provider is
+ * not asked again by every waiting run every few seconds. One that is not retryable (the run's log
+ * cannot be replayed by this build: NONDETERMINISM) will fail the same way until a deploy fixes
+ * it, so the job stays queued, and waits twice as long at each delivery, up to five minutes,
+ * instead of being replayed twice a second: the run is not lost, and a fix resumes it.
  */
 export function retryDelay(error: AgentError, deliveryCount: number, baseMs: number): number {
   const doubled = baseMs * 2 ** Math.min(20, Math.max(0, deliveryCount - 1));
-  if (isOutage(error.code) && error.code.startsWith("MODEL_"))
-    return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, doubled);
+  if (isModelOutage(error.code)) return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, doubled);
   if (error.retryable) return baseMs;
   return Math.min(MAX_RETRY_DELAY_MS, doubled);
 }

@@ -179,7 +179,7 @@ describe("cluster helpers", () => {
       at: 0,
       error: { code: "BUS_UNAVAILABLE", message: "nobody is serving 'critic.review'", retryable: true },
     };
-    const reviewBack = modelFailure(review, state, 1_000, 10_000, 2_000, "review");
+    const reviewBack = modelFailure(review, state, 1_000, 10_000, 2_000);
     expect("handBack" in reviewBack && reviewBack.handBack.message).toContain(
       "the review is asked again later",
     );
