@@ -3,13 +3,14 @@
  * side in one process on one nats-server. Each round records `runs` finished runs (a WAL of
  * `messages` messages of about 1 KB each, like a W1 loop's, the first `calls` of them tool calls'
  * INTENTs with an idempotency record each, a committed status and a `run.committed`), then removes
- * their WALs and records: with `sweepFinishedWals` (its durable consumer, one event at a time, a
+ * their WALs and records: with `sweepFinishedRuns` (its durable consumer, one event at a time, a
  * status read, the WAL read for the calls it names, their records' removal, the WAL's purge, the
  * ack), or with the same removals and purges in a loop by a client that knows the keys (the floor),
  * or by that client purging each record's subject instead (floorByPurge). Rounds rotate the order;
  * medians of runs removed per second, ours over the floor, and the file store's bytes before and
- * after. `node bench/micro/wal-retention.ts [runs] [messages] [rounds] [calls]` after
- * `npm run build`.
+ * after. With `status` last (SUPERVISOR_STATUS_RETAIN_MS's sweep), each run's status goes too:
+ * the sweep's and the floor's, by its sequence. `node bench/micro/wal-retention.ts [runs]
+ * [messages] [rounds] [calls] [wal|status]` after `npm run build`.
  */
 import { Counter } from "prom-client";
 import { openActorBus } from "../../dist/shared/bus/actor.js";
@@ -19,7 +20,7 @@ import { idempotencyBucketKey } from "../../dist/shared/bus/tool-service.js";
 import { encode } from "../../dist/shared/bus/codec.js";
 import { WalRecord } from "../../dist/shared/contracts/wal.js";
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
-import { RETENTION_CONSUMER, sweepFinishedWals } from "../../dist/services/supervisor/retention.js";
+import { RETENTION_CONSUMERS, sweepFinishedRuns } from "../../dist/services/supervisor/retention.js";
 import { systemClock } from "../../dist/shared/runtime/clock.js";
 import { ActorEnv } from "../../dist/shared/runtime/config.js";
 import { silentLogger } from "../../dist/shared/runtime/logger.js";
@@ -30,6 +31,7 @@ const RUNS = Number(process.argv[2] ?? 500);
 const MESSAGES = Number(process.argv[3] ?? 60);
 const ROUNDS = Number(process.argv[4] ?? 3);
 const CALLS = Math.min(MESSAGES, Number(process.argv[5] ?? 19));
+const REMOVES = process.argv[6] === "status" ? "status" : "wal";
 const PAD = "x".repeat(850);
 const RECORD_OF_A_CALL = new TextEncoder().encode(
   JSON.stringify({ status: "done", reply: { ok: true, pad: PAD } }),
@@ -43,6 +45,7 @@ const bus = await openActorBus(ActorEnv.parse({ NATS_URL: nats.url }), "bench-re
 });
 const walStream = bus.subjects.streams().wal;
 const bucket = bus.subjects.buckets().idempotency;
+const runsStream = `KV_${bus.subjects.buckets().runs}`;
 const store = new RunStatusStore(bus.buckets.runs);
 
 /** The bucket keys of a run's tool calls. */
@@ -105,19 +108,27 @@ async function record(prefix: string): Promise<string[]> {
   return ids;
 }
 
-/** What the file store holds of WALs and idempotency records. */
+/** What the file store holds of WALs, idempotency records and statuses. */
 const storedBytes = async (): Promise<number> =>
   (await bus.jsm.streams.info(walStream)).state.bytes +
-  (await bus.jsm.streams.info(`KV_${bucket}`)).state.bytes;
+  (await bus.jsm.streams.info(`KV_${bucket}`)).state.bytes +
+  (await bus.jsm.streams.info(runsStream)).state.bytes;
 
 /** Removes the WALs with the retention loop; resolves once every one is gone. */
 async function sweep(ids: string[]): Promise<number> {
-  const removed = new Counter({ name: "bench_removed", help: "-", registers: [] });
+  const wals = new Counter({ name: "bench_removed", help: "-", registers: [] });
   const toolRecords = new Counter({ name: "bench_tool_records_removed", help: "-", registers: [] });
+  const statuses = new Counter({ name: "bench_statuses_removed", help: "-", registers: [] });
+  const done = REMOVES === "status" ? statuses : wals;
   const stop = new AbortController();
   const began = performance.now();
-  const loop = sweepFinishedWals(bus, { retainMs: 1 }, { wals: removed, toolRecords }, stop.signal);
-  while ((await removed.get()).values[0]?.value !== ids.length) await systemClock.sleep(5);
+  const loop = sweepFinishedRuns(
+    bus,
+    { retainMs: 1, removes: REMOVES },
+    { wals, toolRecords, statuses },
+    stop.signal,
+  );
+  while ((await done.get()).values[0]?.value !== ids.length) await systemClock.sleep(5);
   const ms = performance.now() - began;
   stop.abort();
   await loop;
@@ -144,6 +155,10 @@ async function removeAll(ids: string[], byPurge: boolean): Promise<number> {
     const keys = keysOf(runId);
     for (let i = 0; i < keys.length; i += 16) await Promise.all(keys.slice(i, i + 16).map(remove));
     await bus.jsm.streams.purge(walStream, { filter: bus.subjects.wal(runId) });
+    if (REMOVES === "status") {
+      const status = await bus.buckets.runs.get(runId);
+      if (status) await bus.jsm.streams.deleteMessage(runsStream, status.revision, false);
+    }
   }
   return performance.now() - began;
 }
@@ -161,7 +176,7 @@ for (let round = 0; round < ROUNDS; round += 1) {
     bytes.push({ before, after: await storedBytes() });
     perSecond[variant].push((ids.length / ms) * 1_000);
     console.log(
-      `round ${round} ${variant}: ${ids.length} runs' WALs and records removed in ${ms.toFixed(0)} ms`,
+      `round ${round} ${variant}: ${ids.length} runs' WALs and records${REMOVES === "status" ? " and statuses" : ""} removed in ${ms.toFixed(0)} ms`,
     );
   }
 }
@@ -177,7 +192,8 @@ console.log(
     floorByPurgeRunsPerSec: Math.round(byPurge),
     ratio: Number((ours / floor).toFixed(2)),
     storedBytesBeforeAfter: bytes.map((b) => `${b.before} -> ${b.after}`),
-    consumer: RETENTION_CONSUMER,
+    removes: REMOVES,
+    consumer: RETENTION_CONSUMERS[REMOVES],
   }),
 );
 await bus.nc.drain();

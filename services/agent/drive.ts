@@ -1,10 +1,10 @@
 import type { RunJob } from "../../shared/contracts/cluster.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
-import type { WalRecord } from "../../shared/contracts/wal.js";
 import { isFinished } from "../../shared/contracts/run-status.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { auditTally } from "../../shared/bus/audit.js";
 import { checkpointFromJob } from "../../shared/bus/jobs.js";
 import { readWal, writerAfter, type WalRead } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
@@ -22,6 +22,7 @@ import { RunJournal, type LogContext } from "./journal.js";
 import { answeredCalls, type IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 import { modelFailure } from "./model-outage.js";
+import { sameTools, specOf } from "./spec-of.js";
 import { jobOfWriter } from "./writer-id.js";
 
 /**
@@ -167,9 +168,14 @@ export class RunLease {
     if (records.length === 0) {
       // A finished run's WAL is removed after SUPERVISOR_WAL_RETAIN_MS; its first job delivered
       // again after that (an ack lost with its worker) must not start it afresh. Only a job whose
-      // WAL place the job itself could not name reads the status, so only such a job is checked.
-      if (isFinished(status)) {
-        this.log.warn({ status: status.status }, "job dropped: its run finished and its WAL was removed");
+      // WAL place the job itself could not name reads the status, so only such a job is checked,
+      // and the audit trail too when the status is gone (SUPERVISOR_STATUS_RETAIN_MS).
+      const removed = !fromJob && !status && (await auditTally(bus, this.job.runId)).finished;
+      if (isFinished(status) || removed) {
+        this.log.warn(
+          { status: status?.status ?? "removed" },
+          "job dropped: its run finished and its WAL was removed",
+        );
         return undefined;
       }
       return this.start(spec, now);
@@ -393,17 +399,4 @@ function effectName(effect: AwaitingEffect): string {
   if (effect.type === "callModel") return "model";
   if (effect.type === "callTool") return effect.tool === SPAWN_TOOL ? "spawn" : "tool";
   return effect.type;
-}
-
-function sameTools(a: RunSpec, b: RunSpec | undefined): boolean {
-  return b !== undefined && a.agent.tools.join("\n") === b.agent.tools.join("\n");
-}
-
-/** The run's spec, from the log: its start record, or the state a checkpoint holds. */
-function specOf(records: readonly WalRecord[]): RunSpec | undefined {
-  for (const record of records) {
-    if (record.type === "EVENT" && record.event.type === "start") return record.event.spec;
-    if (record.type === "CHECKPOINT") return (record.state as LoopState).spec;
-  }
-  return undefined;
 }

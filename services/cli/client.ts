@@ -6,7 +6,7 @@ import { Approval, KillSwitch, SubmitReply } from "../../shared/contracts/contro
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { readAudit } from "../../shared/bus/audit.js";
+import { auditTally, readAudit } from "../../shared/bus/audit.js";
 import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
@@ -60,6 +60,19 @@ export class ClusterClient {
 
   async killSwitch(request: KillSwitch): Promise<string> {
     return this.control(this.bus.subjects.killSwitch(), KillSwitch, request);
+  }
+
+  /**
+   * The run's status; undefined for a run never submitted (or not yet). A run that finished and
+   * whose status retention removed (its audit trail says it finished) is NOT_FOUND, saying so.
+   */
+  async statusOf(runId: string): Promise<RunStatus | undefined> {
+    const status = await this.status.get(runId);
+    if (status || !(await auditTally(this.bus, runId)).finished) return status;
+    throw new AgentError(
+      "NOT_FOUND",
+      `run '${runId}' finished, and its status was removed after the cluster's retention (SUPERVISOR_STATUS_RETAIN_MS); \`agentctl audit tail ${runId}\` shows what it did`,
+    );
   }
 
   /** Status changes of one run until it settles (terminal, halted or waiting for a human). */

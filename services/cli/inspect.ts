@@ -7,7 +7,7 @@ import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
-import { readAudit } from "../../shared/bus/audit.js";
+import { auditTally, readAudit } from "../../shared/bus/audit.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { readWal } from "../../shared/bus/wal.js";
 import { type CheckpointReport, replay } from "../../shared/loop/replay.js";
@@ -46,12 +46,9 @@ export async function replayRun(
   const records: WalRecord[] = read.records.map((r) => r.record);
   const first = records[0];
   if (first?.type !== "EVENT" || first.event.type !== "start") {
-    const status = records.length === 0 ? await new RunStatusStore(bus.buckets.runs).get(runId) : undefined;
     throw new AgentError(
       "NOT_FOUND",
-      isFinished(status)
-        ? `run '${runId}' ${status.status}, and its WAL was removed after it finished (SUPERVISOR_WAL_RETAIN_MS); its audit trail is kept`
-        : `run '${runId}' has no WAL`,
+      records.length === 0 ? await whyNoWal(bus, runId) : `run '${runId}' has no WAL`,
     );
   }
   const tools = await discoverTools(first.event.spec.agent.tools, bus);
@@ -134,4 +131,13 @@ export async function contracts(path: string): Promise<string[]> {
     for (const test of inv.tests) lines.push(`    - ${test}`);
   }
   return lines;
+}
+
+/** Why a run has no WAL: it finished and retention removed it (its status, or its audit trail, says so), or it never had one. */
+async function whyNoWal(bus: ActorBus, runId: string): Promise<string> {
+  const status = await new RunStatusStore(bus.buckets.runs).get(runId);
+  const finished = isFinished(status) ? status.status : (await auditTally(bus, runId)).finished && "finished";
+  return finished
+    ? `run '${runId}' ${finished}, and its WAL was removed after it finished (SUPERVISOR_WAL_RETAIN_MS); its audit trail is kept`
+    : `run '${runId}' has no WAL`;
 }

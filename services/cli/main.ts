@@ -104,6 +104,8 @@ const flagName = (key: string): string => `--${key.replaceAll(/[A-Z]/g, (c) => `
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
 async function watch(client: ClusterClient, runId: string): Promise<void> {
+  // A run whose status retention removed would be watched for ever; one not yet submitted is waited for.
+  await client.statusOf(runId);
   for await (const status of client.follow(runId)) out(statusLine(status));
   const last = await client.status.get(runId);
   if (last?.terminal)
@@ -158,7 +160,7 @@ export function program(): Command {
     .argument("<runId>", "the run", runIdArg)
     .action((runId: string) =>
       withClient(async (client) => {
-        const status = await client.status.get(runId);
+        const status = await client.statusOf(runId);
         if (!status) throw toAgentError(new Error(`no run '${runId}'`), "NOT_FOUND");
         out(JSON.stringify(status, null, 2));
       }),

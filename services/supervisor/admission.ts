@@ -4,7 +4,7 @@ import { SubmitRequest, type RunJob } from "../../shared/contracts/cluster.js";
 import type { SubmitReply } from "../../shared/contracts/control.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditCount, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
+import { auditCount, auditTally, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
 import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
@@ -68,6 +68,15 @@ export class Admission {
         if (known.status === "queued") await this.finishAdmission(request, ids);
         return existing;
       }
+      // A named run's events are counted anyway (its next event's seq): asked now, the count also
+      // tells a run whose status retention removed (see SUPERVISOR_STATUS_RETAIN_MS).
+      const tally = named ? await auditTally(this.bus, runId) : undefined;
+      if (tally?.finished) {
+        throw new AgentError(
+          "RUN_REMOVED",
+          `run ${runId} finished, and its status was removed after the cluster's retention: its id cannot start a run again (its audit trail keeps what it did; submit under a new id)`,
+        );
+      }
       await this.check(depth);
       if (request.parent) await this.checkBudget(rootRunId);
       const taken = await this.pool.acquire(runId, this.limits.poolCapacity);
@@ -76,7 +85,7 @@ export class Admission {
         await this.finishAdmission(request, ids);
         return existing;
       }
-      await this.admit(request, ids);
+      await this.admit(request, ids, 0, tally?.events);
       this.metrics?.runsAdmitted.inc();
       return { schemaVersion: 1, ok: true, runId, status: "admitted" };
     } catch (err) {
@@ -149,12 +158,13 @@ export class Admission {
   /**
    * Records the run as queued, audits its admission and queues its first job. `recorded`: the seq
    * of the run's `run.admitted` when an interrupted admission being finished got that far, which
-   * the job continues from instead of auditing it again.
+   * the job continues from instead of auditing it again; `held`: the run's events, when counted.
    */
   private async admit(
     request: SubmitRequest,
     ids: { runId: string; rootRunId: string; depth: number; named: boolean },
     recorded = 0,
+    held?: number,
   ): Promise<void> {
     const { parent, ...rest } = request;
     const spec: RunSpec = { ...rest, runId: ids.runId };
@@ -173,10 +183,14 @@ export class Admission {
     const seq =
       recorded > 0
         ? recorded
-        : await this.record({ ...ids, parentRunId: parent?.runId }, "run.admitted", "passed", undefined, {
-            depth: ids.depth,
-            agent: spec.agent.name,
-          });
+        : await this.record(
+            { ...ids, parentRunId: parent?.runId },
+            "run.admitted",
+            "passed",
+            undefined,
+            { depth: ids.depth, agent: spec.agent.name },
+            held,
+          );
     const job: RunJob = {
       schemaVersion: 1,
       runId: ids.runId,
@@ -192,8 +206,8 @@ export class Admission {
 
   /**
    * Publishes a supervisor audit event as the run's next `seq`; returns that seq. Counting a run's
-   * events asks the server to tally the audit stream's subjects, so it is done only for a named run:
-   * a run id minted here has none yet.
+   * events asks the server to tally the audit stream's subjects, so it is done only for a named run
+   * (a run id minted here has none yet), and only when the caller has not (`held`).
    */
   private async record(
     ids: { runId: string; rootRunId: string; parentRunId: string | undefined; named: boolean },
@@ -201,9 +215,10 @@ export class Admission {
     status: AuditEvent["status"],
     reason: string | undefined,
     data: Record<string, unknown>,
+    held?: number,
   ): Promise<number> {
     const { runId, rootRunId, parentRunId } = ids;
-    const seq = ids.named ? (await auditCount(this.bus, runId)) + 1 : 1;
+    const seq = (held ?? (ids.named ? await auditCount(this.bus, runId) : 0)) + 1;
     await publishAudit(this.bus, {
       schemaVersion: 1,
       auditId: `${runId}:${seq}`,

@@ -20,7 +20,7 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
 import { SupervisorEnv } from "./env.js";
 import { LostAdmissions } from "./lost-admissions.js";
-import { sweepFinishedWals } from "./retention.js";
+import { sweepFinishedRuns } from "./retention.js";
 import { requeueStalled } from "./stalls.js";
 import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
 
@@ -108,18 +108,30 @@ const watchdog =
         stopping.signal,
       )
     : Promise.resolve();
-const retention =
-  env.SUPERVISOR_WAL_RETAIN_MS > 0
-    ? sweepFinishedWals(
+const retention = Promise.all(
+  (
+    [
+      ["wal", env.SUPERVISOR_WAL_RETAIN_MS],
+      ["status", env.SUPERVISOR_STATUS_RETAIN_MS],
+    ] as const
+  )
+    .filter(([, retainMs]) => retainMs > 0)
+    .map(([removes, retainMs]) =>
+      sweepFinishedRuns(
         bus,
-        { retainMs: env.SUPERVISOR_WAL_RETAIN_MS },
-        { wals: metrics.walsRemoved, toolRecords: metrics.toolRecordsRemoved },
+        { retainMs, removes },
+        {
+          wals: metrics.walsRemoved,
+          toolRecords: metrics.toolRecordsRemoved,
+          statuses: metrics.statusesRemoved,
+        },
         stopping.signal,
       ).catch((err: unknown) => {
-        logger.fatal({ err }, "WAL retention loop stopped");
+        logger.fatal({ err, removes }, "retention loop stopped");
         process.exit(1);
-      })
-    : Promise.resolve();
+      }),
+    ),
+);
 const health = await startActorHealth(bus, env, metrics);
 logger.info(
   {
@@ -129,6 +141,7 @@ logger.info(
     treeIterationCap: env.SUPERVISOR_TREE_ITERATION_CAP,
     stallMs: env.SUPERVISOR_STALL_MS,
     walRetainMs: env.SUPERVISOR_WAL_RETAIN_MS,
+    statusRetainMs: env.SUPERVISOR_STATUS_RETAIN_MS,
   },
   "supervisor ready",
 );

@@ -3,19 +3,23 @@ import type { Counter } from "prom-client";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
+import { removeMessage } from "../../shared/bus/remove-message.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
-import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { isFinished } from "../../shared/contracts/run-status.js";
+import { isFinished, RunStatus } from "../../shared/contracts/run-status.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import { onEventFailure } from "./event-failure.js";
 import { ToolRecords } from "./tool-records.js";
 
-export const RETENTION_CONSUMER = "supervisor-wal-retention";
+/** Each sweep's durable consumer, shared by the supervisor replicas. */
+export const RETENTION_CONSUMERS = {
+  wal: "supervisor-wal-retention",
+  status: "supervisor-status-retention",
+} as const;
 /** The events after which a run never runs again (a halted run may resume: its WAL stays). */
 const FINAL_KINDS = new Set<string>(["run.committed", "run.failed"]);
 /**
- * The longest a not-yet-due event is put back for: a shorter SUPERVISOR_WAL_RETAIN_MS set later
- * takes effect within this, rather than after the delay the old setting asked for.
+ * The longest a not-yet-due event is put back for: a shorter retention set later takes effect
+ * within this, rather than after the delay the old setting asked for.
  */
 export const MAX_PUT_BACK_MS = 3_600_000;
 
@@ -25,86 +29,129 @@ export function putBackFor(finishedAt: number, now: number, retainMs: number): n
 }
 
 export interface RetentionOptions {
-  /** A finished run's WAL is removed this long after its `run.committed` or `run.failed`. */
+  /** How long after its `run.committed` or `run.failed` a finished run loses what the sweep removes. */
   retainMs: number;
+  /**
+   * `wal`: the run's WAL and its tool calls' idempotency records (SUPERVISOR_WAL_RETAIN_MS);
+   * `status`: those if still there, then the run's status (SUPERVISOR_STATUS_RETAIN_MS).
+   */
+  removes: keyof typeof RETENTION_CONSUMERS;
 }
 
-/** What the sweep counts: runs whose WAL it removed, and the idempotency records it removed with them. */
+/** What the sweeps count: runs whose WAL or status they removed, and the idempotency records removed with a WAL. */
 export interface RetentionCounters {
   wals: Counter;
   toolRecords: Counter;
+  statuses?: Counter;
 }
 
 /**
- * Removes the WAL of runs that finished `retainMs` ago. A committed or failed run never runs
- * again, and its audit trail and status keep what it did; its WAL, most of what a run leaves in
- * the file store, would otherwise stay for ever. The run lifecycle events are read in stream order
- * through one durable consumer shared by the supervisor replicas, one at a time: an event not yet
- * due is put back until it is (NAK with a delay), which holds the later ones back too, since
- * they finished later. The status is read first: a WAL is removed only for a run that is still
- * committed or failed. What was removed is gone for `agentctl replay` too. The idempotency
- * records of the run's tool calls go first (see ToolRecords): its WAL is what names them.
+ * Removes what a finished run no longer needs, `retainMs` after it finished. A committed or failed
+ * run never runs again, and its audit trail keeps what it did; its WAL, most of what a run leaves
+ * in the file store, and its status would otherwise stay for ever. The run lifecycle events are
+ * read in stream order through one durable consumer per sweep, shared by the supervisor replicas,
+ * one at a time: an event not yet due is put back until it is (NAK with a delay), which holds the
+ * later ones back too, since they finished later. The status is read first: nothing is removed for
+ * a run that is not committed or failed. The idempotency records of the run's tool calls go first
+ * (see ToolRecords: its WAL is what names them), the WAL next, the status last: a sweep stopped
+ * midway finds the run as finished as before when the event comes again.
  */
-export async function sweepFinishedWals(
+export async function sweepFinishedRuns(
   bus: ActorBus,
   options: RetentionOptions,
   counters: RetentionCounters,
   signal: AbortSignal,
 ): Promise<void> {
   const stream = bus.subjects.streams().audit;
+  const durable = RETENTION_CONSUMERS[options.removes];
   await ensureDurable(bus.jsm, stream, {
-    durable_name: RETENTION_CONSUMER,
+    durable_name: durable,
     ack_policy: AckPolicy.Explicit,
     // Runs that finished before retention was turned on are swept too, oldest first.
     deliver_policy: DeliverPolicy.All,
     filter_subject: bus.subjects.auditRunLifecycle(),
     max_ack_pending: 1,
   });
-  const consumer = await bus.js.consumers.get(stream, RETENTION_CONSUMER);
+  const consumer = await bus.js.consumers.get(stream, durable);
   const messages = await consumer.consume({ max_messages: 1 });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
-  const records = new ToolRecords(bus);
-  for await (const msg of messages) await onFinished(bus, options, counters, records, msg);
+  const sweep = new FinishedRuns(bus, options, counters);
+  for await (const msg of messages) await sweep.onEvent(msg);
 }
 
-/** One lifecycle event: the WAL removed when due, or the event put back until it is. Never rejects. */
-async function onFinished(
-  bus: ActorBus,
-  options: RetentionOptions,
-  counters: RetentionCounters,
-  records: ToolRecords,
-  msg: JsMsg,
-): Promise<void> {
-  try {
-    const event = decode(AuditEvent, msg.data);
-    if (!FINAL_KINDS.has(event.kind)) {
-      msg.ack();
-      return;
-    }
-    const finishedAt = Math.floor(msg.info.timestampNanos / 1_000_000);
-    const wait = putBackFor(finishedAt, bus.clock.now(), options.retainMs);
-    if (wait > 0) {
-      msg.nak(wait);
-      return;
-    }
-    const status = await new RunStatusStore(bus.buckets.runs).get(event.runId);
-    if (isFinished(status)) {
-      const toolRecords = await records.removeFor(event.runId);
-      counters.toolRecords.inc(toolRecords);
-      const subject = bus.subjects.wal(event.runId);
-      const reply = await withBusRetry(`removing ${subject}`, bus, () =>
-        bus.jsm.streams.purge(bus.subjects.streams().wal, { filter: subject }),
-      );
-      if (reply.purged > 0) {
-        counters.wals.inc();
-        bus.logger.info(
-          { runId: event.runId, messages: reply.purged, toolRecords },
-          "finished run's WAL removed",
-        );
+class FinishedRuns {
+  private readonly records: ToolRecords;
+  private deniedSaid = false;
+
+  constructor(
+    private readonly bus: ActorBus,
+    private readonly options: RetentionOptions,
+    private readonly counters: RetentionCounters,
+  ) {
+    this.records = new ToolRecords(bus);
+  }
+
+  /** One lifecycle event: the run's remains removed when due, or the event put back until it is. Never rejects. */
+  async onEvent(msg: JsMsg): Promise<void> {
+    const { bus, options } = this;
+    try {
+      const event = decode(AuditEvent, msg.data);
+      if (!FINAL_KINDS.has(event.kind)) {
+        msg.ack();
+        return;
       }
+      const finishedAt = Math.floor(msg.info.timestampNanos / 1_000_000);
+      const wait = putBackFor(finishedAt, bus.clock.now(), options.retainMs);
+      if (wait > 0) {
+        msg.nak(wait);
+        return;
+      }
+      const entry = await withBusRetry(`reading ${event.runId}'s status`, bus, () =>
+        bus.buckets.runs.get(event.runId),
+      );
+      const status = entry?.operation === "PUT" ? decode(RunStatus, entry.value) : undefined;
+      if (entry && isFinished(status)) {
+        await this.removeWal(event.runId);
+        if (options.removes === "status") await this.removeStatus(event.runId, entry.revision);
+      }
+      msg.ack();
+    } catch (err) {
+      onEventFailure(bus, msg, err, `could not remove a finished run's ${options.removes}`);
     }
-    msg.ack();
-  } catch (err) {
-    onEventFailure(bus, msg, err, "could not remove a finished run's WAL");
+  }
+
+  private async removeWal(runId: string): Promise<void> {
+    const { bus, counters } = this;
+    const toolRecords = await this.records.removeFor(runId);
+    counters.toolRecords.inc(toolRecords);
+    const subject = bus.subjects.wal(runId);
+    const reply = await withBusRetry(`removing ${subject}`, bus, () =>
+      bus.jsm.streams.purge(bus.subjects.streams().wal, { filter: subject }),
+    );
+    if (reply.purged > 0) {
+      counters.wals.inc();
+      bus.logger.info({ runId, messages: reply.purged, toolRecords }, "finished run's WAL removed");
+    }
+  }
+
+  /**
+   * The status's one message (the bucket keeps one per key), removed by its sequence: no delete
+   * marker is left, so the bucket holds nothing of the run. A status rewritten since it was read
+   * has a new sequence, and stays.
+   */
+  private async removeStatus(runId: string, revision: number): Promise<void> {
+    const { bus } = this;
+    const stream = `KV_${bus.subjects.buckets().runs}`;
+    const removal = await removeMessage(bus, stream, revision, `${runId}'s status`);
+    if (removal === "removed") {
+      this.counters.statuses?.inc();
+      bus.logger.info({ runId }, "finished run's status removed");
+    } else if (!this.deniedSaid) {
+      this.deniedSaid = true;
+      bus.logger.warn(
+        { runId, stream },
+        "this NATS user may not remove messages from the runs bucket: finished runs' statuses are kept (allow the supervisor $JS.API.STREAM.MSG.DELETE on it, see permissions.conf)",
+      );
+    }
   }
 }

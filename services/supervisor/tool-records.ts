@@ -1,6 +1,5 @@
-import { JetStreamApiError } from "@nats-io/jetstream";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { deniedByPermissions } from "../../shared/bus/link.js";
+import { removeMessage, type Removal } from "../../shared/bus/remove-message.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { idempotencyBucketKey } from "../../shared/bus/tool-service.js";
 import { scanWal } from "../../shared/bus/wal.js";
@@ -8,15 +7,6 @@ import { AgentError } from "../../shared/runtime/errors.js";
 
 /** Idempotency records removed at once: a W1 loop's 19 in two round trips' time, not nineteen. */
 const REMOVALS_IN_FLIGHT = 16;
-/**
- * JetStream's answers to a delete of a message that is gone: "sequence not found" when the stream
- * no longer reaches back to it, and a failed delete saying "no message found" when it does.
- */
-const SEQUENCE_NOT_FOUND = 10043;
-const MESSAGE_DELETE_FAILED = 10057;
-
-/** What removing one record did. */
-type Removal = "removed" | "absent" | "denied";
 
 /**
  * Removes the idempotency records of finished runs' tool calls, one per INTENT in the run's WAL. A
@@ -76,31 +66,12 @@ export class ToolRecords {
     return keys;
   }
 
-  private async remove(key: string): Promise<Removal> {
+  private async remove(key: string): Promise<Removal | "absent"> {
     const { bus, stream } = this;
     const entry = await withBusRetry(`reading the idempotency record ${key}`, bus, () =>
       bus.buckets.idempotency.get(key),
     );
     if (!entry) return "absent";
-    return withBusRetry(`removing the idempotency record ${key}`, bus, () =>
-      bus.jsm.streams
-        .deleteMessage(stream, entry.revision, false)
-        .then((): Removal => "removed", failedRemoval),
-    );
+    return removeMessage(bus, stream, entry.revision, `the idempotency record ${key}`);
   }
-}
-
-/**
- * A delete that failed for good, settled here rather than retried: refused to this NATS user (a
- * permissions.conf older than this supervisor), or finding the message gone, as a delete retried
- * after its first attempt's reply was lost does. Anything else is retried.
- */
-function failedRemoval(err: unknown): Removal {
-  if (deniedByPermissions(err)) return "denied";
-  const gone =
-    err instanceof JetStreamApiError &&
-    (err.code === SEQUENCE_NOT_FOUND ||
-      (err.code === MESSAGE_DELETE_FAILED && /no message found/i.test(err.message)));
-  if (gone) return "removed";
-  throw err;
 }

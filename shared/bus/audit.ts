@@ -17,6 +17,14 @@ export interface AuditDeps {
   random: Random;
 }
 
+/** What a question about a run's events needs: the stream's manager, and retries through a leader election. */
+export interface AuditQueries {
+  jsm: JetStreamManager;
+  subjects: Subjects;
+  clock: Clock;
+  random: Random;
+}
+
 /**
  * Publishes one audit event on `<prefix>.audit.<runId>.<kind>`. The message id is the event's
  * `auditId` (`runId:seq`), so a retry, or a resumed worker re-emitting an event it cannot know
@@ -58,7 +66,7 @@ export async function* readAudit(
  * none. One `last_by_subj` read: each kind has a subject of its own.
  */
 export async function lastAuditEvent(
-  deps: { jsm: JetStreamManager; subjects: Subjects; clock: Clock; random: Random },
+  deps: AuditQueries,
   runId: string,
   kind: AuditEvent["kind"],
 ): Promise<{ streamSeq: number; event: AuditEvent } | undefined> {
@@ -70,19 +78,33 @@ export async function lastAuditEvent(
 }
 
 /** How many audit events the stream holds for one run: the next event's `seq` is this plus one. */
-export async function auditCount(
-  deps: { jsm: JetStreamManager; subjects: Subjects; clock: Clock; random: Random },
-  runId: string,
-): Promise<number> {
+export async function auditCount(deps: AuditQueries, runId: string): Promise<number> {
   return heldBy(deps, deps.subjects.auditAll(runId));
 }
 
-async function heldBy(
-  deps: { jsm: JetStreamManager; subjects: Subjects; clock: Clock; random: Random },
-  filter: string,
-): Promise<number> {
+/**
+ * One run's audit events as the stream holds them, in the one request auditCount makes: how many,
+ * and whether one says the run finished (`run.committed` or `run.failed`).
+ */
+export async function auditTally(
+  deps: AuditQueries,
+  runId: string,
+): Promise<{ events: number; finished: boolean }> {
+  const bySubject = await subjectsHeld(deps, deps.subjects.auditAll(runId));
+  const finals = new Set(["run.committed", "run.failed"].map((kind) => deps.subjects.audit(runId, kind)));
+  return {
+    events: Object.values(bySubject).reduce((sum, n) => sum + n, 0),
+    finished: Object.keys(bySubject).some((subject) => finals.has(subject)),
+  };
+}
+
+async function heldBy(deps: AuditQueries, filter: string): Promise<number> {
+  return Object.values(await subjectsHeld(deps, filter)).reduce((sum, n) => sum + n, 0);
+}
+
+async function subjectsHeld(deps: AuditQueries, filter: string): Promise<Record<string, number>> {
   const info = await withBusRetry(`counting ${filter}`, deps, () =>
     deps.jsm.streams.info(deps.subjects.streams().audit, { subjects_filter: filter }),
   );
-  return Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
+  return info.state.subjects ?? {};
 }

@@ -43,6 +43,11 @@ export const ERROR_CODES = {
   RECONCILIATION_REQUIRED: { retryable: false },
   /** The named run (or other object) does not exist. */
   NOT_FOUND: { retryable: false },
+  /**
+   * A submit named a run that finished and whose status was removed after
+   * SUPERVISOR_STATUS_RETAIN_MS: starting it again could repeat what it did. Use a new id.
+   */
+  RUN_REMOVED: { retryable: false },
   /** A halted run's pool slot has not been freed yet (its halt is still being processed): resume it again shortly. */
   HALT_PENDING: { retryable: true },
   /**

@@ -24,6 +24,7 @@ export class ActorMetrics {
   readonly lostAdmissions: Counter<"outcome">;
   readonly walsRemoved: Counter;
   readonly toolRecordsRemoved: Counter;
+  readonly statusesRemoved: Counter;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
 
@@ -114,6 +115,11 @@ export class ActorMetrics {
     this.toolRecordsRemoved = new Counter({
       name: "agents_tool_records_removed_total",
       help: "Idempotency records of finished runs' tool calls removed with their WAL",
+      registers,
+    });
+    this.statusesRemoved = new Counter({
+      name: "agents_statuses_removed_total",
+      help: "Finished runs whose status was removed after SUPERVISOR_STATUS_RETAIN_MS",
       registers,
     });
     this.criticVerdicts = new Counter({

@@ -115,7 +115,7 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect(await kv.put("probe", "1")).toBeGreaterThan(0);
   });
 
-  it("nobody can delete or purge a stream or remove a message, but the supervisor a run's WAL and its calls' records, and only the supervisor creates or changes them", async () => {
+  it("nobody can delete or purge a stream or remove a message, but the supervisor a finished run's WAL, its calls' records and its status, and only the supervisor creates or changes them", async () => {
     const buckets = subjects.buckets();
     const streams = [
       "AGENT_AUDIT",
@@ -132,8 +132,10 @@ describe("nats.conf: least privilege per actor kind", () => {
         await expect(jsm.streams.purge(stream), `${kind} ${stream}`).rejects.toThrow();
       }
       for (const stream of streams) {
-        // The supervisor's retention removes a finished run's tool call records, each by its sequence.
-        if (kind === "supervisor" && stream === `KV_${buckets.idempotency}`) continue;
+        // The supervisor's retention removes a finished run's tool call records and its status,
+        // each by its sequence.
+        const retained = [`KV_${buckets.idempotency}`, `KV_${buckets.runs}`];
+        if (kind === "supervisor" && retained.includes(stream)) continue;
         await expect(jsm.streams.deleteMessage(stream, 1, false), `${kind} ${stream}`).rejects.toThrow(
           /permission/i,
         );
@@ -155,5 +157,9 @@ describe("nats.conf: least privilege per actor kind", () => {
     const revision = await records.put("echo.finished-run-call", "{}");
     expect(await supervisor.streams.deleteMessage(`KV_${buckets.idempotency}`, revision, false)).toBe(true);
     expect(await records.get("echo.finished-run-call")).toBeNull();
+    const runs = await new Kvm(await as("agent")).open(buckets.runs);
+    const statusRevision = await runs.put("finished-run", "{}");
+    expect(await supervisor.streams.deleteMessage(`KV_${buckets.runs}`, statusRevision, false)).toBe(true);
+    expect(await runs.get("finished-run")).toBeNull();
   });
 });

@@ -51,6 +51,21 @@ export const settled = (s: { status: string }): boolean =>
 export const AGENTCTL = fileURLToPath(new URL("../../dist/services/cli/main.js", import.meta.url));
 export const runProcess = promisify(execFile);
 
+/** agentctl run against a suite's cluster, expected to fail: its exit code and the structured error it printed last. */
+export async function agentctlFails(
+  suite: Pick<ClusterSuite, "env">,
+  args: string[],
+): Promise<{ code: number; error?: { code: string; message: string } }> {
+  const failed = await runProcess(process.execPath, [AGENTCTL, ...args], { env: suite.env() }).then(
+    () => ({ stderr: "", code: 0 }),
+    (err: { stderr: string; code: number }) => err,
+  );
+  const printed = JSON.parse(failed.stderr.trim().split("\n").at(-1) ?? "{}") as {
+    error?: { code: string; message: string };
+  };
+  return { code: failed.code, ...(printed.error ? { error: printed.error } : {}) };
+}
+
 export interface ClusterSuiteOptions {
   actors: { kind: LocalActorKind; name?: string; env?: Record<string, string> }[];
   env?: Record<string, string>;

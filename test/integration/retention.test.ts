@@ -5,20 +5,14 @@ import { pino } from "pino";
 import { Counter } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
-import { publishAudit } from "../../shared/bus/audit.js";
 import { provision, setAuditMaxAge } from "../../shared/bus/provision.js";
-import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { idempotencyBucketKey } from "../../shared/bus/tool-service.js";
-import { encode } from "../../shared/bus/codec.js";
-import { WalRecord } from "../../shared/contracts/wal.js";
-import type { AuditKind } from "../../shared/contracts/audit.js";
-import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { seededRandom } from "../../shared/runtime/random.js";
-import { sweepFinishedWals } from "../../services/supervisor/retention.js";
+import { sweepFinishedRuns } from "../../services/supervisor/retention.js";
 import { ToolRecords } from "../../services/supervisor/tool-records.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { finishedRun, lifecycle, toolRecords, walMessages } from "../helpers/finished-runs.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
 import { until } from "../helpers/until.js";
 
@@ -30,9 +24,9 @@ const stopping = new AbortController();
 let sweeping: Promise<void>;
 
 beforeAll(() => {
-  sweeping = sweepFinishedWals(
+  sweeping = sweepFinishedRuns(
     suite.bus,
-    { retainMs: RETAIN_MS },
+    { retainMs: RETAIN_MS, removes: "wal" },
     { wals: removed, toolRecords: toolRecordsRemoved },
     stopping.signal,
   );
@@ -42,143 +36,64 @@ afterAll(async () => {
   await sweeping;
 });
 
-async function walMessages(runId: string, bus = suite.bus): Promise<number> {
-  const info = await bus.jsm.streams.info(bus.subjects.streams().wal, {
-    subjects_filter: bus.subjects.wal(runId),
-  });
-  return Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
-}
-
-/** A run's lifecycle event (seq 1, or `seq`). */
-async function lifecycle(runId: string, kind: AuditKind, seq = 1, bus = suite.bus): Promise<void> {
-  await publishAudit(bus, {
-    schemaVersion: 1,
-    auditId: `${runId}:${seq}`,
-    runId,
-    rootRunId: runId,
-    seq,
-    iteration: 1,
-    phase: kind === "run.admitted" ? "PLAN" : "COMMIT",
-    kind,
-    actor: kind === "run.admitted" ? "supervisor" : "agent",
-    status: kind === "run.failed" ? "failed" : "passed",
-    artifacts: [],
-    data: {},
-    timestamp: new Date().toISOString(),
-  });
-}
-
-/** The bucket keys of a run's two tool calls (see `finished`). */
-const toolKeys = (runId: string): string[] => [
-  idempotencyBucketKey("pay", `${runId}:act-1`),
-  idempotencyBucketKey("ship", `${runId}:act-2`),
-];
-
-/** How many of a run's two tool calls still have an idempotency record (a delete marker counts). */
-async function toolRecords(runId: string, bus = suite.bus): Promise<number> {
-  const entries = await Promise.all(toolKeys(runId).map((key) => bus.buckets.idempotency.get(key)));
-  return entries.filter((entry) => entry !== null).length;
-}
-
-/**
- * A run with a WAL of 3 messages (two tool calls' INTENTs and a PHASE; `garbled`: 3 bytes no record
- * reads as), the calls' idempotency records (the second one's a delete marker, as a freed claim
- * leaves), a status, and its lifecycle event (the sweeper reads only these).
- */
-async function finished(
-  runId: string,
-  status: RunStatus["status"],
-  kind: AuditKind,
-  seq = 1,
-  garbled = false,
-  bus = suite.bus,
-): Promise<void> {
-  const base = { schemaVersion: 1 as const, runId, iteration: 1, at: Date.now() };
-  const intent = (actionId: string, tool: string): WalRecord => ({
-    ...base,
-    type: "INTENT",
-    actionId,
-    tool,
-    input: { amount: 1 },
-    idempotencyKey: `${runId}:${actionId}`,
-    purpose: "act",
-  });
-  const records: WalRecord[] = [
-    intent("act-1", "pay"),
-    intent("act-2", "ship"),
-    { ...base, type: "PHASE", from: "ACT", to: "COMMIT" },
-  ];
-  for (const [i, record] of records.entries()) {
-    const data = garbled ? new Uint8Array([i]) : encode(WalRecord, record);
-    await bus.js.publish(bus.subjects.wal(runId), data);
-  }
-  const [paid, shipped] = toolKeys(runId) as [string, string];
-  await bus.buckets.idempotency.put(paid, new TextEncoder().encode("done"));
-  await bus.buckets.idempotency.put(shipped, new TextEncoder().encode("claimed"));
-  await bus.buckets.idempotency.delete(shipped);
-  const at = new Date().toISOString();
-  await new RunStatusStore(bus.buckets.runs).put({
-    runId,
-    status,
-    phase: "COMMIT",
-    iteration: 1,
-    usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
-    updatedAt: at,
-  });
-  await lifecycle(runId, kind, seq, bus);
-}
-
 describe("the retention of finished runs' WALs", () => {
   it("removes a committed or failed run's WAL and its tool calls' idempotency records once the retention has passed since it finished, and only then", async () => {
     const sleepUntil = (at: number) => systemClock.sleep(Math.max(0, at - Date.now()));
     const started = Date.now();
-    await finished("done", "committed", "run.committed");
-    await finished("broke", "failed", "run.failed");
-    await finished("paused", "halted", "run.halted");
+    await finishedRun(suite.bus, "done", "committed", "run.committed");
+    await finishedRun(suite.bus, "broke", "failed", "run.failed");
+    await finishedRun(suite.bus, "paused", "halted", "run.halted");
     // A run whose status says it is not finished (its event is stale): its WAL is not touched.
-    await finished("moving", "running", "run.committed");
+    await finishedRun(suite.bus, "moving", "running", "run.committed");
     // A WAL no record reads as: removed all the same, its calls' records left (it cannot name them).
-    await finished("garbled", "committed", "run.committed", 1, true);
+    await finishedRun(suite.bus, "garbled", "committed", "run.committed", { garbled: true });
     // Admitted now, finished a second later: its retention counts from the finish.
-    await lifecycle("later", "run.admitted");
+    await lifecycle(suite.bus, "later", "run.admitted");
     await sleepUntil(started + 1_000);
     const laterAt = Date.now();
-    await finished("later", "committed", "run.committed", 2);
+    await finishedRun(suite.bus, "later", "committed", "run.committed", { seq: 2 });
 
     // Not before the retention has passed (half a second of slack for a loaded machine).
     await sleepUntil(started + RETAIN_MS - 500);
     for (const runId of ["done", "broke", "later"]) {
-      expect(await walMessages(runId)).toBe(3);
-      expect(await toolRecords(runId)).toBe(2);
+      expect(await walMessages(suite.bus, runId)).toBe(3);
+      expect(await toolRecords(suite.bus, runId)).toBe(2);
     }
-    await until(async () => (await walMessages("done")) === 0 && (await walMessages("broke")) === 0, 10_000, {
-      what: "the first two WALs removed",
-    });
+    await until(
+      async () =>
+        (await walMessages(suite.bus, "done")) === 0 && (await walMessages(suite.bus, "broke")) === 0,
+      10_000,
+      {
+        what: "the first two WALs removed",
+      },
+    );
     // Finished later, removed later: put back until its own retention has passed.
     await sleepUntil(laterAt + RETAIN_MS - 500);
-    expect(await walMessages("later")).toBe(3);
-    await until(async () => (await walMessages("later")) === 0, 10_000, { what: "the later WAL removed" });
-    expect(await walMessages("garbled")).toBe(0);
+    expect(await walMessages(suite.bus, "later")).toBe(3);
+    await until(async () => (await walMessages(suite.bus, "later")) === 0, 10_000, {
+      what: "the later WAL removed",
+    });
+    expect(await walMessages(suite.bus, "garbled")).toBe(0);
     // The idempotency records of the removed WALs' calls went with them, markers and all.
-    for (const runId of ["done", "broke", "later"]) expect(await toolRecords(runId)).toBe(0);
-    expect(await toolRecords("garbled")).toBe(2);
+    for (const runId of ["done", "broke", "later"]) expect(await toolRecords(suite.bus, runId)).toBe(0);
+    expect(await toolRecords(suite.bus, "garbled")).toBe(2);
     // A run that may run again keeps its WAL and its calls' records.
     for (const runId of ["paused", "moving"]) {
-      expect(await walMessages(runId)).toBe(3);
-      expect(await toolRecords(runId)).toBe(2);
+      expect(await walMessages(suite.bus, runId)).toBe(3);
+      expect(await toolRecords(suite.bus, runId)).toBe(2);
     }
     expect((await removed.get()).values[0]?.value).toBe(4);
     expect((await toolRecordsRemoved.get()).values[0]?.value).toBe(6);
   }, 30_000);
 
   it("removes a record already removed as done: a delete retried after its reply was lost", async () => {
-    await finished("twice", "committed", "run.halted");
+    await finishedRun(suite.bus, "twice", "committed", "run.halted");
     const records = new ToolRecords(suite.bus);
     // Both read each record before either deletes it: the second delete finds it gone. Without
     // that taken as done, each is retried for 15 s and the removal fails.
     const removed = await Promise.all([records.removeFor("twice"), records.removeFor("twice")]);
     expect(removed[0] + removed[1]).toBeGreaterThanOrEqual(2);
-    expect(await toolRecords("twice")).toBe(0);
+    expect(await toolRecords(suite.bus, "twice")).toBe(0);
   }, 10_000);
 
   it("sets the audit stream's max_age for the supervisor; an actor provisioning later leaves it", async () => {
@@ -229,7 +144,12 @@ describe("the retention under a NATS user that may not remove single messages", 
       "retention-denied-test",
       { clock: systemClock, random: seededRandom(7), logger },
     );
-    sweep = sweepFinishedWals(bus, { retainMs: 1 }, { wals, toolRecords: records }, stop.signal);
+    sweep = sweepFinishedRuns(
+      bus,
+      { retainMs: 1, removes: "wal" },
+      { wals, toolRecords: records },
+      stop.signal,
+    );
   }, 30_000);
   afterAll(async () => {
     stop.abort();
@@ -244,16 +164,16 @@ describe("the retention under a NATS user that may not remove single messages", 
   });
 
   it("still removes finished runs' WALs, keeps their calls' records and says so once", async () => {
-    await finished("first", "committed", "run.committed", 1, false, bus);
-    await finished("second", "failed", "run.failed", 1, false, bus);
+    await finishedRun(bus, "first", "committed", "run.committed");
+    await finishedRun(bus, "second", "failed", "run.failed");
     await until(
-      async () => (await walMessages("first", bus)) + (await walMessages("second", bus)) === 0,
+      async () => (await walMessages(bus, "first")) + (await walMessages(bus, "second")) === 0,
       20_000,
       {
         what: "both WALs removed",
       },
     );
-    for (const runId of ["first", "second"]) expect(await toolRecords(runId, bus)).toBe(2);
+    for (const runId of ["first", "second"]) expect(await toolRecords(bus, runId)).toBe(2);
     expect((await wals.get()).values[0]?.value).toBe(2);
     expect((await records.get()).values[0]?.value ?? 0).toBe(0);
     const said = lines.filter((line) => line.includes("may not remove messages from the idempotency bucket"));

@@ -1,0 +1,93 @@
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { publishAudit } from "../../shared/bus/audit.js";
+import { encode } from "../../shared/bus/codec.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { idempotencyBucketKey } from "../../shared/bus/tool-service.js";
+import type { AuditKind } from "../../shared/contracts/audit.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { WalRecord } from "../../shared/contracts/wal.js";
+
+/** How many messages the WAL stream holds for one run. */
+export async function walMessages(bus: ActorBus, runId: string): Promise<number> {
+  const info = await bus.jsm.streams.info(bus.subjects.streams().wal, {
+    subjects_filter: bus.subjects.wal(runId),
+  });
+  return Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
+}
+
+/** A run's lifecycle event (seq 1, or `seq`). */
+export async function lifecycle(bus: ActorBus, runId: string, kind: AuditKind, seq = 1): Promise<void> {
+  await publishAudit(bus, {
+    schemaVersion: 1,
+    auditId: `${runId}:${seq}`,
+    runId,
+    rootRunId: runId,
+    seq,
+    iteration: 1,
+    phase: kind === "run.admitted" ? "PLAN" : "COMMIT",
+    kind,
+    actor: kind === "run.admitted" ? "supervisor" : "agent",
+    status: kind === "run.failed" ? "failed" : "passed",
+    artifacts: [],
+    data: {},
+    timestamp: new Date().toISOString(),
+  });
+}
+
+/** The bucket keys of a run's two tool calls (see `finishedRun`). */
+export const toolKeys = (runId: string): string[] => [
+  idempotencyBucketKey("pay", `${runId}:act-1`),
+  idempotencyBucketKey("ship", `${runId}:act-2`),
+];
+
+/** How many of a run's two tool calls still have an idempotency record (a delete marker counts). */
+export async function toolRecords(bus: ActorBus, runId: string): Promise<number> {
+  const entries = await Promise.all(toolKeys(runId).map((key) => bus.buckets.idempotency.get(key)));
+  return entries.filter((entry) => entry !== null).length;
+}
+
+/**
+ * A run with a WAL of 3 messages (two tool calls' INTENTs and a PHASE; `garbled`: 3 bytes no record
+ * reads as), the calls' idempotency records (the second one's a delete marker, as a freed claim
+ * leaves), a status, and its lifecycle event (the retention sweeps read only these).
+ */
+export async function finishedRun(
+  bus: ActorBus,
+  runId: string,
+  status: RunStatus["status"],
+  kind: AuditKind,
+  options: { seq?: number; garbled?: boolean } = {},
+): Promise<void> {
+  const base = { schemaVersion: 1 as const, runId, iteration: 1, at: Date.now() };
+  const intent = (actionId: string, tool: string): WalRecord => ({
+    ...base,
+    type: "INTENT",
+    actionId,
+    tool,
+    input: { amount: 1 },
+    idempotencyKey: `${runId}:${actionId}`,
+    purpose: "act",
+  });
+  const records: WalRecord[] = [
+    intent("act-1", "pay"),
+    intent("act-2", "ship"),
+    { ...base, type: "PHASE", from: "ACT", to: "COMMIT" },
+  ];
+  for (const [i, record] of records.entries()) {
+    const data = options.garbled ? new Uint8Array([i]) : encode(WalRecord, record);
+    await bus.js.publish(bus.subjects.wal(runId), data);
+  }
+  const [paid, shipped] = toolKeys(runId) as [string, string];
+  await bus.buckets.idempotency.put(paid, new TextEncoder().encode("done"));
+  await bus.buckets.idempotency.put(shipped, new TextEncoder().encode("claimed"));
+  await bus.buckets.idempotency.delete(shipped);
+  await new RunStatusStore(bus.buckets.runs).put({
+    runId,
+    status,
+    phase: "COMMIT",
+    iteration: 1,
+    usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+    updatedAt: new Date().toISOString(),
+  });
+  await lifecycle(bus, runId, kind, options.seq ?? 1);
+}
