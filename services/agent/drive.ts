@@ -244,11 +244,12 @@ export class RunLease {
       if (event) this.log.warn({ event: event.type }, "run already finished; event ignored");
       // Its worker may have died, or lost the connection, between writing the commit and storing
       // the run's memory, the commit's one effect outside the log: stored again, it is found as
-      // it is (a memory's key is its text), or written if it never was. (One forgotten since the
-      // commit comes back, as remembering a forgotten text does.)
+      // it is (a memory's key is its text), or written if it never was; one forgotten since the
+      // commit stays forgotten.
       if (state.status === "committed") {
         const memory = commitMemory(state);
-        await this.deps.performer.remember(memory.namespace, memory.text);
+        if (!(await this.deps.performer.restore(memory.namespace, memory.text, state.updatedAt)))
+          this.log.info("run already committed: its memory, forgotten since, is not stored again");
       }
       await this.journal.putStatus(state);
       return undefined;

@@ -116,6 +116,17 @@ export class KvMemory implements MemoryStore {
       .map((s) => s.entry);
   }
 
+  /**
+   * A delete marker written at `storedAt` or later (the server's clock, against the one that
+   * dated `storedAt`) is a forget since: the text stays forgotten. One read more than `remember`.
+   */
+  async restore(namespace: string, text: string, storedAt: number): Promise<boolean> {
+    const held = await this.kv.get(`${prefixOf(namespace)}.${memoryId(text)}`);
+    if (held && held.operation !== "PUT" && held.created.getTime() >= storedAt) return false;
+    await this.remember(namespace, text);
+    return true;
+  }
+
   async forget(namespace: string, id: string): Promise<boolean> {
     const key = `${prefixOf(namespace)}.${id}`;
     const got = await this.kv.get(key);

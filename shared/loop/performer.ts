@@ -59,6 +59,11 @@ export class EffectPerformer {
     await this.deps.memory?.remember(namespace, text);
   }
 
+  /** Stores a memory again unless it was forgotten since `storedAt` (see MemoryStore.restore): false only then. */
+  async restore(namespace: string, text: string, storedAt: number): Promise<boolean> {
+    return (await this.deps.memory?.restore(namespace, text, storedAt)) ?? true;
+  }
+
   async perform(
     effect: AwaitingEffect,
     state: LoopState,

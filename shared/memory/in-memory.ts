@@ -4,6 +4,8 @@ import { memoryId, relevance, type MemoryEntry, type MemoryStore } from "./memor
 /** Process-local memory: for tests, demos and embedding. */
 export class InMemoryMemory implements MemoryStore {
   private readonly spaces = new Map<string, MemoryEntry[]>();
+  /** When each forgotten entry was forgotten, by namespace and id. */
+  private readonly forgotten = new Map<string, number>();
 
   constructor(private readonly clock: Clock) {}
 
@@ -29,6 +31,15 @@ export class InMemoryMemory implements MemoryStore {
     const entries = this.spaces.get(namespace) ?? [];
     const kept = entries.filter((e) => e.id !== id);
     this.spaces.set(namespace, kept);
-    return Promise.resolve(kept.length !== entries.length);
+    const gone = kept.length !== entries.length;
+    if (gone) this.forgotten.set(`${namespace}\n${id}`, this.clock.now());
+    return Promise.resolve(gone);
+  }
+
+  async restore(namespace: string, text: string, storedAt: number): Promise<boolean> {
+    const at = this.forgotten.get(`${namespace}\n${memoryId(text)}`);
+    if (at !== undefined && at >= storedAt) return false;
+    await this.remember(namespace, text);
+    return true;
   }
 }

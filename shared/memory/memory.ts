@@ -15,6 +15,12 @@ export interface MemoryStore {
    */
   recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]>;
   forget(namespace: string, id: string): Promise<boolean>;
+  /**
+   * Stores `text` again, as `remember` does, unless it was forgotten at `storedAt` or later:
+   * what a write retried after a crash does, where the first attempt may have stored it at
+   * `storedAt` and a human forgotten it since. Resolves with false when it was not stored.
+   */
+  restore(namespace: string, text: string, storedAt: number): Promise<boolean>;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { readdir } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { streamSeqOf } from "../../services/agent/strays.js";
@@ -366,5 +367,18 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
       .toEqual(["Q: which port does the ledger use\nA: port 4222"]);
     expect((await suite.client.status.get(runId))?.status).toBe("committed");
     expect((await suite.audit(runId)).filter((e) => e.kind === "run.committed")).toHaveLength(1);
+
+    // Forgotten by a human since, then the job delivered once more: the memory stays forgotten.
+    const [stored] = await memory.recall(agent, "ledger port", 5);
+    expect(await memory.forget(agent, stored?.id ?? "")).toBe(true);
+    await publishJob(suite.bus, firstJob(runId, runSpec), `${runId}:again-after-forget`);
+    // Whichever worker the job went to (earlier cases start workers of their own).
+    const kept = async () => {
+      const workers = (await readdir(suite.logDir)).filter((f) => f.startsWith("agent-"));
+      const logs = await Promise.all(workers.map((f) => suite.log(f.replace(/\.log$/, ""))));
+      return logs.some((log) => log.includes("its memory, forgotten since, is not stored again"));
+    };
+    await expect.poll(kept, { timeout: 10_000 }).toBe(true);
+    expect(await recall()).toEqual([]);
   }, 30_000);
 });

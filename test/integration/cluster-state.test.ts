@@ -40,6 +40,18 @@ describe("cluster state in KV", () => {
     expect((await store.recall("agent/a", "postgres", 5)).map((h) => h.text)).toEqual([
       "postgres runs on port 5432",
     ]);
+    // Stored again after a crash: a forget at or after the first write's time stays; one before
+    // it (the text forgotten before this write ever was) does not.
+    const storedAt = Date.now();
+    const kept = await store.remember("agent/d", "the ledger listens on 4222");
+    await store.forget("agent/d", kept.id);
+    expect(await store.restore("agent/d", "the ledger listens on 4222", storedAt)).toBe(false);
+    expect(await store.recall("agent/d", "ledger", 5)).toEqual([]);
+    expect(await store.restore("agent/d", "the ledger listens on 4222", Date.now() + 1_000)).toBe(true);
+    expect((await store.recall("agent/d", "ledger", 5)).map((h) => h.text)).toEqual([
+      "the ledger listens on 4222",
+    ]);
+    expect(await store.restore("agent/d", "never forgotten", storedAt)).toBe(true);
     // Each recall deletes the consumer it read with: none is left on the bucket's stream.
     const jsm = await suite.reads.jetstreamManager(false);
     const stream = `KV_${suite.subjects.buckets().memory}`;

@@ -109,6 +109,18 @@ describe("memory", () => {
     expect(await memory.recall("y", "apples", 5)).toHaveLength(1);
     expect(relevance("", "anything")).toBe(0);
   });
+
+  it("restore stores a text again unless it was forgotten at or after the time given", async () => {
+    const clock = new ManualClock(100);
+    const memory = new InMemoryMemory(clock);
+    const a = await memory.remember("x", "apples are red");
+    await clock.advance(10);
+    await memory.forget("x", a.id);
+    expect(await memory.restore("x", "apples are red", 110)).toBe(false);
+    expect(await memory.recall("x", "apples", 5)).toEqual([]);
+    expect(await memory.restore("x", "apples are red", 111)).toBe(true);
+    expect((await memory.recall("x", "apples", 5)).map((m) => m.text)).toEqual(["apples are red"]);
+  });
 });
 
 describe("http_fetch edges", () => {
