@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { markdown, rssTable } from "./report.ts";
+import { markdown, rssTable, targets } from "./report.ts";
 import type { Row } from "./row.ts";
 
 const row = (system: string, c: number, rssMiB: Record<string, number>): Row => ({
@@ -55,5 +55,23 @@ describe("the benchmark's report", () => {
     expect(report).toContain("No W1 level was measured in this run.");
     expect(report).not.toContain("Infinity");
     expect(report).not.toContain("Peak RSS by process");
+  });
+
+  it("judges W1a against LangGraph on the rounds run in alternation when there were, and on the W1 rows otherwise", () => {
+    const rows = [
+      { ...row("ours", 1, {}), msPerStep: 4 },
+      { ...row("langgraph", 1, {}), variant: "SqliteSaver", msPerStep: 6 },
+    ];
+    const vsLanggraph = (findings: Parameters<typeof targets>[1]) =>
+      targets(rows, findings).find((t) => t.goal.startsWith("W1a ≥ 5× faster"));
+    expect(vsLanggraph([])).toMatchObject({ measured: "1.5×", met: false });
+    const paired = (figures: Record<string, number>) => [{ workload: "W1a" as const, label: "-", figures }];
+    expect(vsLanggraph(paired({ ratioMedian: 1.2 }))).toMatchObject({ measured: "1.5×" });
+    expect(vsLanggraph(paired({ ratioMedian: 1.2, vsLanggraphMedian: 1.1 }))).toMatchObject({
+      goal: "W1a ≥ 5× faster than LangGraph + SqliteSaver (loop by loop)",
+      measured: "1.1×",
+      met: false,
+    });
+    expect(vsLanggraph(paired({ ratioMedian: 1.2, vsLanggraphMedian: 5.2 }))).toMatchObject({ met: true });
   });
 });

@@ -126,6 +126,9 @@ export function targets(rows: readonly Row[], findings: readonly Finding[]): Tar
   // systems are minutes apart, and this host's speed drifts by more than the margin meanwhile.
   const pairedFigures = findings.find((f) => f.workload === "W1a")?.figures;
   const paired = pairedFigures ? Number(pairedFigures.ratioMedian) : undefined;
+  // Results from before LangGraph ran in the alternation have no such figure.
+  const pairedVsLanggraph =
+    pairedFigures?.vsLanggraphMedian === undefined ? undefined : Number(pairedFigures.vsLanggraphMedian);
   // Flatness is judged under the context window, on resumes right after the history was written (a
   // takeover); the whole-transcript and cold rows are there for comparison (see the W3 workload).
   const w3Findings = findings.filter(
@@ -151,12 +154,19 @@ export function targets(rows: readonly Row[], findings: readonly Finding[]): Tar
           "×",
           (v) => v <= 1.5,
         ),
-    t(
-      "W1a ≥ 5× faster than LangGraph + SqliteSaver",
-      ratio(lgs1?.msPerStep, ours1?.msPerStep),
-      "×",
-      (v) => v >= 5,
-    ),
+    pairedVsLanggraph === undefined
+      ? t(
+          "W1a ≥ 5× faster than LangGraph + SqliteSaver",
+          ratio(lgs1?.msPerStep, ours1?.msPerStep),
+          "×",
+          (v) => v >= 5,
+        )
+      : t(
+          "W1a ≥ 5× faster than LangGraph + SqliteSaver (loop by loop)",
+          pairedVsLanggraph,
+          "×",
+          (v) => v >= 5,
+        ),
     t(
       "W1b C=100 ≥ 10× LangGraph + SqliteSaver",
       ratio(ours100?.stepsPerSec, lgs100?.stepsPerSec),
