@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 
 /** The supervisor's environment (the README's table; the Kubernetes manifests are checked against it). */
@@ -19,17 +20,15 @@ export const SupervisorEnv = ActorEnv.extend({
    */
   SUPERVISOR_STATUS_RETAIN_MS: z.coerce.number().int().min(0).max(315_360_000_000).default(0),
   /** How long the audit stream keeps an event (0: for ever; at most 10 years); unset leaves the stream as it is. */
-  SUPERVISOR_AUDIT_MAX_AGE_MS: z.coerce.number().int().min(0).max(315_360_000_000).optional(),
-}).superRefine((env, ctx) => {
-  // Once a run's status is removed, only its audit trail tells a submit of its id that it ran.
-  const auditAge = env.SUPERVISOR_AUDIT_MAX_AGE_MS ?? 0;
-  if (env.SUPERVISOR_STATUS_RETAIN_MS > 0 && auditAge > 0 && auditAge <= env.SUPERVISOR_STATUS_RETAIN_MS) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["SUPERVISOR_AUDIT_MAX_AGE_MS"],
-      message:
-        "must be longer than SUPERVISOR_STATUS_RETAIN_MS: a finished run's id is refused a new run only while its audit trail remembers it",
-    });
-  }
+  SUPERVISOR_AUDIT_MAX_AGE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(315_360_000_000)
+    // JetStream refuses a max_age shorter than the stream's message-id dedupe window.
+    .refine((ms) => ms === 0 || ms >= DUPLICATE_WINDOW_MS, {
+      message: `0 (for ever) or at least the audit stream's dedupe window, ${DUPLICATE_WINDOW_MS} ms`,
+    })
+    .optional(),
 });
 export type SupervisorEnv = z.infer<typeof SupervisorEnv>;

@@ -20,7 +20,7 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
 import { SupervisorEnv } from "./env.js";
 import { LostAdmissions } from "./lost-admissions.js";
-import { sweepFinishedRuns } from "./retention.js";
+import { auditOutlivesStatuses, sweepFinishedRuns } from "./retention.js";
 import { requeueStalled } from "./stalls.js";
 import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
 
@@ -33,6 +33,12 @@ const metrics = new ActorMetrics("supervisor");
 if (env.SUPERVISOR_AUDIT_MAX_AGE_MS !== undefined) {
   const changed = await setAuditMaxAge(bus.nc, bus.subjects, env.SUPERVISOR_AUDIT_MAX_AGE_MS);
   if (changed) logger.warn({ maxAgeMs: env.SUPERVISOR_AUDIT_MAX_AGE_MS }, "audit stream's max_age set");
+}
+if (env.SUPERVISOR_STATUS_RETAIN_MS > 0) {
+  // What the stream keeps, whoever set it: an earlier SUPERVISOR_AUDIT_MAX_AGE_MS stays on it.
+  const { config } = await bus.jsm.streams.info(bus.subjects.streams().audit);
+  const refused = auditOutlivesStatuses(config.max_age, env.SUPERVISOR_STATUS_RETAIN_MS);
+  if (refused) throw refused;
 }
 // The pool's ledger is one KV value: past what the server lets a message carry, admissions are
 // refused (POOL_FULL) before the configured capacity. Said once here rather than at run 15,000.

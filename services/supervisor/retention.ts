@@ -6,6 +6,7 @@ import { ensureDurable } from "../../shared/bus/durable.js";
 import { removeMessage } from "../../shared/bus/remove-message.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { isFinished, RunStatus } from "../../shared/contracts/run-status.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import { onEventFailure } from "./event-failure.js";
 import { ToolRecords } from "./tool-records.js";
@@ -22,6 +23,20 @@ const FINAL_KINDS = new Set<string>(["run.committed", "run.failed"]);
  * within this, rather than after the delay the old setting asked for.
  */
 export const MAX_PUT_BACK_MS = 3_600_000;
+
+/**
+ * Refused when the audit stream keeps events (`max_age`, in nanoseconds as JetStream says it; 0
+ * for ever) no longer than a finished run's status: once both are gone, nothing remembers that
+ * the run's id ran, and a submit naming it would start it afresh. Pure.
+ */
+export function auditOutlivesStatuses(maxAgeNanos: number, statusRetainMs: number): AgentError | undefined {
+  const auditMs = maxAgeNanos / 1_000_000;
+  if (statusRetainMs === 0 || maxAgeNanos === 0 || auditMs > statusRetainMs) return undefined;
+  return new AgentError(
+    "INVALID_INPUT",
+    `invalid configuration: the audit stream keeps events ${auditMs} ms (its max_age, see SUPERVISOR_AUDIT_MAX_AGE_MS), no longer than SUPERVISOR_STATUS_RETAIN_MS (${statusRetainMs}): a finished run's id is refused a new run only while its audit trail remembers it`,
+  );
+}
 
 /** How long to wait before a run that finished at `finishedAt` may lose its WAL; 0 when due. Pure. */
 export function putBackFor(finishedAt: number, now: number, retainMs: number): number {
