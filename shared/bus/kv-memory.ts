@@ -40,6 +40,11 @@ export function prefixOf(namespace: string): string {
   return `ns_${sha256(namespace).slice(0, 24)}`;
 }
 
+/** A memory's key in the bucket: its namespace's prefix, then its id. */
+function keyOf(namespace: string, id: string): string {
+  return `${prefixOf(namespace)}.${id}`;
+}
+
 /**
  * Agent memory on the `agents-memory` bucket, shared by every worker and the memory tool: a
  * run that remembers something on one worker recalls it on any other.
@@ -66,7 +71,7 @@ export class KvMemory implements MemoryStore {
    */
   async remember(namespace: string, text: string): Promise<MemoryEntry> {
     const entry: MemoryEntry = { id: memoryId(text), text, createdAt: this.clock.now() };
-    const key = `${prefixOf(namespace)}.${entry.id}`;
+    const key = keyOf(namespace, entry.id);
     const value = encode(StoredMemory, { ...entry, namespace });
     try {
       await this.kv.put(key, value, { previousSeq: 0 });
@@ -118,17 +123,19 @@ export class KvMemory implements MemoryStore {
 
   /**
    * A delete marker written at `storedAt` or later (the server's clock, against the one that
-   * dated `storedAt`) is a forget since: the text stays forgotten. One read more than `remember`.
+   * dated `storedAt`) is a forget since: the text stays forgotten. A memory there is left as it is
+   * (one read); only a missing one, or one forgotten before, is written (see `remember`).
    */
   async restore(namespace: string, text: string, storedAt: number): Promise<boolean> {
-    const held = await this.kv.get(`${prefixOf(namespace)}.${memoryId(text)}`);
-    if (held && held.operation !== "PUT" && held.created.getTime() >= storedAt) return false;
+    const held = await this.kv.get(keyOf(namespace, memoryId(text)));
+    if (held?.operation === "PUT") return true;
+    if (held && held.created.getTime() >= storedAt) return false;
     await this.remember(namespace, text);
     return true;
   }
 
   async forget(namespace: string, id: string): Promise<boolean> {
-    const key = `${prefixOf(namespace)}.${id}`;
+    const key = keyOf(namespace, id);
     const got = await this.kv.get(key);
     if (!got || got.operation !== "PUT") return false;
     await this.kv.delete(key);

@@ -37,8 +37,11 @@ export class InMemoryMemory implements MemoryStore {
   }
 
   async restore(namespace: string, text: string, storedAt: number): Promise<boolean> {
-    const at = this.forgotten.get(`${namespace}\n${memoryId(text)}`);
-    if (at !== undefined && at >= storedAt) return false;
+    const id = memoryId(text);
+    // One there (remembered again since) is kept, as the cluster's store keeps it.
+    const present = (this.spaces.get(namespace) ?? []).some((e) => e.id === id);
+    const at = this.forgotten.get(`${namespace}\n${id}`);
+    if (!present && at !== undefined && at >= storedAt) return false;
     await this.remember(namespace, text);
     return true;
   }
