@@ -30,6 +30,10 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_SERVICE_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
   /** How long a run waits out a model provider's outage, handed back and asked again, before it fails (0: at once). */
   AGENT_MODEL_OUTAGE_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
+  /** Outages in a row among one model provider's calls through a worker that open the provider's breaker, shared by every worker (0: no breaker). */
+  AGENT_MODEL_BREAKER_FAILURES: z.coerce.number().int().min(0).max(1_000).default(5),
+  /** How long an open breaker keeps every worker from calling its provider before one call tries it (doubled by each failed try, up to a minute or this). */
+  AGENT_MODEL_BREAKER_COOLDOWN_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 }).refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {
   message: "AGENT_DEAD_AFTER_MS must be at least twice AGENT_BEAT_MS (one late beat is not a death)",

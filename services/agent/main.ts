@@ -39,6 +39,10 @@ const worker = new AgentWorker(
     toolDescribeTtlMs: env.AGENT_TOOL_DESCRIBE_TTL_MS,
     serviceWaitMs: env.AGENT_SERVICE_WAIT_MS,
     modelOutageMs: env.AGENT_MODEL_OUTAGE_MS,
+    modelBreaker: {
+      failures: env.AGENT_MODEL_BREAKER_FAILURES,
+      cooldownMs: env.AGENT_MODEL_BREAKER_COOLDOWN_MS,
+    },
     memoryRecallWindow: env.MEMORY_RECALL_WINDOW,
     env: process.env,
     metrics,

@@ -60,6 +60,7 @@ export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" 
       handBack: new AgentError(
         error.code as ErrorCode,
         `${error.message} (the ${what} is asked again later; waiting on it for ${seconds(waited)})`,
+        { details: { handedBack: what, waitedMs: waited } },
       ),
     };
   }
@@ -68,6 +69,12 @@ export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" 
   const why = deadline ? "the run's deadline passed" : `tried for ${seconds(waited)}`;
   const failed: ErrorPayload = { ...error, message: `${error.message} (${why})` };
   return { fail: { ...event, error: failed } };
+}
+
+/** A lease that failed because its run was handed back to wait out an outage (see modelFailure). */
+export function handedBack(error: AgentError): boolean {
+  const details = error.details as { handedBack?: unknown } | undefined;
+  return typeof details?.handedBack === "string";
 }
 
 function seconds(ms: number): string {

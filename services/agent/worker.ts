@@ -18,7 +18,9 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
-import { isModelOutage, MAX_OUTAGE_RETRY_DELAY_MS } from "./model-outage.js";
+import type { BreakerSettings } from "./breaker-policy.js";
+import { ModelBreakers } from "./model-breakers.js";
+import { handedBack, isModelOutage, MAX_OUTAGE_RETRY_DELAY_MS } from "./model-outage.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { WorkerPresence } from "./presence.js";
@@ -49,6 +51,8 @@ export interface WorkerOptions {
   retryDelayMs: number;
   /** See AGENT_MODEL_OUTAGE_MS (0 when absent: a model outage fails the run at once). */
   modelOutageMs?: number;
+  /** See AGENT_MODEL_BREAKER_FAILURES and _COOLDOWN_MS (absent: no breaker). */
+  modelBreaker?: BreakerSettings;
   env: Readonly<Record<string, string | undefined>>;
   metrics: ActorMetrics;
 }
@@ -121,6 +125,7 @@ export class AgentWorker {
   private leases = 0;
   /** One store for every run: a recall window remembers where each agent's last recall began. */
   private readonly memory: KvMemory;
+  private readonly breakers: ModelBreakers;
 
   constructor(
     private readonly bus: ActorBus,
@@ -128,6 +133,11 @@ export class AgentWorker {
     private readonly ids: IdGenerator,
   ) {
     this.memory = new KvMemory(bus.buckets.memory, bus.clock, memoryReads(bus, options.memoryRecallWindow));
+    this.breakers = new ModelBreakers(
+      bus.buckets.modelBreakers,
+      options.modelBreaker ?? { failures: 0, cooldownMs: 1 },
+      { clock: bus.clock, logger: bus.logger, workerId: options.workerId, metrics: options.metrics },
+    );
   }
 
   async start(): Promise<void> {
@@ -136,6 +146,7 @@ export class AgentWorker {
     });
     this.consumer = await this.bus.js.consumers.get(this.bus.subjects.streams().runs, name);
     await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
+    await this.breakers.start();
     this.leasesOf = new IterationLeases(
       this.bus,
       this.options.iterationLease,
@@ -177,6 +188,7 @@ export class AgentWorker {
     for (const timer of this.deferred.values()) clearTimeout(timer);
     this.deferred.clear();
     this.killSwitch.stop();
+    this.breakers.stop();
   }
 
   private async pull(): Promise<void> {
@@ -242,6 +254,15 @@ export class AgentWorker {
       const error = toAgentError(err);
       this.options.metrics.leaseFailures.inc({ code: error.code });
       const delayMs = retryDelay(error, msg.info.deliveryCount, this.options.retryDelayMs);
+      if (handedBack(error)) {
+        // A model or critic waited out, as configured: expected while the outage lasts, no stack.
+        log.warn(
+          { code: error.code, delivery: msg.info.deliveryCount, delayMs, reason: error.message },
+          "run handed back to wait out an outage",
+        );
+        this.defer(msg, delayMs);
+        return;
+      }
       log.error(
         {
           err: error,
@@ -330,6 +351,7 @@ export class AgentWorker {
       criticFor: (state) => remoteCritic({ ...bus, wait: this.serviceWait("critic", job.runId) }, state),
       actorModel: (ref) =>
         actorModelDriver(ref, { ...bus, wait: this.serviceWait(`model:${ref.name}`, job.runId) }),
+      guardDriver: (driver) => this.breakers.guard(driver),
       invokePolicy: { serviceWaitMs: this.options.serviceWaitMs ?? 0 },
       onServiceWait: (tool) => this.waitingFor(`tool:${tool}`, job.runId),
     });

@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { DeliverPolicy } from "@nats-io/jetstream";
 import { z } from "zod";
 import { AuditEvent } from "../../shared/contracts/audit.js";
+import { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import { isFinished } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
@@ -115,6 +116,17 @@ export async function* tailAudit(
   } finally {
     await messages.close();
   }
+}
+
+/** The model providers' breakers open now (or being tried), oldest first: the workers' shared view. */
+export async function openBreakers(bus: Pick<ActorBus, "buckets">): Promise<ModelBreaker[]> {
+  const kv = bus.buckets.modelBreakers;
+  const breakers: ModelBreaker[] = [];
+  for await (const key of await kv.keys()) {
+    const entry = await kv.get(key);
+    if (entry?.operation === "PUT") breakers.push(decode(ModelBreaker, entry.value));
+  }
+  return breakers.sort((a, b) => a.openedAt - b.openedAt);
 }
 
 const Invariants = z.object({

@@ -14,9 +14,9 @@ import { createLogger } from "../../shared/runtime/logger.js";
 import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { ClusterClient, readSpecFile } from "./client.js";
-import { checkpointLine, contracts, replayRun, tailAudit } from "./inspect.js";
+import { checkpointLine, contracts, openBreakers, replayRun, tailAudit } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
-import { auditLine, statusLine } from "./render.js";
+import { auditLine, breakerLine, statusLine } from "./render.js";
 import { SPEC_FLAGS, specFromFlags, type SpecFlags } from "./spec-flags.js";
 
 const runIdArg = (value: string): string => {
@@ -279,6 +279,18 @@ export function program(): Command {
               ? `models: not asked again (${report.models.skipped})`
               : `models: ${report.models.checked} answers asked again, identical to the record`,
           );
+      }),
+    );
+  cmd
+    .command("breakers")
+    .description("the model providers whose breaker is open: no worker asks them until a try succeeds")
+    .option("--json", "the breakers as one JSON array")
+    .action((opts: { json?: boolean }) =>
+      withClient(async (client) => {
+        const breakers = await openBreakers(client.bus);
+        if (opts.json) out(JSON.stringify(breakers));
+        else if (breakers.length === 0) out("no model provider's breaker is open");
+        else for (const breaker of breakers) out(breakerLine(breaker, Date.now()));
       }),
     );
   cmd

@@ -1,4 +1,5 @@
 import type { AuditEvent } from "../../shared/contracts/audit.js";
+import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 
 /** A fixed-width bar: `used` of `limit`, or just the count when there is no limit. */
@@ -31,4 +32,15 @@ export function statusLine(status: RunStatus, limits: Limits = {}): string {
 export function auditLine(event: AuditEvent): string {
   const reason = event.reason ? `  ${event.reason}` : "";
   return `${event.timestamp}  ${event.runId}  #${String(event.seq).padStart(3)}  ${event.phase.padEnd(9)} ${event.kind.padEnd(22)} ${event.status.padEnd(8)} ${event.actor}${reason}`;
+}
+
+/** One line of `breakers`: the provider, since when, what happens next, why. */
+export function breakerLine(breaker: ModelBreaker, now: number): string {
+  const open = Math.round((now - breaker.openedAt) / 1000);
+  const next =
+    breaker.state === "probing"
+      ? `being tried by ${breaker.by}`
+      : `next try after ${new Date(breaker.until).toISOString()}`;
+  const tries = breaker.failedProbes > 0 ? `, ${breaker.failedProbes} failed tries` : "";
+  return `${breaker.provider}  open ${open} s${tries}; ${next}  (${breaker.reason})`;
 }

@@ -28,6 +28,7 @@ export function actorModelDriver(ref: ActorModelRef, deps: ModelActorDeps): Mode
   return {
     id: `actor:${ref.name}`,
     locality: "local",
+    provider: `actor:${ref.name}`,
     complete: async (request) => {
       const reply = await requestJson(
         deps.nc,

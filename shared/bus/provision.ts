@@ -143,7 +143,14 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
   }
   const kvm = new Kvm(nc);
   const names = options.subjects.buckets();
-  const buckets = [names.runs, names.pool, names.idempotency, names.memory, names.toolState];
+  const buckets = [
+    names.runs,
+    names.pool,
+    names.idempotency,
+    names.memory,
+    names.toolState,
+    names.modelBreakers,
+  ];
   for (const bucket of buckets) {
     // Only a missing bucket is created: an actor without the right to create streams (every one
     // but the supervisor under nats.conf) then starts fine once the supervisor has provisioned.

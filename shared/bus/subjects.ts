@@ -33,6 +33,8 @@ export interface BucketNames {
   memory: string;
   /** Durable state of tool services (a service keys its entries by its own name). */
   toolState: string;
+  /** The model providers' breakers the agent workers share (see ModelBreaker). */
+  modelBreakers: string;
 }
 
 export class Subjects {
@@ -169,6 +171,7 @@ export class Subjects {
       idempotency: `${p}-idempotency`,
       memory: `${p}-memory`,
       toolState: `${p}-tool-state`,
+      modelBreakers: `${p}-model-breakers`,
     };
   }
 }

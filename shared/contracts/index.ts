@@ -11,3 +11,4 @@ export * from "./run-status.js";
 export * from "./tool.js";
 export * from "./wal.js";
 export * from "./cluster.js";
+export * from "./model-breaker.js";

@@ -33,6 +33,8 @@ export interface PerformerDeps {
   onServiceWait?: InvokerDeps["onServiceWait"];
   /** Reaches a model served by another actor (ModelRef provider `actor`). */
   actorModel?: DriverFactoryDeps["actor"];
+  /** Puts something in front of each driver built from a ModelRef (the workers' model breakers). */
+  guardDriver?: (driver: ModelDriver) => ModelDriver;
 }
 
 /**
@@ -192,8 +194,9 @@ export class EffectPerformer {
   private cachedDriver(key: string, consumed: number, build: () => ModelDriver): ModelDriver {
     let driver = this.drivers.get(key);
     if (!driver) {
-      driver = build();
-      if (driver instanceof ScriptedDriver) driver.seek(consumed);
+      const built = build();
+      if (built instanceof ScriptedDriver) built.seek(consumed);
+      driver = this.deps.guardDriver?.(built) ?? built;
       this.drivers.set(key, driver);
     }
     return driver;

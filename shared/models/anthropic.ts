@@ -51,12 +51,14 @@ export interface AnthropicDriverOptions {
 export class AnthropicDriver implements ModelDriver {
   readonly id: string;
   readonly locality: DriverLocality;
+  readonly provider: string;
   private readonly baseUrl: string;
 
   constructor(private readonly options: AnthropicDriverOptions) {
     this.baseUrl = (options.ref.baseUrl ?? ANTHROPIC_DEFAULT_BASE_URL).replace(/\/+$/, "");
     this.id = `anthropic:${options.ref.model}`;
     this.locality = isLoopbackUrl(this.baseUrl) ? "local" : "remote";
+    this.provider = `${this.id}@${this.baseUrl}`;
   }
 
   async complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {

@@ -7,5 +7,10 @@ export type DriverLocality = "local" | "remote";
 export interface ModelDriver {
   readonly id: string;
   readonly locality: DriverLocality;
+  /**
+   * Where its calls go, when other runs' calls go there too (`openai:gpt-4o@https://…`,
+   * `actor:<name>`): agent workers keep one breaker per provider. Absent (the scripted model): none.
+   */
+  readonly provider?: string;
   complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse>;
 }

@@ -49,12 +49,14 @@ export interface OpenAiDriverOptions {
 export class OpenAiDriver implements ModelDriver {
   readonly id: string;
   readonly locality: DriverLocality;
+  readonly provider: string;
   private readonly baseUrl: string;
 
   constructor(private readonly options: OpenAiDriverOptions) {
     this.baseUrl = (options.ref.baseUrl ?? OPENAI_DEFAULT_BASE_URL).replace(/\/+$/, "");
     this.id = `openai:${options.ref.model}`;
     this.locality = isLoopbackUrl(this.baseUrl) ? "local" : "remote";
+    this.provider = `${this.id}@${this.baseUrl}`;
   }
 
   async complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {

@@ -27,6 +27,8 @@ export class ActorMetrics {
   readonly statusesRemoved: Counter;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
+  readonly modelBreakersOpened: Counter<"provider">;
+  readonly modelCallsRefused: Counter<"provider">;
 
   constructor(actor: string) {
     this.registry.setDefaultLabels({ actor });
@@ -132,6 +134,18 @@ export class ActorMetrics {
       name: "agents_bad_requests_total",
       help: "Requests answered with a structured error, by subject",
       labelNames: ["subject"],
+      registers,
+    });
+    this.modelBreakersOpened = new Counter({
+      name: "agents_model_breakers_opened_total",
+      help: "Model providers' breakers this worker opened (after AGENT_MODEL_BREAKER_FAILURES outages in a row) or opened again (a failed probe), by provider",
+      labelNames: ["provider"],
+      registers,
+    });
+    this.modelCallsRefused = new Counter({
+      name: "agents_model_calls_refused_total",
+      help: "Model turns not sent because their provider's breaker was open (the run waited the outage out without the call), by provider",
+      labelNames: ["provider"],
       registers,
     });
   }

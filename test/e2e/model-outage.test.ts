@@ -36,6 +36,8 @@ const suite = useClusterSuite("model-outage", {
     AGENT_RETRY_DELAY_MS: String(RETRY_DELAY_MS),
     // Shorter than the critic's absence below: its reviews fail as out of reach, and are handed back.
     AGENT_SERVICE_WAIT_MS: "1000",
+    // Each run asks on its own schedule here (model-breaker.test.ts has the shared breaker).
+    AGENT_MODEL_BREAKER_FAILURES: "0",
   },
 });
 

@@ -21,7 +21,7 @@ export interface BusSuite {
   clock: InstantClock;
   random: ReturnType<typeof seededRandom>;
   /** The provisioned KV buckets, open. */
-  buckets: { runs: KV; pool: KV; idempotency: KV; memory: KV };
+  buckets: { runs: KV; pool: KV; idempotency: KV; memory: KV; modelBreakers: KV };
 }
 
 /**
@@ -54,6 +54,7 @@ export function useBusSuite(name: string, options: { own?: boolean } = {}): BusS
       pool: await kvm.open(names.pool),
       idempotency: await kvm.open(names.idempotency),
       memory: await kvm.open(names.memory),
+      modelBreakers: await kvm.open(names.modelBreakers),
     };
   });
   afterAll(async () => {

@@ -31,6 +31,7 @@ describe("subjects", () => {
       idempotency: "agents-idempotency",
       memory: "agents-memory",
       toolState: "agents-tool-state",
+      modelBreakers: "agents-model-breakers",
     });
     expect(new Subjects("team-a").streams()).toEqual({
       runs: "TEAM_A_RUNS",

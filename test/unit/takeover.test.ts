@@ -14,7 +14,11 @@ import { describeTool } from "../../shared/tools/tool.js";
 import { bar, statusLine } from "../../services/cli/render.js";
 import { childRunId } from "../../shared/bus/fanout.js";
 import { MAX_RETRY_DELAY_MS, retryDelay } from "../../services/agent/worker.js";
-import { MAX_OUTAGE_RETRY_DELAY_MS, modelFailure } from "../../services/agent/model-outage.js";
+import {
+  handedBack as wasHandedBack,
+  MAX_OUTAGE_RETRY_DELAY_MS,
+  modelFailure,
+} from "../../services/agent/model-outage.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { initialGuardState, type GuardLimits } from "../../shared/loop/guard.js";
 import { jobOfWriter, leaseWriterId } from "../../services/agent/writer-id.js";
@@ -158,6 +162,9 @@ describe("cluster helpers", () => {
     const handedBack = modelFailure(failed("MODEL_UNAVAILABLE"), state, 1_000, 10_000, 4_000);
     expect(handedBack).toMatchObject({ handBack: { code: "MODEL_UNAVAILABLE", retryable: true } });
     expect("handBack" in handedBack && handedBack.handBack.message).toContain("waiting on it for 3 s");
+    // The worker tells a hand-back from a lease that failed (a warning, not an error).
+    expect("handBack" in handedBack && wasHandedBack(handedBack.handBack)).toBe(true);
+    expect(wasHandedBack(new AgentError("MODEL_UNAVAILABLE", "provider error (503)"))).toBe(false);
     for (const code of ["MODEL_RATE_LIMITED", "MODEL_TIMEOUT", "MODEL_NETWORK", "BUS_UNAVAILABLE"]) {
       expect(modelFailure(failed(code), state, 1_000, 10_000, 4_000), code).toHaveProperty("handBack");
     }

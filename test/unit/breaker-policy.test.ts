@@ -1,0 +1,60 @@
+import { describe, expect, it } from "vitest";
+import {
+  admission,
+  MAX_BREAKER_COOLDOWN_MS,
+  opened,
+  probing,
+  refusal,
+  reopened,
+} from "../../services/agent/breaker-policy.js";
+
+const SETTINGS = { failures: 3, cooldownMs: 10_000 };
+const OUTAGE = { code: "MODEL_RATE_LIMITED" as const, message: "429 too many requests", retryable: true };
+
+describe("a model provider's breaker (the decisions)", () => {
+  it("closed lets calls go; open refuses them until its cooldown has passed, then one call tries", () => {
+    expect(admission(undefined, 5)).toEqual({ go: "call" });
+    const open = opened("openai:gpt@https://api", OUTAGE, SETTINGS, 1_000, "w1");
+    expect(open).toMatchObject({ state: "open", until: 11_000, openedAt: 1_000, failedProbes: 0, by: "w1" });
+    expect(open.reason).toBe("MODEL_RATE_LIMITED: 429 too many requests");
+    expect(admission(open, 10_999)).toEqual({ go: "refuse", breaker: open });
+    expect(admission(open, 11_000)).toEqual({ go: "probe" });
+    // While a call tries it, others wait, for one cooldown at most (its worker may have died).
+    const trying = probing(open, 11_000, "w2");
+    expect(trying).toMatchObject({ state: "probing", until: 21_000, by: "w2", openedAt: 1_000 });
+    expect(admission(trying, 20_999).go).toBe("refuse");
+    expect(admission(trying, 21_000).go).toBe("probe");
+  });
+
+  it("each failed probe doubles the wait, up to a minute, or the configured cooldown when longer", () => {
+    let breaker = opened("p", OUTAGE, SETTINGS, 0, "w1");
+    const waits: number[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      breaker = reopened(breaker, OUTAGE, SETTINGS, 100_000 * i, "w1");
+      waits.push(breaker.cooldownMs);
+      expect(breaker.until).toBe(100_000 * i + breaker.cooldownMs);
+    }
+    expect(waits).toEqual([
+      20_000,
+      40_000,
+      MAX_BREAKER_COOLDOWN_MS,
+      MAX_BREAKER_COOLDOWN_MS,
+      MAX_BREAKER_COOLDOWN_MS,
+    ]);
+    expect(breaker).toMatchObject({ failedProbes: 5, openedAt: 0, state: "open" });
+    const long = { failures: 1, cooldownMs: 120_000 };
+    expect(reopened(opened("p", OUTAGE, long, 0, "w"), OUTAGE, long, 0, "w").cooldownMs).toBe(120_000);
+  });
+
+  it("a refused call fails as the provider's outage would, saying why and until when", () => {
+    const open = opened("actor:flaky", OUTAGE, SETTINGS, Date.UTC(2026, 0, 1), "w1");
+    const error = refusal(open, Date.UTC(2026, 0, 1) + 4_000);
+    expect(error.code).toBe("MODEL_UNAVAILABLE");
+    expect(error.retryable).toBe(true);
+    expect(error.message).toBe(
+      "model provider actor:flaky not asked: its breaker has been open for 4 s (MODEL_RATE_LIMITED: 429 too many requests); next try after 2026-01-01T00:00:10.000Z",
+    );
+    expect(error.details).toEqual({ breaker: open });
+    expect(refusal(probing(open, 0, "w2"), 0).message).toMatch(/another worker is trying it$/);
+  });
+});
