@@ -60,7 +60,7 @@ export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" 
       handBack: new AgentError(
         error.code as ErrorCode,
         `${error.message} (the ${what} is asked again later; waiting on it for ${seconds(waited)})`,
-        { details: { handedBack: what, waitedMs: waited } },
+        { details: { handedBack: what, waitedMs: waited, ...retryAtOf(error, now) } },
       ),
     };
   }
@@ -75,6 +75,25 @@ export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" 
 export function handedBack(error: AgentError): boolean {
   const details = error.details as { handedBack?: unknown } | undefined;
   return typeof details?.handedBack === "string";
+}
+
+/**
+ * When a turn refused by its provider's open breaker can next be tried: once the breaker's wait is
+ * over (`until`), or, while another turn is trying the provider, as soon as the run may come back
+ * (its answer usually comes within the second). Its run is offered again then, not on its own
+ * doubling schedule, which left runs refused while the try was under way waiting up to a minute
+ * after the provider was back.
+ */
+function retryAtOf(error: ErrorPayload, now: number): { retryAt?: number } {
+  const breaker = (error.details as { breaker?: { until?: unknown; state?: unknown } } | undefined)?.breaker;
+  if (typeof breaker?.until !== "number") return {};
+  return { retryAt: breaker.state === "probing" ? now : breaker.until };
+}
+
+/** The time a handed-back run's turn can next be tried, when an open breaker said it. */
+export function retryAt(error: AgentError): number | undefined {
+  const at = (error.details as { retryAt?: unknown } | undefined)?.retryAt;
+  return typeof at === "number" ? at : undefined;
 }
 
 function seconds(ms: number): string {

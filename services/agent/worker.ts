@@ -20,7 +20,7 @@ import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
 import type { BreakerSettings } from "./breaker-policy.js";
 import { ModelBreakers } from "./model-breakers.js";
-import { handedBack, isModelOutage, MAX_OUTAGE_RETRY_DELAY_MS } from "./model-outage.js";
+import { handedBack, isModelOutage, MAX_OUTAGE_RETRY_DELAY_MS, retryAt } from "./model-outage.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { WorkerPresence } from "./presence.js";
@@ -90,7 +90,10 @@ export const MAX_RETRY_DELAY_MS = 300_000;
  * it, so the job stays queued, and waits twice as long at each delivery, up to five minutes,
  * instead of being replayed twice a second: the run is not lost, and a fix resumes it.
  */
-export function retryDelay(error: AgentError, deliveryCount: number, baseMs: number): number {
+export function retryDelay(error: AgentError, deliveryCount: number, baseMs: number, now = 0): number {
+  const at = retryAt(error);
+  // A turn an open breaker refused: offered again once the breaker lets a turn try the provider.
+  if (at !== undefined) return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, Math.max(baseMs, at - now));
   const doubled = baseMs * 2 ** Math.min(20, Math.max(0, deliveryCount - 1));
   if (isModelOutage(error.code)) return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, doubled);
   if (error.retryable) return baseMs;
@@ -253,7 +256,12 @@ export class AgentWorker {
     } catch (err) {
       const error = toAgentError(err);
       this.options.metrics.leaseFailures.inc({ code: error.code });
-      const delayMs = retryDelay(error, msg.info.deliveryCount, this.options.retryDelayMs);
+      const delayMs = retryDelay(
+        error,
+        msg.info.deliveryCount,
+        this.options.retryDelayMs,
+        this.bus.clock.now(),
+      );
       if (handedBack(error)) {
         // A model or critic waited out, as configured: expected while the outage lasts, no stack.
         log.warn(
