@@ -151,47 +151,29 @@ describe("cluster helpers", () => {
     ]);
     // A turn an open breaker refused comes back when the breaker lets one try, whatever its delivery.
     const state = { guard: initialGuardState(0), limits: LIMITS };
-    const refused = modelFailure(
-      {
-        type: "modelFailed",
-        at: 0,
-        requestId: "model-1",
-        error: {
-          code: "MODEL_UNAVAILABLE",
-          message: "not asked",
-          retryable: true,
-          details: { breaker: { until: 52_000 } },
-        },
-      },
-      state,
-      0,
-      600_000,
-      40_000,
-    );
-    if (!("handBack" in refused)) throw new Error("expected a hand-back");
-    expect([1, 6].map((n) => retryDelay(refused.handBack, n, 5_000, 40_000))).toEqual([12_000, 12_000]);
-    expect(retryDelay(refused.handBack, 1, 5_000, 51_000)).toBe(5_000);
-    expect(retryDelay(refused.handBack, 1, 5_000, -100_000)).toBe(MAX_OUTAGE_RETRY_DELAY_MS);
+    const refusedBy = (breaker: { until: number; state?: string }): AgentError => {
+      const error = {
+        code: "MODEL_UNAVAILABLE",
+        message: "not asked",
+        retryable: true,
+        details: { breaker },
+      };
+      const verdict = modelFailure(
+        { type: "modelFailed", at: 0, requestId: "m-1", error },
+        state,
+        0,
+        600_000,
+        40_000,
+      );
+      if (!("handBack" in verdict)) throw new Error("expected a hand-back");
+      return verdict.handBack;
+    };
+    const refused = refusedBy({ until: 52_000 });
+    expect([1, 6].map((n) => retryDelay(refused, n, 5_000, 40_000))).toEqual([12_000, 12_000]);
+    expect(retryDelay(refused, 1, 5_000, 51_000)).toBe(5_000);
+    expect(retryDelay(refused, 1, 5_000, -100_000)).toBe(MAX_OUTAGE_RETRY_DELAY_MS);
     // Refused while another turn tries the provider: back after the base delay, not the breaker's.
-    const probing = modelFailure(
-      {
-        type: "modelFailed",
-        at: 0,
-        requestId: "model-1",
-        error: {
-          code: "MODEL_UNAVAILABLE",
-          message: "not asked",
-          retryable: true,
-          details: { breaker: { until: 52_000, state: "probing" } },
-        },
-      },
-      state,
-      0,
-      600_000,
-      40_000,
-    );
-    if (!("handBack" in probing)) throw new Error("expected a hand-back");
-    expect(retryDelay(probing.handBack, 6, 5_000, 40_000)).toBe(5_000);
+    expect(retryDelay(refusedBy({ until: 52_000, state: "probing" }), 6, 5_000, 40_000)).toBe(5_000);
   });
 
   it("a model turn failed by an outage hands its run back until it has waited AGENT_MODEL_OUTAGE_MS or the run's deadline passed; other errors fail the run", () => {
