@@ -35,8 +35,22 @@ export const AgentEnv = ActorEnv.extend({
   /** How long an open breaker keeps every worker from calling its provider before one call tries it (doubled by each failed try, up to a minute or this). */
   AGENT_MODEL_BREAKER_COOLDOWN_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
-}).refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {
-  message: "AGENT_DEAD_AFTER_MS must be at least twice AGENT_BEAT_MS (one late beat is not a death)",
-  path: ["AGENT_DEAD_AFTER_MS"],
-});
+})
+  .refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {
+    message: "AGENT_DEAD_AFTER_MS must be at least twice AGENT_BEAT_MS (one late beat is not a death)",
+    path: ["AGENT_DEAD_AFTER_MS"],
+  })
+  // A breaker open longer than runs wait out an outage fails them before its first try, however
+  // short the outage.
+  .refine(
+    (env) =>
+      env.AGENT_MODEL_BREAKER_FAILURES === 0 ||
+      env.AGENT_MODEL_OUTAGE_MS === 0 ||
+      env.AGENT_MODEL_BREAKER_COOLDOWN_MS < env.AGENT_MODEL_OUTAGE_MS,
+    {
+      message:
+        "AGENT_MODEL_BREAKER_COOLDOWN_MS must be shorter than AGENT_MODEL_OUTAGE_MS (or the breaker off, AGENT_MODEL_BREAKER_FAILURES=0): runs would fail before the breaker's first try",
+      path: ["AGENT_MODEL_BREAKER_COOLDOWN_MS"],
+    },
+  );
 export type AgentEnv = z.infer<typeof AgentEnv>;

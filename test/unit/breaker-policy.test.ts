@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { AgentEnv } from "../../services/agent/env.js";
+import { parseEnv } from "../../shared/runtime/config.js";
 import {
   admission,
   MAX_BREAKER_COOLDOWN_MS,
@@ -56,5 +58,23 @@ describe("a model provider's breaker (the decisions)", () => {
     );
     expect(error.details).toEqual({ breaker: open });
     expect(refusal(probing(open, 0, "w2"), 0).message).toMatch(/another worker is trying it$/);
+  });
+
+  it("a breaker open longer than runs wait out an outage is refused at start, naming both settings", () => {
+    expect(parseEnv(AgentEnv, {})).toMatchObject({
+      AGENT_MODEL_BREAKER_FAILURES: 5,
+      AGENT_MODEL_BREAKER_COOLDOWN_MS: 30_000,
+      AGENT_MODEL_OUTAGE_MS: 300_000,
+    });
+    expect(() => parseEnv(AgentEnv, { AGENT_MODEL_OUTAGE_MS: "20000" })).toThrow(
+      /AGENT_MODEL_BREAKER_COOLDOWN_MS: AGENT_MODEL_BREAKER_COOLDOWN_MS must be shorter than AGENT_MODEL_OUTAGE_MS/,
+    );
+    expect(
+      parseEnv(AgentEnv, { AGENT_MODEL_OUTAGE_MS: "20000", AGENT_MODEL_BREAKER_FAILURES: "0" }),
+    ).toBeTruthy();
+    expect(parseEnv(AgentEnv, { AGENT_MODEL_OUTAGE_MS: "0" })).toBeTruthy();
+    expect(
+      parseEnv(AgentEnv, { AGENT_MODEL_OUTAGE_MS: "20000", AGENT_MODEL_BREAKER_COOLDOWN_MS: "5000" }),
+    ).toBeTruthy();
   });
 });
