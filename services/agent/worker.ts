@@ -20,7 +20,7 @@ import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
 import type { BreakerSettings } from "./breaker-policy.js";
 import { ModelBreakers } from "./model-breakers.js";
-import { handedBack, isModelOutage, MAX_OUTAGE_RETRY_DELAY_MS, retryAt } from "./model-outage.js";
+import { logLeaseFailure, retryDelay } from "./lease-failure.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { WorkerPresence } from "./presence.js";
@@ -76,28 +76,6 @@ export const JOB_PULL_BATCH = 8;
  */
 export function pullWentSilent(err: unknown): boolean {
   return err instanceof JetStreamError && err.message === "heartbeats missed";
-}
-
-/** The longest a job whose lease keeps failing the same way waits before it is offered again. */
-export const MAX_RETRY_DELAY_MS = 300_000;
-
-/**
- * How long a job whose lease failed waits before it is offered again. A transient failure (the bus,
- * a supervisor out of reach) is retried after `baseMs`. A model provider's outage (see
- * model-outage.ts) waits twice as long at each delivery, up to a minute: a rate-limited provider is
- * not asked again by every waiting run every few seconds. One that is not retryable (the run's log
- * cannot be replayed by this build: NONDETERMINISM) will fail the same way until a deploy fixes
- * it, so the job stays queued, and waits twice as long at each delivery, up to five minutes,
- * instead of being replayed twice a second: the run is not lost, and a fix resumes it.
- */
-export function retryDelay(error: AgentError, deliveryCount: number, baseMs: number, now = 0): number {
-  const at = retryAt(error);
-  // A turn an open breaker refused: offered again once the breaker lets a turn try the provider.
-  if (at !== undefined) return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, Math.max(baseMs, at - now));
-  const doubled = baseMs * 2 ** Math.min(20, Math.max(0, deliveryCount - 1));
-  if (isModelOutage(error.code)) return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, doubled);
-  if (error.retryable) return baseMs;
-  return Math.min(MAX_RETRY_DELAY_MS, doubled);
 }
 
 /**
@@ -262,27 +240,7 @@ export class AgentWorker {
         this.options.retryDelayMs,
         this.bus.clock.now(),
       );
-      if (handedBack(error)) {
-        // A model or critic waited out, as configured: expected while the outage lasts, no stack.
-        log.warn(
-          { code: error.code, delivery: msg.info.deliveryCount, delayMs, reason: error.message },
-          "run handed back to wait out an outage",
-        );
-        this.defer(msg, delayMs);
-        return;
-      }
-      log.error(
-        {
-          err: error,
-          code: error.code,
-          retryable: error.retryable,
-          delivery: msg.info.deliveryCount,
-          delayMs,
-        },
-        error.retryable
-          ? "run lease failed; the job will be retried"
-          : "run lease failed and will fail again until the cause is fixed (a deploy that can replay its log); retrying with backoff",
-      );
+      logLeaseFailure(log, error, msg.info.deliveryCount, delayMs);
       this.defer(msg, delayMs);
       return;
     } finally {

@@ -13,7 +13,7 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { bar, statusLine } from "../../services/cli/render.js";
 import { childRunId } from "../../shared/bus/fanout.js";
-import { MAX_RETRY_DELAY_MS, retryDelay } from "../../services/agent/worker.js";
+import { MAX_RETRY_DELAY_MS, retryDelay } from "../../services/agent/lease-failure.js";
 import {
   handedBack as wasHandedBack,
   MAX_OUTAGE_RETRY_DELAY_MS,
