@@ -8,14 +8,15 @@
  * ack), or with the same removals and purges in a loop by a client that knows the keys (the floor),
  * or by that client purging each record's subject instead (floorByPurge). Rounds rotate the order;
  * medians of runs removed per second, ours over the floor, and the file store's bytes before and
- * after. With `status` last (SUPERVISOR_STATUS_RETAIN_MS's sweep), each run's status goes too:
- * the sweep's and the floor's, by its sequence. `node bench/micro/wal-retention.ts [runs]
+ * after. With `status` last (SUPERVISOR_STATUS_RETAIN_MS's sweep), each run's status goes too,
+ * and its tree budget key (every run here is a root): the sweep's and the floor's, by sequence. `node bench/micro/wal-retention.ts [runs]
  * [messages] [rounds] [calls] [wal|status]` after `npm run build`.
  */
 import { Counter } from "prom-client";
 import { openActorBus } from "../../dist/shared/bus/actor.js";
 import { publishAudit } from "../../dist/shared/bus/audit.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
+import { treeBudgetKey } from "../../dist/shared/bus/tree-budget.js";
 import { idempotencyBucketKey } from "../../dist/shared/bus/tool-service.js";
 import { encode } from "../../dist/shared/bus/codec.js";
 import { WalRecord } from "../../dist/shared/contracts/wal.js";
@@ -46,6 +47,9 @@ const bus = await openActorBus(ActorEnv.parse({ NATS_URL: nats.url }), "bench-re
 const walStream = bus.subjects.streams().wal;
 const bucket = bus.subjects.buckets().idempotency;
 const runsStream = `KV_${bus.subjects.buckets().runs}`;
+const poolStream = `KV_${bus.subjects.buckets().pool}`;
+/** A root run's tree budget as its last give-back leaves it: what the status sweep removes with a root. */
+const TREE_BUDGET = new TextEncoder().encode(JSON.stringify({ used: 20, recent: {}, paid: {} }));
 const store = new RunStatusStore(bus.buckets.runs);
 
 /** The bucket keys of a run's tool calls. */
@@ -78,6 +82,7 @@ async function record(prefix: string): Promise<string[]> {
         for (let m = 0; m < MESSAGES; m += 1)
           await bus.js.publish(bus.subjects.wal(runId), walMessage(runId, m));
         for (const key of keysOf(runId)) await bus.buckets.idempotency.put(key, RECORD_OF_A_CALL);
+        if (REMOVES === "status") await bus.buckets.pool.put(treeBudgetKey(runId), TREE_BUDGET);
         const at = new Date().toISOString();
         await store.put({
           runId,
@@ -108,11 +113,12 @@ async function record(prefix: string): Promise<string[]> {
   return ids;
 }
 
-/** What the file store holds of WALs, idempotency records and statuses. */
+/** What the file store holds of WALs, idempotency records, statuses and tree budgets. */
 const storedBytes = async (): Promise<number> =>
   (await bus.jsm.streams.info(walStream)).state.bytes +
   (await bus.jsm.streams.info(`KV_${bucket}`)).state.bytes +
-  (await bus.jsm.streams.info(runsStream)).state.bytes;
+  (await bus.jsm.streams.info(runsStream)).state.bytes +
+  (await bus.jsm.streams.info(poolStream)).state.bytes;
 
 /** Removes the WALs with the retention loop; resolves once every one is gone. */
 async function sweep(ids: string[]): Promise<number> {
@@ -156,6 +162,8 @@ async function removeAll(ids: string[], byPurge: boolean): Promise<number> {
     for (let i = 0; i < keys.length; i += 16) await Promise.all(keys.slice(i, i + 16).map(remove));
     await bus.jsm.streams.purge(walStream, { filter: bus.subjects.wal(runId) });
     if (REMOVES === "status") {
+      const tree = await bus.buckets.pool.get(treeBudgetKey(runId));
+      if (tree) await bus.jsm.streams.deleteMessage(poolStream, tree.revision, false);
       const status = await bus.buckets.runs.get(runId);
       if (status) await bus.jsm.streams.deleteMessage(runsStream, status.revision, false);
     }

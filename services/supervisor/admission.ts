@@ -10,7 +10,7 @@ import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
+import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
@@ -111,6 +111,8 @@ export class Admission {
 
   private async checkBudget(rootRunId: string): Promise<void> {
     const used = await this.budget.used(rootRunId);
+    // A parent leased before the model call that spawned this child: a tree with no count is retired.
+    if (used === undefined) throw retired(rootRunId);
     if (used >= this.limits.treeIterationCap) {
       throw new AgentError(
         "GLOBAL_CAP",

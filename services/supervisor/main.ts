@@ -130,6 +130,7 @@ const retention = Promise.all(
           wals: metrics.walsRemoved,
           toolRecords: metrics.toolRecordsRemoved,
           statuses: metrics.statusesRemoved,
+          treeBudgets: metrics.treeBudgetsRemoved,
         },
         stopping.signal,
       ).catch((err: unknown) => {

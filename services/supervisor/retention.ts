@@ -5,6 +5,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
 import { removeMessage } from "../../shared/bus/remove-message.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
+import { treeBudgetKey } from "../../shared/bus/tree-budget.js";
 import { isFinished, RunStatus } from "../../shared/contracts/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
@@ -23,6 +24,8 @@ const FINAL_KINDS = new Set<string>(["run.committed", "run.failed"]);
  * within this, rather than after the delay the old setting asked for.
  */
 export const MAX_PUT_BACK_MS = 3_600_000;
+/** Reads and removals of a tree's key before giving up on one that keeps being written. */
+const MAX_RETIRE_ATTEMPTS = 5;
 
 /**
  * Refused when the audit stream keeps events (`max_age`, in nanoseconds as JetStream says it; 0
@@ -58,6 +61,8 @@ export interface RetentionCounters {
   wals: Counter;
   toolRecords: Counter;
   statuses?: Counter;
+  /** Root runs whose tree budget key went with their status. */
+  treeBudgets?: Counter;
 }
 
 /**
@@ -96,7 +101,7 @@ export async function sweepFinishedRuns(
 
 class FinishedRuns {
   private readonly records: ToolRecords;
-  private deniedSaid = false;
+  private readonly deniedSaid = new Set<string>();
 
   constructor(
     private readonly bus: ActorBus,
@@ -127,7 +132,11 @@ class FinishedRuns {
       const status = entry?.operation === "PUT" ? decode(RunStatus, entry.value) : undefined;
       if (entry && isFinished(status)) {
         await this.removeWal(event.runId);
-        if (options.removes === "status") await this.removeStatus(event.runId, entry.revision);
+        if (options.removes === "status") {
+          // The tree's count goes before the status, so a sweep stopped between the two does it again.
+          if ((status.rootRunId ?? status.runId) === status.runId) await this.retireTree(status.runId);
+          await this.removeStatus(event.runId, entry.revision);
+        }
       }
       msg.ack();
     } catch (err) {
@@ -150,6 +159,37 @@ class FinishedRuns {
   }
 
   /**
+   * A root run's tree budget key, removed by its sequence (no marker left) once the root's status
+   * goes: the key would otherwise stay for ever, one per root run. A run of the tree asking for a
+   * lease afterwards is refused (see TreeBudget.lease), so removing it never lets a tree count
+   * afresh. A lease written between the read and the removal leaves a newer message: read again.
+   */
+  private async retireTree(rootRunId: string): Promise<void> {
+    const { bus } = this;
+    const key = treeBudgetKey(rootRunId);
+    const stream = `KV_${bus.subjects.buckets().pool}`;
+    for (let attempt = 0; attempt < MAX_RETIRE_ATTEMPTS; attempt++) {
+      const entry = await withBusRetry(`reading ${key}`, bus, () => bus.buckets.pool.get(key));
+      if (entry?.operation !== "PUT") {
+        if (attempt > 0) {
+          this.counters.treeBudgets?.inc();
+          bus.logger.info({ rootRunId }, "finished run tree's budget removed");
+        }
+        return;
+      }
+      const removal = await removeMessage(bus, stream, entry.revision, `${rootRunId}'s tree budget`);
+      if (removal === "denied") {
+        this.deniedOnce(stream, "the pool bucket", "run trees' budget keys are kept");
+        return;
+      }
+    }
+    bus.logger.warn(
+      { rootRunId, key },
+      "a finished run tree's budget kept changing while it was removed: kept",
+    );
+  }
+
+  /**
    * The status's one message (the bucket keeps one per key), removed by its sequence: no delete
    * marker is left, so the bucket holds nothing of the run. A status rewritten since it was read
    * has a new sequence, and stays.
@@ -161,12 +201,18 @@ class FinishedRuns {
     if (removal === "removed") {
       this.counters.statuses?.inc();
       bus.logger.info({ runId }, "finished run's status removed");
-    } else if (!this.deniedSaid) {
-      this.deniedSaid = true;
-      bus.logger.warn(
-        { runId, stream },
-        "this NATS user may not remove messages from the runs bucket: finished runs' statuses are kept (allow the supervisor $JS.API.STREAM.MSG.DELETE on it, see permissions.conf)",
-      );
+    } else {
+      this.deniedOnce(stream, "the runs bucket", "finished runs' statuses are kept");
     }
+  }
+
+  /** A removal this NATS user may not make (a permissions.conf older than the supervisor): said once per stream. */
+  private deniedOnce(stream: string, what: string, consequence: string): void {
+    if (this.deniedSaid.has(stream)) return;
+    this.deniedSaid.add(stream);
+    this.bus.logger.warn(
+      { stream },
+      `this NATS user may not remove messages from ${what}: ${consequence} (allow the supervisor $JS.API.STREAM.MSG.DELETE on it, see permissions.conf)`,
+    );
   }
 }

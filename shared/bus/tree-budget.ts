@@ -29,6 +29,12 @@ export const TreeUsage = z.object({
 });
 export type TreeUsage = z.infer<typeof TreeUsage>;
 
+/**
+ * What a tree's key reads as when it holds nothing: never written, or retired with its root (see
+ * `lease`). Compared by identity: casChange hands this very object to a decision on a missing key.
+ */
+const NO_TREE: TreeUsage = Object.freeze({ used: 0 });
+
 /** What a give-back did: the tree's count after it, and how many iterations it took back. */
 export interface GiveBack {
   used: number;
@@ -70,7 +76,10 @@ export class TreeBudget {
 
   /**
    * Grants `runId` up to `count` iterations (fewer near the cap), after taking back what it was
-   * paid beyond `spent` (see above); GLOBAL_CAP when none are left.
+   * paid beyond `spent` (see above); GLOBAL_CAP when none are left, or when the tree has no key
+   * and the run is not its root. A root leases before its first model call, so before it can spawn
+   * anything: a tree without a key is one whose key the root's status retention removed, and a run
+   * of it still asking (a child resumed long after its root finished) must not count it afresh.
    */
   async lease(
     rootRunId: string,
@@ -79,7 +88,8 @@ export class TreeBudget {
     cap: number,
     spent?: number,
   ): Promise<{ granted: number; used: number; returned: number }> {
-    const result = await casChange(this.cas, key(rootRunId), TreeUsage, { used: 0 }, (state) => {
+    const result = await casChange(this.cas, treeBudgetKey(rootRunId), TreeUsage, NO_TREE, (state) => {
+      if (state === NO_TREE && runId !== rootRunId) throw retired(rootRunId);
       const returned = unspentOf(state, runId, spent);
       const granted = Math.min(count, cap - (state.used - returned));
       if (granted <= 0 && returned === 0) {
@@ -114,9 +124,9 @@ export class TreeBudget {
   giveBack(rootRunId: string, runId: string, unspent: number, spent?: number): Promise<GiveBack> {
     return casChange<typeof TreeUsage, GiveBack>(
       this.cas,
-      key(rootRunId),
+      treeBudgetKey(rootRunId),
       TreeUsage,
-      { used: 0 },
+      NO_TREE,
       (state) => {
         const { [runId]: grants, ...others } = state.recent ?? {};
         const { [runId]: told, ...otherPaid } = state.paid ?? {};
@@ -142,10 +152,23 @@ export class TreeBudget {
     );
   }
 
-  async used(rootRunId: string): Promise<number> {
-    const entry = await this.cas.kv.get(key(rootRunId));
-    return entry?.operation === "PUT" ? decode(TreeUsage, entry.value).used : 0;
+  /** The tree's count; undefined when it has no key (no run of it leased yet, or it was retired). */
+  async used(rootRunId: string): Promise<number | undefined> {
+    const entry = await this.cas.kv.get(treeBudgetKey(rootRunId));
+    return entry?.operation === "PUT" ? decode(TreeUsage, entry.value).used : undefined;
   }
+}
+
+/**
+ * The refusal of a run whose tree has no key: its root never leased (a child submitted naming a
+ * parent that never ran), or its key was removed with the root's status (SUPERVISOR_STATUS_RETAIN_MS).
+ */
+export function retired(rootRunId: string): AgentError {
+  return new AgentError(
+    "GLOBAL_CAP",
+    `run tree ${rootRunId} has no iteration budget: its root run finished and was removed after the cluster's status retention (or never ran), so no run of the tree may lease more`,
+    { details: { retired: true } },
+  );
 }
 
 function capReached(rootRunId: string, used: number, cap: number): AgentError {
@@ -154,4 +177,5 @@ function capReached(rootRunId: string, used: number, cap: number): AgentError {
   });
 }
 
-const key = (rootRunId: string): string => `tree.${rootRunId}`;
+/** A run tree's key in the pool bucket. */
+export const treeBudgetKey = (rootRunId: string): string => `tree.${rootRunId}`;

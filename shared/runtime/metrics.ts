@@ -25,6 +25,7 @@ export class ActorMetrics {
   readonly walsRemoved: Counter;
   readonly toolRecordsRemoved: Counter;
   readonly statusesRemoved: Counter;
+  readonly treeBudgetsRemoved: Counter;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
   readonly modelBreakersOpened: Counter<"provider">;
@@ -122,6 +123,11 @@ export class ActorMetrics {
     this.statusesRemoved = new Counter({
       name: "agents_statuses_removed_total",
       help: "Finished runs whose status was removed after SUPERVISOR_STATUS_RETAIN_MS",
+      registers,
+    });
+    this.treeBudgetsRemoved = new Counter({
+      name: "agents_tree_budgets_removed_total",
+      help: "Run trees whose iteration budget key was removed with their root run's status",
       registers,
     });
     this.criticVerdicts = new Counter({

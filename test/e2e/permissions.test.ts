@@ -128,7 +128,7 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect((await kv.get("cHJvdmlkZXI"))?.operation).toBe("DEL");
   });
 
-  it("nobody can delete or purge a stream or remove a message, but the supervisor a finished run's WAL, its calls' records and its status, and only the supervisor creates or changes them", async () => {
+  it("nobody can delete or purge a stream or remove a message, but the supervisor a finished run's WAL, its calls' records, its status and its tree's budget, and only the supervisor creates or changes them", async () => {
     const buckets = subjects.buckets();
     const streams = [
       "AGENT_AUDIT",
@@ -146,8 +146,8 @@ describe("nats.conf: least privilege per actor kind", () => {
       }
       for (const stream of streams) {
         // The supervisor's retention removes a finished run's tool call records and its status,
-        // each by its sequence.
-        const retained = [`KV_${buckets.idempotency}`, `KV_${buckets.runs}`];
+        // and a root run's tree budget, each by its sequence.
+        const retained = [`KV_${buckets.idempotency}`, `KV_${buckets.runs}`, `KV_${buckets.pool}`];
         if (kind === "supervisor" && retained.includes(stream)) continue;
         await expect(jsm.streams.deleteMessage(stream, 1, false), `${kind} ${stream}`).rejects.toThrow(
           /permission/i,
@@ -174,5 +174,9 @@ describe("nats.conf: least privilege per actor kind", () => {
     const statusRevision = await runs.put("finished-run", "{}");
     expect(await supervisor.streams.deleteMessage(`KV_${buckets.runs}`, statusRevision, false)).toBe(true);
     expect(await runs.get("finished-run")).toBeNull();
+    const pool = await new Kvm(await as("supervisor")).open(buckets.pool);
+    const treeRevision = await pool.put("tree.finished-run", "{}");
+    expect(await supervisor.streams.deleteMessage(`KV_${buckets.pool}`, treeRevision, false)).toBe(true);
+    expect(await pool.get("tree.finished-run")).toBeNull();
   });
 });

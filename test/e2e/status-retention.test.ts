@@ -1,4 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { requestJson } from "../../shared/bus/request.js";
+import { treeBudgetKey } from "../../shared/bus/tree-budget.js";
+import { readFanOut } from "../../shared/bus/fanout.js";
+import { LeaseReply, LeaseRequest } from "../../shared/contracts/cluster.js";
 import { agentctlFails, useClusterSuite } from "../helpers/cluster-suite.js";
 import { walMessages } from "../helpers/finished-runs.js";
 import { firstJobAgain } from "../helpers/first-job-again.js";
@@ -49,5 +53,57 @@ describe("a finished run's status, with SUPERVISOR_STATUS_RETAIN_MS set", () => 
     expect(await firstJobAgain(suite, runSpec, runId, "agent-2")).toEqual({ dropped: true, walMessages: 0 });
     expect(await suite.audit(runId)).toEqual(refused);
     expect(await suite.bus.buckets.runs.get(runId)).toBeNull();
+  }, 40_000);
+
+  it("a run tree's budget key goes with its root's status; a run of the retired tree is leased nothing, and no child of it is admitted", async () => {
+    await suite.cluster.start("agent", "agent-3");
+    const child = spec({ tools: [], script: [{ text: "child done" }] });
+    const rootId = "retired-tree";
+    await suite.client.submit({
+      ...spec({
+        script: [
+          { toolCalls: [{ name: "spawn_agent", input: { runs: [child] } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "parent done" } }] },
+        ],
+        tools: ["spawn_agent"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+      }),
+      runId: rootId,
+    });
+    await until(async () => (await readFanOut(suite.bus.buckets.runs, rootId)) !== undefined, 10_000, {
+      what: "the fan-out",
+    });
+    const [childId] = (await readFanOut(suite.bus.buckets.runs, rootId))?.children ?? [];
+    await suite.waitFor(rootId, (s) => s.status === "committed", 20_000);
+    const tree = treeBudgetKey(rootId);
+    await until(async () => (await suite.bus.buckets.pool.get(tree)) === null, 10_000, {
+      what: "the tree's budget key removed",
+    });
+    // Removed by its sequence: no delete marker, and the pool bucket keeps nothing of the tree.
+    const keys: string[] = [];
+    for await (const key of await suite.bus.buckets.pool.keys()) keys.push(key);
+    expect(keys).not.toContain(tree);
+    expect(await suite.bus.buckets.runs.get(rootId)).toBeNull();
+    expect(await suite.log("supervisor")).toMatch(/finished run tree's budget removed/);
+
+    // The child, were it resumed now, asks for a lease: the tree is not counted afresh.
+    const lease = await requestJson(
+      suite.bus.nc,
+      suite.bus.subjects.iterationLease(),
+      {
+        schema: LeaseRequest,
+        value: { schemaVersion: 1, runId: childId ?? "", rootRunId: rootId, count: 1 },
+      },
+      LeaseReply,
+      { timeoutMs: 5_000 },
+    );
+    expect(lease).toMatchObject({ ok: false, error: { code: "GLOBAL_CAP" } });
+    expect(await suite.bus.buckets.pool.get(tree)).toBeNull();
+    await expect(
+      suite.client.submit({ ...child, parent: { runId: rootId, rootRunId: rootId, depth: 0 } }),
+    ).rejects.toMatchObject({
+      code: "GLOBAL_CAP",
+      message: expect.stringMatching(/no iteration budget/) as string,
+    });
   }, 40_000);
 });

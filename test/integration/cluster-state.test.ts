@@ -4,12 +4,18 @@ import { childRunId, fanInResults, readFanOut, writeFanOut } from "../../shared/
 import { KillSwitchView, readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
-import { MAX_TRACKED_RUNS, TreeBudget } from "../../shared/bus/tree-budget.js";
+import { MAX_TRACKED_RUNS, TreeBudget, treeBudgetKey } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 import { START } from "../helpers/fixtures.js";
+
+/** A tree's key, as its root's first lease leaves it once given back: what every other run of it finds. */
+async function opened(budget: TreeBudget, root: string): Promise<void> {
+  await budget.lease(root, root, 1, 1_000_000);
+  expect(await budget.giveBack(root, root, 1, 0)).toEqual({ used: 0, returned: 1 });
+}
 
 /** The cluster's shared state on KV buckets (memory, run statuses, kill switch, fan-outs, tree budgets), on a real server. */
 const suite = useBusSuite("cs");
@@ -148,6 +154,7 @@ describe("cluster state in KV", () => {
 
   it("a tree's iteration budget is never overspent by concurrent leases", async () => {
     const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(9) });
+    await opened(budget, "tree1");
     const results = await Promise.allSettled(
       Array.from({ length: 20 }, (_, i) => budget.lease("tree1", `run-${i % 3}`, 1, 10)),
     );
@@ -156,11 +163,13 @@ describe("cluster state in KV", () => {
       results.filter((r) => r.status === "rejected").map((r) => (r.reason as { code: string }).code),
     ).toEqual(Array.from({ length: 10 }, () => "GLOBAL_CAP"));
     expect(await budget.used("tree1")).toBe(10);
+    await opened(budget, "tree2");
     expect(await budget.lease("tree2", "run-a", 5, 3)).toEqual({ granted: 3, used: 3, returned: 0 });
   });
 
   it("a run gives back at most its last two grants, once; concurrent give-backs of two runs both land", async () => {
     const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(10) });
+    await opened(budget, "tree3");
     expect(await budget.lease("tree3", "run-a", 1, 9)).toEqual({ granted: 1, used: 1, returned: 0 });
     expect(await budget.lease("tree3", "run-a", 2, 9)).toEqual({ granted: 2, used: 3, returned: 0 });
     expect(await budget.lease("tree3", "run-a", 4, 9)).toEqual({ granted: 4, used: 7, returned: 0 });
@@ -182,6 +191,7 @@ describe("cluster state in KV", () => {
 
   it("a run's next worker takes back what a killed worker was paid and did not spend; a worker behind it takes back nothing", async () => {
     const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(12) });
+    await Promise.all(["tree5", "tree6"].map((tree) => opened(budget, tree)));
     // Worker A: its first ask before it read the run, then each ask ahead saying what the run spent.
     expect(await budget.lease("tree5", "run", 1, 100)).toEqual({ granted: 1, used: 1, returned: 0 });
     expect(await budget.lease("tree5", "run", 2, 100, 1)).toEqual({ granted: 2, used: 3, returned: 0 });
@@ -208,8 +218,37 @@ describe("cluster state in KV", () => {
     expect(await budget.used("tree6")).toBe(3);
   });
 
+  it("a tree whose key was removed (its root retired) leases nothing more to a run of it, even from a process that wrote it last; its root starts it afresh", async () => {
+    const deps = { kv: suite.buckets.pool, clock: systemClock };
+    const writer = new TreeBudget({ ...deps, random: seededRandom(13) });
+    const other = new TreeBudget({ ...deps, random: seededRandom(14) });
+    expect(await writer.lease("tree7", "tree7", 2, 100)).toMatchObject({ granted: 2 });
+    expect(await writer.lease("tree7", "child", 3, 100)).toMatchObject({ granted: 3, used: 5 });
+    // A child submitted naming a parent that never leased finds no tree either.
+    await expect(other.lease("never-ran", "child", 1, 100)).rejects.toMatchObject({
+      code: "GLOBAL_CAP",
+      details: { retired: true },
+    });
+    const entry = await suite.buckets.pool.get(treeBudgetKey("tree7"));
+    await suite.jsm.streams.deleteMessage(`KV_${suite.subjects.buckets().pool}`, entry?.revision ?? 0, false);
+    expect(await other.used("tree7")).toBeUndefined();
+    // The writer's next lease would be one write against the revision it remembers: refused, read, refused.
+    for (const budget of [writer, other]) {
+      await expect(budget.lease("tree7", "child", 1, 100, 3)).rejects.toMatchObject({
+        code: "GLOBAL_CAP",
+        message: expect.stringMatching(
+          /no iteration budget: its root run finished and was removed/,
+        ) as string,
+      });
+    }
+    expect(await writer.giveBack("tree7", "child", 3, 3)).toEqual({ used: 0, returned: 0 });
+    expect(await suite.buckets.pool.get(treeBudgetKey("tree7"))).toBeNull();
+    expect(await writer.lease("tree7", "tree7", 1, 100)).toEqual({ granted: 1, used: 1, returned: 0 });
+  });
+
   it("past MAX_TRACKED_RUNS runs of a tree, the one that leased longest ago can give nothing back", async () => {
     const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(11) });
+    await opened(budget, "tree4");
     const runs = Array.from({ length: MAX_TRACKED_RUNS + 1 }, (_, i) => `run-${i}`);
     for (const run of runs) await budget.lease("tree4", run, 1, 10_000);
     // The 257th run pushed run-0 out; run-1 leasing again moves it last, so run-extra pushes run-2 out.
