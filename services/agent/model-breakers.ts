@@ -239,10 +239,15 @@ export class ModelBreakers {
     }
   }
 
-  /** Keeps the newest of what was written and what the watch delivers, whichever comes first. */
+  /**
+   * Keeps the newest of what was written and what the watch delivers, whichever comes first. A
+   * breaker seen closed starts this worker's count afresh: the outages it counted while the breaker
+   * was open (calls sent before it opened) came before the answer that closed it, so are not in a row.
+   */
   private remember(key: string, breaker: ModelBreaker | undefined, revision: number): void {
     const known = this.known.get(key);
     if (known && known.revision > revision) return;
+    if (known?.breaker && !breaker) this.outages.delete(known.breaker.provider);
     this.known.set(key, { breaker, revision });
   }
 }

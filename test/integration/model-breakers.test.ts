@@ -139,6 +139,37 @@ describe("model providers' breakers shared by the workers", () => {
     }
   });
 
+  it("a breaker another worker's try closed starts each worker's count afresh: outages counted while it was open do not reopen it at the next one", async () => {
+    const clock = new ManualClock(Date.now());
+    const [a, b] = [worker("w1", clock), worker("w2", clock)];
+    await Promise.all([a.breakers.start(), b.breakers.start()]);
+    try {
+      const model = provider("gpt-e");
+      const [viaA, viaB] = [a.breakers.guard(model), b.breakers.guard(model)];
+      model.down = true;
+      for (let i = 0; i < 3; i++) expect(await outcome(viaA)).toBe("MODEL_RATE_LIMITED");
+      expect(a.breakers.breakerOf(model.provider)).toMatchObject({ state: "open", by: "w1" });
+      // Two of w1's calls sent before it opened come back as outages while it is open.
+      const late = new AgentError("MODEL_UNAVAILABLE", "503").toBody();
+      for (let i = 0; i < 2; i++) await a.breakers.settle(model.provider, late, { probe: false, sentAt: 0 });
+      await until(() => b.breakers.breakerOf(model.provider) !== undefined, 5_000, { what: "w2 sees it" });
+      model.down = false;
+      await clock.advance(COOLDOWN_MS);
+      expect(await outcome(viaB)).toBe("ok");
+      await until(() => a.breakers.breakerOf(model.provider) === undefined, 5_000, {
+        what: "w1 sees it closed",
+      });
+      // One outage through w1: one in a row, not three.
+      model.down = true;
+      expect(await outcome(viaA)).toBe("MODEL_RATE_LIMITED");
+      expect(a.breakers.breakerOf(model.provider)).toBeUndefined();
+      expect(await counter(a.metrics, "agents_model_breakers_opened_total")).toBe(1);
+    } finally {
+      a.breakers.stop();
+      b.breakers.stop();
+    }
+  });
+
   it("a worker that starts later sees a breaker already open; a bucket out of reach lets calls go", async () => {
     const clock = new ManualClock(Date.now());
     const a = worker("w1", clock);
