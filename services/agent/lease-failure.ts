@@ -1,6 +1,7 @@
 import type { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
-import { handedBack, isModelOutage, MAX_OUTAGE_RETRY_DELAY_MS, retryAt } from "./model-outage.js";
+import { isModelOutage } from "../../shared/models/outage.js";
+import { handedBack, MAX_OUTAGE_RETRY_DELAY_MS, retryAt } from "./model-outage.js";
 
 /** The longest a job whose lease keeps failing the same way waits before it is offered again. */
 export const MAX_RETRY_DELAY_MS = 300_000;
@@ -30,8 +31,15 @@ export function retryDelay(error: AgentError, deliveryCount: number, baseMs: num
  */
 export function logLeaseFailure(log: Logger, error: AgentError, delivery: number, delayMs: number): void {
   if (handedBack(error)) {
+    const at = retryAt(error);
     log.warn(
-      { code: error.code, delivery, delayMs, reason: error.message },
+      {
+        code: error.code,
+        delivery,
+        delayMs,
+        reason: error.message,
+        ...(at === undefined ? {} : { retryAt: new Date(at).toISOString() }),
+      },
       "run handed back to wait out an outage",
     );
     return;

@@ -4,18 +4,7 @@ import { AgentError } from "../../shared/runtime/errors.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { checkDeadline } from "../../shared/loop/guard.js";
 import type { LoopState } from "../../shared/loop/state.js";
-
-/**
- * The model errors that say the provider is out of reach for now, not that the request is wrong:
- * rate limited, overloaded or failing (5xx), timing out, unreachable. A driver has retried each
- * already.
- */
-const MODEL_OUTAGE_CODES: readonly ErrorCode[] = [
-  "MODEL_RATE_LIMITED",
-  "MODEL_UNAVAILABLE",
-  "MODEL_TIMEOUT",
-  "MODEL_NETWORK",
-];
+import { MODEL_OUTAGE_CODES } from "../../shared/models/outage.js";
 
 /** A provider's outage, or a model actor or critic nobody answers for (the bus). */
 export const OUTAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
@@ -28,11 +17,6 @@ export const MAX_OUTAGE_RETRY_DELAY_MS = 60_000;
 
 export function isOutage(code: string): boolean {
   return OUTAGE_CODES.has(code as ErrorCode);
-}
-
-/** A model provider's own outage (not the bus): its runs back off, see retryDelay. */
-export function isModelOutage(code: string): boolean {
-  return MODEL_OUTAGE_CODES.includes(code as ErrorCode);
 }
 
 /**

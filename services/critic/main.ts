@@ -1,31 +1,47 @@
 /**
  * The critic actor: `npm run actor -- critic`. Replicas share `<prefix>.critic.review` in one
- * queue group; each review is independent, so the critic holds no state.
+ * queue group; each review is independent, so the critic holds no state of its own (a model
+ * provider's breaker lives in the bucket the workers share).
  */
+import { hostname } from "node:os";
 import { CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
+import { ModelBreakers } from "../../shared/bus/model-breakers.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { parseEnv } from "../../shared/runtime/config.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
+import { CriticEnv } from "./env.js";
 import { review } from "./review.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "critic" }));
-const env = parseEnv(ActorEnv, process.env);
+const env = parseEnv(CriticEnv, process.env);
 const logger = createLogger({ actor: "critic", level: env.LOG_LEVEL });
 fatal.use(logger);
 const bus = await openActorBus(env, "critic", { clock: systemClock, random: systemRandom, logger });
 const metrics = new ActorMetrics("critic");
+const breakers = new ModelBreakers(
+  bus.buckets.modelBreakers,
+  { failures: env.CRITIC_MODEL_BREAKER_FAILURES, cooldownMs: env.CRITIC_MODEL_BREAKER_COOLDOWN_MS },
+  { clock: systemClock, logger, workerId: `critic-${hostname()}-${process.pid}`, metrics },
+);
+await breakers.start();
+const guard = breakers.guard.bind(breakers);
 serve(bus.nc, bus.subjects.criticReview(), {
   queue: "critic",
   reply: CriticReviewReply,
   logger,
   handle: async (msg) => {
     const timed = metrics.phaseSeconds.startTimer({ phase: "review" });
-    const reply = await review(msg.data, { clock: systemClock, random: systemRandom, env: process.env });
+    const reply = await review(msg.data, {
+      clock: systemClock,
+      random: systemRandom,
+      env: process.env,
+      guard,
+    });
     timed();
     if (reply.ok) {
       metrics.criticVerdicts.inc({ passed: String(reply.verdict.passed) });
@@ -33,12 +49,14 @@ serve(bus.nc, bus.subjects.criticReview(), {
     }
     return reply;
   },
-  onError: failureReply,
+  // A breaker's refusal says when its provider is next tried: the run comes back then.
+  onError: (err) => failureReply(err, { details: true }),
   onFailure: (subject) => metrics.badRequests.inc({ subject }),
 });
 const health = await startActorHealth(bus, env, metrics);
 logger.info({ healthPort: health.port }, "critic ready");
 onShutdown(logger, async () => {
+  breakers.stop();
   await health.close();
   await bus.nc.drain();
 });

@@ -2,6 +2,7 @@ import { CriticReviewRequest, type CriticReviewReply } from "../../shared/contra
 import { decode } from "../../shared/bus/codec.js";
 import { checkingCritic, modelCritic, type Critic } from "../../shared/loop/critic.js";
 import { createDriver } from "../../shared/models/factory.js";
+import type { ModelDriver } from "../../shared/models/driver.js";
 import { ScriptedDriver } from "../../shared/models/scripted.js";
 import type { Clock } from "../../shared/runtime/clock.js";
 import type { Random } from "../../shared/runtime/random.js";
@@ -10,6 +11,8 @@ export interface ReviewDeps {
   clock: Clock;
   random: Random;
   env: Readonly<Record<string, string | undefined>>;
+  /** Puts the provider's breaker in front of the review's model (see ModelBreakers.guard). */
+  guard?: (driver: ModelDriver) => ModelDriver;
 }
 
 /**
@@ -28,7 +31,7 @@ export async function review(data: Uint8Array, deps: ReviewDeps): Promise<Critic
       http: { clock: deps.clock, random: deps.random },
     });
     if (driver instanceof ScriptedDriver) driver.seek(request.attempt);
-    model = modelCritic(driver);
+    model = modelCritic(deps.guard ? deps.guard(driver) : driver);
   }
   const verdict = await checkingCritic(request.checks, model)(request.request);
   return { schemaVersion: 1, ok: true, verdict };

@@ -54,16 +54,23 @@ export function serve<R extends z.ZodType>(
   return Object.assign(sub, { failures: () => failures });
 }
 
-/** The error arm every request/reply contract shares: `{ schemaVersion, ok: false, error }`. */
-export function failureReply(err: unknown): {
+/**
+ * The error arm every request/reply contract shares: `{ schemaVersion, ok: false, error }`. With
+ * `details`, the error's details go too (a breaker's refusal says when its provider is next tried).
+ */
+export function failureReply(
+  err: unknown,
+  options: { details?: boolean } = {},
+): {
   schemaVersion: 1;
   ok: false;
-  error: { code: string; message: string; retryable: boolean };
+  error: { code: string; message: string; retryable: boolean; details?: unknown };
 } {
   const error = toAgentError(err);
+  const details = options.details && error.details !== undefined ? { details: error.details } : {};
   return {
     schemaVersion: 1,
     ok: false,
-    error: { code: error.code, message: error.message, retryable: error.retryable },
+    error: { code: error.code, message: error.message, retryable: error.retryable, ...details },
   };
 }

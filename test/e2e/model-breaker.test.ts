@@ -1,10 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { breakerKey } from "../../services/agent/model-breakers.js";
+import { breakerKey } from "../../shared/bus/model-breakers.js";
 import { serveModel } from "../../shared/bus/model-actor.js";
 import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { until } from "../helpers/until.js";
+import { json, startServer } from "../helpers/http-server.js";
+import { spec } from "../helpers/fixtures.js";
 import {
   AGENTCTL,
   payingActorRun,
@@ -19,6 +21,10 @@ const RUNS = 12;
 /** The outage: past the handed-back runs' first three retries (0.5, 1 and 2 s after their first ask). */
 const OUTAGE_MS = 5_000;
 
+const CRITIC_RUNS = 6;
+/** The critic's provider down: past the first reviews' retries and three hand-backs. */
+const CRITIC_OUTAGE_MS = 10_000;
+
 const suite = useClusterSuite("model-breaker", {
   actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
   env: {
@@ -26,6 +32,9 @@ const suite = useClusterSuite("model-breaker", {
     AGENT_RETRY_DELAY_MS: "500",
     AGENT_MODEL_BREAKER_FAILURES: "2",
     AGENT_MODEL_BREAKER_COOLDOWN_MS: "1000",
+    CRITIC_MODEL_BREAKER_FAILURES: "2",
+    CRITIC_MODEL_BREAKER_COOLDOWN_MS: "1000",
+    CRITIC_TEST_KEY: "sk-critic-test",
   },
 });
 
@@ -89,5 +98,64 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     // Closed: the key holds only its delete marker.
     expect((await breakers.get(key))?.operation).toBe("DEL");
     expect((await agentctl("breakers")).stdout).toBe("no model provider's breaker is open\n");
+  }, 90_000);
+
+  it("the critic's model provider down: the critic shares the breaker, so reviews stop asking it but one try per cooldown, and every run commits when it is back", async () => {
+    const upAt = Date.now() + CRITIC_OUTAGE_MS;
+    const verdict = { scores: { correctness: 1, completeness: 1, coherence: 1, safety: 1 }, passed: true };
+    const asked: number[] = [];
+    await using provider = await startServer((_req, res) => {
+      asked.push(Date.now());
+      if (Date.now() < upAt) json(res, 503, { error: { message: "overloaded" } });
+      else
+        json(res, 200, {
+          choices: [{ finish_reason: "stop", message: { content: JSON.stringify(verdict) } }],
+        });
+    });
+    await suite.cluster.start("critic", "critic-1");
+    const critic = {
+      provider: "openai" as const,
+      model: "critic-m",
+      baseUrl: `${provider.url}/v1`,
+      apiKeyEnv: "CRITIC_TEST_KEY",
+    };
+    const runIds: string[] = [];
+    for (let i = 0; i < CRITIC_RUNS; i += 1) {
+      const runSpec = spec({ script: [{ text: `reviewed ${i}` }], tools: [], critic: { model: critic } });
+      runIds.push((await suite.client.submit(runSpec)).runId);
+    }
+    const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 40_000)));
+    for (const [i, status] of statuses.entries()) {
+      expect(status, `${runIds[i]}: ${status.terminal?.reason}`).toMatchObject({
+        status: "committed",
+        terminal: { output: `reviewed ${i}` },
+      });
+    }
+    // A run whose review failed while the breaker stayed open comes back when it next lets a review
+    // try: not a minute later, as the doubling of its many refused deliveries would have it.
+    const lastCommit = Math.max(...statuses.map((s) => Date.parse(s.updatedAt)));
+    expect(lastCommit - upAt).toBeLessThan(20_000);
+    // A review sent while the provider is down is 4 requests (its driver retries 3 times). The
+    // runs' first reviews all go at once (24 requests); two failed reviews open the breaker, then
+    // one review per cooldown (1, 2, 4 s) tries the provider: 34 measured. Without the breaker
+    // every run's review is sent again after each hand-back (0.5, 1, 2, 4 s): 89 measured.
+    const whileDown = asked.filter((at) => at < upAt).length;
+    const said = `requests while down: ${whileDown}, in all: ${asked.length}`;
+    expect(whileDown, said).toBeGreaterThanOrEqual(2 * 4);
+    expect(whileDown, said).toBeLessThan(10 * CRITIC_RUNS);
+    const logs = await suite.log("critic-1");
+    expect(logs).toContain("model provider's breaker opened (2 outages in a row)");
+    expect(logs).toContain("model provider's breaker closed: the provider answered");
+    // A review the breaker refused brings its run back when the provider is next tried.
+    const refusedReviews = (await suite.logs())
+      .split("\n")
+      .filter(
+        (line) => line.includes("not asked: its breaker") && line.includes("the review is asked again later"),
+      );
+    expect(refusedReviews.length).toBeGreaterThan(0);
+    expect(refusedReviews.every((line) => line.includes('"retryAt":'))).toBe(true);
+    expect(
+      (await suite.bus.buckets.modelBreakers.get(breakerKey(`openai:critic-m@${critic.baseUrl}`)))?.operation,
+    ).toBe("DEL");
   }, 90_000);
 });

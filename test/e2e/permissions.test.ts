@@ -115,17 +115,20 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect(await kv.put("probe", "1")).toBeGreaterThan(0);
   });
 
-  it("only agent workers write agents-model-breakers", async () => {
+  it("only agent workers and the critic write agents-model-breakers", async () => {
     const bucket = subjects.buckets().modelBreakers;
-    for (const kind of KINDS.filter((k) => k !== "agent")) {
+    const writers: Kind[] = ["agent", "critic"];
+    for (const kind of KINDS.filter((k) => !writers.includes(k))) {
       const kv = await new Kvm(await as(kind)).open(bucket);
       await expect(kv.put("cHJvdmlkZXI", "{}"), kind).rejects.toThrow(/permission/i);
       await expect(kv.delete("cHJvdmlkZXI"), kind).rejects.toThrow(/permission/i);
     }
-    const kv = await new Kvm(await as("agent")).open(bucket);
-    expect(await kv.create("cHJvdmlkZXI", "{}")).toBeGreaterThan(0);
-    await kv.delete("cHJvdmlkZXI");
-    expect((await kv.get("cHJvdmlkZXI"))?.operation).toBe("DEL");
+    for (const kind of writers) {
+      const kv = await new Kvm(await as(kind)).open(bucket);
+      expect(await kv.create("cHJvdmlkZXI", "{}"), kind).toBeGreaterThan(0);
+      await kv.delete("cHJvdmlkZXI");
+      expect((await kv.get("cHJvdmlkZXI"))?.operation, kind).toBe("DEL");
+    }
   });
 
   it("nobody can delete or purge a stream or remove a message, but the supervisor a finished run's WAL, its calls' records, its status and its tree's budget, and only the supervisor creates or changes them", async () => {

@@ -7,7 +7,7 @@ import { ManualClock } from "../../shared/runtime/clock.js";
 import { AgentError, isAgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
-import { breakerKey, ModelBreakers } from "../../services/agent/model-breakers.js";
+import { breakerKey, ModelBreakers } from "../../shared/bus/model-breakers.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 import { until } from "../helpers/until.js";
 
@@ -147,8 +147,17 @@ describe("model providers' breakers shared by the workers", () => {
       const model = provider("gpt-e");
       const [viaA, viaB] = [a.breakers.guard(model), b.breakers.guard(model)];
       model.down = true;
-      for (let i = 0; i < 3; i++) expect(await outcome(viaA)).toBe("MODEL_RATE_LIMITED");
-      expect(a.breakers.breakerOf(model.provider)).toMatchObject({ state: "open", by: "w1" });
+      const failures = [];
+      for (let i = 0; i < 3; i++) failures.push(await viaA.complete(REQUEST).catch((err: unknown) => err));
+      const open = a.breakers.breakerOf(model.provider);
+      expect(open).toMatchObject({ state: "open", by: "w1" });
+      // The outage that opened it says when the provider is next tried; the ones before, nothing.
+      expect(failures.map((f) => (f as AgentError).code)).toEqual(Array(3).fill("MODEL_RATE_LIMITED"));
+      expect(failures.map((f) => (f as AgentError).details)).toEqual([
+        undefined,
+        undefined,
+        { breaker: open },
+      ]);
       // Two of w1's calls sent before it opened come back as outages while it is open.
       const late = new AgentError("MODEL_UNAVAILABLE", "503").toBody();
       for (let i = 0; i < 2; i++) await a.breakers.settle(model.provider, late, { probe: false, sentAt: 0 });

@@ -8,7 +8,11 @@ import {
   probing,
   refusal,
   reopened,
-} from "../../services/agent/breaker-policy.js";
+  withOpenBreaker,
+} from "../../shared/models/breaker-policy.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { retryDelay } from "../../services/agent/lease-failure.js";
+import { modelFailure } from "../../services/agent/model-outage.js";
 
 const SETTINGS = { failures: 3, cooldownMs: 10_000 };
 const OUTAGE = { code: "MODEL_RATE_LIMITED" as const, message: "429 too many requests", retryable: true };
@@ -76,5 +80,25 @@ describe("a model provider's breaker (the decisions)", () => {
     expect(
       parseEnv(AgentEnv, { AGENT_MODEL_OUTAGE_MS: "20000", AGENT_MODEL_BREAKER_COOLDOWN_MS: "5000" }),
     ).toBeTruthy();
+  });
+
+  it("an outage that leaves the breaker open says so: its run comes back when the breaker next lets a call try, however many times it was refused before", () => {
+    const breaker = reopened(opened("p", OUTAGE, SETTINGS, 0, "w1"), OUTAGE, SETTINGS, 50_000, "w2");
+    const failed = new AgentError("MODEL_UNAVAILABLE", "503 overloaded", { details: { status: 503 } });
+    const told = withOpenBreaker(failed, breaker, 50_000) as AgentError;
+    expect(told).toMatchObject({ code: "MODEL_UNAVAILABLE", message: "503 overloaded", cause: failed });
+    expect(told.details).toEqual({ status: 503, breaker });
+    // The run handed back by the failed review (its job's 8th delivery after seven refusals).
+    const state = { guard: { iteration: 1, startedAt: 0 }, limits: {} } as Parameters<typeof modelFailure>[1];
+    const event = { type: "criticFailed" as const, at: 50_000, error: told.toBody() };
+    const outcome = modelFailure(event, state, 40_000, 300_000, 50_000);
+    if (!("handBack" in outcome)) throw new Error("not handed back");
+    expect(retryDelay(outcome.handBack, 8, 500, 50_000)).toBe(breaker.until - 50_000);
+    expect(retryDelay(failed, 8, 500, 50_000)).toBe(60_000);
+    // Not an outage, no breaker, or one whose wait is over: the error as it came.
+    const rejected = new AgentError("MODEL_REJECTED", "400");
+    expect(withOpenBreaker(rejected, breaker, 50_000)).toBe(rejected);
+    expect(withOpenBreaker(failed, undefined, 50_000)).toBe(failed);
+    expect(withOpenBreaker(failed, breaker, breaker.until)).toBe(failed);
   });
 });

@@ -4,6 +4,7 @@ import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { ActorEnv } from "../../shared/runtime/config.js";
+import { CriticEnv } from "../../services/critic/env.js";
 import { AgentEnv } from "../../services/agent/env.js";
 import { ACTOR_KINDS, NATS_USERS, type LocalActorKind } from "../../services/local/cluster.js";
 import { TradingExecutorEnv } from "../../services/trading-executor/env.js";
@@ -23,7 +24,7 @@ import {
 const ENVS: Record<LocalActorKind, z.ZodObject> = {
   supervisor: SupervisorEnv,
   agent: AgentEnv,
-  critic: ActorEnv,
+  critic: CriticEnv,
   tools: ToolsEnv,
   "trading-executor": TradingExecutorEnv,
   "trading-planner": ActorEnv,

@@ -1,7 +1,8 @@
-import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
-import { AgentError, type ErrorBody } from "../../shared/runtime/errors.js";
+import type { ModelBreaker } from "../contracts/model-breaker.js";
+import { AgentError, isAgentError, type ErrorBody } from "../runtime/errors.js";
+import { isModelOutage } from "./outage.js";
 
-/** AGENT_MODEL_BREAKER_*: when a provider's breaker opens, and how long it stays open. */
+/** AGENT_MODEL_BREAKER_* (and CRITIC_MODEL_BREAKER_*): when a provider's breaker opens, and how long it stays open. */
 export interface BreakerSettings {
   /** Outages in a row among one provider's calls through this worker that open its breaker (0: never). */
   failures: number;
@@ -92,4 +93,16 @@ export function refusal(breaker: ModelBreaker, now: number): AgentError {
 
 function reasonOf(error: ErrorBody): string {
   return `${error.code}: ${error.message}`.slice(0, 500);
+}
+
+/**
+ * A call's outage, told the breaker it left open (opened or reopened by this outage, or open since
+ * the call was sent): its run then comes back when the breaker lets a call try the provider, as a
+ * refused one does, not on a schedule its refusals have stretched (each refusal is a delivery, and
+ * the doubling counts deliveries). Anything else is returned as it is.
+ */
+export function withOpenBreaker(err: unknown, breaker: ModelBreaker | undefined, now: number): unknown {
+  if (!breaker || now >= breaker.until || !isAgentError(err) || !isModelOutage(err.code)) return err;
+  const details = typeof err.details === "object" && err.details !== null ? err.details : {};
+  return new AgentError(err.code, err.message, { details: { ...details, breaker }, cause: err });
 }

@@ -1,21 +1,22 @@
 import type { KV, KvEntry } from "@nats-io/kv";
-import { decode, encode } from "../../shared/bus/codec.js";
-import { ModelBreaker } from "../../shared/contracts/model-breaker.js";
-import type { Clock } from "../../shared/runtime/clock.js";
-import type { ModelDriver } from "../../shared/models/driver.js";
-import { toAgentError, type ErrorBody } from "../../shared/runtime/errors.js";
-import type { Logger } from "../../shared/runtime/logger.js";
-import type { ActorMetrics } from "../../shared/runtime/metrics.js";
+import { decode, encode } from "./codec.js";
+import { ModelBreaker } from "../contracts/model-breaker.js";
+import type { Clock } from "../runtime/clock.js";
+import type { ModelDriver } from "../models/driver.js";
+import { toAgentError, type ErrorBody } from "../runtime/errors.js";
+import type { Logger } from "../runtime/logger.js";
+import type { ActorMetrics } from "../runtime/metrics.js";
 import {
   admission,
   opened,
   probing,
   refusal,
   reopened,
+  withOpenBreaker,
   type Admission,
   type BreakerSettings,
-} from "./breaker-policy.js";
-import { isModelOutage } from "./model-outage.js";
+} from "../models/breaker-policy.js";
+import { isModelOutage } from "../models/outage.js";
 
 export interface ModelBreakersDeps {
   clock: Clock;
@@ -96,8 +97,9 @@ export class ModelBreakers {
         return response;
       } catch (err) {
         // A call this worker gave up on (it is stopping) says nothing about the provider.
-        if (!signal?.aborted) await this.settle(provider, toAgentError(err).toBody(), call);
-        throw err;
+        if (signal?.aborted) throw err;
+        await this.settle(provider, toAgentError(err).toBody(), call);
+        throw withOpenBreaker(err, this.breakerOf(provider), this.deps.clock.now());
       }
     };
     return { id: driver.id, locality: driver.locality, provider, complete };
