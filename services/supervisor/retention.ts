@@ -206,7 +206,7 @@ class FinishedRuns {
     }
   }
 
-  /** A removal this NATS user may not make (a permissions.conf older than the supervisor): said once per stream. */
+  /** A removal this NATS user may not make (an older permissions.conf): said once for each bucket. */
   private deniedOnce(stream: string, what: string, consequence: string): void {
     if (this.deniedSaid.has(stream)) return;
     this.deniedSaid.add(stream);

@@ -2,7 +2,10 @@ import type { ModelBreaker } from "../contracts/model-breaker.js";
 import { AgentError, isAgentError, type ErrorBody } from "../runtime/errors.js";
 import { isModelOutage } from "./outage.js";
 
-/** AGENT_MODEL_BREAKER_* (and CRITIC_MODEL_BREAKER_*): when a provider's breaker opens, and how long it stays open. */
+/**
+ * AGENT_MODEL_BREAKER_* and CRITIC_MODEL_BREAKER_*: when a provider's breaker opens, and how long it
+ * stays open.
+ */
 export interface BreakerSettings {
   /** Outages in a row among one provider's calls through this worker that open its breaker (0: never). */
   failures: number;
