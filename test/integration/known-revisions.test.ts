@@ -47,10 +47,10 @@ async function sentDuring(nc: NatsConnection, during: () => Promise<unknown>): P
 describe("compare-and-set against the revision written last", () => {
   it("a tree's only writer: the first lease reads and creates, every later change is one write", async () => {
     const a = await budgetOn(suite.nc, 1);
-    expect(await sentDuring(suite.nc, () => a.lease("t1", "run-a", 1, 100))).toBe(2);
+    expect(await sentDuring(suite.nc, () => a.lease("t1", "t1", 1, 100))).toBe(2);
     const later = await sentDuring(suite.nc, async () => {
-      for (let i = 0; i < 5; i++) await a.lease("t1", "run-a", 2, 100);
-      await a.giveBack("t1", "run-a", 1);
+      for (let i = 0; i < 5; i++) await a.lease("t1", "t1", 2, 100);
+      await a.giveBack("t1", "t1", 1);
     });
     expect(later).toBe(6);
     expect(await a.used("t1")).toBe(10);
@@ -58,11 +58,11 @@ describe("compare-and-set against the revision written last", () => {
 
   it("a lease another replica answered in between: the stale write is refused and the lease decided on what it wrote", async () => {
     const [a, b] = [await budgetOn(suite.nc, 2), await budgetOn(nc2, 3)];
-    expect(await a.lease("t2", "run-a", 2, 5)).toEqual({ granted: 2, used: 2, returned: 0 });
-    expect(await b.lease("t2", "run-a", 3, 5)).toEqual({ granted: 3, used: 5, returned: 0 });
+    expect(await a.lease("t2", "t2", 2, 5)).toEqual({ granted: 2, used: 2, returned: 0 });
+    expect(await b.lease("t2", "t2", 3, 5)).toEqual({ granted: 3, used: 5, returned: 0 });
     // Decided on A's own last value (2 used), this lease would be granted: the tree is at its cap.
     const sent = await sentDuring(suite.nc, () =>
-      expect(a.lease("t2", "run-a", 1, 5)).rejects.toMatchObject({ code: "GLOBAL_CAP" }),
+      expect(a.lease("t2", "t2", 1, 5)).rejects.toMatchObject({ code: "GLOBAL_CAP" }),
     );
     expect(sent).toBe(2); // the refused write, then the read
     expect(await a.used("t2")).toBe(5);
@@ -70,17 +70,17 @@ describe("compare-and-set against the revision written last", () => {
 
   it("a refusal decided on the value written last is decided again on a fresh read", async () => {
     const [a, b] = [await budgetOn(suite.nc, 4), await budgetOn(nc2, 5)];
-    expect(await a.lease("t3", "run-a", 3, 3)).toEqual({ granted: 3, used: 3, returned: 0 });
-    expect(await b.giveBack("t3", "run-a", 2)).toEqual({ used: 1, returned: 2 });
+    expect(await a.lease("t3", "t3", 3, 3)).toEqual({ granted: 3, used: 3, returned: 0 });
+    expect(await b.giveBack("t3", "t3", 2)).toEqual({ used: 1, returned: 2 });
     // A last wrote 3 of 3 used; the tree has room again since B took two back.
-    expect(await a.lease("t3", "run-a", 1, 3)).toEqual({ granted: 1, used: 2, returned: 0 });
+    expect(await a.lease("t3", "t3", 1, 3)).toEqual({ granted: 1, used: 2, returned: 0 });
   });
 
   it("replicas taking turns stop writing against stale revisions, and the one left writing starts again", async () => {
     const [a, b] = [await budgetOn(suite.nc, 6), await budgetOn(nc2, 7)];
     const aSent: number[] = [];
     for (let i = 0; i < 40; i++) {
-      aSent.push(await sentDuring(suite.nc, () => a.lease("t4", "run-a", 1, 1_000)));
+      aSent.push(await sentDuring(suite.nc, () => a.lease("t4", "t4", 1, 1_000)));
       await b.lease("t4", "run-b", 1, 1_000);
     }
     // At first a refused write, a read and a write; once stale revisions are the rule, a read and a write.
@@ -88,7 +88,7 @@ describe("compare-and-set against the revision written last", () => {
     expect(aSent.slice(-10)).toEqual(Array.from({ length: 10 }, () => 2));
     const alone: number[] = [];
     for (let i = 0; i < 40; i++)
-      alone.push(await sentDuring(suite.nc, () => a.lease("t4", "run-a", 1, 1_000)));
+      alone.push(await sentDuring(suite.nc, () => a.lease("t4", "t4", 1, 1_000)));
     expect(alone.slice(0, 5)).toEqual([2, 2, 2, 2, 2]);
     expect(alone.slice(-10)).toEqual(Array.from({ length: 10 }, () => 1));
     expect(await a.used("t4")).toBe(120);
