@@ -87,8 +87,7 @@ describe("compare-and-set against the revision written last", () => {
     expect(aSent.slice(1, 6)).toEqual([3, 3, 3, 3, 3]);
     expect(aSent.slice(-10)).toEqual(Array.from({ length: 10 }, () => 2));
     const alone: number[] = [];
-    for (let i = 0; i < 40; i++)
-      alone.push(await sentDuring(suite.nc, () => a.lease("t4", "t4", 1, 1_000)));
+    for (let i = 0; i < 40; i++) alone.push(await sentDuring(suite.nc, () => a.lease("t4", "t4", 1, 1_000)));
     expect(alone.slice(0, 5)).toEqual([2, 2, 2, 2, 2]);
     expect(alone.slice(-10)).toEqual(Array.from({ length: 10 }, () => 1));
     expect(await a.used("t4")).toBe(120);
