@@ -4,10 +4,14 @@
  * fails every turn meanwhile with MODEL_RATE_LIMITED, as a driver's retries spent would. Per trial
  * and mode: how many turns the provider was asked while down and in all, and how long after it came
  * back the runs committed (median and last): the breaker saves the provider's asks, and may cost
- * recovery time (a refused run waits for its next retry). Modes alternate, in turns, on one server.
+ * recovery time (a refused run waits for its next retry). Also how many times a worker took a run
+ * over (read its log to drive it again), from the workers' logs: with the breaker, a run it refused
+ * is left queued until the breaker lets a call try. Modes alternate, in turns, on one server.
  * `node bench/micro/model-outage.ts [runs] [outageMs] [trials]` after `npm run build`
  * (defaults 200, 10000, 3; about a minute a trial).
  */
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 import type { ModelRequest, ModelResponse } from "../../dist/shared/contracts/model.js";
 import { serveModel } from "../../dist/shared/bus/model-actor.js";
 import { AgentError } from "../../dist/shared/runtime/errors.js";
@@ -44,6 +48,18 @@ interface Trial {
   /** Each run's commit, in ms after the provider came back. */
   committedAfterUp: number[];
   failed: number;
+  /** Runs taken over by a worker (each one read the run's log to drive it again). */
+  takeovers: number;
+}
+
+/** Lines saying a worker took a run over, in the cluster's logs (read once its actors have stopped). */
+async function takeoversIn(logDir: string): Promise<number> {
+  let count = 0;
+  for (const file of await readdir(logDir)) {
+    const text = await readFile(join(logDir, file), "utf8");
+    count += text.split("\n").filter((line) => line.includes('"msg":"taking over the run"')).length;
+  }
+  return count;
 }
 
 async function trial(natsUrl: string, breaker: boolean): Promise<Trial> {
@@ -51,6 +67,7 @@ async function trial(natsUrl: string, breaker: boolean): Promise<Trial> {
     ...ENV,
     ...(breaker ? BREAKER : { AGENT_MODEL_BREAKER_FAILURES: "0" }),
   });
+  let measured: Omit<Trial, "takeovers">;
   try {
     let upAt = Number.POSITIVE_INFINITY;
     let asked = 0;
@@ -75,7 +92,7 @@ async function trial(natsUrl: string, breaker: boolean): Promise<Trial> {
       ),
     );
     served.unsubscribe();
-    return {
+    measured = {
       askedWhileDown,
       asked,
       committedAfterUp: settled.filter((s) => s.timing.status === "committed").map((s) => s.at - upAt),
@@ -84,6 +101,7 @@ async function trial(natsUrl: string, breaker: boolean): Promise<Trial> {
   } finally {
     await cluster.stop();
   }
+  return { ...measured, takeovers: await takeoversIn(cluster.logDir) };
 }
 
 const nats = await startLocalNats({});
@@ -96,7 +114,7 @@ try {
       const r = await trial(nats.url, mode === "on");
       results[mode].push(r);
       process.stdout.write(
-        `trial ${t + 1} breaker ${mode}: asked ${r.askedWhileDown} times while down (${r.asked} in all); committed ${r.committedAfterUp.length}/${RUNS}, median ${round(median(r.committedAfterUp))} ms and last ${round(Math.max(...r.committedAfterUp))} ms after the provider came back\n`,
+        `trial ${t + 1} breaker ${mode}: asked ${r.askedWhileDown} times while down (${r.asked} in all); ${r.takeovers} takeovers; committed ${r.committedAfterUp.length}/${RUNS}, median ${round(median(r.committedAfterUp))} ms and last ${round(Math.max(...r.committedAfterUp))} ms after the provider came back\n`,
       );
     }
   }
@@ -109,5 +127,6 @@ const downOn = med("on", (r) => r.askedWhileDown);
 process.stdout.write(
   `\n${RUNS} runs, provider down ${OUTAGE_MS} ms, ${TRIALS} trials (medians): asks while down ${downOff} without the breaker, ${downOn} with it (${round(downOn / downOff)}×); ` +
     `last commit after the provider came back ${round(med("off", (r) => Math.max(...r.committedAfterUp)))} ms without, ${round(med("on", (r) => Math.max(...r.committedAfterUp)))} ms with; ` +
-    `median commit ${round(med("off", (r) => median(r.committedAfterUp)))} ms without, ${round(med("on", (r) => median(r.committedAfterUp)))} ms with; runs not committed: ${results.off.reduce((n, r) => n + r.failed, 0)} and ${results.on.reduce((n, r) => n + r.failed, 0)}\n`,
+    `median commit ${round(med("off", (r) => median(r.committedAfterUp)))} ms without, ${round(med("on", (r) => median(r.committedAfterUp)))} ms with; ` +
+    `takeovers ${med("off", (r) => r.takeovers)} without, ${med("on", (r) => r.takeovers)} with; runs not committed: ${results.off.reduce((n, r) => n + r.failed, 0)} and ${results.on.reduce((n, r) => n + r.failed, 0)}\n`,
 );

@@ -1,5 +1,6 @@
 import type { RunJob } from "../../shared/contracts/cluster.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import { isFinished } from "../../shared/contracts/run-status.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
@@ -12,7 +13,6 @@ import type { EffectPerformer } from "../../shared/loop/performer.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
 import { commitMemory } from "../../shared/loop/terminal.js";
 import type { AwaitingEffect, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
-import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
@@ -21,7 +21,8 @@ import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
 import { RunJournal, type LogContext } from "./journal.js";
 import { answeredCalls, type IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
-import { modelFailure } from "./model-outage.js";
+import { giveUpAt, statusUnlessWaiting, waitingOn } from "./breaker-wait.js";
+import { modelFailure, retryAt } from "./model-outage.js";
 import { sameTools, specOf } from "./spec-of.js";
 import { jobOfWriter } from "./writer-id.js";
 
@@ -64,6 +65,8 @@ export interface LeaseDeps {
   stopping: AbortSignal;
   /** See AGENT_MODEL_OUTAGE_MS: how long a run waits out a model outage before it fails. */
   modelOutageMs: number;
+  /** A model provider's breaker as the worker last saw it (undefined: closed, or breakers off). */
+  breakerOf: (provider: string) => ModelBreaker | undefined;
 }
 
 /**
@@ -128,17 +131,23 @@ export class RunLease {
     const { bus } = this.deps;
     const now = bus.clock.now();
     const { spec: jobSpec, event } = this.job;
+    // A round trip saved on every lease the job can place (see checkpointFromJob).
+    const fromJob = checkpointFromJob(this.job, this.deps.deliveryCount);
     // A job with no outside event (a run's first, or a takeover) mostly leads to a model call once
     // the run is read: its lease, and a first run's tools, are asked for now, while that happens,
     // rather than one after another. A lease the run turns out not to need goes back on release.
-    if (!event) {
+    const prefetch = (): void => {
+      if (event) return;
       const fresh = jobSpec !== undefined && this.deps.deliveryCount === 1;
       this.deps.leases.prefetch({ runId: this.job.runId, rootRunId: this.job.rootRunId }, fresh);
-    }
+    };
+    // A redelivered job asks its lease once the status says the run is not left waiting.
+    if (fromJob) prefetch();
     const early = jobSpec && !event ? this.askEarly(jobSpec) : undefined;
-    // A round trip saved on every lease the job can place (see checkpointFromJob).
-    const fromJob = checkpointFromJob(this.job, this.deps.deliveryCount);
-    const status = fromJob ? undefined : await new RunStatusStore(bus.buckets.runs).get(this.job.runId);
+    const status = fromJob
+      ? undefined
+      : await statusUnlessWaiting(bus.buckets.runs, this.job, this.deps.breakerOf, now);
+    if (!fromJob) prefetch();
     const checkpointSeq = (fromJob ?? status)?.checkpointSeq;
     let read = await readWal(bus, this.job.runId, checkpointSeq ?? 1);
     // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).
@@ -372,6 +381,16 @@ export class RunLease {
     const verdict = modelFailure(event, state, since, this.deps.modelOutageMs, now);
     if ("fail" in verdict) return verdict.fail;
     if (!takeover) await this.journal.settle();
+    const what = event.type === "modelFailed" ? "model turn" : "review";
+    const stopsWaiting = giveUpAt(since, this.deps.modelOutageMs, state);
+    const waiting = waitingOn(event.error, what, retryAt(verdict.handBack), stopsWaiting);
+    // Told in the status, the wait spares the run's next takeovers while the breaker stays open; a
+    // status that could not be written costs only those takeovers.
+    if (waiting) {
+      await this.journal
+        .putStatus(state, waiting)
+        .catch((err: unknown) => this.log.warn({ err }, "the run's wait could not be written to its status"));
+    }
     throw verdict.handBack;
   }
 

@@ -1,4 +1,5 @@
 import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
+import type { RunWaiting } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, publishAudit } from "../../shared/bus/audit.js";
@@ -148,10 +149,12 @@ export class RunJournal {
     for (const event of audits) if (event.seq > held) await this.audit(event, context);
   }
 
-  async putStatus(state: LoopState): Promise<void> {
+  /** Writes the run's status now; `waiting` says the run waits on its provider's breaker. */
+  async putStatus(state: LoopState, waiting?: RunWaiting): Promise<void> {
     const checkpointSeq = this.checkpointSeq;
     await this.status.put({
       ...statusOf(state, this.deps.bus.clock.now()),
+      ...(waiting ? { waiting } : {}),
       ...(checkpointSeq !== undefined ? { checkpointSeq } : {}),
     });
   }

@@ -1,6 +1,8 @@
 import type { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import { isModelOutage } from "../../shared/models/outage.js";
+import type { Random } from "../../shared/runtime/random.js";
+import { BREAKER_RETURN_SPREAD_MS } from "./breaker-wait.js";
 import { handedBack, MAX_OUTAGE_RETRY_DELAY_MS, retryAt } from "./model-outage.js";
 
 /** The longest a job whose lease keeps failing the same way waits before it is offered again. */
@@ -15,10 +17,20 @@ export const MAX_RETRY_DELAY_MS = 300_000;
  * it, so the job stays queued, and waits twice as long at each delivery, up to five minutes,
  * instead of being replayed twice a second: the run is not lost, and a fix resumes it.
  */
-export function retryDelay(error: AgentError, deliveryCount: number, baseMs: number, now = 0): number {
+export function retryDelay(
+  error: AgentError,
+  deliveryCount: number,
+  baseMs: number,
+  now = 0,
+  random?: Random,
+): number {
   const at = retryAt(error);
-  // A turn an open breaker refused: offered again once the breaker lets a turn try the provider.
-  if (at !== undefined) return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, Math.max(baseMs, at - now));
+  // A turn an open breaker refused: offered again once the breaker lets a turn try the provider,
+  // the breaker's runs spread out (see BREAKER_RETURN_SPREAD_MS).
+  if (at !== undefined) {
+    const spread = at > now && random ? Math.floor(random.next() * BREAKER_RETURN_SPREAD_MS) : 0;
+    return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, Math.max(baseMs, at - now) + spread);
+  }
   const doubled = baseMs * 2 ** Math.min(20, Math.max(0, deliveryCount - 1));
   if (isModelOutage(error.code)) return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, doubled);
   if (error.retryable) return baseMs;

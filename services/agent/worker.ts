@@ -20,6 +20,7 @@ import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
 import type { BreakerSettings } from "../../shared/models/breaker-policy.js";
 import { ModelBreakers } from "../../shared/bus/model-breakers.js";
+import { leftWaitingOn } from "./breaker-wait.js";
 import { logLeaseFailure, retryDelay } from "./lease-failure.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
@@ -233,14 +234,22 @@ export class AgentWorker {
       outcome = await this.lease(job, msg).run();
     } catch (err) {
       const error = toAgentError(err);
-      this.options.metrics.leaseFailures.inc({ code: error.code });
       const delayMs = retryDelay(
         error,
         msg.info.deliveryCount,
         this.options.retryDelayMs,
         this.bus.clock.now(),
+        this.bus.random,
       );
-      logLeaseFailure(log, error, msg.info.deliveryCount, delayMs);
+      const provider = leftWaitingOn(error);
+      if (provider === undefined) {
+        this.options.metrics.leaseFailures.inc({ code: error.code });
+        logLeaseFailure(log, error, msg.info.deliveryCount, delayMs);
+      } else {
+        // Not a failed lease: nothing was tried. Said once per run, when it was handed back.
+        this.options.metrics.runsLeftWaiting.inc({ provider });
+        log.debug({ provider, delayMs }, "run left queued: its provider's breaker is still open");
+      }
       this.defer(msg, delayMs);
       return;
     } finally {
@@ -354,6 +363,7 @@ export class AgentWorker {
         heartbeat: () => msg.working(),
         heartbeatMs: Math.max(100, Math.floor(this.options.ackWaitMs / 3)),
         modelOutageMs: this.options.modelOutageMs ?? 0,
+        breakerOf: (provider) => this.breakers.breakerOf(provider),
         stopping: this.drain.signal,
       },
       job,

@@ -15,10 +15,11 @@ export interface Limits {
   maxCostUsd?: number;
 }
 
-/** One line of `watch`: phase, status and a bar per budget. */
+/** One line of `watch`: phase, status and a bar per budget; then what the run waits on, if anything. */
 export function statusLine(status: RunStatus, limits: Limits = {}): string {
   const u = status.usage;
   const cost = limits.maxCostUsd ? bar(u.costUsd, limits.maxCostUsd, 10) : `$${u.costUsd.toFixed(4)}`;
+  const w = status.waiting;
   return [
     `${status.status.padEnd(17)} ${status.phase.padEnd(9)}`,
     `iter ${bar(status.iteration, limits.maxIterations, 12)}`,
@@ -26,6 +27,7 @@ export function statusLine(status: RunStatus, limits: Limits = {}): string {
     `model calls ${u.modelCalls}`,
     `tokens ${u.inputTokens + u.outputTokens}`,
     `cost ${cost}`,
+    ...(w ? [`waiting: ${w.for} for ${w.provider}, next try after ${w.until}, until ${w.giveUpAt}`] : []),
   ].join("  ");
 }
 

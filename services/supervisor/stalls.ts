@@ -18,7 +18,9 @@ export function scanInterval(staleMs: number): number {
 
 /**
  * The runs that look stalled: `running`, unchanged for `staleMs`, and not parked on a fan-out
- * (a parent waiting for its children holds no job on purpose). Pure, for the scan below.
+ * (a parent waiting for its children holds no job on purpose). A run waiting on its provider's
+ * open breaker (`waiting`) is due back at the breaker's `until`: it is stalled only `staleMs` after
+ * that. Pure, for the scan below.
  */
 export function stalledRuns(
   statuses: readonly RunStatus[],
@@ -27,9 +29,13 @@ export function stalledRuns(
   staleMs: number,
 ): RunStatus[] {
   return statuses.filter(
-    (s) =>
-      s.status === "running" && now - Date.parse(s.updatedAt) >= staleMs && !keys.has(fanOutKey(s.runId)),
+    (s) => s.status === "running" && now - lastMoved(s) >= staleMs && !keys.has(fanOutKey(s.runId)),
   );
+}
+
+function lastMoved(s: RunStatus): number {
+  const at = Date.parse(s.updatedAt);
+  return s.waiting ? Math.max(at, Date.parse(s.waiting.until)) : at;
 }
 
 /**

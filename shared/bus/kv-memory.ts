@@ -1,4 +1,4 @@
-import { JetStreamApiError, type JetStreamClient } from "@nats-io/jetstream";
+import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { z } from "zod";
 import type { MemoryEntry, MemoryStore } from "../memory/memory.js";
@@ -9,7 +9,7 @@ import { decode, encode } from "./codec.js";
 import { readLatest } from "./read-range.js";
 import { RecentWindow } from "./recent-window.js";
 import type { Subjects } from "./subjects.js";
-import { WRONG_LAST_SEQUENCE } from "./wal.js";
+import { isWrongLastSequence } from "./wal.js";
 
 /**
  * Where recalls read the bucket from: the reads client and the bucket's name; and how many of a
@@ -77,7 +77,7 @@ export class KvMemory implements MemoryStore {
       await this.kv.put(key, value, { previousSeq: 0 });
       return entry;
     } catch (err) {
-      if (!(err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE)) throw err;
+      if (!isWrongLastSequence(err)) throw err;
     }
     const held = await this.kv.get(key);
     if (held?.operation === "PUT") {

@@ -3,6 +3,7 @@ import type { KV } from "@nats-io/kv";
 import { RunStatus } from "../contracts/run-status.js";
 import { decode, encode } from "./codec.js";
 import { readLatest } from "./read-range.js";
+import { isWrongLastSequence } from "./wal.js";
 import type { Subjects } from "./subjects.js";
 
 /** What the runs bucket holds now: every run's status, and the other live keys (fan-outs). */
@@ -50,9 +51,25 @@ export class RunStatusStore {
   }
 
   async get(runId: string): Promise<RunStatus | undefined> {
+    return (await this.read(runId))?.status;
+  }
+
+  /** The status with its revision, for a write that must not land over a newer one (see update). */
+  async read(runId: string): Promise<{ status: RunStatus; revision: number } | undefined> {
     const entry = await this.kv.get(runId);
     if (!entry || entry.operation !== "PUT") return undefined;
-    return decode(RunStatus, entry.value);
+    return { status: decode(RunStatus, entry.value), revision: entry.revision };
+  }
+
+  /** Writes the status only if it is still at `revision`: false when another write came first. */
+  async update(status: RunStatus, revision: number): Promise<boolean> {
+    try {
+      await this.kv.update(status.runId, encode(RunStatus, status), revision);
+      return true;
+    } catch (err) {
+      if (isWrongLastSequence(err)) return false;
+      throw err;
+    }
   }
 
   /** Every change of one run's status, starting with the current one; ends when `signal` aborts. */

@@ -1,4 +1,3 @@
-import { JetStreamApiError } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import { z } from "zod";
@@ -17,7 +16,7 @@ import type { ActorBus } from "./actor.js";
 import { decode, encode } from "./codec.js";
 import { BUDGET_MS, withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
-import { WRONG_LAST_SEQUENCE } from "./wal.js";
+import { isWrongLastSequence } from "./wal.js";
 
 /** What the idempotency bucket holds per key: a claim while the tool runs, then its reply. */
 export const IdempotencyRecord = z.discriminatedUnion("status", [
@@ -236,9 +235,6 @@ async function createOrRead(
   });
 }
 
-const refused = (err: unknown): boolean =>
-  err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE;
-
 /**
  * A KV create, on every call's path: one publish that expects the key to have no message yet, sent
  * through the connection's AckPublisher (the KV client's own create goes through a request per
@@ -257,7 +253,7 @@ async function create(
     await publisher.publish(subject, value, { expectLastSubjectSequence: 0 });
     return undefined;
   } catch (err) {
-    if (!refused(err)) throw err;
+    if (!isWrongLastSequence(err)) throw err;
   }
   const entry = await deps.idempotency.get(key);
   if (entry?.operation === "PUT") return entry.value;

@@ -14,6 +14,11 @@ import type { Subjects } from "./subjects.js";
 /** JetStream's answer when the expected last subject sequence does not match: someone else wrote. */
 export const WRONG_LAST_SEQUENCE = 10071;
 
+/** A write refused for its expected last sequence (a KV update's revision included): someone else wrote. */
+export function isWrongLastSequence(err: unknown): boolean {
+  return err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE;
+}
+
 export interface StoredRecord {
   /**
    * The stream sequence of the message holding the record (the first part of a split one); the
@@ -97,7 +102,7 @@ export class WalWriter {
         return publisher.publish(subject, data, { ...options, headers: h });
       },
       (err) =>
-        err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE
+        isWrongLastSequence(err)
           ? new AgentError(
               "FENCED",
               `another writer appended to the WAL of run ${this.runId}; letting it go`,

@@ -28,6 +28,19 @@ export const RunUsage = z.object({
 });
 export type RunUsage = z.infer<typeof RunUsage>;
 
+/** See RunStatus.waiting. */
+export const RunWaiting = z.object({
+  /** What the run asked the provider: its model's turn, or its critic's review. */
+  for: z.enum(["model turn", "review"]),
+  /** The breaker's provider (as `agentctl breakers` lists it). */
+  provider: z.string().min(1),
+  until: z.iso.datetime({ offset: true }),
+  giveUpAt: z.iso.datetime({ offset: true }),
+  /** The outage as the breaker tells it. */
+  reason: z.string(),
+});
+export type RunWaiting = z.infer<typeof RunWaiting>;
+
 export const RunStatus = z.object({
   runId: RunId,
   rootRunId: RunId.optional(),
@@ -45,6 +58,13 @@ export const RunStatus = z.object({
       provenance: z.unknown().optional(),
     })
     .optional(),
+  /**
+   * Set while the run waits out its model provider's outage behind the provider's open breaker
+   * (AGENT_MODEL_BREAKER_*): whose breaker, when a call may next try the provider, and when the run
+   * stops waiting (AGENT_MODEL_OUTAGE_MS after the turn was first asked, or its deadline). Until
+   * then a worker handed the run leaves it queued without reading it. Gone with the next write.
+   */
+  waiting: RunWaiting.optional(),
   /** WAL sequence of the run's last checkpoint: a resumed run reads its log from there. */
   checkpointSeq: z.number().int().nonnegative().optional(),
   updatedAt: z.iso.datetime({ offset: true }),

@@ -30,6 +30,7 @@ export class ActorMetrics {
   readonly badRequests: Counter<"subject">;
   readonly modelBreakersOpened: Counter<"provider">;
   readonly modelCallsRefused: Counter<"provider">;
+  readonly runsLeftWaiting: Counter<"provider">;
 
   constructor(actor: string) {
     this.registry.setDefaultLabels({ actor });
@@ -151,6 +152,12 @@ export class ActorMetrics {
     this.modelCallsRefused = new Counter({
       name: "agents_model_calls_refused_total",
       help: "Model turns not sent because their provider's breaker was open (the run waited the outage out without the call), by provider",
+      labelNames: ["provider"],
+      registers,
+    });
+    this.runsLeftWaiting = new Counter({
+      name: "agents_runs_left_waiting_total",
+      help: "Jobs of runs waiting on their provider's open breaker handed back unread (no takeover: the breaker would refuse the turn), by provider",
       labelNames: ["provider"],
       registers,
     });

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { breakerKey } from "../../shared/bus/model-breakers.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { serveModel } from "../../shared/bus/model-actor.js";
 import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -38,6 +40,27 @@ const suite = useClusterSuite("model-breaker", {
   },
 });
 
+/** Polls the runs' statuses until one says it waits on a breaker (see RunStatus.waiting). */
+async function waitingOf(runIds: readonly string[]): Promise<RunStatus["waiting"]> {
+  const store = new RunStatusStore(suite.bus.buckets.runs);
+  let waiting: RunStatus["waiting"];
+  await until(
+    async () => {
+      const seen = await Promise.all(runIds.map((id) => store.get(id)));
+      waiting = seen.find((s) => s?.waiting)?.waiting;
+      return waiting !== undefined;
+    },
+    5_000,
+    { what: "a run's status saying it waits on the breaker" },
+  );
+  return waiting;
+}
+
+/** The workers' takeovers of runs so far, from their logs. */
+async function takeovers(): Promise<number> {
+  return (await suite.logs()).split("\n").filter((l) => l.includes("taking over the run")).length;
+}
+
 describe("a model provider's outage with the workers' shared breaker", () => {
   it(`${RUNS} runs ask a provider that is down: after the first failures no worker asks it but one try per cooldown; when it is back every run commits`, async () => {
     serveCharge(suite, 0, "pay");
@@ -71,6 +94,12 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     expect(listed.map((b) => [b.provider, b.reason])).toEqual([
       ["actor:shared-provider", "MODEL_RATE_LIMITED: provider error (429): slow down"],
     ]);
+    // So does whoever looks at a run it holds up: its status says what it waits for, and till when.
+    expect(await waitingOf(runIds)).toMatchObject({
+      for: "model turn",
+      provider: "actor:shared-provider",
+      reason: "MODEL_RATE_LIMITED: provider error (429): slow down",
+    });
     expect((await agentctl("breakers")).stdout).toMatch(
       /^actor:shared-provider {2}open \d+ s(, \d failed tries)?; (next try after \S+|being tried by agent-\d) {2}\(MODEL_RATE_LIMITED: provider error \(429\): slow down\)\n$/,
     );
@@ -81,6 +110,11 @@ describe("a model provider's outage with the workers' shared breaker", () => {
         terminal: { output: `answered breaker ${i}` },
       });
     }
+    for (const status of statuses) expect(status.waiting).toBeUndefined();
+    // A run whose turn the breaker refused is left queued, unread, until the breaker lets a call
+    // try: only then is it taken over. Without that every hand-back came back as a takeover (63
+    // measured), each reading the run's log and asking its lease only to be refused again.
+    expect(await takeovers()).toBeLessThan(2 * RUNS);
     // The provider was asked until a worker had seen two failures (the turns then in flight too),
     // then once per cooldown (1, 2, 4 s…). Without the breaker every run asks at once and again
     // 0.5, 1.5 and 3.5 s later, all within the outage: 4 × 12 = 48 asks.
@@ -119,11 +153,16 @@ describe("a model provider's outage with the workers' shared breaker", () => {
       baseUrl: `${provider.url}/v1`,
       apiKeyEnv: "CRITIC_TEST_KEY",
     };
+    const takenOverBefore = await takeovers();
     const runIds: string[] = [];
     for (let i = 0; i < CRITIC_RUNS; i += 1) {
       const runSpec = spec({ script: [{ text: `reviewed ${i}` }], tools: [], critic: { model: critic } });
       runIds.push((await suite.client.submit(runSpec)).runId);
     }
+    // The refused review's run says it waits for the critic's provider, and till when.
+    const waiting = await waitingOf(runIds);
+    expect(waiting).toMatchObject({ for: "review", provider: `openai:critic-m@${critic.baseUrl}` });
+    expect(Date.parse(waiting?.until ?? "")).toBeGreaterThan(Date.now() - 5_000);
     const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 40_000)));
     for (const [i, status] of statuses.entries()) {
       expect(status, `${runIds[i]}: ${status.terminal?.reason}`).toMatchObject({
@@ -146,14 +185,15 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     const logs = await suite.log("critic-1");
     expect(logs).toContain("model provider's breaker opened (2 outages in a row)");
     expect(logs).toContain("model provider's breaker closed: the provider answered");
-    // A review the breaker refused brings its run back when the provider is next tried.
+    // A review the breaker refused brings its run back when the provider is next tried; until then
+    // the run is left queued, not taken over (43 takeovers measured when every hand-back was one).
     const refusedReviews = (await suite.logs())
       .split("\n")
       .filter(
         (line) => line.includes("not asked: its breaker") && line.includes("the review is asked again later"),
       );
-    expect(refusedReviews.length).toBeGreaterThan(0);
     expect(refusedReviews.every((line) => line.includes('"retryAt":'))).toBe(true);
+    expect((await takeovers()) - takenOverBefore).toBeLessThan(4 * CRITIC_RUNS);
     expect(
       (await suite.bus.buckets.modelBreakers.get(breakerKey(`openai:critic-m@${critic.baseUrl}`)))?.operation,
     ).toBe("DEL");

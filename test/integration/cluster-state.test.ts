@@ -98,6 +98,15 @@ describe("cluster state in KV", () => {
       expect.objectContaining({ status: "committed", checkpointSeq: 7 }),
     ]);
     expect([...held.keys].filter((k) => k.includes("st"))).toEqual(["fanout.st2"]);
+    // A write that must not land over a newer one (a run left waiting on a breaker): at its revision only.
+    const read = await store.read("st1");
+    expect(read?.status.status).toBe("committed");
+    await store.put({ ...base, status: "running" });
+    expect(await store.update({ ...base, status: "queued" }, read?.revision ?? 0)).toBe(false);
+    expect(await store.get("st1")).toMatchObject({ status: "running" });
+    const latest = await store.read("st1");
+    expect(await store.update({ ...base, status: "halted" }, latest?.revision ?? 0)).toBe(true);
+    expect(await store.get("st1")).toMatchObject({ status: "halted" });
   });
 
   it("the kill switch view follows every write", async () => {

@@ -37,6 +37,23 @@ describe("the stalled-run watchdog", () => {
     expect(stalledRuns(runs, keys, now, staleMs).map((r) => r.runId)).toEqual(["lonely"]);
   });
 
+  it("counts a run waiting on its provider's open breaker as stalled only from the breaker's next try", () => {
+    const waiting = (until: number): RunStatus => ({
+      ...status("waiting", "running", 0),
+      waiting: {
+        for: "model turn",
+        provider: "actor:p",
+        until: at(until),
+        giveUpAt: at(until + 10 * staleMs),
+        reason: "MODEL_RATE_LIMITED: slow down",
+      },
+    });
+    expect(stalledRuns([waiting(now - staleMs + 1)], new Set(), now, staleMs)).toEqual([]);
+    expect(stalledRuns([waiting(now - staleMs)], new Set(), now, staleMs).map((r) => r.runId)).toEqual([
+      "waiting",
+    ]);
+  });
+
   it("scans a few times per stale period, between once a second and once a minute", () => {
     expect(scanInterval(6_000)).toBe(1_500);
     expect(scanInterval(100)).toBe(1_000);
