@@ -4,7 +4,6 @@ import type { RunJob } from "../../shared/contracts/cluster.js";
 import type { ErrorPayload } from "../../shared/contracts/common.js";
 import { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import type { RunStatus, RunWaiting } from "../../shared/contracts/run-status.js";
-import type { GuardLimits, GuardState } from "../../shared/loop/guard.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 
@@ -15,16 +14,6 @@ import { AgentError } from "../../shared/runtime/errors.js";
  * refused again. Spread over a second, the first tries it and the others find the try under way.
  */
 export const BREAKER_RETURN_SPREAD_MS = 1_000;
-
-/** When a run stops waiting out an outage: `outageMs` after its turn was first asked, or its deadline. */
-export function giveUpAt(
-  since: number,
-  outageMs: number,
-  state: { guard: Pick<GuardState, "startedAt">; limits: Pick<GuardLimits, "deadlineMs"> },
-): number {
-  const deadline = state.limits.deadlineMs;
-  return Math.min(since + outageMs, deadline === undefined ? Infinity : state.guard.startedAt + deadline);
-}
 
 /**
  * What the status of a run handed back for its provider's open breaker says it waits for (see

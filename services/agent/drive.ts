@@ -21,8 +21,8 @@ import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
 import { RunJournal, type LogContext } from "./journal.js";
 import { answeredCalls, type IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
-import { giveUpAt, statusUnlessWaiting, waitingOn } from "./breaker-wait.js";
-import { modelFailure, retryAt } from "./model-outage.js";
+import { statusUnlessWaiting, waitingOn } from "./breaker-wait.js";
+import { giveUpAt, modelFailure, retryAt } from "./model-outage.js";
 import { sameTools, specOf } from "./spec-of.js";
 import { jobOfWriter } from "./writer-id.js";
 

@@ -2,7 +2,7 @@ import type { ErrorPayload } from "../../shared/contracts/common.js";
 import type { ErrorCode } from "../../shared/runtime/errors.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
-import { checkDeadline } from "../../shared/loop/guard.js";
+import { checkDeadline, type GuardLimits, type GuardState } from "../../shared/loop/guard.js";
 import type { LoopState } from "../../shared/loop/state.js";
 import { MODEL_OUTAGE_CODES } from "../../shared/models/outage.js";
 
@@ -17,6 +17,16 @@ export const MAX_OUTAGE_RETRY_DELAY_MS = 60_000;
 
 export function isOutage(code: string): boolean {
   return OUTAGE_CODES.has(code as ErrorCode);
+}
+
+/** When a run stops waiting out an outage: `outageMs` after its turn was first asked, or its deadline. */
+export function giveUpAt(
+  since: number,
+  outageMs: number,
+  state: { guard: Pick<GuardState, "startedAt">; limits: Pick<GuardLimits, "deadlineMs"> },
+): number {
+  const deadline = state.limits.deadlineMs;
+  return Math.min(since + outageMs, deadline === undefined ? Infinity : state.guard.startedAt + deadline);
 }
 
 /**
@@ -44,7 +54,13 @@ export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" 
       handBack: new AgentError(
         error.code as ErrorCode,
         `${error.message} (the ${what} is asked again later; waiting on it for ${seconds(waited)})`,
-        { details: { handedBack: what, waitedMs: waited, ...retryAtOf(error, now) } },
+        {
+          details: {
+            handedBack: what,
+            waitedMs: waited,
+            ...retryAtOf(error, now, giveUpAt(waitingSince, outageMs, state)),
+          },
+        },
       ),
     };
   }
@@ -66,12 +82,13 @@ export function handedBack(error: AgentError): boolean {
  * over (`until`), or, while another turn is trying the provider, as soon as the run may come back
  * (its answer usually comes within the second). Its run is offered again then, not on its own
  * doubling schedule, which left runs refused while the try was under way waiting up to a minute
- * after the provider was back.
+ * after the provider was back. A run that stops waiting sooner (`stopsWaiting`: its deadline, say)
+ * comes back then, and fails, rather than at a try after it.
  */
-function retryAtOf(error: ErrorPayload, now: number): { retryAt?: number } {
+function retryAtOf(error: ErrorPayload, now: number, stopsWaiting: number): { retryAt?: number } {
   const breaker = (error.details as { breaker?: { until?: unknown; state?: unknown } } | undefined)?.breaker;
   if (typeof breaker?.until !== "number") return {};
-  return { retryAt: breaker.state === "probing" ? now : breaker.until };
+  return { retryAt: breaker.state === "probing" ? now : Math.min(breaker.until, stopsWaiting) };
 }
 
 /** The time a handed-back run's turn can next be tried, when an open breaker said it. */

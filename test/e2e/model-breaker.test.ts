@@ -198,4 +198,45 @@ describe("a model provider's outage with the workers' shared breaker", () => {
       (await suite.bus.buckets.modelBreakers.get(breakerKey(`openai:critic-m@${critic.baseUrl}`)))?.operation,
     ).toBe("DEL");
   }, 90_000);
+
+  it("a run left waiting on an open breaker is taken over when its deadline passes, and fails then: not at the breaker's next try", async () => {
+    serveCharge(suite, 0, "pay");
+    serveModel(
+      "never-up",
+      () => Promise.reject(new AgentError("MODEL_RATE_LIMITED", "provider error (429): slow down")),
+      { ...suite.bus, logger: silentLogger },
+    );
+    // Two runs open the breaker; the third waits on it with a deadline the breaker's tries straddle
+    // (1, 2, 4, 8 s apart): it would otherwise wait for the try after its deadline.
+    const withDeadline = (prompt: string, deadlineMs: number) => {
+      const runSpec = payingActorRun("pay", 0, "never-up", prompt);
+      return {
+        ...runSpec,
+        agent: { ...runSpec.agent, resources: { ...runSpec.agent.resources, deadlineMs } },
+      };
+    };
+    for (const i of [0, 1]) await suite.client.submit(withDeadline(`opens ${i}`, 8_000));
+    await until(
+      async () =>
+        (await suite.bus.buckets.modelBreakers.get(breakerKey("actor:never-up")))?.operation === "PUT",
+      5_000,
+      {
+        what: "the breaker open",
+      },
+    );
+    const deadlineMs = 6_000;
+    const { runId } = await suite.client.submit(withDeadline("a deadline", deadlineMs));
+    const waiting = await waitingOf([runId]);
+    const admittedAt = Date.parse((await suite.audit(runId))[0]?.timestamp ?? "");
+    // Its wait ends with its deadline (counted from its start, just after its admission), not with
+    // AGENT_MODEL_OUTAGE_MS (a minute here).
+    const stopsWaiting = Date.parse(waiting?.giveUpAt ?? "") - (admittedAt + deadlineMs);
+    expect(stopsWaiting).toBeGreaterThanOrEqual(0);
+    expect(stopsWaiting).toBeLessThan(1_000);
+    const status = await suite.waitFor(runId, settled, 30_000);
+    expect(status).toMatchObject({ status: "failed" });
+    expect(JSON.stringify(await suite.audit(runId))).toContain("deadline");
+    const failedAt = Date.parse(status.updatedAt);
+    expect(failedAt - Date.parse(waiting?.giveUpAt ?? "")).toBeLessThan(1_500);
+  }, 60_000);
 });

@@ -95,6 +95,12 @@ describe("a model provider's breaker (the decisions)", () => {
     if (!("handBack" in outcome)) throw new Error("not handed back");
     expect(retryDelay(outcome.handBack, 8, 500, 50_000)).toBe(breaker.until - 50_000);
     expect(retryDelay(failed, 8, 500, 50_000)).toBe(60_000);
+    // A run whose deadline comes before that try comes back at its deadline, and fails then.
+    const hurried = { ...state, limits: { deadlineMs: 52_000 } } as Parameters<typeof modelFailure>[1];
+    const soon = modelFailure(event, hurried, 40_000, 300_000, 50_000);
+    if (!("handBack" in soon)) throw new Error("not handed back");
+    expect(breaker.until - 50_000).toBeGreaterThan(2_000);
+    expect(retryDelay(soon.handBack, 8, 500, 50_000)).toBe(2_000);
     // Not an outage, no breaker, or one whose wait is over: the error as it came.
     const rejected = new AgentError("MODEL_REJECTED", "400");
     expect(withOpenBreaker(rejected, breaker, 50_000)).toBe(rejected);

@@ -2,11 +2,11 @@ import { describe, expect, it } from "vitest";
 import {
   BREAKER_RETURN_SPREAD_MS,
   deferral,
-  giveUpAt,
   leftWaiting,
   leftWaitingOn,
   waitingOn,
 } from "../../services/agent/breaker-wait.js";
+import { giveUpAt } from "../../services/agent/model-outage.js";
 import { retryDelay } from "../../services/agent/lease-failure.js";
 import { statusLine } from "../../services/cli/render.js";
 import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
