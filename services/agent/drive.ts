@@ -21,8 +21,8 @@ import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
 import { RunJournal, type LogContext } from "./journal.js";
 import { answeredCalls, type IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
-import { statusUnlessWaiting, waitingOn } from "./breaker-wait.js";
-import { giveUpAt, modelFailure, retryAt } from "./model-outage.js";
+import { statusUnlessWaiting } from "./breaker-wait.js";
+import { modelFailure } from "./model-outage.js";
 import { sameTools, specOf } from "./spec-of.js";
 import { jobOfWriter } from "./writer-id.js";
 
@@ -381,14 +381,11 @@ export class RunLease {
     const verdict = modelFailure(event, state, since, this.deps.modelOutageMs, now);
     if ("fail" in verdict) return verdict.fail;
     if (!takeover) await this.journal.settle();
-    const what = event.type === "modelFailed" ? "model turn" : "review";
-    const stopsWaiting = giveUpAt(since, this.deps.modelOutageMs, state);
-    const waiting = waitingOn(event.error, what, retryAt(verdict.handBack), stopsWaiting);
     // Told in the status, the wait spares the run's next takeovers while the breaker stays open; a
     // status that could not be written costs only those takeovers.
-    if (waiting) {
+    if (verdict.waiting) {
       await this.journal
-        .putStatus(state, waiting)
+        .putStatus(state, verdict.waiting)
         .catch((err: unknown) => this.log.warn({ err }, "the run's wait could not be written to its status"));
     }
     throw verdict.handBack;

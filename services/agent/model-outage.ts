@@ -1,10 +1,12 @@
 import type { ErrorPayload } from "../../shared/contracts/common.js";
+import type { RunWaiting } from "../../shared/contracts/run-status.js";
 import type { ErrorCode } from "../../shared/runtime/errors.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { checkDeadline, type GuardLimits, type GuardState } from "../../shared/loop/guard.js";
 import type { LoopState } from "../../shared/loop/state.js";
 import { MODEL_OUTAGE_CODES } from "../../shared/models/outage.js";
+import { waitingOn } from "./breaker-wait.js";
 
 /** A provider's outage, or a model actor or critic nobody answers for (the bus). */
 export const OUTAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
@@ -35,7 +37,8 @@ export function giveUpAt(
  * retried), for as long as the run has waited on this turn less than `outageMs` and its deadline
  * has not passed; past that, or for any other error, the failure goes to the loop (a failed turn
  * fails the run as `modelError`, a failed review sends the answer to repair), its message saying
- * how long it was tried.
+ * how long it was tried. A run handed back for its provider's open breaker says in its status what
+ * it waits for (`waiting`, see RunStatus).
  */
 export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" | "criticFailed" }>>(
   event: E,
@@ -43,25 +46,23 @@ export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" 
   waitingSince: number,
   outageMs: number,
   now: number,
-): { handBack: AgentError } | { fail: E } {
+): { handBack: AgentError; waiting?: RunWaiting } | { fail: E } {
   const { error } = event;
   const what = event.type === "modelFailed" ? "model turn" : "review";
   if (!isOutage(error.code)) return { fail: event };
   const waited = Math.max(0, now - waitingSince);
   const deadline = checkDeadline(state.guard, state.limits, now).kind === "circuitBreak";
   if (waited < outageMs && !deadline) {
+    const stopsWaiting = giveUpAt(waitingSince, outageMs, state);
+    const at = retryAtOf(error, now, stopsWaiting);
+    const waiting = waitingOn(error, what, at.retryAt, stopsWaiting);
     return {
       handBack: new AgentError(
         error.code as ErrorCode,
         `${error.message} (the ${what} is asked again later; waiting on it for ${seconds(waited)})`,
-        {
-          details: {
-            handedBack: what,
-            waitedMs: waited,
-            ...retryAtOf(error, now, giveUpAt(waitingSince, outageMs, state)),
-          },
-        },
+        { details: { handedBack: what, waitedMs: waited, ...at } },
       ),
+      ...(waiting ? { waiting } : {}),
     };
   }
   // Waiting turned off: the failure is the provider's, as it came.

@@ -6,7 +6,7 @@ import {
   leftWaitingOn,
   waitingOn,
 } from "../../services/agent/breaker-wait.js";
-import { giveUpAt } from "../../services/agent/model-outage.js";
+import { giveUpAt, modelFailure } from "../../services/agent/model-outage.js";
 import { retryDelay } from "../../services/agent/lease-failure.js";
 import { statusLine } from "../../services/cli/render.js";
 import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
@@ -52,6 +52,14 @@ describe("a run waiting on its provider's open breaker", () => {
     expect(waitingOn(plain, "model turn", now + 8_000, now + 60_000)).toBeUndefined();
     expect(waitingOn(refused, "model turn", undefined, now + 60_000)).toBeUndefined();
     expect(waitingOn(refused, "model turn", now + 8_000, Infinity)).toBeUndefined();
+    // As the lease hands the run back: the refused turn's wait, ending with the run's deadline.
+    const state = { guard: { iteration: 2, startedAt: now - 10_000 }, limits: { deadlineMs: 15_000 } };
+    const turn = { type: "modelFailed" as const, at: now, requestId: "model-2", error: refused };
+    expect(modelFailure(turn, state as never, now - 1_000, 60_000, now)).toMatchObject({
+      waiting: { for: "model turn", until: iso(now + 5_000), giveUpAt: iso(now + 5_000) },
+    });
+    const plainTurn = { ...turn, error: plain };
+    expect(modelFailure(plainTurn, state as never, now - 1_000, 60_000, now)).not.toHaveProperty("waiting");
   });
 
   it("stops waiting at AGENT_MODEL_OUTAGE_MS after its turn was first asked, or at its deadline if sooner", () => {
