@@ -56,6 +56,19 @@ async function waitingOf(runIds: readonly string[]): Promise<RunStatus["waiting"
   return waiting;
 }
 
+/** Jobs the workers handed back unread, their runs waiting on a breaker (agents_runs_left_waiting_total). */
+async function leftWaiting(): Promise<number> {
+  let total = 0;
+  for (const name of ["agent-1", "agent-2"]) {
+    const port = suite.cluster.actors.get(name)?.healthPort;
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    for (const line of text.split("\n")) {
+      if (line.startsWith("agents_runs_left_waiting_total{")) total += Number(line.split(" ").at(-1));
+    }
+  }
+  return total;
+}
+
 /** The workers' takeovers of runs so far, from their logs. */
 async function takeovers(): Promise<number> {
   return (await suite.logs()).split("\n").filter((l) => l.includes("taking over the run")).length;
@@ -112,9 +125,11 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     }
     for (const status of statuses) expect(status.waiting).toBeUndefined();
     // A run whose turn the breaker refused is left queued, unread, until the breaker lets a call
-    // try: only then is it taken over. Without that every hand-back came back as a takeover (63
-    // measured), each reading the run's log and asking its lease only to be refused again.
-    expect(await takeovers()).toBeLessThan(2 * RUNS);
+    // try: only then is it taken over. Without that every hand-back came back as a takeover (55-63
+    // measured), each reading the run's log and asking its lease only to be refused again; 15-17
+    // with it on an idle host, more when the suite shares the host with others.
+    expect(await leftWaiting()).toBeGreaterThan(0);
+    expect(await takeovers()).toBeLessThan(3 * RUNS);
     // The provider was asked until a worker had seen two failures (the turns then in flight too),
     // then once per cooldown (1, 2, 4 s…). Without the breaker every run asks at once and again
     // 0.5, 1.5 and 3.5 s later, all within the outage: 4 × 12 = 48 asks.
@@ -154,6 +169,7 @@ describe("a model provider's outage with the workers' shared breaker", () => {
       apiKeyEnv: "CRITIC_TEST_KEY",
     };
     const takenOverBefore = await takeovers();
+    const leftBefore = await leftWaiting();
     const runIds: string[] = [];
     for (let i = 0; i < CRITIC_RUNS; i += 1) {
       const runSpec = spec({ script: [{ text: `reviewed ${i}` }], tools: [], critic: { model: critic } });
@@ -186,14 +202,16 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     expect(logs).toContain("model provider's breaker opened (2 outages in a row)");
     expect(logs).toContain("model provider's breaker closed: the provider answered");
     // A review the breaker refused brings its run back when the provider is next tried; until then
-    // the run is left queued, not taken over (43 takeovers measured when every hand-back was one).
+    // the run is left queued, not taken over (43 takeovers measured when every hand-back was one;
+    // 12 with it on an idle host, 24 in a full suite's run).
     const refusedReviews = (await suite.logs())
       .split("\n")
       .filter(
         (line) => line.includes("not asked: its breaker") && line.includes("the review is asked again later"),
       );
     expect(refusedReviews.every((line) => line.includes('"retryAt":'))).toBe(true);
-    expect((await takeovers()) - takenOverBefore).toBeLessThan(4 * CRITIC_RUNS);
+    expect((await leftWaiting()) - leftBefore).toBeGreaterThan(0);
+    expect((await takeovers()) - takenOverBefore).toBeLessThan(6 * CRITIC_RUNS);
     expect(
       (await suite.bus.buckets.modelBreakers.get(breakerKey(`openai:critic-m@${critic.baseUrl}`)))?.operation,
     ).toBe("DEL");
