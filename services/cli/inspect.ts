@@ -3,13 +3,13 @@ import { DeliverPolicy } from "@nats-io/jetstream";
 import { z } from "zod";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import { ModelBreaker } from "../../shared/contracts/model-breaker.js";
-import { isFinished } from "../../shared/contracts/run-status.js";
+import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { auditTally, readAudit } from "../../shared/bus/audit.js";
-import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { readWal } from "../../shared/bus/wal.js";
 import { type CheckpointReport, replay } from "../../shared/loop/replay.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -118,15 +118,42 @@ export async function* tailAudit(
   }
 }
 
-/** The model providers' breakers open now (or being tried), oldest first: the workers' shared view. */
-export async function openBreakers(bus: Pick<ActorBus, "buckets">): Promise<ModelBreaker[]> {
+/** An open breaker, and how many unfinished runs say in their status that they wait on it. */
+export type BreakerView = ModelBreaker & { waitingRuns: number };
+
+/**
+ * The model providers' breakers open now (or being tried), oldest first: the workers' shared view,
+ * each with the runs it holds up (see waitingRuns). The runs bucket is read, in one streamed read,
+ * only when some breaker is open.
+ */
+export async function openBreakers(
+  bus: Pick<ActorBus, "buckets" | "reads" | "subjects">,
+): Promise<BreakerView[]> {
   const kv = bus.buckets.modelBreakers;
   const breakers: ModelBreaker[] = [];
   for await (const key of await kv.keys()) {
     const entry = await kv.get(key);
     if (entry?.operation === "PUT") breakers.push(decode(ModelBreaker, entry.value));
   }
-  return breakers.sort((a, b) => a.openedAt - b.openedAt);
+  if (breakers.length === 0) return [];
+  const waiting = waitingRuns((await readRunsBucket(bus)).statuses);
+  return breakers
+    .sort((a, b) => a.openedAt - b.openedAt)
+    .map((breaker) => ({ ...breaker, waitingRuns: waiting.get(breaker.provider) ?? 0 }));
+}
+
+/**
+ * Unfinished runs whose status says they wait on a provider's breaker, by provider: runs left
+ * queued until the breaker lets a turn try, each holding its pool slot meanwhile.
+ */
+export function waitingRuns(statuses: readonly RunStatus[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const status of statuses) {
+    const provider = status.waiting?.provider;
+    if (provider === undefined || isFinished(status)) continue;
+    counts.set(provider, (counts.get(provider) ?? 0) + 1);
+  }
+  return counts;
 }
 
 const Invariants = z.object({

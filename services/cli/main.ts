@@ -283,7 +283,9 @@ export function program(): Command {
     );
   cmd
     .command("breakers")
-    .description("the model providers whose breaker is open: no worker asks them until a try succeeds")
+    .description(
+      "the model providers whose breaker is open (no worker asks them until a try succeeds), each with the runs waiting on it",
+    )
     .option("--json", "the breakers as one JSON array")
     .action((opts: { json?: boolean }) =>
       withClient(async (client) => {

@@ -1,6 +1,6 @@
 import type { AuditEvent } from "../../shared/contracts/audit.js";
-import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
+import type { BreakerView } from "./inspect.js";
 
 /** A fixed-width bar: `used` of `limit`, or just the count when there is no limit. */
 export function bar(used: number, limit: number | undefined, width = 20): string {
@@ -36,13 +36,14 @@ export function auditLine(event: AuditEvent): string {
   return `${event.timestamp}  ${event.runId}  #${String(event.seq).padStart(3)}  ${event.phase.padEnd(9)} ${event.kind.padEnd(22)} ${event.status.padEnd(8)} ${event.actor}${reason}`;
 }
 
-/** One line of `breakers`: the provider, since when, what happens next, why. */
-export function breakerLine(breaker: ModelBreaker, now: number): string {
+/** One line of `breakers`: the provider, since when, what happens next, the runs it holds up, why. */
+export function breakerLine(breaker: BreakerView, now: number): string {
   const open = Math.round((now - breaker.openedAt) / 1000);
   const next =
     breaker.state === "probing"
       ? `being tried by ${breaker.by}`
       : `next try after ${new Date(breaker.until).toISOString()}`;
   const tries = breaker.failedProbes > 0 ? `, ${breaker.failedProbes} failed tries` : "";
-  return `${breaker.provider}  open ${open} s${tries}; ${next}  (${breaker.reason})`;
+  const runs = `${breaker.waitingRuns} ${breaker.waitingRuns === 1 ? "run" : "runs"} waiting`;
+  return `${breaker.provider}  open ${open} s${tries}; ${next}; ${runs}  (${breaker.reason})`;
 }

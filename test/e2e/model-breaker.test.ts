@@ -3,7 +3,7 @@ import { breakerKey } from "../../shared/bus/model-breakers.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { serveModel } from "../../shared/bus/model-actor.js";
-import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
+import type { BreakerView } from "../../services/cli/inspect.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { until } from "../helpers/until.js";
@@ -103,18 +103,28 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     });
     const agentctl = (...args: string[]) =>
       runProcess(process.execPath, [AGENTCTL, ...args], { env: suite.env() });
-    const listed = JSON.parse((await agentctl("breakers", "--json")).stdout) as ModelBreaker[];
-    expect(listed.map((b) => [b.provider, b.reason])).toEqual([
-      ["actor:shared-provider", "MODEL_RATE_LIMITED: provider error (429): slow down"],
-    ]);
-    // So does whoever looks at a run it holds up: its status says what it waits for, and till when.
+    // Whoever looks at a run it holds up sees it too: its status says what it waits for, till when.
     expect(await waitingOf(runIds)).toMatchObject({
       for: "model turn",
       provider: "actor:shared-provider",
       reason: "MODEL_RATE_LIMITED: provider error (429): slow down",
     });
+    // The operator's list counts the runs it holds up: those whose status says they wait on it.
+    let listed: BreakerView[] = [];
+    await until(
+      async () => {
+        listed = JSON.parse((await agentctl("breakers", "--json")).stdout) as BreakerView[];
+        return (listed[0]?.waitingRuns ?? 0) > 0;
+      },
+      5_000,
+      { what: "agentctl breakers counting the runs waiting on it" },
+    );
+    expect(listed.map((b) => [b.provider, b.reason])).toEqual([
+      ["actor:shared-provider", "MODEL_RATE_LIMITED: provider error (429): slow down"],
+    ]);
+    expect(listed[0]?.waitingRuns).toBeLessThanOrEqual(RUNS);
     expect((await agentctl("breakers")).stdout).toMatch(
-      /^actor:shared-provider {2}open \d+ s(, \d failed tries)?; (next try after \S+|being tried by agent-\d) {2}\(MODEL_RATE_LIMITED: provider error \(429\): slow down\)\n$/,
+      /^actor:shared-provider {2}open \d+ s(, \d failed tries)?; (next try after \S+|being tried by agent-\d); \d+ runs? waiting {2}\(MODEL_RATE_LIMITED: provider error \(429\): slow down\)\n$/,
     );
     const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 45_000)));
     for (const [i, status] of statuses.entries()) {

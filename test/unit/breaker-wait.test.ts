@@ -8,7 +8,8 @@ import {
 } from "../../services/agent/breaker-wait.js";
 import { giveUpAt, modelFailure } from "../../services/agent/model-outage.js";
 import { retryDelay } from "../../services/agent/lease-failure.js";
-import { statusLine } from "../../services/cli/render.js";
+import { waitingRuns } from "../../services/cli/inspect.js";
+import { breakerLine, statusLine } from "../../services/cli/render.js";
 import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import type { RunStatus, RunWaiting } from "../../shared/contracts/run-status.js";
 import { refusal } from "../../shared/models/breaker-policy.js";
@@ -117,5 +118,35 @@ describe("a run waiting on its provider's open breaker", () => {
       /waiting: model turn for openai:m@http:\/\/127\.0\.0\.1:1\/v1, next try after 2026-11-27T10:00:02\.000Z, until 2026-11-27T10:01:00\.000Z$/,
     );
     expect(statusLine({ ...status, waiting: undefined })).not.toContain("waiting");
+  });
+
+  it("is counted against its breaker by `agentctl breakers`, while unfinished", () => {
+    const status = (runId: string, over: Partial<RunStatus> = {}): RunStatus => ({
+      runId,
+      status: "running",
+      phase: "ACT",
+      iteration: 3,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 2, toolCalls: 2 },
+      waiting: waiting(),
+      updatedAt: iso(now),
+      ...over,
+    });
+    const counts = waitingRuns([
+      status("r1"),
+      status("r2", { waiting: waiting({ for: "review" }) }),
+      status("r3", { waiting: waiting({ provider: "anthropic:c@http://127.0.0.1:2" }) }),
+      status("r4", { waiting: undefined }),
+      // A finished run's status can still carry the wait it was handed back with last.
+      status("r5", { status: "failed" }),
+    ]);
+    expect([...counts]).toEqual([
+      ["openai:m@http://127.0.0.1:1/v1", 2],
+      ["anthropic:c@http://127.0.0.1:2", 1],
+    ]);
+    const line = (n: number): string => breakerLine({ ...breaker(), waitingRuns: n }, now);
+    expect(line(2)).toBe(
+      "openai:m@http://127.0.0.1:1/v1  open 30 s, 2 failed tries; next try after 2026-11-27T10:00:08.000Z; 2 runs waiting  (MODEL_RATE_LIMITED: slow down)",
+    );
+    expect(line(1)).toContain("; 1 run waiting  (");
   });
 });
