@@ -37,8 +37,12 @@ export interface LeaseDeps {
   checkpointEvery: number;
   /** A status write that would change only counters waits until this long after the last one. */
   statusEveryMs: number;
-  /** Finds the named tools' services; returns the descriptors of those that answered. */
-  discover: (names: readonly string[]) => Promise<ToolDescriptor[]>;
+  /**
+   * Finds the named tools' services; returns the descriptors of those that answered. `fresh`: for
+   * a run not yet started, which may go without a tool whose service stopped answering (see
+   * ToolCatalog).
+   */
+  discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
   performer: EffectPerformer;
   reconciler: Reconciler;
   leases: IterationLeases;
@@ -164,6 +168,8 @@ export class RunLease {
       logContext: () => this.logContext,
     });
     const records = read.records.map((r) => r.record);
+    // Asked early, a first job's tools may leave out a tool a started run's log needs.
+    const fresh = records.length === 0;
     const spec = specOf(records) ?? this.job.spec;
     if (!spec) {
       this.log.error("job dropped: it has no spec and the run has no WAL, so it can never start");
@@ -171,7 +177,9 @@ export class RunLease {
     }
     this.config = {
       // A redelivered first job names the tools the WAL's spec names (the run's spec never changes).
-      tools: await (early && sameTools(spec, jobSpec) ? early : this.deps.discover(spec.agent.tools)),
+      tools: await (early && sameTools(spec, jobSpec) && fresh
+        ? early
+        : this.deps.discover(spec.agent.tools, fresh)),
       checkpointEvery: this.deps.checkpointEvery,
     };
     if (records.length === 0) {
@@ -221,7 +229,7 @@ export class RunLease {
 
   /** Asks for a fresh run's tools; the answer is what is returned. */
   private askEarly(spec: RunSpec): Promise<ToolDescriptor[]> {
-    const tools = this.deps.discover(spec.agent.tools);
+    const tools = this.deps.discover(spec.agent.tools, true);
     // Awaited in open(), unless the WAL shows another spec; a failure then must not go unhandled.
     tools.catch(() => undefined);
     return tools;

@@ -26,6 +26,8 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(5),
   /** How long a tool's descriptor is reused before its service is asked again (0: every run lease). */
   AGENT_TOOL_DESCRIBE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(5_000),
+  /** How long a run not yet started waits for a tool whose service takes describes and answers none (hung), as a worker saw it, before the tool is left out and the run fails as planInvalid (0: at the first unanswered describe). */
+  AGENT_TOOL_OUTAGE_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
   /** How long a worker waits for a service nobody serves yet: a tool, the critic, a model actor, the supervisor (0: not at all). */
   AGENT_SERVICE_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
   /** How long a run waits out a model provider's outage, handed back and asked again, before it fails (0: at once). */

@@ -37,6 +37,7 @@ const worker = new AgentWorker(
     retryDelayMs: env.AGENT_RETRY_DELAY_MS,
     iterationLease: env.AGENT_ITERATION_LEASE,
     toolDescribeTtlMs: env.AGENT_TOOL_DESCRIBE_TTL_MS,
+    toolOutageMs: env.AGENT_TOOL_OUTAGE_MS,
     serviceWaitMs: env.AGENT_SERVICE_WAIT_MS,
     modelOutageMs: env.AGENT_MODEL_OUTAGE_MS,
     modelBreaker: {

@@ -1,41 +1,94 @@
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { Clock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import type { Logger } from "../../shared/runtime/logger.js";
+
+export interface ToolCatalogOptions {
+  /** How long a descriptor is reused (AGENT_TOOL_DESCRIBE_TTL_MS); 0 asks every time. */
+  ttlMs: number;
+  /**
+   * How long a tool whose service takes describes and answers none is waited for by a run not
+   * yet started, before the tool is left out of it (AGENT_TOOL_OUTAGE_MS); 0: not at all.
+   */
+  outageMs: number;
+}
+
+/** What one describe learnt: a descriptor (undefined: nobody serves the tool), or its failure. */
+type Answer = { descriptor: ToolDescriptor | undefined } | { failed: unknown };
 
 /**
  * Tool descriptors as their services last described them, kept for `ttlMs`: every run lease needs
  * its tools' descriptors, and asking a service each time put a round trip to another process in
  * front of every takeover. A tool nobody described is not remembered (a service that comes up is
  * found by the next lease); a changed descriptor (a redeployed service) is seen within `ttlMs`.
- * Concurrent leases asking for the same tool share one request. `ttlMs` 0 asks every time.
+ * Concurrent leases asking for the same tool share one request.
+ *
+ * A describe nobody answered in time fails the lookup, and so the lease, which is retried: the
+ * service may be busy, or its reply lost to a reconnect, and a run started without the tool fails
+ * for good. A service that goes on answering none for `outageMs` (hung: subscribed, never
+ * replying) is waited for no longer by a run that has not started (`mayLeaveOut`): the tool is left
+ * out, as when nobody serves it, and the run fails as `planInvalid` instead of its job coming back
+ * every retry delay for ever, holding its pool slot. A run that has started keeps waiting: its log
+ * replays only with the tools it was started with.
  */
 export class ToolCatalog {
   private readonly known = new Map<string, { descriptor: ToolDescriptor; at: number }>();
-  private readonly asking = new Map<string, Promise<ToolDescriptor | undefined>>();
+  private readonly asking = new Map<string, Promise<Answer>>();
+  /** When each tool's unanswered describes began (the first one's asking), until one is answered. */
+  private readonly unanswered = new Map<string, number>();
 
   constructor(
     /** Asks the tool's service; undefined when nobody serves it. */
     private readonly describe: (name: string) => Promise<ToolDescriptor | undefined>,
     private readonly clock: Clock,
-    private readonly ttlMs: number,
+    private readonly options: ToolCatalogOptions,
+    private readonly logger: Logger,
   ) {}
 
-  /** The descriptors of the named tools that are served, in the order named. */
-  async lookup(names: readonly string[]): Promise<ToolDescriptor[]> {
-    const found = await Promise.all(names.map((name) => this.one(name)));
+  /**
+   * The descriptors of the named tools that are served, in the order named. With `mayLeaveOut`
+   * (a run not yet started), a tool whose service has answered no describe for `outageMs` is left
+   * out rather than failing the lookup.
+   */
+  async lookup(names: readonly string[], mayLeaveOut = false): Promise<ToolDescriptor[]> {
+    const found = await Promise.all(names.map((name) => this.one(name, mayLeaveOut)));
     return found.filter((d): d is ToolDescriptor => d !== undefined);
   }
 
-  private one(name: string): Promise<ToolDescriptor | undefined> {
+  private async one(name: string, mayLeaveOut: boolean): Promise<ToolDescriptor | undefined> {
     const known = this.known.get(name);
-    if (known && this.clock.now() - known.at < this.ttlMs) return Promise.resolve(known.descriptor);
+    if (known && this.clock.now() - known.at < this.options.ttlMs) return known.descriptor;
+    const answer = await this.ask(name);
+    if ("descriptor" in answer) return answer.descriptor;
+    const since = this.unanswered.get(name);
+    const silentMs = since === undefined ? 0 : this.clock.now() - since;
+    if (!mayLeaveOut || since === undefined || silentMs < this.options.outageMs) throw answer.failed;
+    this.logger.error(
+      { tool: name, silentMs, outageMs: this.options.outageMs },
+      "tool left out of a new run: its service has answered no describe for AGENT_TOOL_OUTAGE_MS",
+    );
+    return undefined;
+  }
+
+  private ask(name: string): Promise<Answer> {
     const asked = this.asking.get(name);
     if (asked) return asked;
+    const askedAt = this.clock.now();
     const asking = this.describe(name)
-      .then((descriptor) => {
-        if (descriptor) this.known.set(name, { descriptor, at: this.clock.now() });
-        else this.known.delete(name);
-        return descriptor;
-      })
+      .then(
+        (descriptor): Answer => {
+          this.unanswered.delete(name);
+          if (descriptor) this.known.set(name, { descriptor, at: this.clock.now() });
+          else this.known.delete(name);
+          return { descriptor };
+        },
+        (failed: unknown): Answer => {
+          // Only a timeout tells of the service: without a connection nothing is learnt of it.
+          if (failed instanceof AgentError && failed.code === "TOOL_TIMEOUT" && !this.unanswered.has(name))
+            this.unanswered.set(name, askedAt);
+          return { failed };
+        },
+      )
       .finally(() => this.asking.delete(name));
     this.asking.set(name, asking);
     return asking;

@@ -44,6 +44,8 @@ export interface WorkerOptions {
   iterationLease: number;
   /** See AGENT_TOOL_DESCRIBE_TTL_MS. */
   toolDescribeTtlMs: number;
+  /** See AGENT_TOOL_OUTAGE_MS. */
+  toolOutageMs: number;
   /** See AGENT_SERVICE_WAIT_MS (0 when absent). */
   serviceWaitMs?: number;
   /** See MEMORY_RECALL_WINDOW (absent or 0: a recall reads every memory of its agent). */
@@ -137,7 +139,8 @@ export class AgentWorker {
     this.tools = new ToolCatalog(
       (name) => describeRemoteTool(name, { ...this.bus, wait: this.serviceWait(`tool:${name}`) }),
       this.bus.clock,
-      this.options.toolDescribeTtlMs,
+      { ttlMs: this.options.toolDescribeTtlMs, outageMs: this.options.toolOutageMs },
+      this.bus.logger,
     );
     this.fanOut = new FanOutHandler(this.bus, this.serviceWait("supervisor"));
     this.presence = new WorkerPresence(
@@ -335,9 +338,9 @@ export class AgentWorker {
         bus,
         checkpointEvery: this.options.checkpointEvery,
         statusEveryMs: this.options.statusEveryMs,
-        discover: async (names) => {
+        discover: async (names, fresh) => {
           const remote = names.filter((name) => name !== SPAWN_TOOL);
-          for (const descriptor of await this.tools.lookup(remote))
+          for (const descriptor of await this.tools.lookup(remote, fresh))
             registry.register(remoteTool(descriptor, bus));
           // spawn_agent is the worker's own: it parks the run instead of waiting on a service.
           if (names.includes(SPAWN_TOOL)) registry.register(this.spawnTool);

@@ -21,6 +21,7 @@ const PAYMENTS = 6;
 const PAYMENT_MS = 200;
 /** Longer than a call's retries take (about 0.6 s), shorter than AGENT_SERVICE_WAIT_MS (10 s). */
 const GAP_MS = 3_000;
+const TOOL_OUTAGE_MS = 4_000;
 
 /** Services restarting under runs that call them, on the workers' default wait for a service. */
 const suite = useClusterSuite("svc-restart", {
@@ -30,6 +31,8 @@ const suite = useClusterSuite("svc-restart", {
     { kind: "agent", name: "agent-2" },
     { kind: "critic", name: "critic-1" },
   ],
+  // Past one unanswered describe (2 s), short of two with the retry delay between (5 s).
+  env: { AGENT_TOOL_OUTAGE_MS: String(TOOL_OUTAGE_MS) },
 });
 
 /** What the model was told about the run's tool calls: none may have failed. */
@@ -210,4 +213,59 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     mute.unsubscribe();
     service?.stop();
   }, 40_000);
+
+  it(`a tool service that takes every describe and answers none (hung) is left out of new runs after AGENT_TOOL_OUTAGE_MS (${TOOL_OUTAGE_MS} ms): a new run that needs the tool fails as planInvalid, instead of its job coming back for ever`, async () => {
+    const name = "hung_pay";
+    let swallowed = 0;
+    const hung = suite.bus.nc.subscribe(suite.bus.subjects.toolDescribe(name), {
+      callback: () => void (swallowed += 1),
+    });
+    const submitted = Date.now();
+    const { runId } = await suite.client.submit(payingRun(name, 1, "never paid"));
+    const status = await suite.waitFor(runId, settled, 30_000);
+    expect(status).toMatchObject({ status: "failed", terminal: { reason: "planInvalid" } });
+    const failed = (await suite.audit(runId)).find((e) => e.kind === "run.failed");
+    expect(failed?.data?.diagnosis).toMatch(`needs unavailable tool '${name}'`);
+    // Asked until one worker had seen the silence outlast the bound: two describes at least, a
+    // retry delay apart (each worker counts what it saw).
+    expect(swallowed).toBeGreaterThanOrEqual(2);
+    expect(Date.now() - submitted).toBeGreaterThan(TOOL_OUTAGE_MS);
+    const logs = await suite.logs();
+    expect(logs).toMatch(new RegExp(`"tool":"${name}"[^\\n]*tool left out of a new run`));
+    hung.unsubscribe();
+  }, 40_000);
+
+  it("a run that has started keeps waiting for a hung tool service past AGENT_TOOL_OUTAGE_MS (its log replays only with its tools), and goes on once the service answers", async () => {
+    const name = "later_pay";
+    const { tool, executions } = chargeTool(0, name);
+    let service = suite.serveTool(tool);
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [{ toolCalls: [{ name, input: { amount: 1 } }] }, { text: "paid once approved" }],
+        tools: [name],
+        requiresApproval: true,
+      }),
+    );
+    await suite.waitFor(runId, (s) => s.status === "awaiting_approval", 20_000);
+    // The service hangs while the run waits for its approval: the decision's lease cannot describe
+    // the tool, and asks again, past the bound.
+    service.stop();
+    let swallowed = 0;
+    const hung = suite.bus.nc.subscribe(suite.bus.subjects.toolDescribe(name), {
+      callback: () => void (swallowed += 1),
+    });
+    await suite.client.decide(runId, { decision: "approve", by: "alice" });
+    // Each worker counts the silence it saw: by the third unanswered describe one of the two
+    // workers has seen two of them, the bound apart.
+    await until(() => swallowed >= 4, 45_000, { what: "describes asked past AGENT_TOOL_OUTAGE_MS" });
+    // Not failed, nor gone on without the tool: still where the decision found it.
+    expect((await suite.waitFor(runId, () => true)).status).toBe("awaiting_approval");
+    hung.unsubscribe();
+    service = suite.serveTool(tool);
+    const status = await suite.waitFor(runId, settled, 30_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "paid once approved" } });
+    expect(executions.size).toBe(1);
+    expect(await suite.logs()).not.toMatch(new RegExp(`"tool":"${name}"[^\\n]*tool left out of a new run`));
+    service.stop();
+  }, 90_000);
 });

@@ -1,7 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { ToolCatalog } from "../../services/agent/tool-catalog.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
+import pino from "pino";
 import { ManualClock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 
@@ -22,7 +25,7 @@ describe("tool catalog", () => {
     const served = new Map([["echo", echo]]);
     const { describe, asked } = services(served);
     const clock = new ManualClock(0);
-    const catalog = new ToolCatalog(describe, clock, 5_000);
+    const catalog = new ToolCatalog(describe, clock, { ttlMs: 5_000, outageMs: 60_000 }, silentLogger);
     expect(await catalog.lookup(["echo"])).toEqual([echo]);
     await clock.advance(4_999);
     expect(await catalog.lookup(["echo"])).toEqual([echo]);
@@ -38,7 +41,7 @@ describe("tool catalog", () => {
     const served = new Map<string, ToolDescriptor>([["echo", echo]]);
     const { describe, asked } = services(served);
     const clock = new ManualClock(0);
-    const catalog = new ToolCatalog(describe, clock, 5_000);
+    const catalog = new ToolCatalog(describe, clock, { ttlMs: 5_000, outageMs: 60_000 }, silentLogger);
     expect(await catalog.lookup(["missing", "echo"])).toEqual([echo]);
     expect(await catalog.lookup(["missing", "echo"])).toEqual([echo]);
     expect(asked.get("missing")).toBe(2);
@@ -52,7 +55,12 @@ describe("tool catalog", () => {
 
   it("concurrent lookups of a tool share one request; ttl 0 asks every time", async () => {
     const { describe, asked } = services(new Map([["echo", echo]]));
-    const catalog = new ToolCatalog(describe, new ManualClock(0), 5_000);
+    const catalog = new ToolCatalog(
+      describe,
+      new ManualClock(0),
+      { ttlMs: 5_000, outageMs: 60_000 },
+      silentLogger,
+    );
     const all = await Promise.all([
       catalog.lookup(["echo"]),
       catalog.lookup(["echo"]),
@@ -61,9 +69,73 @@ describe("tool catalog", () => {
     expect(all).toEqual([[echo], [echo], [echo]]);
     expect(asked.get("echo")).toBe(1);
     const uncached = services(new Map([["echo", echo]]));
-    const every = new ToolCatalog(uncached.describe, new ManualClock(0), 0);
+    const every = new ToolCatalog(
+      uncached.describe,
+      new ManualClock(0),
+      { ttlMs: 0, outageMs: 60_000 },
+      silentLogger,
+    );
     await every.lookup(["echo"]);
     await every.lookup(["echo"]);
     expect(uncached.asked.get("echo")).toBe(2);
+  });
+
+  it("a service that takes describes and answers none fails the lookup; after outageMs a run not yet started leaves its tool out, a started one still waits; an answer ends the silence", async () => {
+    const clock = new ManualClock(0);
+    let hung = true;
+    let asked = 0;
+    const describe = (name: string): Promise<ToolDescriptor | undefined> => {
+      asked += 1;
+      if (!hung) return Promise.resolve(name === "echo" ? echo : undefined);
+      return Promise.reject(new AgentError("TOOL_TIMEOUT", `no answer from ${name}'s service in 2000 ms`));
+    };
+    const lines: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });
+    const catalog = new ToolCatalog(describe, clock, { ttlMs: 5_000, outageMs: 60_000 }, logger);
+    const timedOut = { code: "TOOL_TIMEOUT" };
+    await expect(catalog.lookup(["echo"], true)).rejects.toMatchObject(timedOut);
+    await clock.advance(59_999);
+    await expect(catalog.lookup(["echo"], true)).rejects.toMatchObject(timedOut);
+    expect(lines).toEqual([]);
+    await clock.advance(1);
+    // One describe for both: each lookup decides for its own run.
+    const [started, fresh] = await Promise.allSettled([
+      catalog.lookup(["echo"]),
+      catalog.lookup(["echo"], true),
+    ]);
+    expect(started).toMatchObject({ status: "rejected", reason: timedOut });
+    expect(fresh).toEqual({ status: "fulfilled", value: [] });
+    expect(asked).toBe(3);
+    expect(lines.join("")).toContain("tool left out of a new run");
+    expect(lines.join("")).toContain('"silentMs":60000');
+    // Asked again by the next lookup (nothing is remembered), and found once it answers.
+    hung = false;
+    expect(await catalog.lookup(["echo"], true)).toEqual([echo]);
+    expect(asked).toBe(4);
+    // An answer ends the silence: a later one is waited out afresh.
+    hung = true;
+    await clock.advance(5_000);
+    await expect(catalog.lookup(["echo"], true)).rejects.toMatchObject(timedOut);
+  });
+
+  it("no connection is not a silent service: never given up on; with outageMs 0 the first unanswered describe leaves the tool out of a new run", async () => {
+    const clock = new ManualClock(0);
+    const offline = new ToolCatalog(
+      () => Promise.reject(new AgentError("BUS_UNAVAILABLE", "no connection to NATS")),
+      clock,
+      { ttlMs: 5_000, outageMs: 1_000 },
+      silentLogger,
+    );
+    await expect(offline.lookup(["echo"], true)).rejects.toMatchObject({ code: "BUS_UNAVAILABLE" });
+    await clock.advance(10_000);
+    await expect(offline.lookup(["echo"], true)).rejects.toMatchObject({ code: "BUS_UNAVAILABLE" });
+    const impatient = new ToolCatalog(
+      () => Promise.reject(new AgentError("TOOL_TIMEOUT", "no answer")),
+      clock,
+      { ttlMs: 5_000, outageMs: 0 },
+      silentLogger,
+    );
+    expect(await impatient.lookup(["echo"], true)).toEqual([]);
+    await expect(impatient.lookup(["echo"])).rejects.toMatchObject({ code: "TOOL_TIMEOUT" });
   });
 });
