@@ -338,12 +338,13 @@ export class AgentWorker {
         bus,
         checkpointEvery: this.options.checkpointEvery,
         statusEveryMs: this.options.statusEveryMs,
+        // Asked twice by a lease that asked early and then found the run started (see open).
         discover: async (names, fresh) => {
           const remote = names.filter((name) => name !== SPAWN_TOOL);
           for (const descriptor of await this.tools.lookup(remote, fresh))
-            registry.register(remoteTool(descriptor, bus));
+            if (!registry.get(descriptor.name)) registry.register(remoteTool(descriptor, bus));
           // spawn_agent is the worker's own: it parks the run instead of waiting on a service.
-          if (names.includes(SPAWN_TOOL)) registry.register(this.spawnTool);
+          if (names.includes(SPAWN_TOOL) && !registry.get(SPAWN_TOOL)) registry.register(this.spawnTool);
           return registry.descriptors();
         },
         performer,
