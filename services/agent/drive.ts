@@ -37,11 +37,7 @@ export interface LeaseDeps {
   checkpointEvery: number;
   /** A status write that would change only counters waits until this long after the last one. */
   statusEveryMs: number;
-  /**
-   * Finds the named tools' services; returns the descriptors of those that answered. `fresh`: for
-   * a run not yet started, which may go without a tool whose service stopped answering (see
-   * ToolCatalog).
-   */
+  /** The named tools' served descriptors (`fresh`: a run not yet started; see ToolCatalog). */
   discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
   performer: EffectPerformer;
   reconciler: Reconciler;
@@ -168,7 +164,7 @@ export class RunLease {
       logContext: () => this.logContext,
     });
     const records = read.records.map((r) => r.record);
-    // Asked early, a first job's tools may leave out a tool a started run's log needs.
+    // Tools asked early (for a run not yet started) may leave out one a started run's log needs.
     const fresh = records.length === 0;
     const spec = specOf(records) ?? this.job.spec;
     if (!spec) {

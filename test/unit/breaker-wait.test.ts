@@ -38,6 +38,18 @@ const waiting = (over: Partial<RunWaiting> = {}): RunWaiting => ({
   ...over,
 });
 
+/** A running run's status that says it waits on the breaker (see waiting). */
+const runStatus = (runId: string, over: Partial<RunStatus> = {}): RunStatus => ({
+  runId,
+  status: "running",
+  phase: "ACT",
+  iteration: 3,
+  usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 2, toolCalls: 2 },
+  waiting: waiting(),
+  updatedAt: iso(now),
+  ...over,
+});
+
 describe("a run waiting on its provider's open breaker", () => {
   it("is told in its status by the refusal that handed it back, until the breaker's next try", () => {
     const refused = refusal(breaker(), now).toBody();
@@ -105,15 +117,7 @@ describe("a run waiting on its provider's open breaker", () => {
   });
 
   it("shows in `agentctl watch`", () => {
-    const status: RunStatus = {
-      runId: "r1",
-      status: "running",
-      phase: "ACT",
-      iteration: 3,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 2, toolCalls: 2 },
-      waiting: waiting(),
-      updatedAt: iso(now),
-    };
+    const status = runStatus("r1");
     expect(statusLine(status)).toMatch(
       /waiting: model turn for openai:m@http:\/\/127\.0\.0\.1:1\/v1, next try after 2026-11-27T10:00:02\.000Z, until 2026-11-27T10:01:00\.000Z$/,
     );
@@ -121,23 +125,13 @@ describe("a run waiting on its provider's open breaker", () => {
   });
 
   it("is counted against its breaker by `agentctl breakers`, while unfinished", () => {
-    const status = (runId: string, over: Partial<RunStatus> = {}): RunStatus => ({
-      runId,
-      status: "running",
-      phase: "ACT",
-      iteration: 3,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 2, toolCalls: 2 },
-      waiting: waiting(),
-      updatedAt: iso(now),
-      ...over,
-    });
     const counts = waitingRuns([
-      status("r1"),
-      status("r2", { waiting: waiting({ for: "review" }) }),
-      status("r3", { waiting: waiting({ provider: "anthropic:c@http://127.0.0.1:2" }) }),
-      status("r4", { waiting: undefined }),
+      runStatus("r1"),
+      runStatus("r2", { waiting: waiting({ for: "review" }) }),
+      runStatus("r3", { waiting: waiting({ provider: "anthropic:c@http://127.0.0.1:2" }) }),
+      runStatus("r4", { waiting: undefined }),
       // A finished run's status can still carry the wait it was handed back with last.
-      status("r5", { status: "failed" }),
+      runStatus("r5", { status: "failed" }),
     ]);
     expect([...counts]).toEqual([
       ["openai:m@http://127.0.0.1:1/v1", 2],
