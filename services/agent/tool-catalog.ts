@@ -61,8 +61,9 @@ export class ToolCatalog {
     const answer = await this.ask(name);
     if ("descriptor" in answer) return answer.descriptor;
     const since = this.unanswered.get(name);
-    const silentMs = since === undefined ? 0 : this.clock.now() - since;
-    if (!mayLeaveOut || since === undefined || silentMs < this.options.outageMs) throw answer.failed;
+    if (!mayLeaveOut || since === undefined) throw answer.failed;
+    const silentMs = this.clock.now() - since;
+    if (silentMs < this.options.outageMs) throw answer.failed;
     this.logger.error(
       { tool: name, silentMs, outageMs: this.options.outageMs },
       "tool left out of a new run: its service has answered no describe for AGENT_TOOL_OUTAGE_MS",
