@@ -28,12 +28,20 @@ type Answer = { descriptor: ToolDescriptor | undefined } | { failed: unknown };
  * for good. A service that goes on answering none for `outageMs` (hung: subscribed, never
  * replying) is waited for no longer by a run that has not started (`mayLeaveOut`): the tool is left
  * out, as when nobody serves it, and the run fails as `planInvalid` instead of its job coming back
- * every retry delay for ever, holding its pool slot. A run that has started keeps waiting: its log
- * replays only with the tools it was started with.
+ * every retry delay for ever, holding its pool slot.
+ *
+ * A run that has started cannot leave a tool out (its log replays only with the tools it was
+ * started with), and waiting for the service kept it for ever past its deadline. When a describe
+ * gets no answer, or finds nobody serving the tool, the run goes on with the descriptor this
+ * worker last got for it: its calls to the tool then meet the outage as a call from a lease that
+ * holds the run does (timeouts, retries, the wait for a service, reconciliation), and its guard
+ * bounds it. A worker that never got one fails the lease as before.
  */
 export class ToolCatalog {
   private readonly known = new Map<string, { descriptor: ToolDescriptor; at: number }>();
   private readonly asking = new Map<string, Promise<Answer>>();
+  /** Each tool's last descriptor, kept past its ttl and its service's absence (for started runs). */
+  private readonly last = new Map<string, ToolDescriptor>();
   /** When each tool's unanswered describes began (the first one's asking), until one is answered. */
   private readonly unanswered = new Map<string, number>();
 
@@ -48,7 +56,8 @@ export class ToolCatalog {
   /**
    * The descriptors of the named tools that are served, in the order named. With `mayLeaveOut`
    * (a run not yet started), a tool whose service has answered no describe for `outageMs` is left
-   * out rather than failing the lookup.
+   * out rather than failing the lookup; without it (a started run), a tool whose describe went
+   * unanswered, or that nobody serves, comes with the last descriptor its service gave.
    */
   async lookup(names: readonly string[], mayLeaveOut = false): Promise<ToolDescriptor[]> {
     const found = await Promise.all(names.map((name) => this.one(name, mayLeaveOut)));
@@ -59,9 +68,11 @@ export class ToolCatalog {
     const known = this.known.get(name);
     if (known && this.clock.now() - known.at < this.options.ttlMs) return known.descriptor;
     const answer = await this.ask(name);
-    if ("descriptor" in answer) return answer.descriptor;
+    if ("descriptor" in answer && answer.descriptor) return answer.descriptor;
+    if (!mayLeaveOut) return this.forStartedRun(name, answer);
+    if ("descriptor" in answer) return undefined;
     const since = this.unanswered.get(name);
-    if (!mayLeaveOut || since === undefined) throw answer.failed;
+    if (since === undefined) throw answer.failed;
     const silentMs = this.clock.now() - since;
     if (silentMs < this.options.outageMs) throw answer.failed;
     this.logger.error(
@@ -69,6 +80,25 @@ export class ToolCatalog {
       "tool left out of a new run: its service has answered no describe for AGENT_TOOL_OUTAGE_MS",
     );
     return undefined;
+  }
+
+  /**
+   * A started run's tool no describe returned just now: the descriptor this worker last got, when
+   * the service answered nothing (a timeout) or nobody serves the tool; a lost connection, which
+   * tells nothing of the service, still fails the lookup.
+   */
+  private forStartedRun(name: string, answer: Answer): ToolDescriptor | undefined {
+    const last = this.last.get(name);
+    const timedOut =
+      "failed" in answer && answer.failed instanceof AgentError && answer.failed.code === "TOOL_TIMEOUT";
+    // Without a descriptor, or after a lost connection, as for a new run.
+    if ("failed" in answer && !(timedOut && last)) throw answer.failed;
+    if (!last) return undefined;
+    this.logger.warn(
+      { tool: name, service: timedOut ? "no answer" : "nobody serves it" },
+      "a started run goes on with the tool's last descriptor: its calls meet the service's outage",
+    );
+    return last;
   }
 
   private ask(name: string): Promise<Answer> {
@@ -79,8 +109,10 @@ export class ToolCatalog {
       .then(
         (descriptor): Answer => {
           this.unanswered.delete(name);
-          if (descriptor) this.known.set(name, { descriptor, at: this.clock.now() });
-          else this.known.delete(name);
+          if (descriptor) {
+            this.known.set(name, { descriptor, at: this.clock.now() });
+            this.last.set(name, descriptor);
+          } else this.known.delete(name);
           return { descriptor };
         },
         (failed: unknown): Answer => {

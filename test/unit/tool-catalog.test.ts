@@ -37,7 +37,7 @@ describe("tool catalog", () => {
     expect(asked.get("echo")).toBe(2);
   });
 
-  it("a tool nobody serves is left out and asked for again by the next lookup; a tool gone after its ttl is dropped", async () => {
+  it("a tool nobody serves is left out and asked for again by the next lookup; a tool gone after its ttl is dropped from a new run", async () => {
     const served = new Map<string, ToolDescriptor>([["echo", echo]]);
     const { describe, asked } = services(served);
     const clock = new ManualClock(0);
@@ -47,9 +47,9 @@ describe("tool catalog", () => {
     expect(asked.get("missing")).toBe(2);
     served.delete("echo");
     await clock.advance(5_000);
-    expect(await catalog.lookup(["echo"])).toEqual([]);
+    expect(await catalog.lookup(["echo"], true)).toEqual([]);
     await clock.advance(1);
-    expect(await catalog.lookup(["echo"])).toEqual([]);
+    expect(await catalog.lookup(["echo"], true)).toEqual([]);
     expect(asked.get("echo")).toBe(3);
   });
 
@@ -137,5 +137,51 @@ describe("tool catalog", () => {
     );
     expect(await impatient.lookup(["echo"], true)).toEqual([]);
     await expect(impatient.lookup(["echo"])).rejects.toMatchObject({ code: "TOOL_TIMEOUT" });
+  });
+});
+
+describe("tool catalog, for a run that has started", () => {
+  it("goes on with the descriptor this worker last got when the service answers no describe or nobody serves the tool; a new run does not; a lost connection fails the lookup", async () => {
+    const clock = new ManualClock(0);
+    let service: "up" | "hung" | "gone" | "offline" = "up";
+    let current: ToolDescriptor = echo;
+    const describe = (name: string): Promise<ToolDescriptor | undefined> => {
+      if (service === "up") return Promise.resolve(name === "echo" ? current : undefined);
+      if (service === "gone") return Promise.resolve(undefined);
+      const code = service === "hung" ? "TOOL_TIMEOUT" : "BUS_UNAVAILABLE";
+      return Promise.reject(new AgentError(code, `describe of ${name} failed`));
+    };
+    const lines: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });
+    const catalog = new ToolCatalog(describe, clock, { ttlMs: 5_000, outageMs: 60_000 }, logger);
+    // Never described: a started run's lease fails, and is retried, as before.
+    service = "hung";
+    await expect(catalog.lookup(["echo"])).rejects.toMatchObject({ code: "TOOL_TIMEOUT" });
+    service = "up";
+    current = { ...echo, timeoutMs: 1_234 };
+    expect(await catalog.lookup(["echo"])).toEqual([current]);
+    // Hung, past the ttl: the started run gets the last descriptor, the new one waits.
+    service = "hung";
+    await clock.advance(5_000);
+    const [started, fresh] = await Promise.allSettled([
+      catalog.lookup(["echo"]),
+      catalog.lookup(["echo"], true),
+    ]);
+    expect(started).toEqual({ status: "fulfilled", value: [current] });
+    expect(fresh).toMatchObject({ status: "rejected", reason: { code: "TOOL_TIMEOUT" } });
+    expect(lines.join("")).toMatch(
+      /"tool":"echo","service":"no answer".*goes on with the tool's last descriptor/,
+    );
+    // Nobody serves it: the new run leaves it out, the started one still has it.
+    service = "gone";
+    expect(await catalog.lookup(["echo"], true)).toEqual([]);
+    expect(await catalog.lookup(["echo"])).toEqual([current]);
+    expect(lines.join("")).toContain('"service":"nobody serves it"');
+    // Without a connection nothing is learnt of the service: the lease fails.
+    service = "offline";
+    await expect(catalog.lookup(["echo"])).rejects.toMatchObject({ code: "BUS_UNAVAILABLE" });
+    // A tool this worker never got stays out of a started run too.
+    service = "gone";
+    expect(await catalog.lookup(["other"])).toEqual([]);
   });
 });
