@@ -6,7 +6,10 @@ import { z } from "zod";
  * field names are a contract, evolve additively.
  */
 export const ModelBreaker = z.object({
-  /** The provider: a driver's model and endpoint (`openai:gpt-4o@https://…`, `actor:<name>`). */
+  /**
+   * The provider: a driver's model and endpoint, with the key's variable when a spec names its own
+   * (`openai:gpt-4o@https://…`, `openai:gpt-4o@https://…;key=TEAM_KEY`, `actor:<name>`).
+   */
   provider: z.string().min(1),
   /**
    * `open`: no worker calls the provider until `until`; then one call may try it. `probing`: that

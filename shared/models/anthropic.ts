@@ -7,7 +7,7 @@ import type {
   StopReason,
 } from "../contracts/model.js";
 import { AgentError } from "../runtime/errors.js";
-import type { DriverLocality, ModelDriver } from "./driver.js";
+import { providerName, type DriverLocality, type ModelDriver } from "./driver.js";
 import { postJson, readApiKey, type HttpDeps, type HttpPolicy } from "./http.js";
 import { isLoopbackUrl } from "./locality.js";
 import { costOf, type PriceTable } from "./pricing.js";
@@ -58,7 +58,7 @@ export class AnthropicDriver implements ModelDriver {
     this.baseUrl = (options.ref.baseUrl ?? ANTHROPIC_DEFAULT_BASE_URL).replace(/\/+$/, "");
     this.id = `anthropic:${options.ref.model}`;
     this.locality = isLoopbackUrl(this.baseUrl) ? "local" : "remote";
-    this.provider = `${this.id}@${this.baseUrl}`;
+    this.provider = providerName(this.id, this.baseUrl, options.ref.apiKeyEnv, ANTHROPIC_DEFAULT_KEY_ENV);
   }
 
   async complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Message, ModelRequest, ModelResponse, OpenAiModelRef, StopReason } from "../contracts/model.js";
 import { AgentError } from "../runtime/errors.js";
-import type { DriverLocality, ModelDriver } from "./driver.js";
+import { providerName, type DriverLocality, type ModelDriver } from "./driver.js";
 import { postJson, readApiKey, type HttpDeps, type HttpPolicy } from "./http.js";
 import { isLoopbackUrl } from "./locality.js";
 import { costOf, type PriceTable } from "./pricing.js";
@@ -56,7 +56,7 @@ export class OpenAiDriver implements ModelDriver {
     this.baseUrl = (options.ref.baseUrl ?? OPENAI_DEFAULT_BASE_URL).replace(/\/+$/, "");
     this.id = `openai:${options.ref.model}`;
     this.locality = isLoopbackUrl(this.baseUrl) ? "local" : "remote";
-    this.provider = `${this.id}@${this.baseUrl}`;
+    this.provider = providerName(this.id, this.baseUrl, options.ref.apiKeyEnv, OPENAI_DEFAULT_KEY_ENV);
   }
 
   async complete(request: ModelRequest, signal?: AbortSignal): Promise<ModelResponse> {

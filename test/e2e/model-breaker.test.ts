@@ -37,6 +37,8 @@ const suite = useClusterSuite("model-breaker", {
     CRITIC_MODEL_BREAKER_FAILURES: "2",
     CRITIC_MODEL_BREAKER_COOLDOWN_MS: "1000",
     CRITIC_TEST_KEY: "sk-critic-test",
+    TEAM_A_KEY: "sk-team-a",
+    TEAM_B_KEY: "sk-team-b",
   },
 });
 
@@ -187,7 +189,10 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     }
     // The refused review's run says it waits for the critic's provider, and till when.
     const waiting = await waitingOf(runIds);
-    expect(waiting).toMatchObject({ for: "review", provider: `openai:critic-m@${critic.baseUrl}` });
+    expect(waiting).toMatchObject({
+      for: "review",
+      provider: `openai:critic-m@${critic.baseUrl};key=CRITIC_TEST_KEY`,
+    });
     expect(Date.parse(waiting?.until ?? "")).toBeGreaterThan(Date.now() - 5_000);
     const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 40_000)));
     for (const [i, status] of statuses.entries()) {
@@ -223,7 +228,11 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     expect((await leftWaiting()) - leftBefore).toBeGreaterThan(0);
     expect((await takeovers()) - takenOverBefore).toBeLessThan(6 * CRITIC_RUNS);
     expect(
-      (await suite.bus.buckets.modelBreakers.get(breakerKey(`openai:critic-m@${critic.baseUrl}`)))?.operation,
+      (
+        await suite.bus.buckets.modelBreakers.get(
+          breakerKey(`openai:critic-m@${critic.baseUrl};key=CRITIC_TEST_KEY`),
+        )
+      )?.operation,
     ).toBe("DEL");
   }, 90_000);
 
@@ -266,5 +275,54 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     expect(JSON.stringify(await suite.audit(runId))).toContain("deadline");
     const failedAt = Date.parse(status.updatedAt);
     expect(failedAt - Date.parse(waiting?.giveUpAt ?? "")).toBeLessThan(1_500);
+  }, 60_000);
+
+  it("a breaker is kept per API key: one team's key rate-limited opens its own breaker, and runs on the same model and endpoint with another key are not refused", async () => {
+    const answer = "answered with team b's key";
+    await using provider = await startServer((req, res) => {
+      if (req.headers.authorization === "Bearer sk-team-a")
+        json(res, 429, { error: { message: "slow down" } });
+      else json(res, 200, { choices: [{ finish_reason: "stop", message: { content: answer } }] });
+    });
+    const baseUrl = `${provider.url}/v1`;
+    const run = (keyEnv: string, prompt: string) => {
+      const scripted = spec({ prompt, tools: [] });
+      const model = { provider: "openai" as const, model: "shared-m", baseUrl, apiKeyEnv: keyEnv };
+      // Team a's runs fail soon after the test, rather than wait out AGENT_MODEL_OUTAGE_MS.
+      return { ...scripted, agent: { ...scripted.agent, model, resources: { deadlineMs: 15_000 } } };
+    };
+    for (const i of [0, 1]) await suite.client.submit(run("TEAM_A_KEY", `team a ${i}`));
+    const breakers = suite.bus.buckets.modelBreakers;
+    // Whatever the breaker is kept for: the model's and endpoint's, or team a's key's.
+    const openOnEndpoint = async (): Promise<string[]> => {
+      const open: string[] = [];
+      for await (const key of await breakers.keys()) {
+        const entry = await breakers.get(key);
+        const provider =
+          entry?.operation === "PUT" ? (entry.json<{ provider: string }>().provider ?? "") : "";
+        if (provider.startsWith(`openai:shared-m@${baseUrl}`)) open.push(provider);
+      }
+      return open;
+    };
+    await until(async () => (await openOnEndpoint()).length > 0, 20_000, {
+      what: "team a's turns open a breaker",
+    });
+    const teamB: string[] = [];
+    for (const i of [0, 1, 2, 3])
+      teamB.push((await suite.client.submit(run("TEAM_B_KEY", `team b ${i}`))).runId);
+    const statuses = await Promise.all(teamB.map((id) => suite.waitFor(id, settled, 20_000)));
+    for (const status of statuses)
+      expect(status).toMatchObject({ status: "committed", terminal: { output: answer } });
+    // Team b's turns were all sent, none refused: with one breaker per model and endpoint, team a's
+    // open breaker refused them, and their answers closed it for team a's runs.
+    const refused = (await suite.logs())
+      .split("\n")
+      .filter((line) => line.includes("not asked: its breaker") && teamB.some((id) => line.includes(id)));
+    expect(refused).toEqual([]);
+    expect(await openOnEndpoint()).toEqual([`openai:shared-m@${baseUrl};key=TEAM_A_KEY`]);
+    const sentWith = (key: string) =>
+      provider.requests.filter((r) => r.headers.authorization === `Bearer ${key}`).length;
+    expect(sentWith("sk-team-b")).toBe(teamB.length);
+    expect(sentWith("sk-team-a")).toBeGreaterThanOrEqual(2);
   }, 60_000);
 });
