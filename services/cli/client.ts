@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { ControlReply, ResumeRequest, SubmitRequest } from "../../shared/contracts/cluster.js";
+import { ControlReply, HaltRequest, ResumeRequest, SubmitRequest } from "../../shared/contracts/cluster.js";
 import { Approval, KillSwitch, SubmitReply } from "../../shared/contracts/control.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
@@ -52,6 +52,10 @@ export class ClusterClient {
 
   async decide(runId: string, approval: Approval): Promise<string> {
     return this.control(this.bus.subjects.approvals(runId), Approval, approval);
+  }
+
+  async halt(request: HaltRequest): Promise<string> {
+    return this.control(this.bus.subjects.halt(), HaltRequest, request);
   }
 
   async resume(request: ResumeRequest): Promise<string> {

@@ -201,6 +201,17 @@ export function program(): Command {
       ),
     );
   cmd
+    .command("halt")
+    .description(
+      "halt one run now, wherever it is (running, or waiting for a human, its children or a model provider): it keeps its place and frees its pool slot; resume continues it",
+    )
+    .argument("<runId>", "the run", runIdArg)
+    .option("--reason <text>", "why (recorded in the audit)", "stopped by an operator")
+    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
+    .action((runId: string, opts: { by: string; reason: string }) =>
+      withClient(async (client) => out(await client.halt({ runId, by: opts.by, reason: opts.reason }))),
+    );
+  cmd
     .command("resume")
     .description("resume a halted run (after the kill switch or a reconciliation) from where it stopped")
     .argument("<runId>", "the run", runIdArg)

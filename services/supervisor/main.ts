@@ -23,6 +23,7 @@ import { LostAdmissions } from "./lost-admissions.js";
 import { auditOutlivesStatuses, sweepFinishedRuns } from "./retention.js";
 import { requeueStalled } from "./stalls.js";
 import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
+import { haltRun } from "./halt.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "supervisor" }));
 const env = parseEnv(SupervisorEnv, process.env);
@@ -79,9 +80,10 @@ serve(bus.nc, subjects.runsSubmit(), {
   onError: failureReply,
   onFailure,
 });
-// Operator controls share one reply contract: approvals, resume, kill switch.
+// Operator controls share one reply contract: approvals, halt, resume, kill switch.
 const controls: [string, (msg: Msg) => Promise<ControlReply>][] = [
   [subjects.approvalsAll(), (msg) => decideApproval(bus, msg.subject, msg.data)],
+  [subjects.halt(), (msg) => haltRun(bus, msg.data)],
   [subjects.resume(), (msg) => resumeRun(bus, pool, env.SUPERVISOR_POOL_CAPACITY, msg.data)],
   [subjects.killSwitch(), (msg) => setKillSwitch(bus, msg.data)],
 ];

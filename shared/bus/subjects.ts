@@ -120,6 +120,11 @@ export class Subjects {
     return `${this.prefix}.control.lease`;
   }
 
+  /** Where an operator halts one run (see HaltRequest). */
+  halt(): string {
+    return `${this.prefix}.control.halt`;
+  }
+
   /** Where an operator resumes a halted run (after the kill switch, or a reconciliation). */
   resume(): string {
     return `${this.prefix}.control.resume`;

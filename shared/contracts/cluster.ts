@@ -82,11 +82,22 @@ export type KillSwitchRequest = z.infer<typeof KillSwitchRequest>;
 export const ResumeRequest = z.object({ runId: RunId, by: z.string().min(1), reason: z.string().optional() });
 export type ResumeRequest = z.infer<typeof ResumeRequest>;
 
+/**
+ * The request on `<prefix>.control.halt`: stop one run now, wherever it is (the kill switch stops
+ * them all). It keeps its place, frees its pool slot, and may resume.
+ */
+export const HaltRequest = z.object({
+  runId: RunId,
+  by: z.string().min(1),
+  reason: z.string().min(1).max(1_000),
+});
+export type HaltRequest = z.infer<typeof HaltRequest>;
+
 /** The kill switch as stored (one key in the pool bucket, watched by every worker). */
 export const KillSwitchState = KillSwitch.extend({ at: z.number().int().nonnegative() });
 export type KillSwitchState = z.infer<typeof KillSwitchState>;
 
-/** The reply to control requests (approvals, kill switch). */
+/** The reply to control requests (approvals, kill switch, halt, resume). */
 export const ControlReply = z.discriminatedUnion("ok", [
   z.object({
     schemaVersion: SchemaVersion,

@@ -48,6 +48,11 @@ export const ERROR_CODES = {
    * SUPERVISOR_STATUS_RETAIN_MS: starting it again could repeat what it did. Use a new id.
    */
   RUN_REMOVED: { retryable: false },
+  /**
+   * The run is admitted but no worker has started it yet (status `queued`): a halt has nothing to
+   * stop until it runs. Ask again shortly.
+   */
+  RUN_NOT_STARTED: { retryable: true },
   /** A halted run's pool slot has not been freed yet (its halt is still being processed): resume it again shortly. */
   HALT_PENDING: { retryable: true },
   /**

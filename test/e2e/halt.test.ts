@@ -1,0 +1,139 @@
+import { describe, expect, it } from "vitest";
+import { PoolLedger } from "../../shared/bus/pool.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { toRfc3339 } from "../../shared/runtime/clock.js";
+import { AGENTCTL, runProcess, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+import { until } from "../helpers/until.js";
+
+/** The model's turn the halt lands in: long enough that its answer comes after the halt. */
+const SLOW_TURN_MS = 3_000;
+
+const suite = useClusterSuite("halt", {
+  actors: [
+    { kind: "supervisor" },
+    { kind: "tools", env: { TOOLS: "echo" } },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+  ],
+  env: { AGENT_RETRY_DELAY_MS: "500" },
+});
+
+const agentctl = (...args: string[]): Promise<{ stdout: string; stderr: string }> =>
+  runProcess(process.execPath, [AGENTCTL, ...args], { env: suite.env() });
+
+/** The structured error agentctl printed when it failed (its last stderr line). */
+async function refusal(...args: string[]): Promise<{ code: string; message: string }> {
+  const failed = await agentctl(...args).then(
+    () => undefined,
+    (err: unknown) => err as { stderr: string },
+  );
+  expect(failed, `agentctl ${args.join(" ")} should fail`).toBeDefined();
+  return (
+    JSON.parse(failed?.stderr.trim().split("\n").at(-1) ?? "{}") as {
+      error: { code: string; message: string };
+    }
+  ).error;
+}
+
+describe("agentctl halt: one run stopped where it is", () => {
+  it("a run in the middle of a model turn halts at once, frees its pool slot, and the worker's late answer is fenced off; other runs go on; resume continues it and nothing is paid twice", async () => {
+    const { executions } = serveCharge(suite, 0, "pay");
+    const halted = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "pay", input: { amount: 1 } }] },
+          { toolCalls: [{ name: "echo", input: { text: "slow" } }], delayMs: SLOW_TURN_MS },
+          { toolCalls: [{ name: "finish", input: { answer: "halted, resumed, done" } }] },
+        ],
+        tools: ["pay", "echo"],
+      }),
+    );
+    const other = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "echo", input: { text: "a" } }], delayMs: 1_000 },
+          { toolCalls: [{ name: "finish", input: { answer: "not halted" } }] },
+        ],
+      }),
+    );
+    // Paid, and now in its slow turn (whose records, the payment's result among them, are written
+    // with the turn's answer).
+    await until(() => executions.size === 1, 10_000, { what: "the payment made" });
+    await new Promise((r) => setTimeout(r, 300));
+    const asked = Date.now();
+    const reply = await agentctl("halt", halted.runId, "--reason", "runaway spend", "--by", "oncall");
+    expect(reply.stdout).toMatch(/halt queued/);
+    const status = await suite.waitFor(halted.runId, (s) => s.status === "halted", 10_000);
+    // Not at its next step: the turn still had seconds to go.
+    expect(Date.now() - asked).toBeLessThan(SLOW_TURN_MS);
+    expect(status.terminal?.reason).toBe("runaway spend");
+    const events = await suite.audit(halted.runId);
+    expect(events.find((e) => e.kind === "run.halted")).toMatchObject({
+      actor: "human",
+      data: { by: "oncall" },
+    });
+    const pool = PoolLedger.of(suite.bus);
+    await until(async () => !(await pool.active()).includes(halted.runId), 5_000, {
+      what: "its pool slot freed",
+    });
+    // The turn's answer, when it comes, is not written: its worker no longer drives the run.
+    await until(
+      async () => (await suite.logs()).includes("fenced: another worker drives this run"),
+      SLOW_TURN_MS * 3,
+      {
+        what: "the turn's worker fenced off",
+      },
+    );
+    expect((await suite.client.statusOf(halted.runId))?.status).toBe("halted");
+    expect((await suite.waitFor(other.runId, settled, 15_000)).status).toBe("committed");
+    // Halted twice, or halted when finished: refused, with a stable code.
+    expect(await refusal("halt", halted.runId)).toMatchObject({ code: "INVALID_INPUT" });
+    expect(await refusal("halt", other.runId)).toMatchObject({ code: "INVALID_INPUT" });
+    expect(await refusal("halt", "run-nobody")).toMatchObject({ code: "NOT_FOUND" });
+
+    expect((await agentctl("resume", halted.runId, "--by", "oncall")).stdout).toMatch(/resume queued/);
+    const done = await suite.waitFor(halted.runId, settled, 20_000);
+    expect(done).toMatchObject({ status: "committed", terminal: { output: "halted, resumed, done" } });
+    expect([...executions.values()]).toEqual([1]);
+    const trail = await suite.audit(halted.runId);
+    expect(trail.map((e) => e.seq)).toEqual(trail.map((_, i) => i + 1));
+    expect(trail.filter((e) => e.kind === "run.halted")).toHaveLength(1);
+    expect(trail.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
+  }, 60_000);
+
+  it("a run waiting for approval halts where it waits, and resumes to wait again; a queued run cannot be halted yet", async () => {
+    const { runId } = await suite.client.submit(
+      spec({ requiresApproval: true, script: [{ text: "ship it" }] }),
+    );
+    await suite.waitFor(runId, (s) => s.status === "awaiting_approval", 10_000);
+    await agentctl("halt", runId, "--by", "oncall");
+    const halted = await suite.waitFor(runId, (s) => s.status === "halted", 10_000);
+    expect(halted.terminal?.reason).toBe("stopped by an operator");
+    // Its approval is not taken while it is halted.
+    expect(await refusal("approve", runId)).toMatchObject({ code: "INVALID_INPUT" });
+    await agentctl("resume", runId, "--by", "oncall");
+    await suite.waitFor(runId, (s) => s.status === "awaiting_approval", 10_000);
+    await agentctl("approve", runId, "--by", "alice");
+    expect(await suite.waitFor(runId, settled, 10_000)).toMatchObject({
+      status: "committed",
+      terminal: { output: "ship it" },
+    });
+
+    // A run admitted but not started by any worker has no log to write the halt into.
+    const queued = `run-queued-${Date.now().toString(36)}`;
+    await new RunStatusStore(suite.bus.buckets.runs).put({
+      runId: queued,
+      rootRunId: queued,
+      depth: 0,
+      status: "queued",
+      phase: "PLAN",
+      iteration: 0,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
+      updatedAt: toRfc3339(Date.now()),
+    });
+    const notYet = await refusal("halt", queued);
+    expect(notYet).toMatchObject({ code: "RUN_NOT_STARTED" });
+    expect(notYet.message).toMatch(/halt it again once it runs/);
+  }, 60_000);
+});
