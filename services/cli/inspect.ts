@@ -3,7 +3,7 @@ import { DeliverPolicy } from "@nats-io/jetstream";
 import { z } from "zod";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import { ModelBreaker } from "../../shared/contracts/model-breaker.js";
-import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
+import { isFinished, type RunStatus, type RunStatusValue } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
@@ -154,6 +154,45 @@ export function waitingRuns(statuses: readonly RunStatus[]): Map<string, number>
     counts.set(provider, (counts.get(provider) ?? 0) + 1);
   }
   return counts;
+}
+
+/** Which runs `agentctl runs` lists. */
+export interface RunFilter {
+  statuses: ReadonlySet<RunStatusValue>;
+  /** Only the runs of this tree (its root and every descendant). */
+  root?: string;
+  limit: number;
+}
+
+/** The statuses `agentctl runs` lists by default: every run not finished. */
+export const UNFINISHED: ReadonlySet<RunStatusValue> = new Set([
+  "queued",
+  "running",
+  "awaiting_approval",
+  "halted",
+]);
+
+/** The runs a filter keeps, the most recently changed first, at most `limit`; `more`: those left out. */
+export function selectRuns(
+  statuses: readonly RunStatus[],
+  filter: RunFilter,
+): { runs: RunStatus[]; more: number } {
+  const kept = statuses
+    .filter(
+      (s) =>
+        filter.statuses.has(s.status) &&
+        (filter.root === undefined || (s.rootRunId ?? s.runId) === filter.root),
+    )
+    .sort((a, b) => Date.parse(b.updatedAt) - Date.parse(a.updatedAt) || a.runId.localeCompare(b.runId));
+  return { runs: kept.slice(0, filter.limit), more: Math.max(0, kept.length - filter.limit) };
+}
+
+/** The runs the cluster's status bucket holds that `filter` keeps (see selectRuns), in one streamed read. */
+export async function listRuns(
+  bus: ActorBus,
+  filter: RunFilter,
+): Promise<{ runs: RunStatus[]; more: number }> {
+  return selectRuns((await readRunsBucket(bus)).statuses, filter);
 }
 
 const Invariants = z.object({

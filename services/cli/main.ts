@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { z } from "zod";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { RunStatusValue } from "../../shared/contracts/run-status.js";
 import { DEFAULT_CHECKPOINT_EVERY } from "../../shared/loop/state.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
@@ -14,9 +15,17 @@ import { createLogger } from "../../shared/runtime/logger.js";
 import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { ClusterClient, readSpecFile } from "./client.js";
-import { checkpointLine, contracts, openBreakers, replayRun, tailAudit } from "./inspect.js";
+import {
+  checkpointLine,
+  contracts,
+  listRuns,
+  openBreakers,
+  replayRun,
+  tailAudit,
+  UNFINISHED,
+} from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
-import { auditLine, breakerLine, statusLine } from "./render.js";
+import { auditLine, breakerLine, runLine, statusLine } from "./render.js";
 import { SPEC_FLAGS, specFromFlags, type SpecFlags } from "./spec-flags.js";
 
 const runIdArg = (value: string): string => {
@@ -67,6 +76,16 @@ interface ReplayFlags {
   checkpointEvery: number;
   json?: boolean;
 }
+
+const runStatuses = (value: string): Set<RunStatusValue> => {
+  const wanted = value.split(",").map((v) => v.trim());
+  const bad = wanted.filter((v) => !RunStatusValue.safeParse(v).success);
+  if (bad.length > 0 || wanted.length === 0)
+    throw new InvalidArgumentError(
+      `expected statuses among ${RunStatusValue.options.join(", ")}; got '${bad.join(",") || value}'`,
+    );
+  return new Set(wanted as RunStatusValue[]);
+};
 
 const positiveInt = (value: string): number => {
   const n = Number(value);
@@ -154,6 +173,38 @@ export function program(): Command {
     .description("live phase, iteration and budget bars until the run settles")
     .argument("<runId>", "the run", runIdArg)
     .action((runId: string) => withClient((client) => watch(client, runId)));
+  cmd
+    .command("runs")
+    .description(
+      "the runs the cluster holds, the most recently changed first: those not finished, unless --status or --all says otherwise",
+    )
+    .option(
+      "--status <list>",
+      `only these statuses, comma-separated (${RunStatusValue.options.join(", ")})`,
+      runStatuses,
+    )
+    .option(
+      "--all",
+      "every status, finished runs too (while their status is kept, see SUPERVISOR_STATUS_RETAIN_MS)",
+    )
+    .option("--root <runId>", "only the runs of this tree (its root run and every descendant)", runIdArg)
+    .option("--limit <n>", "at most this many", positiveInt, 50)
+    .option("--json", "the runs' status records as one JSON array")
+    .action(
+      (opts: { status?: Set<RunStatusValue>; all?: boolean; root?: string; limit: number; json?: boolean }) =>
+        withClient(async (client) => {
+          const statuses = opts.all ? new Set(RunStatusValue.options) : (opts.status ?? UNFINISHED);
+          const { runs, more } = await listRuns(client.bus, {
+            statuses,
+            limit: opts.limit,
+            ...(opts.root ? { root: opts.root } : {}),
+          });
+          if (opts.json) return out(JSON.stringify(runs));
+          if (runs.length === 0) return out(`no run is ${[...statuses].join(", ")}`);
+          for (const run of runs) out(runLine(run));
+          if (more > 0) out(`… and ${more} more (--limit)`);
+        }),
+    );
   cmd
     .command("status")
     .description("the run's status record as JSON")

@@ -47,3 +47,23 @@ export function breakerLine(breaker: BreakerView, now: number): string {
   const runs = `${breaker.waitingRuns} ${breaker.waitingRuns === 1 ? "run" : "runs"} waiting`;
   return `${breaker.provider}  open ${open} s${tries}; ${next}; ${runs}  (${breaker.reason})`;
 }
+
+/**
+ * One line of `runs`: the run, its status and phase, iteration, tool calls, cost and last change;
+ * then its tree's root when it is a child, and what it waits on, if anything.
+ */
+export function runLine(status: RunStatus): string {
+  const root = status.rootRunId && status.rootRunId !== status.runId ? [`root ${status.rootRunId}`] : [];
+  const w = status.waiting;
+  return [
+    status.runId.padEnd(38),
+    status.status.padEnd(17),
+    status.phase.padEnd(9),
+    `iter ${String(status.iteration).padStart(3)}`,
+    `tools ${String(status.usage.toolCalls).padStart(3)}`,
+    `$${status.usage.costUsd.toFixed(4)}`,
+    status.updatedAt,
+    ...root,
+    ...(w ? [`waiting: ${w.for} for ${w.provider}`] : []),
+  ].join("  ");
+}

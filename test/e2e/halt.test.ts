@@ -1,9 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AGENTCTL, runProcess, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
-import { spec } from "../helpers/fixtures.js";
+import { queuedStatus, spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
 /** The model's turn the halt lands in: long enough that its answer comes after the halt. */
@@ -73,6 +72,13 @@ describe("agentctl halt: one run stopped where it is", () => {
       actor: "human",
       data: { by: "oncall" },
     });
+    // The operator finds it among the runs not finished, and among the halted ones.
+    const listed = JSON.parse((await agentctl("runs", "--status", "halted", "--json")).stdout) as {
+      runId: string;
+    }[];
+    expect(listed.map((r) => r.runId)).toContain(halted.runId);
+    expect((await agentctl("runs")).stdout).toMatch(new RegExp(`^${halted.runId} +halted +`, "m"));
+    expect(await refusal("runs", "--status", "paused")).toMatchObject({ code: "INVALID_INPUT" });
     const pool = PoolLedger.of(suite.bus);
     await until(async () => !(await pool.active()).includes(halted.runId), 5_000, {
       what: "its pool slot freed",
@@ -93,7 +99,12 @@ describe("agentctl halt: one run stopped where it is", () => {
     expect(await refusal("halt", "run-nobody")).toMatchObject({ code: "NOT_FOUND" });
 
     expect((await agentctl("resume", halted.runId, "--by", "oncall")).stdout).toMatch(/resume queued/);
-    const done = await suite.waitFor(halted.runId, settled, 20_000);
+    // Not `settled`, which a halted run already is.
+    const done = await suite.waitFor(
+      halted.runId,
+      (st) => st.status === "committed" || st.status === "failed",
+      20_000,
+    );
     expect(done).toMatchObject({ status: "committed", terminal: { output: "halted, resumed, done" } });
     expect([...executions.values()]).toEqual([1]);
     const trail = await suite.audit(halted.runId);
@@ -122,16 +133,7 @@ describe("agentctl halt: one run stopped where it is", () => {
 
     // A run admitted but not started by any worker has no log to write the halt into.
     const queued = `run-queued-${Date.now().toString(36)}`;
-    await new RunStatusStore(suite.bus.buckets.runs).put({
-      runId: queued,
-      rootRunId: queued,
-      depth: 0,
-      status: "queued",
-      phase: "PLAN",
-      iteration: 0,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
-      updatedAt: toRfc3339(Date.now()),
-    });
+    await new RunStatusStore(suite.bus.buckets.runs).put(queuedStatus(queued));
     const notYet = await refusal("halt", queued);
     expect(notYet).toMatchObject({ code: "RUN_NOT_STARTED" });
     expect(notYet.message).toMatch(/halt it again once it runs/);

@@ -1,0 +1,61 @@
+import { describe, expect, it } from "vitest";
+import { selectRuns, UNFINISHED } from "../../services/cli/inspect.js";
+import { runLine } from "../../services/cli/render.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { queuedStatus } from "../helpers/fixtures.js";
+
+const t0 = Date.parse("2026-11-27T10:00:00.000Z");
+const run = (runId: string, at: number, over: Partial<RunStatus> = {}): RunStatus => ({
+  ...queuedStatus(runId, t0 + at),
+  ...over,
+});
+
+describe("agentctl runs", () => {
+  const statuses = [
+    run("old-running", 1, { status: "running", phase: "ACT" }),
+    run("done", 9, { status: "committed", phase: "COMMIT" }),
+    run("new-waiting", 5, { status: "awaiting_approval", phase: "COMMIT" }),
+    run("child", 7, {
+      status: "halted",
+      phase: "HALT",
+      rootRunId: "new-waiting",
+      parentRunId: "new-waiting",
+      depth: 1,
+    }),
+    run("queued", 3),
+  ];
+
+  it("lists the runs not finished by default, the most recently changed first, and how many the limit left out", () => {
+    expect(selectRuns(statuses, { statuses: UNFINISHED, limit: 10 })).toEqual({
+      runs: [statuses[3], statuses[2], statuses[4], statuses[0]],
+      more: 0,
+    });
+    const limited = selectRuns(statuses, { statuses: UNFINISHED, limit: 2 });
+    expect(limited.runs.map((r) => r.runId)).toEqual(["child", "new-waiting"]);
+    expect(limited.more).toBe(2);
+  });
+
+  it("keeps only the statuses asked for, and one tree's runs with a root", () => {
+    expect(selectRuns(statuses, { statuses: new Set(["committed"]), limit: 10 }).runs).toEqual([statuses[1]]);
+    const tree = selectRuns(statuses, { statuses: UNFINISHED, root: "new-waiting", limit: 10 });
+    expect(tree.runs.map((r) => r.runId)).toEqual(["child", "new-waiting"]);
+  });
+
+  it("shows one line per run: id, status, phase, counters, last change, its root when a child, what it waits on", () => {
+    const child = statuses[3] as RunStatus;
+    expect(runLine(child)).toMatch(
+      /^child +halted +HALT +iter {3}0 {2}tools {3}0 {2}\$0\.0000 {2}2026-11-27T10:00:00\.007Z {2}root new-waiting$/,
+    );
+    const waiting = run("w", 0, {
+      status: "running",
+      waiting: {
+        for: "model turn",
+        provider: "openai:m@http://127.0.0.1:1/v1",
+        until: "2026-11-27T10:00:02.000Z",
+        giveUpAt: "2026-11-27T10:01:00.000Z",
+        reason: "MODEL_RATE_LIMITED: slow down",
+      },
+    });
+    expect(runLine(waiting)).toMatch(/ {2}waiting: model turn for openai:m@http:\/\/127\.0\.0\.1:1\/v1$/);
+  });
+});
