@@ -138,4 +138,39 @@ describe("agentctl halt: one run stopped where it is", () => {
     expect(notYet).toMatchObject({ code: "RUN_NOT_STARTED" });
     expect(notYet.message).toMatch(/halt it again once it runs/);
   }, 60_000);
+
+  it("a parent waiting for its child halts where it waits; the child goes on; resumed, the parent takes the child's result and commits", async () => {
+    const child = spec({ script: [{ text: "child's answer", delayMs: 2_000 }] });
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "spawn_agent", input: { runs: [child] } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "parent done" } }] },
+        ],
+        tools: ["spawn_agent"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+      }),
+    );
+    const childId = `${runId}-act-1-1`;
+    await suite.waitFor(childId, (s) => s.status === "running", 10_000);
+    await agentctl("halt", runId, "--reason", "tree paused", "--by", "oncall");
+    expect(await suite.waitFor(runId, (s) => s.status === "halted", 10_000)).toMatchObject({
+      terminal: { reason: "tree paused" },
+    });
+    // Its children are not halted with it: the child commits, and its fan-in finds the parent halted.
+    expect(await suite.waitFor(childId, settled, 15_000)).toMatchObject({ status: "committed" });
+    const dropped = new RegExp(`"runId":"${runId}"[^\\n]*stale event dropped`);
+    await until(async () => dropped.test(await suite.logs()), 10_000, {
+      what: "the fan-in dropped while the parent is halted",
+    });
+    expect((await suite.client.statusOf(runId))?.status).toBe("halted");
+    await agentctl("resume", runId, "--by", "oncall");
+    const done = await suite.waitFor(runId, (s) => s.status === "committed" || s.status === "failed", 15_000);
+    expect(done).toMatchObject({ status: "committed", terminal: { output: "parent done" } });
+    const wal = (await suite.wal(runId)).map((r) => r.record);
+    const completed = wal.find((r) => r.type === "COMPLETE");
+    expect(completed?.type === "COMPLETE" ? completed.event.output : undefined).toMatchObject({
+      results: [{ runId: childId, status: "committed", output: "child's answer" }],
+    });
+  }, 60_000);
 });
