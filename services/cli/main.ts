@@ -259,16 +259,29 @@ export function program(): Command {
     .argument("<runId>", "the run", runIdArg)
     .option("--reason <text>", "why (recorded in the audit)", "stopped by an operator")
     .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
-    .action((runId: string, opts: { by: string; reason: string }) =>
-      withClient(async (client) => out(await client.halt({ runId, by: opts.by, reason: opts.reason }))),
+    .option("--tree", "every run of the tree under it too (its children, theirs…), the run first")
+    .action((runId: string, opts: { by: string; reason: string; tree?: boolean }) =>
+      withClient(async (client) =>
+        out(
+          await client.halt({
+            runId,
+            by: opts.by,
+            reason: opts.reason,
+            ...(opts.tree ? { tree: true } : {}),
+          }),
+        ),
+      ),
     );
   cmd
     .command("resume")
     .description("resume a halted run (after the kill switch or a reconciliation) from where it stopped")
     .argument("<runId>", "the run", runIdArg)
     .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
-    .action((runId: string, opts: { by: string }) =>
-      withClient(async (client) => out(await client.resume({ runId, by: opts.by }))),
+    .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
+    .action((runId: string, opts: { by: string; tree?: boolean }) =>
+      withClient(async (client) =>
+        out(await client.resume({ runId, by: opts.by, ...(opts.tree ? { tree: true } : {}) })),
+      ),
     );
   cmd
     .command("kill-switch")

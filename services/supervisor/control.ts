@@ -2,30 +2,26 @@ import { AckPolicy, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
 import {
   ApprovalRequest,
   KillSwitchRequest,
-  ResumeRequest,
   LeaseRequest,
   type ControlReply,
   type LeaseReply,
 } from "../../shared/contracts/cluster.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { lastAuditEvent } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
 import { fanInResults, readFanOut } from "../../shared/bus/fanout.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
-import { readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
+import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { GiveBack, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { contentHash } from "../../shared/runtime/hash.js";
 import { onEventFailure } from "./event-failure.js";
 
 const RELEASING_KINDS = new Set(["run.committed", "run.failed", "run.halted"]);
 export const RELEASE_CONSUMER = "supervisor-release";
-/** How long a resume waits for its run's halt to free the slot it held (see takeSlotAfterHalt). */
-const HALT_RELEASE_WAIT_MS = 5_000;
-const HALT_RELEASE_POLL_MS = 50;
 
 /**
  * Approvals: a run waiting for a human holds no worker; the decision becomes a job on the work
@@ -182,8 +178,10 @@ function logGiveBack(bus: ActorBus, request: LeaseRequest, back: GiveBack): void
 
 /**
  * When a child settles and it was the last of its parent's open fan-out, the parent goes back on
- * the work queue with the fan-in as its tool result. The message id names the action, so two
- * children settling at once queue it once.
+ * the work queue with the fan-in as its tool result. The message id names the action and how its
+ * children ended, so two children settling at once queue it once; a later outcome is queued again:
+ * a parent halted when its fan-in came (dropped) and resumed while a halted child was resumed too
+ * waits for the child's new end, which an id naming the action alone dropped as a duplicate.
  */
 async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
   const fanOut = await readFanOut(bus.buckets.runs, parentRunId);
@@ -200,85 +198,10 @@ async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
       auditSeq: 0,
       event: { type: "toolCompleted", at: bus.clock.now(), actionId: fanOut.actionId, output: results },
     },
-    `${parentRunId}:fanin:${fanOut.actionId}`,
+    `${parentRunId}:fanin:${fanOut.actionId}:${contentHash(results).slice(0, 16)}`,
   );
   bus.logger.info(
     { runId: parentRunId, children: fanOut.children.length },
     "children settled: parent queued",
   );
-}
-
-/**
- * A halted run's slot is freed when the release loop reads its `run.halted`, which may come after
- * an operator has seen the run halted and resumed it. A resume that kept the slot it found
- * ("existing") would then lose it to that late release, and the pool would count one run too few
- * for as long as the resumed run lives. So the resume waits for the halt's release, then takes a
- * slot of its own, marked as following that halt (see lastHaltSeq); HALT_PENDING (retryable) when
- * the release has not come within HALT_RELEASE_WAIT_MS (the supervisors are down or far behind).
- */
-async function takeSlotAfterHalt(
-  bus: ActorBus,
-  pool: PoolLedger,
-  runId: string,
-  capacity: number,
-): Promise<void> {
-  const deadline = bus.clock.now() + HALT_RELEASE_WAIT_MS;
-  while ((await pool.active()).includes(runId)) {
-    if (bus.clock.now() >= deadline) {
-      throw new AgentError(
-        "HALT_PENDING",
-        `run '${runId}' still holds the pool slot it had when it halted (its halt has not been processed yet): resume it again shortly`,
-      );
-    }
-    await bus.clock.sleep(HALT_RELEASE_POLL_MS);
-  }
-  await pool.acquire(runId, capacity, { after: await lastHaltSeq(bus, runId) });
-}
-
-/**
- * The audit stream sequence of the run's latest `run.halted`: the halt whose release the resume
- * waited for. Its event may be delivered to the release loop again (its ack lost, or NAK'd after
- * the release); the slot the resume takes follows it, so that delivery must not free it.
- */
-async function lastHaltSeq(bus: ActorBus, runId: string): Promise<number> {
-  return (await lastAuditEvent(bus, runId, "run.halted"))?.streamSeq ?? 0;
-}
-
-/**
- * Resumes a halted run: it takes a pool slot again (POOL_FULL when none is free), and a job
- * carrying the resume goes to the work queue. Refused while the kill switch is on.
- */
-export async function resumeRun(
-  bus: ActorBus,
-  pool: PoolLedger,
-  capacity: number,
-  data: Uint8Array,
-): Promise<ControlReply> {
-  const request = decode(ResumeRequest, data);
-  const entry = await bus.buckets.runs.get(request.runId);
-  const current = await new RunStatusStore(bus.buckets.runs).get(request.runId);
-  if (!current || !entry) throw new AgentError("NOT_FOUND", `no run '${request.runId}'`);
-  if (current.status !== "halted") {
-    throw new AgentError("INVALID_INPUT", `run '${request.runId}' is not halted (it is ${current.status})`);
-  }
-  const killSwitch = await readKillSwitch(bus.buckets.pool);
-  if (killSwitch?.active) {
-    throw new AgentError(
-      "KILL_SWITCH_ACTIVE",
-      `kill switch is on (${killSwitch.reason}): runs cannot resume`,
-    );
-  }
-  await takeSlotAfterHalt(bus, pool, request.runId, capacity);
-  await publishJob(
-    bus,
-    continuationJob(current, { type: "resume", at: bus.clock.now(), by: request.by }),
-    `${request.runId}:resume:${entry.revision}`,
-  );
-  bus.logger.info({ runId: request.runId, by: request.by }, "run resumed");
-  return {
-    schemaVersion: 1,
-    ok: true,
-    message: `run ${request.runId}: resume queued`,
-    data: { runId: request.runId },
-  };
 }

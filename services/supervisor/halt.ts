@@ -3,8 +3,9 @@ import { isFinished } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
-import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { runTree } from "./run-tree.js";
 
 /**
  * An operator's stop of one run (the kill switch stops them all, at their next step): a job
@@ -16,13 +17,62 @@ import { AgentError } from "../../shared/runtime/errors.js";
  *
  * A run still queued has no log to write the halt into (its first job, which carries its spec, may
  * be taken after the halt's): RUN_NOT_STARTED, retryable. A finished or halted run is refused.
+ * With `tree`, every run of the tree under it that can be halted is, the run first; the ones not
+ * started yet are named in the reply.
  */
 export async function haltRun(bus: ActorBus, data: Uint8Array): Promise<ControlReply> {
   const request = decode(HaltRequest, data);
   const { runId } = request;
-  const entry = await bus.buckets.runs.get(runId);
-  const current = await new RunStatusStore(bus.buckets.runs).get(runId);
-  if (!current || !entry) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  if (!request.tree) {
+    await haltOne(bus, runId, request);
+    return {
+      schemaVersion: 1,
+      ok: true,
+      message: `run ${runId}: halt queued`,
+      data: { runId, runIds: [runId] },
+    };
+  }
+  const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
+  if (tree.length === 0) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  const halted: string[] = [];
+  const notStarted: string[] = [];
+  for (const { runId: id } of tree) {
+    const outcome = await haltOne(bus, id, request).then(
+      () => "halted",
+      (err: unknown) => {
+        // Finished or halted since the tree was read, or never to be: nothing to stop.
+        if (err instanceof AgentError && (err.code === "INVALID_INPUT" || err.code === "NOT_FOUND"))
+          return "skipped";
+        if (err instanceof AgentError && err.code === "RUN_NOT_STARTED") return "not started";
+        throw err;
+      },
+    );
+    if (outcome === "halted") halted.push(id);
+    if (outcome === "not started") notStarted.push(id);
+  }
+  const later =
+    notStarted.length > 0
+      ? `; not started yet (halt them again once they run): ${notStarted.join(", ")}`
+      : "";
+  if (halted.length === 0) {
+    throw new AgentError(
+      notStarted.length > 0 ? "RUN_NOT_STARTED" : "INVALID_INPUT",
+      `no run of tree '${runId}' can be halted now${later}`,
+    );
+  }
+  return {
+    schemaVersion: 1,
+    ok: true,
+    message: `tree ${runId}: halt queued for ${halted.length} run(s): ${halted.join(", ")}${later}`,
+    data: { runId, runIds: halted, notStarted },
+  };
+}
+
+/** Queues the halt of one run, refused as haltRun says. */
+async function haltOne(bus: ActorBus, runId: string, request: HaltRequest): Promise<void> {
+  const read = await new RunStatusStore(bus.buckets.runs).read(runId);
+  if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  const current = read.status;
   if (isFinished(current) || current.status === "halted") {
     throw new AgentError("INVALID_INPUT", `run '${runId}' cannot be halted: it is ${current.status}`);
   }
@@ -36,13 +86,7 @@ export async function haltRun(bus: ActorBus, data: Uint8Array): Promise<ControlR
     bus,
     continuationJob(current, { type: "halt", at: bus.clock.now(), reason: request.reason, by: request.by }),
     // One halt per state of the run: a repeated request is a duplicate.
-    `${runId}:halt:${entry.revision}`,
+    `${runId}:halt:${read.revision}`,
   );
   bus.logger.warn({ runId, by: request.by, reason: request.reason }, "run halt queued");
-  return {
-    schemaVersion: 1,
-    ok: true,
-    message: `run ${runId}: halt queued`,
-    data: { runId },
-  };
 }

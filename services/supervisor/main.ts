@@ -22,8 +22,9 @@ import { SupervisorEnv } from "./env.js";
 import { LostAdmissions } from "./lost-admissions.js";
 import { auditOutlivesStatuses, sweepFinishedRuns } from "./retention.js";
 import { requeueStalled } from "./stalls.js";
-import { decideApproval, leaseIterations, releaseSlots, resumeRun, setKillSwitch } from "./control.js";
+import { decideApproval, leaseIterations, releaseSlots, setKillSwitch } from "./control.js";
 import { haltRun } from "./halt.js";
+import { resumeRun } from "./resume.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "supervisor" }));
 const env = parseEnv(SupervisorEnv, process.env);

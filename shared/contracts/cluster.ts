@@ -78,18 +78,28 @@ export type ApprovalRequest = z.infer<typeof ApprovalRequest>;
 export const KillSwitchRequest = KillSwitch;
 export type KillSwitchRequest = z.infer<typeof KillSwitchRequest>;
 
-/** The request on `<prefix>.control.resume`: continue a halted run from where it stopped. */
-export const ResumeRequest = z.object({ runId: RunId, by: z.string().min(1), reason: z.string().optional() });
+/**
+ * The request on `<prefix>.control.resume`: continue a halted run from where it stopped; with
+ * `tree`, every halted run of the tree under it, the deepest first.
+ */
+export const ResumeRequest = z.object({
+  runId: RunId,
+  by: z.string().min(1),
+  reason: z.string().optional(),
+  tree: z.boolean().optional(),
+});
 export type ResumeRequest = z.infer<typeof ResumeRequest>;
 
 /**
  * The request on `<prefix>.control.halt`: stop one run now, wherever it is (the kill switch stops
- * them all). It keeps its place, frees its pool slot, and may resume.
+ * them all); with `tree`, every run of the tree under it too. It keeps its place, frees its pool
+ * slot, and may resume.
  */
 export const HaltRequest = z.object({
   runId: RunId,
   by: z.string().min(1),
   reason: z.string().min(1).max(1_000),
+  tree: z.boolean().optional(),
 });
 export type HaltRequest = z.infer<typeof HaltRequest>;
 

@@ -173,4 +173,43 @@ describe("agentctl halt: one run stopped where it is", () => {
       results: [{ runId: childId, status: "committed", output: "child's answer" }],
     });
   }, 60_000);
+
+  it("halt --tree stops a parent and the child it waits for; resume --tree resumes the child first, and both commit", async () => {
+    const child = spec({ script: [{ text: "child's answer", delayMs: 2_000 }] });
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "spawn_agent", input: { runs: [child] } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "tree done" } }], delayMs: 1_000 },
+        ],
+        tools: ["spawn_agent"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+      }),
+    );
+    const childId = `${runId}-act-1-1`;
+    await suite.waitFor(childId, (s) => s.status === "running", 10_000);
+    const halted = await agentctl("halt", runId, "--tree", "--reason", "tree stop", "--by", "oncall");
+    expect(halted.stdout).toContain(`halt queued for 2 run(s): ${runId}, ${childId}`);
+    for (const id of [runId, childId]) {
+      expect(await suite.waitFor(id, (s) => s.status === "halted", 10_000)).toMatchObject({
+        terminal: { reason: "tree stop" },
+      });
+    }
+    const listed = JSON.parse(
+      (await agentctl("runs", "--root", runId, "--status", "halted", "--json")).stdout,
+    ) as {
+      runId: string;
+    }[];
+    expect(listed.map((r) => r.runId).sort()).toEqual([runId, childId].sort());
+    // Nothing left to halt in the tree.
+    expect(await refusal("halt", runId, "--tree")).toMatchObject({ code: "INVALID_INPUT" });
+    const resumed = await agentctl("resume", runId, "--tree", "--by", "oncall");
+    expect(resumed.stdout).toContain(`resume queued for 2 run(s): ${childId}, ${runId}`);
+    for (const id of [childId, runId]) {
+      const done = await suite.waitFor(id, (s) => s.status === "committed" || s.status === "failed", 20_000);
+      expect(done.status, `${id}: ${done.terminal?.reason}`).toBe("committed");
+    }
+    expect((await suite.client.statusOf(runId))?.terminal?.output).toBe("tree done");
+    expect(await refusal("resume", runId, "--tree")).toMatchObject({ code: "INVALID_INPUT" });
+  }, 60_000);
 });

@@ -7,7 +7,8 @@ import { encode } from "../../shared/bus/codec.js";
 import { writeFanOut } from "../../shared/bus/fanout.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { ResumeRequest } from "../../shared/contracts/cluster.js";
-import { RELEASE_CONSUMER, releaseSlots, resumeRun } from "../../services/supervisor/control.js";
+import { RELEASE_CONSUMER, releaseSlots } from "../../services/supervisor/control.js";
+import { resumeRun } from "../../services/supervisor/resume.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 

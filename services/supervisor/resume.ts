@@ -1,0 +1,134 @@
+import { ResumeRequest, type ControlReply } from "../../shared/contracts/cluster.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { lastAuditEvent } from "../../shared/bus/audit.js";
+import { decode } from "../../shared/bus/codec.js";
+import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
+import { readKillSwitch } from "../../shared/bus/kill-switch.js";
+import type { PoolLedger } from "../../shared/bus/pool.js";
+import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
+import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
+import { runTree } from "./run-tree.js";
+
+/** How long a resume waits for its run's halt to free the slot it held (see takeSlotAfterHalt). */
+const HALT_RELEASE_WAIT_MS = 5_000;
+const HALT_RELEASE_POLL_MS = 50;
+
+/**
+ * Resumes a halted run: it takes a pool slot again (POOL_FULL when none is free), and a job
+ * carrying the resume goes to the work queue. Refused while the kill switch is on. With `tree`,
+ * every halted run of the tree under it, the deepest first and the run itself last: a parent
+ * resumed before its halted child would take the child's halt as its result.
+ */
+export async function resumeRun(
+  bus: ActorBus,
+  pool: PoolLedger,
+  capacity: number,
+  data: Uint8Array,
+): Promise<ControlReply> {
+  const request = decode(ResumeRequest, data);
+  const { runId, by } = request;
+  // A single run is checked before the kill switch is read; its status is not read twice.
+  const single = request.tree ? undefined : await haltedRun(bus, runId);
+  const ids = single ? [runId] : await haltedInTree(bus, runId);
+  const killSwitch = await readKillSwitch(bus.buckets.pool);
+  if (killSwitch?.active) {
+    throw new AgentError(
+      "KILL_SWITCH_ACTIVE",
+      `kill switch is on (${killSwitch.reason}): runs cannot resume`,
+    );
+  }
+  const resumed: string[] = [];
+  for (const id of ids) {
+    try {
+      await resumeOne(bus, pool, capacity, id, by, single);
+      resumed.push(id);
+    } catch (err) {
+      if (!request.tree) throw err;
+      // Resumed again, the tree's resume skips what this one resumed: those are no longer halted.
+      const error = toAgentError(err);
+      throw new AgentError(
+        error.code,
+        `tree ${runId}: resumed ${resumed.length} of ${ids.length} halted runs (${resumed.join(", ") || "none"}); ${id}: ${error.message}`,
+        { cause: err },
+      );
+    }
+  }
+  const message = request.tree
+    ? `tree ${runId}: resume queued for ${ids.length} run(s): ${ids.join(", ")}`
+    : `run ${runId}: resume queued`;
+  return { schemaVersion: 1, ok: true, message, data: { runId, runIds: resumed } };
+}
+
+/** The tree's halted runs, the deepest first; the run itself, if halted, last. */
+async function haltedInTree(bus: ActorBus, runId: string): Promise<string[]> {
+  const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
+  if (tree.length === 0) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  const halted = tree.filter((s) => s.status === "halted").map((s) => s.runId);
+  if (halted.length === 0) throw new AgentError("INVALID_INPUT", `no run of tree '${runId}' is halted`);
+  return halted.reverse();
+}
+
+/** The run's status and its revision, if the run is halted. */
+async function haltedRun(bus: ActorBus, runId: string): Promise<{ status: RunStatus; revision: number }> {
+  const read = await new RunStatusStore(bus.buckets.runs).read(runId);
+  if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  if (read.status.status !== "halted") {
+    throw new AgentError("INVALID_INPUT", `run '${runId}' is not halted (it is ${read.status.status})`);
+  }
+  return read;
+}
+
+async function resumeOne(
+  bus: ActorBus,
+  pool: PoolLedger,
+  capacity: number,
+  runId: string,
+  by: string,
+  read?: { status: RunStatus; revision: number },
+): Promise<void> {
+  const { status, revision } = read ?? (await haltedRun(bus, runId));
+  await takeSlotAfterHalt(bus, pool, runId, capacity);
+  await publishJob(
+    bus,
+    continuationJob(status, { type: "resume", at: bus.clock.now(), by }),
+    `${runId}:resume:${revision}`,
+  );
+  bus.logger.info({ runId, by }, "run resumed");
+}
+
+/**
+ * A halted run's slot is freed when the release loop reads its `run.halted`, which may come after
+ * an operator has seen the run halted and resumed it. A resume that kept the slot it found
+ * ("existing") would then lose it to that late release, and the pool would count one run too few
+ * for as long as the resumed run lives. So the resume waits for the halt's release, then takes a
+ * slot of its own, marked as following that halt (see lastHaltSeq); HALT_PENDING (retryable) when
+ * the release has not come within HALT_RELEASE_WAIT_MS (the supervisors are down or far behind).
+ */
+async function takeSlotAfterHalt(
+  bus: ActorBus,
+  pool: PoolLedger,
+  runId: string,
+  capacity: number,
+): Promise<void> {
+  const deadline = bus.clock.now() + HALT_RELEASE_WAIT_MS;
+  while ((await pool.active()).includes(runId)) {
+    if (bus.clock.now() >= deadline) {
+      throw new AgentError(
+        "HALT_PENDING",
+        `run '${runId}' still holds the pool slot it had when it halted (its halt has not been processed yet): resume it again shortly`,
+      );
+    }
+    await bus.clock.sleep(HALT_RELEASE_POLL_MS);
+  }
+  await pool.acquire(runId, capacity, { after: await lastHaltSeq(bus, runId) });
+}
+
+/**
+ * The audit stream sequence of the run's latest `run.halted`: the halt whose release the resume
+ * waited for. Its event may be delivered to the release loop again (its ack lost, or NAK'd after
+ * the release); the slot the resume takes follows it, so that delivery must not free it.
+ */
+async function lastHaltSeq(bus: ActorBus, runId: string): Promise<number> {
+  return (await lastAuditEvent(bus, runId, "run.halted"))?.streamSeq ?? 0;
+}
