@@ -10,6 +10,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { auditTally, readAudit } from "../../shared/bus/audit.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
+import { runTree } from "../../shared/bus/run-tree.js";
 import { readWal } from "../../shared/bus/wal.js";
 import { type CheckpointReport, replay } from "../../shared/loop/replay.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -159,7 +160,7 @@ export function waitingRuns(statuses: readonly RunStatus[]): Map<string, number>
 /** Which runs `agentctl runs` lists. */
 export interface RunFilter {
   statuses: ReadonlySet<RunStatusValue>;
-  /** Only the runs of this tree (its root and every descendant). */
+  /** Only this run and the runs under it (its children, theirs…). */
   root?: string;
   limit: number;
 }
@@ -177,12 +178,10 @@ export function selectRuns(
   statuses: readonly RunStatus[],
   filter: RunFilter,
 ): { runs: RunStatus[]; more: number } {
-  const kept = statuses
-    .filter(
-      (s) =>
-        filter.statuses.has(s.status) &&
-        (filter.root === undefined || (s.rootRunId ?? s.runId) === filter.root),
-    )
+  const { root } = filter;
+  const tree = root === undefined ? statuses : runTree(root, statuses);
+  const kept = tree
+    .filter((s) => filter.statuses.has(s.status))
     .sort((a, b) => Date.parse(b.updatedAt) - Date.parse(a.updatedAt) || a.runId.localeCompare(b.runId));
   return { runs: kept.slice(0, filter.limit), more: Math.max(0, kept.length - filter.limit) };
 }

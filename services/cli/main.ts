@@ -187,7 +187,7 @@ export function program(): Command {
       "--all",
       "every status, finished runs too (while their status is kept, see SUPERVISOR_STATUS_RETAIN_MS)",
     )
-    .option("--root <runId>", "only the runs of this tree (its root run and every descendant)", runIdArg)
+    .option("--root <runId>", "only this run and the runs under it (its children, theirs…)", runIdArg)
     .option("--limit <n>", "at most this many", positiveInt, 50)
     .option("--json", "the runs' status records as one JSON array")
     .action(

@@ -5,7 +5,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
-import { runTree } from "./run-tree.js";
+import { runTree } from "../../shared/bus/run-tree.js";
 
 /**
  * An operator's stop of one run (the kill switch stops them all, at their next step): a job

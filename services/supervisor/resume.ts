@@ -8,7 +8,7 @@ import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
-import { runTree } from "./run-tree.js";
+import { runTree } from "../../shared/bus/run-tree.js";
 
 /** How long a resume waits for its run's halt to free the slot it held (see takeSlotAfterHalt). */
 const HALT_RELEASE_WAIT_MS = 5_000;

@@ -35,6 +35,27 @@ async function refusal(...args: string[]): Promise<{ code: string; message: stri
   ).error;
 }
 
+/**
+ * A parent that spawns one child (whose model turn takes 2 s) and then answers `answer`, after
+ * `finishMs`; returns once the child runs, the parent waiting for it.
+ */
+async function parentOfOne(answer: string, finishMs = 0): Promise<{ runId: string; childId: string }> {
+  const child = spec({ script: [{ text: "child's answer", delayMs: 2_000 }] });
+  const { runId } = await suite.client.submit(
+    spec({
+      script: [
+        { toolCalls: [{ name: "spawn_agent", input: { runs: [child] } }] },
+        { toolCalls: [{ name: "finish", input: { answer } }], delayMs: finishMs },
+      ],
+      tools: ["spawn_agent"],
+      capabilities: [{ kind: "spawn", maxDepth: 1 }],
+    }),
+  );
+  const childId = `${runId}-act-1-1`;
+  await suite.waitFor(childId, (s) => s.status === "running", 10_000);
+  return { runId, childId };
+}
+
 describe("agentctl halt: one run stopped where it is", () => {
   it("a run in the middle of a model turn halts at once, frees its pool slot, and the worker's late answer is fenced off; other runs go on; resume continues it and nothing is paid twice", async () => {
     const { executions } = serveCharge(suite, 0, "pay");
@@ -140,19 +161,7 @@ describe("agentctl halt: one run stopped where it is", () => {
   }, 60_000);
 
   it("a parent waiting for its child halts where it waits; the child goes on; resumed, the parent takes the child's result and commits", async () => {
-    const child = spec({ script: [{ text: "child's answer", delayMs: 2_000 }] });
-    const { runId } = await suite.client.submit(
-      spec({
-        script: [
-          { toolCalls: [{ name: "spawn_agent", input: { runs: [child] } }] },
-          { toolCalls: [{ name: "finish", input: { answer: "parent done" } }] },
-        ],
-        tools: ["spawn_agent"],
-        capabilities: [{ kind: "spawn", maxDepth: 1 }],
-      }),
-    );
-    const childId = `${runId}-act-1-1`;
-    await suite.waitFor(childId, (s) => s.status === "running", 10_000);
+    const { runId, childId } = await parentOfOne("parent done");
     await agentctl("halt", runId, "--reason", "tree paused", "--by", "oncall");
     expect(await suite.waitFor(runId, (s) => s.status === "halted", 10_000)).toMatchObject({
       terminal: { reason: "tree paused" },
@@ -175,19 +184,7 @@ describe("agentctl halt: one run stopped where it is", () => {
   }, 60_000);
 
   it("halt --tree stops a parent and the child it waits for; resume --tree resumes the child first, and both commit", async () => {
-    const child = spec({ script: [{ text: "child's answer", delayMs: 2_000 }] });
-    const { runId } = await suite.client.submit(
-      spec({
-        script: [
-          { toolCalls: [{ name: "spawn_agent", input: { runs: [child] } }] },
-          { toolCalls: [{ name: "finish", input: { answer: "tree done" } }], delayMs: 1_000 },
-        ],
-        tools: ["spawn_agent"],
-        capabilities: [{ kind: "spawn", maxDepth: 1 }],
-      }),
-    );
-    const childId = `${runId}-act-1-1`;
-    await suite.waitFor(childId, (s) => s.status === "running", 10_000);
+    const { runId, childId } = await parentOfOne("tree done", 1_000);
     const halted = await agentctl("halt", runId, "--tree", "--reason", "tree stop", "--by", "oncall");
     expect(halted.stdout).toContain(`halt queued for 2 run(s): ${runId}, ${childId}`);
     for (const id of [runId, childId]) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { runTree } from "../../services/supervisor/run-tree.js";
+import { runTree } from "../../shared/bus/run-tree.js";
 import { queuedStatus } from "../helpers/fixtures.js";
 
 const status = (runId: string, parentRunId?: string) => queuedStatus(runId, 0, parentRunId);

@@ -1,4 +1,4 @@
-import type { RunStatus } from "../../shared/contracts/run-status.js";
+import type { RunStatus } from "../contracts/run-status.js";
 
 /**
  * A run and its descendants, as their statuses name their parents: parents before their children
