@@ -1,7 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { AGENTCTL, runProcess, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import {
+  AGENTCTL,
+  agentctlFails,
+  runProcess,
+  serveCharge,
+  settled,
+  useClusterSuite,
+} from "../helpers/cluster-suite.js";
 import { queuedStatus, spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
@@ -21,19 +28,8 @@ const suite = useClusterSuite("halt", {
 const agentctl = (...args: string[]): Promise<{ stdout: string; stderr: string }> =>
   runProcess(process.execPath, [AGENTCTL, ...args], { env: suite.env() });
 
-/** The structured error agentctl printed when it failed (its last stderr line). */
-async function refusal(...args: string[]): Promise<{ code: string; message: string }> {
-  const failed = await agentctl(...args).then(
-    () => undefined,
-    (err: unknown) => err as { stderr: string },
-  );
-  expect(failed, `agentctl ${args.join(" ")} should fail`).toBeDefined();
-  return (
-    JSON.parse(failed?.stderr.trim().split("\n").at(-1) ?? "{}") as {
-      error: { code: string; message: string };
-    }
-  ).error;
-}
+/** The structured error agentctl printed when it failed; undefined when it did not fail. */
+const refusal = async (...args: string[]) => (await agentctlFails(suite, args)).error;
 
 /**
  * A parent that spawns one child (whose model turn takes 2 s) and then answers `answer`, after
@@ -157,7 +153,7 @@ describe("agentctl halt: one run stopped where it is", () => {
     await new RunStatusStore(suite.bus.buckets.runs).put(queuedStatus(queued));
     const notYet = await refusal("halt", queued);
     expect(notYet).toMatchObject({ code: "RUN_NOT_STARTED" });
-    expect(notYet.message).toMatch(/halt it again once it runs/);
+    expect(notYet?.message).toMatch(/halt it again once it runs/);
   }, 60_000);
 
   it("a parent waiting for its child halts where it waits; the child goes on; resumed, the parent takes the child's result and commits", async () => {
