@@ -2,6 +2,7 @@ import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { Clock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
+import type { SharedDescriptors } from "../../shared/bus/tool-descriptors.js";
 
 export interface ToolCatalogOptions {
   /** How long a descriptor is reused (AGENT_TOOL_DESCRIBE_TTL_MS); 0 asks every time. */
@@ -35,7 +36,9 @@ type Answer = { descriptor: ToolDescriptor | undefined } | { failed: unknown };
  * gets no answer, or finds nobody serving the tool, the run goes on with the descriptor this
  * worker last got for it: its calls to the tool then meet the outage as a call from a lease that
  * holds the run does (timeouts, retries, the wait for a service, reconciliation), and its guard
- * bounds it. A worker that never got one fails the lease as before.
+ * bounds it. A worker that never got one itself takes the one the workers share (`shared`: each
+ * worker writes there a descriptor that differs from the one it last got); without either, the
+ * lease fails as before.
  */
 export class ToolCatalog {
   private readonly known = new Map<string, { descriptor: ToolDescriptor; at: number }>();
@@ -51,6 +54,7 @@ export class ToolCatalog {
     private readonly clock: Clock,
     private readonly options: ToolCatalogOptions,
     private readonly logger: Logger,
+    private readonly shared?: SharedDescriptors,
   ) {}
 
   /**
@@ -83,22 +87,55 @@ export class ToolCatalog {
   }
 
   /**
-   * A started run's tool no describe returned just now: the descriptor this worker last got, when
-   * the service answered nothing (a timeout) or nobody serves the tool; a lost connection, which
-   * tells nothing of the service, still fails the lookup.
+   * A started run's tool no describe returned just now: the descriptor this worker last got, or
+   * else the one the workers share, when the service answered nothing (a timeout) or nobody serves
+   * the tool; a lost connection, which tells nothing of the service, still fails the lookup.
    */
-  private forStartedRun(name: string, answer: Answer): ToolDescriptor | undefined {
-    const last = this.last.get(name);
+  private async forStartedRun(name: string, answer: Answer): Promise<ToolDescriptor | undefined> {
     const timedOut =
       "failed" in answer && answer.failed instanceof AgentError && answer.failed.code === "TOOL_TIMEOUT";
-    // Without a descriptor, or after a lost connection, as for a new run.
-    if ("failed" in answer && !(timedOut && last)) throw answer.failed;
-    if (!last) return undefined;
+    if ("failed" in answer && !timedOut) throw answer.failed;
+    const own = this.last.get(name);
+    const last = own ?? (await this.sharedOne(name));
+    // Without a descriptor, as for a new run.
+    if (!last) {
+      if ("failed" in answer) throw answer.failed;
+      return undefined;
+    }
     this.logger.warn(
-      { tool: name, service: timedOut ? "no answer" : "nobody serves it" },
+      {
+        tool: name,
+        service: timedOut ? "no answer" : "nobody serves it",
+        from: own ? "this worker" : "shared",
+      },
       "a started run goes on with the tool's last descriptor: its calls meet the service's outage",
     );
     return last;
+  }
+
+  /** The descriptor the workers share for `name`, kept as this worker's last; undefined when unreadable. */
+  private async sharedOne(name: string): Promise<ToolDescriptor | undefined> {
+    try {
+      const descriptor = await this.shared?.get(name);
+      if (descriptor) this.last.set(name, descriptor);
+      return descriptor;
+    } catch (err) {
+      this.logger.warn({ err, tool: name }, "the workers' shared tool descriptors could not be read");
+      return undefined;
+    }
+  }
+
+  /** Shares a descriptor that differs from the one this worker last got (a write per new one, not per describe). */
+  private remember(descriptor: ToolDescriptor): void {
+    const last = this.last.get(descriptor.name);
+    this.last.set(descriptor.name, descriptor);
+    if (!this.shared || (last && JSON.stringify(last) === JSON.stringify(descriptor))) return;
+    this.shared.put(descriptor).catch((err: unknown) => {
+      this.logger.warn(
+        { err, tool: descriptor.name },
+        "a tool's descriptor could not be shared with the other workers",
+      );
+    });
   }
 
   private ask(name: string): Promise<Answer> {
@@ -111,7 +148,7 @@ export class ToolCatalog {
           this.unanswered.delete(name);
           if (descriptor) {
             this.known.set(name, { descriptor, at: this.clock.now() });
-            this.last.set(name, descriptor);
+            this.remember(descriptor);
           } else this.known.delete(name);
           return { descriptor };
         },

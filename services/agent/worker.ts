@@ -20,6 +20,7 @@ import { RunLease, type LeaseOutcome } from "./drive.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
 import type { BreakerSettings } from "../../shared/models/breaker-policy.js";
 import { ModelBreakers } from "../../shared/bus/model-breakers.js";
+import { sharedDescriptors } from "../../shared/bus/tool-descriptors.js";
 import { leftWaitingOn } from "./breaker-wait.js";
 import { logLeaseFailure, retryDelay } from "./lease-failure.js";
 import { IterationLeases } from "./leases.js";
@@ -141,6 +142,7 @@ export class AgentWorker {
       this.bus.clock,
       { ttlMs: this.options.toolDescribeTtlMs, outageMs: this.options.toolOutageMs },
       this.bus.logger,
+      sharedDescriptors(this.bus.buckets.toolDescriptors),
     );
     this.fanOut = new FanOutHandler(this.bus, this.serviceWait("supervisor"));
     this.presence = new WorkerPresence(

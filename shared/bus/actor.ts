@@ -21,7 +21,15 @@ export interface ActorBus {
   reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
-  buckets: { runs: KV; pool: KV; idempotency: KV; memory: KV; toolState: KV; modelBreakers: KV };
+  buckets: {
+    runs: KV;
+    pool: KV;
+    idempotency: KV;
+    memory: KV;
+    toolState: KV;
+    modelBreakers: KV;
+    toolDescriptors: KV;
+  };
   clock: Clock;
   random: Random;
   logger: Logger;
@@ -52,13 +60,14 @@ export async function openActorBus(
   for (const note of report.notes) deps.logger.warn({ serverVersion: report.serverVersion }, note);
   const kvm = new Kvm(nc);
   const names = subjects.buckets();
-  const [runs, pool, idempotency, memory, toolState, modelBreakers] = await Promise.all([
+  const [runs, pool, idempotency, memory, toolState, modelBreakers, toolDescriptors] = await Promise.all([
     kvm.open(names.runs),
     kvm.open(names.pool),
     kvm.open(names.idempotency),
     kvm.open(names.memory),
     kvm.open(names.toolState),
     kvm.open(names.modelBreakers),
+    kvm.open(names.toolDescriptors),
   ]);
   return {
     nc,
@@ -67,7 +76,7 @@ export async function openActorBus(
     reads: readsClient(nc),
     jsm: await jetstreamManager(nc),
     subjects,
-    buckets: { runs, pool, idempotency, memory, toolState, modelBreakers },
+    buckets: { runs, pool, idempotency, memory, toolState, modelBreakers, toolDescriptors },
     ...deps,
   };
 }

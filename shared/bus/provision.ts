@@ -150,6 +150,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
     names.memory,
     names.toolState,
     names.modelBreakers,
+    names.toolDescriptors,
   ];
   for (const bucket of buckets) {
     // Only a missing bucket is created: an actor without the right to create streams (every one

@@ -35,6 +35,8 @@ export interface BucketNames {
   toolState: string;
   /** The model providers' breakers the agent workers share (see ModelBreaker). */
   modelBreakers: string;
+  /** The tools' descriptors as their services last gave them, shared by the agent workers (see ToolCatalog). */
+  toolDescriptors: string;
 }
 
 export class Subjects {
@@ -177,6 +179,7 @@ export class Subjects {
       memory: `${p}-memory`,
       toolState: `${p}-tool-state`,
       modelBreakers: `${p}-model-breakers`,
+      toolDescriptors: `${p}-tool-descriptors`,
     };
   }
 }

@@ -115,19 +115,24 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect(await kv.put("probe", "1")).toBeGreaterThan(0);
   });
 
-  it("only agent workers and the critic write agents-model-breakers", async () => {
-    const bucket = subjects.buckets().modelBreakers;
-    const writers: Kind[] = ["agent", "critic"];
-    for (const kind of KINDS.filter((k) => !writers.includes(k))) {
-      const kv = await new Kvm(await as(kind)).open(bucket);
-      await expect(kv.put("cHJvdmlkZXI", "{}"), kind).rejects.toThrow(/permission/i);
-      await expect(kv.delete("cHJvdmlkZXI"), kind).rejects.toThrow(/permission/i);
-    }
-    for (const kind of writers) {
-      const kv = await new Kvm(await as(kind)).open(bucket);
-      expect(await kv.create("cHJvdmlkZXI", "{}"), kind).toBeGreaterThan(0);
-      await kv.delete("cHJvdmlkZXI");
-      expect((await kv.get("cHJvdmlkZXI"))?.operation, kind).toBe("DEL");
+  it("only agent workers and the critic write agents-model-breakers; only agent workers agents-tool-descriptors", async () => {
+    const { modelBreakers, toolDescriptors } = subjects.buckets();
+    const shared: [string, Kind[]][] = [
+      [modelBreakers, ["agent", "critic"]],
+      [toolDescriptors, ["agent"]],
+    ];
+    for (const [bucket, writers] of shared) {
+      for (const kind of KINDS.filter((k) => !writers.includes(k))) {
+        const kv = await new Kvm(await as(kind)).open(bucket);
+        await expect(kv.put("cHJvdmlkZXI", "{}"), `${kind} ${bucket}`).rejects.toThrow(/permission/i);
+        await expect(kv.delete("cHJvdmlkZXI"), `${kind} ${bucket}`).rejects.toThrow(/permission/i);
+      }
+      for (const kind of writers) {
+        const kv = await new Kvm(await as(kind)).open(bucket);
+        expect(await kv.create("cHJvdmlkZXI", "{}"), `${kind} ${bucket}`).toBeGreaterThan(0);
+        await kv.delete("cHJvdmlkZXI");
+        expect((await kv.get("cHJvdmlkZXI"))?.operation, `${kind} ${bucket}`).toBe("DEL");
+      }
     }
   });
 

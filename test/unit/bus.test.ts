@@ -32,6 +32,7 @@ describe("subjects", () => {
       memory: "agents-memory",
       toolState: "agents-tool-state",
       modelBreakers: "agents-model-breakers",
+      toolDescriptors: "agents-tool-descriptors",
     });
     expect(new Subjects("team-a").streams()).toEqual({
       runs: "TEAM_A_RUNS",

@@ -185,3 +185,47 @@ describe("tool catalog, for a run that has started", () => {
     expect(await catalog.lookup(["other"])).toEqual([]);
   });
 });
+
+describe("tool catalog, descriptors shared between workers", () => {
+  it("a worker that never described a tool takes the one another worker shared, for a started run; each worker shares a descriptor only when it changes", async () => {
+    const clock = new ManualClock(0);
+    const stored = new Map<string, ToolDescriptor>();
+    let puts = 0;
+    const shared = {
+      get: (name: string) => Promise.resolve(stored.get(name)),
+      put: (d: ToolDescriptor) => {
+        puts += 1;
+        stored.set(d.name, d);
+        return Promise.resolve();
+      },
+    };
+    let hung = false;
+    let current = echo;
+    const describe = (name: string): Promise<ToolDescriptor | undefined> =>
+      hung
+        ? Promise.reject(new AgentError("TOOL_TIMEOUT", `no answer from ${name}'s service`))
+        : Promise.resolve(name === "echo" ? current : undefined);
+    const options = { ttlMs: 0, outageMs: 60_000 };
+    const first = new ToolCatalog(describe, clock, options, silentLogger, shared);
+    await first.lookup(["echo"]);
+    await first.lookup(["echo"]);
+    expect(puts).toBe(1);
+    current = { ...echo, timeoutMs: 4_321 };
+    await first.lookup(["echo"]);
+    expect(puts).toBe(2);
+    // A second worker, started while the service hangs: it goes on with the shared descriptor.
+    hung = true;
+    const lines: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });
+    const second = new ToolCatalog(describe, clock, options, logger, shared);
+    expect(await second.lookup(["echo"])).toEqual([current]);
+    expect(lines.join("")).toContain('"from":"shared"');
+    // Not for a new run; and nothing shared, nothing to go on with.
+    await expect(second.lookup(["echo"], true)).rejects.toMatchObject({ code: "TOOL_TIMEOUT" });
+    const third = new ToolCatalog(describe, clock, options, silentLogger, {
+      get: () => Promise.reject(new Error("bucket unreachable")),
+      put: () => Promise.resolve(),
+    });
+    await expect(third.lookup(["echo"])).rejects.toMatchObject({ code: "TOOL_TIMEOUT" });
+  });
+});
