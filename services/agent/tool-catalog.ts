@@ -126,15 +126,12 @@ export class ToolCatalog {
   }
 
   /** Shares a descriptor that differs from the one this worker last got (a write per new one, not per describe). */
-  private remember(descriptor: ToolDescriptor): void {
-    const last = this.last.get(descriptor.name);
-    this.last.set(descriptor.name, descriptor);
+  private remember(name: string, descriptor: ToolDescriptor): void {
+    const last = this.last.get(name);
+    this.last.set(name, descriptor);
     if (!this.shared || (last && JSON.stringify(last) === JSON.stringify(descriptor))) return;
-    this.shared.put(descriptor).catch((err: unknown) => {
-      this.logger.warn(
-        { err, tool: descriptor.name },
-        "a tool's descriptor could not be shared with the other workers",
-      );
+    this.shared.put(name, descriptor).catch((err: unknown) => {
+      this.logger.warn({ err, tool: name }, "a tool's descriptor could not be shared with the other workers");
     });
   }
 
@@ -148,7 +145,7 @@ export class ToolCatalog {
           this.unanswered.delete(name);
           if (descriptor) {
             this.known.set(name, { descriptor, at: this.clock.now() });
-            this.remember(descriptor);
+            this.remember(name, descriptor);
           } else this.known.delete(name);
           return { descriptor };
         },

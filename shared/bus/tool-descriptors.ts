@@ -10,7 +10,7 @@ import { decode, encode } from "./codec.js";
  */
 export interface SharedDescriptors {
   get(name: string): Promise<ToolDescriptor | undefined>;
-  put(descriptor: ToolDescriptor): Promise<void>;
+  put(name: string, descriptor: ToolDescriptor): Promise<void>;
 }
 
 export function sharedDescriptors(kv: KV): SharedDescriptors {
@@ -19,8 +19,8 @@ export function sharedDescriptors(kv: KV): SharedDescriptors {
       const entry = await kv.get(name);
       return entry?.operation === "PUT" ? decode(ToolDescriptor, entry.value) : undefined;
     },
-    async put(descriptor) {
-      await kv.put(descriptor.name, encode(ToolDescriptor, descriptor));
+    async put(name, descriptor) {
+      await kv.put(name, encode(ToolDescriptor, descriptor));
     },
   };
 }

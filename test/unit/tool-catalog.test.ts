@@ -193,9 +193,9 @@ describe("tool catalog, descriptors shared between workers", () => {
     let puts = 0;
     const shared = {
       get: (name: string) => Promise.resolve(stored.get(name)),
-      put: (d: ToolDescriptor) => {
+      put: (name: string, d: ToolDescriptor) => {
         puts += 1;
-        stored.set(d.name, d);
+        stored.set(name, d);
         return Promise.resolve();
       },
     };
