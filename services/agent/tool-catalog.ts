@@ -41,7 +41,8 @@ type Answer = { descriptor: ToolDescriptor | undefined } | { failed: unknown };
  * lease fails as before.
  */
 export class ToolCatalog {
-  private readonly known = new Map<string, { descriptor: ToolDescriptor; at: number }>();
+  /** When each tool's service last described it (its descriptor is `last`), until nobody serves it. */
+  private readonly describedAt = new Map<string, number>();
   private readonly asking = new Map<string, Promise<Answer>>();
   /** Each tool's last descriptor, kept past its ttl and its service's absence (for started runs). */
   private readonly last = new Map<string, ToolDescriptor>();
@@ -69,8 +70,9 @@ export class ToolCatalog {
   }
 
   private async one(name: string, mayLeaveOut: boolean): Promise<ToolDescriptor | undefined> {
-    const known = this.known.get(name);
-    if (known && this.clock.now() - known.at < this.options.ttlMs) return known.descriptor;
+    const at = this.describedAt.get(name);
+    const last = this.last.get(name);
+    if (at !== undefined && last && this.clock.now() - at < this.options.ttlMs) return last;
     const answer = await this.ask(name);
     if ("descriptor" in answer && answer.descriptor) return answer.descriptor;
     if (!mayLeaveOut) return this.forStartedRun(name, answer);
@@ -144,9 +146,9 @@ export class ToolCatalog {
         (descriptor): Answer => {
           this.unanswered.delete(name);
           if (descriptor) {
-            this.known.set(name, { descriptor, at: this.clock.now() });
+            this.describedAt.set(name, this.clock.now());
             this.remember(name, descriptor);
-          } else this.known.delete(name);
+          } else this.describedAt.delete(name);
           return { descriptor };
         },
         (failed: unknown): Answer => {
