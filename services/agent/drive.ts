@@ -301,7 +301,10 @@ export class RunLease {
       this.last = state;
       if (!awaiting || awaiting.type === "requestApproval") return "done";
       if (this.deps.stopping.aborted) return "release";
-      const killed = this.deps.killSwitch.active;
+      // A run undoing its calls before it fails (FAIL) goes on: the kill switch stops new work, and
+      // the undo is what an operator cancelling a run under it asks for. A halt does not fit FAIL:
+      // such a run's lease failed at every delivery, and waited up to 5 min after the switch was off.
+      const killed = state.phase === "FAIL" ? undefined : this.deps.killSwitch.active;
       if (killed) {
         const halt: LoopEvent = {
           type: "halt",

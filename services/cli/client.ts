@@ -1,7 +1,13 @@
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { ControlReply, HaltRequest, ResumeRequest, SubmitRequest } from "../../shared/contracts/cluster.js";
+import {
+  CancelRequest,
+  ControlReply,
+  HaltRequest,
+  ResumeRequest,
+  SubmitRequest,
+} from "../../shared/contracts/cluster.js";
 import { Approval, KillSwitch, SubmitReply } from "../../shared/contracts/control.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
@@ -60,6 +66,10 @@ export class ClusterClient {
 
   async resume(request: ResumeRequest): Promise<string> {
     return this.control(this.bus.subjects.resume(), ResumeRequest, request);
+  }
+
+  async cancel(request: CancelRequest): Promise<string> {
+    return this.control(this.bus.subjects.cancel(), CancelRequest, request);
   }
 
   async killSwitch(request: KillSwitch): Promise<string> {

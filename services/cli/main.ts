@@ -284,6 +284,27 @@ export function program(): Command {
       ),
     );
   cmd
+    .command("cancel")
+    .description(
+      "end a halted run for good: it undoes what it can (the compensations of its completed tool calls, most recent first) and fails with RUN_CANCELLED, which a parent waiting for it gets as its result",
+    )
+    .argument("<runId>", "the run", runIdArg)
+    .requiredOption("--reason <text>", "why (recorded in the audit and the run's failure)")
+    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
+    .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
+    .action((runId: string, opts: { by: string; reason: string; tree?: boolean }) =>
+      withClient(async (client) =>
+        out(
+          await client.cancel({
+            runId,
+            by: opts.by,
+            reason: opts.reason,
+            ...(opts.tree ? { tree: true } : {}),
+          }),
+        ),
+      ),
+    );
+  cmd
     .command("kill-switch")
     .description("stop all admissions and halt running runs at their next step (on), or lift it (off)")
     .argument("<state>", "on | off", (v: string) => {

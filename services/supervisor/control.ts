@@ -121,8 +121,9 @@ async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg): Promise
           "lifecycle event delivered again after its run was resumed: the resumed run keeps its slot",
         );
       }
-      // A run resumed after this event has not settled: its parent waits for how it ends now.
-      if (event.parentRunId && released !== "earlier") await fanIn(bus, event.parentRunId);
+      // A halted run has not ended (see fanInResults): only a commit or a failure, which no resume
+      // follows, may complete its parent's fan-in.
+      if (event.parentRunId && event.kind !== "run.halted") await fanIn(bus, event.parentRunId);
     }
     msg.ack();
   } catch (err) {
@@ -177,11 +178,11 @@ function logGiveBack(bus: ActorBus, request: LeaseRequest, back: GiveBack): void
 }
 
 /**
- * When a child settles and it was the last of its parent's open fan-out, the parent goes back on
- * the work queue with the fan-in as its tool result. The message id names the action and how its
- * children ended, so two children settling at once queue it once; a later outcome is queued again:
- * a parent halted when its fan-in came (dropped) and resumed while a halted child was resumed too
- * waits for the child's new end, which an id naming the action alone dropped as a duplicate.
+ * When a child commits or fails and it was the last of its parent's open fan-out, the parent goes
+ * back on the work queue with the fan-in as its tool result. The message id names the action and
+ * how its children ended, so two children ending at once queue it once; a later outcome is queued
+ * again: a parent halted when its fan-in came (dropped), and resumed when its fan-out had ended
+ * otherwise since, waits for that end, which an id naming the action alone dropped as a duplicate.
  */
 async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
   const fanOut = await readFanOut(bus.buckets.runs, parentRunId);

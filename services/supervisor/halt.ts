@@ -76,6 +76,12 @@ async function haltOne(bus: ActorBus, runId: string, request: HaltRequest): Prom
   if (isFinished(current) || current.status === "halted") {
     throw new AgentError("INVALID_INPUT", `run '${runId}' cannot be halted: it is ${current.status}`);
   }
+  if (current.phase === "FAIL") {
+    throw new AgentError(
+      "INVALID_INPUT",
+      `run '${runId}' cannot be halted: it is undoing its completed tool calls before it fails`,
+    );
+  }
   if (current.status === "queued") {
     throw new AgentError(
       "RUN_NOT_STARTED",

@@ -23,6 +23,7 @@ import { LostAdmissions } from "./lost-admissions.js";
 import { auditOutlivesStatuses, sweepFinishedRuns } from "./retention.js";
 import { requeueStalled } from "./stalls.js";
 import { decideApproval, leaseIterations, releaseSlots, setKillSwitch } from "./control.js";
+import { cancelRun } from "./cancel.js";
 import { haltRun } from "./halt.js";
 import { resumeRun } from "./resume.js";
 
@@ -81,11 +82,12 @@ serve(bus.nc, subjects.runsSubmit(), {
   onError: failureReply,
   onFailure,
 });
-// Operator controls share one reply contract: approvals, halt, resume, kill switch.
+// Operator controls share one reply contract: approvals, halt, resume, cancel, kill switch.
 const controls: [string, (msg: Msg) => Promise<ControlReply>][] = [
   [subjects.approvalsAll(), (msg) => decideApproval(bus, msg.subject, msg.data)],
   [subjects.halt(), (msg) => haltRun(bus, msg.data)],
   [subjects.resume(), (msg) => resumeRun(bus, pool, env.SUPERVISOR_POOL_CAPACITY, msg.data)],
+  [subjects.cancel(), (msg) => cancelRun(bus, msg.data)],
   [subjects.killSwitch(), (msg) => setKillSwitch(bus, msg.data)],
 ];
 for (const [subject, handle] of controls) {

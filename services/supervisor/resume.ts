@@ -1,14 +1,12 @@
 import { ResumeRequest, type ControlReply } from "../../shared/contracts/cluster.js";
-import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { lastAuditEvent } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
-import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
-import { runTree } from "../../shared/bus/run-tree.js";
+import { haltedInTree, haltedRun, type HaltedRun } from "./halted.js";
 
 /** How long a resume waits for its run's halt to free the slot it held (see takeSlotAfterHalt). */
 const HALT_RELEASE_WAIT_MS = 5_000;
@@ -17,8 +15,9 @@ const HALT_RELEASE_POLL_MS = 50;
 /**
  * Resumes a halted run: it takes a pool slot again (POOL_FULL when none is free), and a job
  * carrying the resume goes to the work queue. Refused while the kill switch is on. With `tree`,
- * every halted run of the tree under it, the deepest first and the run itself last: a parent
- * resumed before its halted child would take the child's halt as its result.
+ * every halted run of the tree under it, the deepest first and the run itself last, so a resumed
+ * parent finds its children running again rather than parking on halted ones (it would wait for
+ * them either way: a halted child has not ended, see fanInResults).
  */
 export async function resumeRun(
   bus: ActorBus,
@@ -30,7 +29,7 @@ export async function resumeRun(
   const { runId, by } = request;
   // A single run is checked before the kill switch is read; its status is not read twice.
   const single = request.tree ? undefined : await haltedRun(bus, runId);
-  const ids = single ? [runId] : await haltedInTree(bus, runId);
+  const ids = single ? [runId] : (await haltedInTree(bus, runId)).halted;
   const killSwitch = await readKillSwitch(bus.buckets.pool);
   if (killSwitch?.active) {
     throw new AgentError(
@@ -60,32 +59,13 @@ export async function resumeRun(
   return { schemaVersion: 1, ok: true, message, data: { runId, runIds: resumed } };
 }
 
-/** The tree's halted runs, the deepest first; the run itself, if halted, last. */
-async function haltedInTree(bus: ActorBus, runId: string): Promise<string[]> {
-  const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
-  if (tree.length === 0) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
-  const halted = tree.filter((s) => s.status === "halted").map((s) => s.runId);
-  if (halted.length === 0) throw new AgentError("INVALID_INPUT", `no run of tree '${runId}' is halted`);
-  return halted.reverse();
-}
-
-/** The run's status and its revision, if the run is halted. */
-async function haltedRun(bus: ActorBus, runId: string): Promise<{ status: RunStatus; revision: number }> {
-  const read = await new RunStatusStore(bus.buckets.runs).read(runId);
-  if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
-  if (read.status.status !== "halted") {
-    throw new AgentError("INVALID_INPUT", `run '${runId}' is not halted (it is ${read.status.status})`);
-  }
-  return read;
-}
-
 async function resumeOne(
   bus: ActorBus,
   pool: PoolLedger,
   capacity: number,
   runId: string,
   by: string,
-  read?: { status: RunStatus; revision: number },
+  read?: HaltedRun,
 ): Promise<void> {
   const { status, revision } = read ?? (await haltedRun(bus, runId));
   await takeSlotAfterHalt(bus, pool, runId, capacity);

@@ -20,7 +20,13 @@ export const FanOut = z.object({
 });
 export type FanOut = z.infer<typeof FanOut>;
 
-const SETTLED = new Set(["committed", "failed", "halted"]);
+/**
+ * How a child ends, for its parent: committed or failed. A halted child has not ended: it keeps its
+ * place and may be resumed, so its parent waits for how it ends then. A parent that took the halt
+ * as the child's result (as it did before) went on without the work a `resume --tree` then did,
+ * and the child's later fan-in was dropped as stale.
+ */
+const SETTLED = new Set(["committed", "failed"]);
 
 export function fanOutKey(parentRunId: string): string {
   return `fanout.${parentRunId}`;
@@ -42,7 +48,7 @@ export async function readFanOut(kv: KV, parentRunId: string): Promise<FanOut | 
   return decode(FanOut, entry.value);
 }
 
-/** The fan-in: one result per child, in order, once every child has settled; undefined before that. */
+/** The fan-in: one result per child, in order, once every child has committed or failed; undefined before that. */
 export async function fanInResults(kv: KV, fanOut: FanOut): Promise<SpawnAgentOutput | undefined> {
   const store = new RunStatusStore(kv);
   const statuses: RunStatus[] = [];

@@ -127,6 +127,11 @@ export class Subjects {
     return `${this.prefix}.control.halt`;
   }
 
+  /** Where an operator ends a halted run for good (see CancelRequest). */
+  cancel(): string {
+    return `${this.prefix}.control.cancel`;
+  }
+
   /** Where an operator resumes a halted run (after the kill switch, or a reconciliation). */
   resume(): string {
     return `${this.prefix}.control.resume`;

@@ -1,7 +1,13 @@
 import { z } from "zod";
 import { ErrorPayload, RunId, SchemaVersion } from "./common.js";
 import { Approval, KillSwitch } from "./control.js";
-import { ApprovalDecidedEvent, HaltEvent, ResumeEvent, ToolCompletedEvent } from "./loop-event.js";
+import {
+  ApprovalDecidedEvent,
+  CancelEvent,
+  HaltEvent,
+  ResumeEvent,
+  ToolCompletedEvent,
+} from "./loop-event.js";
 import { ModelRef } from "./model.js";
 import { PrivacyTier } from "./capability.js";
 import { CriticCheck, CriticRequest, CriticVerdict } from "./rubric.js";
@@ -43,9 +49,18 @@ export const RunJob = z.object({
    * asking the run status first; an older checkpoint only means a longer tail to replay.
    */
   checkpointSeq: z.number().int().nonnegative().optional(),
-  /** The outside event to continue with: a human's decision, a halt or resume, or a fan-in's results. */
+  /**
+   * The outside event to continue with: a human's decision, a halt, resume or cancel, or a fan-in's
+   * results.
+   */
   event: z
-    .discriminatedUnion("type", [ApprovalDecidedEvent, HaltEvent, ResumeEvent, ToolCompletedEvent])
+    .discriminatedUnion("type", [
+      ApprovalDecidedEvent,
+      HaltEvent,
+      ResumeEvent,
+      CancelEvent,
+      ToolCompletedEvent,
+    ])
     .optional(),
 });
 export type RunJob = z.infer<typeof RunJob>;
@@ -103,11 +118,24 @@ export const HaltRequest = z.object({
 });
 export type HaltRequest = z.infer<typeof HaltRequest>;
 
+/**
+ * The request on `<prefix>.control.cancel`: end a halted run for good. It undoes what can be undone
+ * (the compensations of its completed tool calls) and fails with RUN_CANCELLED, which its parent's
+ * fan-in carries; with `tree`, every halted run of the tree under it too.
+ */
+export const CancelRequest = z.object({
+  runId: RunId,
+  by: z.string().min(1),
+  reason: z.string().min(1).max(1_000),
+  tree: z.boolean().optional(),
+});
+export type CancelRequest = z.infer<typeof CancelRequest>;
+
 /** The kill switch as stored (one key in the pool bucket, watched by every worker). */
 export const KillSwitchState = KillSwitch.extend({ at: z.number().int().nonnegative() });
 export type KillSwitchState = z.infer<typeof KillSwitchState>;
 
-/** The reply to control requests (approvals, kill switch, halt, resume). */
+/** The reply to control requests (approvals, kill switch, halt, resume, cancel). */
 export const ControlReply = z.discriminatedUnion("ok", [
   z.object({
     schemaVersion: SchemaVersion,

@@ -69,6 +69,8 @@ export const MemoryRecalledEvent = z.object({
 });
 export const HaltEvent = z.object({ type: z.literal("halt"), at, reason: z.string(), by: z.string() });
 export const ResumeEvent = z.object({ type: z.literal("resume"), at, by: z.string() });
+/** An operator ends a halted run for good: it undoes what it can and fails (RUN_CANCELLED). */
+export const CancelEvent = z.object({ type: z.literal("cancel"), at, reason: z.string(), by: z.string() });
 /** The run tree's global iteration budget refused this run another model call (supervisor counters). */
 export const GlobalCapEvent = z.object({ type: z.literal("globalCapReached"), at, message: z.string() });
 /** A worker took over a run whose previous worker stopped mid-step (crash, drain, lost lease). */
@@ -86,6 +88,7 @@ export const LoopEvent = z.discriminatedUnion("type", [
   MemoryRecalledEvent,
   HaltEvent,
   ResumeEvent,
+  CancelEvent,
   RecoveredEvent,
   GlobalCapEvent,
 ]);

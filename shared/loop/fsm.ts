@@ -15,7 +15,7 @@ import {
   type LoopState,
   type Transition,
 } from "./state.js";
-import { fail, halt, recordCompensation } from "./terminal.js";
+import { cancel, fail, halt, recordCompensation } from "./terminal.js";
 import { onApproval, onCriticVerdict, recordToolVerifier, repair } from "./verify.js";
 import { onToolApproval, requestToolApproval } from "./tool-approval.js";
 
@@ -177,6 +177,7 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
       return decided(d, config, state, event);
     case "halt":
     case "resume":
+    case "cancel":
     case "recovered":
     case "globalCapReached":
       return control(d, config, state, event);
@@ -196,14 +197,21 @@ function decided(
   return onApproval(d, config, event.decision, event.by, event.feedback ?? event.reason);
 }
 
-/** Events from outside the loop's own work: an operator's halt or resume, a worker's take-over, the tree's cap. */
+/**
+ * Events from outside the loop's own work: an operator's halt, resume or cancel, a worker's
+ * take-over, the tree's cap.
+ */
 function control(
   d: Draft,
   config: LoopConfig,
   state: LoopState,
-  event: Extract<LoopEvent, { type: "halt" | "resume" | "recovered" | "globalCapReached" }>,
+  event: Extract<LoopEvent, { type: "halt" | "resume" | "cancel" | "recovered" | "globalCapReached" }>,
 ): void {
   if (event.type === "resume") return resume(d, state, event);
+  if (event.type === "cancel") {
+    if (state.phase !== "HALT") throw invalid(state, event);
+    return cancel(d, config, event.reason, event.by);
+  }
   if (event.type === "globalCapReached") {
     if (state.pending?.kind !== "model") throw invalid(state, event);
     const verdict = { kind: "circuitBreak", reason: "globalCap", message: event.message } as const;

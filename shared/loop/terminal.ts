@@ -149,6 +149,24 @@ function finalizeFailure(d: Draft): void {
   });
 }
 
+/**
+ * An operator ends a halted run for good: from HALT to FAIL, where what can be undone is (the
+ * compensations of its completed tool calls, most recent first), and the run fails with
+ * RUN_CANCELLED, the code its parent's fan-in reads off the reason.
+ */
+export function cancel(d: Draft, config: LoopConfig, reason: string, by: string): void {
+  const s = d.state;
+  s.terminal = null;
+  s.haltedFrom = null;
+  s.status = "running";
+  fail(
+    d,
+    config,
+    `[RUN_CANCELLED] cancelled by ${by}: ${reason}`,
+    `cancelled by ${by} while halted: ${reason}`,
+  );
+}
+
 /** HALT: an operator or the kill switch stopped the run; it keeps its place and may resume. */
 export function halt(d: Draft, reason: string, by: string): void {
   const s = d.state;

@@ -53,6 +53,11 @@ export const ERROR_CODES = {
    * stop until it runs. Ask again shortly.
    */
   RUN_NOT_STARTED: { retryable: true },
+  /**
+   * An operator ended the run while it was halted (`agentctl cancel`): it undid what it could and
+   * failed. A parent's fan-in carries it as the child's error code.
+   */
+  RUN_CANCELLED: { retryable: false },
   /** A halted run's pool slot has not been freed yet (its halt is still being processed): resume it again shortly. */
   HALT_PENDING: { retryable: true },
   /**

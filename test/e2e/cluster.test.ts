@@ -368,6 +368,8 @@ describe("cluster: actors as processes on a real nats-server", () => {
       [subjects.halt(), JSON.stringify({ runId: "nobody", by: "x", reason: "r" }), "NOT_FOUND"],
       [subjects.resume(), "{", "INVALID_INPUT"],
       [subjects.resume(), JSON.stringify({ runId: "nobody", by: "x" }), "NOT_FOUND"],
+      [subjects.cancel(), JSON.stringify({ runId: "nobody", by: "x" }), "INVALID_INPUT"],
+      [subjects.cancel(), JSON.stringify({ runId: "nobody", by: "x", reason: "r", tree: true }), "NOT_FOUND"],
       [subjects.iterationLease(), "null", "INVALID_INPUT"],
       [
         subjects.iterationLease(),

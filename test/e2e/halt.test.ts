@@ -10,6 +10,7 @@ import {
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
 import { queuedStatus, spec } from "../helpers/fixtures.js";
+import { parentOfOne } from "../helpers/spawning.js";
 import { until } from "../helpers/until.js";
 
 /** The model's turn the halt lands in: long enough that its answer comes after the halt. */
@@ -30,27 +31,6 @@ const agentctl = (...args: string[]): Promise<{ stdout: string; stderr: string }
 
 /** The structured error agentctl printed when it failed; undefined when it did not fail. */
 const refusal = async (...args: string[]) => (await agentctlFails(suite, args)).error;
-
-/**
- * A parent that spawns one child (whose model turn takes 2 s) and then answers `answer`, after
- * `finishMs`; returns once the child runs, the parent waiting for it.
- */
-async function parentOfOne(answer: string, finishMs = 0): Promise<{ runId: string; childId: string }> {
-  const child = spec({ script: [{ text: "child's answer", delayMs: 2_000 }] });
-  const { runId } = await suite.client.submit(
-    spec({
-      script: [
-        { toolCalls: [{ name: "spawn_agent", input: { runs: [child] } }] },
-        { toolCalls: [{ name: "finish", input: { answer } }], delayMs: finishMs },
-      ],
-      tools: ["spawn_agent"],
-      capabilities: [{ kind: "spawn", maxDepth: 1 }],
-    }),
-  );
-  const childId = `${runId}-act-1-1`;
-  await suite.waitFor(childId, (s) => s.status === "running", 10_000);
-  return { runId, childId };
-}
 
 describe("agentctl halt: one run stopped where it is", () => {
   it("a run in the middle of a model turn halts at once, frees its pool slot, and the worker's late answer is fenced off; other runs go on; resume continues it and nothing is paid twice", async () => {
@@ -157,7 +137,7 @@ describe("agentctl halt: one run stopped where it is", () => {
   }, 60_000);
 
   it("a parent waiting for its child halts where it waits; the child goes on; resumed, the parent takes the child's result and commits", async () => {
-    const { runId, childId } = await parentOfOne("parent done");
+    const { runId, childId } = await parentOfOne(suite, "parent done");
     await agentctl("halt", runId, "--reason", "tree paused", "--by", "oncall");
     expect(await suite.waitFor(runId, (s) => s.status === "halted", 10_000)).toMatchObject({
       terminal: { reason: "tree paused" },
@@ -179,8 +159,42 @@ describe("agentctl halt: one run stopped where it is", () => {
     });
   }, 60_000);
 
+  it("under the kill switch a child halts and its parent waits for it rather than taking the halt as its answer; resume --tree resumes the child, and the parent gets its answer", async () => {
+    const { runId, childId } = await parentOfOne(suite, "parent after the incident", 0, [
+      { toolCalls: [{ name: "echo", input: { text: "child's work" } }], delayMs: 2_000 },
+      { text: "child's answer" },
+    ]);
+    await suite.client.killSwitch({ active: true, reason: "incident 7", by: "oncall" });
+    try {
+      // The child halts at its next step, once its 2 s turn is answered.
+      expect(await suite.waitFor(childId, (s) => s.status === "halted", 10_000)).toMatchObject({
+        terminal: { reason: expect.stringMatching(/incident 7/) as unknown },
+      });
+      // The supervisor has read the child's `run.halted` (its slot freed), where a fan-in is made.
+      const released = new RegExp(`"runId":"${childId}"[^\n]*pool slot released`);
+      await until(async () => released.test(await suite.logs()), 10_000, {
+        what: "the child's halt read by the supervisor",
+      });
+      // A parent given the halt as its child's result would take its next step, and halt there.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect((await suite.client.statusOf(runId))?.status).toBe("running");
+      expect((await suite.wal(runId)).some((r) => r.record.type === "COMPLETE")).toBe(false);
+    } finally {
+      await suite.client.killSwitch({ active: false, reason: "resolved", by: "oncall" });
+    }
+    // The parent is not halted: the tree's resume resumes the child alone.
+    const resumed = await agentctl("resume", runId, "--tree", "--by", "oncall");
+    expect(resumed.stdout).toContain(`resume queued for 1 run(s): ${childId}`);
+    const done = await suite.waitFor(runId, (s) => s.status === "committed" || s.status === "failed", 20_000);
+    expect(done).toMatchObject({ status: "committed", terminal: { output: "parent after the incident" } });
+    const completed = (await suite.wal(runId)).map((r) => r.record).find((r) => r.type === "COMPLETE");
+    expect(completed?.type === "COMPLETE" ? completed.event.output : undefined).toMatchObject({
+      results: [{ runId: childId, status: "committed", output: "child's answer" }],
+    });
+  }, 60_000);
+
   it("halt --tree stops a parent and the child it waits for; resume --tree resumes the child first, and both commit", async () => {
-    const { runId, childId } = await parentOfOne("tree done", 1_000);
+    const { runId, childId } = await parentOfOne(suite, "tree done", 1_000);
     const halted = await agentctl("halt", runId, "--tree", "--reason", "tree stop", "--by", "oncall");
     expect(halted.stdout).toContain(`halt queued for 2 run(s): ${runId}, ${childId}`);
     for (const id of [runId, childId]) {

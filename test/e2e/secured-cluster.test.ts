@@ -98,9 +98,14 @@ describe("a cluster under the shipped permission model", () => {
       .map((line) => (JSON.parse(line) as { kind: string }).kind);
     expect(kinds).toContain("tool.completed");
     expect(kinds.at(-1)).toBe("run.committed");
-    // agentctl's user may halt a run, and the supervisor's hears it: a finished run's halt is refused.
+    // agentctl's user may halt and cancel a run, and the supervisor's hears it: a finished run's
+    // halt and cancel are refused.
     const halt = await cli("halt", "secured-1").catch((err: { stdout: string; stderr: string }) => err);
     expect(halt.stderr).toMatch(/"code":"INVALID_INPUT".*cannot be halted: it is committed/);
+    const cancel = await cli("cancel", "secured-1", "--reason", "r").catch(
+      (err: { stdout: string; stderr: string }) => err,
+    );
+    expect(cancel.stderr).toMatch(/"code":"INVALID_INPUT".*is not halted \(it is committed\)/);
     // The supervisor's retention may purge the idempotency bucket as well as the WAL: it removes the
     // echo call's record first, so a denied purge would leave the WAL there.
     const removed = async (): Promise<boolean> => {

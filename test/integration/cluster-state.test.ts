@@ -123,9 +123,9 @@ describe("cluster state in KV", () => {
     view.stop();
   });
 
-  it("a fan-out completes once every child has settled, one result per child in order, refusals with their code", async () => {
+  it("a fan-out completes once every child has committed or failed (a halted one has not ended), one result per child in order, refusals with their code", async () => {
     const store = new RunStatusStore(suite.buckets.runs);
-    const status = (runId: string, value: "running" | "committed" | "failed", terminal?: object) =>
+    const status = (runId: string, value: "running" | "halted" | "committed" | "failed", terminal?: object) =>
       store.put({
         runId,
         status: value,
@@ -142,8 +142,11 @@ describe("cluster state in KV", () => {
     expect(await readFanOut(suite.buckets.runs, "fp")).toEqual(fanOut);
     await status(children[0] as string, "committed", { kind: "COMMIT", reason: "ok", output: "one" });
     await status(children[1] as string, "running");
+    await status(children[2] as string, "halted", { kind: "HALT", reason: "stopped by an operator" });
     expect(await fanInResults(suite.buckets.runs, fanOut)).toBeUndefined();
     await status(children[1] as string, "failed", { kind: "FAIL", reason: "guard" });
+    // Halted, the last child keeps its parent waiting for how it ends once resumed.
+    expect(await fanInResults(suite.buckets.runs, fanOut)).toBeUndefined();
     await status(children[2] as string, "failed", {
       kind: "FAIL",
       reason: "[DEPTH_LIMIT] depth limit: too deep",

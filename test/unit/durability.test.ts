@@ -146,8 +146,23 @@ describe("durability", () => {
     );
     const acting = transition(started.state, { type: "memoryRecalled", at: 1, memories: [] }, config);
     expect(() => transition(acting.state, { ...bad, requestId: "model-9" }, config)).toThrow(/does not fit/);
+    const cancel = { type: "cancel", at: 2, reason: "not needed", by: "ops" } as const;
+    // Only a halted run is cancelled: a running one's next step would race it.
+    expect(() => transition(acting.state, cancel, config)).toThrow(/'cancel' does not fit/);
     const halted = transition(acting.state, { type: "halt", at: 2, reason: "operator", by: "ops" }, config);
     expect(() => transition(halted.state, bad, config)).toThrow(/does not fit/);
+    // Cancelled, a run with nothing to undo fails at once, saying who and why; a halt is no longer possible.
+    const cancelled = transition(halted.state, cancel, config);
+    expect(cancelled.state).toMatchObject({
+      status: "failed",
+      phase: "FAIL",
+      terminal: { kind: "FAIL", reason: "[RUN_CANCELLED] cancelled by ops: not needed" },
+    });
+    expect(cancelled.effects.filter((e) => e.type === "audit").map((e) => e.event.kind)).toEqual([
+      "phase.entered",
+      "run.failed",
+    ]);
+    expect(() => transition(cancelled.state, cancel, config)).toThrow(/does not fit/);
     const resumed = transition(halted.state, { type: "resume", at: 3, by: "ops" }, config);
     expect(resumed.effects.find((e) => e.type === "callModel")).toMatchObject({ requestId: "model-1" });
     const committed = transition(
