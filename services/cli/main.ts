@@ -4,17 +4,12 @@
  */
 import { join } from "node:path";
 import { Command, CommanderError, InvalidArgumentError } from "commander";
-import { z } from "zod";
-import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { RunStatusValue } from "../../shared/contracts/run-status.js";
 import { DEFAULT_CHECKPOINT_EVERY } from "../../shared/loop/state.js";
-import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
-import { createLogger } from "../../shared/runtime/logger.js";
-import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
-import { systemRandom } from "../../shared/runtime/random.js";
-import { ClusterClient, readSpecFile } from "./client.js";
+import { readSpecFile, type ClusterClient } from "./client.js";
+import { out, runIdArg, withClient } from "./command-kit.js";
+import { addControlCommands } from "./control-commands.js";
 import {
   checkpointLine,
   contracts,
@@ -27,48 +22,6 @@ import {
 import { repoRoot } from "../local/paths.js";
 import { auditLine, breakerLine, runLine, statusLine } from "./render.js";
 import { SPEC_FLAGS, specFromFlags, type SpecFlags } from "./spec-flags.js";
-
-const runIdArg = (value: string): string => {
-  if (!RUN_ID_PATTERN.test(value))
-    throw new InvalidArgumentError("a runId is 1-64 characters of [A-Za-z0-9_-]");
-  return value;
-};
-
-/** agentctl's environment: an actor's, and how long a command waits for a supervisor. */
-const AgentctlEnv = ActorEnv.extend({
-  /** A command waits this long for a NATS server, and for a supervisor, when none answers yet (0: fails at once). */
-  AGENTCTL_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
-});
-
-async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise<T> {
-  const env = parseEnv(AgentctlEnv, process.env);
-  const logger = createLogger({ actor: "cli", level: env.LOG_LEVEL === "info" ? "error" : env.LOG_LEVEL });
-  const waitMs = env.AGENTCTL_WAIT_MS;
-  // A command waits for a NATS server as it waits for a supervisor (AGENTCTL_WAIT_MS).
-  const bus: ActorBus = await openActorBus({ ...env, NATS_CONNECT_WAIT_MS: waitMs }, "agentctl", {
-    clock: systemClock,
-    random: systemRandom,
-    logger,
-    onConnectWait: () =>
-      process.stderr.write(
-        `no NATS server answers yet: waiting up to ${waitMs} ms for one (AGENTCTL_WAIT_MS)\n`,
-      ),
-  });
-  try {
-    const wait = {
-      waitMs,
-      clock: systemClock,
-      random: systemRandom,
-      onWait: () =>
-        process.stderr.write(
-          `no supervisor answers yet: waiting up to ${waitMs} ms for one (AGENTCTL_WAIT_MS)\n`,
-        ),
-    };
-    return await fn(new ClusterClient(bus, waitMs > 0 ? wait : undefined));
-  } finally {
-    await bus.nc.drain();
-  }
-}
 
 interface ReplayFlags {
   models?: boolean;
@@ -119,8 +72,6 @@ function refuseSpecFlags(command: Command): void {
 }
 
 const flagName = (key: string): string => `--${key.replaceAll(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
-
-const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
 async function watch(client: ClusterClient, runId: string): Promise<void> {
   // A run whose status retention removed would be watched for ever; one not yet submitted is waited for.
@@ -216,108 +167,7 @@ export function program(): Command {
         out(JSON.stringify(status, null, 2));
       }),
     );
-  for (const decision of ["approve", "reject"] as const) {
-    cmd
-      .command(decision)
-      .description(`${decision} a run waiting for approval`)
-      .argument("<runId>", "the run", runIdArg)
-      .option("--by <name>", "who decides (recorded in the audit)", process.env.USER ?? "operator")
-      .option("--reason <text>", "why")
-      .action((runId: string, opts: { by: string; reason?: string }) =>
-        withClient(async (client) =>
-          out(
-            await client.decide(runId, {
-              decision,
-              by: opts.by,
-              ...(opts.reason ? { reason: opts.reason } : {}),
-            }),
-          ),
-        ),
-      );
-  }
-  cmd
-    .command("modify")
-    .description(
-      "send a run waiting for approval back to its agent with what to change; it asks again when revised",
-    )
-    .argument("<runId>", "the run", runIdArg)
-    .requiredOption("--feedback <text>", "what to change (given to the model)", (v: string) => {
-      if (v.trim() === "") throw new InvalidArgumentError("say what to change");
-      return v;
-    })
-    .option("--by <name>", "who decides (recorded in the audit)", process.env.USER ?? "operator")
-    .action((runId: string, opts: { by: string; feedback: string }) =>
-      withClient(async (client) =>
-        out(await client.decide(runId, { decision: "modify", by: opts.by, feedback: opts.feedback })),
-      ),
-    );
-  cmd
-    .command("halt")
-    .description(
-      "halt one run now, wherever it is (running, or waiting for a human, its children or a model provider): it keeps its place and frees its pool slot; resume continues it",
-    )
-    .argument("<runId>", "the run", runIdArg)
-    .option("--reason <text>", "why (recorded in the audit)", "stopped by an operator")
-    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
-    .option("--tree", "every run of the tree under it too (its children, theirs…), the run first")
-    .action((runId: string, opts: { by: string; reason: string; tree?: boolean }) =>
-      withClient(async (client) =>
-        out(
-          await client.halt({
-            runId,
-            by: opts.by,
-            reason: opts.reason,
-            ...(opts.tree ? { tree: true } : {}),
-          }),
-        ),
-      ),
-    );
-  cmd
-    .command("resume")
-    .description("resume a halted run (after the kill switch or a reconciliation) from where it stopped")
-    .argument("<runId>", "the run", runIdArg)
-    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
-    .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
-    .action((runId: string, opts: { by: string; tree?: boolean }) =>
-      withClient(async (client) =>
-        out(await client.resume({ runId, by: opts.by, ...(opts.tree ? { tree: true } : {}) })),
-      ),
-    );
-  cmd
-    .command("cancel")
-    .description(
-      "end a halted run for good: it undoes what it can (the compensations of its completed tool calls, most recent first) and fails with RUN_CANCELLED, which a parent waiting for it gets as its result",
-    )
-    .argument("<runId>", "the run", runIdArg)
-    .requiredOption("--reason <text>", "why (recorded in the audit and the run's failure)")
-    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
-    .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
-    .action((runId: string, opts: { by: string; reason: string; tree?: boolean }) =>
-      withClient(async (client) =>
-        out(
-          await client.cancel({
-            runId,
-            by: opts.by,
-            reason: opts.reason,
-            ...(opts.tree ? { tree: true } : {}),
-          }),
-        ),
-      ),
-    );
-  cmd
-    .command("kill-switch")
-    .description("stop all admissions and halt running runs at their next step (on), or lift it (off)")
-    .argument("<state>", "on | off", (v: string) => {
-      if (v !== "on" && v !== "off") throw new InvalidArgumentError("expected 'on' or 'off'");
-      return v;
-    })
-    .option("--reason <text>", "why", "operator request")
-    .option("--by <name>", "who", process.env.USER ?? "operator")
-    .action((state: "on" | "off", opts: { reason: string; by: string }) =>
-      withClient(async (client) =>
-        out(await client.killSwitch({ active: state === "on", reason: opts.reason, by: opts.by })),
-      ),
-    );
+  addControlCommands(cmd);
   cmd
     .command("audit")
     .description("audit stream commands")

@@ -1,0 +1,60 @@
+/** What agentctl's commands share: their connection to the cluster, their output, and a runId's check. */
+import { InvalidArgumentError } from "commander";
+import { z } from "zod";
+import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { createLogger } from "../../shared/runtime/logger.js";
+import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
+import { systemRandom } from "../../shared/runtime/random.js";
+import { ClusterClient } from "./client.js";
+
+/** One line on stdout: what a command answers. */
+export const out = (line: string): void => void process.stdout.write(`${line}\n`);
+
+/** A runId argument or flag: INVALID_INPUT (through commander) unless it is a valid runId. */
+export const runIdArg = (value: string): string => {
+  if (!RUN_ID_PATTERN.test(value))
+    throw new InvalidArgumentError("a runId is 1-64 characters of [A-Za-z0-9_-]");
+  return value;
+};
+
+/** agentctl's environment: an actor's, and how long a command waits for a supervisor. */
+const AgentctlEnv = ActorEnv.extend({
+  /** A command waits this long for a NATS server, and for a supervisor, when none answers yet (0: fails at once). */
+  AGENTCTL_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
+});
+
+/**
+ * Runs `fn` with a client on a fresh connection, drained after; waits for a NATS server and for a
+ * supervisor as AGENTCTL_WAIT_MS says.
+ */
+export async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise<T> {
+  const env = parseEnv(AgentctlEnv, process.env);
+  const logger = createLogger({ actor: "cli", level: env.LOG_LEVEL === "info" ? "error" : env.LOG_LEVEL });
+  const waitMs = env.AGENTCTL_WAIT_MS;
+  // A command waits for a NATS server as it waits for a supervisor (AGENTCTL_WAIT_MS).
+  const bus: ActorBus = await openActorBus({ ...env, NATS_CONNECT_WAIT_MS: waitMs }, "agentctl", {
+    clock: systemClock,
+    random: systemRandom,
+    logger,
+    onConnectWait: () =>
+      process.stderr.write(
+        `no NATS server answers yet: waiting up to ${waitMs} ms for one (AGENTCTL_WAIT_MS)\n`,
+      ),
+  });
+  try {
+    const wait = {
+      waitMs,
+      clock: systemClock,
+      random: systemRandom,
+      onWait: () =>
+        process.stderr.write(
+          `no supervisor answers yet: waiting up to ${waitMs} ms for one (AGENTCTL_WAIT_MS)\n`,
+        ),
+    };
+    return await fn(new ClusterClient(bus, waitMs > 0 ? wait : undefined));
+  } finally {
+    await bus.nc.drain();
+  }
+}

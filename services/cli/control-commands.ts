@@ -1,0 +1,109 @@
+/** agentctl's commands that act on runs: approvals, halt, resume, cancel and the kill switch. */
+import { InvalidArgumentError, type Command } from "commander";
+import { out, runIdArg, withClient } from "./command-kit.js";
+
+/** Adds the commands that act on runs to `cmd`. */
+export function addControlCommands(cmd: Command): void {
+  for (const decision of ["approve", "reject"] as const) {
+    cmd
+      .command(decision)
+      .description(`${decision} a run waiting for approval`)
+      .argument("<runId>", "the run", runIdArg)
+      .option("--by <name>", "who decides (recorded in the audit)", process.env.USER ?? "operator")
+      .option("--reason <text>", "why")
+      .action((runId: string, opts: { by: string; reason?: string }) =>
+        withClient(async (client) =>
+          out(
+            await client.decide(runId, {
+              decision,
+              by: opts.by,
+              ...(opts.reason ? { reason: opts.reason } : {}),
+            }),
+          ),
+        ),
+      );
+  }
+  cmd
+    .command("modify")
+    .description(
+      "send a run waiting for approval back to its agent with what to change; it asks again when revised",
+    )
+    .argument("<runId>", "the run", runIdArg)
+    .requiredOption("--feedback <text>", "what to change (given to the model)", (v: string) => {
+      if (v.trim() === "") throw new InvalidArgumentError("say what to change");
+      return v;
+    })
+    .option("--by <name>", "who decides (recorded in the audit)", process.env.USER ?? "operator")
+    .action((runId: string, opts: { by: string; feedback: string }) =>
+      withClient(async (client) =>
+        out(await client.decide(runId, { decision: "modify", by: opts.by, feedback: opts.feedback })),
+      ),
+    );
+  cmd
+    .command("halt")
+    .description(
+      "halt one run now, wherever it is (running, or waiting for a human, its children or a model provider): it keeps its place and frees its pool slot; resume continues it",
+    )
+    .argument("<runId>", "the run", runIdArg)
+    .option("--reason <text>", "why (recorded in the audit)", "stopped by an operator")
+    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
+    .option("--tree", "every run of the tree under it too (its children, theirs…), the run first")
+    .action((runId: string, opts: { by: string; reason: string; tree?: boolean }) =>
+      withClient(async (client) =>
+        out(
+          await client.halt({
+            runId,
+            by: opts.by,
+            reason: opts.reason,
+            ...(opts.tree ? { tree: true } : {}),
+          }),
+        ),
+      ),
+    );
+  cmd
+    .command("resume")
+    .description("resume a halted run (after the kill switch or a reconciliation) from where it stopped")
+    .argument("<runId>", "the run", runIdArg)
+    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
+    .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
+    .action((runId: string, opts: { by: string; tree?: boolean }) =>
+      withClient(async (client) =>
+        out(await client.resume({ runId, by: opts.by, ...(opts.tree ? { tree: true } : {}) })),
+      ),
+    );
+  cmd
+    .command("cancel")
+    .description(
+      "end a halted run for good: it undoes what it can (the compensations of its completed tool calls, most recent first) and fails with RUN_CANCELLED, which a parent waiting for it gets as its result",
+    )
+    .argument("<runId>", "the run", runIdArg)
+    .requiredOption("--reason <text>", "why (recorded in the audit and the run's failure)")
+    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
+    .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
+    .action((runId: string, opts: { by: string; reason: string; tree?: boolean }) =>
+      withClient(async (client) =>
+        out(
+          await client.cancel({
+            runId,
+            by: opts.by,
+            reason: opts.reason,
+            ...(opts.tree ? { tree: true } : {}),
+          }),
+        ),
+      ),
+    );
+  cmd
+    .command("kill-switch")
+    .description("stop all admissions and halt running runs at their next step (on), or lift it (off)")
+    .argument("<state>", "on | off", (v: string) => {
+      if (v !== "on" && v !== "off") throw new InvalidArgumentError("expected 'on' or 'off'");
+      return v;
+    })
+    .option("--reason <text>", "why", "operator request")
+    .option("--by <name>", "who", process.env.USER ?? "operator")
+    .action((state: "on" | "off", opts: { reason: string; by: string }) =>
+      withClient(async (client) =>
+        out(await client.killSwitch({ active: state === "on", reason: opts.reason, by: opts.by })),
+      ),
+    );
+}
