@@ -23,6 +23,7 @@ import { answeredCalls, type IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 import { statusUnlessWaiting } from "./breaker-wait.js";
 import { modelFailure } from "./model-outage.js";
+import { waitForStart } from "./not-started.js";
 import { sameTools, specOf } from "./spec-of.js";
 import { jobOfWriter } from "./writer-id.js";
 
@@ -168,6 +169,7 @@ export class RunLease {
     const fresh = records.length === 0;
     const spec = specOf(records) ?? this.job.spec;
     if (!spec) {
+      await waitForStart(bus.buckets.runs, this.job);
       this.log.error("job dropped: it has no spec and the run has no WAL, so it can never start");
       return "unstartable";
     }

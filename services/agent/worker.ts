@@ -247,7 +247,10 @@ export class AgentWorker {
         this.bus.random,
       );
       const provider = leftWaitingOn(error);
-      if (provider === undefined) {
+      if (error.code === "RUN_NOT_STARTED") {
+        // Not a failed lease either: an operator's halt waiting for its run to start (see waitForStart).
+        log.info({ delayMs }, "halt handed back: its run has not started yet");
+      } else if (provider === undefined) {
         this.options.metrics.leaseFailures.inc({ code: error.code });
         logLeaseFailure(log, error, msg.info.deliveryCount, delayMs);
       } else {

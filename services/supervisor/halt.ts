@@ -15,21 +15,23 @@ import { runTree } from "../../shared/bus/run-tree.js";
  * the tool's idempotency record. A run waiting for a human, its children or a model provider is
  * halted where it waits. Either way `run.halted` frees its pool slot, and `resume` continues it.
  *
- * A run still queued has no log to write the halt into (its first job, which carries its spec, may
- * be taken after the halt's): RUN_NOT_STARTED, retryable. A finished or halted run is refused.
- * With `tree`, every run of the tree under it that can be halted is, the run first; the ones not
- * started yet are named in the reply.
+ * A run still queued has no log to write the halt into yet (its first job, which carries its spec,
+ * may be taken after the halt's): the halt's job is handed back until a worker has started the run
+ * (see RunLease), then halts it like any other. A finished or halted run is refused, and so is one
+ * undoing its calls before it fails. With `tree`, every run of the tree under it that can be halted
+ * is, the run first; the ones not started yet are named in the reply.
  */
 export async function haltRun(bus: ActorBus, data: Uint8Array): Promise<ControlReply> {
   const request = decode(HaltRequest, data);
   const { runId } = request;
   if (!request.tree) {
-    await haltOne(bus, runId, request);
+    const queued = (await haltOne(bus, runId, request)) === "queued";
+    const later = queued ? " (it has not started yet: it halts once a worker starts it)" : "";
     return {
       schemaVersion: 1,
       ok: true,
-      message: `run ${runId}: halt queued`,
-      data: { runId, runIds: [runId] },
+      message: `run ${runId}: halt queued${later}`,
+      data: { runId, runIds: [runId], notStarted: queued ? [runId] : [] },
     };
   }
   const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
@@ -37,28 +39,21 @@ export async function haltRun(bus: ActorBus, data: Uint8Array): Promise<ControlR
   const halted: string[] = [];
   const notStarted: string[] = [];
   for (const { runId: id } of tree) {
-    const outcome = await haltOne(bus, id, request).then(
-      () => "halted",
-      (err: unknown) => {
-        // Finished or halted since the tree was read, or never to be: nothing to stop.
-        if (err instanceof AgentError && (err.code === "INVALID_INPUT" || err.code === "NOT_FOUND"))
-          return "skipped";
-        if (err instanceof AgentError && err.code === "RUN_NOT_STARTED") return "not started";
-        throw err;
-      },
-    );
-    if (outcome === "halted") halted.push(id);
-    if (outcome === "not started") notStarted.push(id);
+    const outcome = await haltOne(bus, id, request).catch((err: unknown) => {
+      // Finished or halted since the tree was read, or never to be: nothing to stop.
+      if (err instanceof AgentError && (err.code === "INVALID_INPUT" || err.code === "NOT_FOUND"))
+        return "skipped";
+      throw err;
+    });
+    if (outcome !== "skipped") halted.push(id);
+    if (outcome === "queued") notStarted.push(id);
   }
   const later =
     notStarted.length > 0
-      ? `; not started yet (halt them again once they run): ${notStarted.join(", ")}`
+      ? `; not started yet, so halted once a worker starts them: ${notStarted.join(", ")}`
       : "";
   if (halted.length === 0) {
-    throw new AgentError(
-      notStarted.length > 0 ? "RUN_NOT_STARTED" : "INVALID_INPUT",
-      `no run of tree '${runId}' can be halted now${later}`,
-    );
+    throw new AgentError("INVALID_INPUT", `no run of tree '${runId}' can be halted now`);
   }
   return {
     schemaVersion: 1,
@@ -68,8 +63,8 @@ export async function haltRun(bus: ActorBus, data: Uint8Array): Promise<ControlR
   };
 }
 
-/** Queues the halt of one run, refused as haltRun says. */
-async function haltOne(bus: ActorBus, runId: string, request: HaltRequest): Promise<void> {
+/** Queues the halt of one run, refused as haltRun says; "queued" when no worker has started it yet. */
+async function haltOne(bus: ActorBus, runId: string, request: HaltRequest): Promise<"started" | "queued"> {
   const read = await new RunStatusStore(bus.buckets.runs).read(runId);
   if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
   const current = read.status;
@@ -82,12 +77,6 @@ async function haltOne(bus: ActorBus, runId: string, request: HaltRequest): Prom
       `run '${runId}' cannot be halted: it is undoing its completed tool calls before it fails`,
     );
   }
-  if (current.status === "queued") {
-    throw new AgentError(
-      "RUN_NOT_STARTED",
-      `run '${runId}' is queued and no worker has started it yet: halt it again once it runs`,
-    );
-  }
   await publishJob(
     bus,
     continuationJob(current, { type: "halt", at: bus.clock.now(), reason: request.reason, by: request.by }),
@@ -95,4 +84,5 @@ async function haltOne(bus: ActorBus, runId: string, request: HaltRequest): Prom
     `${runId}:halt:${read.revision}`,
   );
   bus.logger.warn({ runId, by: request.by, reason: request.reason }, "run halt queued");
+  return current.status === "queued" ? "queued" : "started";
 }

@@ -49,8 +49,8 @@ export const ERROR_CODES = {
    */
   RUN_REMOVED: { retryable: false },
   /**
-   * The run is admitted but no worker has started it yet (status `queued`): a halt has nothing to
-   * stop until it runs. Ask again shortly.
+   * The run is admitted but no worker has started it yet (status `queued`): a halt queued for it
+   * has nothing to stop until it runs, so a worker hands the halt's job back until then.
    */
   RUN_NOT_STARTED: { retryable: true },
   /**

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { publishJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
 import {
   AGENTCTL,
   agentctlFails,
@@ -110,7 +112,7 @@ describe("agentctl halt: one run stopped where it is", () => {
     expect(trail.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
   }, 60_000);
 
-  it("a run waiting for approval halts where it waits, and resumes to wait again; a queued run cannot be halted yet", async () => {
+  it("a run waiting for approval halts where it waits, and resumes to wait again", async () => {
     const { runId } = await suite.client.submit(
       spec({ requiresApproval: true, script: [{ text: "ship it" }] }),
     );
@@ -127,13 +129,37 @@ describe("agentctl halt: one run stopped where it is", () => {
       status: "committed",
       terminal: { output: "ship it" },
     });
+  }, 60_000);
 
-    // A run admitted but not started by any worker has no log to write the halt into.
+  it("a run no worker has started yet halts once one does: its halt waits for it", async () => {
+    // Admitted, its first job not taken yet (as when every worker is busy): its status says queued.
     const queued = `run-queued-${Date.now().toString(36)}`;
     await new RunStatusStore(suite.bus.buckets.runs).put(queuedStatus(queued));
-    const notYet = await refusal("halt", queued);
-    expect(notYet).toMatchObject({ code: "RUN_NOT_STARTED" });
-    expect(notYet?.message).toMatch(/halt it again once it runs/);
+    const reply = await agentctl("halt", queued, "--reason", "before it ran", "--by", "oncall");
+    expect(reply.stdout).toContain(
+      `run ${queued}: halt queued (it has not started yet: it halts once a worker starts it)`,
+    );
+    // The halt's job is handed back meanwhile, not dropped.
+    const handedBack = new RegExp(`"runId":"${queued}"[^\\n]*halt handed back: its run has not started yet`);
+    await until(async () => handedBack.test(await suite.logs()), 10_000, { what: "the halt handed back" });
+    // Its first job is taken now: the run starts on a 5 s model turn, and its halt lands in it.
+    const script = [{ text: "too late", delayMs: 5_000 }];
+    await publishJob(
+      suite.bus,
+      {
+        schemaVersion: 1,
+        runId: queued,
+        rootRunId: queued,
+        depth: 0,
+        auditSeq: 0,
+        spec: RunSpec.parse(spec({ script })),
+      },
+      `${queued}:start`,
+    );
+    expect(await suite.waitFor(queued, settled, 15_000)).toMatchObject({
+      status: "halted",
+      terminal: { reason: "before it ran" },
+    });
   }, 60_000);
 
   it("a parent waiting for its child halts where it waits; the child goes on; resumed, the parent takes the child's result and commits", async () => {
