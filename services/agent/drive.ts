@@ -361,7 +361,10 @@ export class RunLease {
       if (awaiting.type === "callTool" && awaiting.tool === SPAWN_TOOL) {
         return await this.deps.fanOut.spawn(awaiting, state);
       }
-      if (awaiting.type === "callTool") return await this.callTool(awaiting, state, takeover);
+      if (awaiting.type === "callTool") {
+        const { reconciler, performer, stopping } = this.deps;
+        return await reconciler.call(awaiting, takeover, () => performer.perform(awaiting, state), stopping);
+      }
       if (awaiting.type === "callModel") {
         const refused = await this.deps.leases.take(state);
         if (refused) return refused;
@@ -398,25 +401,6 @@ export class RunLease {
         .catch((err: unknown) => this.log.warn({ err }, "the run's wait could not be written to its status"));
     }
     throw verdict.handBack;
-  }
-
-  /**
-   * A tool call, reconciled when its outcome cannot be known otherwise: first after a takeover (the
-   * previous worker may have sent it), and again if it ends in a timeout.
-   */
-  private async callTool(
-    effect: Extract<AwaitingEffect, { type: "callTool" }>,
-    state: LoopState,
-    takeover: boolean,
-  ): Promise<LoopEvent | "release" | undefined> {
-    const { reconciler, performer, stopping } = this.deps;
-    if (takeover) {
-      const known = await reconciler.outcome(effect, stopping);
-      if (known) return known;
-    }
-    const event = await performer.perform(effect, state);
-    if (!event || !reconciler.unknown(effect, event)) return event;
-    return (await reconciler.outcome(effect, stopping)) ?? event;
   }
 }
 

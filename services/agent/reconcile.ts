@@ -31,6 +31,25 @@ export interface ReconcilerDeps {
 export class Reconciler {
   constructor(private readonly deps: ReconcilerDeps) {}
 
+  /**
+   * A tool call (`send`), reconciled when its outcome cannot be known otherwise: first after a
+   * takeover (the previous worker may have sent it), and again if it ends without a known outcome.
+   */
+  async call(
+    effect: ToolCall,
+    takeover: boolean,
+    send: () => Promise<LoopEvent | undefined>,
+    signal: AbortSignal,
+  ): Promise<LoopEvent | "release" | undefined> {
+    if (takeover) {
+      const known = await this.outcome(effect, signal);
+      if (known) return known;
+    }
+    const event = await send();
+    if (!event || !this.unknown(effect, event)) return event;
+    return (await this.outcome(effect, signal)) ?? event;
+  }
+
   /** Whether this call's outcome needs reconciling: a non-idempotent tool that ended without a known outcome. */
   unknown(effect: ToolCall, event: LoopEvent): boolean {
     const tool = this.deps.tool(effect.tool);
