@@ -305,7 +305,7 @@ export class RunLease {
       if (this.deps.stopping.aborted) return "release";
       // A run undoing its calls before it fails (FAIL) goes on: the kill switch stops new work, and
       // the undo is what an operator cancelling a run under it asks for. A halt does not fit FAIL:
-      // such a run's lease failed at every delivery, and waited up to 5 min after the switch was off.
+      // such a run's lease failed at every delivery, backing off up to 5 min, while the switch was on.
       const killed = state.phase === "FAIL" ? undefined : this.deps.killSwitch.active;
       if (killed) {
         const halt: LoopEvent = {

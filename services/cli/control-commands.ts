@@ -2,6 +2,21 @@
 import { InvalidArgumentError, type Command } from "commander";
 import { out, runIdArg, withClient } from "./command-kit.js";
 
+/** The flags of `halt` and `cancel`. */
+interface StopFlags {
+  by: string;
+  reason: string;
+  tree?: boolean;
+}
+
+/** A halt's or a cancel's request (HaltRequest and CancelRequest have one shape). */
+const stopRequest = (runId: string, opts: StopFlags) => ({
+  runId,
+  by: opts.by,
+  reason: opts.reason,
+  ...(opts.tree ? { tree: true } : {}),
+});
+
 /** Adds the commands that act on runs to `cmd`. */
 export function addControlCommands(cmd: Command): void {
   for (const decision of ["approve", "reject"] as const) {
@@ -48,17 +63,8 @@ export function addControlCommands(cmd: Command): void {
     .option("--reason <text>", "why (recorded in the audit)", "stopped by an operator")
     .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
     .option("--tree", "every run of the tree under it too (its children, theirs…), the run first")
-    .action((runId: string, opts: { by: string; reason: string; tree?: boolean }) =>
-      withClient(async (client) =>
-        out(
-          await client.halt({
-            runId,
-            by: opts.by,
-            reason: opts.reason,
-            ...(opts.tree ? { tree: true } : {}),
-          }),
-        ),
-      ),
+    .action((runId: string, opts: StopFlags) =>
+      withClient(async (client) => out(await client.halt(stopRequest(runId, opts)))),
     );
   cmd
     .command("resume")
@@ -80,17 +86,8 @@ export function addControlCommands(cmd: Command): void {
     .requiredOption("--reason <text>", "why (recorded in the audit and the run's failure)")
     .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
     .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
-    .action((runId: string, opts: { by: string; reason: string; tree?: boolean }) =>
-      withClient(async (client) =>
-        out(
-          await client.cancel({
-            runId,
-            by: opts.by,
-            reason: opts.reason,
-            ...(opts.tree ? { tree: true } : {}),
-          }),
-        ),
-      ),
+    .action((runId: string, opts: StopFlags) =>
+      withClient(async (client) => out(await client.cancel(stopRequest(runId, opts)))),
     );
   cmd
     .command("kill-switch")

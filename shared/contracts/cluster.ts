@@ -121,14 +121,9 @@ export type HaltRequest = z.infer<typeof HaltRequest>;
 /**
  * The request on `<prefix>.control.cancel`: end a halted run for good. It undoes what can be undone
  * (the compensations of its completed tool calls) and fails with RUN_CANCELLED, which its parent's
- * fan-in carries; with `tree`, every halted run of the tree under it too.
+ * fan-in carries; with `tree`, every halted run of the tree under it too. Its fields are a halt's.
  */
-export const CancelRequest = z.object({
-  runId: RunId,
-  by: z.string().min(1),
-  reason: z.string().min(1).max(1_000),
-  tree: z.boolean().optional(),
-});
+export const CancelRequest = HaltRequest;
 export type CancelRequest = z.infer<typeof CancelRequest>;
 
 /** The kill switch as stored (one key in the pool bucket, watched by every worker). */
