@@ -149,6 +149,8 @@ export class RunLease {
       ? undefined
       : await statusUnlessWaiting(bus.buckets.runs, this.job, this.deps.breakerOf, now);
     if (!fromJob) prefetch();
+    // A halt handed back while its run is queued waits again without reading the run's log.
+    if (status?.status === "queued") await waitForStart(bus.buckets.runs, this.job, status);
     const checkpointSeq = (fromJob ?? status)?.checkpointSeq;
     let read = await readWal(bus, this.job.runId, checkpointSeq ?? 1);
     // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).

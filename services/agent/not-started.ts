@@ -1,7 +1,7 @@
 import type { KV } from "@nats-io/kv";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { RunJob } from "../../shared/contracts/cluster.js";
-import { isFinished } from "../../shared/contracts/run-status.js";
+import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 
 /**
@@ -9,11 +9,12 @@ import { AgentError } from "../../shared/runtime/errors.js";
  * started yet is the one such job that may still apply (every other outside event answers what a
  * started run asked for). While the run's status says it has not finished, the halt waits for it:
  * RUN_NOT_STARTED (retryable) hands the job back, and once a worker has started the run, the next
- * delivery halts it where it is. Returns for any other job, which can never start a run.
+ * delivery halts it where it is. Returns for any other job, which can never start a run. `read`:
+ * the run's status when the caller read it already.
  */
-export async function waitForStart(runs: KV, job: RunJob): Promise<void> {
+export async function waitForStart(runs: KV, job: RunJob, read?: RunStatus): Promise<void> {
   if (job.event?.type !== "halt") return;
-  const status = await new RunStatusStore(runs).get(job.runId);
+  const status = read ?? (await new RunStatusStore(runs).get(job.runId));
   if (!status || isFinished(status)) return;
   throw new AgentError(
     "RUN_NOT_STARTED",
