@@ -2,7 +2,7 @@ import { toRfc3339 } from "../runtime/clock.js";
 import { contentHash } from "../runtime/hash.js";
 import { startAction } from "./action.js";
 import type { Draft } from "./draft.js";
-import { planCompensation } from "./saga.js";
+import { planCompensation, type CompensationPlan } from "./saga.js";
 import type { CommitArtifact, FailureReport, LoopConfig, LoopState, Provenance, Terminal } from "./state.js";
 
 export function buildProvenance(s: LoopState, at: number): Provenance {
@@ -67,16 +67,23 @@ export function commitMemory(s: LoopState): { type: "storeMemory"; namespace: st
 
 /**
  * FAIL: first undo what can be undone (most recent first), then write the failure report with
- * the partial output, the last checkpoint and whatever needs a human.
+ * the partial output, the last checkpoint and whatever needs a human (`unsettled`: calls whose
+ * outcome the run never learned, first).
  */
-export function fail(d: Draft, config: LoopConfig, reason: string, diagnosis: string): void {
+export function fail(
+  d: Draft,
+  config: LoopConfig,
+  reason: string,
+  diagnosis: string,
+  unsettled: CompensationPlan["manual"] = [],
+): void {
   const s = d.state;
   d.settle();
   s.queue = [];
   s.failing = { reason, diagnosis };
   d.enter("FAIL", reason);
   const plan = planCompensation(s.completed);
-  s.compensation = { ...plan, results: [] };
+  s.compensation = { ...plan, manual: [...unsettled, ...plan.manual], results: [] };
   continueCompensation(d, config);
 }
 
@@ -156,14 +163,29 @@ function finalizeFailure(d: Draft): void {
  */
 export function cancel(d: Draft, config: LoopConfig, reason: string, by: string): void {
   const s = d.state;
+  const waitedOn = s.haltedFrom?.pending;
   s.terminal = null;
   s.haltedFrom = null;
   s.status = "running";
+  // A call the run was waiting on when it halted may have happened (sent before the halt, or its
+  // outcome unknown): only its tool service's record can tell, so a human is asked to look.
+  const tool = waitedOn?.kind === "tool" ? config.tools.find((t) => t.name === waitedOn.tool) : undefined;
+  const unsettled =
+    waitedOn?.kind === "tool" && tool?.reversibility !== "pure"
+      ? [
+          {
+            actionId: waitedOn.actionId,
+            tool: waitedOn.tool,
+            reason: "the run halted waiting on this call: it may have happened (see agents-idempotency)",
+          },
+        ]
+      : [];
   fail(
     d,
     config,
     `[RUN_CANCELLED] cancelled by ${by}: ${reason}`,
     `cancelled by ${by} while halted: ${reason}`,
+    unsettled,
   );
 }
 

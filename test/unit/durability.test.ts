@@ -1,13 +1,14 @@
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
-import type { LoopConfig, LoopState } from "../../shared/loop/state.js";
+import type { FailureReport, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
 import { sha256 } from "../../shared/runtime/hash.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
-import { describeTool } from "../../shared/tools/tool.js";
+import { defineTool, describeTool } from "../../shared/tools/tool.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 3 };
@@ -183,5 +184,93 @@ describe("durability", () => {
     expect(result.audit.find((e) => e.kind === "run.failed")?.data?.diagnosis).toContain(
       "unavailable tool 'ghost'",
     );
+  });
+});
+
+describe("cancel", () => {
+  const tool = (
+    name: string,
+    reversibility: "compensable" | "irreversible" | "pure",
+    compensation?: string,
+  ) =>
+    describeTool(
+      defineTool({
+        name,
+        description: name,
+        input: z.record(z.string(), z.unknown()),
+        capability: { kind: "compute" },
+        reversibility,
+        idempotent: false,
+        ...(compensation ? { compensation: { tool: compensation } } : {}),
+        execute: () => Promise.resolve({ output: {} }),
+      }),
+    );
+  const cfg: LoopConfig = {
+    tools: [
+      tool("reserve", "compensable", "release"),
+      tool("release", "pure"),
+      tool("charge", "irreversible"),
+    ],
+  };
+  const effect = <T extends Transition["effects"][number]["type"]>(t: Transition, type: T) =>
+    t.effects.find((e) => e.type === type) as Extract<Transition["effects"][number], { type: T }>;
+  const turn = (t: Transition, call: { name: string; input: object }): Transition =>
+    transition(
+      t.state,
+      {
+        type: "modelResponded",
+        at: 1,
+        requestId: effect(t, "callModel").requestId,
+        response: {
+          text: "",
+          toolCalls: [{ id: `c-${call.name}`, ...call }],
+          stopReason: "toolUse",
+          usage: { inputTokens: 0, outputTokens: 0 },
+          costUsd: 0,
+          model: "m",
+        },
+      },
+      cfg,
+    );
+
+  it("undoes what the run completed, and leaves the call it halted waiting on to a human", () => {
+    const s = RunSpec.parse(spec({ tools: ["reserve", "charge"] }));
+    let t = startRun({ type: "start", at: 0, spec: s, runId: "r3", rootRunId: "r3", depth: 0 }, cfg);
+    t = transition(t.state, { type: "memoryRecalled", at: 1, memories: [] }, cfg);
+    t = turn(t, { name: "reserve", input: { id: "r1" } });
+    t = transition(
+      t.state,
+      { type: "toolCompleted", at: 2, actionId: effect(t, "callTool").actionId, output: { held: "r1" } },
+      cfg,
+    );
+    t = turn(t, { name: "charge", input: { amount: 5 } });
+    const charge = effect(t, "callTool").actionId;
+    const halted = transition(t.state, { type: "halt", at: 3, reason: "stop", by: "ops" }, cfg);
+    const cancelled = transition(
+      halted.state,
+      { type: "cancel", at: 4, reason: "wrong order", by: "ops" },
+      cfg,
+    );
+    const release = effect(cancelled, "callTool");
+    expect(release).toMatchObject({
+      tool: "release",
+      purpose: "compensate",
+      input: { original: { id: "r1" } },
+    });
+    const done = transition(
+      cancelled.state,
+      { type: "toolCompleted", at: 5, actionId: release.actionId, output: {} },
+      cfg,
+    );
+    expect(done.state.status).toBe("failed");
+    const report = done.state.terminal?.artifact as FailureReport;
+    expect(report.compensations).toMatchObject([{ tool: "release", ok: true }]);
+    expect(report.manualIntervention).toEqual([
+      {
+        actionId: charge,
+        tool: "charge",
+        reason: expect.stringContaining("it may have happened") as unknown,
+      },
+    ]);
   });
 });
