@@ -52,6 +52,12 @@ export function breakerLine(breaker: BreakerView, now: number): string {
  * One line of `runs`: the run, its status and phase, iteration, tool calls, cost and last change;
  * then its tree's root when it is a child, and what it waits on, if anything.
  */
+/** A reason on one line, at most 120 characters of it. */
+function oneLine(text: string): string {
+  const flat = text.replaceAll(/\s+/g, " ").trim();
+  return flat.length > 120 ? `${flat.slice(0, 119)}…` : flat;
+}
+
 export function runLine(status: RunStatus): string {
   const root = status.rootRunId && status.rootRunId !== status.runId ? [`root ${status.rootRunId}`] : [];
   const w = status.waiting;
@@ -65,5 +71,9 @@ export function runLine(status: RunStatus): string {
     status.updatedAt,
     ...root,
     ...(w ? [`waiting: ${w.for} for ${w.provider}`] : []),
+    // Why a run halted or failed: what an operator reads before a resume or a cancel.
+    ...(status.terminal && status.status !== "committed"
+      ? [`reason: ${oneLine(status.terminal.reason)}`]
+      : []),
   ].join("  ");
 }

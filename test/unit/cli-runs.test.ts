@@ -21,6 +21,7 @@ describe("agentctl runs", () => {
       rootRunId: "new-waiting",
       parentRunId: "new-waiting",
       depth: 1,
+      terminal: { kind: "HALT", reason: "stuck\n  on a tool" },
     }),
     run("queued", 3),
   ];
@@ -44,8 +45,21 @@ describe("agentctl runs", () => {
   it("shows one line per run: id, status, phase, counters, last change, its root when a child, what it waits on", () => {
     const child = statuses[3] as RunStatus;
     expect(runLine(child)).toMatch(
-      /^child +halted +HALT +iter {3}0 {2}tools {3}0 {2}\$0\.0000 {2}2026-11-27T10:00:00\.007Z {2}root new-waiting$/,
+      /^child +halted +HALT +iter {3}0 {2}tools {3}0 {2}\$0\.0000 {2}2026-11-27T10:00:00\.007Z {2}root new-waiting {2}reason: stuck on a tool$/,
     );
+    // A long reason (a failure's diagnosis) is cut; a committed run's is not shown.
+    const failed = run("f", 0, {
+      status: "failed",
+      phase: "FAIL",
+      terminal: { kind: "FAIL", reason: "x".repeat(300) },
+    });
+    expect(runLine(failed)).toMatch(/ {2}reason: x{119}…$/);
+    const committed = run("c", 0, {
+      status: "committed",
+      phase: "COMMIT",
+      terminal: { kind: "COMMIT", reason: "all verifiers passed" },
+    });
+    expect(runLine(committed)).not.toContain("reason");
     const waiting = run("w", 0, {
       status: "running",
       waiting: {
