@@ -23,8 +23,8 @@ export type FanOut = z.infer<typeof FanOut>;
 /**
  * How a child ends, for its parent: committed or failed. A halted child has not ended: it keeps its
  * place and may be resumed, so its parent waits for how it ends then. A parent that took the halt
- * as the child's result (as it did before) went on without the work a `resume --tree` then did,
- * and the child's later fan-in was dropped as stale.
+ * as the child's result would go on without the work a `resume --tree` then does, and drop the
+ * child's later fan-in as stale.
  */
 const SETTLED = new Set(["committed", "failed"]);
 
