@@ -17,7 +17,7 @@ import { openActorBus } from "../../dist/shared/bus/actor.js";
 import { publishAudit } from "../../dist/shared/bus/audit.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
 import { treeBudgetKey } from "../../dist/shared/bus/tree-budget.js";
-import { idempotencyBucketKey } from "../../dist/shared/bus/tool-service.js";
+import { idempotencyBucketKey } from "../../dist/shared/bus/idempotency-record.js";
 import { encode } from "../../dist/shared/bus/codec.js";
 import { WalRecord } from "../../dist/shared/contracts/wal.js";
 import { startLocalNats } from "../../dist/services/local/nats-server.js";

@@ -22,10 +22,11 @@ import { RunJournal, type LogContext } from "./journal.js";
 import { answeredCalls, type IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 import { statusUnlessWaiting } from "./breaker-wait.js";
+import { settleWaitedOn } from "./cancel-call.js";
 import { modelFailure } from "./model-outage.js";
 import { waitForStart } from "./not-started.js";
 import { sameTools, specOf } from "./spec-of.js";
-import { jobOfWriter } from "./writer-id.js";
+import { anotherCopyDrives } from "./writer-id.js";
 
 /**
  * How a lease on a run ended: the job is acked (`done`), handed back (`release`), lost to another
@@ -203,22 +204,10 @@ export class RunLease {
     return this.resume(replayed.state, now);
   }
 
-  /**
-   * Whether this job is a second copy of the run's job while the first still drives the run: the
-   * WAL's last writer was driving it with another job message, which a live worker still holds.
-   * The supervisor re-queues a run whose status has not moved for SUPERVISOR_STALL_MS, which a
-   * long step (a slow model, a long tool) does too; taking the run over would fence its worker and
-   * call the model again, and with a step longer than the ack wait the two copies took the run from
-   * each other for ever, each restarting the step. Only a job that carries nothing (no spec, no
-   * outside event) is dropped: the other copy stays queued until its run is done, so the run keeps
-   * a job if that worker dies. A job the run was last driven with, this one, is a takeover.
-   */
+  /** Whether this job is a second copy of the run's job while the first still drives the run. */
   private drivenWithAnotherJob(read: WalRead): boolean {
-    const { spec, event } = this.job;
-    if (spec || event) return false;
-    const drivenWith = jobOfWriter(read.lastWriter);
-    if (drivenWith === undefined || drivenWith === this.deps.jobSeq || !this.deps.jobHeld(drivenWith))
-      return false;
+    const drivenWith = anotherCopyDrives(this.job, read.lastWriter, this.deps.jobSeq, this.deps.jobHeld);
+    if (drivenWith === undefined) return false;
     this.deps.metrics.duplicateJobsDropped.inc();
     this.log.info(
       { job: this.deps.jobSeq, drivenWith, writer: read.lastWriter },
@@ -271,6 +260,12 @@ export class RunLease {
       await this.journal.putStatus(state);
       return undefined;
     }
+    // A cancel first learns what the call its run halted on did, so that call is undone or dropped.
+    if (event?.type === "cancel")
+      return this.continueWith(
+        state,
+        await settleWaitedOn(state, event, { ...this.deps, config: this.config }),
+      );
     if (event) return this.continueWith(state, event);
     const parked = state.phase === "HALT" || state.pending?.kind === "approval";
     if (parked || !state.awaiting) {

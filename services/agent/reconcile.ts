@@ -1,7 +1,7 @@
 import type { KV } from "@nats-io/kv";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { decode } from "../../shared/bus/codec.js";
-import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/tool-service.js";
+import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
 import type { AwaitingEffect } from "../../shared/loop/state.js";
 import type { Clock } from "../../shared/runtime/clock.js";
 import type { Logger } from "../../shared/runtime/logger.js";

@@ -1,7 +1,7 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { removeMessage, type Removal } from "../../shared/bus/remove-message.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
-import { idempotencyBucketKey } from "../../shared/bus/tool-service.js";
+import { idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
 import { scanWal } from "../../shared/bus/wal.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 

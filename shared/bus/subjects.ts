@@ -91,6 +91,14 @@ export class Subjects {
     return `${this.tool(name)}.describe`;
   }
 
+  /**
+   * Where a tool service settles a call a cancelled run halted waiting on: it answers the call's
+   * outcome, or records one for a call that never ran, so it never will (see tool-abandon.ts).
+   */
+  toolAbandon(name: string): string {
+    return `${this.tool(name)}.abandon`;
+  }
+
   /** Where a model actor (ModelRef provider `actor`) answers model requests. */
   model(name: string): string {
     return `${this.prefix}.models.${token("model name", name)}`;

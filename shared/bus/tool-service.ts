@@ -1,43 +1,25 @@
-import type { KV } from "@nats-io/kv";
-import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
-import { z } from "zod";
+import type { Msg, Subscription } from "@nats-io/transport-node";
 import { SIMPLE_CAPABILITY_KINDS, type CapabilityObject } from "../contracts/capability.js";
 import { ToolCallReply, ToolCallRequest, ToolDescriptor } from "../contracts/tool.js";
-import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
-import { sha256 } from "../runtime/hash.js";
 import type { Logger } from "../runtime/logger.js";
 import type { ActorMetrics } from "../runtime/metrics.js";
 import { ToolInvoker } from "../tools/invoke.js";
 import { describeTool, outputExtras, type AnyTool } from "../tools/tool.js";
-import { AckPublisher } from "./ack-publisher.js";
 import type { ActorBus } from "./actor.js";
 import { decode, encode } from "./codec.js";
+import {
+  createOrRead,
+  IdempotencyRecord,
+  idempotencyBucketKey,
+  type IdempotencyBucketDeps,
+} from "./idempotency-record.js";
 import { BUDGET_MS, withBusRetry } from "./retry.js";
-import type { Subjects } from "./subjects.js";
-import { isWrongLastSequence } from "./wal.js";
+import { serveAbandon } from "./tool-abandon.js";
 
-/** What the idempotency bucket holds per key: a claim while the tool runs, then its reply. */
-export const IdempotencyRecord = z.discriminatedUnion("status", [
-  z.object({
-    status: z.literal("running"),
-    idempotencyKey: z.string(),
-    since: z.number(),
-    /** Which call holds the claim: a call reading its own claim back (after a lost ack) knows it. */
-    claimId: z.string().optional(),
-  }),
-  z.object({ status: z.literal("done"), idempotencyKey: z.string(), reply: ToolCallReply }),
-]);
-export type IdempotencyRecord = z.infer<typeof IdempotencyRecord>;
-
-export interface ToolServiceDeps {
-  nc: NatsConnection;
-  subjects: Subjects;
-  /** The `agents-idempotency` bucket. */
-  idempotency: KV;
+export interface ToolServiceDeps extends IdempotencyBucketDeps {
   invoker: ToolInvoker;
-  clock: Clock;
   /** Jitters the retries of the bucket's writes, and tells one call's records from a twin's. */
   random: Random;
   logger: Logger;
@@ -46,11 +28,6 @@ export interface ToolServiceDeps {
 }
 
 const failure = (error: AgentError): ToolCallReply => ({ ok: false, error: error.toBody() });
-
-/** KV keys allow a narrow alphabet; the idempotency key itself is kept in the record. */
-export function idempotencyBucketKey(tool: string, idempotencyKey: string): string {
-  return `${tool}.${sha256(idempotencyKey)}`;
-}
 
 /**
  * Serves one tool on `<prefix>.tools.<name>` in a queue group, so replicas share the load. A call
@@ -61,7 +38,8 @@ export function idempotencyBucketKey(tool: string, idempotencyKey: string): stri
  * A pure tool (no side effect) skips the claim: running it twice costs only time, so it runs
  * first and its outcome is recorded with a create, and a twin call that recorded first wins (the
  * caller gets the recorded reply all the same). One KV write per call instead of two.
- * Bad payloads get a structured INVALID_INPUT reply and the service keeps serving.
+ * Bad payloads get a structured INVALID_INPUT reply and the service keeps serving. Beside the
+ * call, the service answers its descriptor and settles abandoned calls (see serveAbandon).
  */
 export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] {
   const subject = deps.subjects.tool(tool.name);
@@ -85,7 +63,7 @@ export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] 
       });
     },
   });
-  return [calls, describe];
+  return [calls, describe, serveAbandon(tool.name, deps)];
 }
 
 function respond(msg: Msg, reply: ToolCallReply): void {
@@ -218,48 +196,6 @@ async function claim(
   const prior = await createOrRead(deps, key, running);
   if (prior === "created" || (prior.status === "running" && prior.claimId === claimId)) return "claimed";
   return prior;
-}
-
-/**
- * Creates the key's record (only one caller can), or reads the record another caller created. It
- * rides out a JetStream outage like putRecord.
- */
-async function createOrRead(
-  deps: ToolServiceDeps,
-  key: string,
-  value: Uint8Array,
-): Promise<"created" | IdempotencyRecord> {
-  return withBusRetry(`the idempotency record ${key}`, deps, async () => {
-    const held = await create(deps, key, value);
-    return held === undefined ? "created" : decode(IdempotencyRecord, held);
-  });
-}
-
-/**
- * A KV create, on every call's path: one publish that expects the key to have no message yet, sent
- * through the connection's AckPublisher (the KV client's own create goes through a request per
- * call: 0.34 ms a call in this service one run at a time, against 0.25 so). Returns the value the
- * key holds when it holds one; a key whose value was deleted (a claim freed for a retry) is written
- * over. A bus error is thrown (and the caller retries).
- */
-async function create(
-  deps: ToolServiceDeps,
-  key: string,
-  value: Uint8Array,
-): Promise<Uint8Array | undefined> {
-  const subject = deps.subjects.kvKey(deps.subjects.buckets().idempotency, key);
-  const publisher = AckPublisher.of(deps.nc);
-  try {
-    await publisher.publish(subject, value, { expectLastSubjectSequence: 0 });
-    return undefined;
-  } catch (err) {
-    if (!isWrongLastSequence(err)) throw err;
-  }
-  const entry = await deps.idempotency.get(key);
-  if (entry?.operation === "PUT") return entry.value;
-  // A delete marker: written over. Refused again (a twin got there first), the next attempt reads it.
-  await publisher.publish(subject, value, { expectLastSubjectSequence: entry?.revision ?? 0 });
-  return undefined;
 }
 
 /**

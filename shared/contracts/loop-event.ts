@@ -70,7 +70,24 @@ export const MemoryRecalledEvent = z.object({
 export const HaltEvent = z.object({ type: z.literal("halt"), at, reason: z.string(), by: z.string() });
 export const ResumeEvent = z.object({ type: z.literal("resume"), at, by: z.string() });
 /** An operator ends a halted run for good: it undoes what it can and fails (RUN_CANCELLED). */
-export const CancelEvent = z.object({ type: z.literal("cancel"), at, reason: z.string(), by: z.string() });
+/**
+ * What the worker cancelling a run learned of the call it halted waiting on, from the call's tool
+ * service (see tool-abandon.ts): it ran (`completed`, to be undone; `failed`), or it never ran and
+ * now never will (`notRun`). Absent when nothing could be learned: the call is left to a human.
+ */
+export const WaitedOnCall = z.discriminatedUnion("outcome", [
+  z.object({ actionId: z.string(), outcome: z.literal("completed"), output: z.unknown() }),
+  z.object({ actionId: z.string(), outcome: z.literal("failed"), error: ErrorPayload }),
+  z.object({ actionId: z.string(), outcome: z.literal("notRun") }),
+]);
+export type WaitedOnCall = z.infer<typeof WaitedOnCall>;
+export const CancelEvent = z.object({
+  type: z.literal("cancel"),
+  at,
+  reason: z.string(),
+  by: z.string(),
+  waitedOn: WaitedOnCall.optional(),
+});
 /** The run tree's global iteration budget refused this run another model call (supervisor counters). */
 export const GlobalCapEvent = z.object({ type: z.literal("globalCapReached"), at, message: z.string() });
 /** A worker took over a run whose previous worker stopped mid-step (crash, drain, lost lease). */
@@ -98,3 +115,4 @@ export type ModelRespondedEvent = z.infer<typeof ModelRespondedEvent>;
 export type ToolCompletedEvent = z.infer<typeof ToolCompletedEvent>;
 export type ToolAbortedEvent = z.infer<typeof ToolAbortedEvent>;
 export type ApprovalDecidedEvent = z.infer<typeof ApprovalDecidedEvent>;
+export type CancelEvent = z.infer<typeof CancelEvent>;

@@ -6,6 +6,7 @@ import { canonicalJson } from "../runtime/canonical-json.js";
 import { isAgentError } from "../runtime/errors.js";
 import { contentHash } from "../runtime/hash.js";
 import { descriptorOf, idempotencyKeyFor, startAction } from "./action.js";
+import { completedAction } from "./saga.js";
 import { checkToolCall, recordCost, recordStopReason, recordUsage } from "./guard.js";
 import type { Draft } from "./draft.js";
 import { convergedNow, requestModel } from "./model-step.js";
@@ -196,19 +197,8 @@ export function recordActResult(
   if (ok) {
     s.evidence = [...s.evidence, text].slice(-50);
     s.signals = [...s.signals, ...signals.map((name) => ({ step: s.step, tool: pending.tool, name }))];
-    if (descriptor && descriptor.reversibility !== "pure") {
-      s.completed = [
-        ...s.completed,
-        {
-          actionId: pending.actionId,
-          tool: pending.tool,
-          input: pending.input,
-          output,
-          reversibility: descriptor.reversibility,
-          ...(descriptor.compensation ? { compensation: descriptor.compensation } : {}),
-        },
-      ];
-    }
+    const completed = completedAction(descriptor, pending, output);
+    if (completed) s.completed = [...s.completed, completed];
   }
   s.messages = [
     ...s.messages,

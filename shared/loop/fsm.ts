@@ -210,7 +210,7 @@ function control(
   if (event.type === "resume") return resume(d, state, event);
   if (event.type === "cancel") {
     if (state.phase !== "HALT") throw invalid(state, event);
-    return cancel(d, config, event.reason, event.by);
+    return cancel(d, config, event);
   }
   if (event.type === "globalCapReached") {
     if (state.pending?.kind !== "model") throw invalid(state, event);

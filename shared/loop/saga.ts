@@ -1,4 +1,4 @@
-import type { Reversibility } from "../contracts/tool.js";
+import type { Reversibility, ToolDescriptor } from "../contracts/tool.js";
 
 /** A tool call that ran to completion, as the saga needs to remember it. */
 export interface CompletedAction {
@@ -8,6 +8,23 @@ export interface CompletedAction {
   output: unknown;
   reversibility: Reversibility;
   compensation?: { tool: string };
+}
+
+/** What the saga remembers of a call that completed: nothing for a tool with no side effect. */
+export function completedAction(
+  descriptor: ToolDescriptor | undefined,
+  call: { actionId: string; tool: string; input: unknown },
+  output: unknown,
+): CompletedAction | undefined {
+  if (!descriptor || descriptor.reversibility === "pure") return undefined;
+  return {
+    actionId: call.actionId,
+    tool: call.tool,
+    input: call.input,
+    output,
+    reversibility: descriptor.reversibility,
+    ...(descriptor.compensation ? { compensation: descriptor.compensation } : {}),
+  };
 }
 
 export interface CompensationPlan {

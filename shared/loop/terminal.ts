@@ -1,9 +1,20 @@
 import { toRfc3339 } from "../runtime/clock.js";
 import { contentHash } from "../runtime/hash.js";
-import { startAction } from "./action.js";
+import type { CancelEvent, WaitedOnCall } from "../contracts/loop-event.js";
+import { descriptorOf, startAction } from "./action.js";
 import type { Draft } from "./draft.js";
-import { planCompensation, type CompensationPlan } from "./saga.js";
-import type { CommitArtifact, FailureReport, LoopConfig, LoopState, Provenance, Terminal } from "./state.js";
+import { completedAction, planCompensation, type CompensationPlan } from "./saga.js";
+import type {
+  CommitArtifact,
+  FailureReport,
+  LoopConfig,
+  LoopState,
+  Pending,
+  Provenance,
+  Terminal,
+} from "./state.js";
+
+type ToolPending = Extract<Pending, { kind: "tool" }>;
 
 export function buildProvenance(s: LoopState, at: number): Provenance {
   const omitted = s.usage.toolCalls - s.invocations.length;
@@ -161,21 +172,24 @@ function finalizeFailure(d: Draft): void {
  * compensations of its completed tool calls, most recent first), and the run fails with
  * RUN_CANCELLED, the code its parent's fan-in reads off the reason.
  */
-export function cancel(d: Draft, config: LoopConfig, reason: string, by: string): void {
+export function cancel(d: Draft, config: LoopConfig, event: CancelEvent): void {
   const s = d.state;
   const waitedOn = s.haltedFrom?.pending;
   s.terminal = null;
   s.haltedFrom = null;
   s.status = "running";
+  const call = waitedOn?.kind === "tool" ? waitedOn : undefined;
+  const learned = call && event.waitedOn?.actionId === call.actionId ? event.waitedOn : undefined;
+  if (call && learned) settleWaitedOn(d, config, call, learned);
   // A call the run was waiting on when it halted may have happened (sent before the halt, or its
-  // outcome unknown): only its tool service's record can tell, so a human is asked to look.
-  const tool = waitedOn?.kind === "tool" ? config.tools.find((t) => t.name === waitedOn.tool) : undefined;
+  // outcome unknown): when its tool service could not say, a human is asked to look.
+  const tool = call ? descriptorOf(config, call.tool) : undefined;
   const unsettled =
-    waitedOn?.kind === "tool" && tool?.reversibility !== "pure"
+    call && !learned && tool?.reversibility !== "pure"
       ? [
           {
-            actionId: waitedOn.actionId,
-            tool: waitedOn.tool,
+            actionId: call.actionId,
+            tool: call.tool,
             reason: "the run halted waiting on this call: it may have happened (see agents-idempotency)",
           },
         ]
@@ -183,10 +197,34 @@ export function cancel(d: Draft, config: LoopConfig, reason: string, by: string)
   fail(
     d,
     config,
-    `[RUN_CANCELLED] cancelled by ${by}: ${reason}`,
-    `cancelled by ${by} while halted: ${reason}`,
+    `[RUN_CANCELLED] cancelled by ${event.by}: ${event.reason}`,
+    `cancelled by ${event.by} while halted: ${event.reason}`,
     unsettled,
   );
+}
+
+/**
+ * The call a cancelled run halted waiting on, as its tool service told the cancel's worker: one
+ * that completed joins the calls to undo (an ACT call with a side effect); one that failed or never
+ * ran has nothing to undo. Either way the trail gets the call's outcome.
+ */
+function settleWaitedOn(d: Draft, config: LoopConfig, call: ToolPending, learned: WaitedOnCall): void {
+  const actor = `tool:${call.tool}`;
+  const data = { actionId: call.actionId, settledBy: "cancel" };
+  if (learned.outcome === "completed") {
+    d.audit("tool.completed", "passed", { actor, data });
+    const done =
+      call.purpose === "act"
+        ? completedAction(descriptorOf(config, call.tool), call, learned.output)
+        : undefined;
+    if (done) d.state.completed = [...d.state.completed, done];
+    return;
+  }
+  const reason =
+    learned.outcome === "failed"
+      ? `[${learned.error.code}] ${learned.error.message}`
+      : "[RUN_CANCELLED] it never ran: the cancel reached its tool service first";
+  d.audit("tool.aborted", "failed", { actor, reason, data });
 }
 
 /** HALT: an operator or the kill switch stopped the run; it keeps its place and may resume. */

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { z } from "zod";
 import { publishJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
@@ -38,11 +38,21 @@ const refusal = async (...args: string[]) => (await agentctlFails(suite, args)).
 
 const ended = (s: { status: string }): boolean => s.status === "committed" || s.status === "failed";
 
-/** A booking, a side effect with a compensation: `unbook` gets what `book` was given and answered. */
-function serveBookings(): { booked: string[]; unbooked: unknown[] } {
+/**
+ * A booking, a side effect with a compensation: `unbook` gets what `book` was given and answered.
+ * `bookMs`: how long a booking takes once started (it is counted in `booked` when it starts).
+ */
+function serveBookings(bookMs = 0): {
+  booked: string[];
+  /** The bookings that have finished. */
+  made: string[];
+  unbooked: unknown[];
+  stop: () => void;
+} {
   const booked: string[] = [];
+  const made: string[] = [];
   const unbooked: unknown[] = [];
-  suite.serveTool(
+  const book = suite.serveTool(
     defineTool({
       name: "book",
       description: "Books an item.",
@@ -51,13 +61,15 @@ function serveBookings(): { booked: string[]; unbooked: unknown[] } {
       reversibility: "compensable",
       idempotent: true,
       compensation: { tool: "unbook" },
-      execute: (input) => {
+      execute: async (input) => {
         booked.push(input.item);
-        return Promise.resolve({ output: { booking: `b-${input.item}` } });
+        await new Promise((r) => setTimeout(r, bookMs));
+        made.push(input.item);
+        return { output: { booking: `b-${input.item}` } };
       },
     }),
   );
-  suite.serveTool(
+  const unbook = suite.serveTool(
     defineTool({
       name: "unbook",
       description: "Cancels a booking.",
@@ -71,7 +83,15 @@ function serveBookings(): { booked: string[]; unbooked: unknown[] } {
       },
     }),
   );
-  return { booked, unbooked };
+  return {
+    booked,
+    made,
+    unbooked,
+    stop: () => {
+      book.stop();
+      unbook.stop();
+    },
+  };
 }
 
 describe("agentctl halt: one run stopped where it is", () => {
@@ -295,7 +315,8 @@ describe("agentctl halt: one run stopped where it is", () => {
 
 describe("agentctl cancel: a halted run ended for good", () => {
   it("a run halted by the kill switch and cancelled under it undoes its booking and fails with RUN_CANCELLED", async () => {
-    const { booked, unbooked } = serveBookings();
+    const { booked, unbooked, stop } = serveBookings();
+    onTestFinished(stop);
     const { runId } = await suite.client.submit(
       spec({
         script: [
@@ -336,6 +357,50 @@ describe("agentctl cancel: a halted run ended for good", () => {
     const again = await refusal("cancel", runId, "--reason", "twice");
     expect(again).toMatchObject({ code: "INVALID_INPUT" });
     expect(again?.message).toContain("is not halted (it is failed)");
+  }, 60_000);
+
+  it("a run halted while its booking runs, cancelled, learns from the booking service that it went through, and undoes it rather than leave it to a human", async () => {
+    const { booked, made, unbooked, stop } = serveBookings(4_000);
+    onTestFinished(stop);
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "book", input: { item: "room 7" } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "booked" } }] },
+        ],
+        tools: ["book", "unbook"],
+      }),
+    );
+    await expect.poll(() => booked.length, { timeout: 10_000 }).toBe(1);
+    await agentctl("halt", runId, "--reason", "double booking", "--by", "oncall");
+    await suite.waitFor(runId, (s) => s.status === "halted", 10_000);
+    // Cancelled while the booking still runs: the cancel waits for its outcome.
+    await agentctl("cancel", runId, "--reason", "double booking", "--by", "oncall");
+    expect(made).toEqual([]);
+    const done = await suite.waitFor(runId, ended, 15_000);
+    expect(done).toMatchObject({
+      status: "failed",
+      terminal: { reason: expect.stringMatching(/^\[RUN_CANCELLED\]/) as unknown },
+    });
+    expect(booked).toEqual(["room 7"]);
+    expect(unbooked).toEqual([{ original: { item: "room 7" }, output: { booking: "b-room 7" } }]);
+    const terminal = (await suite.wal(runId)).map((r) => r.record).findLast((r) => r.type === "TERMINAL");
+    expect(terminal?.type === "TERMINAL" ? terminal.artifact : undefined).toMatchObject({
+      compensations: [{ tool: "unbook", ok: true }],
+      manualIntervention: [],
+    });
+    const trail = await suite.audit(runId);
+    expect(trail.map((e) => e.seq)).toEqual(trail.map((_, i) => i + 1));
+    const order = [
+      "tool.intent",
+      "run.halted",
+      "tool.completed",
+      "compensation.started",
+      "compensation.completed",
+      "run.failed",
+    ];
+    expect(trail.map((e) => e.kind).filter((k) => order.includes(k))).toEqual(order);
+    expect(trail.find((e) => e.kind === "tool.completed")?.data).toMatchObject({ settledBy: "cancel" });
   }, 60_000);
 
   it("a halted child cancelled with its tree gives its parent RUN_CANCELLED as its result, and the parent goes on", async () => {

@@ -2,7 +2,7 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import { publishAudit } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { idempotencyBucketKey } from "../../shared/bus/tool-service.js";
+import { idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
 import type { AuditKind } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { WalRecord } from "../../shared/contracts/wal.js";

@@ -2,7 +2,10 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
-import { IdempotencyRecord, idempotencyBucketKey, serveTool } from "../../shared/bus/tool-service.js";
+import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
+import { abandonCall } from "../../shared/bus/tool-abandon.js";
+import { serveTool } from "../../shared/bus/tool-service.js";
+import { AbandonReply } from "../../shared/contracts/tool-abandon.js";
 import { ToolCallReply, ToolCallRequest } from "../../shared/contracts/tool.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -234,5 +237,74 @@ describe("tools as NATS services", () => {
     );
     expect(blocked).toMatchObject({ ok: false, error: { code: "HOST_NOT_ALLOWED" } });
     expect(JSON.stringify(blocked)).toContain("not in allowed_hosts");
+  });
+});
+
+describe("abandoning the call a cancelled run halted on", () => {
+  const abandon = (idempotencyKey: string): Promise<AbandonReply> =>
+    abandonCall(
+      suite.nc,
+      suite.subjects,
+      "charge",
+      { schemaVersion: 1, runId: "r1", actionId: "a1", idempotencyKey, by: "oncall", reason: "wrong order" },
+      5_000,
+    );
+
+  it("a call that never ran never will; one that ran, or is running, is told as it is", async () => {
+    const before = sideEffects;
+    const never = `r1:abandon-never:${Math.random()}`;
+    expect(await abandon(never)).toEqual({ outcome: "abandoned" });
+    // Its copy still in flight from the halted worker arrives late: answered, not run.
+    const late = await call(
+      "charge",
+      encode(ToolCallRequest, request({ input: { cents: 9 }, idempotencyKey: never })),
+    );
+    expect(late).toMatchObject({
+      ok: false,
+      error: {
+        code: "RUN_CANCELLED",
+        message: "the run was cancelled by oncall before this call ran: wrong order",
+      },
+    });
+    expect(sideEffects).toBe(before);
+    expect(await abandon(never)).toMatchObject({ outcome: "done", reply: { ok: false } });
+
+    const ran = `r1:abandon-ran:${Math.random()}`;
+    const reply = await call(
+      "charge",
+      encode(ToolCallRequest, request({ input: { cents: 3 }, idempotencyKey: ran })),
+    );
+    expect(reply.ok).toBe(true);
+    expect(await abandon(ran)).toEqual({ outcome: "done", reply });
+
+    const running = `r1:abandon-running:${Math.random()}`;
+    const slow = call(
+      "charge",
+      encode(ToolCallRequest, request({ input: { cents: 4 }, idempotencyKey: running })),
+    );
+    await new Promise((r) => setTimeout(r, 80));
+    expect(await abandon(running)).toMatchObject({
+      outcome: "running",
+      since: expect.any(Number) as unknown,
+    });
+    const done = await slow;
+    expect(done).toMatchObject({ ok: true, output: { charged: 4 } });
+    expect(await abandon(running)).toEqual({ outcome: "done", reply: done });
+    expect(sideEffects).toBe(before + 2);
+  });
+
+  it("a bad abandon request is refused with INVALID_INPUT, and the service keeps serving", async () => {
+    const msg = await suite.nc.request(
+      suite.subjects.toolAbandon("charge"),
+      new TextEncoder().encode("{nope"),
+      {
+        timeout: 5_000,
+      },
+    );
+    expect(decode(AbandonReply, msg.data)).toMatchObject({
+      outcome: "refused",
+      error: { code: "INVALID_INPUT" },
+    });
+    expect(await abandon(`r1:after-bad:${Math.random()}`)).toEqual({ outcome: "abandoned" });
   });
 });

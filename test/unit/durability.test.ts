@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
-import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import type { LoopEvent, WaitedOnCall } from "../../shared/contracts/loop-event.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
 import type { FailureReport, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
@@ -272,5 +272,68 @@ describe("cancel", () => {
         reason: expect.stringContaining("it may have happened") as unknown,
       },
     ]);
+  });
+
+  it("undoes the call it halted on when its tool service says it completed, and drops one that never ran", () => {
+    const s = RunSpec.parse(spec({ tools: ["reserve"] }));
+    let t = startRun({ type: "start", at: 0, spec: s, runId: "r4", rootRunId: "r4", depth: 0 }, cfg);
+    t = transition(t.state, { type: "memoryRecalled", at: 1, memories: [] }, cfg);
+    t = turn(t, { name: "reserve", input: { id: "first" } });
+    t = transition(
+      t.state,
+      { type: "toolCompleted", at: 2, actionId: effect(t, "callTool").actionId, output: { held: "first" } },
+      cfg,
+    );
+    t = turn(t, { name: "reserve", input: { id: "second" } });
+    const second = effect(t, "callTool").actionId;
+    const halted = transition(t.state, { type: "halt", at: 3, reason: "stop", by: "ops" }, cfg).state;
+    const cancel = (waitedOn?: WaitedOnCall) =>
+      transition(
+        halted,
+        { type: "cancel", at: 4, reason: "x", by: "ops", ...(waitedOn ? { waitedOn } : {}) },
+        cfg,
+      );
+    /** Answers every compensation the run asks for; returns the failure report and the trail. */
+    const undo = (c: Transition) => {
+      const releases: unknown[] = [];
+      const audits = c.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
+      for (let call = effect(c, "callTool"); call; call = effect(c, "callTool")) {
+        releases.push(call.input);
+        c = transition(c.state, { type: "toolCompleted", at: 5, actionId: call.actionId, output: {} }, cfg);
+      }
+      expect(c.state.status).toBe("failed");
+      return { releases, audits, report: c.state.terminal?.artifact as FailureReport };
+    };
+
+    const completed = undo(cancel({ actionId: second, outcome: "completed", output: { held: "second" } }));
+    expect(completed.releases).toEqual([
+      { original: { id: "second" }, output: { held: "second" } },
+      { original: { id: "first" }, output: { held: "first" } },
+    ]);
+    expect(completed.report.manualIntervention).toEqual([]);
+    expect(completed.audits.find((e) => e.kind === "tool.completed")).toMatchObject({
+      actor: "tool:reserve",
+      data: { actionId: second, settledBy: "cancel" },
+    });
+
+    const notRun = undo(cancel({ actionId: second, outcome: "notRun" }));
+    expect(notRun.releases).toEqual([{ original: { id: "first" }, output: { held: "first" } }]);
+    expect(notRun.report.manualIntervention).toEqual([]);
+    expect(notRun.audits.find((e) => e.kind === "tool.aborted")).toMatchObject({
+      status: "failed",
+      reason: expect.stringMatching(/^\[RUN_CANCELLED\] it never ran/) as unknown,
+      data: { actionId: second },
+    });
+
+    const failed = undo(
+      cancel({ actionId: second, outcome: "failed", error: { code: "TOOL_FAILED", message: "sold out" } }),
+    );
+    expect(failed.releases).toHaveLength(1);
+    expect(failed.audits.find((e) => e.kind === "tool.aborted")?.reason).toBe("[TOOL_FAILED] sold out");
+
+    // What another call did says nothing of this one: it is left to a human.
+    const other = undo(cancel({ actionId: "act-elsewhere", outcome: "notRun" }));
+    expect(other.report.manualIntervention.map((m) => m.actionId)).toEqual([second]);
+    expect(undo(cancel()).report.manualIntervention.map((m) => m.actionId)).toEqual([second]);
   });
 });
