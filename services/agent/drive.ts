@@ -22,7 +22,7 @@ import { RunJournal, type LogContext } from "./journal.js";
 import { answeredCalls, type IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 import { statusUnlessWaiting } from "./breaker-wait.js";
-import { settleWaitedOn } from "./cancel-call.js";
+import { settleHaltedCall } from "./settle-call.js";
 import { modelFailure } from "./model-outage.js";
 import { waitForStart } from "./not-started.js";
 import { sameTools, specOf } from "./spec-of.js";
@@ -260,13 +260,9 @@ export class RunLease {
       await this.journal.putStatus(state);
       return undefined;
     }
-    // A cancel first learns what the call its run halted on did, so that call is undone or dropped.
-    if (event?.type === "cancel")
-      return this.continueWith(
-        state,
-        await settleWaitedOn(state, event, { ...this.deps, config: this.config }),
-      );
-    if (event) return this.continueWith(state, event);
+    // A cancel, or a resume a human settled the call for, first settles the call the run halted on.
+    const deps = { ...this.deps, config: this.config };
+    if (event) return this.continueWith(state, await settleHaltedCall(state, event, deps));
     const parked = state.phase === "HALT" || state.pending?.kind === "approval";
     if (parked || !state.awaiting) {
       await this.journal.putStatus(state);

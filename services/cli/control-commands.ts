@@ -1,5 +1,7 @@
 /** agentctl's commands that act on runs: approvals, halt, resume, cancel and the kill switch. */
 import { InvalidArgumentError, type Command } from "commander";
+import type { CallSettlement } from "../../shared/contracts/loop-event.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 import { out, runIdArg, withClient } from "./command-kit.js";
 
 /** The flags of `halt` and `cancel`. */
@@ -16,6 +18,38 @@ const stopRequest = (runId: string, opts: StopFlags) => ({
   reason: opts.reason,
   ...(opts.tree ? { tree: true } : {}),
 });
+
+interface ResumeFlags {
+  by: string;
+  tree?: boolean;
+  settle?: "ran" | "notRun";
+  output?: { value: unknown };
+}
+
+const settleArg = (value: string): "ran" | "notRun" => {
+  if (value === "ran") return "ran";
+  if (value === "not-run") return "notRun";
+  throw new InvalidArgumentError("ran or not-run");
+};
+
+/** JSON, boxed so that `null` is a result too. */
+const jsonArg = (value: string): { value: unknown } => {
+  try {
+    return { value: JSON.parse(value) as unknown };
+  } catch {
+    throw new InvalidArgumentError("not valid JSON");
+  }
+};
+
+/** A resume's settlement, from --settle and --output (INVALID_INPUT when they do not go together). */
+function settlement(opts: ResumeFlags): { settle?: CallSettlement } {
+  if (opts.settle === "ran") {
+    if (!opts.output) throw new AgentError("INVALID_INPUT", "--settle ran needs the call's --output");
+    return { settle: { decision: "ran", output: opts.output.value } };
+  }
+  if (opts.output) throw new AgentError("INVALID_INPUT", "--output goes with --settle ran");
+  return opts.settle === "notRun" ? { settle: { decision: "notRun" } } : {};
+}
 
 /** Adds the commands that act on runs to `cmd`. */
 export function addControlCommands(cmd: Command): void {
@@ -72,9 +106,26 @@ export function addControlCommands(cmd: Command): void {
     .argument("<runId>", "the run", runIdArg)
     .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
     .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
-    .action((runId: string, opts: { by: string; tree?: boolean }) =>
+    .option(
+      "--settle <ran|not-run>",
+      "for a run halted for a reconciliation: what you found of the call whose outcome was unknown (ran: it went through, give its --output; not-run: it did not, and runs when the run makes it again)",
+      settleArg,
+    )
+    .option(
+      "--output <json>",
+      "with --settle ran: the call's result, as JSON (what the model is given)",
+      jsonArg,
+    )
+    .action((runId: string, opts: ResumeFlags) =>
       withClient(async (client) =>
-        out(await client.resume({ runId, by: opts.by, ...(opts.tree ? { tree: true } : {}) })),
+        out(
+          await client.resume({
+            runId,
+            by: opts.by,
+            ...(opts.tree ? { tree: true } : {}),
+            ...settlement(opts),
+          }),
+        ),
       ),
     );
   cmd

@@ -1,4 +1,5 @@
 import { ResumeRequest, type ControlReply } from "../../shared/contracts/cluster.js";
+import type { CallSettlement } from "../../shared/contracts/loop-event.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { lastAuditEvent } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
@@ -26,9 +27,10 @@ export async function resumeRun(
   data: Uint8Array,
 ): Promise<ControlReply> {
   const request = decode(ResumeRequest, data);
-  const { runId, by } = request;
+  const { runId, by, settle } = request;
   // A single run is checked before the kill switch is read; its status is not read twice.
   const single = request.tree ? undefined : await haltedRun(bus, runId);
+  if (settle) settlesReconciliation(request, single);
   const ids = single ? [runId] : (await haltedInTree(bus, runId)).halted;
   const killSwitch = await readKillSwitch(bus.buckets.pool);
   if (killSwitch?.active) {
@@ -40,7 +42,7 @@ export async function resumeRun(
   const resumed: string[] = [];
   for (const id of ids) {
     try {
-      await resumeOne(bus, pool, capacity, id, by, single);
+      await resumeOne(bus, pool, capacity, id, { by, ...(settle ? { settle } : {}) }, single);
       resumed.push(id);
     } catch (err) {
       if (!request.tree) throw err;
@@ -55,8 +57,24 @@ export async function resumeRun(
   }
   const message = request.tree
     ? `tree ${runId}: resume queued for ${ids.length} run(s): ${ids.join(", ")}`
-    : `run ${runId}: resume queued`;
+    : `run ${runId}: resume queued${settle ? `, its call settled as ${settle.decision === "ran" ? "ran" : "not run"}` : ""}`;
   return { schemaVersion: 1, ok: true, message, data: { runId, runIds: resumed } };
+}
+
+/**
+ * A settlement is for one run, halted for a reconciliation: what a human found of the call whose
+ * outcome the worker could not learn. Any other halt has no such call to settle.
+ */
+function settlesReconciliation(request: ResumeRequest, run: HaltedRun | undefined): void {
+  if (!run)
+    throw new AgentError("INVALID_INPUT", "a settlement is for one run: resume a tree without --settle");
+  const reason = run.status.terminal?.reason ?? "";
+  if (!reason.startsWith("RECONCILIATION_REQUIRED")) {
+    throw new AgentError(
+      "INVALID_INPUT",
+      `run '${request.runId}' did not halt for a reconciliation (${reason || "no reason"}): resume it without --settle`,
+    );
+  }
 }
 
 async function resumeOne(
@@ -64,17 +82,17 @@ async function resumeOne(
   pool: PoolLedger,
   capacity: number,
   runId: string,
-  by: string,
+  resume: { by: string; settle?: CallSettlement },
   read?: HaltedRun,
 ): Promise<void> {
   const { status, revision } = read ?? (await haltedRun(bus, runId));
   await takeSlotAfterHalt(bus, pool, runId, capacity);
   await publishJob(
     bus,
-    continuationJob(status, { type: "resume", at: bus.clock.now(), by }),
+    continuationJob(status, { type: "resume", at: bus.clock.now(), ...resume }),
     `${runId}:resume:${revision}`,
   );
-  bus.logger.info({ runId, by }, "run resumed");
+  bus.logger.info({ runId, by: resume.by, settled: resume.settle?.decision }, "run resumed");
 }
 
 /**

@@ -92,11 +92,11 @@ export class Subjects {
   }
 
   /**
-   * Where a tool service settles a call a cancelled run halted waiting on: it answers the call's
-   * outcome, or records one for a call that never ran, so it never will (see tool-abandon.ts).
+   * Where a tool service settles a call a halted run was waiting on (see tool-settle.ts): its record
+   * for the call's key is read, or written as a cancel or a human says.
    */
-  toolAbandon(name: string): string {
-    return `${this.tool(name)}.abandon`;
+  toolSettle(name: string): string {
+    return `${this.tool(name)}.settle`;
   }
 
   /** Where a model actor (ModelRef provider `actor`) answers model requests. */

@@ -16,7 +16,7 @@ import {
   type IdempotencyBucketDeps,
 } from "./idempotency-record.js";
 import { BUDGET_MS, withBusRetry } from "./retry.js";
-import { serveAbandon } from "./tool-abandon.js";
+import { serveSettle } from "./tool-settle.js";
 
 export interface ToolServiceDeps extends IdempotencyBucketDeps {
   invoker: ToolInvoker;
@@ -39,7 +39,7 @@ const failure = (error: AgentError): ToolCallReply => ({ ok: false, error: error
  * first and its outcome is recorded with a create, and a twin call that recorded first wins (the
  * caller gets the recorded reply all the same). One KV write per call instead of two.
  * Bad payloads get a structured INVALID_INPUT reply and the service keeps serving. Beside the
- * call, the service answers its descriptor and settles abandoned calls (see serveAbandon).
+ * call, the service answers its descriptor and settles calls halted runs waited on (see serveSettle).
  */
 export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] {
   const subject = deps.subjects.tool(tool.name);
@@ -63,7 +63,7 @@ export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] 
       });
     },
   });
-  return [calls, describe, serveAbandon(tool.name, deps)];
+  return [calls, describe, serveSettle(tool.name, deps)];
 }
 
 function respond(msg: Msg, reply: ToolCallReply): void {

@@ -3,6 +3,7 @@ import { ErrorPayload, RunId, SchemaVersion } from "./common.js";
 import { Approval, KillSwitch } from "./control.js";
 import {
   ApprovalDecidedEvent,
+  CallSettlement,
   CancelEvent,
   HaltEvent,
   ResumeEvent,
@@ -102,6 +103,11 @@ export const ResumeRequest = z.object({
   by: z.string().min(1),
   reason: z.string().optional(),
   tree: z.boolean().optional(),
+  /**
+   * For a run halted for a reconciliation (RECONCILIATION_REQUIRED): what a human found of the
+   * call whose outcome was unknown, recorded with its tool service before the run goes on.
+   */
+  settle: CallSettlement.optional(),
 });
 export type ResumeRequest = z.infer<typeof ResumeRequest>;
 

@@ -68,7 +68,22 @@ export const MemoryRecalledEvent = z.object({
   memories: z.array(z.string()),
 });
 export const HaltEvent = z.object({ type: z.literal("halt"), at, reason: z.string(), by: z.string() });
-export const ResumeEvent = z.object({ type: z.literal("resume"), at, by: z.string() });
+/**
+ * What a human found of the call a run halted on for a reconciliation (RECONCILIATION_REQUIRED): it
+ * went through, with this output, or it did not (it runs when the resumed run makes it again).
+ */
+export const CallSettlement = z.discriminatedUnion("decision", [
+  z.object({ decision: z.literal("ran"), output: z.unknown() }),
+  z.object({ decision: z.literal("notRun") }),
+]);
+export type CallSettlement = z.infer<typeof CallSettlement>;
+export const ResumeEvent = z.object({
+  type: z.literal("resume"),
+  at,
+  by: z.string(),
+  /** The human's settlement of the call the run halted on, written to its tool service first. */
+  settle: CallSettlement.optional(),
+});
 /** An operator ends a halted run for good: it undoes what it can and fails (RUN_CANCELLED). */
 /**
  * What the worker cancelling a run learned of the call it halted waiting on, from the call's tool

@@ -286,7 +286,9 @@ function resume(d: Draft, state: LoopState, event: Extract<LoopEvent, { type: "r
   s.haltedFrom = null;
   s.status = from.status === "halted" ? "running" : from.status;
   d.enter(from.phase, `resumed by ${event.by}`);
-  d.audit("run.resumed", "started", { actor: "human", data: { by: event.by } });
+  // The human's word on the call the run halted on is recorded, not the output it gave.
+  const settled = event.settle && from.pending?.kind === "tool" ? { settled: event.settle.decision } : {};
+  d.audit("run.resumed", "started", { actor: "human", data: { by: event.by, ...settled } });
   if (state.awaiting && from.pending) d.await(state.awaiting, from.pending);
 }
 

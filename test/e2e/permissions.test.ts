@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AckPublisher, PUBLISH_ACK_TIMEOUT_MS } from "../../shared/bus/ack-publisher.js";
 import { provision } from "../../shared/bus/provision.js";
 import { Subjects } from "../../shared/bus/subjects.js";
-import { abandonCall } from "../../shared/bus/tool-abandon.js";
+import { settleCall } from "../../shared/bus/tool-settle.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { NATS_USERS } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
@@ -70,7 +70,7 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect(await count("AGENT_WAL")).toBe(before);
   });
 
-  it("the critic cannot call a tool, or abandon a call, as the agent can", async () => {
+  it("the critic cannot call a tool, or settle a call, as the agent can", async () => {
     const tools = await as("tools");
     const served = serveFromTest(echoTool, {
       nc: tools,
@@ -87,6 +87,7 @@ describe("nats.conf: least privilege per actor kind", () => {
     );
     // A cancel's worker settles the call its run halted on with the tool's service, which records it.
     const abandon = {
+      decision: "abandon",
       schemaVersion: 1,
       runId: "run-1",
       actionId: "a1",
@@ -94,8 +95,8 @@ describe("nats.conf: least privilege per actor kind", () => {
       by: "oncall",
       reason: "r",
     } as const;
-    expect(await abandonCall(agent, subjects, "echo", abandon, 2_000)).toEqual({ outcome: "abandoned" });
-    await expect(abandonCall(critic, subjects, "echo", abandon, 2_000)).rejects.toThrow(/permission/i);
+    expect(await settleCall(agent, subjects, "echo", abandon, 2_000)).toEqual({ outcome: "abandoned" });
+    await expect(settleCall(critic, subjects, "echo", abandon, 2_000)).rejects.toThrow(/permission/i);
     served.stop();
   });
 

@@ -3,9 +3,9 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
-import { abandonCall } from "../../shared/bus/tool-abandon.js";
+import { settleCall } from "../../shared/bus/tool-settle.js";
 import { serveTool } from "../../shared/bus/tool-service.js";
-import { AbandonReply } from "../../shared/contracts/tool-abandon.js";
+import { SettleReply, type SettleRequest } from "../../shared/contracts/tool-settle.js";
 import { ToolCallReply, ToolCallRequest } from "../../shared/contracts/tool.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -240,26 +240,45 @@ describe("tools as NATS services", () => {
   });
 });
 
-describe("abandoning the call a cancelled run halted on", () => {
-  const abandon = (idempotencyKey: string): Promise<AbandonReply> =>
-    abandonCall(
+describe("settling the call a halted run waited on", () => {
+  const settle = (
+    idempotencyKey: string,
+    decision: SettleRequest["decision"] = "abandon",
+    output?: unknown,
+  ): Promise<SettleReply> =>
+    settleCall(
       suite.nc,
       suite.subjects,
       "charge",
-      { schemaVersion: 1, runId: "r1", actionId: "a1", idempotencyKey, by: "oncall", reason: "wrong order" },
+      {
+        schemaVersion: 1,
+        runId: "r1",
+        actionId: "a1",
+        idempotencyKey,
+        by: "oncall",
+        reason: "wrong order",
+        decision,
+        ...(output === undefined ? {} : { output }),
+      },
       5_000,
     );
+  const charge = (idempotencyKey: string, cents: number): Promise<ToolCallReply> =>
+    call("charge", encode(ToolCallRequest, request({ input: { cents }, idempotencyKey })));
+  /** A claim left running, as a service that died mid-call (or a call that hung) leaves it. */
+  const claimed = async (idempotencyKey: string): Promise<void> => {
+    const claim = { status: "running", idempotencyKey, since: Date.now() - 60_000 } as const;
+    await idempotency.create(
+      idempotencyBucketKey("charge", idempotencyKey),
+      encode(IdempotencyRecord, claim),
+    );
+  };
 
-  it("a call that never ran never will; one that ran, or is running, is told as it is", async () => {
+  it("abandoned, a call that never ran never will; one that ran, or is running, is told as it is", async () => {
     const before = sideEffects;
     const never = `r1:abandon-never:${Math.random()}`;
-    expect(await abandon(never)).toEqual({ outcome: "abandoned" });
+    expect(await settle(never)).toEqual({ outcome: "abandoned" });
     // Its copy still in flight from the halted worker arrives late: answered, not run.
-    const late = await call(
-      "charge",
-      encode(ToolCallRequest, request({ input: { cents: 9 }, idempotencyKey: never })),
-    );
-    expect(late).toMatchObject({
+    expect(await charge(never, 9)).toMatchObject({
       ok: false,
       error: {
         code: "RUN_CANCELLED",
@@ -267,44 +286,60 @@ describe("abandoning the call a cancelled run halted on", () => {
       },
     });
     expect(sideEffects).toBe(before);
-    expect(await abandon(never)).toMatchObject({ outcome: "done", reply: { ok: false } });
+    expect(await settle(never)).toMatchObject({ outcome: "done", reply: { ok: false } });
 
     const ran = `r1:abandon-ran:${Math.random()}`;
-    const reply = await call(
-      "charge",
-      encode(ToolCallRequest, request({ input: { cents: 3 }, idempotencyKey: ran })),
-    );
+    const reply = await charge(ran, 3);
     expect(reply.ok).toBe(true);
-    expect(await abandon(ran)).toEqual({ outcome: "done", reply });
+    expect(await settle(ran)).toEqual({ outcome: "done", reply });
 
     const running = `r1:abandon-running:${Math.random()}`;
-    const slow = call(
-      "charge",
-      encode(ToolCallRequest, request({ input: { cents: 4 }, idempotencyKey: running })),
-    );
+    const slow = charge(running, 4);
     await new Promise((r) => setTimeout(r, 80));
-    expect(await abandon(running)).toMatchObject({
-      outcome: "running",
-      since: expect.any(Number) as unknown,
-    });
+    expect(await settle(running)).toMatchObject({ outcome: "running", since: expect.any(Number) as unknown });
     const done = await slow;
     expect(done).toMatchObject({ ok: true, output: { charged: 4 } });
-    expect(await abandon(running)).toEqual({ outcome: "done", reply: done });
+    expect(await settle(running)).toEqual({ outcome: "done", reply: done });
     expect(sideEffects).toBe(before + 2);
   });
 
-  it("a bad abandon request is refused with INVALID_INPUT, and the service keeps serving", async () => {
+  it("a human's 'ran' records the output as the call's result and 'not run' frees its claim; a finished call's record is never replaced", async () => {
+    const before = sideEffects;
+    const ran = `r1:by-hand-ran:${Math.random()}`;
+    await claimed(ran);
+    expect(await charge(ran, 5)).toMatchObject({ ok: false, error: { code: "TOOL_IN_PROGRESS" } });
+    expect(await settle(ran, "ran", { charged: 5, checkedBy: "oncall" })).toEqual({ outcome: "recorded" });
+    // The call made again is answered from the record, and runs nothing.
+    expect(await charge(ran, 5)).toEqual({ ok: true, output: { charged: 5, checkedBy: "oncall" } });
+
+    const notRun = `r1:by-hand-not-run:${Math.random()}`;
+    await claimed(notRun);
+    expect(await settle(notRun, "notRun")).toEqual({ outcome: "freed" });
+    expect(await settle(notRun, "notRun")).toEqual({ outcome: "freed" });
+    // Made again, it runs.
+    expect(await charge(notRun, 6)).toMatchObject({ ok: true, output: { charged: 6 } });
+    expect(sideEffects).toBe(before + 1);
+
+    const key = `r1:by-hand-done:${Math.random()}`;
+    const truth = await charge(key, 8);
+    expect(truth.ok).toBe(true);
+    expect(await settle(key, "ran", { charged: 0 })).toEqual({ outcome: "done", reply: truth });
+    expect(await settle(key, "notRun")).toEqual({ outcome: "done", reply: truth });
+    expect(await charge(key, 8)).toEqual(truth);
+  });
+
+  it("a bad settle request is refused with INVALID_INPUT, and the service keeps serving", async () => {
     const msg = await suite.nc.request(
-      suite.subjects.toolAbandon("charge"),
+      suite.subjects.toolSettle("charge"),
       new TextEncoder().encode("{nope"),
       {
         timeout: 5_000,
       },
     );
-    expect(decode(AbandonReply, msg.data)).toMatchObject({
+    expect(decode(SettleReply, msg.data)).toMatchObject({
       outcome: "refused",
       error: { code: "INVALID_INPUT" },
     });
-    expect(await abandon(`r1:after-bad:${Math.random()}`)).toEqual({ outcome: "abandoned" });
+    expect(await settle(`r1:after-bad:${Math.random()}`)).toEqual({ outcome: "abandoned" });
   });
 });
