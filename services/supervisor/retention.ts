@@ -3,6 +3,7 @@ import type { Counter } from "prom-client";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
+import { fanOutKey } from "../../shared/bus/fanout.js";
 import { removeMessage } from "../../shared/bus/remove-message.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { treeBudgetKey } from "../../shared/bus/tree-budget.js";
@@ -135,6 +136,7 @@ class FinishedRuns {
         if (options.removes === "status") {
           // The tree's count goes before the status, so a sweep stopped between the two does it again.
           if ((status.rootRunId ?? status.runId) === status.runId) await this.retireTree(status.runId);
+          await this.removeFanOut(event.runId);
           await this.removeStatus(event.runId, entry.revision);
         }
       }
@@ -187,6 +189,21 @@ class FinishedRuns {
       { rootRunId, key },
       "a finished run tree's budget kept changing while it was removed: kept",
     );
+  }
+
+  /**
+   * The record of the run's last fan-out (a run that spawned children), removed by its sequence
+   * before the status: it is read only while the run waits for its children, and would otherwise
+   * stay in the runs bucket for ever, one per parent run.
+   */
+  private async removeFanOut(runId: string): Promise<void> {
+    const { bus } = this;
+    const key = fanOutKey(runId);
+    const entry = await withBusRetry(`reading ${key}`, bus, () => bus.buckets.runs.get(key));
+    if (entry?.operation !== "PUT") return;
+    const stream = `KV_${bus.subjects.buckets().runs}`;
+    if ((await removeMessage(bus, stream, entry.revision, `${runId}'s fan-out`)) === "denied")
+      this.deniedOnce(stream, "the runs bucket", "finished runs' statuses are kept");
   }
 
   /**

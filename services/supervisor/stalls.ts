@@ -1,10 +1,11 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { fanOutKey } from "../../shared/bus/fanout.js";
+import { fanInResults, fanOutKey, readFanOut } from "../../shared/bus/fanout.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { Counter } from "prom-client";
+import type { Logger } from "../../shared/runtime/logger.js";
 
 export interface StallOptions {
   /** A running run whose status has not changed for this long gets a fresh job. */
@@ -49,6 +50,7 @@ const GETS_IN_FLIGHT = 64;
 /** What the scan reads: the pool ledger, the runs bucket and its stream. */
 export type StallScanBus = Pick<ActorBus, "nc" | "jsm" | "reads" | "subjects" | "clock" | "random"> & {
   buckets: Pick<ActorBus["buckets"], "runs" | "pool">;
+  logger?: Logger;
 };
 
 /** The runs holding a pool slot, as one scan found them. */
@@ -92,22 +94,44 @@ export async function scanSlots(bus: StallScanBus): Promise<SlotScan> {
   return { statuses, unrecorded: [...slots] };
 }
 
-/** The runs to re-queue now, among those a scan found holding a slot. */
+/**
+ * The runs to re-queue now, among those a scan found holding a slot. A run with a fan-out record
+ * is parked while a child of that fan-out has not ended; once they all have, it should have moved
+ * (the fan-in job is queued when the last one ends): it is stalled like any run, and a worker
+ * taking it over finds the fan-in itself. The record stays after its fan-in, so a parent that went
+ * on and later stopped moving is stalled too (it was taken for parked, for the rest of its life).
+ */
 export async function stalledAmong(
-  bus: Pick<StallScanBus, "buckets">,
+  bus: Pick<StallScanBus, "buckets" | "logger">,
   scan: SlotScan,
   now: number,
   staleMs: number,
 ): Promise<RunStatus[]> {
-  if (scan.keys) return stalledRuns(scan.statuses, scan.keys, now, staleMs);
-  // A parent waiting on its fan-out looks stalled: its fan-out key says otherwise.
   const candidates = stalledRuns(scan.statuses, new Set(), now, staleMs);
-  const keys = new Set<string>();
+  const parked = new Set<string>();
   for (const run of candidates) {
     const key = fanOutKey(run.runId);
-    if ((await bus.buckets.runs.get(key))?.operation === "PUT") keys.add(key);
+    if (scan.keys && !scan.keys.has(key)) continue;
+    if (await parkedOnChildren(bus, run.runId)) parked.add(key);
   }
-  return stalledRuns(candidates, keys, now, staleMs);
+  return stalledRuns(candidates, parked, now, staleMs);
+}
+
+/** Whether the run waits for a child of its fan-out; one whose record cannot be read is left waiting. */
+async function parkedOnChildren(
+  bus: Pick<StallScanBus, "buckets" | "logger">,
+  runId: string,
+): Promise<boolean> {
+  try {
+    const fanOut = await readFanOut(bus.buckets.runs, runId);
+    return fanOut !== undefined && (await fanInResults(bus.buckets.runs, fanOut)) === undefined;
+  } catch (err) {
+    bus.logger?.warn(
+      { err, runId },
+      "a run's fan-out record is unreadable: the run is taken for waiting on its children",
+    );
+    return true;
+  }
 }
 
 /** The runs to re-queue now (see scanSlots and stalledAmong). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { findStalled, scanSlots } from "../../services/supervisor/stalls.js";
-import { fanOutKey } from "../../shared/bus/fanout.js";
+import { fanOutKey, writeFanOut } from "../../shared/bus/fanout.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
@@ -32,17 +32,37 @@ describe("the stall scan reads what can be running: the runs holding a pool slot
       status("moving", "running", 1_000),
       status("parked", "awaiting_approval", stale),
       status("parent", "running", stale),
+      status("went-on", "running", stale),
+      status("garbled", "running", stale),
     ];
     for (const s of active) {
       await ledger.acquire(s.runId, 100);
       await store.put(s);
     }
-    await suite.buckets.runs.put(fanOutKey("parent"), new TextEncoder().encode("{}"));
+    // A parent waiting for a child still going is parked; one whose children have all ended should
+    // have moved (its fan-in, or what it did after) and is stalled like any run.
+    const fanOut = (parentRunId: string, children: string[]) =>
+      writeFanOut(suite.buckets.runs, {
+        parentRunId,
+        rootRunId: parentRunId,
+        depth: 0,
+        actionId: "a1",
+        children,
+      });
+    await fanOut("parent", ["kid-going", "kid-done"]);
+    await fanOut("went-on", ["kid-done"]);
+    await store.put(status("kid-going", "running", 1_000));
+    await store.put(status("kid-done", "committed", stale));
+    // A record that cannot be read leaves its run taken for parked, as every such run was before.
+    await suite.buckets.runs.put(fanOutKey("garbled"), new TextEncoder().encode("{}"));
     // A slot taken by an admission that has not recorded its run (yet, or ever).
     await ledger.acquire("half-admitted", 100);
 
-    // 4 active of 66 recorded: their statuses are read one by one.
-    expect((await findStalled(suite, NOW, STALE_MS)).map((r) => r.runId)).toEqual(["stuck"]);
+    // 6 active of 70 recorded: their statuses are read one by one.
+    expect((await findStalled(suite, NOW, STALE_MS)).map((r) => r.runId).sort()).toEqual([
+      "stuck",
+      "went-on",
+    ]);
     expect((await scanSlots(suite)).unrecorded).toEqual(["half-admitted"]);
 
     // Most of the bucket active: one read of the whole bucket, and the same answer.
@@ -50,10 +70,13 @@ describe("the stall scan reads what can be running: the runs holding a pool slot
       await ledger.acquire(`busy-${i}`, 1_000);
       await store.put(status(`busy-${i}`, "running", 0));
     }
-    expect((await findStalled(suite, NOW, STALE_MS)).map((r) => r.runId)).toEqual(["stuck"]);
+    expect((await findStalled(suite, NOW, STALE_MS)).map((r) => r.runId).sort()).toEqual([
+      "stuck",
+      "went-on",
+    ]);
     const whole = await scanSlots(suite);
     expect(whole.keys).toBeDefined();
     expect(whole.unrecorded).toEqual(["half-admitted"]);
-    expect(whole.statuses).toHaveLength(304);
+    expect(whole.statuses).toHaveLength(306);
   });
 });

@@ -2,6 +2,7 @@ import { Counter } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { auditCount, readAudit } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
+import { writeFanOut } from "../../shared/bus/fanout.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { SubmitRequest } from "../../shared/contracts/cluster.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -53,6 +54,16 @@ describe("the retention of finished runs' statuses", () => {
     await finishedRun(bus, "paused", "halted", "run.halted");
     // Its status says it is not finished (its event is stale): nothing of it is touched.
     await finishedRun(bus, "moving", "running", "run.committed");
+    // Two of them spawned children: the finished one's fan-out record goes with its status.
+    for (const parentRunId of ["done", "paused"]) {
+      await writeFanOut(bus.buckets.runs, {
+        parentRunId,
+        rootRunId: parentRunId,
+        depth: 0,
+        actionId: "a1",
+        children: ["kid"],
+      });
+    }
 
     await systemClock.sleep(Math.max(0, started + RETAIN_MS - 500 - Date.now()));
     for (const runId of ["done", "broke"]) expect(await bus.buckets.runs.get(runId)).not.toBeNull();
@@ -67,7 +78,7 @@ describe("the retention of finished runs' statuses", () => {
       subjects_filter: `$KV.${bus.subjects.buckets().runs}.>`,
     });
     expect(Object.keys(held.state.subjects ?? {}).sort()).toEqual(
-      ["moving", "paused"].map((key) => `$KV.${bus.subjects.buckets().runs}.${key}`),
+      ["fanout.paused", "moving", "paused"].map((key) => `$KV.${bus.subjects.buckets().runs}.${key}`),
     );
     for (const runId of ["done", "broke"]) {
       expect(await walMessages(bus, runId)).toBe(0);
