@@ -1,5 +1,5 @@
 import type { RunJob } from "../../shared/contracts/cluster.js";
-import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import type { CancelEvent, LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import { isFinished } from "../../shared/contracts/run-status.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
@@ -260,9 +260,13 @@ export class RunLease {
       await this.journal.putStatus(state);
       return undefined;
     }
-    // A cancel, or a resume a human settled the call for, first settles the call the run halted on.
-    const deps = { ...this.deps, config: this.config };
-    if (event) return this.continueWith(state, await settleHaltedCall(state, event, deps));
+    if (event) {
+      const stopped = event.type === "cancel" ? await this.haltFirst(state, event) : state;
+      if (!stopped) return undefined;
+      // A cancel, or a resume a human settled the call for, first settles the call the run waits on.
+      const settled = await settleHaltedCall(stopped, event, { ...this.deps, config: this.config });
+      return this.continueWith(stopped, settled);
+    }
     const parked = state.phase === "HALT" || state.pending?.kind === "approval";
     if (parked || !state.awaiting) {
       await this.journal.putStatus(state);
@@ -271,6 +275,21 @@ export class RunLease {
     this.log.info({ phase: state.phase, waitingFor: state.pending?.kind }, "taking over the run");
     this.tookOver = true;
     return transition(state, { type: "recovered", at: now, by: this.deps.workerId }, this.config);
+  }
+
+  /**
+   * A cancel stops a run still going first, as a halt does: written before anything is waited on,
+   * the halt fences the worker driving the run (it may be in the middle of a call, which the cancel
+   * then settles). Undefined when the run cannot be stopped (the halt is stale).
+   */
+  private async haltFirst(state: LoopState, cancel: CancelEvent): Promise<LoopState | undefined> {
+    if (state.phase === "HALT") return state;
+    const halt: LoopEvent = { type: "halt", at: cancel.at, reason: cancel.reason, by: cancel.by };
+    const halted = await this.continueWith(state, halt);
+    if (!halted) return undefined;
+    await this.apply(halted);
+    this.last = halted.state;
+    return halted.state;
   }
 
   /**

@@ -30,8 +30,8 @@ export interface SettleCallDeps {
 }
 
 /**
- * An operator's event for a halted run, once the call the run halted waiting on is settled with
- * its tool service (see tool-settle.ts): a cancel learns what the call did (see settleWaitedOn); a
+ * An operator's event for a halted run (or a cancel of one still going), once the call the run
+ * waits on is settled with its tool service (see tool-settle.ts): a cancel learns what the call did (see settleWaitedOn); a
  * resume that carries a human's settlement has it recorded first. Any other event is returned as it
  * is, and so is one for a run not halted on a call with a side effect.
  */
@@ -40,19 +40,24 @@ export async function settleHaltedCall(
   event: LoopEvent,
   deps: SettleCallDeps,
 ): Promise<LoopEvent> {
-  if (event.type !== "cancel" && !(event.type === "resume" && event.settle)) return event;
-  const halted = haltedCall(state, deps.config);
-  if (!halted) return event;
-  if (event.type === "cancel") return settleWaitedOn(state, event, halted, deps);
-  return event.settle ? settleByHand(state, { ...event, settle: event.settle }, halted, deps) : event;
+  const settling = event.type === "cancel" || (event.type === "resume" && event.settle);
+  // A cancel fits a run still going too (it stops it first); a resume only a halted one.
+  if (!settling || (event.type === "resume" && state.phase !== "HALT")) return event;
+  const waited = waitedCall(state, deps.config);
+  if (!waited) return event;
+  if (event.type === "cancel") return settleWaitedOn(state, event, waited, deps);
+  return event.settle ? settleByHand(state, { ...event, settle: event.settle }, waited, deps) : event;
 }
 
-/** The call the halted run was waiting on, when it has a side effect (and is not a fan-out). */
-function haltedCall(
+/**
+ * The call the run waits on (or waited on when it halted), when it has a side effect (and is not a
+ * fan-out).
+ */
+function waitedCall(
   state: LoopState,
   config: LoopConfig,
 ): { effect: ToolCall; tool: ToolDescriptor } | undefined {
-  const pending = state.phase === "HALT" ? state.haltedFrom?.pending : undefined;
+  const pending = state.phase === "HALT" ? state.haltedFrom?.pending : state.pending;
   const effect = state.awaiting;
   if (pending?.kind !== "tool" || effect?.type !== "callTool" || effect.actionId !== pending.actionId)
     return undefined;

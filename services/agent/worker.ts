@@ -248,8 +248,9 @@ export class AgentWorker {
       );
       const provider = leftWaitingOn(error);
       if (error.code === "RUN_NOT_STARTED") {
-        // Not a failed lease either: an operator's halt waiting for its run to start (see waitForStart).
-        log.info({ delayMs }, "halt handed back: its run has not started yet");
+        // Not a failed lease either: an operator's halt or cancel waiting for its run to start (see waitForStart).
+        const event = (error.details as { event?: string } | undefined)?.event ?? "halt";
+        log.info({ delayMs }, `${event} handed back: its run has not started yet`);
       } else if (provider === undefined) {
         this.options.metrics.leaseFailures.inc({ code: error.code });
         logLeaseFailure(log, error, msg.info.deliveryCount, delayMs);

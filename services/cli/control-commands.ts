@@ -131,12 +131,15 @@ export function addControlCommands(cmd: Command): void {
   cmd
     .command("cancel")
     .description(
-      "end a halted run for good: it undoes what it can (the compensations of its completed tool calls, most recent first) and fails with RUN_CANCELLED, which a parent waiting for it gets as its result",
+      "end a run for good: it stops where it is (as a halt stops it), undoes what it can (the compensations of its completed tool calls, most recent first, the call it waits on included once its tool service says it went through) and fails with RUN_CANCELLED, which a parent waiting for it gets as its result",
     )
     .argument("<runId>", "the run", runIdArg)
     .requiredOption("--reason <text>", "why (recorded in the audit and the run's failure)")
     .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
-    .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
+    .option(
+      "--tree",
+      "every run of the tree under it that has not finished, the deepest first and the run last",
+    )
     .action((runId: string, opts: StopFlags) =>
       withClient(async (client) => out(await client.cancel(stopRequest(runId, opts)))),
     );

@@ -1,56 +1,83 @@
 import { CancelRequest, type ControlReply } from "../../shared/contracts/cluster.js";
+import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
-import { haltedInTree, haltedRun, type HaltedRun } from "./halted.js";
+import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
+import { runTree } from "../../shared/bus/run-tree.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 
 /**
- * An operator's end of a halted run, for good: a job carrying the cancel goes to the work queue,
- * and the worker that takes it leaves HALT for FAIL, runs the compensations of the run's completed
- * tool calls (most recent first), and fails the run with RUN_CANCELLED. A parent waiting for the
- * run gets that as the child's result. Only a halted run can be cancelled: one still going would
- * race its own next step (`halt` it first). With `tree`, every halted run of the tree under it, the
- * deepest first; the runs of the tree still going are named in the reply.
+ * An operator's end of a run, for good: a job carrying the cancel goes to the work queue, and the
+ * worker that takes it stops the run where it is (as a halt does: a run another worker drives is
+ * taken over, that worker fenced at its next append; a halted run is where it stopped), settles the
+ * call the run waits on with its tool service, runs the compensations of its completed tool calls
+ * (most recent first), and fails the run with RUN_CANCELLED, which a parent waiting for it gets as
+ * the child's result. A run no worker has started yet is cancelled once one does. A finished run is
+ * refused, and so is one already undoing its calls before it fails. With `tree`, every run of the
+ * tree under it that can be cancelled, the deepest first.
  *
  * Allowed under the kill switch: undoing what a run did is what an incident may call for. The run
- * holds no pool slot for its compensations (its halt freed it).
+ * holds no pool slot for its compensations (its halt frees it).
  */
 export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<ControlReply> {
   const request = decode(CancelRequest, data);
   const { runId } = request;
   if (!request.tree) {
-    await cancelOne(bus, runId, request, await haltedRun(bus, runId));
+    const read = await new RunStatusStore(bus.buckets.runs).read(runId);
+    if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+    const refused = whyNot(read.status);
+    if (refused) throw new AgentError("INVALID_INPUT", `run '${runId}' cannot be cancelled: ${refused}`);
+    await cancelOne(bus, read.status, read.revision, request);
+    const later = read.status.status === "queued" ? " once a worker starts it (it has not started yet)" : "";
     return {
       schemaVersion: 1,
       ok: true,
-      message: `run ${runId}: cancel queued: it undoes what it can, then fails`,
+      message: `run ${runId}: cancel queued: it stops${later}, undoes what it can, then fails`,
       data: { runId, runIds: [runId] },
     };
   }
-  const { halted, going } = await haltedInTree(bus, runId);
-  for (const id of halted) await cancelOne(bus, id, request);
-  const left = going.length > 0 ? `; not halted, so still going (halt them first): ${going.join(", ")}` : "";
+  const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
+  if (tree.length === 0) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  const store = new RunStatusStore(bus.buckets.runs);
+  const cancelled: string[] = [];
+  // The deepest first: a child's cancel is queued before its parent's.
+  for (const { runId: id } of tree.reverse()) {
+    // Read again for its revision, which names the cancel's job: a repeated request is a duplicate.
+    const read = await store.read(id);
+    if (!read || whyNot(read.status)) continue;
+    await cancelOne(bus, read.status, read.revision, request);
+    cancelled.push(id);
+  }
+  if (cancelled.length === 0)
+    throw new AgentError("INVALID_INPUT", `no run of tree '${runId}' can be cancelled`);
   return {
     schemaVersion: 1,
     ok: true,
-    message: `tree ${runId}: cancel queued for ${halted.length} run(s): ${halted.join(", ")}${left}`,
-    data: { runId, runIds: halted, going },
+    message: `tree ${runId}: cancel queued for ${cancelled.length} run(s): ${cancelled.join(", ")}`,
+    data: { runId, runIds: cancelled },
   };
+}
+
+/** Why a run cannot be cancelled; undefined when it can. */
+function whyNot(status: RunStatus): string | undefined {
+  if (isFinished(status)) return `it is ${status.status}`;
+  if (status.phase === "FAIL") return "it is undoing its completed tool calls before it fails";
+  return undefined;
 }
 
 async function cancelOne(
   bus: ActorBus,
-  runId: string,
+  status: RunStatus,
+  revision: number,
   request: CancelRequest,
-  read?: HaltedRun,
 ): Promise<void> {
-  const { status, revision } = read ?? (await haltedRun(bus, runId));
   const { by, reason } = request;
   await publishJob(
     bus,
     continuationJob(status, { type: "cancel", at: bus.clock.now(), reason, by }),
     // One cancel per state of the run: a repeated request is a duplicate.
-    `${runId}:cancel:${revision}`,
+    `${status.runId}:cancel:${revision}`,
   );
-  bus.logger.warn({ runId, by, reason }, "run cancel queued");
+  bus.logger.warn({ runId: status.runId, by, reason, was: status.status }, "run cancel queued");
 }

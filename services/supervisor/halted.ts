@@ -1,10 +1,10 @@
-import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 
-/** A halted run as read for an operator's resume or cancel: its status and that status's revision. */
+/** A halted run as read for an operator's resume: its status and that status's revision. */
 export interface HaltedRun {
   status: RunStatus;
   revision: number;
@@ -20,18 +20,11 @@ export async function haltedRun(bus: ActorBus, runId: string): Promise<HaltedRun
   return read;
 }
 
-/**
- * The halted runs of the tree under `runId`, the deepest first and the run itself, if halted, last;
- * and the runs of that tree neither halted nor finished (running, waiting, queued).
- */
-export async function haltedInTree(
-  bus: ActorBus,
-  runId: string,
-): Promise<{ halted: string[]; going: string[] }> {
+/** The halted runs of the tree under `runId`, the deepest first and the run itself, if halted, last. */
+export async function haltedInTree(bus: ActorBus, runId: string): Promise<string[]> {
   const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
   if (tree.length === 0) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
   const halted = tree.filter((s) => s.status === "halted").map((s) => s.runId);
   if (halted.length === 0) throw new AgentError("INVALID_INPUT", `no run of tree '${runId}' is halted`);
-  const going = tree.filter((s) => s.status !== "halted" && !isFinished(s)).map((s) => s.runId);
-  return { halted: halted.reverse(), going };
+  return halted.reverse();
 }

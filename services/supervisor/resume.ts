@@ -31,7 +31,7 @@ export async function resumeRun(
   // A single run is checked before the kill switch is read; its status is not read twice.
   const single = request.tree ? undefined : await haltedRun(bus, runId);
   if (settle) settlesReconciliation(request, single);
-  const ids = single ? [runId] : (await haltedInTree(bus, runId)).halted;
+  const ids = single ? [runId] : await haltedInTree(bus, runId);
   const killSwitch = await readKillSwitch(bus.buckets.pool);
   if (killSwitch?.active) {
     throw new AgentError(

@@ -125,9 +125,10 @@ export const HaltRequest = z.object({
 export type HaltRequest = z.infer<typeof HaltRequest>;
 
 /**
- * The request on `<prefix>.control.cancel`: end a halted run for good. It undoes what can be undone
- * (the compensations of its completed tool calls) and fails with RUN_CANCELLED, which its parent's
- * fan-in carries; with `tree`, every halted run of the tree under it too. Its fields are a halt's.
+ * The request on `<prefix>.control.cancel`: end a run for good. It stops where it is (a halt's
+ * stop), undoes what can be undone (the compensations of its completed tool calls) and fails with
+ * RUN_CANCELLED, which its parent's fan-in carries; with `tree`, every run of the tree under it
+ * that has not finished too. Its fields are a halt's.
  */
 export const CancelRequest = HaltRequest;
 export type CancelRequest = z.infer<typeof CancelRequest>;

@@ -209,7 +209,9 @@ function control(
 ): void {
   if (event.type === "resume") return resume(d, state, event);
   if (event.type === "cancel") {
-    if (state.phase !== "HALT") throw invalid(state, event);
+    if (state.phase === "FAIL" || state.phase === "COMMIT") throw invalid(state, event);
+    // A run still going stops where it is first, as a halt stops it: the cancel goes on from there.
+    if (state.phase !== "HALT") halt(d, event.reason, event.by);
     return cancel(d, config, event);
   }
   if (event.type === "globalCapReached") {

@@ -191,42 +191,53 @@ describe("agentctl halt: one run stopped where it is", () => {
     });
   }, 60_000);
 
-  it("a run no worker has started yet halts once one does: its halt waits for it", async () => {
-    // Admitted, its first job not taken yet (as when every worker is busy): its status says queued.
-    const queued = `run-queued-${Date.now().toString(36)}`;
-    await new RunStatusStore(suite.bus.buckets.runs).put(queuedStatus(queued));
-    const reply = await agentctl("halt", queued, "--reason", "before it ran", "--by", "oncall");
-    expect(reply.stdout).toContain(
-      `run ${queued}: halt queued (it has not started yet: it halts once a worker starts it)`,
-    );
-    // The halt's job is handed back meanwhile, not dropped: once after reading the run's empty log,
-    // then on the status alone.
-    const handedBack = new RegExp(
-      `"runId":"${queued}"[^\\n]*halt handed back: its run has not started yet`,
-      "g",
-    );
-    await until(async () => ((await suite.logs()).match(handedBack)?.length ?? 0) >= 2, 10_000, {
-      what: "the halt handed back twice",
-    });
-    // Its first job is taken now: the run starts on a 5 s model turn, and its halt lands in it.
-    const script = [{ text: "too late", delayMs: 5_000 }];
-    await publishJob(
-      suite.bus,
-      {
-        schemaVersion: 1,
-        runId: queued,
-        rootRunId: queued,
-        depth: 0,
-        auditSeq: 0,
-        spec: RunSpec.parse(spec({ script })),
-      },
-      `${queued}:start`,
-    );
-    expect(await suite.waitFor(queued, settled, 15_000)).toMatchObject({
-      status: "halted",
-      terminal: { reason: "before it ran" },
-    });
-  }, 60_000);
+  it.each([
+    {
+      command: "halt",
+      queued: "halt queued (it has not started yet: it halts once a worker starts it)",
+      ends: { status: "halted", terminal: { reason: "before it ran" } },
+    },
+    {
+      command: "cancel",
+      queued:
+        "cancel queued: it stops once a worker starts it (it has not started yet), undoes what it can, then fails",
+      ends: { status: "failed", terminal: { reason: "[RUN_CANCELLED] cancelled by oncall: before it ran" } },
+    },
+  ])(
+    "a run no worker has started yet is stopped once one does: its $command waits for it",
+    async ({ command, queued: said, ends }) => {
+      // Admitted, its first job not taken yet (as when every worker is busy): its status says queued.
+      const queued = `run-queued-${command}-${Date.now().toString(36)}`;
+      await new RunStatusStore(suite.bus.buckets.runs).put(queuedStatus(queued));
+      const reply = await agentctl(command, queued, "--reason", "before it ran", "--by", "oncall");
+      expect(reply.stdout).toContain(`run ${queued}: ${said}`);
+      // The job is handed back meanwhile, not dropped: once after reading the run's empty log, then
+      // on the status alone.
+      const handedBack = new RegExp(
+        `"runId":"${queued}"[^\\n]*${command} handed back: its run has not started yet`,
+        "g",
+      );
+      await until(async () => ((await suite.logs()).match(handedBack)?.length ?? 0) >= 2, 10_000, {
+        what: `the ${command} handed back twice`,
+      });
+      // Its first job is taken now: the run starts on a 5 s model turn, and the stop lands in it.
+      const script = [{ text: "too late", delayMs: 5_000 }];
+      await publishJob(
+        suite.bus,
+        {
+          schemaVersion: 1,
+          runId: queued,
+          rootRunId: queued,
+          depth: 0,
+          auditSeq: 0,
+          spec: RunSpec.parse(spec({ script })),
+        },
+        `${queued}:start`,
+      );
+      expect(await suite.waitFor(queued, (s) => s.status === ends.status, 15_000)).toMatchObject(ends);
+    },
+    60_000,
+  );
 
   it("a parent waiting for its child halts where it waits; the child goes on; resumed, the parent takes the child's result and commits", async () => {
     const { runId, childId } = await parentOfOne(suite, "parent done");
@@ -313,7 +324,7 @@ describe("agentctl halt: one run stopped where it is", () => {
   }, 60_000);
 });
 
-describe("agentctl cancel: a halted run ended for good", () => {
+describe("agentctl cancel: a run ended for good", () => {
   it("a run halted by the kill switch and cancelled under it undoes its booking and fails with RUN_CANCELLED", async () => {
     const { booked, unbooked, stop } = serveBookings();
     onTestFinished(stop);
@@ -356,7 +367,7 @@ describe("agentctl cancel: a halted run ended for good", () => {
     // Ended, it cannot be cancelled again.
     const again = await refusal("cancel", runId, "--reason", "twice");
     expect(again).toMatchObject({ code: "INVALID_INPUT" });
-    expect(again?.message).toContain("is not halted (it is failed)");
+    expect(again?.message).toContain("cannot be cancelled: it is failed");
   }, 60_000);
 
   it("a run halted while its booking runs, cancelled, learns from the booking service that it went through, and undoes it rather than leave it to a human", async () => {
@@ -403,22 +414,15 @@ describe("agentctl cancel: a halted run ended for good", () => {
     expect(trail.find((e) => e.kind === "tool.completed")?.data).toMatchObject({ settledBy: "cancel" });
   }, 60_000);
 
-  it("a halted child cancelled with its tree gives its parent RUN_CANCELLED as its result, and the parent goes on", async () => {
+  it("a halted child cancelled gives its parent RUN_CANCELLED as its result, and the parent goes on", async () => {
     const { runId, childId } = await parentOfOne(suite, "went on without it", 0, [
       { toolCalls: [{ name: "echo", input: { text: "child's work" } }], delayMs: 2_000 },
       { text: "child's answer" },
     ]);
     await agentctl("halt", childId, "--reason", "stuck", "--by", "oncall");
     await suite.waitFor(childId, (s) => s.status === "halted", 10_000);
-    // A run still going is refused: its own next step would race the cancel.
-    expect(await refusal("cancel", runId, "--reason", "x")).toMatchObject({
-      code: "INVALID_INPUT",
-      message: `run '${runId}' is not halted (it is running)`,
-    });
-    const reply = await agentctl("cancel", runId, "--tree", "--reason", "not needed", "--by", "oncall");
-    expect(reply.stdout).toContain(
-      `cancel queued for 1 run(s): ${childId}; not halted, so still going (halt them first): ${runId}`,
-    );
+    const reply = await agentctl("cancel", childId, "--reason", "not needed", "--by", "oncall");
+    expect(reply.stdout).toContain(`run ${childId}: cancel queued: it stops, undoes what it can, then fails`);
     expect(await suite.waitFor(childId, ended, 15_000)).toMatchObject({ status: "failed" });
     const done = await suite.waitFor(runId, ended, 15_000);
     expect(done).toMatchObject({ status: "committed", terminal: { output: "went on without it" } });
@@ -431,6 +435,41 @@ describe("agentctl cancel: a halted run ended for good", () => {
           error: { code: "RUN_CANCELLED", message: "cancelled by oncall: not needed" },
         },
       ],
+    });
+  }, 60_000);
+
+  it("cancel --tree ends a tree still going in one command: the child, mid-booking, stops and undoes its booking once it went through; its parked parent stops too", async () => {
+    const { made, unbooked, stop } = serveBookings(3_000);
+    onTestFinished(stop);
+    const { runId, childId } = await parentOfOne(
+      suite,
+      "never",
+      0,
+      [{ toolCalls: [{ name: "book", input: { item: "seat 3" } }] }, { text: "booked" }],
+      ["book", "unbook"],
+    );
+    await until(async () => (await suite.wal(childId)).some((r) => r.record.type === "INTENT"), 10_000, {
+      what: "the child's booking started",
+    });
+    const reply = await agentctl("cancel", runId, "--tree", "--reason", "wrong trip", "--by", "oncall");
+    expect(reply.stdout).toContain(`tree ${runId}: cancel queued for 2 run(s): ${childId}, ${runId}`);
+    expect(made).toEqual([]);
+    for (const id of [childId, runId]) {
+      expect(await suite.waitFor(id, ended, 20_000)).toMatchObject({
+        status: "failed",
+        terminal: { reason: "[RUN_CANCELLED] cancelled by oncall: wrong trip" },
+      });
+      const kinds = (await suite.audit(id)).map((e) => e.kind);
+      expect(kinds.filter((k) => k === "run.halted" || k === "run.failed")).toEqual([
+        "run.halted",
+        "run.failed",
+      ]);
+    }
+    expect(made).toEqual(["seat 3"]);
+    expect(unbooked).toEqual([{ original: { item: "seat 3" }, output: { booking: "b-seat 3" } }]);
+    // Nothing of the tree is left to cancel.
+    expect(await refusal("cancel", runId, "--tree", "--reason", "again")).toMatchObject({
+      code: "INVALID_INPUT",
     });
   }, 60_000);
 });

@@ -105,7 +105,7 @@ describe("a cluster under the shipped permission model", () => {
     const cancel = await cli("cancel", "secured-1", "--reason", "r").catch(
       (err: { stdout: string; stderr: string }) => err,
     );
-    expect(cancel.stderr).toMatch(/"code":"INVALID_INPUT".*is not halted \(it is committed\)/);
+    expect(cancel.stderr).toMatch(/"code":"INVALID_INPUT".*cannot be cancelled: it is committed/);
     // The supervisor's retention may purge the idempotency bucket as well as the WAL: it removes the
     // echo call's record first, so a denied purge would leave the WAL there.
     const removed = async (): Promise<boolean> => {

@@ -6,16 +6,18 @@ import { spec } from "./fixtures.js";
 const ONE_SLOW_TURN: ScriptStep[] = [{ text: "child's answer", delayMs: 2_000 }];
 
 /**
- * Submits a parent that spawns one child (`childScript`: by default one model turn of 2 s) and then
- * answers `answer`, after `finishMs`; returns once the child runs, the parent waiting for it.
+ * Submits a parent that spawns one child (`childScript`: by default one model turn of 2 s, with
+ * `childTools`) and then answers `answer`, after `finishMs`; returns once the child runs, the
+ * parent waiting for it.
  */
 export async function parentOfOne(
   suite: ClusterSuite,
   answer: string,
   finishMs = 0,
   childScript = ONE_SLOW_TURN,
+  childTools?: string[],
 ): Promise<{ runId: string; childId: string }> {
-  const child = spec({ script: childScript });
+  const child = spec({ script: childScript, ...(childTools ? { tools: childTools } : {}) });
   const { runId } = await suite.client.submit(
     spec({
       script: [

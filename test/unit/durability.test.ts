@@ -148,8 +148,18 @@ describe("durability", () => {
     const acting = transition(started.state, { type: "memoryRecalled", at: 1, memories: [] }, config);
     expect(() => transition(acting.state, { ...bad, requestId: "model-9" }, config)).toThrow(/does not fit/);
     const cancel = { type: "cancel", at: 2, reason: "not needed", by: "ops" } as const;
-    // Only a halted run is cancelled: a running one's next step would race it.
-    expect(() => transition(acting.state, cancel, config)).toThrow(/'cancel' does not fit/);
+    // A run still going stops where it is, as a halt stops it, then ends as a halted one does.
+    const stopped = transition(acting.state, cancel, config);
+    expect(stopped.state).toMatchObject({ status: "failed", phase: "FAIL" });
+    expect(stopped.effects.filter((e) => e.type === "audit").map((e) => e.event.kind)).toEqual([
+      "phase.entered",
+      "run.halted",
+      "phase.entered",
+      "run.failed",
+    ]);
+    expect(stopped.effects.find((e) => e.type === "audit" && e.event.kind === "run.halted")).toMatchObject({
+      event: { reason: "not needed", data: { by: "ops" } },
+    });
     const halted = transition(acting.state, { type: "halt", at: 2, reason: "operator", by: "ops" }, config);
     expect(() => transition(halted.state, bad, config)).toThrow(/does not fit/);
     // Cancelled, a run with nothing to undo fails at once, saying who and why; a halt is no longer possible.
@@ -330,6 +340,20 @@ describe("cancel", () => {
     );
     expect(failed.releases).toHaveLength(1);
     expect(failed.audits.find((e) => e.kind === "tool.aborted")?.reason).toBe("[TOOL_FAILED] sold out");
+
+    // A run cancelled while it still waits on the call (not halted first) settles it the same way.
+    const running = transition(
+      t.state,
+      {
+        type: "cancel",
+        at: 4,
+        reason: "x",
+        by: "ops",
+        waitedOn: { actionId: second, outcome: "completed", output: { held: "second" } },
+      },
+      cfg,
+    );
+    expect(undo(running).releases).toEqual(completed.releases);
 
     // What another call did says nothing of this one: it is left to a human.
     const other = undo(cancel({ actionId: "act-elsewhere", outcome: "notRun" }));
