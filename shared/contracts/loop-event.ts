@@ -87,7 +87,7 @@ export const ResumeEvent = z.object({
 /** An operator ends a halted run for good: it undoes what it can and fails (RUN_CANCELLED). */
 /**
  * What the worker cancelling a run learned of the call it halted waiting on, from the call's tool
- * service (see tool-abandon.ts): it ran (`completed`, to be undone; `failed`), or it never ran and
+ * service (see tool-settle.ts): it ran (`completed`, to be undone; `failed`), or it never ran and
  * now never will (`notRun`). Absent when nothing could be learned: the call is left to a human.
  */
 export const WaitedOnCall = z.discriminatedUnion("outcome", [
