@@ -3,6 +3,7 @@ import { SettleReply, SettleRequest } from "../contracts/tool-settle.js";
 import type { ToolCallReply } from "../contracts/tool.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
+import type { ActorMetrics } from "../runtime/metrics.js";
 import { decode, encode } from "./codec.js";
 import {
   createOrRead,
@@ -14,7 +15,11 @@ import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 import { isWrongLastSequence } from "./wal.js";
 
-type SettleDeps = IdempotencyBucketDeps & { logger: Logger };
+type SettleDeps = IdempotencyBucketDeps & {
+  logger: Logger;
+  /** Counts refused requests (`agents_bad_requests_total`), when given. */
+  metrics?: Pick<ActorMetrics, "badRequests">;
+};
 
 /** Rewrites of a claim that keeps changing under a human's settlement before giving up. */
 const MAX_RACES = 5;
@@ -39,7 +44,10 @@ export function serveSettle(tool: string, deps: SettleDeps): Subscription {
         return;
       }
       settle(tool, deps, msg).then(
-        (reply) => respond(msg, reply),
+        (reply) => {
+          if (reply.outcome === "refused") deps.metrics?.badRequests.inc({ subject: msg.subject });
+          respond(msg, reply);
+        },
         (e: unknown) => {
           deps.logger.error({ err: e, tool }, "settling a call failed");
           respond(msg, { outcome: "refused", error: toAgentError(e).toBody() });

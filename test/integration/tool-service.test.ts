@@ -10,6 +10,7 @@ import { ToolCallReply, ToolCallRequest } from "../../shared/contracts/tool.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
+import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
@@ -62,6 +63,7 @@ const flaky = defineTool({
   },
 });
 let idempotency: KV;
+const metrics = new ActorMetrics("tools");
 
 beforeAll(async () => {
   idempotency = await new Kvm(suite.nc).open(suite.subjects.buckets().idempotency);
@@ -73,6 +75,7 @@ beforeAll(async () => {
     clock: systemClock,
     random: seededRandom(2),
     logger: silentLogger,
+    metrics,
   };
   for (const tool of [echoTool, charge, httpFetchTool, quote, flaky]) serveTool(tool, deps);
   await suite.nc.flush();
@@ -340,6 +343,8 @@ describe("settling the call a halted run waited on", () => {
       outcome: "refused",
       error: { code: "INVALID_INPUT" },
     });
+    const counted = (await metrics.badRequests.get()).values;
+    expect(counted).toEqual([{ value: 1, labels: { subject: suite.subjects.toolSettle("charge") } }]);
     expect(await settle(`r1:after-bad:${Math.random()}`)).toEqual({ outcome: "abandoned" });
   });
 });
