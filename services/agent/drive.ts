@@ -6,6 +6,7 @@ import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditTally } from "../../shared/bus/audit.js";
+import type { ServiceWait } from "../../shared/bus/request.js";
 import { checkpointFromJob } from "../../shared/bus/jobs.js";
 import { readWal, writerAfter, type WalRead } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
@@ -69,6 +70,8 @@ export interface LeaseDeps {
   modelOutageMs: number;
   /** A model provider's breaker as the worker last saw it (undefined: closed, or breakers off). */
   breakerOf: (provider: string) => ModelBreaker | undefined;
+  /** How long a call's settling waits for the tool's service when none serves it yet. */
+  serviceWait?: (tool: string) => ServiceWait | undefined;
 }
 
 /**

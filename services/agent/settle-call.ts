@@ -7,6 +7,7 @@ import type {
 import type { SettleReply, SettleRequest } from "../../shared/contracts/tool-settle.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import type { ServiceWait } from "../../shared/bus/request.js";
 import { settleCall } from "../../shared/bus/tool-settle.js";
 import type { AwaitingEffect, LoopConfig, LoopState } from "../../shared/loop/state.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -27,6 +28,8 @@ export interface SettleCallDeps {
   graceMs?: number;
   /** How long the tool service has to answer. */
   requestTimeoutMs?: number;
+  /** How long to wait for a tool's service when none serves it yet (one restarting). */
+  serviceWait?: (tool: string) => ServiceWait | undefined;
 }
 
 /**
@@ -103,7 +106,14 @@ async function settleWaitedOn(
   for (;;) {
     let reply: SettleReply;
     try {
-      reply = await settleCall(nc, subjects, tool.name, asked, deps.requestTimeoutMs ?? 5_000);
+      reply = await settleCall(
+        nc,
+        subjects,
+        tool.name,
+        asked,
+        deps.requestTimeoutMs ?? 5_000,
+        deps.serviceWait?.(tool.name),
+      );
     } catch (err) {
       log.warn(
         { err },
@@ -165,6 +175,7 @@ async function settleByHand(
       tool.name,
       asked,
       deps.requestTimeoutMs ?? 5_000,
+      deps.serviceWait?.(tool.name),
     );
   } catch (err) {
     throw new AgentError(

@@ -374,6 +374,7 @@ export class AgentWorker {
         heartbeatMs: Math.max(100, Math.floor(this.options.ackWaitMs / 3)),
         modelOutageMs: this.options.modelOutageMs ?? 0,
         breakerOf: (provider) => this.breakers.breakerOf(provider),
+        serviceWait: (tool) => this.serviceWait(`tool:${tool}`, job.runId),
         stopping: this.drain.signal,
       },
       job,

@@ -11,6 +11,7 @@ import {
   idempotencyBucketKey,
   type IdempotencyBucketDeps,
 } from "./idempotency-record.js";
+import { requestJson, type ServiceWait } from "./request.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 import { isWrongLastSequence } from "./wal.js";
@@ -134,8 +135,10 @@ async function byHand(deps: SettleDeps, key: string, request: SettleRequest): Pr
 }
 
 /**
- * Asks the tool's service to settle a call (see serveSettle). Throws a bus error (no service
- * answered: none runs, or one of a build without settling) for the caller to fall back on.
+ * Asks the tool's service to settle a call (see serveSettle), waiting for a service as `wait` says
+ * when none serves the tool yet (one restarting). Throws a bus error (no service answered: none
+ * runs, or one of a build without settling) for the caller to fall back on. A request is safe to
+ * send twice: each decision writes only over what it read.
  */
 export async function settleCall(
   nc: NatsConnection,
@@ -143,9 +146,12 @@ export async function settleCall(
   tool: string,
   request: SettleRequest,
   timeoutMs: number,
+  wait?: ServiceWait,
 ): Promise<SettleReply> {
-  const msg = await nc.request(subjects.toolSettle(tool), encode(SettleRequest, request), {
-    timeout: timeoutMs,
+  return requestJson(nc, subjects.toolSettle(tool), { schema: SettleRequest, value: request }, SettleReply, {
+    timeoutMs,
+    unavailable: "TOOL_UNAVAILABLE",
+    timeout: "TOOL_TIMEOUT",
+    ...(wait ? { wait: { ...wait, read: true } } : {}),
   });
-  return decode(SettleReply, msg.data);
 }

@@ -331,6 +331,43 @@ describe("settling the call a halted run waited on", () => {
     expect(await charge(key, 8)).toEqual(truth);
   });
 
+  it("a settle asked while nobody serves the tool yet (its service restarting) waits for one, when told to", async () => {
+    const later = defineTool({
+      name: "later",
+      description: "served a moment after it is asked",
+      input: z.object({}),
+      capability: { kind: "compute" },
+      reversibility: "irreversible",
+      execute: () => Promise.resolve({ output: {} }),
+    });
+    const request = {
+      schemaVersion: 1,
+      runId: "r1",
+      actionId: "a1",
+      idempotencyKey: `r1:later:${Math.random()}`,
+      by: "oncall",
+      reason: "r",
+      decision: "abandon",
+    } as const;
+    await expect(settleCall(suite.nc, suite.subjects, "later", request, 1_000)).rejects.toMatchObject({
+      code: "TOOL_UNAVAILABLE",
+    });
+    const wait = { waitMs: 5_000, clock: systemClock, random: seededRandom(3) };
+    const settled = settleCall(suite.nc, suite.subjects, "later", request, 1_000, wait);
+    await new Promise((r) => setTimeout(r, 300));
+    const subs = serveTool(later, {
+      nc: suite.nc,
+      subjects: suite.subjects,
+      idempotency,
+      invoker: new ToolInvoker({ clock: systemClock, random: seededRandom(4), policy: { retries: 0 } }),
+      clock: systemClock,
+      random: seededRandom(5),
+      logger: silentLogger,
+    });
+    expect(await settled).toEqual({ outcome: "abandoned" });
+    for (const sub of subs) sub.unsubscribe();
+  });
+
   it("a bad settle request is refused with INVALID_INPUT, and the service keeps serving", async () => {
     const msg = await suite.nc.request(
       suite.subjects.toolSettle("charge"),
