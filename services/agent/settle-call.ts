@@ -34,9 +34,9 @@ export interface SettleCallDeps {
 
 /**
  * An operator's event for a halted run (or a cancel of one still going), once the call the run
- * waits on is settled with its tool service (see tool-settle.ts): a cancel learns what the call did (see settleWaitedOn); a
- * resume that carries a human's settlement has it recorded first. Any other event is returned as it
- * is, and so is one for a run not halted on a call with a side effect.
+ * waits on is settled with its tool service (see tool-settle.ts): a cancel learns what the call did
+ * (see settleWaitedOn); a resume that carries a human's settlement has it recorded first. Any other
+ * event is returned as it is, and so is one for a run not waiting on a call with a side effect.
  */
 export async function settleHaltedCall(
   state: LoopState,
@@ -125,7 +125,7 @@ async function settleWaitedOn(
       return { ...event, waitedOn: { actionId: effect.actionId, outcome: "notRun" } };
     if (reply.outcome === "done") return { ...event, waitedOn: learned(effect.actionId, reply.reply) };
     if (reply.outcome !== "running") {
-      log.warn({ reply }, "the tool service did not settle the call the run halted on: a human is asked");
+      log.warn({ reply }, "the tool service refused to settle the call the run halted on: a human is asked");
       return event;
     }
     if (clock.now() > reply.since + tool.timeoutMs + (deps.graceMs ?? 5_000)) {
@@ -186,8 +186,9 @@ async function settleByHand(
   }
   if (reply.outcome === "recorded" || reply.outcome === "freed") return event;
   const { settle: _given, ...plain } = event;
+  // The outcome only: a recorded reply holds the tool's output, which has no place in the log.
   log.warn(
-    { reply },
+    { outcome: reply.outcome, ...(reply.outcome === "refused" ? { error: reply.error } : {}) },
     reply.outcome === "done"
       ? "the call's tool service had recorded its outcome: the run goes on with that, not the settlement given"
       : "the call's tool service did not take the settlement: the run goes on as if resumed without it",

@@ -2,6 +2,7 @@ import { CancelRequest, type ControlReply } from "../../shared/contracts/cluster
 import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
+import { readFanOut } from "../../shared/bus/fanout.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
@@ -30,11 +31,14 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
     if (refused) throw new AgentError("INVALID_INPUT", `run '${runId}' cannot be cancelled: ${refused}`);
     await cancelOne(bus, read.status, read.revision, request);
     const later = read.status.status === "queued" ? " once a worker starts it (it has not started yet)" : "";
+    const going = await childrenGoing(bus, runId);
+    const children =
+      going.length > 0 ? `; its children go on (cancel --tree ends them too): ${going.join(", ")}` : "";
     return {
       schemaVersion: 1,
       ok: true,
-      message: `run ${runId}: cancel queued: it stops${later}, undoes what it can, then fails`,
-      data: { runId, runIds: [runId] },
+      message: `run ${runId}: cancel queued: it stops${later}, undoes what it can, then fails${children}`,
+      data: { runId, runIds: [runId], going },
     };
   }
   const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
@@ -57,6 +61,18 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
     message: `tree ${runId}: cancel queued for ${cancelled.length} run(s): ${cancelled.join(", ")}`,
     data: { runId, runIds: cancelled },
   };
+}
+
+/**
+ * The children of the run's last fan-out that have not finished: a run cancelled alone leaves them
+ * going, and the operator is told so. One read of the fan-out, one per child, rather than the tree.
+ */
+async function childrenGoing(bus: ActorBus, runId: string): Promise<string[]> {
+  const fanOut = await readFanOut(bus.buckets.runs, runId).catch(() => undefined);
+  if (!fanOut) return [];
+  const store = new RunStatusStore(bus.buckets.runs);
+  const statuses = await Promise.all(fanOut.children.map((child) => store.get(child)));
+  return statuses.flatMap((s) => (s && !isFinished(s) ? [s.runId] : []));
 }
 
 /** Why a run cannot be cancelled; undefined when it can. */

@@ -438,7 +438,7 @@ describe("agentctl cancel: a run ended for good", () => {
     });
   }, 60_000);
 
-  it("cancel --tree ends a tree still going in one command: the child, mid-booking, stops and undoes its booking once it went through; its parked parent stops too", async () => {
+  it("a parent cancelled alone stops where it waits, and the reply names the child still going; cancel --tree ends the child, mid-booking, which undoes its booking once it went through", async () => {
     const { made, unbooked, stop } = serveBookings(3_000);
     onTestFinished(stop);
     const { runId, childId } = await parentOfOne(
@@ -451,8 +451,11 @@ describe("agentctl cancel: a run ended for good", () => {
     await until(async () => (await suite.wal(childId)).some((r) => r.record.type === "INTENT"), 10_000, {
       what: "the child's booking started",
     });
-    const reply = await agentctl("cancel", runId, "--tree", "--reason", "wrong trip", "--by", "oncall");
-    expect(reply.stdout).toContain(`tree ${runId}: cancel queued for 2 run(s): ${childId}, ${runId}`);
+    const alone = await agentctl("cancel", runId, "--reason", "wrong trip", "--by", "oncall");
+    expect(alone.stdout).toContain(`its children go on (cancel --tree ends them too): ${childId}`);
+    const tree = await agentctl("cancel", runId, "--tree", "--reason", "wrong trip", "--by", "oncall");
+    // The parent, stopping or stopped, is named again unless it has failed already.
+    expect(tree.stdout).toMatch(new RegExp(`^tree ${runId}: cancel queued for [12] run\\(s\\): ${childId}`));
     expect(made).toEqual([]);
     for (const id of [childId, runId]) {
       expect(await suite.waitFor(id, ended, 20_000)).toMatchObject({
