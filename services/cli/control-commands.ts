@@ -1,5 +1,7 @@
 /** agentctl's commands that act on runs: approvals, halt, resume, cancel and the kill switch. */
 import { InvalidArgumentError, type Command } from "commander";
+import { z } from "zod";
+import { decodeText } from "../../shared/bus/codec.js";
 import type { CallSettlement } from "../../shared/contracts/loop-event.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { out, runIdArg, withClient } from "./command-kit.js";
@@ -35,7 +37,7 @@ const settleArg = (value: string): "ran" | "notRun" => {
 /** JSON, boxed so that `null` is a result too. */
 const jsonArg = (value: string): { value: unknown } => {
   try {
-    return { value: JSON.parse(value) as unknown };
+    return { value: decodeText(z.unknown(), value) };
   } catch {
     throw new InvalidArgumentError("not valid JSON");
   }

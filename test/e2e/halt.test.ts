@@ -5,14 +5,7 @@ import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
 import { defineTool } from "../../shared/tools/tool.js";
-import {
-  AGENTCTL,
-  agentctlFails,
-  runProcess,
-  serveCharge,
-  settled,
-  useClusterSuite,
-} from "../helpers/cluster-suite.js";
+import { agentctlOf, ended, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { queuedStatus, spec } from "../helpers/fixtures.js";
 import { parentOfOne } from "../helpers/spawning.js";
 import { until } from "../helpers/until.js";
@@ -30,13 +23,7 @@ const suite = useClusterSuite("halt", {
   env: { AGENT_RETRY_DELAY_MS: "500" },
 });
 
-const agentctl = (...args: string[]): Promise<{ stdout: string; stderr: string }> =>
-  runProcess(process.execPath, [AGENTCTL, ...args], { env: suite.env() });
-
-/** The structured error agentctl printed when it failed; undefined when it did not fail. */
-const refusal = async (...args: string[]) => (await agentctlFails(suite, args)).error;
-
-const ended = (s: { status: string }): boolean => s.status === "committed" || s.status === "failed";
+const { run: agentctl, refusal } = agentctlOf(suite);
 
 /**
  * A booking, a side effect with a compensation: `unbook` gets what `book` was given and answered.

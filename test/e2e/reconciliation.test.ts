@@ -1,7 +1,7 @@
 import { describe, expect, it, onTestFinished } from "vitest";
 import { z } from "zod";
 import { defineTool } from "../../shared/tools/tool.js";
-import { AGENTCTL, agentctlFails, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { agentctlOf, ended, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
 const suite = useClusterSuite("reconcile", {
@@ -14,10 +14,7 @@ const suite = useClusterSuite("reconcile", {
   env: { AGENT_RETRY_DELAY_MS: "500" },
 });
 
-const agentctl = (...args: string[]): Promise<{ stdout: string; stderr: string }> =>
-  runProcess(process.execPath, [AGENTCTL, ...args], { env: suite.env() });
-const refusal = async (...args: string[]) => (await agentctlFails(suite, args)).error;
-const ended = (s: { status: string }): boolean => s.status === "committed" || s.status === "failed";
+const { run: agentctl, refusal } = agentctlOf(suite);
 
 /**
  * A launch that cannot be made twice, whose first call hangs: its outcome is unknown once the

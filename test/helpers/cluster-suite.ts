@@ -48,8 +48,24 @@ export interface ClusterSuite {
 
 export const settled = (s: { status: string }): boolean =>
   ["committed", "failed", "halted"].includes(s.status);
+/** Whether a run has ended for good: committed or failed (a halted run may resume). */
+export const ended = (s: { status: string }): boolean => s.status === "committed" || s.status === "failed";
 export const AGENTCTL = fileURLToPath(new URL("../../dist/services/cli/main.js", import.meta.url));
 export const runProcess = promisify(execFile);
+
+/**
+ * agentctl against a suite's cluster: `run` answers its output (and rejects when it fails);
+ * `refusal` answers the structured error it printed when it failed, undefined when it did not.
+ */
+export function agentctlOf(suite: Pick<ClusterSuite, "env">): {
+  run: (...args: string[]) => Promise<{ stdout: string; stderr: string }>;
+  refusal: (...args: string[]) => Promise<{ code: string; message: string } | undefined>;
+} {
+  return {
+    run: (...args) => runProcess(process.execPath, [AGENTCTL, ...args], { env: suite.env() }),
+    refusal: async (...args) => (await agentctlFails(suite, args)).error,
+  };
+}
 
 /** agentctl run against a suite's cluster, expected to fail: its exit code and the structured error it printed last. */
 export async function agentctlFails(
