@@ -97,7 +97,7 @@ export class Reconciler {
     return {
       type: "halt",
       at: now,
-      reason: `RECONCILIATION_REQUIRED: the outcome of non-idempotent tool '${effect.tool}' (action ${effect.actionId}, key ${effect.idempotencyKey}) is unknown; check whether its effect happened, then resume the run`,
+      reason: `RECONCILIATION_REQUIRED: the outcome of non-idempotent tool '${effect.tool}' (action ${effect.actionId}, key ${effect.idempotencyKey}) is unknown; check whether its effect happened, then resume the run with --settle ran --output <its result as JSON>, or --settle not-run`,
       by: "runtime",
     };
   }

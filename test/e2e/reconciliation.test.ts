@@ -54,9 +54,14 @@ async function haltedForReconciliation(): Promise<string> {
     }),
   );
   const status = await suite.waitFor(runId, settled, 30_000);
+  // The reason an operator reads says how to go on.
   expect(status).toMatchObject({
     status: "halted",
-    terminal: { reason: expect.stringMatching(/^RECONCILIATION_REQUIRED/) as unknown },
+    terminal: {
+      reason: expect.stringMatching(
+        /^RECONCILIATION_REQUIRED: .*resume the run with --settle ran --output/,
+      ) as unknown,
+    },
   });
   return runId;
 }
