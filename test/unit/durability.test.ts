@@ -243,17 +243,22 @@ describe("cancel", () => {
       cfg,
     );
 
-  it("undoes what the run completed, and leaves the call it halted waiting on to a human", () => {
+  /** A run that reserved `held` (completed), now waiting on `next`. */
+  const reservedThen = (runId: string, held: string, next: { name: string; input: object }): Transition => {
     const s = RunSpec.parse(spec({ tools: ["reserve", "charge"] }));
-    let t = startRun({ type: "start", at: 0, spec: s, runId: "r3", rootRunId: "r3", depth: 0 }, cfg);
+    let t = startRun({ type: "start", at: 0, spec: s, runId, rootRunId: runId, depth: 0 }, cfg);
     t = transition(t.state, { type: "memoryRecalled", at: 1, memories: [] }, cfg);
-    t = turn(t, { name: "reserve", input: { id: "r1" } });
+    t = turn(t, { name: "reserve", input: { id: held } });
     t = transition(
       t.state,
-      { type: "toolCompleted", at: 2, actionId: effect(t, "callTool").actionId, output: { held: "r1" } },
+      { type: "toolCompleted", at: 2, actionId: effect(t, "callTool").actionId, output: { held } },
       cfg,
     );
-    t = turn(t, { name: "charge", input: { amount: 5 } });
+    return turn(t, next);
+  };
+
+  it("undoes what the run completed, and leaves the call it halted waiting on to a human", () => {
+    const t = reservedThen("r3", "r1", { name: "charge", input: { amount: 5 } });
     const charge = effect(t, "callTool").actionId;
     const halted = transition(t.state, { type: "halt", at: 3, reason: "stop", by: "ops" }, cfg);
     const cancelled = transition(
@@ -285,16 +290,7 @@ describe("cancel", () => {
   });
 
   it("undoes the call it halted on when its tool service says it completed, and drops one that never ran", () => {
-    const s = RunSpec.parse(spec({ tools: ["reserve"] }));
-    let t = startRun({ type: "start", at: 0, spec: s, runId: "r4", rootRunId: "r4", depth: 0 }, cfg);
-    t = transition(t.state, { type: "memoryRecalled", at: 1, memories: [] }, cfg);
-    t = turn(t, { name: "reserve", input: { id: "first" } });
-    t = transition(
-      t.state,
-      { type: "toolCompleted", at: 2, actionId: effect(t, "callTool").actionId, output: { held: "first" } },
-      cfg,
-    );
-    t = turn(t, { name: "reserve", input: { id: "second" } });
+    const t = reservedThen("r4", "first", { name: "reserve", input: { id: "second" } });
     const second = effect(t, "callTool").actionId;
     const halted = transition(t.state, { type: "halt", at: 3, reason: "stop", by: "ops" }, cfg).state;
     const cancel = (waitedOn?: WaitedOnCall) =>
