@@ -16,7 +16,8 @@ import { AgentError } from "../../shared/runtime/errors.js";
  * (most recent first), and fails the run with RUN_CANCELLED, which a parent waiting for it gets as
  * the child's result. A run no worker has started yet is cancelled once one does. A finished run is
  * refused, and so is one already undoing its calls before it fails. With `tree`, every run of the
- * tree under it that can be cancelled, the deepest first.
+ * tree under it that can be cancelled, the deepest first; alone, its children still going are
+ * cancelled once it fails (see cancelOrphans).
  *
  * Allowed under the kill switch: undoing what a run did is what an incident may call for. The run
  * holds no pool slot for its compensations (its halt frees it).
@@ -31,14 +32,19 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
     if (refused) throw new AgentError("INVALID_INPUT", `run '${runId}' cannot be cancelled: ${refused}`);
     await cancelOne(bus, read.status, read.revision, request);
     const later = read.status.status === "queued" ? " once a worker starts it (it has not started yet)" : "";
-    const going = await childrenGoing(bus, runId);
+    const { going, halted } = await childrenLeft(bus, runId);
     const children =
-      going.length > 0 ? `; its children go on (cancel --tree ends them too): ${going.join(", ")}` : "";
+      (going.length > 0
+        ? `; its children still going are cancelled once it fails: ${going.join(", ")}`
+        : "") +
+      (halted.length > 0
+        ? `; its halted children stay halted (cancel --tree ends them too): ${halted.join(", ")}`
+        : "");
     return {
       schemaVersion: 1,
       ok: true,
       message: `run ${runId}: cancel queued: it stops${later}, undoes what it can, then fails${children}`,
-      data: { runId, runIds: [runId], going },
+      data: { runId, runIds: [runId], going, halted },
     };
   }
   const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
@@ -64,15 +70,60 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
 }
 
 /**
- * The children of the run's last fan-out that have not finished: a run cancelled alone leaves them
- * going, and the operator is told so. One read of the fan-out, one per child, rather than the tree.
+ * The children of the run's last fan-out that have not finished, which a run cancelled alone leaves
+ * behind: those still going are cancelled once it fails (see cancelOrphans), the halted ones stay
+ * halted; the operator is told which. One read of the fan-out, one per child, rather than the tree.
  */
-async function childrenGoing(bus: ActorBus, runId: string): Promise<string[]> {
+async function childrenLeft(bus: ActorBus, runId: string): Promise<{ going: string[]; halted: string[] }> {
   const fanOut = await readFanOut(bus.buckets.runs, runId).catch(() => undefined);
+  const store = new RunStatusStore(bus.buckets.runs);
+  const statuses = await Promise.all((fanOut?.children ?? []).map((child) => store.get(child)));
+  const left = statuses.filter((s): s is RunStatus => s !== undefined && !isFinished(s));
+  return {
+    going: left.filter(orphaned).map((s) => s.runId),
+    halted: left.filter((s) => s.status === "halted").map((s) => s.runId),
+  };
+}
+
+/**
+ * A run that failed while children of its fan-out were still going leaves them with nobody to take
+ * their results: each is cancelled (by "supervisor", the reason naming the parent and why it
+ * failed), so it stops, undoes what it did and fails, and its own failure cancels its children in
+ * turn. A halted child stays as an operator left it (and one halted by a cancel under way is not
+ * cancelled twice). Called for every `run.failed` the supervisor reads; most runs have no fan-out
+ * (one read). An unreadable fan-out record is logged and leaves the children going. Returns the
+ * runs cancelled.
+ */
+export async function cancelOrphans(bus: ActorBus, parentRunId: string, why?: string): Promise<string[]> {
+  const fanOut = await readFanOut(bus.buckets.runs, parentRunId).catch((err: unknown) => {
+    if (!(err instanceof AgentError) || err.code !== "INVALID_INPUT") throw err;
+    bus.logger.error(
+      { err, runId: parentRunId },
+      "fan-out record unreadable: the failed run's children are not cancelled",
+    );
+    return undefined;
+  });
   if (!fanOut) return [];
   const store = new RunStatusStore(bus.buckets.runs);
-  const statuses = await Promise.all(fanOut.children.map((child) => store.get(child)));
-  return statuses.flatMap((s) => (s && !isFinished(s) ? [s.runId] : []));
+  const reason = `its parent ${parentRunId} failed${why ? `: ${why}` : ""}`.slice(0, MAX_REASON);
+  const cancelled: string[] = [];
+  for (const child of fanOut.children) {
+    const read = await store.read(child);
+    if (!read || !orphaned(read.status)) continue;
+    await cancelOne(bus, read.status, read.revision, { runId: child, by: ORPHANS_BY, reason });
+    cancelled.push(child);
+  }
+  return cancelled;
+}
+
+/** Who cancels the children of a failed run, in their reason and trail. */
+export const ORPHANS_BY = "supervisor";
+/** A cancel's reason is at most this long (CancelRequest): a deep tree's reasons nest. */
+const MAX_REASON = 1_000;
+
+/** Whether a failed parent's child is cancelled with it: it can be, and no operator halted it. */
+function orphaned(status: RunStatus): boolean {
+  return whyNot(status) === undefined && status.status !== "halted";
 }
 
 /** Why a run cannot be cancelled; undefined when it can. */

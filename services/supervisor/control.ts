@@ -1,4 +1,5 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
+import type { Counter } from "prom-client";
 import {
   ApprovalRequest,
   KillSwitchRequest,
@@ -18,6 +19,7 @@ import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { GiveBack, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { contentHash } from "../../shared/runtime/hash.js";
+import { cancelOrphans } from "./cancel.js";
 import { onEventFailure } from "./event-failure.js";
 
 const RELEASING_KINDS = new Set(["run.committed", "run.failed", "run.halted"]);
@@ -81,13 +83,19 @@ export async function setKillSwitch(bus: ActorBus, data: Uint8Array): Promise<Co
 const RELEASES_IN_FLIGHT = 64;
 
 /**
- * Frees a run's pool slot when it commits, fails or halts. Reads the audit stream's lifecycle
- * events through one durable consumer shared by all supervisor replicas, so a slot is freed even
- * if the supervisor that admitted the run is gone. Events are handled up to RELEASES_IN_FLIGHT at
+ * Frees a run's pool slot when it commits, fails or halts, and cancels the children a failed run
+ * leaves going (see cancelOrphans). Reads the audit stream's lifecycle events through one durable
+ * consumer shared by all supervisor replicas, so a slot is freed even if the supervisor that
+ * admitted the run is gone. Events are handled up to RELEASES_IN_FLIGHT at
  * a time and in any order: each concerns its own run, and a fan-in is queued by whichever of a
  * parent's children settles last (its status is written before its event).
  */
-export async function releaseSlots(bus: ActorBus, pool: PoolLedger, signal: AbortSignal): Promise<void> {
+export async function releaseSlots(
+  bus: ActorBus,
+  pool: PoolLedger,
+  signal: AbortSignal,
+  orphansCancelled?: Counter,
+): Promise<void> {
   const stream = bus.subjects.streams().audit;
   await ensureDurable(bus.jsm, stream, {
     durable_name: RELEASE_CONSUMER,
@@ -100,15 +108,20 @@ export async function releaseSlots(bus: ActorBus, pool: PoolLedger, signal: Abor
   signal.addEventListener("abort", () => void messages.close(), { once: true });
   const inFlight = new Set<Promise<void>>();
   for await (const msg of messages) {
-    const handled: Promise<void> = onLifecycle(bus, pool, msg).finally(() => inFlight.delete(handled));
+    const handled: Promise<void> = onLifecycle(bus, pool, msg, orphansCancelled).finally(() =>
+      inFlight.delete(handled),
+    );
     inFlight.add(handled);
     if (inFlight.size >= RELEASES_IN_FLIGHT) await Promise.race(inFlight);
   }
   await Promise.all(inFlight);
 }
 
-/** One lifecycle event: the run's slot freed, its parent's fan-in checked, then the ack. Never rejects. */
-async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg): Promise<void> {
+/**
+ * One lifecycle event: the run's slot freed, its parent's fan-in checked, a failed run's children
+ * still going cancelled, then the ack. Never rejects.
+ */
+async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg, orphans?: Counter): Promise<void> {
   try {
     const event = decode(AuditEvent, msg.data);
     if (RELEASING_KINDS.has(event.kind)) {
@@ -124,11 +137,23 @@ async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg): Promise
       // A halted run has not ended (see fanInResults): only a commit or a failure, which no resume
       // follows, may complete its parent's fan-in.
       if (event.parentRunId && event.kind !== "run.halted") await fanIn(bus, event.parentRunId);
+      if (event.kind === "run.failed") await cancelChildren(bus, event, orphans);
     }
     msg.ack();
   } catch (err) {
     onEventFailure(bus, msg, err, "could not release a pool slot");
   }
+}
+
+/** A failed run's children still going have nobody to take their results: they are cancelled. */
+async function cancelChildren(bus: ActorBus, failed: AuditEvent, counted?: Counter): Promise<void> {
+  const children = await cancelOrphans(bus, failed.runId, failed.reason);
+  if (children.length === 0) return;
+  counted?.inc(children.length);
+  bus.logger.warn(
+    { runId: failed.runId, children },
+    "run failed with children still going: they are cancelled",
+  );
 }
 
 /**

@@ -103,7 +103,7 @@ serve(bus.nc, subjects.iterationLease(), {
   onFailure,
 });
 const stopping = new AbortController();
-const released = releaseSlots(bus, pool, stopping.signal).catch((err: unknown) => {
+const released = releaseSlots(bus, pool, stopping.signal, metrics.orphansCancelled).catch((err: unknown) => {
   logger.fatal({ err }, "pool release loop stopped");
   process.exit(1);
 });

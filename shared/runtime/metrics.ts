@@ -26,6 +26,7 @@ export class ActorMetrics {
   readonly toolRecordsRemoved: Counter;
   readonly statusesRemoved: Counter;
   readonly treeBudgetsRemoved: Counter;
+  readonly orphansCancelled: Counter;
   readonly criticVerdicts: Counter<"passed">;
   readonly badRequests: Counter<"subject">;
   readonly modelBreakersOpened: Counter<"provider">;
@@ -129,6 +130,11 @@ export class ActorMetrics {
     this.treeBudgetsRemoved = new Counter({
       name: "agents_tree_budgets_removed_total",
       help: "Run trees whose iteration budget key was removed with their root run's status",
+      registers,
+    });
+    this.orphansCancelled = new Counter({
+      name: "agents_orphans_cancelled_total",
+      help: "Runs cancelled because their parent failed while they were still going",
       registers,
     });
     this.criticVerdicts = new Counter({

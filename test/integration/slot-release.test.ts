@@ -3,10 +3,12 @@ import { describe, expect, it } from "vitest";
 import { publishAudit } from "../../shared/bus/audit.js";
 import { POOL_KEY, PoolLedger } from "../../shared/bus/pool.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
-import { encode } from "../../shared/bus/codec.js";
+import { decode, encode } from "../../shared/bus/codec.js";
 import { writeFanOut } from "../../shared/bus/fanout.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { ResumeRequest } from "../../shared/contracts/cluster.js";
+import { CancelRequest, ResumeRequest, RunJob } from "../../shared/contracts/cluster.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { cancelRun } from "../../services/supervisor/cancel.js";
 import { RELEASE_CONSUMER, releaseSlots } from "../../services/supervisor/control.js";
 import { resumeRun } from "../../services/supervisor/resume.js";
 import { seededRandom } from "../../shared/runtime/random.js";
@@ -182,6 +184,79 @@ describe("the supervisor's slot release loop", () => {
       // The resumed run's own end still frees it.
       await publishAudit(suite.bus, { ...settled(runId, "run.committed"), auditId: `${runId}:10`, seq: 10 });
       await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
+    });
+  });
+
+  it("a run that fails while children of its fan-out are still going has them cancelled (running, waiting, queued), not those halted, finished or undoing their calls; read again, its failure queues nothing more", async () => {
+    const pool = PoolLedger.of(suite.bus);
+    const parentRunId = "run-orphaning";
+    const store = new RunStatusStore(suite.bus.buckets.runs);
+    const child = (name: string, status: RunStatus["status"], phase: RunStatus["phase"]): RunStatus => ({
+      runId: `${parentRunId}-${name}`,
+      rootRunId: parentRunId,
+      parentRunId,
+      depth: 1,
+      status,
+      phase,
+      iteration: 1,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+      updatedAt: new Date().toISOString(),
+    });
+    const children = [
+      child("going", "running", "ACT"),
+      child("asking", "awaiting_approval", "ACT"),
+      child("queued", "queued", "PLAN"),
+      child("halted", "halted", "HALT"),
+      child("done", "committed", "COMMIT"),
+      child("undoing", "running", "FAIL"),
+    ];
+    for (const c of children) await store.put(c);
+    const unknown = `${parentRunId}-never-admitted`;
+    await writeFanOut(suite.bus.buckets.runs, {
+      parentRunId,
+      rootRunId: parentRunId,
+      depth: 0,
+      actionId: "spawn-1",
+      children: [...children.map((c) => c.runId), unknown],
+    });
+    // Its cancel names what becomes of its children.
+    await store.put({ ...child("self", "running", "ACT"), runId: parentRunId, depth: 0 });
+    const request = encode(CancelRequest, { runId: parentRunId, by: "oncall", reason: "x" });
+    const reply = await cancelRun(suite.bus, request);
+    const name = (n: string): string => `${parentRunId}-${n}`;
+    expect(reply).toMatchObject({
+      ok: true,
+      data: { going: ["going", "asking", "queued"].map(name), halted: [name("halted")] },
+    });
+    expect(reply.ok && reply.message).toContain(
+      `; its children still going are cancelled once it fails: ${name("going")}, ${name("asking")}, ${name("queued")}; its halted children stay halted (cancel --tree ends them too): ${name("halted")}`,
+    );
+    const failed = {
+      ...settled(parentRunId, "run.failed"),
+      reason: "[RUN_CANCELLED] cancelled by oncall: x",
+    };
+    await whileReleasing(pool, async () => {
+      await publishAudit(suite.bus, failed);
+      await drained(suite.bus.subjects.streams().audit);
+      // Its failure read again (another event, as a redelivery is): the same cancels, deduplicated.
+      await publishAudit(suite.bus, { ...failed, auditId: `${parentRunId}:10`, seq: 10 });
+      await drained(suite.bus.subjects.streams().audit);
+    });
+    const ids = [...children.map((c) => c.runId), unknown];
+    const cancelled = new Set(["going", "asking", "queued"].map((n) => `${parentRunId}-${n}`));
+    expect(await Promise.all(ids.map((id) => queued(id)))).toEqual(
+      ids.map((id) => (cancelled.has(id) ? 1 : 0)),
+    );
+    const job = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().runs, {
+      last_by_subj: suite.bus.subjects.runQueue(`${parentRunId}-going`),
+    });
+    expect(decode(RunJob, job?.data ?? new Uint8Array())).toMatchObject({
+      runId: `${parentRunId}-going`,
+      event: {
+        type: "cancel",
+        by: "supervisor",
+        reason: `its parent ${parentRunId} failed: [RUN_CANCELLED] cancelled by oncall: x`,
+      },
     });
   });
 

@@ -1,0 +1,267 @@
+import { describe, expect, it, onTestFinished } from "vitest";
+import { z } from "zod";
+import { defineTool } from "../../shared/tools/tool.js";
+import { agentctlOf, ended, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+import { parentOfOne } from "../helpers/spawning.js";
+import { until } from "../helpers/until.js";
+
+const suite = useClusterSuite("cancel", {
+  actors: [
+    { kind: "supervisor" },
+    { kind: "tools", env: { TOOLS: "echo" } },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+  ],
+  env: { AGENT_RETRY_DELAY_MS: "500" },
+});
+
+const { run: agentctl, refusal } = agentctlOf(suite);
+
+/**
+ * A booking, a side effect with a compensation: `unbook` gets what `book` was given and answered.
+ * `bookMs`: how long a booking takes once started (it is counted in `booked` when it starts).
+ */
+function serveBookings(bookMs = 0): {
+  booked: string[];
+  /** The bookings that have finished. */
+  made: string[];
+  unbooked: unknown[];
+  stop: () => void;
+} {
+  const booked: string[] = [];
+  const made: string[] = [];
+  const unbooked: unknown[] = [];
+  const book = suite.serveTool(
+    defineTool({
+      name: "book",
+      description: "Books an item.",
+      input: z.object({ item: z.string() }),
+      capability: { kind: "compute" },
+      reversibility: "compensable",
+      idempotent: true,
+      compensation: { tool: "unbook" },
+      execute: async (input) => {
+        booked.push(input.item);
+        await new Promise((r) => setTimeout(r, bookMs));
+        made.push(input.item);
+        return { output: { booking: `b-${input.item}` } };
+      },
+    }),
+  );
+  const unbook = suite.serveTool(
+    defineTool({
+      name: "unbook",
+      description: "Cancels a booking.",
+      input: z.object({ original: z.unknown(), output: z.unknown() }),
+      capability: { kind: "compute" },
+      reversibility: "compensable",
+      idempotent: true,
+      execute: (input) => {
+        unbooked.push(input);
+        return Promise.resolve({ output: { cancelled: true } });
+      },
+    }),
+  );
+  return {
+    booked,
+    made,
+    unbooked,
+    stop: () => {
+      book.stop();
+      unbook.stop();
+    },
+  };
+}
+
+describe("agentctl cancel: a run ended for good", () => {
+  it("a run halted by the kill switch and cancelled under it undoes its booking and fails with RUN_CANCELLED", async () => {
+    const { booked, unbooked, stop } = serveBookings();
+    onTestFinished(stop);
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "book", input: { item: "room 12" } }] },
+          { toolCalls: [{ name: "echo", input: { text: "confirm" } }], delayMs: 2_000 },
+          { toolCalls: [{ name: "finish", input: { answer: "booked" } }] },
+        ],
+        tools: ["book", "unbook", "echo"],
+      }),
+    );
+    await expect.poll(() => booked.length, { timeout: 10_000 }).toBe(1);
+    await suite.client.killSwitch({ active: true, reason: "incident 9", by: "oncall" });
+    try {
+      // Halted at its next step, the echo call its 2 s turn answers.
+      await suite.waitFor(runId, (s) => s.status === "halted", 10_000);
+      // A cancel says why.
+      expect((await refusal("cancel", runId))?.message).toMatch(/required option '--reason/);
+      const reply = await agentctl("cancel", runId, "--reason", "wrong booking", "--by", "oncall");
+      expect(reply.stdout).toContain(`run ${runId}: cancel queued`);
+      // The undo runs under the kill switch, which stops new work only.
+      const done = await suite.waitFor(runId, ended, 15_000);
+      expect(done).toMatchObject({
+        status: "failed",
+        terminal: { reason: "[RUN_CANCELLED] cancelled by oncall: wrong booking" },
+      });
+    } finally {
+      await suite.client.killSwitch({ active: false, reason: "resolved", by: "oncall" });
+    }
+    expect(booked).toEqual(["room 12"]);
+    expect(unbooked).toEqual([{ original: { item: "room 12" }, output: { booking: "b-room 12" } }]);
+    const trail = await suite.audit(runId);
+    expect(trail.map((e) => e.seq)).toEqual(trail.map((_, i) => i + 1));
+    const kinds = trail.map((e) => e.kind);
+    const order = ["run.halted", "compensation.started", "compensation.completed", "run.failed"];
+    expect(kinds.filter((k) => order.includes(k))).toEqual(order);
+    expect(trail.find((e) => e.kind === "run.failed")?.reason).toMatch(/^\[RUN_CANCELLED\]/);
+    // Ended, it cannot be cancelled again.
+    const again = await refusal("cancel", runId, "--reason", "twice");
+    expect(again).toMatchObject({ code: "INVALID_INPUT" });
+    expect(again?.message).toContain("cannot be cancelled: it is failed");
+  }, 60_000);
+
+  it("a run halted while its booking runs, cancelled, learns from the booking service that it went through, and undoes it rather than leave it to a human", async () => {
+    const { booked, made, unbooked, stop } = serveBookings(4_000);
+    onTestFinished(stop);
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "book", input: { item: "room 7" } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "booked" } }] },
+        ],
+        tools: ["book", "unbook"],
+      }),
+    );
+    await expect.poll(() => booked.length, { timeout: 10_000 }).toBe(1);
+    await agentctl("halt", runId, "--reason", "double booking", "--by", "oncall");
+    await suite.waitFor(runId, (s) => s.status === "halted", 10_000);
+    // Cancelled while the booking still runs: the cancel waits for its outcome.
+    await agentctl("cancel", runId, "--reason", "double booking", "--by", "oncall");
+    expect(made).toEqual([]);
+    const done = await suite.waitFor(runId, ended, 15_000);
+    expect(done).toMatchObject({
+      status: "failed",
+      terminal: { reason: expect.stringMatching(/^\[RUN_CANCELLED\]/) as unknown },
+    });
+    expect(booked).toEqual(["room 7"]);
+    expect(unbooked).toEqual([{ original: { item: "room 7" }, output: { booking: "b-room 7" } }]);
+    const terminal = (await suite.wal(runId)).map((r) => r.record).findLast((r) => r.type === "TERMINAL");
+    expect(terminal?.type === "TERMINAL" ? terminal.artifact : undefined).toMatchObject({
+      compensations: [{ tool: "unbook", ok: true }],
+      manualIntervention: [],
+    });
+    const trail = await suite.audit(runId);
+    expect(trail.map((e) => e.seq)).toEqual(trail.map((_, i) => i + 1));
+    const order = [
+      "tool.intent",
+      "run.halted",
+      "tool.completed",
+      "compensation.started",
+      "compensation.completed",
+      "run.failed",
+    ];
+    expect(trail.map((e) => e.kind).filter((k) => order.includes(k))).toEqual(order);
+    expect(trail.find((e) => e.kind === "tool.completed")?.data).toMatchObject({ settledBy: "cancel" });
+  }, 60_000);
+
+  it("a halted child cancelled gives its parent RUN_CANCELLED as its result, and the parent goes on", async () => {
+    const { runId, childId } = await parentOfOne(suite, "went on without it", 0, [
+      { toolCalls: [{ name: "echo", input: { text: "child's work" } }], delayMs: 2_000 },
+      { text: "child's answer" },
+    ]);
+    await agentctl("halt", childId, "--reason", "stuck", "--by", "oncall");
+    await suite.waitFor(childId, (s) => s.status === "halted", 10_000);
+    const reply = await agentctl("cancel", childId, "--reason", "not needed", "--by", "oncall");
+    expect(reply.stdout).toContain(`run ${childId}: cancel queued: it stops, undoes what it can, then fails`);
+    expect(await suite.waitFor(childId, ended, 15_000)).toMatchObject({ status: "failed" });
+    const done = await suite.waitFor(runId, ended, 15_000);
+    expect(done).toMatchObject({ status: "committed", terminal: { output: "went on without it" } });
+    const completed = (await suite.wal(runId)).map((r) => r.record).find((r) => r.type === "COMPLETE");
+    expect(completed?.type === "COMPLETE" ? completed.event.output : undefined).toMatchObject({
+      results: [
+        {
+          runId: childId,
+          status: "failed",
+          error: { code: "RUN_CANCELLED", message: "cancelled by oncall: not needed" },
+        },
+      ],
+    });
+  }, 60_000);
+
+  /**
+   * A parent waiting for its one child, which is in the middle of a 3 s booking: what a cancel of
+   * the tree, or of the parent alone, finds.
+   */
+  const parentOfABooking = async (): Promise<{
+    runId: string;
+    childId: string;
+    bookings: ReturnType<typeof serveBookings>;
+  }> => {
+    const bookings = serveBookings(3_000);
+    onTestFinished(bookings.stop);
+    const { runId, childId } = await parentOfOne(
+      suite,
+      "never",
+      0,
+      [{ toolCalls: [{ name: "book", input: { item: "seat 3" } }] }, { text: "booked" }],
+      ["book", "unbook"],
+    );
+    await until(async () => (await suite.wal(childId)).some((r) => r.record.type === "INTENT"), 10_000, {
+      what: "the child's booking started",
+    });
+    return { runId, childId, bookings };
+  };
+
+  /** The run stopped, then failed, with this reason; its booking (if any) went through and was undone. */
+  const cancelledAs = async (id: string, reason: string): Promise<void> => {
+    expect(await suite.waitFor(id, ended, 20_000)).toMatchObject({ status: "failed", terminal: { reason } });
+    const kinds = (await suite.audit(id)).map((e) => e.kind);
+    expect(kinds.filter((k) => k === "run.halted" || k === "run.failed")).toEqual([
+      "run.halted",
+      "run.failed",
+    ]);
+  };
+
+  /** The supervisor's count of runs cancelled because their parent failed. */
+  const orphansCancelled = async (): Promise<number> => {
+    const port = suite.cluster.actors.get("supervisor")?.healthPort;
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    return Number(/^agents_orphans_cancelled_total\{[^}]*\} (\d+)$/m.exec(metrics)?.[1] ?? Number.NaN);
+  };
+
+  it("cancel --tree ends a parent and its child, the child first, mid-booking: the child undoes its booking once it went through", async () => {
+    const { runId, childId, bookings } = await parentOfABooking();
+    const tree = await agentctl("cancel", runId, "--tree", "--reason", "wrong trip", "--by", "oncall");
+    expect(tree.stdout).toContain(`tree ${runId}: cancel queued for 2 run(s): ${childId}, ${runId}`);
+    expect(bookings.made).toEqual([]);
+    for (const id of [childId, runId])
+      await cancelledAs(id, "[RUN_CANCELLED] cancelled by oncall: wrong trip");
+    expect(bookings.made).toEqual(["seat 3"]);
+    expect(bookings.unbooked).toEqual([{ original: { item: "seat 3" }, output: { booking: "b-seat 3" } }]);
+    // Nothing of the tree is left to cancel.
+    expect(await refusal("cancel", runId, "--tree", "--reason", "again")).toMatchObject({
+      code: "INVALID_INPUT",
+    });
+  }, 60_000);
+
+  it("a parent cancelled alone stops where it waits and fails; its child, mid-booking, has nobody to take its result and is cancelled then: it undoes its booking once it went through", async () => {
+    const { runId, childId, bookings } = await parentOfABooking();
+    const before = await orphansCancelled();
+    const alone = await agentctl("cancel", runId, "--reason", "wrong trip", "--by", "oncall");
+    expect(alone.stdout).toContain(`its children still going are cancelled once it fails: ${childId}`);
+    const parentFailed = "[RUN_CANCELLED] cancelled by oncall: wrong trip";
+    await cancelledAs(runId, parentFailed);
+    await cancelledAs(
+      childId,
+      `[RUN_CANCELLED] cancelled by supervisor: its parent ${runId} failed: ${parentFailed}`,
+    );
+    expect(bookings.made).toEqual(["seat 3"]);
+    expect(bookings.unbooked).toEqual([{ original: { item: "seat 3" }, output: { booking: "b-seat 3" } }]);
+    expect(await orphansCancelled()).toBe(before + 1);
+    expect(await suite.logs()).toMatch(
+      new RegExp(
+        `"runId":"${runId}"[^\\n]*"children":\\["${childId}"\\][^\\n]*run failed with children still going`,
+      ),
+    );
+  }, 60_000);
+});
