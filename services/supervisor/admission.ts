@@ -10,6 +10,7 @@ import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { isFinished } from "../../shared/contracts/run-status.js";
 import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
@@ -78,7 +79,10 @@ export class Admission {
         );
       }
       await this.check(depth);
-      if (request.parent) await this.checkBudget(rootRunId);
+      if (request.parent) {
+        await this.checkBudget(rootRunId);
+        await this.checkParent(request.parent.runId);
+      }
       const taken = await this.pool.acquire(runId, this.limits.poolCapacity);
       if (taken === "existing") {
         // A slot and no status: the supervisor that took the slot stopped before recording the run.
@@ -107,6 +111,21 @@ export class Admission {
     if (parent.rootRunId) return parent.rootRunId;
     const status = await this.status.get(parent.runId).catch(() => undefined);
     return status?.rootRunId ?? parent.runId;
+  }
+
+  /**
+   * A child of a parent that has finished would have nobody to take its result: refused. The one
+   * way here is a parent cancelled in the middle of its spawn, whose worker goes on submitting the
+   * children after the supervisor cancelled those it found (see cancelOrphans).
+   */
+  private async checkParent(parentRunId: string): Promise<void> {
+    const parent = await this.status.get(parentRunId);
+    if (parent && isFinished(parent)) {
+      throw new AgentError(
+        "PARENT_FINISHED",
+        `parent run ${parentRunId} is ${parent.status}: a child would have nobody to take its result`,
+      );
+    }
   }
 
   private async checkBudget(rootRunId: string): Promise<void> {

@@ -54,10 +54,12 @@ export const ERROR_CODES = {
    */
   RUN_NOT_STARTED: { retryable: true },
   /**
-   * An operator ended the run while it was halted (`agentctl cancel`): it undid what it could and
-   * failed. A parent's fan-in carries it as the child's error code.
+   * An operator ended the run (`agentctl cancel`), or its parent failed while it was still going:
+   * it stopped, undid what it could and failed. A parent's fan-in carries it as the child's code.
    */
   RUN_CANCELLED: { retryable: false },
+  /** A child submitted for a parent that has already finished: nobody would take its result. */
+  PARENT_FINISHED: { retryable: false },
   /** A halted run's pool slot has not been freed yet (its halt is still being processed): resume it again shortly. */
   HALT_PENDING: { retryable: true },
   /**

@@ -258,6 +258,10 @@ describe("agentctl cancel: a run ended for good", () => {
     expect(bookings.made).toEqual(["seat 3"]);
     expect(bookings.unbooked).toEqual([{ original: { item: "seat 3" }, output: { booking: "b-seat 3" } }]);
     expect(await orphansCancelled()).toBe(before + 1);
+    // A child submitted after its parent failed (its worker was mid-spawn when the cancel came,
+    // after the supervisor's pass) would have nobody to take its result: refused.
+    const late = { ...spec({ script: [{ text: "late" }] }), parent: { runId, rootRunId: runId, depth: 0 } };
+    await expect(suite.client.submit(late)).rejects.toMatchObject({ code: "PARENT_FINISHED" });
     expect(await suite.logs()).toMatch(
       new RegExp(
         `"runId":"${runId}"[^\\n]*"children":\\["${childId}"\\][^\\n]*run failed with children still going`,

@@ -250,7 +250,8 @@ describe("cluster: actors as processes on a real nats-server", () => {
       suite.client.submit({ ...spec(), parent: { runId: reply.runId, depth: 2 } }),
     ).rejects.toMatchObject({ code: "DEPTH_LIMIT", message: expect.stringMatching(/depth limit/) as string });
     // A run at depth 2 whose grant would allow more: its child is refused by the supervisor, and the
-    // fan-in says so for that child instead of waiting for it.
+    // fan-in says so for that child instead of waiting for it. Its parent is a stand-in with no
+    // status, in the tree: a child of the finished parent would be refused (PARENT_FINISHED).
     const deep = await suite.client.submit({
       ...spec({
         script: [
@@ -260,7 +261,7 @@ describe("cluster: actors as processes on a real nats-server", () => {
         tools: ["spawn_agent"],
         capabilities: [{ kind: "spawn", maxDepth: 5 }],
       }),
-      parent: { runId: reply.runId, depth: 1 },
+      parent: { runId: `${reply.runId}-stand-in`, rootRunId: reply.runId, depth: 1 },
     });
     expect((await suite.waitFor(deep.runId, settled, 30_000)).status).toBe("committed");
     const deepWal = (await suite.wal(deep.runId)).map((r) => r.record);
