@@ -92,7 +92,7 @@ async function childrenLeft(bus: ActorBus, runId: string): Promise<{ going: stri
  * turn. A halted child stays as an operator left it (and one halted by a cancel under way is not
  * cancelled twice). Called for every `run.failed` the supervisor reads; most runs have no fan-out
  * (one read). An unreadable fan-out record is logged and leaves the children going. Returns the
- * runs cancelled.
+ * runs whose cancel this call queued.
  */
 export async function cancelOrphans(bus: ActorBus, parentRunId: string, why?: string): Promise<string[]> {
   const fanOut = await readFanOut(bus.buckets.runs, parentRunId).catch((err: unknown) => {
@@ -110,14 +110,15 @@ export async function cancelOrphans(bus: ActorBus, parentRunId: string, why?: st
   for (const child of fanOut.children) {
     const read = await store.read(child);
     if (!read || !orphaned(read.status)) continue;
-    await cancelOne(bus, read.status, read.revision, { runId: child, by: ORPHANS_BY, reason });
-    cancelled.push(child);
+    const queued = await cancelOne(bus, read.status, read.revision, { runId: child, by: ORPHANS_BY, reason });
+    // Already queued (this failure read again, or an operator's cancel of the child at this state).
+    if (queued) cancelled.push(child);
   }
   return cancelled;
 }
 
 /** Who cancels the children of a failed run, in their reason and trail. */
-export const ORPHANS_BY = "supervisor";
+const ORPHANS_BY = "supervisor";
 /** A cancel's reason is at most this long (CancelRequest): a deep tree's reasons nest. */
 const MAX_REASON = 1_000;
 
@@ -133,18 +134,21 @@ function whyNot(status: RunStatus): string | undefined {
   return undefined;
 }
 
+/** Queues a cancel of the run as it is now; false when one was queued for that state already. */
 async function cancelOne(
   bus: ActorBus,
   status: RunStatus,
   revision: number,
   request: CancelRequest,
-): Promise<void> {
+): Promise<boolean> {
   const { by, reason } = request;
-  await publishJob(
+  const { duplicate } = await publishJob(
     bus,
     continuationJob(status, { type: "cancel", at: bus.clock.now(), reason, by }),
     // One cancel per state of the run: a repeated request is a duplicate.
     `${status.runId}:cancel:${revision}`,
   );
-  bus.logger.warn({ runId: status.runId, by, reason, was: status.status }, "run cancel queued");
+  if (!duplicate)
+    bus.logger.warn({ runId: status.runId, by, reason, was: status.status }, "run cancel queued");
+  return !duplicate;
 }

@@ -86,9 +86,9 @@ const RELEASES_IN_FLIGHT = 64;
  * Frees a run's pool slot when it commits, fails or halts, and cancels the children a failed run
  * leaves going (see cancelOrphans). Reads the audit stream's lifecycle events through one durable
  * consumer shared by all supervisor replicas, so a slot is freed even if the supervisor that
- * admitted the run is gone. Events are handled up to RELEASES_IN_FLIGHT at
- * a time and in any order: each concerns its own run, and a fan-in is queued by whichever of a
- * parent's children settles last (its status is written before its event).
+ * admitted the run is gone. Events are handled up to RELEASES_IN_FLIGHT at a time and in any
+ * order: each concerns its own run, and a fan-in is queued by whichever of a parent's children
+ * settles last (its status is written before its event).
  */
 export async function releaseSlots(
   bus: ActorBus,

@@ -28,12 +28,16 @@ export interface JobDeps {
  * Puts a job on the work queue. `msgID` names what the job is for (`<runId>:start`,
  * `<runId>:approval:<n>`), so a supervisor retrying after a lost ack never queues it twice.
  */
-export async function publishJob(deps: JobDeps, job: RunJob, msgID: string): Promise<number> {
+export async function publishJob(
+  deps: JobDeps,
+  job: RunJob,
+  msgID: string,
+): Promise<{ seq: number; duplicate: boolean }> {
   const data = encode(RunJob, job);
   const ack = await withBusRetry(`job for run ${job.runId}`, deps, () =>
     deps.js.publish(deps.subjects.runQueue(job.runId), data, { msgID }),
   );
-  return ack.seq;
+  return { seq: ack.seq, duplicate: ack.duplicate };
 }
 
 /**

@@ -1,20 +1,12 @@
 import { describe, expect, it, onTestFinished } from "vitest";
 import { z } from "zod";
 import { defineTool } from "../../shared/tools/tool.js";
-import { agentctlOf, ended, useClusterSuite } from "../helpers/cluster-suite.js";
+import { agentctlOf, ended, OPERATOR_CLUSTER, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { parentOfOne } from "../helpers/spawning.js";
 import { until } from "../helpers/until.js";
 
-const suite = useClusterSuite("cancel", {
-  actors: [
-    { kind: "supervisor" },
-    { kind: "tools", env: { TOOLS: "echo" } },
-    { kind: "agent", name: "agent-1" },
-    { kind: "agent", name: "agent-2" },
-  ],
-  env: { AGENT_RETRY_DELAY_MS: "500" },
-});
+const suite = useClusterSuite("cancel", OPERATOR_CLUSTER);
 
 const { run: agentctl, refusal } = agentctlOf(suite);
 

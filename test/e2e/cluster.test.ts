@@ -250,8 +250,7 @@ describe("cluster: actors as processes on a real nats-server", () => {
       suite.client.submit({ ...spec(), parent: { runId: reply.runId, depth: 2 } }),
     ).rejects.toMatchObject({ code: "DEPTH_LIMIT", message: expect.stringMatching(/depth limit/) as string });
     // A run at depth 2 whose grant would allow more: its child is refused by the supervisor, and the
-    // fan-in says so for that child instead of waiting for it. Its parent is a stand-in with no
-    // status, in the tree: a child of the finished parent would be refused (PARENT_FINISHED).
+    // fan-in says so for that child instead of waiting for it (under a stand-in parent with no status).
     const deep = await suite.client.submit({
       ...spec({
         script: [

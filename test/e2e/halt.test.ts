@@ -3,7 +3,14 @@ import { publishJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
-import { agentctlOf, ended, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import {
+  agentctlOf,
+  ended,
+  serveCharge,
+  settled,
+  OPERATOR_CLUSTER,
+  useClusterSuite,
+} from "../helpers/cluster-suite.js";
 import { queuedStatus, spec } from "../helpers/fixtures.js";
 import { parentOfOne } from "../helpers/spawning.js";
 import { until } from "../helpers/until.js";
@@ -11,15 +18,7 @@ import { until } from "../helpers/until.js";
 /** The model's turn the halt lands in: long enough that its answer comes after the halt. */
 const SLOW_TURN_MS = 3_000;
 
-const suite = useClusterSuite("halt", {
-  actors: [
-    { kind: "supervisor" },
-    { kind: "tools", env: { TOOLS: "echo" } },
-    { kind: "agent", name: "agent-1" },
-    { kind: "agent", name: "agent-2" },
-  ],
-  env: { AGENT_RETRY_DELAY_MS: "500" },
-});
+const suite = useClusterSuite("halt", OPERATOR_CLUSTER);
 
 const { run: agentctl, refusal } = agentctlOf(suite);
 

@@ -1,18 +1,10 @@
 import { describe, expect, it, onTestFinished } from "vitest";
 import { z } from "zod";
 import { defineTool } from "../../shared/tools/tool.js";
-import { agentctlOf, ended, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { agentctlOf, ended, settled, OPERATOR_CLUSTER, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
-const suite = useClusterSuite("reconcile", {
-  actors: [
-    { kind: "supervisor" },
-    { kind: "tools", env: { TOOLS: "echo" } },
-    { kind: "agent", name: "agent-1" },
-    { kind: "agent", name: "agent-2" },
-  ],
-  env: { AGENT_RETRY_DELAY_MS: "500" },
-});
+const suite = useClusterSuite("reconcile", OPERATOR_CLUSTER);
 
 const { run: agentctl, refusal } = agentctlOf(suite);
 

@@ -313,7 +313,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     await new WalWriter(suite.bus, runId, "agent-0-other", 0, 0).appendAll(log);
     const status = statusOf(recorded.state, Date.now());
     await new RunStatusStore(suite.bus.buckets.runs).put({ ...status, status: "running" });
-    const jobSeq = await publishJob(
+    const { seq: jobSeq } = await publishJob(
       suite.bus,
       continuationJob({ ...status, status: "running" }),
       `${runId}:diverged`,

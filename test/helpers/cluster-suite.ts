@@ -90,6 +90,20 @@ export interface ClusterSuiteOptions {
 }
 
 /**
+ * The cluster the operator-command suites (halt, cancel, reconciliation) run on: a supervisor, the
+ * echo tool service and two agent workers, which hand a job back 500 ms after a failed lease.
+ */
+export const OPERATOR_CLUSTER: ClusterSuiteOptions = {
+  actors: [
+    { kind: "supervisor" },
+    { kind: "tools", env: { TOOLS: "echo" } },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+  ],
+  env: { AGENT_RETRY_DELAY_MS: "500" },
+};
+
+/**
  * A real cluster for one suite: a nats-server, and each actor as its own OS process under a
  * prefix of the suite's own, plus a client connection for the test itself.
  */

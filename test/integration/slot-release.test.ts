@@ -8,7 +8,7 @@ import { writeFanOut } from "../../shared/bus/fanout.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { CancelRequest, ResumeRequest, RunJob } from "../../shared/contracts/cluster.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
-import { cancelRun } from "../../services/supervisor/cancel.js";
+import { cancelOrphans, cancelRun } from "../../services/supervisor/cancel.js";
 import { RELEASE_CONSUMER, releaseSlots } from "../../services/supervisor/control.js";
 import { resumeRun } from "../../services/supervisor/resume.js";
 import { seededRandom } from "../../shared/runtime/random.js";
@@ -247,6 +247,8 @@ describe("the supervisor's slot release loop", () => {
     expect(await Promise.all(ids.map((id) => queued(id)))).toEqual(
       ids.map((id) => (cancelled.has(id) ? 1 : 0)),
     );
+    // Asked again, it finds each cancel queued already: nothing more is queued, or counted.
+    expect(await cancelOrphans(suite.bus, parentRunId, failed.reason)).toEqual([]);
     const job = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().runs, {
       last_by_subj: suite.bus.subjects.runQueue(`${parentRunId}-going`),
     });
