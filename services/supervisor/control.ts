@@ -8,6 +8,7 @@ import {
   type LeaseReply,
 } from "../../shared/contracts/cluster.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
+import { isFinished } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
@@ -214,6 +215,16 @@ async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
   if (!fanOut) return;
   const results = await fanInResults(bus.buckets.runs, fanOut);
   if (!results) return;
+  // A parent that failed (cancelled, its children then cancelled too) takes no fan-in: its job would
+  // cost a worker a read of the run only to be dropped.
+  const parent = await new RunStatusStore(bus.buckets.runs).get(parentRunId);
+  if (parent && isFinished(parent)) {
+    bus.logger.info(
+      { runId: parentRunId, status: parent.status },
+      "children settled after their parent finished",
+    );
+    return;
+  }
   await publishJob(
     bus,
     {

@@ -250,6 +250,10 @@ describe("agentctl cancel: a run ended for good", () => {
     expect(bookings.made).toEqual(["seat 3"]);
     expect(bookings.unbooked).toEqual([{ original: { item: "seat 3" }, output: { booking: "b-seat 3" } }]);
     expect(await orphansCancelled()).toBe(before + 1);
+    // The child's end hands its failed parent nothing: no worker reads the parent again to drop it.
+    const leftOut = new RegExp(`"runId":"${runId}"[^\\n]*children settled after their parent finished`);
+    await until(async () => leftOut.test(await suite.logs()), 5_000, { what: "the fan-in left out" });
+    expect(await suite.logs()).not.toMatch(new RegExp(`"runId":"${runId}"[^\\n]*run already finished`));
     // A child submitted after its parent failed (its worker was mid-spawn when the cancel came,
     // after the supervisor's pass) would have nobody to take its result: refused.
     const late = { ...spec({ script: [{ text: "late" }] }), parent: { runId, rootRunId: runId, depth: 0 } };
