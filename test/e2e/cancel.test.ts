@@ -204,7 +204,7 @@ describe("agentctl cancel: a run ended for good", () => {
     return { runId, childId, bookings };
   };
 
-  /** The run stopped, then failed, with this reason; its booking (if any) went through and was undone. */
+  /** The run stopped where it was (its trail: run.halted), then failed with this reason. */
   const cancelledAs = async (id: string, reason: string): Promise<void> => {
     expect(await suite.waitFor(id, ended, 20_000)).toMatchObject({ status: "failed", terminal: { reason } });
     const kinds = (await suite.audit(id)).map((e) => e.kind);
