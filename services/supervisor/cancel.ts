@@ -72,13 +72,11 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
 /**
  * The children of the run's last fan-out that have not finished, which a run cancelled alone leaves
  * behind: those still going are cancelled once it fails (see cancelOrphans), the halted ones stay
- * halted; the operator is told which. One read of the fan-out, one per child, rather than the tree.
+ * halted; the operator is told which (as far as can be read: the cancel is queued already).
  */
 async function childrenLeft(bus: ActorBus, runId: string): Promise<{ going: string[]; halted: string[] }> {
-  const fanOut = await readFanOut(bus.buckets.runs, runId).catch(() => undefined);
-  const store = new RunStatusStore(bus.buckets.runs);
-  const statuses = await Promise.all((fanOut?.children ?? []).map((child) => store.get(child)));
-  const left = statuses.filter((s): s is RunStatus => s !== undefined && !isFinished(s));
+  const children = await childrenOf(bus, runId).catch(() => []);
+  const left = children.map((c) => c.status).filter((s) => !isFinished(s));
   return {
     going: left.filter(orphaned).map((s) => s.runId),
     halted: left.filter((s) => s.status === "halted").map((s) => s.runId),
@@ -91,30 +89,34 @@ async function childrenLeft(bus: ActorBus, runId: string): Promise<{ going: stri
  * failed), so it stops, undoes what it did and fails, and its own failure cancels its children in
  * turn. A halted child stays as an operator left it (and one halted by a cancel under way is not
  * cancelled twice). Called for every `run.failed` the supervisor reads; most runs have no fan-out
- * (one read). An unreadable fan-out record is logged and leaves the children going. Returns the
- * runs whose cancel this call queued.
+ * (one read). Returns the runs whose cancel this call queued.
  */
 export async function cancelOrphans(bus: ActorBus, parentRunId: string, why?: string): Promise<string[]> {
-  const fanOut = await readFanOut(bus.buckets.runs, parentRunId).catch((err: unknown) => {
-    if (!(err instanceof AgentError) || err.code !== "INVALID_INPUT") throw err;
-    bus.logger.error(
-      { err, runId: parentRunId },
-      "fan-out record unreadable: the failed run's children are not cancelled",
-    );
-    return undefined;
-  });
-  if (!fanOut) return [];
-  const store = new RunStatusStore(bus.buckets.runs);
   const reason = `its parent ${parentRunId} failed${why ? `: ${why}` : ""}`.slice(0, MAX_REASON);
   const cancelled: string[] = [];
-  for (const child of fanOut.children) {
-    const read = await store.read(child);
-    if (!read || !orphaned(read.status)) continue;
-    const queued = await cancelOne(bus, read.status, read.revision, { runId: child, by: ORPHANS_BY, reason });
+  for (const { status, revision } of await childrenOf(bus, parentRunId)) {
+    if (!orphaned(status)) continue;
+    const queued = await cancelOne(bus, status, revision, { runId: status.runId, by: ORPHANS_BY, reason });
     // Already queued (this failure read again, or an operator's cancel of the child at this state).
-    if (queued) cancelled.push(child);
+    if (queued) cancelled.push(status.runId);
   }
   return cancelled;
+}
+
+/**
+ * The statuses, with their revisions, of the children of the run's last fan-out that have one: one
+ * read of the fan-out record, then one per child, side by side, rather than the tree. An unreadable
+ * record is logged and leaves none.
+ */
+async function childrenOf(bus: ActorBus, runId: string): Promise<{ status: RunStatus; revision: number }[]> {
+  const fanOut = await readFanOut(bus.buckets.runs, runId).catch((err: unknown) => {
+    if (!(err instanceof AgentError) || err.code !== "INVALID_INPUT") throw err;
+    bus.logger.error({ err, runId }, "fan-out record unreadable: the run's children are left as they are");
+    return undefined;
+  });
+  const store = new RunStatusStore(bus.buckets.runs);
+  const reads = await Promise.all((fanOut?.children ?? []).map((child) => store.read(child)));
+  return reads.filter((r) => r !== undefined);
 }
 
 /** Who cancels the children of a failed run, in their reason and trail. */
