@@ -16,6 +16,7 @@ import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
+import { cancelOrphans } from "./cancel.js";
 
 export interface AdmissionLimits {
   /** Runs active at once across the cluster (every supervisor replica shares the ledger). */
@@ -223,6 +224,27 @@ export class Admission {
     };
     await publishJob(this.bus, job, `${ids.runId}:start`);
     this.bus.logger.info({ runId: ids.runId, depth: ids.depth }, "run admitted");
+    if (parent) await this.cancelIfOrphaned(parent.runId, ids.runId);
+  }
+
+  /**
+   * A parent can fail after checkParent read it and before the child had a status, and the
+   * supervisor's pass over its children on its `run.failed` (cancelOrphans) may then have read the
+   * fan-out without finding this one. A parent's status is written before its `run.failed`, so
+   * read again now that the child's is written, it tells: either that pass found the child, or this
+   * read finds the parent failed and queues the pass again, whose cancels carry the message ids of
+   * the first (nothing is queued twice).
+   */
+  private async cancelIfOrphaned(parentRunId: string, runId: string): Promise<void> {
+    const parent = await this.status.get(parentRunId);
+    if (parent?.status !== "failed") return;
+    const cancelled = await cancelOrphans(this.bus, parentRunId, parent.terminal?.reason);
+    if (cancelled.length === 0) return;
+    this.metrics?.orphansCancelled.inc(cancelled.length);
+    this.bus.logger.warn(
+      { runId, parentRunId, children: cancelled },
+      "child admitted as its parent failed: cancelled with it",
+    );
   }
 
   /**
