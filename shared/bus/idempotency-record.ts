@@ -39,20 +39,31 @@ export interface IdempotencyBucketDeps {
   random: Random;
 }
 
+/** A key's first record, written, or the record another caller wrote first; with its revision. */
+export type CreatedOrHeld =
+  { created: true; revision: number } | { created: false; record: IdempotencyRecord; revision: number };
+
 /**
  * Creates the key's record (only one caller can), or reads the record another caller created. It
- * rides out a JetStream outage (a
- * server restarting, a leader election), like every write to the bucket.
+ * rides out a JetStream outage (a server restarting, a leader election), like every write to the
+ * bucket.
  */
 export async function createOrRead(
   deps: IdempotencyBucketDeps,
   key: string,
   value: Uint8Array,
 ): Promise<"created" | IdempotencyRecord> {
-  return withBusRetry(`the idempotency record ${key}`, deps, async () => {
-    const held = await create(deps, key, value);
-    return held === undefined ? "created" : decode(IdempotencyRecord, held);
-  });
+  const entry = await createOrReadEntry(deps, key, value);
+  return entry.created ? "created" : entry.record;
+}
+
+/** As createOrRead, with the revision of the record written or read (to write over it by compare-and-set). */
+export function createOrReadEntry(
+  deps: IdempotencyBucketDeps,
+  key: string,
+  value: Uint8Array,
+): Promise<CreatedOrHeld> {
+  return withBusRetry(`the idempotency record ${key}`, deps, () => create(deps, key, value));
 }
 
 /**
@@ -62,22 +73,20 @@ export async function createOrRead(
  * key holds when it holds one; a key whose value was deleted (a claim freed for a retry) is written
  * over. A bus error is thrown (and the caller retries).
  */
-async function create(
-  deps: IdempotencyBucketDeps,
-  key: string,
-  value: Uint8Array,
-): Promise<Uint8Array | undefined> {
+async function create(deps: IdempotencyBucketDeps, key: string, value: Uint8Array): Promise<CreatedOrHeld> {
   const subject = deps.subjects.kvKey(deps.subjects.buckets().idempotency, key);
   const publisher = AckPublisher.of(deps.nc);
   try {
-    await publisher.publish(subject, value, { expectLastSubjectSequence: 0 });
-    return undefined;
+    const ack = await publisher.publish(subject, value, { expectLastSubjectSequence: 0 });
+    return { created: true, revision: ack.seq };
   } catch (err) {
     if (!isWrongLastSequence(err)) throw err;
   }
   const entry = await deps.idempotency.get(key);
-  if (entry?.operation === "PUT") return entry.value;
+  if (entry?.operation === "PUT") {
+    return { created: false, record: decode(IdempotencyRecord, entry.value), revision: entry.revision };
+  }
   // A delete marker: written over. Refused again (a twin got there first), the next attempt reads it.
-  await publisher.publish(subject, value, { expectLastSubjectSequence: entry?.revision ?? 0 });
-  return undefined;
+  const ack = await publisher.publish(subject, value, { expectLastSubjectSequence: entry?.revision ?? 0 });
+  return { created: true, revision: ack.seq };
 }

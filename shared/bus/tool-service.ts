@@ -11,12 +11,14 @@ import type { ActorBus } from "./actor.js";
 import { decode, encode } from "./codec.js";
 import {
   createOrRead,
+  createOrReadEntry,
   IdempotencyRecord,
   idempotencyBucketKey,
   type IdempotencyBucketDeps,
 } from "./idempotency-record.js";
 import { BUDGET_MS, withBusRetry } from "./retry.js";
 import { serveSettle } from "./tool-settle.js";
+import { isWrongLastSequence } from "./wal.js";
 
 export interface ToolServiceDeps extends IdempotencyBucketDeps {
   invoker: ToolInvoker;
@@ -99,8 +101,8 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
   }
   const key = idempotencyBucketKey(tool.name, request.idempotencyKey);
   const pure = tool.reversibility === "pure";
-  const claimed = pure ? "claimed" : await claim(deps, key, request.idempotencyKey);
-  if (claimed !== "claimed") {
+  const claimed = pure ? undefined : await claim(deps, key, request.idempotencyKey);
+  if (typeof claimed === "object") {
     log().info({ idempotent: claimed.status }, "repeated idempotency key");
     answerRecorded(msg, claimed, count);
     return;
@@ -115,16 +117,26 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
     log().warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
   } else if (reply.ok || !reply.error.retryable) {
     const done = encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply });
-    const first = pure
-      ? await recordFirst(deps, key, done)
-      : await putRecord(deps, key, done, tool.timeoutMs);
+    const first =
+      claimed === undefined
+        ? await recordFirst(deps, key, done)
+        : await recordOwnOutcome(deps, key, done, claimed, tool.timeoutMs);
     if (typeof first === "object") {
-      log().info({ idempotent: first.status }, "repeated idempotency key");
-      answerRecorded(msg, first, count);
-      return;
+      if (first.status === "done") {
+        log().warn(
+          { reply, recorded: first.reply },
+          "the call's outcome came after its record was settled: the record stands",
+        );
+        answerRecorded(msg, first, count);
+        return;
+      }
+      log().error(
+        { reply },
+        "the call finished after a human said it had not run and a call made again claimed its key: it ran twice",
+      );
     }
-  } else if (!pure) {
-    await withBusRetry(`freeing the claim on ${key}`, deps, () => deps.idempotency.delete(key));
+  } else if (claimed !== undefined) {
+    await freeOwnClaim(deps, key, claimed, log);
   }
   count(unknown ? "unknown" : reply.ok ? "ok" : "failed");
   respond(msg, reply);
@@ -154,38 +166,83 @@ async function recordFirst(
   if (prior === "created") return "recorded";
   if (prior.status === "done") return prior;
   // A claim left by an older, non-pure version of the tool: this outcome replaces it.
-  await putRecord(deps, key, done, 0);
+  await withBusRetry(`recording the outcome of ${key}`, deps, () => deps.idempotency.put(key, done));
   return "recorded";
 }
 
 /**
- * Records a call's outcome. Like every write to the bucket it rides out a JetStream outage (a
- * server restarting, a leader election), and for as long as the tool's timeout (15 s at least): a
- * worker that lost the reply learns the outcome from this record only, and waits for it about that
- * long before it halts the run for a human. An outcome lost to a blip left the claim "running", and
- * the run halted though the service had known the outcome all along.
+ * Records a non-pure call's outcome over its own claim, by compare-and-set on the claim's revision.
+ * Like every write to the bucket it rides out a JetStream outage (a server restarting, a leader
+ * election), and for as long as the tool's timeout (15 s at least): a worker that lost the reply
+ * learns the outcome from this record only, and waits for it about that long before it halts the
+ * run for a human. Refused, the key changed while the call ran: a human settled it (`ran`, whose
+ * record stands: the run went on from it), or freed it (`not run`), when the outcome is recorded
+ * all the same so that a call made again is answered from it rather than run twice, unless that
+ * call claimed the key first. Returns "recorded", or the record the key keeps instead.
  */
-function putRecord(deps: ToolServiceDeps, key: string, done: Uint8Array, timeoutMs: number): Promise<number> {
-  return withBusRetry(
+async function recordOwnOutcome(
+  deps: ToolServiceDeps,
+  key: string,
+  done: Uint8Array,
+  claimRevision: number,
+  timeoutMs: number,
+): Promise<"recorded" | IdempotencyRecord> {
+  const wrote = await withBusRetry(
     `recording the outcome of ${key}`,
     deps,
-    () => deps.idempotency.put(key, done),
+    () => deps.idempotency.update(key, done, claimRevision).then(() => true, refusedOnly),
     undefined,
     Math.max(BUDGET_MS, timeoutMs),
   );
+  if (wrote) return "recorded";
+  const entry = await withBusRetry(`reading ${key}`, deps, () => deps.idempotency.get(key));
+  if (entry?.operation === "PUT") {
+    // Its own write, whose ack an outage lost: the retry was refused by what it wrote.
+    if (Buffer.from(entry.value).equals(done)) return "recorded";
+    return decode(IdempotencyRecord, entry.value);
+  }
+  const created = await createOrReadEntry(deps, key, done);
+  return created.created ? "recorded" : created.record;
 }
 
 /**
- * Claims a key for a call about to run, or returns what a call with the same key recorded. The
- * claim names this call: when the create's ack is lost in an outage, the retry finds the claim
- * taken, reads it back, and must know it for its own, not a twin's (it would answer "in progress"
- * for a call nobody runs, and the run would halt once the tool's timeout passed).
+ * Frees a call's own claim for a retry (a retryable failure), by compare-and-set on the claim's
+ * revision: a record a human wrote over the claim while the call ran stays.
+ */
+async function freeOwnClaim(
+  deps: ToolServiceDeps,
+  key: string,
+  claimRevision: number,
+  log: () => Logger,
+): Promise<void> {
+  const freed = await withBusRetry(`freeing the claim on ${key}`, deps, () =>
+    deps.idempotency.delete(key, { previousSeq: claimRevision }).then(() => true, refusedOnly),
+  );
+  if (freed) return;
+  const entry = await withBusRetry(`reading ${key}`, deps, () => deps.idempotency.get(key));
+  // A delete marker: its own, whose ack an outage lost, or a human's `not run`; freed either way.
+  if (entry?.operation === "PUT")
+    log().warn("the call failed after its claim was settled by hand: the record stands");
+}
+
+/** A compare-and-set refused (false); any other error is thrown on, for the caller's retry. */
+function refusedOnly(err: unknown): false {
+  if (isWrongLastSequence(err)) return false;
+  throw err;
+}
+
+/**
+ * Claims a key for a call about to run, returning the claim's revision (its outcome is written over
+ * it by compare-and-set), or returns what a call with the same key recorded. The claim names this
+ * call: when the create's ack is lost in an outage, the retry finds the claim taken, reads it
+ * back, and must know it for its own, not a twin's (it would answer "in progress" for a call
+ * nobody runs, and the run would halt once the tool's timeout passed).
  */
 async function claim(
   deps: ToolServiceDeps,
   key: string,
   idempotencyKey: string,
-): Promise<"claimed" | IdempotencyRecord> {
+): Promise<number | IdempotencyRecord> {
   const claimId = Math.floor(deps.random.next() * 2 ** 52).toString(36);
   const running = encode(IdempotencyRecord, {
     status: "running",
@@ -193,9 +250,10 @@ async function claim(
     since: deps.clock.now(),
     claimId,
   });
-  const prior = await createOrRead(deps, key, running);
-  if (prior === "created" || (prior.status === "running" && prior.claimId === claimId)) return "claimed";
-  return prior;
+  const prior = await createOrReadEntry(deps, key, running);
+  if (prior.created) return prior.revision;
+  if (prior.record.status === "running" && prior.record.claimId === claimId) return prior.revision;
+  return prior.record;
 }
 
 /**
