@@ -117,23 +117,29 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
     log().warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
   } else if (reply.ok || !reply.error.retryable) {
     const done = encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply });
-    const first =
-      claimed === undefined
-        ? await recordFirst(deps, key, done)
-        : await recordOwnOutcome(deps, key, done, claimed, tool.timeoutMs);
-    if (typeof first === "object") {
-      if (first.status === "done") {
-        log().warn(
-          { reply, recorded: first.reply },
-          "the call's outcome came after its record was settled: the record stands",
-        );
+    if (claimed === undefined) {
+      const first = await recordFirst(deps, key, done);
+      if (typeof first === "object") {
+        log().info({ idempotent: first.status }, "repeated idempotency key");
         answerRecorded(msg, first, count);
         return;
       }
-      log().error(
-        { reply },
-        "the call finished after a human said it had not run and a call made again claimed its key: it ran twice",
-      );
+    } else {
+      const kept = await recordOwnOutcome(deps, key, done, claimed, tool.timeoutMs);
+      if (kept !== "recorded" && kept.status === "done") {
+        log().warn(
+          { reply, recorded: kept.reply },
+          "the call ended after its record was settled: the record stands",
+        );
+        answerRecorded(msg, kept, count);
+        return;
+      }
+      if (kept !== "recorded") {
+        log().error(
+          { reply },
+          "the call ended after a human said it had not run, and a call made again has claimed its key: it ran twice",
+        );
+      }
     }
   } else if (claimed !== undefined) {
     await freeOwnClaim(deps, key, claimed, log);
