@@ -32,19 +32,22 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
     if (refused) throw new AgentError("INVALID_INPUT", `run '${runId}' cannot be cancelled: ${refused}`);
     await cancelOne(bus, read.status, read.revision, request);
     const later = read.status.status === "queued" ? " once a worker starts it (it has not started yet)" : "";
-    const { going, halted } = await childrenLeft(bus, runId);
+    const { going, halted, committed } = await childrenLeft(bus, runId);
     const children =
       (going.length > 0
         ? `; its children still going are cancelled once it fails: ${going.join(", ")}`
         : "") +
       (halted.length > 0
         ? `; its halted children stay halted (cancel --tree ends them too): ${halted.join(", ")}`
+        : "") +
+      (committed.length > 0
+        ? `; its committed children keep what they did (their calls are not undone): ${committed.join(", ")}`
         : "");
     return {
       schemaVersion: 1,
       ok: true,
       message: `run ${runId}: cancel queued: it stops${later}, undoes what it can, then fails${children}`,
-      data: { runId, runIds: [runId], going, halted },
+      data: { runId, runIds: [runId], going, halted, committed },
     };
   }
   const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
@@ -70,16 +73,21 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
 }
 
 /**
- * The children of the run's last fan-out that have not finished, which a run cancelled alone leaves
- * behind: those still going are cancelled once it fails (see cancelOrphans), the halted ones stay
- * halted; the operator is told which (as far as can be read: the cancel is queued already).
+ * What becomes of the children of the run's last fan-out when it is cancelled alone: those still
+ * going are cancelled once it fails (see cancelOrphans), the halted ones stay halted, and those that
+ * committed keep their effects (the run's compensations undo its own calls only); the operator is
+ * told which (as far as can be read: the cancel is queued already).
  */
-async function childrenLeft(bus: ActorBus, runId: string): Promise<{ going: string[]; halted: string[] }> {
-  const children = await childrenOf(bus, runId).catch(() => []);
-  const left = children.map((c) => c.status).filter((s) => !isFinished(s));
+async function childrenLeft(
+  bus: ActorBus,
+  runId: string,
+): Promise<{ going: string[]; halted: string[]; committed: string[] }> {
+  const children = (await childrenOf(bus, runId).catch(() => [])).map((c) => c.status);
+  const left = children.filter((s) => !isFinished(s));
   return {
     going: left.filter(orphaned).map((s) => s.runId),
     halted: left.filter((s) => s.status === "halted").map((s) => s.runId),
+    committed: children.filter((s) => s.status === "committed").map((s) => s.runId),
   };
 }
 

@@ -226,10 +226,14 @@ describe("the supervisor's slot release loop", () => {
     const name = (n: string): string => `${parentRunId}-${n}`;
     expect(reply).toMatchObject({
       ok: true,
-      data: { going: ["going", "asking", "queued"].map(name), halted: [name("halted")] },
+      data: {
+        going: ["going", "asking", "queued"].map(name),
+        halted: [name("halted")],
+        committed: [name("done")],
+      },
     });
     expect(reply.ok && reply.message).toContain(
-      `; its children still going are cancelled once it fails: ${name("going")}, ${name("asking")}, ${name("queued")}; its halted children stay halted (cancel --tree ends them too): ${name("halted")}`,
+      `; its children still going are cancelled once it fails: ${name("going")}, ${name("asking")}, ${name("queued")}; its halted children stay halted (cancel --tree ends them too): ${name("halted")}; its committed children keep what they did (their calls are not undone): ${name("done")}`,
     );
     const failed = {
       ...settled(parentRunId, "run.failed"),
