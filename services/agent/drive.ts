@@ -12,6 +12,7 @@ import { readWal, writerAfter, type WalRead } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
+import { UNDO_CHILDREN_TOOL } from "../../shared/loop/saga.js";
 import { commitMemory } from "../../shared/loop/terminal.js";
 import type { AwaitingEffect, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -27,6 +28,7 @@ import { settleHaltedCall } from "./settle-call.js";
 import { modelFailure } from "./model-outage.js";
 import { waitForStart } from "./not-started.js";
 import { sameTools, specOf } from "./spec-of.js";
+import { undoChildren } from "./undo-children.js";
 import { anotherCopyDrives } from "./writer-id.js";
 
 /**
@@ -239,6 +241,7 @@ export class RunLease {
         ...(job.parentRunId ? { parentRunId: job.parentRunId } : {}),
         depth: job.depth,
         auditSeq: job.auditSeq,
+        undoChildren: true,
       },
       this.config,
     );
@@ -375,6 +378,9 @@ export class RunLease {
       this.tookOver = false;
       if (awaiting.type === "callTool" && awaiting.tool === SPAWN_TOOL) {
         return await this.deps.fanOut.spawn(awaiting, state);
+      }
+      if (awaiting.type === "callTool" && awaiting.tool === UNDO_CHILDREN_TOOL) {
+        return await undoChildren(awaiting, this.deps);
       }
       if (awaiting.type === "callTool") {
         const { reconciler, performer, stopping } = this.deps;

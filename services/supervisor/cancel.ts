@@ -41,7 +41,7 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
         ? `; its halted children stay halted (cancel --tree ends them too): ${halted.join(", ")}`
         : "") +
       (committed.length > 0
-        ? `; its committed children keep what they did (their calls are not undone): ${committed.join(", ")}`
+        ? `; its committed children have what they did undone with its own calls: ${committed.join(", ")}`
         : "");
     return {
       schemaVersion: 1,
@@ -75,8 +75,8 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
 /**
  * What becomes of the children of the run's last fan-out when it is cancelled alone: those still
  * going are cancelled once it fails (see cancelOrphans), the halted ones stay halted, and those that
- * committed keep their effects (the run's compensations undo its own calls only); the operator is
- * told which (as far as can be read: the cancel is queued already).
+ * committed have their calls undone by its compensations (see undoChildren); the operator is told
+ * which (as far as can be read: the cancel is queued already).
  */
 async function childrenLeft(
   bus: ActorBus,

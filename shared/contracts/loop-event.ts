@@ -21,6 +21,11 @@ export const StartEvent = z.object({
   depth: z.number().int().nonnegative(),
   /** Audit events already published for this run before it started (the supervisor's `run.admitted`). */
   auditSeq: z.number().int().nonnegative().optional(),
+  /**
+   * The run's FAIL undoes what its committed children did (see the saga's spawn step). Recorded
+   * with the run's start, so a run started by a build before it is replayed as it ran.
+   */
+  undoChildren: z.boolean().optional(),
 });
 export const ModelRespondedEvent = z.object({
   type: z.literal("modelResponded"),

@@ -6,7 +6,7 @@ import { canonicalJson } from "../runtime/canonical-json.js";
 import { isAgentError } from "../runtime/errors.js";
 import { contentHash } from "../runtime/hash.js";
 import { descriptorOf, idempotencyKeyFor, startAction } from "./action.js";
-import { completedAction } from "./saga.js";
+import { completedAction, SPAWN_AGENT_TOOL, spawnAction } from "./saga.js";
 import { checkToolCall, recordCost, recordStopReason, recordUsage } from "./guard.js";
 import type { Draft } from "./draft.js";
 import { convergedNow, requestModel } from "./model-step.js";
@@ -197,7 +197,10 @@ export function recordActResult(
   if (ok) {
     s.evidence = [...s.evidence, text].slice(-50);
     s.signals = [...s.signals, ...signals.map((name) => ({ step: s.step, tool: pending.tool, name }))];
-    const completed = completedAction(descriptor, pending, output);
+    const completed =
+      s.undoChildren && pending.tool === SPAWN_AGENT_TOOL
+        ? spawnAction(pending, output)
+        : completedAction(descriptor, pending, output);
     if (completed) s.completed = [...s.completed, completed];
   }
   s.messages = [

@@ -59,6 +59,7 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
     actionCount: 0,
     invocations: [],
     completed: [],
+    ...(event.undoChildren ? { undoChildren: true } : {}),
     evidence: [],
     signals: [],
     verification: null,

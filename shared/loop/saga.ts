@@ -1,4 +1,19 @@
+import { SpawnAgentOutput } from "../contracts/control.js";
 import type { Reversibility, ToolDescriptor } from "../contracts/tool.js";
+
+/** The tool a run fans out with; its children's effects are theirs, undone by UNDO_CHILDREN_TOOL. */
+export const SPAWN_AGENT_TOOL = "spawn_agent";
+/**
+ * The compensation of a spawn whose children committed, performed by the worker: each committed
+ * child's completed calls are undone (their compensations, most recent first), the latest child first.
+ */
+export const UNDO_CHILDREN_TOOL = "undo_children";
+
+/** What an `undo_children` call is given: the spawn's committed children, in the order they were spawned. */
+export interface UndoChildrenInput {
+  original: null;
+  output: { committed: string[] };
+}
 
 /** A tool call that ran to completion, as the saga needs to remember it. */
 export interface CompletedAction {
@@ -24,6 +39,29 @@ export function completedAction(
     output,
     reversibility: descriptor.reversibility,
     ...(descriptor.compensation ? { compensation: descriptor.compensation } : {}),
+  };
+}
+
+/**
+ * What the saga remembers of a spawn whose fan-in came back: its committed children, whose effects
+ * a FAIL of this run undoes (those that failed undid their own). Nothing when none committed, or
+ * when the output is not a fan-in's.
+ */
+export function spawnAction(
+  call: { actionId: string; tool: string },
+  output: unknown,
+): CompletedAction | undefined {
+  const parsed = SpawnAgentOutput.safeParse(output);
+  if (!parsed.success) return undefined;
+  const committed = parsed.data.results.filter((r) => r.status === "committed").map((r) => r.runId);
+  if (committed.length === 0) return undefined;
+  return {
+    actionId: call.actionId,
+    tool: call.tool,
+    input: null,
+    output: { committed },
+    reversibility: "compensable",
+    compensation: { tool: UNDO_CHILDREN_TOOL },
   };
 }
 

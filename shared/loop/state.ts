@@ -165,6 +165,8 @@ export interface LoopState {
   /** The last INVOCATION_LIMIT ACT calls, for the provenance. */
   invocations: Invocation[];
   completed: CompletedAction[];
+  /** Whether a spawn whose children committed is a completed action the saga undoes (see StartEvent). */
+  undoChildren?: boolean;
   evidence: string[];
   signals: Signal[];
   verification: VerifierResult[] | null;

@@ -156,6 +156,45 @@ describe("agentctl cancel: a run ended for good", () => {
     expect(trail.find((e) => e.kind === "tool.completed")?.data).toMatchObject({ settledBy: "cancel" });
   }, 60_000);
 
+  it("a parent that fails after its child committed a booking undoes the child's booking with its own calls; the child stays committed", async () => {
+    const bookings = serveBookings();
+    onTestFinished(bookings.stop);
+    const child = spec({
+      script: [{ toolCalls: [{ name: "book", input: { item: "seat 9" } }] }, { text: "booked" }],
+      tools: ["book", "unbook"],
+    });
+    // Its iteration limit fails it at the turn after the fan-in.
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "spawn_agent", input: { runs: [child] } }] },
+          { toolCalls: [{ name: "echo", input: { text: "one more" } }] },
+          { toolCalls: [{ name: "echo", input: { text: "and more" } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "never" } }] },
+        ],
+        tools: ["spawn_agent", "echo"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
+        resources: { maxIterations: 1 },
+      }),
+    );
+    const childId = `${runId}-act-1-1`;
+    expect(await suite.waitFor(runId, ended, 20_000)).toMatchObject({ status: "failed" });
+    expect(bookings.unbooked).toEqual([{ original: { item: "seat 9" }, output: { booking: "b-seat 9" } }]);
+    const terminal = (await suite.wal(runId)).map((r) => r.record).findLast((r) => r.type === "TERMINAL");
+    expect(terminal?.type === "TERMINAL" ? terminal.artifact : undefined).toMatchObject({
+      compensations: [{ tool: "undo_children", ok: true }],
+      manualIntervention: [],
+    });
+    const started = (await suite.audit(runId)).find((e) => e.kind === "compensation.started");
+    expect(started).toMatchObject({
+      actor: "tool:undo_children",
+      data: { compensatingTool: "undo_children" },
+    });
+    // The child's run ended as it did: its status and its trail say committed.
+    expect(await suite.waitFor(childId, ended, 1_000)).toMatchObject({ status: "committed" });
+    expect((await suite.audit(childId)).map((e) => e.kind)).not.toContain("compensation.started");
+  }, 60_000);
+
   it("a halted child cancelled gives its parent RUN_CANCELLED as its result, and the parent goes on", async () => {
     const { runId, childId } = await parentOfOne(suite, "went on without it", 0, [
       { toolCalls: [{ name: "echo", input: { text: "child's work" } }], delayMs: 2_000 },

@@ -1,0 +1,134 @@
+import { z } from "zod";
+import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import { DEFAULT_TOOL_TIMEOUT_MS, type ToolDescriptor } from "../../shared/contracts/tool.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { readWal } from "../../shared/bus/wal.js";
+import { idempotencyKeyFor } from "../../shared/loop/action.js";
+import type { EffectPerformer } from "../../shared/loop/performer.js";
+import { replay } from "../../shared/loop/replay.js";
+import { planCompensation, UNDO_CHILDREN_TOOL } from "../../shared/loop/saga.js";
+import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
+import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
+import { specOf } from "./spec-of.js";
+
+type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
+
+export interface UndoDeps {
+  bus: ActorBus;
+  /** The named tools' descriptors; their services become callable through `performer`. */
+  discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
+  performer: EffectPerformer;
+  checkpointEvery: number;
+}
+
+/** What an `undo_children` call is given (see spawnAction). */
+const UndoChildrenInput = z.object({ output: z.object({ committed: z.array(z.string()) }) });
+
+/** What was undone of the children, and what a human must look at. */
+export interface ChildrenUndone {
+  undone: { runId: string; actionId: string; tool: string; ok: boolean; detail?: string }[];
+  manual: { runId: string; actionId?: string; tool?: string; reason: string }[];
+}
+
+/**
+ * The compensation of a spawn whose children committed, for a parent that fails: each committed
+ * child, the latest first, has its completed calls undone as its own FAIL would have undone them
+ * (its compensations, most recent first; its own committed children the same way, deeper down),
+ * read from its log. A child's trail stays as it ended; the parent's records the undo (this call's
+ * INTENT, then its outcome, which lists every compensation). Each compensation is sent under a key
+ * of the child's run and action, so the undo made again (the parent's worker died in it) sends
+ * nothing twice. Completed when all went through; aborted, with what needs a human, otherwise.
+ */
+export async function undoChildren(effect: ToolCall, deps: UndoDeps): Promise<LoopEvent> {
+  const at = (): number => deps.bus.clock.now();
+  const input = UndoChildrenInput.safeParse(effect.input);
+  if (!input.success) {
+    const error = new AgentError("INVALID_INPUT", `${UNDO_CHILDREN_TOOL} input: ${input.error.message}`);
+    return { type: "toolAborted", at: at(), actionId: effect.actionId, error: error.toBody() };
+  }
+  const outcome: ChildrenUndone = { undone: [], manual: [] };
+  for (const runId of [...input.data.output.committed].reverse()) await undoRun(runId, deps, outcome);
+  const failed = outcome.undone.filter((u) => !u.ok);
+  if (outcome.manual.length === 0 && failed.length === 0) {
+    return { type: "toolCompleted", at: at(), actionId: effect.actionId, output: outcome };
+  }
+  const lines = [
+    ...failed.map((u) => `${u.runId} ${u.actionId} (${u.tool}): ${u.detail ?? "failed"}`),
+    ...outcome.manual.map((m) => `${m.runId}${m.actionId ? ` ${m.actionId} (${m.tool})` : ""}: ${m.reason}`),
+  ];
+  const error = new AgentError(
+    "TOOL_FAILED",
+    `what committed children did could not all be undone: ${lines.join("; ")}`,
+    { details: outcome },
+  );
+  return { type: "toolAborted", at: at(), actionId: effect.actionId, error: error.toBody() };
+}
+
+async function undoRun(runId: string, deps: UndoDeps, outcome: ChildrenUndone): Promise<void> {
+  const state = await finalState(runId, deps, outcome);
+  if (!state) return;
+  const plan = planCompensation(state.completed);
+  for (const m of plan.manual) outcome.manual.push({ runId, ...m });
+  for (const step of plan.steps) {
+    if (step.tool === UNDO_CHILDREN_TOOL) {
+      const nested = UndoChildrenInput.safeParse(step.input);
+      const committed = nested.success ? nested.data.output.committed : [];
+      for (const child of [...committed].reverse()) await undoRun(child, deps, outcome);
+      continue;
+    }
+    const actionId = `undo-${step.actionId}`;
+    const tools = await deps.discover([step.tool], false);
+    const event = await deps.performer.perform(
+      {
+        type: "callTool",
+        actionId,
+        tool: step.tool,
+        input: step.input,
+        idempotencyKey: idempotencyKeyFor(runId, actionId),
+        purpose: "compensate",
+        timeoutMs: tools.find((t) => t.name === step.tool)?.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+      },
+      state,
+    );
+    const ok = event?.type === "toolCompleted";
+    const detail = event?.type === "toolAborted" ? event.error.message : undefined;
+    outcome.undone.push({
+      runId,
+      actionId: step.actionId,
+      tool: step.tool,
+      ok,
+      ...(detail ? { detail } : {}),
+    });
+  }
+}
+
+/**
+ * The committed child's state at its end, rebuilt from its log as a worker taking it over would.
+ * A read or a describe that fails fails the lease, to be tried again, as the lease's own do; a log
+ * that is gone, or that this build cannot replay, is told to a human (`outcome.manual`).
+ */
+async function finalState(
+  runId: string,
+  deps: UndoDeps,
+  outcome: ChildrenUndone,
+): Promise<LoopState | undefined> {
+  const records = (await readWal(deps.bus, runId)).records.map((r) => r.record);
+  const spec = specOf(records);
+  if (!spec) {
+    const reason =
+      "its log is gone (a finished run's log is removed after SUPERVISOR_WAL_RETAIN_MS): its audit trail says what it did";
+    outcome.manual.push({ runId, reason });
+    return undefined;
+  }
+  const config = {
+    tools: await deps.discover(spec.agent.tools, false),
+    checkpointEvery: deps.checkpointEvery,
+  };
+  try {
+    const { state } = replay(records, config, { fromCheckpoint: true, snapshots: "skip" });
+    return state.status === "committed" ? state : undefined;
+  } catch (err) {
+    outcome.manual.push({ runId, reason: `its log could not be replayed: ${toAgentError(err).message}` });
+    return undefined;
+  }
+}

@@ -1,0 +1,146 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { remoteTool } from "../../shared/bus/remote-tool.js";
+import { serveToolsOf } from "../../shared/bus/tool-service.js";
+import { WalWriter } from "../../shared/bus/wal.js";
+import { EffectPerformer } from "../../shared/loop/performer.js";
+import type { AwaitingEffect } from "../../shared/loop/state.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { ToolRegistry } from "../../shared/tools/registry.js";
+import { defineTool, describeTool, type AnyTool } from "../../shared/tools/tool.js";
+import { undoChildren, type UndoDeps } from "../../services/agent/undo-children.js";
+import { registry, runner, spec } from "../helpers/fixtures.js";
+import { useActorBus } from "../helpers/actor-bus.js";
+
+const suite = useActorBus("uc", { random: seededRandom(3) });
+
+const unbooked: unknown[] = [];
+const book = defineTool({
+  name: "book",
+  description: "Books an item.",
+  input: z.object({ item: z.string() }),
+  capability: { kind: "compute" },
+  reversibility: "compensable",
+  idempotent: true,
+  compensation: { tool: "unbook" },
+  execute: (input) => Promise.resolve({ output: { booking: `b-${input.item}` } }),
+});
+const unbook = defineTool({
+  name: "unbook",
+  description: "Cancels a booking.",
+  input: z.object({ original: z.unknown(), output: z.unknown() }),
+  capability: { kind: "compute" },
+  reversibility: "compensable",
+  idempotent: false,
+  execute: (input) => {
+    unbooked.push(input);
+    return Promise.resolve({ output: { cancelled: true } });
+  },
+});
+const charge = defineTool({
+  name: "charge",
+  description: "Charges an amount.",
+  input: z.object({ cents: z.number() }),
+  capability: { kind: "compute" },
+  reversibility: "irreversible",
+  idempotent: false,
+  execute: () => Promise.resolve({ output: { charged: true } }),
+});
+const TOOLS: AnyTool[] = [book, unbook, charge];
+
+beforeAll(async () => {
+  serveToolsOf(TOOLS, suite.bus, { logger: silentLogger });
+  await suite.bus.nc.flush();
+});
+
+/** A child run, committed in this process with the tools run locally, its log written to the bus. */
+async function committedChild(runId: string, script: { name: string; input: object }[]): Promise<void> {
+  const result = await runner({ registry: registry(...TOOLS) }).run(
+    spec({
+      script: [...script.map((call) => ({ toolCalls: [call] })), { text: "done" }],
+      tools: ["book", "unbook", "charge"],
+    }),
+    { runId },
+  );
+  expect(result.state.status).toBe("committed");
+  await new WalWriter(suite.bus, runId, "w1", 0, 0).appendBatch(result.wal);
+}
+
+/** What a parent's worker lease gives the undo: its own registry and performer, as a lease has. */
+function lease(): UndoDeps {
+  const tools = new ToolRegistry([]);
+  return {
+    bus: suite.bus,
+    discover: (names) => {
+      for (const t of TOOLS.filter((t) => names.includes(t.name)))
+        if (!tools.get(t.name)) tools.register(remoteTool(describeTool(t), suite.bus));
+      return Promise.resolve(tools.descriptors());
+    },
+    performer: new EffectPerformer({
+      registry: tools,
+      clock: systemClock,
+      random: seededRandom(9),
+      invokePolicy: { retries: 0 },
+    }),
+    checkpointEvery: 10,
+  };
+}
+
+const undo = (committed: string[]): Extract<AwaitingEffect, { type: "callTool" }> => ({
+  type: "callTool",
+  actionId: "comp-act-1",
+  tool: "undo_children",
+  input: { original: null, output: { committed } },
+  idempotencyKey: "parent:comp-act-1",
+  purpose: "compensate",
+  timeoutMs: 10_000,
+});
+
+describe("undo_children: a failing parent undoes what its committed children did", () => {
+  it("runs each committed child's compensations, the latest child first; made again by another lease, it sends nothing twice", async () => {
+    await committedChild("p1-act-1-1", [{ name: "book", input: { item: "seat 1" } }]);
+    await committedChild("p1-act-1-2", [
+      { name: "book", input: { item: "seat 2" } },
+      { name: "book", input: { item: "seat 3" } },
+    ]);
+    unbooked.length = 0;
+    const first = await undoChildren(undo(["p1-act-1-1", "p1-act-1-2"]), lease());
+    expect(first).toMatchObject({
+      type: "toolCompleted",
+      output: {
+        undone: [
+          { runId: "p1-act-1-2", tool: "unbook", ok: true },
+          { runId: "p1-act-1-2", tool: "unbook", ok: true },
+          { runId: "p1-act-1-1", tool: "unbook", ok: true },
+        ],
+        manual: [],
+      },
+    });
+    expect(unbooked.map((u) => (u as { original: { item: string } }).original.item)).toEqual([
+      "seat 3",
+      "seat 2",
+      "seat 1",
+    ]);
+    // The parent's worker died in the undo; the next one makes it again: answered from the records.
+    const again = await undoChildren(undo(["p1-act-1-1", "p1-act-1-2"]), lease());
+    expect(again).toMatchObject({ type: "toolCompleted" });
+    expect(unbooked).toHaveLength(3);
+  });
+
+  it("what cannot be undone (an irreversible call, a child whose log is gone) fails the compensation with what a human must look at; the rest is undone", async () => {
+    await committedChild("p2-act-1-1", [
+      { name: "book", input: { item: "seat 4" } },
+      { name: "charge", input: { cents: 5 } },
+    ]);
+    unbooked.length = 0;
+    const event = await undoChildren(undo(["p2-act-1-1", "p2-gone"]), lease());
+    expect(event.type).toBe("toolAborted");
+    const message = event.type === "toolAborted" ? event.error.message : "";
+    expect(message).toMatch(/^what committed children did could not all be undone: /);
+    expect(message).toContain("p2-gone: its log is gone");
+    expect(message).toContain("(charge): irreversible: needs manual intervention");
+    expect(unbooked).toHaveLength(1);
+  });
+});
