@@ -5,13 +5,14 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import { childRunId, fanInResults, writeFanOut } from "../../shared/bus/fanout.js";
 import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { SPAWN_AGENT_TOOL } from "../../shared/loop/saga.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { findGrant } from "../../shared/tools/capabilities.js";
 
 type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
-export const SPAWN_TOOL = "spawn_agent";
+export const SPAWN_TOOL = SPAWN_AGENT_TOOL;
 
 /**
  * `spawn_agent` without holding a worker: the children are submitted through the supervisor (each

@@ -1,4 +1,3 @@
-import { z } from "zod";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { DEFAULT_TOOL_TIMEOUT_MS, type ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
@@ -6,7 +5,7 @@ import { readWal } from "../../shared/bus/wal.js";
 import { idempotencyKeyFor } from "../../shared/loop/action.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
 import { replay } from "../../shared/loop/replay.js";
-import { planCompensation, UNDO_CHILDREN_TOOL } from "../../shared/loop/saga.js";
+import { planCompensation, UNDO_CHILDREN_TOOL, UndoChildrenInput } from "../../shared/loop/saga.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { specOf } from "./spec-of.js";
@@ -20,9 +19,6 @@ export interface UndoDeps {
   performer: EffectPerformer;
   checkpointEvery: number;
 }
-
-/** What an `undo_children` call is given (see spawnAction). */
-const UndoChildrenInput = z.object({ output: z.object({ committed: z.array(z.string()) }) });
 
 /** What was undone of the children, and what a human must look at. */
 export interface ChildrenUndone {

@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { SpawnAgentOutput } from "../contracts/control.js";
 import type { Reversibility, ToolDescriptor } from "../contracts/tool.js";
 
@@ -10,10 +11,8 @@ export const SPAWN_AGENT_TOOL = "spawn_agent";
 export const UNDO_CHILDREN_TOOL = "undo_children";
 
 /** What an `undo_children` call is given: the spawn's committed children, in the order they were spawned. */
-export interface UndoChildrenInput {
-  original: null;
-  output: { committed: string[] };
-}
+export const UndoChildrenInput = z.object({ output: z.object({ committed: z.array(z.string()) }) });
+export type UndoChildrenInput = z.infer<typeof UndoChildrenInput>;
 
 /** A tool call that ran to completion, as the saga needs to remember it. */
 export interface CompletedAction {
@@ -55,11 +54,12 @@ export function spawnAction(
   if (!parsed.success) return undefined;
   const committed = parsed.data.results.filter((r) => r.status === "committed").map((r) => r.runId);
   if (committed.length === 0) return undefined;
+  const remembered: UndoChildrenInput["output"] = { committed };
   return {
     actionId: call.actionId,
     tool: call.tool,
     input: null,
-    output: { committed },
+    output: remembered,
     reversibility: "compensable",
     compensation: { tool: UNDO_CHILDREN_TOOL },
   };

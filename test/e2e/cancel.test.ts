@@ -1,6 +1,5 @@
 import { describe, expect, it, onTestFinished } from "vitest";
-import { z } from "zod";
-import { defineTool } from "../../shared/tools/tool.js";
+import { bookingTools, type Bookings } from "../helpers/bookings.js";
 import { agentctlOf, ended, OPERATOR_CLUSTER, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { parentOfOne } from "../helpers/spawning.js";
@@ -10,60 +9,11 @@ const suite = useClusterSuite("cancel", OPERATOR_CLUSTER);
 
 const { run: agentctl, refusal } = agentctlOf(suite);
 
-/**
- * A booking, a side effect with a compensation: `unbook` gets what `book` was given and answered.
- * `bookMs`: how long a booking takes once started (it is counted in `booked` when it starts).
- */
-function serveBookings(bookMs = 0): {
-  booked: string[];
-  /** The bookings that have finished. */
-  made: string[];
-  unbooked: unknown[];
-  stop: () => void;
-} {
-  const booked: string[] = [];
-  const made: string[] = [];
-  const unbooked: unknown[] = [];
-  const book = suite.serveTool(
-    defineTool({
-      name: "book",
-      description: "Books an item.",
-      input: z.object({ item: z.string() }),
-      capability: { kind: "compute" },
-      reversibility: "compensable",
-      idempotent: true,
-      compensation: { tool: "unbook" },
-      execute: async (input) => {
-        booked.push(input.item);
-        await new Promise((r) => setTimeout(r, bookMs));
-        made.push(input.item);
-        return { output: { booking: `b-${input.item}` } };
-      },
-    }),
-  );
-  const unbook = suite.serveTool(
-    defineTool({
-      name: "unbook",
-      description: "Cancels a booking.",
-      input: z.object({ original: z.unknown(), output: z.unknown() }),
-      capability: { kind: "compute" },
-      reversibility: "compensable",
-      idempotent: true,
-      execute: (input) => {
-        unbooked.push(input);
-        return Promise.resolve({ output: { cancelled: true } });
-      },
-    }),
-  );
-  return {
-    booked,
-    made,
-    unbooked,
-    stop: () => {
-      book.stop();
-      unbook.stop();
-    },
-  };
+/** The booking tools (see bookingTools), served from the test process until `stop`. */
+function serveBookings(bookMs = 0): Bookings & { stop: () => void } {
+  const { tools, ...seen } = bookingTools(bookMs);
+  const served = tools.map((tool) => suite.serveTool(tool));
+  return { ...seen, stop: () => served.forEach((s) => s.stop()) };
 }
 
 describe("agentctl cancel: a run ended for good", () => {

@@ -11,34 +11,13 @@ import { seededRandom } from "../../shared/runtime/random.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { defineTool, describeTool, type AnyTool } from "../../shared/tools/tool.js";
 import { undoChildren, type UndoDeps } from "../../services/agent/undo-children.js";
+import { bookingTools } from "../helpers/bookings.js";
 import { registry, runner, spec } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 
 const suite = useActorBus("uc", { random: seededRandom(3) });
 
-const unbooked: unknown[] = [];
-const book = defineTool({
-  name: "book",
-  description: "Books an item.",
-  input: z.object({ item: z.string() }),
-  capability: { kind: "compute" },
-  reversibility: "compensable",
-  idempotent: true,
-  compensation: { tool: "unbook" },
-  execute: (input) => Promise.resolve({ output: { booking: `b-${input.item}` } }),
-});
-const unbook = defineTool({
-  name: "unbook",
-  description: "Cancels a booking.",
-  input: z.object({ original: z.unknown(), output: z.unknown() }),
-  capability: { kind: "compute" },
-  reversibility: "compensable",
-  idempotent: false,
-  execute: (input) => {
-    unbooked.push(input);
-    return Promise.resolve({ output: { cancelled: true } });
-  },
-});
+const { tools: bookings, unbooked } = bookingTools();
 const charge = defineTool({
   name: "charge",
   description: "Charges an amount.",
@@ -48,7 +27,7 @@ const charge = defineTool({
   idempotent: false,
   execute: () => Promise.resolve({ output: { charged: true } }),
 });
-const TOOLS: AnyTool[] = [book, unbook, charge];
+const TOOLS: AnyTool[] = [...bookings, charge];
 
 beforeAll(async () => {
   serveToolsOf(TOOLS, suite.bus, { logger: silentLogger });

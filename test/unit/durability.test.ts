@@ -10,6 +10,7 @@ import { sha256 } from "../../shared/runtime/hash.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { defineTool, describeTool } from "../../shared/tools/tool.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
+import { effectOf, toolTurn } from "../helpers/transitions.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 3 };
 const longScript = (n: number) => [
@@ -222,26 +223,8 @@ describe("cancel", () => {
       tool("charge", "irreversible"),
     ],
   };
-  const effect = <T extends Transition["effects"][number]["type"]>(t: Transition, type: T) =>
-    t.effects.find((e) => e.type === type) as Extract<Transition["effects"][number], { type: T }>;
-  const turn = (t: Transition, call: { name: string; input: object }): Transition =>
-    transition(
-      t.state,
-      {
-        type: "modelResponded",
-        at: 1,
-        requestId: effect(t, "callModel").requestId,
-        response: {
-          text: "",
-          toolCalls: [{ id: `c-${call.name}`, ...call }],
-          stopReason: "toolUse",
-          usage: { inputTokens: 0, outputTokens: 0 },
-          costUsd: 0,
-          model: "m",
-        },
-      },
-      cfg,
-    );
+  const effect = effectOf;
+  const turn = (t: Transition, call: { name: string; input: object }): Transition => toolTurn(t, call, cfg);
 
   /** A run that reserved `held` (completed), now waiting on `next`. */
   const reservedThen = (runId: string, held: string, next: { name: string; input: object }): Transition => {

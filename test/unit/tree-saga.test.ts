@@ -7,31 +7,13 @@ import type { FailureReport, LoopConfig, Transition } from "../../shared/loop/st
 import { createSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { spec } from "../helpers/fixtures.js";
+import { effectOf, toolTurn } from "../helpers/transitions.js";
 
 const cfg: LoopConfig = {
   tools: [describeTool(createSpawnTool(() => Promise.reject(new Error("not called"))))],
 };
-const effect = <T extends Transition["effects"][number]["type"]>(t: Transition, type: T) =>
-  t.effects.find((e) => e.type === type) as Extract<Transition["effects"][number], { type: T }>;
-
-const turn = (t: Transition, call: { name: string; input: object }): Transition =>
-  transition(
-    t.state,
-    {
-      type: "modelResponded",
-      at: 1,
-      requestId: effect(t, "callModel").requestId,
-      response: {
-        text: "",
-        toolCalls: [{ id: `c-${call.name}`, ...call }],
-        stopReason: "toolUse",
-        usage: { inputTokens: 0, outputTokens: 0 },
-        costUsd: 0,
-        model: "m",
-      },
-    },
-    cfg,
-  );
+const effect = effectOf;
+const turn = (t: Transition, call: { name: string; input: object }): Transition => toolTurn(t, call, cfg);
 
 /**
  * A parent whose spawn came back with `results`, then cancelled in its next call: the transitions
