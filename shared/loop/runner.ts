@@ -26,6 +26,8 @@ export interface RunOptions {
   parentRunId?: string;
   depth?: number;
   signal?: AbortSignal;
+  /** Whether the run's FAIL undoes what its committed children did (see StartEvent). */
+  undoChildren?: boolean;
 }
 
 export interface RunResult {
@@ -81,6 +83,7 @@ export class LoopRunner {
         rootRunId: options.rootRunId ?? runId,
         ...(options.parentRunId ? { parentRunId: options.parentRunId } : {}),
         depth: options.depth ?? 0,
+        ...(options.undoChildren ? { undoChildren: true } : {}),
       },
       config,
     );

@@ -12,6 +12,7 @@ import { ToolRegistry } from "../../shared/tools/registry.js";
 import { defineTool, describeTool, type AnyTool } from "../../shared/tools/tool.js";
 import { undoChildren, type UndoDeps } from "../../services/agent/undo-children.js";
 import { bookingTools } from "../helpers/bookings.js";
+import { createSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import { registry, runner, spec } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 
@@ -28,20 +29,33 @@ const charge = defineTool({
   execute: () => Promise.resolve({ output: { charged: true } }),
 });
 const TOOLS: AnyTool[] = [...bookings, charge];
+/** A spawn the tests' children make: never run by an undo, only described. */
+const SPAWN = createSpawnTool(() => Promise.reject(new Error("an undo spawns nothing")));
 
 beforeAll(async () => {
   serveToolsOf(TOOLS, suite.bus, { logger: silentLogger });
   await suite.bus.nc.flush();
 });
 
-/** A child run, committed in this process with the tools run locally, its log written to the bus. */
-async function committedChild(runId: string, script: { name: string; input: object }[]): Promise<void> {
-  const result = await runner({ registry: registry(...TOOLS) }).run(
+/**
+ * A child run, committed in this process with the tools run locally, its log written to the bus.
+ * `spawned`: the run spawns once (first), and its fan-in says these children committed.
+ */
+async function committedChild(
+  runId: string,
+  script: { name: string; input: object }[],
+  spawned: string[] = [],
+): Promise<void> {
+  const results = spawned.map((id) => ({ runId: id, status: "committed" }));
+  const spawn = createSpawnTool(() => Promise.resolve({ results }));
+  const calls = spawned.length > 0 ? [{ name: "spawn_agent", input: { runs: [spec()] } }, ...script] : script;
+  const result = await runner({ registry: registry(...TOOLS, spawn) }).run(
     spec({
-      script: [...script.map((call) => ({ toolCalls: [call] })), { text: "done" }],
-      tools: ["book", "unbook", "charge"],
+      script: [...calls.map((call) => ({ toolCalls: [call] })), { text: "done" }],
+      tools: ["book", "unbook", "charge", "spawn_agent"],
+      capabilities: ["compute", { kind: "spawn", maxDepth: 2 }],
     }),
-    { runId },
+    { runId, undoChildren: true },
   );
   expect(result.state.status).toBe("committed");
   await new WalWriter(suite.bus, runId, "w1", 0, 0).appendBatch(result.wal);
@@ -52,9 +66,11 @@ function lease(): UndoDeps {
   const tools = new ToolRegistry([]);
   return {
     bus: suite.bus,
+    // As a worker's: the served tools, and spawn_agent, the worker's own.
     discover: (names) => {
       for (const t of TOOLS.filter((t) => names.includes(t.name)))
         if (!tools.get(t.name)) tools.register(remoteTool(describeTool(t), suite.bus));
+      if (names.includes("spawn_agent") && !tools.get("spawn_agent")) tools.register(SPAWN);
       return Promise.resolve(tools.descriptors());
     },
     performer: new EffectPerformer({
@@ -106,6 +122,27 @@ describe("undo_children: a failing parent undoes what its committed children did
     const again = await undoChildren(undo(["p1-act-1-1", "p1-act-1-2"]), lease());
     expect(again).toMatchObject({ type: "toolCompleted" });
     expect(unbooked).toHaveLength(3);
+  });
+
+  it("a child's own committed children are undone where its spawn stands in its calls, deeper down", async () => {
+    await committedChild("p3-act-1-1-act-1-1", [{ name: "book", input: { item: "seat 5" } }]);
+    await committedChild("p3-act-1-1", [{ name: "book", input: { item: "seat 6" } }], ["p3-act-1-1-act-1-1"]);
+    unbooked.length = 0;
+    const event = await undoChildren(undo(["p3-act-1-1"]), lease());
+    expect(event).toMatchObject({
+      type: "toolCompleted",
+      output: {
+        undone: [
+          { runId: "p3-act-1-1", tool: "unbook", ok: true },
+          { runId: "p3-act-1-1-act-1-1", tool: "unbook", ok: true },
+        ],
+      },
+    });
+    // The child booked after its spawn: its own booking first, then its child's.
+    expect(unbooked.map((u) => (u as { original: { item: string } }).original.item)).toEqual([
+      "seat 6",
+      "seat 5",
+    ]);
   });
 
   it("what cannot be undone (an irreversible call, a child whose log is gone) fails the compensation with what a human must look at; the rest is undone", async () => {
