@@ -11,8 +11,8 @@ import { describeRemoteTool, remoteTool } from "../../shared/bus/remote-tool.js"
 import type { ServiceWait } from "../../shared/bus/request.js";
 import { actorModelDriver } from "../../shared/bus/model-actor.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
-import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
-import { createSpawnTool } from "../../shared/tools/builtin/spawn.js";
+import { toAgentError } from "../../shared/runtime/errors.js";
+import { fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
@@ -102,9 +102,7 @@ export class AgentWorker {
   private leasesOf!: IterationLeases;
   private tools!: ToolCatalog;
   private fanOut!: FanOutHandler;
-  private readonly spawnTool = createSpawnTool(() =>
-    Promise.reject(new AgentError("INTERNAL", "spawn_agent is performed by the worker's fan-out")),
-  );
+  private readonly spawnTool = fanOutSpawnTool();
   private consumer!: Consumer;
   private loop: Promise<void> | undefined;
   private leases = 0;

@@ -13,7 +13,9 @@ import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { readWal } from "../../shared/bus/wal.js";
 import { type CheckpointReport, replay } from "../../shared/loop/replay.js";
+import { SPAWN_AGENT_TOOL } from "../../shared/loop/saga.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { type ModelReplay, replayModels } from "./model-replay.js";
 
@@ -53,7 +55,13 @@ export async function replayRun(
       records.length === 0 ? await whyNoWal(bus, runId) : `run '${runId}' has no WAL`,
     );
   }
-  const tools = await discoverTools(first.event.spec.agent.tools, bus);
+  // spawn_agent is no service's: the workers' own, described as they describe it.
+  const names = first.event.spec.agent.tools;
+  const served = await discoverTools(
+    names.filter((name) => name !== SPAWN_AGENT_TOOL),
+    bus,
+  );
+  const tools = names.includes(SPAWN_AGENT_TOOL) ? [...served, fanOutSpawnTool()] : served;
   const replayed = replay(
     records,
     {

@@ -143,6 +143,8 @@ describe("agentctl cancel: a run ended for good", () => {
     // The child's run ended as it did: its status and its trail say committed.
     expect(await suite.waitFor(childId, ended, 1_000)).toMatchObject({ status: "committed" });
     expect((await suite.audit(childId)).map((e) => e.kind)).not.toContain("compensation.started");
+    // Its log replays to the same transitions, the spawn and the undo included.
+    expect((await agentctl("replay", runId)).stdout).toMatch(/transitions reproduced identically/);
   }, 60_000);
 
   it("a halted child cancelled gives its parent RUN_CANCELLED as its result, and the parent goes on", async () => {

@@ -12,7 +12,7 @@ import { ToolRegistry } from "../../shared/tools/registry.js";
 import { defineTool, describeTool, type AnyTool } from "../../shared/tools/tool.js";
 import { undoChildren, type UndoDeps } from "../../services/agent/undo-children.js";
 import { bookingTools } from "../helpers/bookings.js";
-import { createSpawnTool } from "../../shared/tools/builtin/spawn.js";
+import { createSpawnTool, fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import { registry, runner, spec } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 
@@ -29,8 +29,8 @@ const charge = defineTool({
   execute: () => Promise.resolve({ output: { charged: true } }),
 });
 const TOOLS: AnyTool[] = [...bookings, charge];
-/** A spawn the tests' children make: never run by an undo, only described. */
-const SPAWN = createSpawnTool(() => Promise.reject(new Error("an undo spawns nothing")));
+/** The spawn a worker has: an undo only reads it described. */
+const SPAWN = fanOutSpawnTool();
 
 beforeAll(async () => {
   serveToolsOf(TOOLS, suite.bus, { logger: silentLogger });

@@ -35,3 +35,13 @@ export function createSpawnTool(spawnChildren: SpawnChildren) {
     },
   });
 }
+
+/**
+ * spawn_agent as a cluster's workers have it: described like any tool, performed by the worker's
+ * fan-out (which parks the run) and never run as a tool. What a replay of a run's log needs of it.
+ */
+export function fanOutSpawnTool() {
+  return createSpawnTool(() =>
+    Promise.reject(new AgentError("INTERNAL", "spawn_agent is performed by the worker's fan-out")),
+  );
+}
