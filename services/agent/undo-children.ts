@@ -1,6 +1,7 @@
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { DEFAULT_TOOL_TIMEOUT_MS, type ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { readWal } from "../../shared/bus/wal.js";
 import { idempotencyKeyFor } from "../../shared/loop/action.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
@@ -27,8 +28,8 @@ export interface ChildrenUndone {
 }
 
 /**
- * The compensation of a spawn whose children committed, for a parent that fails: each committed
- * child, the latest first, has its completed calls undone as its own FAIL would have undone them
+ * The compensation of a spawn whose children committed, for a parent that fails: each child that
+ * committed, the latest first, has its completed calls undone as its own FAIL would have undone them
  * (its compensations, most recent first; its own committed children the same way, deeper down),
  * read from its log. A child's trail stays as it ended; the parent's records the undo (this call's
  * INTENT, then its outcome, which lists every compensation). Each compensation is sent under a key
@@ -99,21 +100,26 @@ async function undoRun(runId: string, deps: UndoDeps, outcome: ChildrenUndone): 
 }
 
 /**
- * The committed child's state at its end, rebuilt from its log as a worker taking it over would.
- * A read or a describe that fails fails the lease, to be tried again, as the lease's own do; a log
- * that is gone, or that this build cannot replay, is told to a human (`outcome.manual`).
+ * The committed child's state at its end, rebuilt from its log as a worker taking it over would;
+ * undefined for a child that did not commit (it failed and undid its own calls, it is being
+ * cancelled with its parent, it never started). A read or a describe that fails fails the lease, to
+ * be tried again, as the lease's own do; a committed child's log that is gone, or that this build
+ * cannot replay, is told to a human (`outcome.manual`).
  */
 async function finalState(
   runId: string,
   deps: UndoDeps,
   outcome: ChildrenUndone,
 ): Promise<LoopState | undefined> {
+  const status = await new RunStatusStore(deps.bus.buckets.runs).get(runId);
+  if (status && status.status !== "committed") return undefined;
   const records = (await readWal(deps.bus, runId)).records.map((r) => r.record);
   const spec = specOf(records);
   if (!spec) {
     const reason =
       "its log is gone (a finished run's log is removed after SUPERVISOR_WAL_RETAIN_MS): its audit trail says what it did";
-    outcome.manual.push({ runId, reason });
+    // No status and no log: a child that never started (or one retention removed entirely).
+    if (status) outcome.manual.push({ runId, reason });
     return undefined;
   }
   const config = {

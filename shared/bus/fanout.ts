@@ -32,11 +32,7 @@ export function fanOutKey(parentRunId: string): string {
   return `fanout.${parentRunId}`;
 }
 
-/** A child's runId: derived from the parent, the action and the position, so a retried spawn finds the same children. */
-export function childRunId(parentRunId: string, actionId: string, index: number): string {
-  const suffix = `-${actionId}-${index + 1}`.replaceAll(/[^A-Za-z0-9_-]/g, "_");
-  return `${parentRunId.slice(0, 64 - suffix.length)}${suffix}`;
-}
+export { childRunId } from "../loop/saga.js";
 
 export async function writeFanOut(kv: KV, fanOut: FanOut): Promise<void> {
   await kv.put(fanOutKey(fanOut.parentRunId), encode(FanOut, fanOut));

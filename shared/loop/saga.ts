@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { SpawnAgentOutput } from "../contracts/control.js";
+import { SpawnAgentInput, SpawnAgentOutput } from "../contracts/control.js";
 import type { Reversibility, ToolDescriptor } from "../contracts/tool.js";
 
 /** The tool a run fans out with; its children's effects are theirs, undone by UNDO_CHILDREN_TOOL. */
@@ -10,9 +10,19 @@ export const SPAWN_AGENT_TOOL = "spawn_agent";
  */
 export const UNDO_CHILDREN_TOOL = "undo_children";
 
-/** What an `undo_children` call is given: the spawn's committed children, in the order they were spawned. */
+/**
+ * What an `undo_children` call is given: the spawn's children that may have committed, in the order
+ * they were spawned (those whose fan-in said so, or, for a run cancelled while it waited on them,
+ * every one: the worker undoes those that did).
+ */
 export const UndoChildrenInput = z.object({ output: z.object({ committed: z.array(z.string()) }) });
 export type UndoChildrenInput = z.infer<typeof UndoChildrenInput>;
+
+/** A child's runId: derived from the parent, the action and the position, so a retried spawn finds the same children. */
+export function childRunId(parentRunId: string, actionId: string, index: number): string {
+  const suffix = `-${actionId}-${index + 1}`.replaceAll(/[^A-Za-z0-9_-]/g, "_");
+  return `${parentRunId.slice(0, 64 - suffix.length)}${suffix}`;
+}
 
 /** A tool call that ran to completion, as the saga needs to remember it. */
 export interface CompletedAction {
@@ -54,15 +64,35 @@ export function spawnAction(
   if (!parsed.success) return undefined;
   const committed = parsed.data.results.filter((r) => r.status === "committed").map((r) => r.runId);
   if (committed.length === 0) return undefined;
+  return undoable(call.actionId, call.tool, committed);
+}
+
+/** A spawn as a completed call whose compensation undoes what these children did. */
+function undoable(actionId: string, tool: string, committed: string[]): CompletedAction {
   const remembered: UndoChildrenInput["output"] = { committed };
   return {
-    actionId: call.actionId,
-    tool: call.tool,
+    actionId,
+    tool,
     input: null,
     output: remembered,
     reversibility: "compensable",
     compensation: { tool: UNDO_CHILDREN_TOOL },
   };
+}
+
+/**
+ * A spawn a run fails while waiting on (a cancel): some of its children may have committed, none
+ * told it. Every child is remembered; the worker's undo reads which committed. Nothing when the
+ * input is not a spawn's.
+ */
+export function spawnInFlight(
+  call: { actionId: string; tool: string; input: unknown },
+  parentRunId: string,
+): CompletedAction | undefined {
+  const parsed = SpawnAgentInput.safeParse(call.input);
+  if (!parsed.success) return undefined;
+  const children = parsed.data.runs.map((spec, i) => spec.runId ?? childRunId(parentRunId, call.actionId, i));
+  return undoable(call.actionId, call.tool, children);
 }
 
 export interface CompensationPlan {

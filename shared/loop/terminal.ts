@@ -3,7 +3,13 @@ import { contentHash } from "../runtime/hash.js";
 import type { CancelEvent, WaitedOnCall } from "../contracts/loop-event.js";
 import { descriptorOf, startAction } from "./action.js";
 import type { Draft } from "./draft.js";
-import { completedAction, planCompensation, type CompensationPlan } from "./saga.js";
+import {
+  completedAction,
+  planCompensation,
+  SPAWN_AGENT_TOOL,
+  spawnInFlight,
+  type CompensationPlan,
+} from "./saga.js";
 import type {
   CommitArtifact,
   FailureReport,
@@ -181,6 +187,9 @@ export function cancel(d: Draft, config: LoopConfig, event: CancelEvent): void {
   const call = waitedOn?.kind === "tool" ? waitedOn : undefined;
   const learned = call && event.waitedOn?.actionId === call.actionId ? event.waitedOn : undefined;
   if (call && learned) settleWaitedOn(d, config, call, learned);
+  // Waiting on its children: those that committed already are undone with its own calls.
+  const spawn = call?.tool === SPAWN_AGENT_TOOL && s.undoChildren ? spawnInFlight(call, s.runId) : undefined;
+  if (spawn) s.completed = [...s.completed, spawn];
   // A call the run was waiting on when it halted may have happened (sent before the halt, or its
   // outcome unknown): when its tool service could not say, a human is asked to look.
   const tool = call ? descriptorOf(config, call.tool) : undefined;

@@ -147,6 +147,45 @@ describe("agentctl cancel: a run ended for good", () => {
     expect((await agentctl("replay", runId)).stdout).toMatch(/transitions reproduced identically/);
   }, 60_000);
 
+  it("a parent cancelled while it waits on two children undoes the booking of the one that committed; the other, still going, is cancelled", async () => {
+    const bookings = serveBookings();
+    onTestFinished(bookings.stop);
+    const booking = (item: string, delayMs = 0) =>
+      spec({
+        script: [{ toolCalls: [{ name: "book", input: { item } }], delayMs }, { text: "booked" }],
+        tools: ["book", "unbook"],
+      });
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          {
+            toolCalls: [
+              { name: "spawn_agent", input: { runs: [booking("seat 1"), booking("seat 2", 5_000)] } },
+            ],
+          },
+          { toolCalls: [{ name: "finish", input: { answer: "never" } }] },
+        ],
+        tools: ["spawn_agent"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+      }),
+    );
+    const [first, second] = [`${runId}-act-1-1`, `${runId}-act-1-2`];
+    await suite.waitFor(first, (s) => s.status === "committed", 15_000);
+    const reply = await agentctl("cancel", runId, "--reason", "wrong trip", "--by", "oncall");
+    expect(reply.stdout).toContain(`its children still going are cancelled once it fails: ${second}`);
+    expect(reply.stdout).toContain(
+      `its committed children have what they did undone with its own calls: ${first}`,
+    );
+    await cancelledAs(runId, "[RUN_CANCELLED] cancelled by oncall: wrong trip");
+    expect(await suite.waitFor(second, ended, 20_000)).toMatchObject({ status: "failed" });
+    expect(bookings.booked).toEqual(["seat 1"]);
+    expect(bookings.unbooked).toEqual([{ original: { item: "seat 1" }, output: { booking: "b-seat 1" } }]);
+    const terminal = (await suite.wal(runId)).map((r) => r.record).findLast((r) => r.type === "TERMINAL");
+    expect(terminal?.type === "TERMINAL" ? terminal.artifact : undefined).toMatchObject({
+      compensations: [{ tool: "undo_children", ok: true }],
+    });
+  }, 60_000);
+
   it("a halted child cancelled gives its parent RUN_CANCELLED as its result, and the parent goes on", async () => {
     const { runId, childId } = await parentOfOne(suite, "went on without it", 0, [
       { toolCalls: [{ name: "echo", input: { text: "child's work" } }], delayMs: 2_000 },

@@ -2,7 +2,9 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { remoteTool } from "../../shared/bus/remote-tool.js";
 import { serveToolsOf } from "../../shared/bus/tool-service.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { WalWriter } from "../../shared/bus/wal.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
 import type { AwaitingEffect } from "../../shared/loop/state.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -59,6 +61,19 @@ async function committedChild(
   );
   expect(result.state.status).toBe("committed");
   await new WalWriter(suite.bus, runId, "w1", 0, 0).appendBatch(result.wal);
+  await statusOf(runId, "committed");
+}
+
+/** The run's status record, as its worker (or a refused admission) leaves it. */
+async function statusOf(runId: string, status: RunStatus["status"]): Promise<void> {
+  await new RunStatusStore(suite.bus.buckets.runs).put({
+    runId,
+    status,
+    phase: status === "committed" ? "COMMIT" : "FAIL",
+    iteration: 1,
+    usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 1 },
+    updatedAt: new Date().toISOString(),
+  });
 }
 
 /** What a parent's worker lease gives the undo: its own registry and performer, as a lease has. */
@@ -145,11 +160,28 @@ describe("undo_children: a failing parent undoes what its committed children did
     ]);
   });
 
+  it("of a spawn's children the parent was cancelled waiting on, only those that committed are undone: not one that failed (it undid its own), is still going, or never started", async () => {
+    await committedChild("p4-act-1-1", [{ name: "book", input: { item: "seat 7" } }]);
+    await committedChild("p4-act-1-2", [{ name: "book", input: { item: "seat 8" } }]);
+    await statusOf("p4-act-1-2", "failed");
+    await committedChild("p4-act-1-3", [{ name: "book", input: { item: "seat 9" } }]);
+    await statusOf("p4-act-1-3", "running");
+    unbooked.length = 0;
+    const event = await undoChildren(undo(["p4-act-1-1", "p4-act-1-2", "p4-act-1-3", "p4-act-1-4"]), lease());
+    expect(event).toMatchObject({
+      type: "toolCompleted",
+      output: { undone: [{ runId: "p4-act-1-1", tool: "unbook", ok: true }], manual: [] },
+    });
+    expect(unbooked).toHaveLength(1);
+  });
+
   it("what cannot be undone (an irreversible call, a child whose log is gone) fails the compensation with what a human must look at; the rest is undone", async () => {
     await committedChild("p2-act-1-1", [
       { name: "book", input: { item: "seat 4" } },
       { name: "charge", input: { cents: 5 } },
     ]);
+    // Its status says it committed; its log is gone.
+    await statusOf("p2-gone", "committed");
     unbooked.length = 0;
     const event = await undoChildren(undo(["p2-act-1-1", "p2-gone"]), lease());
     expect(event.type).toBe("toolAborted");
