@@ -62,8 +62,9 @@ export async function undoChildren(effect: ToolCall, deps: UndoDeps): Promise<Lo
 }
 
 async function undoRun(runId: string, deps: UndoDeps, outcome: ChildrenUndone): Promise<void> {
-  const state = await finalState(runId, deps, outcome);
-  if (!state) return;
+  const child = await finalState(runId, deps, outcome);
+  if (!child) return;
+  const { state, tools } = child;
   const plan = planCompensation(state.completed);
   for (const m of plan.manual) outcome.manual.push({ runId, ...m });
   for (const step of plan.steps) {
@@ -74,7 +75,10 @@ async function undoRun(runId: string, deps: UndoDeps, outcome: ChildrenUndone): 
       continue;
     }
     const actionId = `undo-${step.actionId}`;
-    const tools = await deps.discover([step.tool], false);
+    // A compensation its spec does not name (its own FAIL would not have found it) is asked for.
+    const described = tools.some((t) => t.name === step.tool)
+      ? tools
+      : await deps.discover([step.tool], false);
     const event = await deps.performer.perform(
       {
         type: "callTool",
@@ -83,7 +87,7 @@ async function undoRun(runId: string, deps: UndoDeps, outcome: ChildrenUndone): 
         input: step.input,
         idempotencyKey: idempotencyKeyFor(runId, actionId),
         purpose: "compensate",
-        timeoutMs: tools.find((t) => t.name === step.tool)?.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+        timeoutMs: described.find((t) => t.name === step.tool)?.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
       },
       state,
     );
@@ -100,7 +104,8 @@ async function undoRun(runId: string, deps: UndoDeps, outcome: ChildrenUndone): 
 }
 
 /**
- * The committed child's state at its end, rebuilt from its log as a worker taking it over would;
+ * The committed child's state at its end, rebuilt from its log as a worker taking it over would,
+ * with its tools' descriptors;
  * undefined for a child that did not commit (it failed and undid its own calls, it is being
  * cancelled with its parent, it never started). A read or a describe that fails fails the lease, to
  * be tried again, as the lease's own do; a committed child's log that is gone, or that this build
@@ -110,7 +115,7 @@ async function finalState(
   runId: string,
   deps: UndoDeps,
   outcome: ChildrenUndone,
-): Promise<LoopState | undefined> {
+): Promise<{ state: LoopState; tools: ToolDescriptor[] } | undefined> {
   const status = await new RunStatusStore(deps.bus.buckets.runs).get(runId);
   if (status && status.status !== "committed") return undefined;
   const records = (await readWal(deps.bus, runId)).records.map((r) => r.record);
@@ -128,7 +133,7 @@ async function finalState(
   };
   try {
     const { state } = replay(records, config, { fromCheckpoint: true, snapshots: "skip" });
-    return state.status === "committed" ? state : undefined;
+    return state.status === "committed" ? { state, tools: config.tools } : undefined;
   } catch (err) {
     outcome.manual.push({ runId, reason: `its log could not be replayed: ${toAgentError(err).message}` });
     return undefined;

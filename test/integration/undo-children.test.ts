@@ -39,6 +39,10 @@ beforeAll(async () => {
   await suite.bus.nc.flush();
 });
 
+/** The items `unbook` was asked to cancel, in order. */
+const unbookedItems = (): string[] =>
+  unbooked.map((u) => (u as { original: { item: string } }).original.item);
+
 /**
  * A child run, committed in this process with the tools run locally, its log written to the bus.
  * `spawned`: the run spawns once (first), and its fan-in says these children committed.
@@ -128,11 +132,7 @@ describe("undo_children: a failing parent undoes what its committed children did
         manual: [],
       },
     });
-    expect(unbooked.map((u) => (u as { original: { item: string } }).original.item)).toEqual([
-      "seat 3",
-      "seat 2",
-      "seat 1",
-    ]);
+    expect(unbookedItems()).toEqual(["seat 3", "seat 2", "seat 1"]);
     // The parent's worker died in the undo; the next one makes it again: answered from the records.
     const again = await undoChildren(undo(["p1-act-1-1", "p1-act-1-2"]), lease());
     expect(again).toMatchObject({ type: "toolCompleted" });
@@ -154,10 +154,7 @@ describe("undo_children: a failing parent undoes what its committed children did
       },
     });
     // The child booked after its spawn: its own booking first, then its child's.
-    expect(unbooked.map((u) => (u as { original: { item: string } }).original.item)).toEqual([
-      "seat 6",
-      "seat 5",
-    ]);
+    expect(unbookedItems()).toEqual(["seat 6", "seat 5"]);
   });
 
   it("of a spawn's children the parent was cancelled waiting on, only those that committed are undone: not one that failed (it undid its own), is still going, or never started", async () => {
