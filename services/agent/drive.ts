@@ -1,80 +1,29 @@
 import type { RunJob } from "../../shared/contracts/cluster.js";
 import type { CancelEvent, LoopEvent } from "../../shared/contracts/loop-event.js";
-import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import { isFinished } from "../../shared/contracts/run-status.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
-import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditTally } from "../../shared/bus/audit.js";
-import type { ServiceWait } from "../../shared/bus/request.js";
 import { checkpointFromJob } from "../../shared/bus/jobs.js";
 import { readWal, writerAfter, type WalRead } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
-import type { EffectPerformer } from "../../shared/loop/performer.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
 import { UNDO_CHILDREN_TOOL } from "../../shared/loop/saga.js";
 import { commitMemory } from "../../shared/loop/terminal.js";
 import type { AwaitingEffect, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
-import type { ActorMetrics } from "../../shared/runtime/metrics.js";
-import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
-import { SPAWN_TOOL, type FanOutHandler } from "./fanout.js";
+import { SPAWN_TOOL } from "./fanout.js";
 import { RunJournal, type LogContext } from "./journal.js";
-import { answeredCalls, type IterationLeases } from "./leases.js";
-import type { Reconciler } from "./reconcile.js";
+import { answeredCalls } from "./leases.js";
 import { statusUnlessWaiting } from "./breaker-wait.js";
 import { settleHaltedCall } from "./settle-call.js";
 import { modelFailure } from "./model-outage.js";
 import { waitForStart } from "./not-started.js";
 import { sameTools, specOf } from "./spec-of.js";
 import { undoChildren } from "./undo-children.js";
-import { anotherCopyDrives } from "./writer-id.js";
-
-/**
- * How a lease on a run ended: the job is acked (`done`), handed back (`release`), lost to another
- * writer (`fenced`), or can never start a run (`unstartable`: no spec and no WAL).
- */
-export type LeaseOutcome = "done" | "release" | "fenced" | "unstartable";
-
-export interface LeaseDeps {
-  bus: ActorBus;
-  checkpointEvery: number;
-  /** A status write that would change only counters waits until this long after the last one. */
-  statusEveryMs: number;
-  /** The named tools' served descriptors (`fresh`: a run not yet started; see ToolCatalog). */
-  discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
-  performer: EffectPerformer;
-  reconciler: Reconciler;
-  leases: IterationLeases;
-  fanOut: FanOutHandler;
-  killSwitch: KillSwitchView;
-  workerId: string;
-  /**
-   * Unique per lease: the WAL message ids name it, so a stale writer can never pass as this one.
-   * It names the job's stream sequence too (see writer-id.ts).
-   */
-  writerId: string;
-  /** The stream sequence of the job's message on the work queue. */
-  jobSeq: number;
-  /** Whether a live worker, this one included, holds the job message with this stream sequence. */
-  jobHeld: (jobSeq: number) => boolean;
-  /** How many times JetStream has delivered the job, this time included (1: never taken before). */
-  deliveryCount: number;
-  logger: Logger;
-  metrics: ActorMetrics;
-  /** Called every `heartbeatMs` while the lease lasts, so JetStream knows the job is alive (`working()`). */
-  heartbeat: () => void;
-  heartbeatMs: number;
-  /** Aborted when the worker drains: the lease hands the run back after the current step. */
-  stopping: AbortSignal;
-  /** See AGENT_MODEL_OUTAGE_MS: how long a run waits out a model outage before it fails. */
-  modelOutageMs: number;
-  /** A model provider's breaker as the worker last saw it (undefined: closed, or breakers off). */
-  breakerOf: (provider: string) => ModelBreaker | undefined;
-  /** How long a call's settling waits for the tool's service when none serves it yet. */
-  serviceWait?: (tool: string) => ServiceWait | undefined;
-}
+import { anotherCopyDrives, jobOfWriter } from "./writer-id.js";
+import type { LeaseDeps, LeaseOutcome } from "./lease-deps.js";
 
 /**
  * One worker's lease on one run: rebuild the run from its last checkpoint and WAL tail, then
@@ -91,6 +40,8 @@ export class RunLease {
   private last: LoopState | undefined;
   /** When the run took over last recorded a step: how long it has waited on the turn it asks again. */
   private resumedFrom = 0;
+  /** Whether an earlier delivery of this job wrote the run's log last (see resume). */
+  private drovePreviously = false;
   /** What the lease's log lines carry; the child logger is made when a line is written (rarely). */
   private logContext: LogContext;
   private contextLog: Logger | undefined;
@@ -163,6 +114,7 @@ export class RunLease {
     const tailless = read.records.length === 0 || endsWithCheckpoint(read.records.map((r) => r.record));
     if (tailless && checkpointSeq !== undefined) read = await readWal(bus, this.job.runId);
     if (this.drivenWithAnotherJob(read)) return undefined;
+    this.drovePreviously = jobOfWriter(read.lastWriter) === this.deps.jobSeq;
     this.journal = new RunJournal({
       bus,
       writer: writerAfter(bus, this.job.runId, this.deps.writerId, read),
@@ -267,11 +219,10 @@ export class RunLease {
       return undefined;
     }
     if (event) {
-      const stopped = event.type === "cancel" ? await this.haltFirst(state, event) : state;
-      if (!stopped) return undefined;
-      // A cancel, or a resume a human settled the call for, first settles the call the run waits on.
-      const settled = await settleHaltedCall(stopped, event, { ...this.deps, config: this.config });
-      return this.continueWith(stopped, settled);
+      const next = await this.applyEvent(state, event);
+      // Stale because this job's earlier delivery applied it, and that lease ended mid-step (its
+      // worker died, or it handed the run back): the run goes on from where it left it.
+      if (next || !this.drovePreviously) return next;
     }
     const parked = state.phase === "HALT" || state.pending?.kind === "approval";
     if (parked || !state.awaiting) {
@@ -281,6 +232,15 @@ export class RunLease {
     this.log.info({ phase: state.phase, waitingFor: state.pending?.kind }, "taking over the run");
     this.tookOver = true;
     return transition(state, { type: "recovered", at: now, by: this.deps.workerId }, this.config);
+  }
+
+  /** The job's outside event applied to the run; undefined when it no longer fits (stale). */
+  private async applyEvent(state: LoopState, event: LoopEvent): Promise<Transition | undefined> {
+    const stopped = event.type === "cancel" ? await this.haltFirst(state, event) : state;
+    if (!stopped) return undefined;
+    // A cancel, or a resume a human settled the call for, first settles the call the run waits on.
+    const settled = await settleHaltedCall(stopped, event, { ...this.deps, config: this.config });
+    return this.continueWith(stopped, settled);
   }
 
   /**
@@ -307,7 +267,8 @@ export class RunLease {
       return transition(state, event, this.config);
     } catch (err) {
       if (!(err instanceof AgentError) || err.code !== "INVALID_TRANSITION") throw err;
-      this.log.warn({ event: event.type }, `stale event dropped: ${err.message}`);
+      if (this.drovePreviously) this.log.info({ event: event.type }, "event applied by this job before");
+      else this.log.warn({ event: event.type }, `stale event dropped: ${err.message}`);
       await this.journal.putStatus(state);
       return undefined;
     }
@@ -349,7 +310,8 @@ export class RunLease {
   /**
    * Records one transition (see RunJournal) and performs its memory writes; returns the effect the
    * run now waits on. A transition that waits only on a model call lets its records ride with the
-   * next transition's: nothing outside the run changes before they are written.
+   * next transition's: nothing outside the run changes before they are written. So does a takeover
+   * of an undo of children: its compensations' keys make them safe to send again.
    */
   private async apply(t: Transition): Promise<AwaitingEffect | undefined> {
     let awaiting: AwaitingEffect | undefined;
@@ -363,7 +325,10 @@ export class RunLease {
     // about 2 % of a worker's CPU, for a handful of lines per run.
     this.logContext = { runId: t.state.runId, phase: t.state.phase, iteration: t.state.guard.iteration };
     this.contextLog = undefined;
-    await this.journal.record(t, awaiting?.type === "callModel" && memories.length === 0);
+    // A takeover that asks an undo of children again rides too: one handed back while they end
+    // (CHILDREN_GOING) then leaves no record, and the next counts the wait from the step that asked.
+    const again = this.tookOver && awaiting?.type === "callTool" && awaiting.tool === UNDO_CHILDREN_TOOL;
+    await this.journal.record(t, (awaiting?.type === "callModel" || again) && memories.length === 0);
     for (const memory of memories) await this.deps.performer.remember(memory.namespace, memory.text);
     return awaiting;
   }
@@ -380,7 +345,9 @@ export class RunLease {
         return await this.deps.fanOut.spawn(awaiting, state);
       }
       if (awaiting.type === "callTool" && awaiting.tool === UNDO_CHILDREN_TOOL) {
-        return await undoChildren(awaiting, this.deps);
+        const { runId, failing } = state;
+        const since = takeover ? this.resumedFrom : state.updatedAt;
+        return await undoChildren(awaiting, { runId, reason: failing?.reason ?? "failed", since }, this.deps);
       }
       if (awaiting.type === "callTool") {
         const { reconciler, performer, stopping } = this.deps;

@@ -9,11 +9,17 @@ import { replay } from "../../shared/loop/replay.js";
 import { planCompensation, UNDO_CHILDREN_TOOL, UndoChildrenInput } from "../../shared/loop/saga.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
+import {
+  awaitChildrenEnd,
+  CHILDREN_END_WAIT_MS,
+  type ChildrenEndDeps,
+  type FailingParent,
+} from "./children-end.js";
 import { specOf } from "./spec-of.js";
 
 type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
 
-export interface UndoDeps {
+export interface UndoDeps extends ChildrenEndDeps {
   bus: ActorBus;
   /** The named tools' descriptors; their services become callable through `performer`. */
   discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
@@ -34,17 +40,31 @@ export interface ChildrenUndone {
  * read from its log. A child's trail stays as it ended; the parent's records the undo (this call's
  * INTENT, then its outcome, which lists every compensation). Each compensation is sent under a key
  * of the child's run and action, so the undo made again (the parent's worker died in it) sends
- * nothing twice. Completed when all went through; aborted, with what needs a human, otherwise.
+ * nothing twice. Children still going are cancelled and waited for first (see awaitChildrenEnd).
+ * Completed when all went through; aborted, with what needs a human, otherwise.
  */
-export async function undoChildren(effect: ToolCall, deps: UndoDeps): Promise<LoopEvent> {
+export async function undoChildren(
+  effect: ToolCall,
+  parent: FailingParent,
+  deps: UndoDeps,
+): Promise<LoopEvent> {
   const at = (): number => deps.bus.clock.now();
   const input = UndoChildrenInput.safeParse(effect.input);
   if (!input.success) {
     const error = new AgentError("INVALID_INPUT", `${UNDO_CHILDREN_TOOL} input: ${input.error.message}`);
     return { type: "toolAborted", at: at(), actionId: effect.actionId, error: error.toBody() };
   }
+  const children = input.data.output.committed;
+  const going = await awaitChildrenEnd(children, parent, deps);
   const outcome: ChildrenUndone = { undone: [], manual: [] };
-  for (const runId of [...input.data.output.committed].reverse()) await undoRun(runId, deps, outcome);
+  const waited = `still going ${Math.round(CHILDREN_END_WAIT_MS / 60_000)} min after its cancel was queued`;
+  for (const runId of [...children].reverse()) {
+    if (going.includes(runId)) {
+      outcome.manual.push({ runId, reason: `${waited}: what it did, if it commits, stands` });
+      continue;
+    }
+    await undoRun(runId, deps, outcome);
+  }
   const failed = outcome.undone.filter((u) => !u.ok);
   if (outcome.manual.length === 0 && failed.length === 0) {
     return { type: "toolCompleted", at: at(), actionId: effect.actionId, output: outcome };

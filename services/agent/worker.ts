@@ -16,7 +16,8 @@ import { fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
-import { RunLease, type LeaseOutcome } from "./drive.js";
+import { RunLease } from "./drive.js";
+import type { LeaseOutcome } from "./lease-deps.js";
 import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
 import type { BreakerSettings } from "../../shared/models/breaker-policy.js";
 import { ModelBreakers } from "../../shared/bus/model-breakers.js";
@@ -249,6 +250,9 @@ export class AgentWorker {
         // Not a failed lease either: an operator's halt or cancel waiting for its run to start (see waitForStart).
         const event = (error.details as { event?: string } | undefined)?.event ?? "halt";
         log.info({ delayMs }, `${event} handed back: its run has not started yet`);
+      } else if (error.code === "CHILDREN_GOING") {
+        // Not a failed lease: the run waits for the children it cancelled (see awaitChildrenEnd).
+        log.info({ delayMs, reason: error.message }, "run handed back: it waits for its children to end");
       } else if (provider === undefined) {
         this.options.metrics.leaseFailures.inc({ code: error.code });
         logLeaseFailure(log, error, msg.info.deliveryCount, delayMs);

@@ -1,9 +1,14 @@
 import { CancelRequest, type ControlReply } from "../../shared/contracts/cluster.js";
 import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import {
+  MAX_CANCEL_REASON,
+  orphanedChild,
+  queueCancel,
+  whyNotCancellable,
+} from "../../shared/bus/cancel-job.js";
 import { decode } from "../../shared/bus/codec.js";
 import { readFanOut } from "../../shared/bus/fanout.js";
-import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -17,7 +22,8 @@ import { AgentError } from "../../shared/runtime/errors.js";
  * the child's result. A run no worker has started yet is cancelled once one does. A finished run is
  * refused, and so is one already undoing its calls before it fails. With `tree`, every run of the
  * tree under it that can be cancelled, the deepest first; alone, its children still going are
- * cancelled once it fails (see cancelOrphans).
+ * cancelled by its worker as it undoes its calls, and waited for (see awaitChildrenEnd), or, for a
+ * parent an earlier build started, once it fails (see cancelOrphans).
  *
  * Allowed under the kill switch: undoing what a run did is what an incident may call for. The run
  * holds no pool slot for its compensations (its halt frees it).
@@ -28,15 +34,13 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
   if (!request.tree) {
     const read = await new RunStatusStore(bus.buckets.runs).read(runId);
     if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
-    const refused = whyNot(read.status);
+    const refused = whyNotCancellable(read.status);
     if (refused) throw new AgentError("INVALID_INPUT", `run '${runId}' cannot be cancelled: ${refused}`);
-    await cancelOne(bus, read.status, read.revision, request);
+    await queueCancel(bus, read.status, read.revision, request);
     const later = read.status.status === "queued" ? " once a worker starts it (it has not started yet)" : "";
     const { going, halted, committed } = await childrenLeft(bus, runId);
     const children =
-      (going.length > 0
-        ? `; its children still going are cancelled once it fails: ${going.join(", ")}`
-        : "") +
+      (going.length > 0 ? `; its children still going are cancelled with it: ${going.join(", ")}` : "") +
       (halted.length > 0
         ? `; its halted children stay halted (cancel --tree ends them too): ${halted.join(", ")}`
         : "") +
@@ -58,8 +62,8 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
   for (const { runId: id } of tree.reverse()) {
     // Read again for its revision, which names the cancel's job: a repeated request is a duplicate.
     const read = await store.read(id);
-    if (!read || whyNot(read.status)) continue;
-    await cancelOne(bus, read.status, read.revision, request);
+    if (!read || whyNotCancellable(read.status)) continue;
+    await queueCancel(bus, read.status, read.revision, request);
     cancelled.push(id);
   }
   if (cancelled.length === 0)
@@ -74,7 +78,7 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
 
 /**
  * What becomes of the children of the run's last fan-out when it is cancelled alone: those still
- * going are cancelled once it fails (see cancelOrphans), the halted ones stay halted, and those that
+ * going are cancelled with it (see cancelRun), the halted ones stay halted, and those that
  * committed have their calls undone by its compensations (see undoChildren); the operator is told
  * which (as far as can be read: the cancel is queued already).
  */
@@ -85,7 +89,7 @@ async function childrenLeft(
   const children = (await childrenOf(bus, runId).catch(() => [])).map((c) => c.status);
   const left = children.filter((s) => !isFinished(s));
   return {
-    going: left.filter(orphaned).map((s) => s.runId),
+    going: left.filter(orphanedChild).map((s) => s.runId),
     halted: left.filter((s) => s.status === "halted").map((s) => s.runId),
     committed: children.filter((s) => s.status === "committed").map((s) => s.runId),
   };
@@ -95,16 +99,18 @@ async function childrenLeft(
  * A run that failed while children of its fan-out were still going leaves them with nobody to take
  * their results: each is cancelled (by "supervisor", the reason naming the parent and why it
  * failed), so it stops, undoes what it did and fails, and its own failure cancels its children in
- * turn. A halted child stays as an operator left it (and one halted by a cancel under way is not
+ * turn. A parent this build started has cancelled them and waited for them before it failed (see
+ * awaitChildrenEnd): this pass finds those of older builds' parents, and a child admitted while its
+ * parent failed (see the admission's second read). A halted child stays as an operator left it (and one halted by a cancel under way is not
  * cancelled twice). Called for every `run.failed` the supervisor reads; most runs have no fan-out
  * (one read). Returns the runs whose cancel this call queued.
  */
 export async function cancelOrphans(bus: ActorBus, parentRunId: string, why?: string): Promise<string[]> {
-  const reason = `its parent ${parentRunId} failed${why ? `: ${why}` : ""}`.slice(0, MAX_REASON);
+  const reason = `its parent ${parentRunId} failed${why ? `: ${why}` : ""}`.slice(0, MAX_CANCEL_REASON);
   const cancelled: string[] = [];
   for (const { status, revision } of await childrenOf(bus, parentRunId)) {
-    if (!orphaned(status)) continue;
-    const queued = await cancelOne(bus, status, revision, { runId: status.runId, by: ORPHANS_BY, reason });
+    if (!orphanedChild(status)) continue;
+    const queued = await queueCancel(bus, status, revision, { by: ORPHANS_BY, reason });
     // Already queued (this failure read again, or an operator's cancel of the child at this state).
     if (queued) cancelled.push(status.runId);
   }
@@ -129,36 +135,3 @@ async function childrenOf(bus: ActorBus, runId: string): Promise<{ status: RunSt
 
 /** Who cancels the children of a failed run, in their reason and trail. */
 const ORPHANS_BY = "supervisor";
-/** A cancel's reason is at most this long (CancelRequest): a deep tree's reasons nest. */
-const MAX_REASON = 1_000;
-
-/** Whether a failed parent's child is cancelled with it: it can be, and no operator halted it. */
-function orphaned(status: RunStatus): boolean {
-  return whyNot(status) === undefined && status.status !== "halted";
-}
-
-/** Why a run cannot be cancelled; undefined when it can. */
-function whyNot(status: RunStatus): string | undefined {
-  if (isFinished(status)) return `it is ${status.status}`;
-  if (status.phase === "FAIL") return "it is undoing its completed tool calls before it fails";
-  return undefined;
-}
-
-/** Queues a cancel of the run as it is now; false when one was queued for that state already. */
-async function cancelOne(
-  bus: ActorBus,
-  status: RunStatus,
-  revision: number,
-  request: CancelRequest,
-): Promise<boolean> {
-  const { by, reason } = request;
-  const { duplicate } = await publishJob(
-    bus,
-    continuationJob(status, { type: "cancel", at: bus.clock.now(), reason, by }),
-    // One cancel per state of the run: a repeated request is a duplicate.
-    `${status.runId}:cancel:${revision}`,
-  );
-  if (!duplicate)
-    bus.logger.warn({ runId: status.runId, by, reason, was: status.status }, "run cancel queued");
-  return !duplicate;
-}

@@ -215,13 +215,13 @@ async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
   if (!fanOut) return;
   const results = await fanInResults(bus.buckets.runs, fanOut);
   if (!results) return;
-  // A parent that failed (cancelled, its children then cancelled too) takes no fan-in: its job would
-  // cost a worker a read of the run only to be dropped.
+  // A parent that failed, or is undoing its calls before it fails (cancelled, its children then
+  // cancelled too), takes no fan-in: its job would cost a worker a read of the run only to be dropped.
   const parent = await new RunStatusStore(bus.buckets.runs).get(parentRunId);
-  if (parent && isFinished(parent)) {
+  if (parent && (isFinished(parent) || parent.phase === "FAIL")) {
     bus.logger.info(
-      { runId: parentRunId, status: parent.status },
-      "children settled after their parent finished",
+      { runId: parentRunId, status: parent.status, phase: parent.phase },
+      "children settled after their parent finished, or began to fail",
     );
     return;
   }

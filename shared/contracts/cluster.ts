@@ -128,8 +128,10 @@ export type HaltRequest = z.infer<typeof HaltRequest>;
  * The request on `<prefix>.control.cancel`: end a run for good. It stops where it is (a halt's
  * stop), undoes what can be undone (the compensations of its completed tool calls) and fails with
  * RUN_CANCELLED, which its parent's fan-in carries; with `tree`, every run of the tree under it
- * that has not finished too. Alone, a parent's children still going are cancelled once it fails
- * (by "supervisor"), and halted ones stay halted. Its fields are a halt's.
+ * that has not finished too. Alone, a parent's children still going are cancelled with it (by
+ * "agent", its worker, which waits for them to end before it reads which committed; by
+ * "supervisor" once it fails, for a parent an earlier build started), and halted ones stay halted.
+ * Its fields are a halt's.
  */
 export const CancelRequest = HaltRequest;
 export type CancelRequest = z.infer<typeof CancelRequest>;

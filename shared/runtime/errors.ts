@@ -58,6 +58,12 @@ export const ERROR_CODES = {
    * it stopped, undid what it could and failed. A parent's fan-in carries it as the child's code.
    */
   RUN_CANCELLED: { retryable: false },
+  /**
+   * A failing parent undoes what its committed children did only once every child it cancelled
+   * has ended (one still going could commit after it was read): the lease hands the run back, to
+   * look again shortly. Not a failed lease.
+   */
+  CHILDREN_GOING: { retryable: true },
   /** A child submitted for a parent that has already finished: nobody would take its result. */
   PARENT_FINISHED: { retryable: false },
   /** A halted run's pool slot has not been freed yet (its halt is still being processed): resume it again shortly. */

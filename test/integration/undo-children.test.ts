@@ -13,6 +13,15 @@ import { seededRandom } from "../../shared/runtime/random.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { defineTool, describeTool, type AnyTool } from "../../shared/tools/tool.js";
 import { undoChildren, type UndoDeps } from "../../services/agent/undo-children.js";
+import {
+  CHILDREN_END_WAIT_MS,
+  IN_LEASE_WAIT_MS,
+  type FailingParent,
+} from "../../services/agent/children-end.js";
+import { decode } from "../../shared/bus/codec.js";
+import { RunJob } from "../../shared/contracts/cluster.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { until } from "../helpers/until.js";
 import { bookingTools } from "../helpers/bookings.js";
 import { createSpawnTool, fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import { registry, runner, spec } from "../helpers/fixtures.js";
@@ -68,12 +77,18 @@ async function committedChild(
   await statusOf(runId, "committed");
 }
 
+const PHASE_OF: Partial<Record<RunStatus["status"], RunStatus["phase"]>> = {
+  committed: "COMMIT",
+  failed: "FAIL",
+  halted: "HALT",
+};
+
 /** The run's status record, as its worker (or a refused admission) leaves it. */
 async function statusOf(runId: string, status: RunStatus["status"]): Promise<void> {
   await new RunStatusStore(suite.bus.buckets.runs).put({
     runId,
     status,
-    phase: status === "committed" ? "COMMIT" : "FAIL",
+    phase: PHASE_OF[status] ?? "ACT",
     iteration: 1,
     usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 1 },
     updatedAt: new Date().toISOString(),
@@ -102,6 +117,22 @@ function lease(): UndoDeps {
   };
 }
 
+/** The parent whose undo this is: cancelled by an operator, its undo asked `since`. */
+const failing = (runId: string, since = Date.now()): FailingParent => ({
+  runId,
+  reason: "[RUN_CANCELLED] cancelled by oncall: wrong trip",
+  since,
+});
+
+/** The last cancel job queued for the run (nobody consumes the work queue here). */
+async function cancelJob(runId: string): Promise<RunJob | undefined> {
+  const msg = await suite.bus.jsm.streams
+    .getMessage(suite.bus.subjects.streams().runs, { last_by_subj: suite.bus.subjects.runQueue(runId) })
+    .catch(() => null);
+  const job = msg ? decode(RunJob, msg.data) : undefined;
+  return job?.event?.type === "cancel" ? job : undefined;
+}
+
 const undo = (committed: string[]): Extract<AwaitingEffect, { type: "callTool" }> => ({
   type: "callTool",
   actionId: "comp-act-1",
@@ -120,7 +151,7 @@ describe("undo_children: a failing parent undoes what its committed children did
       { name: "book", input: { item: "seat 3" } },
     ]);
     unbooked.length = 0;
-    const first = await undoChildren(undo(["p1-act-1-1", "p1-act-1-2"]), lease());
+    const first = await undoChildren(undo(["p1-act-1-1", "p1-act-1-2"]), failing("p1"), lease());
     expect(first).toMatchObject({
       type: "toolCompleted",
       output: {
@@ -134,7 +165,7 @@ describe("undo_children: a failing parent undoes what its committed children did
     });
     expect(unbookedItems()).toEqual(["seat 3", "seat 2", "seat 1"]);
     // The parent's worker died in the undo; the next one makes it again: answered from the records.
-    const again = await undoChildren(undo(["p1-act-1-1", "p1-act-1-2"]), lease());
+    const again = await undoChildren(undo(["p1-act-1-1", "p1-act-1-2"]), failing("p1"), lease());
     expect(again).toMatchObject({ type: "toolCompleted" });
     expect(unbooked).toHaveLength(3);
   });
@@ -143,7 +174,7 @@ describe("undo_children: a failing parent undoes what its committed children did
     await committedChild("p3-act-1-1-act-1-1", [{ name: "book", input: { item: "seat 5" } }]);
     await committedChild("p3-act-1-1", [{ name: "book", input: { item: "seat 6" } }], ["p3-act-1-1-act-1-1"]);
     unbooked.length = 0;
-    const event = await undoChildren(undo(["p3-act-1-1"]), lease());
+    const event = await undoChildren(undo(["p3-act-1-1"]), failing("p3"), lease());
     expect(event).toMatchObject({
       type: "toolCompleted",
       output: {
@@ -157,20 +188,70 @@ describe("undo_children: a failing parent undoes what its committed children did
     expect(unbookedItems()).toEqual(["seat 6", "seat 5"]);
   });
 
-  it("of a spawn's children the parent was cancelled waiting on, only those that committed are undone: not one that failed (it undid its own), is still going, or never started", async () => {
+  it("of a spawn's children the parent was cancelled waiting on, only those that committed are undone: not one that failed (it undid its own), one an operator halted, or one never started", async () => {
     await committedChild("p4-act-1-1", [{ name: "book", input: { item: "seat 7" } }]);
     await committedChild("p4-act-1-2", [{ name: "book", input: { item: "seat 8" } }]);
     await statusOf("p4-act-1-2", "failed");
     await committedChild("p4-act-1-3", [{ name: "book", input: { item: "seat 9" } }]);
-    await statusOf("p4-act-1-3", "running");
+    await statusOf("p4-act-1-3", "halted");
     unbooked.length = 0;
-    const event = await undoChildren(undo(["p4-act-1-1", "p4-act-1-2", "p4-act-1-3", "p4-act-1-4"]), lease());
+    const children = ["p4-act-1-1", "p4-act-1-2", "p4-act-1-3", "p4-act-1-4"];
+    const event = await undoChildren(undo(children), failing("p4"), lease());
     expect(event).toMatchObject({
       type: "toolCompleted",
       output: { undone: [{ runId: "p4-act-1-1", tool: "unbook", ok: true }], manual: [] },
     });
     expect(unbooked).toHaveLength(1);
+    // None of them could commit any more: none is cancelled.
+    for (const id of children) expect(await cancelJob(id)).toBeUndefined();
   });
+
+  it("a child still going is cancelled and waited for: one that commits before its cancel lands is undone with the rest", async () => {
+    await committedChild("p5-act-1-1", [{ name: "book", input: { item: "seat 10" } }]);
+    await committedChild("p5-act-1-2", [{ name: "book", input: { item: "seat 11" } }]);
+    // Its log has its booking and its commit; its status, written after, says it is still going.
+    await statusOf("p5-act-1-2", "running");
+    unbooked.length = 0;
+    const undone = undoChildren(undo(["p5-act-1-1", "p5-act-1-2"]), failing("p5"), lease());
+    await until(async () => (await cancelJob("p5-act-1-2")) !== undefined, 5_000, { what: "its cancel" });
+    expect(await cancelJob("p5-act-1-2")).toMatchObject({
+      event: {
+        type: "cancel",
+        by: "agent",
+        reason: "its parent p5 is failing: [RUN_CANCELLED] cancelled by oncall: wrong trip",
+      },
+    });
+    expect(await cancelJob("p5-act-1-1")).toBeUndefined();
+    expect(unbooked).toHaveLength(0);
+    await statusOf("p5-act-1-2", "committed");
+    expect(await undone).toMatchObject({ type: "toolCompleted", output: { manual: [] } });
+    expect(unbookedItems()).toEqual(["seat 11", "seat 10"]);
+  });
+
+  it("a child that does not end within a few seconds hands the run back (CHILDREN_GOING); once the parent has waited long enough, it is named for a human and the rest is undone", async () => {
+    await committedChild("p6-act-1-1", [{ name: "book", input: { item: "seat 12" } }]);
+    await statusOf("p6-act-1-2", "running");
+    unbooked.length = 0;
+    const started = Date.now();
+    const handedBack = await undoChildren(undo(["p6-act-1-1", "p6-act-1-2"]), failing("p6"), lease()).catch(
+      (err: unknown) => err,
+    );
+    expect(handedBack).toBeInstanceOf(AgentError);
+    expect(handedBack).toMatchObject({
+      code: "CHILDREN_GOING",
+      retryable: true,
+      details: { children: ["p6-act-1-2"] },
+    });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(IN_LEASE_WAIT_MS);
+    expect(unbooked).toHaveLength(0);
+    const late = failing("p6", Date.now() - CHILDREN_END_WAIT_MS);
+    const event = await undoChildren(undo(["p6-act-1-1", "p6-act-1-2"]), late, lease());
+    expect(event.type).toBe("toolAborted");
+    expect(event.type === "toolAborted" ? event.error.message : "").toContain(
+      "p6-act-1-2: still going 10 min after its cancel was queued",
+    );
+    expect(unbookedItems()).toEqual(["seat 12"]);
+  }, 15_000);
 
   it("what cannot be undone (an irreversible call, a child whose log is gone) fails the compensation with what a human must look at; the rest is undone", async () => {
     await committedChild("p2-act-1-1", [
@@ -180,7 +261,7 @@ describe("undo_children: a failing parent undoes what its committed children did
     // Its status says it committed; its log is gone.
     await statusOf("p2-gone", "committed");
     unbooked.length = 0;
-    const event = await undoChildren(undo(["p2-act-1-1", "p2-gone"]), lease());
+    const event = await undoChildren(undo(["p2-act-1-1", "p2-gone"]), failing("p2"), lease());
     expect(event.type).toBe("toolAborted");
     const message = event.type === "toolAborted" ? event.error.message : "";
     expect(message).toMatch(/^what committed children did could not all be undone: /);

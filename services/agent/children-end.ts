@@ -1,0 +1,81 @@
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { MAX_CANCEL_REASON, orphanedChild, queueCancel } from "../../shared/bus/cancel-job.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+
+/** How long one lease waits for the children it cancelled to end before it hands the run back. */
+export const IN_LEASE_WAIT_MS = 3_000;
+/**
+ * How long a failing parent waits in all for its children still going to end; past it, it fails
+ * without them, each named for a human (what one commits later stands).
+ */
+export const CHILDREN_END_WAIT_MS = 10 * 60_000;
+/** Who cancels a failing parent's children, in their reason and trail. */
+const CANCELLED_BY = "agent";
+/** Between two reads of the children's statuses: doubled from the first, up to the last. */
+const POLL_MS = [25, 500] as const;
+
+export interface ChildrenEndDeps {
+  bus: ActorBus;
+  /** Aborted when the worker drains: the run is handed back rather than waited on. */
+  stopping?: AbortSignal;
+}
+
+/** The parent whose undo waits: its id, why it fails, and when its undo was first asked for. */
+export interface FailingParent {
+  runId: string;
+  reason: string;
+  since: number;
+}
+
+/**
+ * Before a failing parent reads which of its children committed, each one still going (queued,
+ * running, waiting on a human) is cancelled, and the undo waits for them to end: a child read as
+ * going and left to be cancelled once its parent has failed could commit in between, and what it
+ * did would stand, undone by nobody. A cancelled child either fails, undoing its own calls, or
+ * commits first, and is then undone with the rest. A child halted by an operator, or undoing its
+ * own calls, cannot commit and is not waited on.
+ *
+ * Waits here for a few seconds (IN_LEASE_WAIT_MS); children still going then hand the run back
+ * (CHILDREN_GOING, retryable), so a parent holds no worker slot while a child's cancel waits for
+ * one. Returns the children still going CHILDREN_END_WAIT_MS after `since`: left to a human.
+ */
+export async function awaitChildrenEnd(
+  children: readonly string[],
+  parent: FailingParent,
+  deps: ChildrenEndDeps,
+): Promise<string[]> {
+  const { bus } = deps;
+  const store = new RunStatusStore(bus.buckets.runs);
+  let going = await goingOf(store, children);
+  const reason = `its parent ${parent.runId} is failing: ${parent.reason}`.slice(0, MAX_CANCEL_REASON);
+  for (const { status, revision } of going)
+    await queueCancel(bus, status, revision, { by: CANCELLED_BY, reason });
+  const start = bus.clock.now();
+  let pause: number = POLL_MS[0];
+  while (going.length > 0 && bus.clock.now() - start < IN_LEASE_WAIT_MS && !deps.stopping?.aborted) {
+    await bus.clock.sleep(pause);
+    pause = Math.min(POLL_MS[1], pause * 2);
+    going = await goingOf(
+      store,
+      going.map((g) => g.status.runId),
+    );
+  }
+  const ids = going.map((g) => g.status.runId);
+  if (ids.length === 0 || bus.clock.now() - parent.since >= CHILDREN_END_WAIT_MS) return ids;
+  throw new AgentError(
+    "CHILDREN_GOING",
+    `run '${parent.runId}' undoes its committed children once those it cancelled have ended; still going: ${ids.join(", ")}`,
+    { details: { children: ids } },
+  );
+}
+
+/** The children, of those named, that could still commit, with their statuses' revisions. */
+async function goingOf(
+  store: RunStatusStore,
+  children: readonly string[],
+): Promise<{ status: RunStatus; revision: number }[]> {
+  const reads = await Promise.all(children.map((id) => store.read(id)));
+  return reads.filter((r): r is NonNullable<typeof r> => r !== undefined && orphanedChild(r.status));
+}

@@ -1,0 +1,56 @@
+import type { ModelBreaker } from "../../shared/contracts/model-breaker.js";
+import type { ToolDescriptor } from "../../shared/contracts/tool.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
+import type { ServiceWait } from "../../shared/bus/request.js";
+import type { EffectPerformer } from "../../shared/loop/performer.js";
+import type { Logger } from "../../shared/runtime/logger.js";
+import type { ActorMetrics } from "../../shared/runtime/metrics.js";
+import type { FanOutHandler } from "./fanout.js";
+import type { IterationLeases } from "./leases.js";
+import type { Reconciler } from "./reconcile.js";
+
+/**
+ * How a lease on a run ended: the job is acked (`done`), handed back (`release`), lost to another
+ * writer (`fenced`), or can never start a run (`unstartable`: no spec and no WAL).
+ */
+export type LeaseOutcome = "done" | "release" | "fenced" | "unstartable";
+
+export interface LeaseDeps {
+  bus: ActorBus;
+  checkpointEvery: number;
+  /** A status write that would change only counters waits until this long after the last one. */
+  statusEveryMs: number;
+  /** The named tools' served descriptors (`fresh`: a run not yet started; see ToolCatalog). */
+  discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
+  performer: EffectPerformer;
+  reconciler: Reconciler;
+  leases: IterationLeases;
+  fanOut: FanOutHandler;
+  killSwitch: KillSwitchView;
+  workerId: string;
+  /**
+   * Unique per lease: the WAL message ids name it, so a stale writer can never pass as this one.
+   * It names the job's stream sequence too (see writer-id.ts).
+   */
+  writerId: string;
+  /** The stream sequence of the job's message on the work queue. */
+  jobSeq: number;
+  /** Whether a live worker, this one included, holds the job message with this stream sequence. */
+  jobHeld: (jobSeq: number) => boolean;
+  /** How many times JetStream has delivered the job, this time included (1: never taken before). */
+  deliveryCount: number;
+  logger: Logger;
+  metrics: ActorMetrics;
+  /** Called every `heartbeatMs` while the lease lasts, so JetStream knows the job is alive (`working()`). */
+  heartbeat: () => void;
+  heartbeatMs: number;
+  /** Aborted when the worker drains: the lease hands the run back after the current step. */
+  stopping: AbortSignal;
+  /** See AGENT_MODEL_OUTAGE_MS: how long a run waits out a model outage before it fails. */
+  modelOutageMs: number;
+  /** A model provider's breaker as the worker last saw it (undefined: closed, or breakers off). */
+  breakerOf: (provider: string) => ModelBreaker | undefined;
+  /** How long a call's settling waits for the tool's service when none serves it yet. */
+  serviceWait?: (tool: string) => ServiceWait | undefined;
+}

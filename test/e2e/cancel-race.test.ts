@@ -1,0 +1,88 @@
+import { describe, expect, it, onTestFinished } from "vitest";
+import { bookingTools, type Bookings } from "../helpers/bookings.js";
+import { ended, OPERATOR_CLUSTER, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+import { parentOfOne } from "../helpers/spawning.js";
+import { until } from "../helpers/until.js";
+
+/**
+ * Two workers that drive one run each: a parent's undo and its child's cancel wait for each other's
+ * worker, as they do on a busy cluster.
+ */
+const suite = useClusterSuite("cancelrace", {
+  ...OPERATOR_CLUSTER,
+  env: { ...OPERATOR_CLUSTER.env, AGENT_CONCURRENCY: "1" },
+});
+
+function serveBookings(): Bookings & { stop: () => void } {
+  const { tools, ...seen } = bookingTools();
+  const served = tools.map((tool) => suite.serveTool(tool));
+  return { ...seen, stop: () => served.forEach((s) => s.stop()) };
+}
+
+/**
+ * A parent waiting on one child that has booked a seat and now spends `turnMs` on its answer
+ * (holding its worker), cancelled: the parent's worker cancels the child and waits for it. `busy`:
+ * a run of 3 s is submitted right after the cancel.
+ */
+async function cancelWhileChildAnswers(turnMs: number, busy: boolean) {
+  const bookings = serveBookings();
+  onTestFinished(bookings.stop);
+  const { runId, childId } = await parentOfOne(
+    suite,
+    "never",
+    0,
+    [{ toolCalls: [{ name: "book", input: { item: "seat 1" } }] }, { text: "booked", delayMs: turnMs }],
+    ["book", "unbook"],
+  );
+  await until(() => Promise.resolve(bookings.made.length === 1), 10_000, { what: "the child's booking" });
+  await suite.client.cancel({ runId, reason: "wrong trip", by: "oncall" });
+  // Busies the next free worker: a child's cancel queued after its parent has failed waits behind it.
+  if (busy) await suite.client.submit(spec({ script: [{ text: "busy", delayMs: 3_000 }] }));
+  const parent = await suite.waitFor(runId, ended, 30_000);
+  const child = await suite.waitFor(childId, ended, 30_000);
+  const terminal = (await suite.wal(runId)).map((r) => r.record).findLast((r) => r.type === "TERMINAL");
+  const report = terminal?.type === "TERMINAL" ? terminal.artifact : undefined;
+  return { runId, childId, bookings, parent, child, report };
+}
+
+describe("a parent cancelled while its child is about to commit", () => {
+  it("the child commits before its cancel finds a worker: the parent, which waited for it, undoes its booking", async () => {
+    // The child's answer (1.5 s) ends before the parent's lease stops waiting (3 s); its cancel
+    // waits for a worker until then, and finds it committed.
+    const { runId, childId, bookings, parent, child, report } = await cancelWhileChildAnswers(1_500, true);
+    expect(parent).toMatchObject({ status: "failed" });
+    expect(child).toMatchObject({ status: "committed" });
+    expect(bookings.unbooked).toEqual([{ original: { item: "seat 1" }, output: { booking: "b-seat 1" } }]);
+    expect(report).toMatchObject({ compensations: [{ tool: "undo_children", ok: true }] });
+    const logs = await suite.logs();
+    expect(logs).toMatch(new RegExp(`"runId":"${childId}"[^\\n]*run already finished; event ignored`));
+    expect(logs).not.toMatch(new RegExp(`"runId":"${runId}"[^\\n]*stale event dropped`));
+  }, 60_000);
+
+  it("the child still answers when the parent's lease stops waiting: the parent is handed back, its cancel's job takes it up again, and the child, cancelled, undoes its own booking", async () => {
+    const { runId, bookings, parent, child, report } = await cancelWhileChildAnswers(6_000, false);
+    expect(parent).toMatchObject({
+      status: "failed",
+      terminal: { reason: "[RUN_CANCELLED] cancelled by oncall: wrong trip" },
+    });
+    expect(child).toMatchObject({
+      status: "failed",
+      terminal: {
+        reason: expect.stringContaining(`cancelled by agent: its parent ${runId} is failing`) as string,
+      },
+    });
+    // Undone once, by the child itself; the parent found nothing of it committed.
+    expect(bookings.unbooked).toHaveLength(1);
+    expect(report).toMatchObject({ compensations: [{ tool: "undo_children", ok: true }] });
+    const logs = await suite.logs();
+    expect(logs).toMatch(
+      new RegExp(`"runId":"${runId}"[^\\n]*run handed back: it waits for its children to end`),
+    );
+    expect(logs).toMatch(new RegExp(`"runId":"${runId}"[^\\n]*event applied by this job before`));
+    // A takeover handed back again leaves no record: one resume, the lease that undid, however
+    // many were handed back before it.
+    const kinds = (await suite.audit(runId)).map((e) => e.kind);
+    expect(kinds.filter((k) => k === "run.resumed")).toEqual(["run.resumed"]);
+  }, 60_000);
+});
