@@ -239,7 +239,9 @@ export class RunLease {
     const stopped = event.type === "cancel" ? await this.haltFirst(state, event) : state;
     if (!stopped) return undefined;
     // A cancel, or a resume a human settled the call for, first settles the call the run waits on.
-    const settled = await settleHaltedCall(stopped, event, { ...this.deps, config: this.config });
+    const queuedAt = this.job.event?.at;
+    const settleDeps = { ...this.deps, config: this.config, ...(queuedAt ? { queuedAt } : {}) };
+    const settled = await settleHaltedCall(stopped, event, settleDeps);
     return this.continueWith(stopped, settled);
   }
 

@@ -30,7 +30,15 @@ export interface SettleCallDeps {
   requestTimeoutMs?: number;
   /** How long to wait for a tool's service when none serves it yet (one restarting). */
   serviceWait?: (tool: string) => ServiceWait | undefined;
+  /** When the event was queued: a cancel whose call's service does not answer waits from then. */
+  queuedAt?: number;
 }
+
+/**
+ * How long a cancel waits, from when it was queued, for the service of the call its run waits on to
+ * answer, handed back and asked again, before the call is left to a human.
+ */
+export const CANCEL_SETTLE_WAIT_MS = 5 * 60_000;
 
 /**
  * An operator's event for a halted run (or a cancel of one still going), once the call the run
@@ -90,8 +98,10 @@ function request(
 /**
  * A cancel, with what the call its run halted waiting on did (see WaitedOnCall), asked of the
  * call's tool service, which also makes sure that a call that never ran never will. A call still
- * running is waited on up to the tool's timeout. The cancel is returned unchanged when the service
- * cannot tell (none answers, one of an earlier build, a call running past its timeout): the failure
+ * running is waited on up to the tool's timeout. A service that does not answer (restarting, down)
+ * hands the cancel back (TOOL_UNAVAILABLE, retried; the run stays halted) until CANCEL_SETTLE_WAIT_MS
+ * after the cancel was queued. The cancel is returned unchanged when the service cannot tell (none
+ * answered in that time, one of an earlier build, a call running past its timeout): the failure
  * report then lists the call for a human.
  */
 async function settleWaitedOn(
@@ -115,8 +125,16 @@ async function settleWaitedOn(
         deps.serviceWait?.(tool.name),
       );
     } catch (err) {
+      const waitedMs = deps.queuedAt === undefined ? undefined : clock.now() - deps.queuedAt;
+      if (waitedMs !== undefined && waitedMs < CANCEL_SETTLE_WAIT_MS) {
+        throw new AgentError(
+          "TOOL_UNAVAILABLE",
+          `the call '${effect.actionId}' the run halted on could not be settled with the service of '${tool.name}': the cancel waits for it (${Math.round(waitedMs / 1_000)} s so far)`,
+          { cause: err, details: { handedBack: "cancel", waitedMs } },
+        );
+      }
       log.warn(
-        { err },
+        { err, waitedMs },
         "the call the run halted on could not be settled with its tool service: a human is asked",
       );
       return event;

@@ -6,16 +6,17 @@ import { parentOfOne } from "../helpers/spawning.js";
 import { until } from "../helpers/until.js";
 
 /**
- * Two workers that drive one run each: a parent's undo and its child's cancel wait for each other's
- * worker, as they do on a busy cluster.
+ * What a cancel waits for. Two workers that drive one run each: a parent's undo and its child's
+ * cancel wait for each other's worker, as they do on a busy cluster. A worker waits 1 s for a
+ * service nobody serves.
  */
-const suite = useClusterSuite("cancelrace", {
+const suite = useClusterSuite("cancelwait", {
   ...OPERATOR_CLUSTER,
-  env: { ...OPERATOR_CLUSTER.env, AGENT_CONCURRENCY: "1" },
+  env: { ...OPERATOR_CLUSTER.env, AGENT_CONCURRENCY: "1", AGENT_SERVICE_WAIT_MS: "1000" },
 });
 
-function serveBookings(): Bookings & { stop: () => void } {
-  const { tools, ...seen } = bookingTools();
+function serveBookings(bookMs = 0): Bookings & { stop: () => void } {
+  const { tools, ...seen } = bookingTools(bookMs);
   const served = tools.map((tool) => suite.serveTool(tool));
   return { ...seen, stop: () => served.forEach((s) => s.stop()) };
 }
@@ -84,5 +85,45 @@ describe("a parent cancelled while its child is about to commit", () => {
     // many were handed back before it.
     const kinds = (await suite.audit(runId)).map((e) => e.kind);
     expect(kinds.filter((k) => k === "run.resumed")).toEqual(["run.resumed"]);
+  }, 60_000);
+});
+
+describe("a cancel whose call's tool service is down", () => {
+  it("is handed back until the service answers, then learns the booking went through and undoes it, rather than leave it to a human", async () => {
+    const first = serveBookings(1_000);
+    onTestFinished(first.stop);
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "book", input: { item: "room 9" } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "booked" } }] },
+        ],
+        tools: ["book", "unbook"],
+      }),
+    );
+    await until(() => Promise.resolve(first.booked.length === 1), 10_000, { what: "the booking started" });
+    // The service goes away mid-booking (the booking still ends, and is recorded), then the cancel.
+    first.stop();
+    await suite.client.cancel({ runId, reason: "double booking", by: "oncall" });
+    await until(
+      async () => new RegExp(`"runId":"${runId}"[^\\n]*the cancel waits for it`).test(await suite.logs()),
+      10_000,
+      { what: "the cancel handed back" },
+    );
+    expect((await suite.client.status.get(runId))?.status).toBe("halted");
+    const second = serveBookings();
+    onTestFinished(second.stop);
+    const done = await suite.waitFor(runId, ended, 20_000);
+    expect(done).toMatchObject({
+      status: "failed",
+      terminal: { reason: "[RUN_CANCELLED] cancelled by oncall: double booking" },
+    });
+    expect(first.made).toEqual(["room 9"]);
+    expect(second.unbooked).toEqual([{ original: { item: "room 9" }, output: { booking: "b-room 9" } }]);
+    const terminal = (await suite.wal(runId)).map((r) => r.record).findLast((r) => r.type === "TERMINAL");
+    expect(terminal?.type === "TERMINAL" ? terminal.artifact : undefined).toMatchObject({
+      compensations: [{ tool: "unbook", ok: true }],
+      manualIntervention: [],
+    });
   }, 60_000);
 });
