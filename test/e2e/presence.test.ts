@@ -1,7 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
 import { encode } from "../../shared/bus/codec.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { defineTool } from "../../shared/tools/tool.js";
 import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -43,6 +46,55 @@ describe("worker presence: a silent worker's jobs go back to the queue at once",
     const survivor = holder === "agent-1" ? "agent-2" : "agent-1";
     expect(await suite.log(survivor)).toMatch(/"jobs":1[^\n]*stopped beating/);
     await suite.cluster.start("agent", `${holder}b`);
+  }, 60_000);
+
+  it("kill -9 of the worker that made an approved call, mid-call: the decision's job, delivered again, takes the run over where it stopped (the decision applied already)", async () => {
+    const started: number[] = [];
+    let release = (): void => undefined;
+    const running = new Promise<void>((resolve) => (release = resolve));
+    suite.serveTool(
+      defineTool({
+        name: "grant",
+        description: "Grants an amount once a human approves it.",
+        input: z.object({ amount: z.number() }),
+        capability: { kind: "compute" },
+        reversibility: "irreversible",
+        idempotent: true,
+        execute: async (input, ctx) => {
+          if (ctx.approval?.token !== "grant-1")
+            throw new AgentError("APPROVAL_REQUIRED", "a grant needs a human", {
+              details: { token: "grant-1", reason: `grant ${input.amount}` },
+            });
+          started.push(input.amount);
+          release();
+          await systemClock.sleep(1_500);
+          return { output: { granted: input.amount } };
+        },
+      }),
+    );
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [{ toolCalls: [{ name: "grant", input: { amount: 4 } }] }, { text: "granted 4" }],
+        tools: ["grant"],
+      }),
+    );
+    await suite.waitFor(runId, (s) => s.status === "awaiting_approval", 10_000);
+    await suite.client.decide(runId, { decision: "approve", by: "oncall" });
+    await running;
+    await systemClock.sleep(100);
+    const holder = await suite.lastWriter(runId);
+    expect(holder).toMatch(/^agent-\d\w*$/);
+    suite.cluster.signal(holder as string, "SIGKILL");
+
+    // Before, the job delivered again was dropped as stale (the run no longer waited for a
+    // decision), and the run waited for the stall scan (SUPERVISOR_STALL_MS, 10 minutes).
+    const status = await suite.waitFor(runId, settled, 25_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "granted 4" } });
+    expect(started).toEqual([4]);
+    expect(await suite.logs()).toMatch(
+      new RegExp(`"runId":"${runId}"[^\\n]*event applied by this job before`),
+    );
+    await suite.cluster.start("agent", `${holder as string}c`);
   }, 60_000);
 
   it("a stalled worker (stopped 2.5 s: no beats, but its connection open) keeps its run: no takeover, no fencing", async () => {
