@@ -176,13 +176,8 @@ describe("agentctl cancel: a run ended for good", () => {
     expect(reply.stdout).toContain(
       `its committed children have what they did undone with its own calls: ${first}`,
     );
-    const parentFailed = "[RUN_CANCELLED] cancelled by oncall: wrong trip";
-    await cancelledAs(runId, parentFailed);
-    // Cancelled by the parent's undo, which waits until none can commit before it reads who did.
-    await cancelledAs(
-      second,
-      `[RUN_CANCELLED] cancelled by agent: its parent ${runId} is failing: ${parentFailed}`,
-    );
+    // The other cancelled by the parent's undo, which waits until none can commit before it reads who did.
+    await cancelledWithParent(runId, second);
     expect(bookings.booked).toEqual(["seat 1"]);
     expect(bookings.unbooked).toEqual([{ original: { item: "seat 1" }, output: { booking: "b-seat 1" } }]);
     const terminal = (await suite.wal(runId)).map((r) => r.record).findLast((r) => r.type === "TERMINAL");
@@ -249,6 +244,16 @@ describe("agentctl cancel: a run ended for good", () => {
     ]);
   };
 
+  /** The parent cancelled by oncall, and its child by the parent's undo: both stopped, then failed. */
+  const cancelledWithParent = async (runId: string, childId: string): Promise<void> => {
+    const parentFailed = "[RUN_CANCELLED] cancelled by oncall: wrong trip";
+    await cancelledAs(runId, parentFailed);
+    await cancelledAs(
+      childId,
+      `[RUN_CANCELLED] cancelled by agent: its parent ${runId} is failing: ${parentFailed}`,
+    );
+  };
+
   /** The supervisor's count of runs cancelled because their parent failed. */
   const orphansCancelled = async (): Promise<number> => {
     const port = suite.cluster.actors.get("supervisor")?.healthPort;
@@ -276,13 +281,8 @@ describe("agentctl cancel: a run ended for good", () => {
     const before = await orphansCancelled();
     const alone = await agentctl("cancel", runId, "--reason", "wrong trip", "--by", "oncall");
     expect(alone.stdout).toContain(`its children still going are cancelled with it: ${childId}`);
-    const parentFailed = "[RUN_CANCELLED] cancelled by oncall: wrong trip";
-    await cancelledAs(runId, parentFailed);
-    // Cancelled by the parent's undo (halted at once, it can no longer commit; it undoes its own).
-    await cancelledAs(
-      childId,
-      `[RUN_CANCELLED] cancelled by agent: its parent ${runId} is failing: ${parentFailed}`,
-    );
+    // The child cancelled by the parent's undo (halted at once, it can no longer commit; it undoes its own).
+    await cancelledWithParent(runId, childId);
     expect(bookings.made).toEqual(["seat 3"]);
     expect(bookings.unbooked).toEqual([{ original: { item: "seat 3" }, output: { booking: "b-seat 3" } }]);
     // Nothing was left going when the parent failed: the supervisor's pass cancels nothing.

@@ -1,10 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
 import { encode } from "../../shared/bus/codec.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { AgentError } from "../../shared/runtime/errors.js";
-import { defineTool } from "../../shared/tools/tool.js";
 import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -49,29 +46,7 @@ describe("worker presence: a silent worker's jobs go back to the queue at once",
   }, 60_000);
 
   it("kill -9 of the worker that made an approved call, mid-call: the decision's job, delivered again, takes the run over where it stopped (the decision applied already)", async () => {
-    const started: number[] = [];
-    let release = (): void => undefined;
-    const running = new Promise<void>((resolve) => (release = resolve));
-    suite.serveTool(
-      defineTool({
-        name: "grant",
-        description: "Grants an amount once a human approves it.",
-        input: z.object({ amount: z.number() }),
-        capability: { kind: "compute" },
-        reversibility: "irreversible",
-        idempotent: true,
-        execute: async (input, ctx) => {
-          if (ctx.approval?.token !== "grant-1")
-            throw new AgentError("APPROVAL_REQUIRED", "a grant needs a human", {
-              details: { token: "grant-1", reason: `grant ${input.amount}` },
-            });
-          started.push(input.amount);
-          release();
-          await systemClock.sleep(1_500);
-          return { output: { granted: input.amount } };
-        },
-      }),
-    );
+    const grant = serveCharge(suite, 1_500, "grant", "grant-1");
     const { runId } = await suite.client.submit(
       spec({
         script: [{ toolCalls: [{ name: "grant", input: { amount: 4 } }] }, { text: "granted 4" }],
@@ -80,7 +55,7 @@ describe("worker presence: a silent worker's jobs go back to the queue at once",
     );
     await suite.waitFor(runId, (s) => s.status === "awaiting_approval", 10_000);
     await suite.client.decide(runId, { decision: "approve", by: "oncall" });
-    await running;
+    await grant.started;
     await systemClock.sleep(100);
     const holder = await suite.lastWriter(runId);
     expect(holder).toMatch(/^agent-\d\w*$/);
@@ -90,7 +65,7 @@ describe("worker presence: a silent worker's jobs go back to the queue at once",
     // decision), and the run waited for the stall scan (SUPERVISOR_STALL_MS, 10 minutes).
     const status = await suite.waitFor(runId, settled, 25_000);
     expect(status).toMatchObject({ status: "committed", terminal: { output: "granted 4" } });
-    expect(started).toEqual([4]);
+    expect([...grant.executions.values()]).toEqual([1]);
     expect(await suite.logs()).toMatch(
       new RegExp(`"runId":"${runId}"[^\\n]*event applied by this job before`),
     );

@@ -14,6 +14,7 @@ import { serveTool, type ToolServiceDeps } from "../../shared/bus/tool-service.j
 import { readWal, type StoredRecord } from "../../shared/bus/wal.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
@@ -203,8 +204,11 @@ export interface ChargeTool {
   started: Promise<string>;
 }
 
-/** A charge tool taking `delayMs` per call, to serve where a test wants it. */
-export function chargeTool(delayMs: number, name = "charge"): ChargeTool {
+/**
+ * A charge tool taking `delayMs` per call, to serve where a test wants it. With `approvalToken`, it
+ * charges only with a human's approval (APPROVAL_REQUIRED with that token until it has one).
+ */
+export function chargeTool(delayMs: number, name = "charge", approvalToken?: string): ChargeTool {
   const executions = new Map<string, number>();
   let onStart: (key: string) => void = () => undefined;
   const started = new Promise<string>((resolve) => (onStart = resolve));
@@ -216,6 +220,10 @@ export function chargeTool(delayMs: number, name = "charge"): ChargeTool {
     reversibility: "irreversible",
     idempotent: false,
     execute: async (input, ctx) => {
+      if (approvalToken && ctx.approval?.token !== approvalToken)
+        throw new AgentError("APPROVAL_REQUIRED", `a ${name} needs a human`, {
+          details: { token: approvalToken, reason: `${name} ${input.amount}` },
+        });
       executions.set(ctx.idempotencyKey, (executions.get(ctx.idempotencyKey) ?? 0) + 1);
       onStart(ctx.idempotencyKey);
       await systemClock.sleep(delayMs);
@@ -230,8 +238,9 @@ export function serveCharge(
   suite: ClusterSuite,
   delayMs: number,
   name = "charge",
+  approvalToken?: string,
 ): { executions: Map<string, number>; started: Promise<string> } {
-  const { tool, executions, started } = chargeTool(delayMs, name);
+  const { tool, executions, started } = chargeTool(delayMs, name, approvalToken);
   suite.serveTool(tool);
   return { executions, started };
 }
