@@ -347,6 +347,9 @@ export class RunLease {
         return await this.deps.fanOut.spawn(awaiting, state);
       }
       if (awaiting.type === "callTool" && awaiting.tool === UNDO_CHILDREN_TOOL) {
+        // The run's FAIL status is written before its children are read (see cancelIfOrphaned); a
+        // takeover's, by the lease before it.
+        if (!takeover) await this.journal.settle();
         const { runId, failing } = state;
         const since = takeover ? this.resumedFrom : state.updatedAt;
         return await undoChildren(awaiting, { runId, reason: failing?.reason ?? "failed", since }, this.deps);

@@ -115,16 +115,18 @@ export class Admission {
   }
 
   /**
-   * A child of a parent that has finished would have nobody to take its result: refused. The one
-   * way here is a parent cancelled in the middle of its spawn, whose worker goes on submitting the
-   * children after the supervisor cancelled those it found (see cancelOrphans).
+   * A child of a parent that has finished, or is undoing its calls before it fails, would have
+   * nobody to take its result: refused. The one way here is a parent cancelled in the middle of its
+   * spawn, whose worker goes on submitting the children after the cancel's undo (or the
+   * supervisor's pass, see cancelOrphans) cancelled those it found.
    */
   private async checkParent(parentRunId: string): Promise<void> {
     const parent = await this.status.get(parentRunId);
-    if (parent && isFinished(parent)) {
+    if (parent && (isFinished(parent) || parent.phase === "FAIL")) {
+      const state = isFinished(parent) ? parent.status : "undoing its calls before it fails";
       throw new AgentError(
         "PARENT_FINISHED",
-        `parent run ${parentRunId} is ${parent.status}: a child would have nobody to take its result`,
+        `parent run ${parentRunId} is ${state}: a child would have nobody to take its result`,
       );
     }
   }
@@ -228,17 +230,20 @@ export class Admission {
   }
 
   /**
-   * A parent can fail after checkParent read it and before the child had a status, and the
-   * supervisor's pass over its children on its `run.failed` (cancelOrphans) may then have read the
-   * fan-out without finding this one. A parent's status is written before its `run.failed`, so
-   * read again now that the child's is written, it tells: either that pass found the child, or this
-   * read finds the parent failed and queues the pass again, whose cancels carry the message ids of
-   * the first (nothing is queued twice).
+   * A parent can begin to fail after checkParent read it and before the child had a status, and
+   * what cancels its children then may have read them without finding this one: the undo of a
+   * parent this build started, which cancels its children still going before it reads which
+   * committed (it writes the parent's FAIL status first, see awaitChildrenEnd), or the supervisor's
+   * pass on its `run.failed` (cancelOrphans; a parent's status is written before its `run.failed`).
+   * Read again now that the child's status is written, the parent tells: either that read found the
+   * child, or this one finds the parent failing and cancels the child, with the message id of the
+   * other's cancel (nothing is queued twice).
    */
   private async cancelIfOrphaned(parentRunId: string, runId: string): Promise<void> {
     const parent = await this.status.get(parentRunId);
-    if (parent?.status !== "failed") return;
-    const cancelled = await cancelOrphans(this.bus, parentRunId, parent.terminal?.reason);
+    if (parent?.status !== "failed" && parent?.phase !== "FAIL") return;
+    const why = parent.status === "failed" ? parent.terminal?.reason : undefined;
+    const cancelled = await cancelOrphans(this.bus, parentRunId, why, parent.status !== "failed");
     if (cancelled.length === 0) return;
     this.metrics?.orphansCancelled.inc(cancelled.length);
     this.bus.logger.warn(

@@ -101,12 +101,22 @@ async function childrenLeft(
  * failed), so it stops, undoes what it did and fails, and its own failure cancels its children in
  * turn. A parent this build started has cancelled them and waited for them before it failed (see
  * awaitChildrenEnd): this pass finds those of older builds' parents, and a child admitted while its
- * parent failed (see the admission's second read). A halted child stays as an operator left it (and one halted by a cancel under way is not
+ * parent failed (see the admission's second read, which also calls it, with `failing`, for a parent
+ * that has begun to fail). A halted child stays as an operator left it (and one halted by a cancel under way is not
  * cancelled twice). Called for every `run.failed` the supervisor reads; most runs have no fan-out
  * (one read). Returns the runs whose cancel this call queued.
  */
-export async function cancelOrphans(bus: ActorBus, parentRunId: string, why?: string): Promise<string[]> {
-  const reason = `its parent ${parentRunId} failed${why ? `: ${why}` : ""}`.slice(0, MAX_CANCEL_REASON);
+export async function cancelOrphans(
+  bus: ActorBus,
+  parentRunId: string,
+  why?: string,
+  failing = false,
+): Promise<string[]> {
+  const reason =
+    `its parent ${parentRunId} ${failing ? "is failing" : "failed"}${why ? `: ${why}` : ""}`.slice(
+      0,
+      MAX_CANCEL_REASON,
+    );
   const cancelled: string[] = [];
   for (const { status, revision } of await childrenOf(bus, parentRunId)) {
     if (!orphanedChild(status)) continue;

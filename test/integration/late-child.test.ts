@@ -21,13 +21,14 @@ beforeAll(() => {
   store = new RunStatusStore(suite.bus.buckets.runs);
 });
 
-function parentStatus(runId: string, status: RunStatus["status"], reason?: string): RunStatus {
+/** A parent's status; "failing": running, undoing its calls before it fails (phase FAIL). */
+function parentStatus(runId: string, status: RunStatus["status"] | "failing", reason?: string): RunStatus {
   return {
     runId,
     rootRunId: runId,
     depth: 0,
-    status,
-    phase: status === "failed" ? "FAIL" : "ACT",
+    status: status === "failing" ? "running" : status,
+    phase: status === "failed" || status === "failing" ? "FAIL" : "ACT",
     iteration: 1,
     usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 1 },
     ...(reason ? { terminal: { kind: "FAIL" as const, reason } } : {}),
@@ -54,7 +55,7 @@ async function jobsOf(runId: string): Promise<RunJob[]> {
  * writing the child's status (the pool's acquire, which comes in between), and the supervisor's
  * pass over its children runs then, as its `run.failed` would make it.
  */
-async function admitChild(parentRunId: string, failsWhile: boolean) {
+async function admitChild(parentRunId: string, failsWhile: boolean | "failing") {
   const childRunId = `${parentRunId}-child`;
   await store.put(parentStatus(parentRunId, "running"));
   await new TreeBudget({
@@ -76,8 +77,13 @@ async function admitChild(parentRunId: string, failsWhile: boolean) {
   if (failsWhile) {
     const acquire = pool.acquire.bind(pool);
     vi.spyOn(pool, "acquire").mockImplementation(async (...args) => {
-      await store.put(parentStatus(parentRunId, "failed", reason));
-      passed.push(await cancelOrphans(suite.bus, parentRunId, reason));
+      if (failsWhile === "failing") {
+        // Its undo reads its children (none has a status yet) and cancels none.
+        await store.put(parentStatus(parentRunId, "failing"));
+      } else {
+        await store.put(parentStatus(parentRunId, "failed", reason));
+        passed.push(await cancelOrphans(suite.bus, parentRunId, reason));
+      }
       return acquire(...args);
     });
   }
@@ -115,6 +121,49 @@ describe("a child admitted as its parent fails", () => {
     // The pass, read again (its run.failed redelivered), queues nothing more.
     expect(await cancelOrphans(suite.bus, "run-late-parent", reason)).toEqual([]);
     expect(await jobsOf(childRunId)).toHaveLength(2);
+  }, 30_000);
+
+  it("is cancelled by its own admission when its parent began to undo its calls (FAIL) after the first read: the parent's undo read its children before this one had a status", async () => {
+    const { childRunId, reply, counted } = await admitChild("run-failing-parent", "failing");
+    expect(reply).toMatchObject({ ok: true, runId: childRunId, status: "admitted" });
+    const jobs = await jobsOf(childRunId);
+    expect(jobs.map((j) => j.event?.type ?? "start")).toEqual(["start", "cancel"]);
+    expect(jobs[1]?.event).toMatchObject({
+      type: "cancel",
+      by: "supervisor",
+      reason: "its parent run-failing-parent is failing",
+    });
+    expect(counted).toBe(1);
+  }, 30_000);
+
+  it("a child of a parent already undoing its calls is refused (PARENT_FINISHED): nobody would take its result", async () => {
+    await store.put(parentStatus("run-undoing-parent", "failing"));
+    await new TreeBudget({
+      kv: suite.bus.buckets.pool,
+      clock: suite.bus.clock,
+      random: suite.bus.random,
+    }).lease("run-undoing-parent", "run-undoing-parent", 5, 100);
+    const admission = new Admission(
+      suite.bus,
+      PoolLedger.of(suite.bus),
+      { poolCapacity: 100, maxDepth: 3, treeIterationCap: 1_000 },
+      uuidIds,
+    );
+    const request = {
+      ...SubmitRequest.parse(spec()),
+      runId: "run-undoing-parent-child",
+      parent: { runId: "run-undoing-parent", rootRunId: "run-undoing-parent", depth: 0 },
+    };
+    const reply = await admission.submit(encode(SubmitRequest, request));
+    expect(reply).toMatchObject({
+      ok: false,
+      error: {
+        code: "PARENT_FINISHED",
+        message:
+          "parent run run-undoing-parent is undoing its calls before it fails: a child would have nobody to take its result",
+      },
+    });
+    expect(await jobsOf("run-undoing-parent-child")).toEqual([]);
   }, 30_000);
 
   it("a child of a parent still going is admitted and left to run: one job, no cancel", async () => {
