@@ -102,9 +102,9 @@ async function childrenLeft(
  * turn. A parent this build started has cancelled them and waited for them before it failed (see
  * awaitChildrenEnd): this pass finds those of older builds' parents, and a child admitted while its
  * parent failed (see the admission's second read, which also calls it, with `failing`, for a parent
- * that has begun to fail). A halted child stays as an operator left it (and one halted by a cancel under way is not
- * cancelled twice). Called for every `run.failed` the supervisor reads; most runs have no fan-out
- * (one read). Returns the runs whose cancel this call queued.
+ * that has begun to fail). A halted child stays as an operator left it (and one halted by a cancel
+ * under way is not cancelled twice). Called for every `run.failed` the supervisor reads; most runs
+ * have no fan-out (one read). Returns the runs whose cancel this call queued.
  */
 export async function cancelOrphans(
   bus: ActorBus,
