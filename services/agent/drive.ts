@@ -226,7 +226,7 @@ export class RunLease {
     }
     const parked = state.phase === "HALT" || state.pending?.kind === "approval";
     if (parked || !state.awaiting) {
-      await this.journal.putStatus(state);
+      await this.journal.refreshStatus(state);
       return undefined;
     }
     this.log.info({ phase: state.phase, waitingFor: state.pending?.kind }, "taking over the run");
@@ -271,7 +271,7 @@ export class RunLease {
       if (!(err instanceof AgentError) || err.code !== "INVALID_TRANSITION") throw err;
       if (this.drovePreviously) this.log.info({ event: event.type }, "event applied by this job before");
       else this.log.warn({ event: event.type }, `stale event dropped: ${err.message}`);
-      await this.journal.putStatus(state);
+      await this.journal.refreshStatus(state);
       return undefined;
     }
   }

@@ -1,5 +1,5 @@
 import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
-import type { RunWaiting } from "../../shared/contracts/run-status.js";
+import type { RunStatus, RunWaiting } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, publishAudit } from "../../shared/bus/audit.js";
@@ -151,12 +151,33 @@ export class RunJournal {
 
   /** Writes the run's status now; `waiting` says the run waits on its provider's breaker. */
   async putStatus(state: LoopState, waiting?: RunWaiting): Promise<void> {
+    await this.status.put(this.statusRecord(state, waiting));
+  }
+
+  /**
+   * Writes the status of a run as this lease read it, where the lease goes no further (an event
+   * found stale, a run parked): unless the stored one says the run finished, and only over the
+   * status it read. The log the lease read may be older than another lease's last write: a plain
+   * put took a run finished since back to running (its parent's fan-in waited on it, until the
+   * stall scan re-queued it).
+   */
+  async refreshStatus(state: LoopState): Promise<void> {
+    const stored = await this.status.read(state.runId);
+    const finished = (s: { status: string }): boolean => s.status === "committed" || s.status === "failed";
+    if (stored && finished(stored.status) && !finished(state)) return;
+    const record = this.statusRecord(state);
+    // Refused: another lease wrote it since this one read it, and knows more.
+    if (stored) await this.status.update(record, stored.revision);
+    else await this.status.put(record);
+  }
+
+  private statusRecord(state: LoopState, waiting?: RunWaiting): RunStatus {
     const checkpointSeq = this.checkpointSeq;
-    await this.status.put({
+    return {
       ...statusOf(state, this.deps.bus.clock.now()),
       ...(waiting ? { waiting } : {}),
       ...(checkpointSeq !== undefined ? { checkpointSeq } : {}),
-    });
+    };
   }
 
   /** Queues a transition's status and audit events behind the previous transition's. */

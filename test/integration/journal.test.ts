@@ -276,4 +276,36 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     );
     expect(await audited(runId)).toEqual(ts.slice(0, end + 2).flatMap(auditsOf));
   });
+
+  it("a status refreshed from an older read of the log leaves a finished run's status as it is, and does not write over one written since the read", async () => {
+    const ts = await transitionsOf("jr-refresh", 2);
+    const done = ts.at(-1)?.state as LoopState;
+    const going = ts[2]?.state as LoopState;
+    expect([done.status, going.status]).toEqual(["committed", "running"]);
+    const store = new RunStatusStore(suite.bus.buckets.runs);
+    const j = journal("jr-refresh", 0);
+    // No status yet: written.
+    await j.refreshStatus(going);
+    expect(await store.get("jr-refresh")).toMatchObject({ status: "running" });
+    // Another lease finished the run since this one read its log: the status stays committed.
+    await journal("jr-refresh", 0).putStatus(done);
+    await j.refreshStatus(going);
+    expect(await store.get("jr-refresh")).toMatchObject({ status: "committed" });
+    // A finished state is written over anything.
+    await j.refreshStatus(done);
+    expect(await store.get("jr-refresh")).toMatchObject({ status: "committed" });
+    // Written between this lease's read and its write: the other write stands.
+    await j.putStatus(going);
+    const read = RunStatusStore.prototype.read;
+    vi.spyOn(RunStatusStore.prototype, "read").mockImplementationOnce(async function (
+      this: RunStatusStore,
+      runId: string,
+    ) {
+      const stored = await read.call(this, runId);
+      if (stored) await this.put({ ...stored.status, status: "halted", phase: "HALT" });
+      return stored;
+    });
+    await j.refreshStatus(going);
+    expect(await store.get("jr-refresh")).toMatchObject({ status: "halted", phase: "HALT" });
+  });
 });
