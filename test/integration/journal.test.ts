@@ -296,12 +296,12 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     expect(await store.get("jr-refresh")).toMatchObject({ status: "committed" });
     // Written between this lease's read and its write: the other write stands.
     await j.putStatus(going);
-    const read = RunStatusStore.prototype.read;
     vi.spyOn(RunStatusStore.prototype, "read").mockImplementationOnce(async function (
       this: RunStatusStore,
       runId: string,
     ) {
-      const stored = await read.call(this, runId);
+      // The spy answers its first call only: this one reads.
+      const stored = await this.read(runId);
       if (stored) await this.put({ ...stored.status, status: "halted", phase: "HALT" });
       return stored;
     });
