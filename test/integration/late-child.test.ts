@@ -49,6 +49,15 @@ async function jobsOf(runId: string): Promise<RunJob[]> {
   return jobs;
 }
 
+/** The tree's budget, opened as its root's first lease would. */
+async function openTreeBudget(rootRunId: string): Promise<void> {
+  await new TreeBudget({
+    kv: suite.bus.buckets.pool,
+    clock: suite.bus.clock,
+    random: suite.bus.random,
+  }).lease(rootRunId, rootRunId, 5, 100);
+}
+
 /**
  * A parent with a fan-out of one child, and the tree's budget opened as its root's first lease
  * would. `failsWhile`: the parent fails while the child's admission is between reading it and
@@ -58,11 +67,7 @@ async function jobsOf(runId: string): Promise<RunJob[]> {
 async function admitChild(parentRunId: string, failsWhile: boolean | "failing") {
   const childRunId = `${parentRunId}-child`;
   await store.put(parentStatus(parentRunId, "running"));
-  await new TreeBudget({
-    kv: suite.bus.buckets.pool,
-    clock: suite.bus.clock,
-    random: suite.bus.random,
-  }).lease(parentRunId, parentRunId, 5, 100);
+  await openTreeBudget(parentRunId);
   await writeFanOut(suite.bus.buckets.runs, {
     parentRunId,
     rootRunId: parentRunId,
@@ -104,19 +109,20 @@ async function admitChild(parentRunId: string, failsWhile: boolean | "failing") 
   return { childRunId, reply, passed, counted, reason };
 }
 
+/** The child was admitted and, after its start job, cancelled by the supervisor for `reason`. */
+async function expectAdmittedThenCancelled(reply: unknown, childRunId: string, reason: string) {
+  expect(reply).toMatchObject({ ok: true, runId: childRunId, status: "admitted" });
+  const jobs = await jobsOf(childRunId);
+  expect(jobs.map((j) => j.event?.type ?? "start")).toEqual(["start", "cancel"]);
+  expect(jobs[1]?.event).toMatchObject({ type: "cancel", by: "supervisor", reason });
+}
+
 describe("a child admitted as its parent fails", () => {
   it("is cancelled by its own admission when the supervisor's pass over the parent's children came before its status", async () => {
     const { childRunId, reply, passed, counted, reason } = await admitChild("run-late-parent", true);
     // The pass read the fan-out before the child had a status: it cancelled nothing.
     expect(passed).toEqual([[]]);
-    expect(reply).toMatchObject({ ok: true, runId: childRunId, status: "admitted" });
-    const jobs = await jobsOf(childRunId);
-    expect(jobs.map((j) => j.event?.type ?? "start")).toEqual(["start", "cancel"]);
-    expect(jobs[1]?.event).toMatchObject({
-      type: "cancel",
-      by: "supervisor",
-      reason: `its parent run-late-parent failed: ${reason}`,
-    });
+    await expectAdmittedThenCancelled(reply, childRunId, `its parent run-late-parent failed: ${reason}`);
     expect(counted).toBe(1);
     // The pass, read again (its run.failed redelivered), queues nothing more.
     expect(await cancelOrphans(suite.bus, "run-late-parent", reason)).toEqual([]);
@@ -125,24 +131,13 @@ describe("a child admitted as its parent fails", () => {
 
   it("is cancelled by its own admission when its parent began to undo its calls (FAIL) after the first read: the parent's undo read its children before this one had a status", async () => {
     const { childRunId, reply, counted } = await admitChild("run-failing-parent", "failing");
-    expect(reply).toMatchObject({ ok: true, runId: childRunId, status: "admitted" });
-    const jobs = await jobsOf(childRunId);
-    expect(jobs.map((j) => j.event?.type ?? "start")).toEqual(["start", "cancel"]);
-    expect(jobs[1]?.event).toMatchObject({
-      type: "cancel",
-      by: "supervisor",
-      reason: "its parent run-failing-parent is failing",
-    });
+    await expectAdmittedThenCancelled(reply, childRunId, "its parent run-failing-parent is failing");
     expect(counted).toBe(1);
   }, 30_000);
 
   it("a child of a parent already undoing its calls is refused (PARENT_FINISHED): nobody would take its result", async () => {
     await store.put(parentStatus("run-undoing-parent", "failing"));
-    await new TreeBudget({
-      kv: suite.bus.buckets.pool,
-      clock: suite.bus.clock,
-      random: suite.bus.random,
-    }).lease("run-undoing-parent", "run-undoing-parent", 5, 100);
+    await openTreeBudget("run-undoing-parent");
     const admission = new Admission(
       suite.bus,
       PoolLedger.of(suite.bus),
