@@ -1,5 +1,5 @@
 import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
-import type { RunStatus, RunWaiting } from "../../shared/contracts/run-status.js";
+import { isFinished, type RunStatus, type RunWaiting } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, publishAudit } from "../../shared/bus/audit.js";
@@ -163,8 +163,7 @@ export class RunJournal {
    */
   async refreshStatus(state: LoopState): Promise<void> {
     const stored = await this.status.read(state.runId);
-    const finished = (s: { status: string }): boolean => s.status === "committed" || s.status === "failed";
-    if (stored && finished(stored.status) && !finished(state)) return;
+    if (isFinished(stored?.status) && !isFinished(state)) return;
     const record = this.statusRecord(state);
     // Refused: another lease wrote it since this one read it, and knows more.
     if (stored) await this.status.update(record, stored.revision);

@@ -10,7 +10,7 @@ import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { isFinished } from "../../shared/contracts/run-status.js";
+import { isFinished, takesNoChildResults } from "../../shared/contracts/run-status.js";
 import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
@@ -122,7 +122,7 @@ export class Admission {
    */
   private async checkParent(parentRunId: string): Promise<void> {
     const parent = await this.status.get(parentRunId);
-    if (parent && (isFinished(parent) || parent.phase === "FAIL")) {
+    if (parent && takesNoChildResults(parent)) {
       const state = isFinished(parent) ? parent.status : "undoing its calls before it fails";
       throw new AgentError(
         "PARENT_FINISHED",

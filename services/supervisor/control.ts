@@ -8,7 +8,7 @@ import {
   type LeaseReply,
 } from "../../shared/contracts/cluster.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
-import { isFinished } from "../../shared/contracts/run-status.js";
+import { takesNoChildResults } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
@@ -218,7 +218,7 @@ async function fanIn(bus: ActorBus, parentRunId: string): Promise<void> {
   // A parent that failed, or is undoing its calls before it fails (cancelled, its children then
   // cancelled too), takes no fan-in: its job would cost a worker a read of the run only to be dropped.
   const parent = await new RunStatusStore(bus.buckets.runs).get(parentRunId);
-  if (parent && (isFinished(parent) || parent.phase === "FAIL")) {
+  if (parent && takesNoChildResults(parent)) {
     bus.logger.info(
       { runId: parentRunId, status: parent.status, phase: parent.phase },
       "children settled after their parent finished, or began to fail",

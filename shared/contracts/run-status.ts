@@ -19,6 +19,14 @@ export function isFinished<S extends { status: RunStatusValue }>(
   return status?.status === "committed" || status?.status === "failed";
 }
 
+/**
+ * Whether a run can no longer take its children's results: it finished, or it is undoing its
+ * calls before it fails (FAIL). Its children's fan-in is not sent, and a new child is refused.
+ */
+export function takesNoChildResults(status: { status: RunStatusValue; phase: string } | undefined): boolean {
+  return isFinished(status) || status?.phase === "FAIL";
+}
+
 export const RunUsage = z.object({
   inputTokens: z.number().int().nonnegative(),
   outputTokens: z.number().int().nonnegative(),
