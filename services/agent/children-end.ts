@@ -1,5 +1,5 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { MAX_CANCEL_REASON, orphanedChild, queueCancel } from "../../shared/bus/cancel-job.js";
+import { orphanCancelReason, orphanedChild, queueCancel } from "../../shared/bus/cancel-job.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -49,7 +49,7 @@ export async function awaitChildrenEnd(
   const { bus } = deps;
   const store = new RunStatusStore(bus.buckets.runs);
   let going = await goingOf(store, children);
-  const reason = `its parent ${parent.runId} is failing: ${parent.reason}`.slice(0, MAX_CANCEL_REASON);
+  const reason = orphanCancelReason(parent.runId, true, parent.reason);
   for (const { status, revision } of going)
     await queueCancel(bus, status, revision, { by: CANCELLED_BY, reason });
   const start = bus.clock.now();

@@ -2,7 +2,7 @@ import { CancelRequest, type ControlReply } from "../../shared/contracts/cluster
 import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import {
-  MAX_CANCEL_REASON,
+  orphanCancelReason,
   orphanedChild,
   queueCancel,
   whyNotCancellable,
@@ -112,11 +112,7 @@ export async function cancelOrphans(
   why?: string,
   failing = false,
 ): Promise<string[]> {
-  const reason =
-    `its parent ${parentRunId} ${failing ? "is failing" : "failed"}${why ? `: ${why}` : ""}`.slice(
-      0,
-      MAX_CANCEL_REASON,
-    );
+  const reason = orphanCancelReason(parentRunId, failing, why);
   const cancelled: string[] = [];
   for (const { status, revision } of await childrenOf(bus, parentRunId)) {
     if (!orphanedChild(status)) continue;
@@ -144,4 +140,4 @@ async function childrenOf(bus: ActorBus, runId: string): Promise<{ status: RunSt
 }
 
 /** Who cancels the children of a failed run, in their reason and trail. */
-const ORPHANS_BY = "supervisor";
+export const ORPHANS_BY = "supervisor";

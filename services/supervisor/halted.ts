@@ -1,5 +1,6 @@
-import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { isFinished, takesNoChildResults, type RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { orphanCancelReason } from "../../shared/bus/cancel-job.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -20,11 +21,70 @@ export async function haltedRun(bus: ActorBus, runId: string): Promise<HaltedRun
   return read;
 }
 
-/** The halted runs of the tree under `runId`, the deepest first and the run itself, if halted, last. */
-export async function haltedInTree(bus: ActorBus, runId: string): Promise<string[]> {
-  const tree = runTree(runId, (await readRunsBucket(bus)).statuses);
+/**
+ * Why a run's parent can no longer take its result, as a cancel's reason: it finished, or it is
+ * undoing its calls before it fails, or its status is gone (it finished long ago). Undefined for a
+ * root run, or a parent that still can.
+ */
+export function parentTakesNoResult(status: RunStatus, parent: RunStatus | undefined): string | undefined {
+  const parentRunId = status.parentRunId;
+  if (parentRunId === undefined || (parent && !takesNoChildResults(parent))) return undefined;
+  if (!parent) return `its parent ${parentRunId} has finished and its status is gone`;
+  if (parent.status === "committed") return `its parent ${parentRunId} committed`;
+  return orphanCancelReason(parentRunId, !isFinished(parent), parent.terminal?.reason);
+}
+
+/**
+ * A halted child whose parent can no longer take its result stays halted: resumed, it could commit,
+ * and what it did would stand, undone by nobody (the parent's undo does not wait on a halted child:
+ * it cannot commit). A cancel undoes its completed calls instead.
+ */
+export async function checkParentTakesResult(bus: ActorBus, status: RunStatus): Promise<void> {
+  if (status.parentRunId === undefined) return;
+  const parent = await new RunStatusStore(bus.buckets.runs).read(status.parentRunId);
+  const why = parentTakesNoResult(status, parent?.status);
+  if (why) {
+    throw new AgentError(
+      "PARENT_FINISHED",
+      `run '${status.runId}' stays halted: ${why}. Nobody would take its result, and what it did would stand: cancel it instead (agentctl cancel ${status.runId}), which undoes its completed calls`,
+      { details: { parentRunId: status.parentRunId } },
+    );
+  }
+}
+
+/** The halted runs of a tree that may resume, and those left halted (see checkParentTakesResult). */
+export interface HaltedTree {
+  /** The deepest first, the tree's run itself, if halted, last. */
+  runIds: string[];
+  leftHalted: { runId: string; why: string }[];
+}
+
+/** The halted runs of the tree under `runId`, as the runs bucket holds them now. */
+export async function haltedInTree(bus: ActorBus, runId: string): Promise<HaltedTree> {
+  const { statuses } = await readRunsBucket(bus);
+  const tree = runTree(runId, statuses);
   if (tree.length === 0) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
-  const halted = tree.filter((s) => s.status === "halted").map((s) => s.runId);
+  const halted = tree.filter((s) => s.status === "halted").reverse();
   if (halted.length === 0) throw new AgentError("INVALID_INPUT", `no run of tree '${runId}' is halted`);
-  return halted.reverse();
+  const byId = new Map(statuses.map((s) => [s.runId, s]));
+  const found: HaltedTree = { runIds: [], leftHalted: [] };
+  for (const status of halted) {
+    const parent = status.parentRunId === undefined ? undefined : byId.get(status.parentRunId);
+    const why = parentTakesNoResult(status, parent);
+    if (why) found.leftHalted.push({ runId: status.runId, why });
+    else found.runIds.push(status.runId);
+  }
+  if (found.runIds.length === 0) {
+    throw new AgentError(
+      "PARENT_FINISHED",
+      `no halted run of tree '${runId}' can resume: ${leftHaltedText(found.leftHalted)}. Cancel them instead: a cancel undoes their completed calls`,
+      { details: { leftHalted: found.leftHalted } },
+    );
+  }
+  return found;
+}
+
+/** The runs a tree's resume left halted, each with why, for a reply. */
+export function leftHaltedText(left: HaltedTree["leftHalted"]): string {
+  return left.map(({ runId, why }) => `${runId} (${why})`).join("; ");
 }

@@ -7,7 +7,18 @@ import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
-import { haltedInTree, haltedRun, type HaltedRun } from "./halted.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { queueCancel } from "../../shared/bus/cancel-job.js";
+import { ORPHANS_BY } from "./cancel.js";
+import {
+  checkParentTakesResult,
+  haltedInTree,
+  haltedRun,
+  leftHaltedText,
+  parentTakesNoResult,
+  type HaltedRun,
+  type HaltedTree,
+} from "./halted.js";
 
 /** How long a resume waits for its run's halt to free the slot it held (see takeSlotAfterHalt). */
 const HALT_RELEASE_WAIT_MS = 5_000;
@@ -18,7 +29,8 @@ const HALT_RELEASE_POLL_MS = 50;
  * carrying the resume goes to the work queue. Refused while the kill switch is on. With `tree`,
  * every halted run of the tree under it, the deepest first and the run itself last, so a resumed
  * parent finds its children running again rather than parking on halted ones (it would wait for
- * them either way: a halted child has not ended, see fanInResults).
+ * them either way: a halted child has not ended, see fanInResults). A child whose parent can no
+ * longer take its result stays halted (PARENT_FINISHED; a tree's resume leaves it and says so).
  */
 export async function resumeRun(
   bus: ActorBus,
@@ -31,7 +43,9 @@ export async function resumeRun(
   // A single run is checked before the kill switch is read; its status is not read twice.
   const single = request.tree ? undefined : await haltedRun(bus, runId);
   if (settle) settlesReconciliation(request, single);
-  const ids = single ? [runId] : await haltedInTree(bus, runId);
+  if (single) await checkParentTakesResult(bus, single.status);
+  const tree: HaltedTree = single ? { runIds: [runId], leftHalted: [] } : await haltedInTree(bus, runId);
+  const ids = tree.runIds;
   const killSwitch = await readKillSwitch(bus.buckets.pool);
   if (killSwitch?.active) {
     throw new AgentError(
@@ -55,10 +69,12 @@ export async function resumeRun(
       );
     }
   }
+  const left = tree.leftHalted;
   const message = request.tree
-    ? `tree ${runId}: resume queued for ${ids.length} run(s): ${ids.join(", ")}`
+    ? `tree ${runId}: resume queued for ${ids.length} run(s): ${ids.join(", ")}${left.length > 0 ? `; left halted, their parents can take no result (cancel them instead): ${leftHaltedText(left)}` : ""}`
     : `run ${runId}: resume queued${settle ? `, its call settled as ${settle.decision === "ran" ? "ran" : "not run"}` : ""}`;
-  return { schemaVersion: 1, ok: true, message, data: { runId, runIds: resumed } };
+  const details = { runId, runIds: resumed, ...(left.length > 0 ? { leftHalted: left } : {}) };
+  return { schemaVersion: 1, ok: true, message, data: details };
 }
 
 /**
@@ -93,6 +109,22 @@ async function resumeOne(
     `${runId}:resume:${revision}`,
   );
   bus.logger.info({ runId, by: resume.by, settled: resume.settle?.decision }, "run resumed");
+  await cancelIfOrphaned(bus, { status, revision });
+}
+
+/**
+ * A parent can begin to fail after the resume read it: the read again, now that the resume is
+ * queued, cancels the child if it did (the cancel's job follows the resume's, and the child, resumed
+ * or not yet, stops, undoes its calls and fails). What a parent's undo finds of a child whose
+ * resume no worker has taken yet is a halted child, which it does not wait on: a child resumed in
+ * the moment its parent begins to fail can still commit before this read (README, Durability).
+ */
+async function cancelIfOrphaned(bus: ActorBus, { status, revision }: HaltedRun): Promise<void> {
+  if (status.parentRunId === undefined) return;
+  const parent = await new RunStatusStore(bus.buckets.runs).read(status.parentRunId);
+  const reason = parentTakesNoResult(status, parent?.status);
+  if (!reason) return;
+  await queueCancel(bus, status, revision, { by: ORPHANS_BY, reason });
 }
 
 /**

@@ -5,6 +5,17 @@ import { continuationJob, publishJob } from "./jobs.js";
 /** A cancel's reason is at most this long (CancelRequest): a deep tree's reasons nest. */
 export const MAX_CANCEL_REASON = 1_000;
 
+/**
+ * The reason a child is cancelled with because its parent fails: the parent, whether it is still
+ * undoing its calls (`failing`) or has failed, and why, within MAX_CANCEL_REASON.
+ */
+export function orphanCancelReason(parentRunId: string, failing: boolean, why?: string): string {
+  return `its parent ${parentRunId} ${failing ? "is failing" : "failed"}${why ? `: ${why}` : ""}`.slice(
+    0,
+    MAX_CANCEL_REASON,
+  );
+}
+
 /** Why a run cannot be cancelled; undefined when it can. */
 export function whyNotCancellable(status: RunStatus): string | undefined {
   if (isFinished(status)) return `it is ${status.status}`;

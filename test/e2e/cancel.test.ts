@@ -1,6 +1,12 @@
 import { describe, expect, it, onTestFinished } from "vitest";
 import { bookingTools, type Bookings } from "../helpers/bookings.js";
-import { agentctlOf, ended, OPERATOR_CLUSTER, useClusterSuite } from "../helpers/cluster-suite.js";
+import {
+  agentctlFails,
+  agentctlOf,
+  ended,
+  OPERATOR_CLUSTER,
+  useClusterSuite,
+} from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { parentOfOne } from "../helpers/spawning.js";
 import { until } from "../helpers/until.js";
@@ -299,5 +305,38 @@ describe("agentctl cancel: a run ended for good", () => {
     // after the supervisor's pass) would have nobody to take its result: refused.
     const late = { ...spec({ script: [{ text: "late" }] }), parent: { runId, rootRunId: runId, depth: 0 } };
     await expect(suite.client.submit(late)).rejects.toMatchObject({ code: "PARENT_FINISHED" });
+  }, 60_000);
+  it("a child an operator halted after its booking stays halted when its parent fails: its resume is refused (PARENT_FINISHED), and cancelled, it undoes its booking", async () => {
+    const bookings = serveBookings();
+    onTestFinished(bookings.stop);
+    const { runId, childId } = await parentOfOne(
+      suite,
+      "never",
+      0,
+      [{ toolCalls: [{ name: "book", input: { item: "seat 4" } }] }, { text: "booked", delayMs: 3_000 }],
+      ["book", "unbook"],
+    );
+    await until(() => Promise.resolve(bookings.made.length === 1), 10_000, { what: "the child's booking" });
+    await agentctl("halt", childId, "--reason", "inspect", "--by", "oncall");
+    await suite.waitFor(childId, (s) => s.status === "halted", 10_000);
+    await agentctl("cancel", runId, "--reason", "wrong trip", "--by", "oncall");
+    // Its undo does not wait on a halted child (it cannot commit), nor does it cancel it.
+    expect(await suite.waitFor(runId, ended, 20_000)).toMatchObject({ status: "failed" });
+    const failed = await agentctlFails(suite, ["resume", childId, "--by", "oncall"]);
+    expect(failed.code).not.toBe(0);
+    expect(failed.error).toMatchObject({
+      code: "PARENT_FINISHED",
+      message: expect.stringContaining(
+        `run '${childId}' stays halted: its parent ${runId} failed: [RUN_CANCELLED] cancelled by oncall: wrong trip.`,
+      ) as unknown,
+    });
+    expect(await suite.waitFor(childId, (s) => s.status === "halted", 1_000)).toMatchObject({
+      status: "halted",
+    });
+    expect(bookings.unbooked).toEqual([]);
+    await agentctl("cancel", childId, "--reason", "its parent failed", "--by", "oncall");
+    await cancelledAs(childId, "[RUN_CANCELLED] cancelled by oncall: its parent failed");
+    expect(bookings.made).toEqual(["seat 4"]);
+    expect(bookings.unbooked).toEqual([{ original: { item: "seat 4" }, output: { booking: "b-seat 4" } }]);
   }, 60_000);
 });

@@ -139,3 +139,27 @@ export function queuedStatus(runId: string, updatedAt = Date.now(), parentRunId?
     updatedAt: new Date(updatedAt).toISOString(),
   };
 }
+
+/**
+ * A run's status in a run tree as its worker writes it after a step; "failing": running and
+ * undoing its calls before it fails (phase FAIL). `reason` is its terminal's (HALT, COMMIT or FAIL).
+ */
+export function treeStatus(
+  runId: string,
+  state: RunStatus["status"] | "failing",
+  o: { parentRunId?: string; rootRunId?: string; depth?: number; reason?: string } = {},
+): RunStatus {
+  const kind = state === "halted" ? "HALT" : state === "committed" ? "COMMIT" : "FAIL";
+  return {
+    runId,
+    rootRunId: o.rootRunId ?? o.parentRunId ?? runId,
+    ...(o.parentRunId ? { parentRunId: o.parentRunId } : {}),
+    depth: o.depth ?? (o.parentRunId ? 1 : 0),
+    status: state === "failing" ? "running" : state,
+    phase: state === "failed" || state === "failing" ? "FAIL" : "ACT",
+    iteration: 1,
+    usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 1 },
+    ...(o.reason ? { terminal: { kind, reason: o.reason } } : {}),
+    updatedAt: new Date().toISOString(),
+  };
+}
