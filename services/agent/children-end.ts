@@ -7,8 +7,9 @@ import { AgentError } from "../../shared/runtime/errors.js";
 /** How long one lease waits for the children it cancelled to end before it hands the run back. */
 export const IN_LEASE_WAIT_MS = 3_000;
 /**
- * How long a failing parent waits in all for its children still going to end; past it, it fails
- * without them, each named for a human (what one commits later stands).
+ * How long a failing parent waits in all for its children still going to end, by default
+ * (AGENT_CHILDREN_END_WAIT_MS); past it, it fails without them, each named for a human (what one
+ * commits later stands).
  */
 export const CHILDREN_END_WAIT_MS = 10 * 60_000;
 /** Who cancels a failing parent's children, in their reason and trail. */
@@ -20,6 +21,8 @@ export interface ChildrenEndDeps {
   bus: ActorBus;
   /** Aborted when the worker drains: the run is handed back rather than waited on. */
   stopping?: AbortSignal;
+  /** See CHILDREN_END_WAIT_MS, its default. */
+  childrenEndWaitMs?: number;
 }
 
 /** The parent whose undo waits: its id, why it fails, and when its undo was first asked for. */
@@ -63,7 +66,7 @@ export async function awaitChildrenEnd(
     );
   }
   const ids = going.map((g) => g.status.runId);
-  if (ids.length === 0 || bus.clock.now() - parent.since >= CHILDREN_END_WAIT_MS) return ids;
+  if (ids.length === 0 || bus.clock.now() - parent.since >= childrenEndWait(deps)) return ids;
   throw new AgentError(
     "CHILDREN_GOING",
     `run '${parent.runId}' undoes its committed children once those it cancelled have ended; still going: ${ids.join(", ")}`,
@@ -78,4 +81,9 @@ async function goingOf(
 ): Promise<{ status: RunStatus; revision: number }[]> {
   const reads = await Promise.all(children.map((id) => store.read(id)));
   return reads.filter((r): r is NonNullable<typeof r> => r !== undefined && orphanedChild(r.status));
+}
+
+/** How long a failing parent waits in all for its children (see CHILDREN_END_WAIT_MS). */
+export function childrenEndWait(deps: Pick<ChildrenEndDeps, "childrenEndWaitMs">): number {
+  return deps.childrenEndWaitMs ?? CHILDREN_END_WAIT_MS;
 }

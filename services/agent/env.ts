@@ -36,6 +36,10 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_MODEL_BREAKER_FAILURES: z.coerce.number().int().min(0).max(1_000).default(5),
   /** How long an open breaker keeps every worker from calling its provider before one call tries it (doubled by each failed try, up to a minute or this). */
   AGENT_MODEL_BREAKER_COOLDOWN_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
+  /** How long a failing parent waits in all for the children it cancelled to end (handed back and asked again) before it fails without them, naming each for a human. */
+  AGENT_CHILDREN_END_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(600_000),
+  /** How long a cancel waits for the tool service of the call its run halted on to answer (handed back and asked again) before it leaves the call to a human. */
+  AGENT_CANCEL_SETTLE_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 })
   .refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {

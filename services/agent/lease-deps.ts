@@ -49,6 +49,10 @@ export interface LeaseDeps {
   stopping: AbortSignal;
   /** See AGENT_MODEL_OUTAGE_MS: how long a run waits out a model outage before it fails. */
   modelOutageMs: number;
+  /** See AGENT_CHILDREN_END_WAIT_MS (absent: CHILDREN_END_WAIT_MS). */
+  childrenEndWaitMs?: number;
+  /** See AGENT_CANCEL_SETTLE_WAIT_MS (absent: CANCEL_SETTLE_WAIT_MS). */
+  cancelSettleWaitMs?: number;
   /** A model provider's breaker as the worker last saw it (undefined: closed, or breakers off). */
   breakerOf: (provider: string) => ModelBreaker | undefined;
   /** How long a call's settling waits for the tool's service when none serves it yet. */

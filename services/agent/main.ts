@@ -40,6 +40,8 @@ const worker = new AgentWorker(
     toolOutageMs: env.AGENT_TOOL_OUTAGE_MS,
     serviceWaitMs: env.AGENT_SERVICE_WAIT_MS,
     modelOutageMs: env.AGENT_MODEL_OUTAGE_MS,
+    childrenEndWaitMs: env.AGENT_CHILDREN_END_WAIT_MS,
+    cancelSettleWaitMs: env.AGENT_CANCEL_SETTLE_WAIT_MS,
     modelBreaker: {
       failures: env.AGENT_MODEL_BREAKER_FAILURES,
       cooldownMs: env.AGENT_MODEL_BREAKER_COOLDOWN_MS,

@@ -32,11 +32,14 @@ export interface SettleCallDeps {
   serviceWait?: (tool: string) => ServiceWait | undefined;
   /** When the event was queued: a cancel whose call's service does not answer waits from then. */
   queuedAt?: number;
+  /** See CANCEL_SETTLE_WAIT_MS, its default. */
+  cancelSettleWaitMs?: number;
 }
 
 /**
  * How long a cancel waits, from when it was queued, for the service of the call its run waits on to
- * answer, handed back and asked again, before the call is left to a human.
+ * answer, handed back and asked again, before the call is left to a human, by default
+ * (AGENT_CANCEL_SETTLE_WAIT_MS).
  */
 export const CANCEL_SETTLE_WAIT_MS = 5 * 60_000;
 
@@ -126,7 +129,7 @@ async function settleWaitedOn(
       );
     } catch (err) {
       const waitedMs = deps.queuedAt === undefined ? undefined : clock.now() - deps.queuedAt;
-      if (waitedMs !== undefined && waitedMs < CANCEL_SETTLE_WAIT_MS) {
+      if (waitedMs !== undefined && waitedMs < (deps.cancelSettleWaitMs ?? CANCEL_SETTLE_WAIT_MS)) {
         throw new AgentError(
           "TOOL_UNAVAILABLE",
           `the call '${effect.actionId}' the run halted on could not be settled with the service of '${tool.name}': the cancel waits for it (${Math.round(waitedMs / 1_000)} s so far)`,

@@ -11,7 +11,7 @@ import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import {
   awaitChildrenEnd,
-  CHILDREN_END_WAIT_MS,
+  childrenEndWait,
   type ChildrenEndDeps,
   type FailingParent,
 } from "./children-end.js";
@@ -57,7 +57,7 @@ export async function undoChildren(
   const children = input.data.output.committed;
   const going = await awaitChildrenEnd(children, parent, deps);
   const outcome: ChildrenUndone = { undone: [], manual: [] };
-  const waited = `still going ${Math.round(CHILDREN_END_WAIT_MS / 60_000)} min after its cancel was queued`;
+  const waited = `still going ${waitedText(childrenEndWait(deps))} after its cancel was queued`;
   for (const runId of [...children].reverse()) {
     if (going.includes(runId)) {
       outcome.manual.push({ runId, reason: `${waited}: what it did, if it commits, stands` });
@@ -158,4 +158,9 @@ async function finalState(
     outcome.manual.push({ runId, reason: `its log could not be replayed: ${toAgentError(err).message}` });
     return undefined;
   }
+}
+
+/** A wait for a failure report: whole minutes from a minute up, seconds below. */
+function waitedText(ms: number): string {
+  return ms >= 60_000 ? `${Math.round(ms / 60_000)} min` : `${Math.round(ms / 1_000)} s`;
 }

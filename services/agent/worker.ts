@@ -56,6 +56,10 @@ export interface WorkerOptions {
   retryDelayMs: number;
   /** See AGENT_MODEL_OUTAGE_MS (0 when absent: a model outage fails the run at once). */
   modelOutageMs?: number;
+  /** See AGENT_CHILDREN_END_WAIT_MS (absent: CHILDREN_END_WAIT_MS). */
+  childrenEndWaitMs?: number;
+  /** See AGENT_CANCEL_SETTLE_WAIT_MS (absent: CANCEL_SETTLE_WAIT_MS). */
+  cancelSettleWaitMs?: number;
   /** See AGENT_MODEL_BREAKER_FAILURES and _COOLDOWN_MS (absent: no breaker). */
   modelBreaker?: BreakerSettings;
   env: Readonly<Record<string, string | undefined>>;
@@ -375,6 +379,12 @@ export class AgentWorker {
         heartbeat: () => msg.working(),
         heartbeatMs: Math.max(100, Math.floor(this.options.ackWaitMs / 3)),
         modelOutageMs: this.options.modelOutageMs ?? 0,
+        ...(this.options.childrenEndWaitMs === undefined
+          ? {}
+          : { childrenEndWaitMs: this.options.childrenEndWaitMs }),
+        ...(this.options.cancelSettleWaitMs === undefined
+          ? {}
+          : { cancelSettleWaitMs: this.options.cancelSettleWaitMs }),
         breakerOf: (provider) => this.breakers.breakerOf(provider),
         serviceWait: (tool) => this.serviceWait(`tool:${tool}`, job.runId),
         stopping: this.drain.signal,

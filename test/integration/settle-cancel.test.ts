@@ -29,7 +29,7 @@ function haltedMidBooking(): LoopState {
 
 const cancel: CancelEvent = { type: "cancel", at: 3, reason: "double booking", by: "oncall" };
 
-const settle = (queuedAt?: number) =>
+const settle = (queuedAt?: number, cancelSettleWaitMs?: number) =>
   settleHaltedCall(haltedMidBooking(), cancel, {
     bus: suite.bus,
     config,
@@ -37,6 +37,7 @@ const settle = (queuedAt?: number) =>
     stopping: new AbortController().signal,
     requestTimeoutMs: 200,
     ...(queuedAt === undefined ? {} : { queuedAt }),
+    ...(cancelSettleWaitMs === undefined ? {} : { cancelSettleWaitMs }),
   });
 
 describe("a cancel whose call's tool service does not answer", () => {
@@ -51,6 +52,11 @@ describe("a cancel whose call's tool service does not answer", () => {
 
   it("leaves the call to a human once it has waited that long (the cancel goes on without what the call did)", async () => {
     expect(await settle(Date.now() - CANCEL_SETTLE_WAIT_MS)).toEqual(cancel);
+  });
+
+  it("waits as long as AGENT_CANCEL_SETTLE_WAIT_MS says: a minute ago is past a 30 s setting, and within a 2-minute one", async () => {
+    expect(await settle(Date.now() - 60_000, 30_000)).toEqual(cancel);
+    await expect(settle(Date.now() - 60_000, 120_000)).rejects.toMatchObject({ code: "TOOL_UNAVAILABLE" });
   });
 
   it("leaves it to a human at once when it cannot tell when the cancel was queued", async () => {

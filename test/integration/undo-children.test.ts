@@ -251,7 +251,16 @@ describe("undo_children: a failing parent undoes what its committed children did
       "p6-act-1-2: still going 10 min after its cancel was queued",
     );
     expect(unbookedItems()).toEqual(["seat 12"]);
-  }, 15_000);
+    // AGENT_CHILDREN_END_WAIT_MS: 30 s waited (handed back above with the default) is past 20 s.
+    const shorter = failing("p6", Date.now() - 30_000);
+    const settled = await undoChildren(undo(["p6-act-1-2"]), shorter, {
+      ...lease(),
+      childrenEndWaitMs: 20_000,
+    });
+    expect(settled.type === "toolAborted" ? settled.error.message : "").toContain(
+      "p6-act-1-2: still going 20 s after its cancel was queued",
+    );
+  }, 20_000);
 
   it("what cannot be undone (an irreversible call, a child whose log is gone) fails the compensation with what a human must look at; the rest is undone", async () => {
     await committedChild("p2-act-1-1", [
