@@ -8,6 +8,8 @@ import type { EffectPerformer } from "../../shared/loop/performer.js";
 import { replay } from "../../shared/loop/replay.js";
 import { planCompensation, UNDO_CHILDREN_TOOL, UndoChildrenInput } from "../../shared/loop/saga.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
+import type { RunUndone } from "../../shared/contracts/run-status.js";
+import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import {
   awaitChildrenEnd,
@@ -38,7 +40,8 @@ export interface ChildrenUndone {
  * committed, the latest first, has its completed calls undone as its own FAIL would have undone them
  * (its compensations, most recent first; its own committed children the same way, deeper down),
  * read from its log. A child's trail stays as it ended; the parent's records the undo (this call's
- * INTENT, then its outcome, which lists every compensation). Each compensation is sent under a key
+ * INTENT, then its outcome, which lists every compensation), and the child's status says it was
+ * undone (RunStatus.undone). Each compensation is sent under a key
  * of the child's run and action, so the undo made again (the parent's worker died in it) sends
  * nothing twice. Children still going are cancelled and waited for first (see awaitChildrenEnd).
  * Completed when all went through; aborted, with what needs a human, otherwise.
@@ -63,7 +66,7 @@ export async function undoChildren(
       outcome.manual.push({ runId, reason: `${waited}: what it did, if it commits, stands` });
       continue;
     }
-    await undoRun(runId, deps, outcome);
+    await undoRun(runId, parent.runId, deps, outcome);
   }
   const failed = outcome.undone.filter((u) => !u.ok);
   if (outcome.manual.length === 0 && failed.length === 0) {
@@ -81,17 +84,19 @@ export async function undoChildren(
   return { type: "toolAborted", at: at(), actionId: effect.actionId, error: error.toBody() };
 }
 
-async function undoRun(runId: string, deps: UndoDeps, outcome: ChildrenUndone): Promise<void> {
+/** Undoes what the committed run did, for the failing run `by`, and says so in the run's status. */
+async function undoRun(runId: string, by: string, deps: UndoDeps, outcome: ChildrenUndone): Promise<void> {
   const child = await finalState(runId, deps, outcome);
   if (!child) return;
   const { state, tools } = child;
   const plan = planCompensation(state.completed);
   for (const m of plan.manual) outcome.manual.push({ runId, ...m });
+  const calls: RunUndone["calls"] = [];
   for (const step of plan.steps) {
     if (step.tool === UNDO_CHILDREN_TOOL) {
       const nested = UndoChildrenInput.safeParse(step.input);
       const committed = nested.success ? nested.data.output.committed : [];
-      for (const child of [...committed].reverse()) await undoRun(child, deps, outcome);
+      for (const child of [...committed].reverse()) await undoRun(child, by, deps, outcome);
       continue;
     }
     const actionId = `undo-${step.actionId}`;
@@ -113,6 +118,7 @@ async function undoRun(runId: string, deps: UndoDeps, outcome: ChildrenUndone): 
     );
     const ok = event?.type === "toolCompleted";
     const detail = event?.type === "toolAborted" ? event.error.message : undefined;
+    calls.push({ actionId: step.actionId, compensation: step.tool, ok });
     outcome.undone.push({
       runId,
       actionId: step.actionId,
@@ -121,6 +127,25 @@ async function undoRun(runId: string, deps: UndoDeps, outcome: ChildrenUndone): 
       ...(detail ? { detail } : {}),
     });
   }
+  const manual = plan.manual.map((m) => `${m.actionId} (${m.tool}): ${m.reason}`);
+  if (calls.length === 0 && manual.length === 0) return;
+  const at = toRfc3339(deps.bus.clock.now());
+  await markUndone(runId, { by, at, calls, ...(manual.length > 0 ? { manual } : {}) }, deps);
+}
+
+/**
+ * Writes what was undone into the committed run's status, over the status it read (a write that
+ * came first is read again; an undo made again writes it again). A run with no status (retention
+ * removed it) has nowhere to say it: the failing run's records do.
+ */
+async function markUndone(runId: string, undone: RunUndone, deps: UndoDeps): Promise<void> {
+  const store = new RunStatusStore(deps.bus.buckets.runs);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const read = await store.read(runId);
+    if (read?.status.status !== "committed") return;
+    if (await store.update({ ...read.status, undone }, read.revision)) return;
+  }
+  deps.bus.logger.warn({ runId, by: undone.by }, "could not record in the run's status that it was undone");
 }
 
 /**

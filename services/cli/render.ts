@@ -28,6 +28,7 @@ export function statusLine(status: RunStatus, limits: Limits = {}): string {
     `tokens ${u.inputTokens + u.outputTokens}`,
     `cost ${cost}`,
     ...(w ? [`waiting: ${w.for} for ${w.provider}, next try after ${w.until}, until ${w.giveUpAt}`] : []),
+    ...[undoneText(status)].filter((t) => t !== undefined),
   ].join("  ");
 }
 
@@ -48,16 +49,26 @@ export function breakerLine(breaker: BreakerView, now: number): string {
   return `${breaker.provider}  open ${open} s${tries}; ${next}; ${runs}  (${breaker.reason})`;
 }
 
-/**
- * One line of `runs`: the run, its status and phase, iteration, tool calls, cost and last change;
- * then its tree's root when it is a child, and what it waits on, if anything.
- */
 /** A reason on one line, at most 120 characters of it. */
 function oneLine(text: string): string {
   const flat = text.replaceAll(/\s+/g, " ").trim();
   return flat.length > 120 ? `${flat.slice(0, 119)}…` : flat;
 }
 
+/** A committed run a failing ancestor undid: by whom, and what is left to a human, if anything. */
+export function undoneText(status: RunStatus): string | undefined {
+  const u = status.undone;
+  if (!u) return undefined;
+  const left = u.calls.filter((c) => !c.ok).length + (u.manual?.length ?? 0);
+  const calls = `${u.calls.length} ${u.calls.length === 1 ? "call" : "calls"}`;
+  return `undone by ${u.by} (${calls}${left > 0 ? `, ${left} left to a human` : ""})`;
+}
+
+/**
+ * One line of `runs`: the run, its status and phase, iteration, tool calls, cost and last change;
+ * then its tree's root when it is a child, what it waits on, why it halted or failed, or, committed,
+ * whether a failing ancestor undid it.
+ */
 export function runLine(status: RunStatus): string {
   const root = status.rootRunId && status.rootRunId !== status.runId ? [`root ${status.rootRunId}`] : [];
   const w = status.waiting;
@@ -75,5 +86,6 @@ export function runLine(status: RunStatus): string {
     ...(status.terminal && status.status !== "committed"
       ? [`reason: ${oneLine(status.terminal.reason)}`]
       : []),
+    ...[undoneText(status)].filter((t) => t !== undefined),
   ].join("  ");
 }

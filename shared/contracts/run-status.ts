@@ -49,6 +49,18 @@ export const RunWaiting = z.object({
 });
 export type RunWaiting = z.infer<typeof RunWaiting>;
 
+/** See RunStatus.undone. */
+export const RunUndone = z.object({
+  /** The failing run (its parent, or an ancestor further up) whose undo ran this run's compensations. */
+  by: RunId,
+  at: z.iso.datetime({ offset: true }),
+  /** Each completed call of the run that had one: its compensating tool, and whether it went through. */
+  calls: z.array(z.object({ actionId: z.string(), compensation: z.string(), ok: z.boolean() })),
+  /** What could not be undone (an irreversible call, say), as the failing run's report lists it for a human. */
+  manual: z.array(z.string()).optional(),
+});
+export type RunUndone = z.infer<typeof RunUndone>;
+
 export const RunStatus = z.object({
   runId: RunId,
   rootRunId: RunId.optional(),
@@ -73,6 +85,12 @@ export const RunStatus = z.object({
    * then a worker handed the run leaves it queued without reading it. Gone with the next write.
    */
   waiting: RunWaiting.optional(),
+  /**
+   * Set on a committed child once a failing ancestor has undone what it did (the ancestor's
+   * `undo_children`): its status stays committed, as its trail ends, and this says its effects
+   * were compensated, by whom, and what is left to a human. Its `updatedAt` is the run's own.
+   */
+  undone: RunUndone.optional(),
   /** WAL sequence of the run's last checkpoint: a resumed run reads its log from there. */
   checkpointSeq: z.number().int().nonnegative().optional(),
   updatedAt: z.iso.datetime({ offset: true }),

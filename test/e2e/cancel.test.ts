@@ -146,9 +146,17 @@ describe("agentctl cancel: a run ended for good", () => {
       actor: "tool:undo_children",
       data: { compensatingTool: "undo_children" },
     });
-    // The child's run ended as it did: its status and its trail say committed.
-    expect(await suite.waitFor(childId, ended, 1_000)).toMatchObject({ status: "committed" });
+    // The child's run ended as it did: its status and its trail say committed; its status also
+    // says its parent undid it, as `agentctl runs` shows.
+    expect(await suite.waitFor(childId, ended, 1_000)).toMatchObject({
+      status: "committed",
+      undone: { by: runId, calls: [{ actionId: "act-1", compensation: "unbook", ok: true }] },
+    });
     expect((await suite.audit(childId)).map((e) => e.kind)).not.toContain("compensation.started");
+    const listed = await agentctl("runs", "--root", runId, "--all");
+    expect(listed.stdout).toMatch(
+      new RegExp(`^${childId} +committed .* undone by ${runId} \\(1 call\\)$`, "m"),
+    );
     // Its log replays to the same transitions, the spawn and the undo included.
     expect((await agentctl("replay", runId)).stdout).toMatch(/transitions reproduced identically/);
   }, 60_000);

@@ -164,6 +164,19 @@ describe("undo_children: a failing parent undoes what its committed children did
       },
     });
     expect(unbookedItems()).toEqual(["seat 3", "seat 2", "seat 1"]);
+    // Each child's status stays committed and says what was undone, and by whom.
+    const store = new RunStatusStore(suite.bus.buckets.runs);
+    expect(await store.get("p1-act-1-2")).toMatchObject({
+      status: "committed",
+      undone: {
+        by: "p1",
+        calls: [
+          { compensation: "unbook", ok: true },
+          { compensation: "unbook", ok: true },
+        ],
+      },
+    });
+    expect((await store.get("p1-act-1-1"))?.undone).toMatchObject({ by: "p1", calls: [{ ok: true }] });
     // The parent's worker died in the undo; the next one makes it again: answered from the records.
     const again = await undoChildren(undo(["p1-act-1-1", "p1-act-1-2"]), failing("p1"), lease());
     expect(again).toMatchObject({ type: "toolCompleted" });
@@ -186,6 +199,9 @@ describe("undo_children: a failing parent undoes what its committed children did
     });
     // The child booked after its spawn: its own booking first, then its child's.
     expect(unbookedItems()).toEqual(["seat 6", "seat 5"]);
+    // Undone by the failing run, however deep: the grandchild's status names p3.
+    const grandchild = await new RunStatusStore(suite.bus.buckets.runs).get("p3-act-1-1-act-1-1");
+    expect(grandchild?.undone).toMatchObject({ by: "p3", calls: [{ compensation: "unbook", ok: true }] });
   });
 
   it("of a spawn's children the parent was cancelled waiting on, only those that committed are undone: not one that failed (it undid its own), one an operator halted, or one never started", async () => {
@@ -276,6 +292,14 @@ describe("undo_children: a failing parent undoes what its committed children did
     expect(message).toMatch(/^what committed children did could not all be undone: /);
     expect(message).toContain("p2-gone: its log is gone");
     expect(message).toContain("(charge): irreversible: needs manual intervention");
+    // The child's status says what is left to a human; the one whose log is gone has nothing said.
+    const store = new RunStatusStore(suite.bus.buckets.runs);
+    expect((await store.get("p2-act-1-1"))?.undone).toMatchObject({
+      by: "p2",
+      calls: [{ compensation: "unbook", ok: true }],
+      manual: [expect.stringMatching(/ \(charge\): irreversible: needs manual intervention$/)],
+    });
+    expect((await store.get("p2-gone"))?.undone).toBeUndefined();
     expect(unbooked).toHaveLength(1);
   });
 });

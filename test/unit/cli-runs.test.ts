@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { selectRuns, UNFINISHED } from "../../services/cli/inspect.js";
-import { runLine } from "../../services/cli/render.js";
+import { runLine, statusLine } from "../../services/cli/render.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { queuedStatus } from "../helpers/fixtures.js";
 
@@ -71,5 +71,24 @@ describe("agentctl runs", () => {
       },
     });
     expect(runLine(waiting)).toMatch(/ {2}waiting: model turn for openai:m@http:\/\/127\.0\.0\.1:1\/v1$/);
+  });
+
+  it("says of a committed child a failing ancestor undid by whom, and how much is left to a human", () => {
+    const undone = (calls: { ok: boolean }[], manual?: string[]) =>
+      run("c", 0, {
+        status: "committed",
+        phase: "COMMIT",
+        undone: {
+          by: "p",
+          at: "2026-11-27T10:00:01.000Z",
+          calls: calls.map((c, i) => ({ actionId: `act-${i}`, compensation: "unbook", ok: c.ok })),
+          ...(manual ? { manual } : {}),
+        },
+      });
+    expect(runLine(undone([{ ok: true }]))).toMatch(/ {2}undone by p \(1 call\)$/);
+    expect(runLine(undone([{ ok: true }, { ok: false }], ["act-9 (charge): irreversible"]))).toMatch(
+      / {2}undone by p \(2 calls, 2 left to a human\)$/,
+    );
+    expect(statusLine(undone([{ ok: true }, { ok: true }]))).toMatch(/ {2}undone by p \(2 calls\)$/);
   });
 });
