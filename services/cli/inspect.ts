@@ -181,24 +181,38 @@ export const UNFINISHED: ReadonlySet<RunStatusValue> = new Set([
   "halted",
 ]);
 
+/** Of a run's children with a status, how many are in each status that is not finished. */
+export type ChildrenGoing = Partial<Record<RunStatusValue, number>>;
+
+/** The runs a `runs` listing shows, `more` it left out, and each one's children not finished. */
+export interface RunsListing {
+  runs: RunStatus[];
+  more: number;
+  /** By run id, for the listed runs that have any (a parent waits on them, or left them going). */
+  children: Map<string, ChildrenGoing>;
+}
+
 /** The runs a filter keeps, the most recently changed first, at most `limit`; `more`: those left out. */
-export function selectRuns(
-  statuses: readonly RunStatus[],
-  filter: RunFilter,
-): { runs: RunStatus[]; more: number } {
+export function selectRuns(statuses: readonly RunStatus[], filter: RunFilter): RunsListing {
   const { root } = filter;
   const tree = root === undefined ? statuses : runTree(root, statuses);
   const kept = tree
     .filter((s) => filter.statuses.has(s.status))
     .sort((a, b) => Date.parse(b.updatedAt) - Date.parse(a.updatedAt) || a.runId.localeCompare(b.runId));
-  return { runs: kept.slice(0, filter.limit), more: Math.max(0, kept.length - filter.limit) };
+  const runs = kept.slice(0, filter.limit);
+  const listed = new Set(runs.map((r) => r.runId));
+  const children = new Map<string, ChildrenGoing>();
+  for (const s of statuses) {
+    if (s.parentRunId === undefined || !listed.has(s.parentRunId) || !UNFINISHED.has(s.status)) continue;
+    const counts = children.get(s.parentRunId) ?? {};
+    counts[s.status] = (counts[s.status] ?? 0) + 1;
+    children.set(s.parentRunId, counts);
+  }
+  return { runs, more: Math.max(0, kept.length - filter.limit), children };
 }
 
 /** The runs the cluster's status bucket holds that `filter` keeps (see selectRuns), in one streamed read. */
-export async function listRuns(
-  bus: ActorBus,
-  filter: RunFilter,
-): Promise<{ runs: RunStatus[]; more: number }> {
+export async function listRuns(bus: ActorBus, filter: RunFilter): Promise<RunsListing> {
   return selectRuns((await readRunsBucket(bus)).statuses, filter);
 }
 

@@ -1,6 +1,6 @@
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
-import type { BreakerView } from "./inspect.js";
+import type { BreakerView, ChildrenGoing } from "./inspect.js";
 
 /** A fixed-width bar: `used` of `limit`, or just the count when there is no limit. */
 export function bar(used: number, limit: number | undefined, width = 20): string {
@@ -55,6 +55,13 @@ function oneLine(text: string): string {
   return flat.length > 120 ? `${flat.slice(0, 119)}…` : flat;
 }
 
+/** A run's children not finished, by status: "children: 2 running, 1 halted". */
+function childrenText(children: ChildrenGoing): string {
+  const order = ["queued", "running", "awaiting_approval", "halted"] as const;
+  const counts = order.filter((s) => (children[s] ?? 0) > 0).map((s) => `${children[s]} ${s}`);
+  return `children: ${counts.join(", ")}`;
+}
+
 /** A committed run a failing ancestor undid: by whom, and what is left to a human, if anything. */
 export function undoneText(status: RunStatus): string | undefined {
   const u = status.undone;
@@ -66,10 +73,10 @@ export function undoneText(status: RunStatus): string | undefined {
 
 /**
  * One line of `runs`: the run, its status and phase, iteration, tool calls, cost and last change;
- * then its tree's root when it is a child, what it waits on, why it halted or failed, or, committed,
- * whether a failing ancestor undid it.
+ * then its tree's root when it is a child, what it waits on (its children not finished among it),
+ * why it halted or failed, or, committed, whether a failing ancestor undid it.
  */
-export function runLine(status: RunStatus): string {
+export function runLine(status: RunStatus, children?: ChildrenGoing): string {
   const root = status.rootRunId && status.rootRunId !== status.runId ? [`root ${status.rootRunId}`] : [];
   const w = status.waiting;
   return [
@@ -82,6 +89,7 @@ export function runLine(status: RunStatus): string {
     status.updatedAt,
     ...root,
     ...(w ? [`waiting: ${w.for} for ${w.provider}`] : []),
+    ...(children ? [childrenText(children)] : []),
     // Why a run halted or failed: what an operator reads before a resume or a cancel.
     ...(status.terminal && status.status !== "committed"
       ? [`reason: ${oneLine(status.terminal.reason)}`]

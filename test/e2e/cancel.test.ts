@@ -327,6 +327,9 @@ describe("agentctl cancel: a run ended for good", () => {
     await until(() => Promise.resolve(bookings.made.length === 1), 10_000, { what: "the child's booking" });
     await agentctl("halt", childId, "--reason", "inspect", "--by", "oncall");
     await suite.waitFor(childId, (s) => s.status === "halted", 10_000);
+    // The parent, parked, waits on it: `runs` says so on its line.
+    const listed = await agentctl("runs", "--root", runId);
+    expect(listed.stdout).toMatch(new RegExp(`^${runId} +running .* children: 1 halted$`, "m"));
     await agentctl("cancel", runId, "--reason", "wrong trip", "--by", "oncall");
     // Its undo does not wait on a halted child (it cannot commit), nor does it cancel it.
     expect(await suite.waitFor(runId, ended, 20_000)).toMatchObject({ status: "failed" });

@@ -27,7 +27,7 @@ describe("agentctl runs", () => {
   ];
 
   it("lists the runs not finished by default, the most recently changed first, and how many the limit left out", () => {
-    expect(selectRuns(statuses, { statuses: UNFINISHED, limit: 10 })).toEqual({
+    expect(selectRuns(statuses, { statuses: UNFINISHED, limit: 10 })).toMatchObject({
       runs: [statuses[3], statuses[2], statuses[4], statuses[0]],
       more: 0,
     });
@@ -40,6 +40,22 @@ describe("agentctl runs", () => {
     expect(selectRuns(statuses, { statuses: new Set(["committed"]), limit: 10 }).runs).toEqual([statuses[1]]);
     const tree = selectRuns(statuses, { statuses: UNFINISHED, root: "new-waiting", limit: 10 });
     expect(tree.runs.map((r) => r.runId)).toEqual(["child", "new-waiting"]);
+  });
+
+  it("counts the listed runs' children not finished, by status, and shows them on the parent's line", () => {
+    const tree = [
+      run("p", 9, { status: "running", phase: "ACT" }),
+      ...(["running", "running", "halted", "committed", "failed"] as const).map((status, i) =>
+        run(`p-${i}`, i, { status, parentRunId: "p", rootRunId: "p", depth: 1 }),
+      ),
+      run("other", 1, { status: "running", parentRunId: "elsewhere", rootRunId: "elsewhere", depth: 1 }),
+    ];
+    const { runs, children } = selectRuns(tree, { statuses: UNFINISHED, limit: 1 });
+    expect(runs.map((r) => r.runId)).toEqual(["p"]);
+    // Only the listed runs' children are counted; finished ones are not.
+    expect([...children]).toEqual([["p", { running: 2, halted: 1 }]]);
+    expect(runLine(runs[0] as RunStatus, children.get("p"))).toMatch(/ {2}children: 2 running, 1 halted$/);
+    expect(runLine(tree[1] as RunStatus, children.get("p-0"))).not.toContain("children");
   });
 
   it("shows one line per run: id, status, phase, counters, last change, its root when a child, what it waits on", () => {
