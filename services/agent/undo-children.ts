@@ -41,9 +41,8 @@ export interface ChildrenUndone {
  * (its compensations, most recent first; its own committed children the same way, deeper down),
  * read from its log. A child's trail stays as it ended; the parent's records the undo (this call's
  * INTENT, then its outcome, which lists every compensation), and the child's status says it was
- * undone (RunStatus.undone). Each compensation is sent under a key
- * of the child's run and action, so the undo made again (the parent's worker died in it) sends
- * nothing twice. Children still going are cancelled and waited for first (see awaitChildrenEnd).
+ * undone (RunStatus.undone). Each compensation is sent under a key of the child's run and action,
+ * so the undo made again (the parent's worker died in it) sends nothing twice. Children still going are cancelled and waited for first (see awaitChildrenEnd).
  * Completed when all went through; aborted, with what needs a human, otherwise.
  */
 export async function undoChildren(

@@ -1,6 +1,6 @@
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
-import type { BreakerView, ChildrenGoing } from "./inspect.js";
+import { UNFINISHED, type BreakerView, type ChildrenGoing } from "./inspect.js";
 
 /** A fixed-width bar: `used` of `limit`, or just the count when there is no limit. */
 export function bar(used: number, limit: number | undefined, width = 20): string {
@@ -28,7 +28,7 @@ export function statusLine(status: RunStatus, limits: Limits = {}): string {
     `tokens ${u.inputTokens + u.outputTokens}`,
     `cost ${cost}`,
     ...(w ? [`waiting: ${w.for} for ${w.provider}, next try after ${w.until}, until ${w.giveUpAt}`] : []),
-    ...[undoneText(status)].filter((t) => t !== undefined),
+    ...undone(status),
   ].join("  ");
 }
 
@@ -57,18 +57,17 @@ function oneLine(text: string): string {
 
 /** A run's children not finished, by status: "children: 2 running, 1 halted". */
 function childrenText(children: ChildrenGoing): string {
-  const order = ["queued", "running", "awaiting_approval", "halted"] as const;
-  const counts = order.filter((s) => (children[s] ?? 0) > 0).map((s) => `${children[s]} ${s}`);
+  const counts = [...UNFINISHED].filter((s) => (children[s] ?? 0) > 0).map((s) => `${children[s]} ${s}`);
   return `children: ${counts.join(", ")}`;
 }
 
-/** A committed run a failing ancestor undid: by whom, and what is left to a human, if anything. */
-export function undoneText(status: RunStatus): string | undefined {
+/** Of a committed run a failing ancestor undid: by whom, and what is left to a human; else nothing. */
+function undone(status: RunStatus): string[] {
   const u = status.undone;
-  if (!u) return undefined;
+  if (!u) return [];
   const left = u.calls.filter((c) => !c.ok).length + (u.manual?.length ?? 0);
   const calls = `${u.calls.length} ${u.calls.length === 1 ? "call" : "calls"}`;
-  return `undone by ${u.by} (${calls}${left > 0 ? `, ${left} left to a human` : ""})`;
+  return [`undone by ${u.by} (${calls}${left > 0 ? `, ${left} left to a human` : ""})`];
 }
 
 /**
@@ -94,6 +93,6 @@ export function runLine(status: RunStatus, children?: ChildrenGoing): string {
     ...(status.terminal && status.status !== "committed"
       ? [`reason: ${oneLine(status.terminal.reason)}`]
       : []),
-    ...[undoneText(status)].filter((t) => t !== undefined),
+    ...undone(status),
   ].join("  ");
 }

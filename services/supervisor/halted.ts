@@ -26,7 +26,7 @@ export async function haltedRun(bus: ActorBus, runId: string): Promise<HaltedRun
  * undoing its calls before it fails, or its status is gone (it finished long ago). Undefined for a
  * root run, or a parent that still can.
  */
-export function parentTakesNoResult(status: RunStatus, parent: RunStatus | undefined): string | undefined {
+function parentTakesNoResult(status: RunStatus, parent: RunStatus | undefined): string | undefined {
   const parentRunId = status.parentRunId;
   if (parentRunId === undefined || (parent && !takesNoChildResults(parent))) return undefined;
   if (!parent) return `its parent ${parentRunId} has finished and its status is gone`;
@@ -40,9 +40,7 @@ export function parentTakesNoResult(status: RunStatus, parent: RunStatus | undef
  * it cannot commit). A cancel undoes its completed calls instead.
  */
 export async function checkParentTakesResult(bus: ActorBus, status: RunStatus): Promise<void> {
-  if (status.parentRunId === undefined) return;
-  const parent = await new RunStatusStore(bus.buckets.runs).read(status.parentRunId);
-  const why = parentTakesNoResult(status, parent?.status);
+  const why = await parentNowTakesNoResult(bus, status);
   if (why) {
     throw new AgentError(
       "PARENT_FINISHED",
@@ -50,6 +48,13 @@ export async function checkParentTakesResult(bus: ActorBus, status: RunStatus): 
       { details: { parentRunId: status.parentRunId } },
     );
   }
+}
+
+/** parentTakesNoResult, with the parent's status as it is now (one read; none for a root run). */
+export async function parentNowTakesNoResult(bus: ActorBus, status: RunStatus): Promise<string | undefined> {
+  if (status.parentRunId === undefined) return undefined;
+  const parent = await new RunStatusStore(bus.buckets.runs).get(status.parentRunId);
+  return parentTakesNoResult(status, parent);
 }
 
 /** The halted runs of a tree that may resume, and those left halted (see checkParentTakesResult). */

@@ -7,7 +7,6 @@ import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
-import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { queueCancel } from "../../shared/bus/cancel-job.js";
 import { ORPHANS_BY } from "./cancel.js";
 import {
@@ -15,7 +14,7 @@ import {
   haltedInTree,
   haltedRun,
   leftHaltedText,
-  parentTakesNoResult,
+  parentNowTakesNoResult,
   type HaltedRun,
   type HaltedTree,
 } from "./halted.js";
@@ -120,11 +119,8 @@ async function resumeOne(
  * the moment its parent begins to fail can still commit before this read (README, Durability).
  */
 async function cancelIfOrphaned(bus: ActorBus, { status, revision }: HaltedRun): Promise<void> {
-  if (status.parentRunId === undefined) return;
-  const parent = await new RunStatusStore(bus.buckets.runs).read(status.parentRunId);
-  const reason = parentTakesNoResult(status, parent?.status);
-  if (!reason) return;
-  await queueCancel(bus, status, revision, { by: ORPHANS_BY, reason });
+  const reason = await parentNowTakesNoResult(bus, status);
+  if (reason) await queueCancel(bus, status, revision, { by: ORPHANS_BY, reason });
 }
 
 /**
