@@ -1,5 +1,6 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { orphanCancelReason, orphanedChild, queueCancel } from "../../shared/bus/cancel-job.js";
+import { queuedJobKinds } from "../../shared/bus/jobs.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -38,7 +39,8 @@ export interface FailingParent {
  * going and left to be cancelled once its parent has failed could commit in between, and what it
  * did would stand, undone by nobody. A cancelled child either fails, undoing its own calls, or
  * commits first, and is then undone with the rest. A child halted by an operator, or undoing its
- * own calls, cannot commit and is not waited on.
+ * own calls, cannot commit and is not waited on, unless an operator's resume of it is queued: it is
+ * then cancelled as well (the cancel's job follows the resume's), and waited on.
  *
  * Waits here for a few seconds (IN_LEASE_WAIT_MS); children still going then hand the run back
  * (CHILDREN_GOING, retryable), so a parent holds no worker slot while a child's cancel waits for
@@ -51,7 +53,7 @@ export async function awaitChildrenEnd(
 ): Promise<string[]> {
   const { bus } = deps;
   const store = new RunStatusStore(bus.buckets.runs);
-  let going = await goingOf(store, children);
+  let going = await goingOf(bus, store, children);
   const reason = orphanCancelReason(parent.runId, true, parent.reason);
   for (const { status, revision } of going)
     await queueCancel(bus, status, revision, { by: CANCELLED_BY, reason });
@@ -61,6 +63,7 @@ export async function awaitChildrenEnd(
     await bus.clock.sleep(pause);
     pause = Math.min(POLL_MS[1], pause * 2);
     going = await goingOf(
+      bus,
       store,
       going.map((g) => g.status.runId),
     );
@@ -74,13 +77,30 @@ export async function awaitChildrenEnd(
   );
 }
 
-/** The children, of those named, that could still commit, with their statuses' revisions. */
+/**
+ * The children, of those named, that could still commit, with their statuses' revisions: those
+ * going, and those halted with a resume on the work queue (an operator's, which no worker has
+ * applied yet: the child runs again once one does).
+ */
 async function goingOf(
+  bus: ActorBus,
   store: RunStatusStore,
   children: readonly string[],
 ): Promise<{ status: RunStatus; revision: number }[]> {
-  const reads = await Promise.all(children.map((id) => store.read(id)));
-  return reads.filter((r): r is NonNullable<typeof r> => r !== undefined && orphanedChild(r.status));
+  const reads = await Promise.all(
+    children.map(async (id) => {
+      const read = await store.read(id);
+      if (!read || orphanedChild(read.status)) return read;
+      return read.status.status === "halted" && (await resumeQueued(bus, id)) ? read : undefined;
+    }),
+  );
+  return reads.filter((r) => r !== undefined);
+}
+
+/** Whether a job on the run's work queue may resume it (a job this build cannot read may). */
+async function resumeQueued(bus: ActorBus, runId: string): Promise<boolean> {
+  const kinds = await queuedJobKinds(bus, runId);
+  return kinds.some((k) => k === "resume" || k === "unreadable");
 }
 
 /** How long a failing parent waits in all for its children (see CHILDREN_END_WAIT_MS). */

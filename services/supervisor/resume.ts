@@ -114,9 +114,9 @@ async function resumeOne(
 /**
  * A parent can begin to fail after the resume read it: the read again, now that the resume is
  * queued, cancels the child if it did (the cancel's job follows the resume's, and the child, resumed
- * or not yet, stops, undoes its calls and fails). What a parent's undo finds of a child whose
- * resume no worker has taken yet is a halted child, which it does not wait on: a child resumed in
- * the moment its parent begins to fail can still commit before this read (README, Durability).
+ * or not yet, stops, undoes its calls and fails). The parent's undo, which writes its FAIL status
+ * before it reads its children, takes a halted child with a resume queued for one still going
+ * (see awaitChildrenEnd): one of the two reads finds the other.
  */
 async function cancelIfOrphaned(bus: ActorBus, { status, revision }: HaltedRun): Promise<void> {
   const reason = await parentNowTakesNoResult(bus, status);

@@ -4,12 +4,14 @@ import {
   type JetStreamClient,
   type JetStreamManager,
   type ConsumerConfig,
+  type MsgRequest,
+  type StoredMsg,
 } from "@nats-io/jetstream";
 import { RunJob } from "../contracts/cluster.js";
 import type { RunStatus } from "../contracts/run-status.js";
 import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
-import { encode } from "./codec.js";
+import { decode, encode } from "./codec.js";
 import { ensureDurable } from "./durable.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
@@ -44,15 +46,46 @@ export async function publishJob(
  * Whether a job of the run is on the work queue: waiting, or held by a worker (the queue drops a
  * job only once it is acknowledged).
  */
-export async function hasQueuedJob(
-  deps: Pick<JobDeps, "subjects" | "clock" | "random"> & { jsm: JetStreamManager },
-  runId: string,
-): Promise<boolean> {
+export async function hasQueuedJob(deps: QueueReadDeps, runId: string): Promise<boolean> {
+  return (await lastJobMessage(deps, runId)) !== null;
+}
+
+type QueueReadDeps = Pick<JobDeps, "subjects" | "clock" | "random"> & { jsm: JetStreamManager };
+
+/**
+ * What the run's jobs on the work queue (waiting, or held by a worker) carry, oldest first: each
+ * one's event type, "start" for a job with none, "unreadable" for one this build cannot read. At
+ * most `max` (a run has a few at once).
+ */
+export async function queuedJobKinds(deps: QueueReadDeps, runId: string, max = 16): Promise<string[]> {
   const subject = deps.subjects.runQueue(runId);
-  const last = await withBusRetry(`looking for a job on ${subject}`, deps, () =>
+  const kinds: string[] = [];
+  for (let seq = 1; kinds.length < max;) {
+    // STREAM.MSG.GET takes `next_by_subj` since nats-server 2.9 (see strays.ts).
+    const query = { seq, next_by_subj: subject } as unknown as MsgRequest;
+    const msg = await withBusRetry(`reading the jobs on ${subject}`, deps, () =>
+      deps.jsm.streams.getMessage(deps.subjects.streams().runs, query),
+    );
+    if (!msg) break;
+    kinds.push(jobKind(msg.data));
+    seq = msg.seq + 1;
+  }
+  return kinds;
+}
+
+function jobKind(data: Uint8Array): string {
+  try {
+    return decode(RunJob, data).event?.type ?? "start";
+  } catch {
+    return "unreadable";
+  }
+}
+
+async function lastJobMessage(deps: QueueReadDeps, runId: string): Promise<StoredMsg | null> {
+  const subject = deps.subjects.runQueue(runId);
+  return withBusRetry(`looking for a job on ${subject}`, deps, () =>
     deps.jsm.streams.getMessage(deps.subjects.streams().runs, { last_by_subj: subject }),
   );
-  return last !== null;
 }
 
 /** A job that continues an existing run (its spec is in the WAL), with the outside event to continue with, if any. */

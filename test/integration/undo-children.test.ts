@@ -20,6 +20,7 @@ import {
 } from "../../services/agent/children-end.js";
 import { decode } from "../../shared/bus/codec.js";
 import { RunJob } from "../../shared/contracts/cluster.js";
+import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { until } from "../helpers/until.js";
 import { bookingTools } from "../helpers/bookings.js";
@@ -220,6 +221,31 @@ describe("undo_children: a failing parent undoes what its committed children did
     expect(unbooked).toHaveLength(1);
     // None of them could commit any more: none is cancelled.
     for (const id of children) expect(await cancelJob(id)).toBeUndefined();
+  });
+
+  it("a child an operator halted and then resumed, its resume not yet taken by a worker, is cancelled and waited for; one whose only job is a cancel is not", async () => {
+    await committedChild("p7-act-1-1", [{ name: "book", input: { item: "seat 13" } }]);
+    const store = new RunStatusStore(suite.bus.buckets.runs);
+    const queue = async (runId: string, event: NonNullable<RunJob["event"]>) => {
+      await statusOf(runId, "halted");
+      const read = await store.read(runId);
+      if (!read) throw new Error(`no status for ${runId}`);
+      await publishJob(suite.bus, continuationJob(read.status, event), `${runId}:${event.type}:test`);
+    };
+    const at = Date.now();
+    await queue("p7-act-1-2", { type: "resume", at, by: "oncall" });
+    await queue("p7-act-1-3", { type: "cancel", at, by: "oncall", reason: "not needed" });
+    unbooked.length = 0;
+    const children = ["p7-act-1-1", "p7-act-1-2", "p7-act-1-3"];
+    const undone = undoChildren(undo(children), failing("p7"), lease());
+    await until(async () => (await cancelJob("p7-act-1-2")) !== undefined, 5_000, { what: "its cancel" });
+    expect(await cancelJob("p7-act-1-2")).toMatchObject({ event: { type: "cancel", by: "agent" } });
+    expect(await cancelJob("p7-act-1-3")).toMatchObject({ event: { by: "oncall" } });
+    expect(unbooked).toHaveLength(0);
+    // Resumed, then cancelled: it fails, undoing its own calls; the parent goes on.
+    await statusOf("p7-act-1-2", "failed");
+    expect(await undone).toMatchObject({ type: "toolCompleted", output: { manual: [] } });
+    expect(unbookedItems()).toEqual(["seat 13"]);
   });
 
   it("a child still going is cancelled and waited for: one that commits before its cancel lands is undone with the rest", async () => {
