@@ -104,10 +104,15 @@ export function addControlCommands(cmd: Command): void {
     );
   cmd
     .command("resume")
-    .description("resume a halted run (after the kill switch or a reconciliation) from where it stopped")
+    .description(
+      "resume a halted run (after the kill switch or a reconciliation) from where it stopped; a child whose parent has finished, or is undoing its calls, is refused (PARENT_FINISHED): cancel it instead",
+    )
     .argument("<runId>", "the run", runIdArg)
     .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
-    .option("--tree", "every halted run of the tree under it, the deepest first and the run last")
+    .option(
+      "--tree",
+      "every halted run of the tree under it, the deepest first and the run last (children whose parent has finished stay halted, named in the reply)",
+    )
     .option(
       "--settle <ran|not-run>",
       "for a run halted for a reconciliation: what you found of the call whose outcome was unknown (ran: it went through, give its --output; not-run: it did not, and runs when the run makes it again)",
