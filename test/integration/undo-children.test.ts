@@ -235,15 +235,20 @@ describe("undo_children: a failing parent undoes what its committed children did
     const at = Date.now();
     await queue("p7-act-1-2", { type: "resume", at, by: "oncall" });
     await queue("p7-act-1-3", { type: "cancel", at, by: "oncall", reason: "not needed" });
+    // A job this build cannot read (a later build's) may resume its run: it counts as one.
+    await statusOf("p7-act-1-4", "halted");
+    await suite.bus.js.publish(suite.bus.subjects.runQueue("p7-act-1-4"), new TextEncoder().encode("{}"));
     unbooked.length = 0;
-    const children = ["p7-act-1-1", "p7-act-1-2", "p7-act-1-3"];
+    const children = ["p7-act-1-1", "p7-act-1-2", "p7-act-1-3", "p7-act-1-4"];
     const undone = undoChildren(undo(children), failing("p7"), lease());
     await until(async () => (await cancelJob("p7-act-1-2")) !== undefined, 5_000, { what: "its cancel" });
     expect(await cancelJob("p7-act-1-2")).toMatchObject({ event: { type: "cancel", by: "agent" } });
     expect(await cancelJob("p7-act-1-3")).toMatchObject({ event: { by: "oncall" } });
+    expect(await cancelJob("p7-act-1-4")).toMatchObject({ event: { type: "cancel", by: "agent" } });
     expect(unbooked).toHaveLength(0);
     // Resumed, then cancelled: it fails, undoing its own calls; the parent goes on.
     await statusOf("p7-act-1-2", "failed");
+    await statusOf("p7-act-1-4", "failed");
     expect(await undone).toMatchObject({ type: "toolCompleted", output: { manual: [] } });
     expect(unbookedItems()).toEqual(["seat 13"]);
   });
