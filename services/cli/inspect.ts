@@ -9,6 +9,7 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { auditTally, readAudit } from "../../shared/bus/audit.js";
+import { parentTakesNoResult } from "../../shared/bus/cancel-job.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { readWal } from "../../shared/bus/wal.js";
@@ -190,6 +191,11 @@ export interface RunsListing {
   more: number;
   /** By run id, for the listed runs that have any (a parent waits on them, or left them going). */
   children: Map<string, ChildrenGoing>;
+  /**
+   * By run id, for the listed halted runs whose parent can no longer take their result: why. Such a
+   * run stays halted until an operator cancels it (a resume is refused).
+   */
+  orphans: Map<string, string>;
 }
 
 /** The runs a filter keeps, the most recently changed first, at most `limit`; `more`: those left out. */
@@ -208,7 +214,14 @@ export function selectRuns(statuses: readonly RunStatus[], filter: RunFilter): R
     counts[s.status] = (counts[s.status] ?? 0) + 1;
     children.set(s.parentRunId, counts);
   }
-  return { runs, more: Math.max(0, kept.length - filter.limit), children };
+  const byId = new Map(statuses.map((s) => [s.runId, s]));
+  const orphans = new Map<string, string>();
+  for (const run of runs) {
+    if (run.status !== "halted" || run.parentRunId === undefined) continue;
+    const why = parentTakesNoResult(run, byId.get(run.parentRunId));
+    if (why) orphans.set(run.runId, why);
+  }
+  return { runs, more: Math.max(0, kept.length - filter.limit), children, orphans };
 }
 
 /** The runs the cluster's status bucket holds that `filter` keeps (see selectRuns), in one streamed read. */

@@ -145,14 +145,16 @@ export function program(): Command {
       (opts: { status?: Set<RunStatusValue>; all?: boolean; root?: string; limit: number; json?: boolean }) =>
         withClient(async (client) => {
           const statuses = opts.all ? new Set(RunStatusValue.options) : (opts.status ?? UNFINISHED);
-          const { runs, more, children } = await listRuns(client.bus, {
+          const { runs, more, children, orphans } = await listRuns(client.bus, {
             statuses,
             limit: opts.limit,
             ...(opts.root ? { root: opts.root } : {}),
           });
           if (opts.json) return out(JSON.stringify(runs));
           if (runs.length === 0) return out(`no run is ${[...statuses].join(", ")}`);
-          for (const run of runs) out(runLine(run, children.get(run.runId)));
+          for (const run of runs) {
+            out(runLine(run, { children: children.get(run.runId), orphaned: orphans.get(run.runId) }));
+          }
           if (more > 0) out(`… and ${more} more (--limit)`);
         }),
     );

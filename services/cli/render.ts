@@ -73,9 +73,14 @@ function undone(status: RunStatus): string[] {
 /**
  * One line of `runs`: the run, its status and phase, iteration, tool calls, cost and last change;
  * then its tree's root when it is a child, what it waits on (its children not finished among it),
- * why it halted or failed, or, committed, whether a failing ancestor undid it.
+ * why it halted or failed, for a halted child why its parent can no longer take its result, or,
+ * committed, whether a failing ancestor undid it.
  */
-export function runLine(status: RunStatus, children?: ChildrenGoing): string {
+export function runLine(
+  status: RunStatus,
+  about: { children?: ChildrenGoing | undefined; orphaned?: string | undefined } = {},
+): string {
+  const { children, orphaned } = about;
   const root = status.rootRunId && status.rootRunId !== status.runId ? [`root ${status.rootRunId}`] : [];
   const w = status.waiting;
   return [
@@ -93,6 +98,7 @@ export function runLine(status: RunStatus, children?: ChildrenGoing): string {
     ...(status.terminal && status.status !== "committed"
       ? [`reason: ${oneLine(status.terminal.reason)}`]
       : []),
+    ...(orphaned ? [`orphaned, cancel it: ${oneLine(orphaned)}`] : []),
     ...undone(status),
   ].join("  ");
 }

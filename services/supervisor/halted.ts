@@ -1,6 +1,6 @@
-import { isFinished, takesNoChildResults, type RunStatus } from "../../shared/contracts/run-status.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { orphanCancelReason } from "../../shared/bus/cancel-job.js";
+import { parentTakesNoResult } from "../../shared/bus/cancel-job.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -19,19 +19,6 @@ export async function haltedRun(bus: ActorBus, runId: string): Promise<HaltedRun
     throw new AgentError("INVALID_INPUT", `run '${runId}' is not halted (it is ${read.status.status})`);
   }
   return read;
-}
-
-/**
- * Why a run's parent can no longer take its result, as a cancel's reason: it finished, or it is
- * undoing its calls before it fails, or its status is gone (it finished long ago). Undefined for a
- * root run, or a parent that still can.
- */
-function parentTakesNoResult(status: RunStatus, parent: RunStatus | undefined): string | undefined {
-  const parentRunId = status.parentRunId;
-  if (parentRunId === undefined || (parent && !takesNoChildResults(parent))) return undefined;
-  if (!parent) return `its parent ${parentRunId} has finished and its status is gone`;
-  if (parent.status === "committed") return `its parent ${parentRunId} committed`;
-  return orphanCancelReason(parentRunId, !isFinished(parent), parent.terminal?.reason);
 }
 
 /**

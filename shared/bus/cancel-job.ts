@@ -1,4 +1,4 @@
-import { isFinished, type RunStatus } from "../contracts/run-status.js";
+import { isFinished, takesNoChildResults, type RunStatus } from "../contracts/run-status.js";
 import type { ActorBus } from "./actor.js";
 import { continuationJob, publishJob } from "./jobs.js";
 
@@ -14,6 +14,19 @@ export function orphanCancelReason(parentRunId: string, failing: boolean, why?: 
     0,
     MAX_CANCEL_REASON,
   );
+}
+
+/**
+ * Why a run's parent can no longer take its result, as a cancel's reason: it finished, or it is
+ * undoing its calls before it fails, or its status is gone (it finished long ago). Undefined for a
+ * root run, or a parent that still can.
+ */
+export function parentTakesNoResult(status: RunStatus, parent: RunStatus | undefined): string | undefined {
+  const parentRunId = status.parentRunId;
+  if (parentRunId === undefined || (parent && !takesNoChildResults(parent))) return undefined;
+  if (!parent) return `its parent ${parentRunId} has finished and its status is gone`;
+  if (parent.status === "committed") return `its parent ${parentRunId} committed`;
+  return orphanCancelReason(parentRunId, !isFinished(parent), parent.terminal?.reason);
 }
 
 /** Why a run cannot be cancelled; undefined when it can. */

@@ -344,6 +344,13 @@ describe("agentctl cancel: a run ended for good", () => {
     expect(await suite.waitFor(childId, (s) => s.status === "halted", 1_000)).toMatchObject({
       status: "halted",
     });
+    const orphaned = await agentctl("runs", "--root", runId);
+    expect(orphaned.stdout).toMatch(
+      new RegExp(
+        `^${childId} +halted .* orphaned, cancel it: its parent ${runId} failed: \\[RUN_CANCELLED\\]`,
+        "m",
+      ),
+    );
     expect(bookings.unbooked).toEqual([]);
     await agentctl("cancel", childId, "--reason", "its parent failed", "--by", "oncall");
     await cancelledAs(childId, "[RUN_CANCELLED] cancelled by oncall: its parent failed");

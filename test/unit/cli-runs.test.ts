@@ -54,8 +54,34 @@ describe("agentctl runs", () => {
     expect(runs.map((r) => r.runId)).toEqual(["p"]);
     // Only the listed runs' children are counted; finished ones are not.
     expect([...children]).toEqual([["p", { running: 2, halted: 1 }]]);
-    expect(runLine(runs[0] as RunStatus, children.get("p"))).toMatch(/ {2}children: 2 running, 1 halted$/);
-    expect(runLine(tree[1] as RunStatus, children.get("p-0"))).not.toContain("children");
+    expect(runLine(runs[0] as RunStatus, { children: children.get("p") })).toMatch(
+      / {2}children: 2 running, 1 halted$/,
+    );
+    expect(runLine(tree[1] as RunStatus, { children: children.get("p-0") })).not.toContain("children");
+  });
+
+  it("says of a halted child whose parent can no longer take its result why, so it is cancelled rather than left halted", () => {
+    const child = (id: string, parentRunId: string) =>
+      run(id, 5, { status: "halted", phase: "HALT", parentRunId, rootRunId: parentRunId, depth: 1 });
+    const statuses = [
+      run("f", 1, {
+        status: "failed",
+        phase: "FAIL",
+        terminal: { kind: "FAIL", reason: "[RUN_CANCELLED] by oncall" },
+      }),
+      run("g", 1, { status: "running", phase: "ACT" }),
+      child("f-1", "f"),
+      child("g-1", "g"),
+      child("gone-1", "gone"),
+    ];
+    const { orphans } = selectRuns(statuses, { statuses: UNFINISHED, limit: 10 });
+    expect([...orphans].sort()).toEqual([
+      ["f-1", "its parent f failed: [RUN_CANCELLED] by oncall"],
+      ["gone-1", "its parent gone has finished and its status is gone"],
+    ]);
+    expect(runLine(statuses[2] as RunStatus, { orphaned: orphans.get("f-1") })).toMatch(
+      / {2}orphaned, cancel it: its parent f failed: \[RUN_CANCELLED\] by oncall$/,
+    );
   });
 
   it("shows one line per run: id, status, phase, counters, last change, its root when a child, what it waits on", () => {
