@@ -42,7 +42,7 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
     const children =
       (going.length > 0 ? `; its children still going are cancelled with it: ${going.join(", ")}` : "") +
       (halted.length > 0
-        ? `; its halted children stay halted (cancel --tree ends them too): ${halted.join(", ")}`
+        ? `; its halted children stay halted, and can no longer be resumed (cancel --tree ends them too): ${halted.join(", ")}`
         : "") +
       (committed.length > 0
         ? `; its committed children have what they did undone with its own calls: ${committed.join(", ")}`

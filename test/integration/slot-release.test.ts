@@ -233,7 +233,7 @@ describe("the supervisor's slot release loop", () => {
       },
     });
     expect(reply.ok && reply.message).toContain(
-      `; its children still going are cancelled with it: ${name("going")}, ${name("asking")}, ${name("queued")}; its halted children stay halted (cancel --tree ends them too): ${name("halted")}; its committed children have what they did undone with its own calls: ${name("done")}`,
+      `; its children still going are cancelled with it: ${name("going")}, ${name("asking")}, ${name("queued")}; its halted children stay halted, and can no longer be resumed (cancel --tree ends them too): ${name("halted")}; its committed children have what they did undone with its own calls: ${name("done")}`,
     );
     const failed = {
       ...settled(parentRunId, "run.failed"),
