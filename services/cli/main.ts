@@ -3,9 +3,10 @@
  * the public wire contract, so anything it does can be scripted against NATS directly.
  */
 import { join } from "node:path";
-import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError } from "commander";
 import { RunStatusValue } from "../../shared/contracts/run-status.js";
 import { DEFAULT_CHECKPOINT_EVERY } from "../../shared/loop/state.js";
+import { jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { readSpecFile, type ClusterClient } from "./client.js";
 import { out, runIdArg, withClient } from "./command-kit.js";
@@ -85,9 +86,9 @@ async function watch(client: ClusterClient, runId: string): Promise<void> {
 }
 
 export function program(): Command {
-  const cmd = new Command("agentctl")
-    .exitOverride()
-    .description("Operate a bounded agent cluster on NATS (NATS_URL, AGENTS_PREFIX).");
+  const cmd = jsonErrors(new Command("agentctl")).description(
+    "Operate a bounded agent cluster on NATS (NATS_URL, AGENTS_PREFIX).",
+  );
   cmd
     .command("submit")
     .description("submit a run from a RunSpec file (JSON or YAML), or from flags")
@@ -256,10 +257,5 @@ export function program(): Command {
 try {
   await program().parseAsync(process.argv);
 } catch (err) {
-  if (err instanceof CommanderError && err.exitCode === 0) process.exit(0);
-  // A bad flag or argument is INVALID_INPUT; commander already printed the usage hint.
-  const error =
-    err instanceof CommanderError ? toAgentError(new Error(err.message), "INVALID_INPUT") : toAgentError(err);
-  process.stderr.write(`${JSON.stringify({ error: { code: error.code, message: error.message } })}\n`);
-  process.exitCode = 2;
+  reportCliError(err);
 }

@@ -4,8 +4,8 @@
  * reserves for a human until `agentctl approve <runId> --by <name>`.
  */
 import { pathToFileURL } from "node:url";
-import { Command, CommanderError, InvalidArgumentError } from "commander";
-import { toAgentError } from "../../shared/runtime/errors.js";
+import { Command, InvalidArgumentError } from "commander";
+import { jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
 import { CONTROL_FUNCTION, ControlChange } from "./control-contract.js";
 import { type ControlAction, controlSpec } from "./control-spec.js";
 
@@ -36,8 +36,7 @@ const change = (c: unknown): ControlAction => {
 };
 
 export function controlProgram(write: (text: string) => void): Command {
-  const cmd = new Command("trading-control")
-    .exitOverride()
+  const cmd = jsonErrors(new Command("trading-control"))
     .description("RunSpec of one operator action on the trading executor (submit it with agentctl)")
     .requiredOption("--reason <text>", "why (recorded in the audit trail)")
     .option("--by <name>", "who asks (recorded)", process.env.USER ?? "operator")
@@ -95,13 +94,6 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   try {
     await controlProgram((t) => process.stdout.write(t)).parseAsync(process.argv);
   } catch (err) {
-    if (!(err instanceof CommanderError && err.exitCode === 0)) {
-      const error = toAgentError(
-        err instanceof CommanderError ? new Error(err.message) : err,
-        "INVALID_INPUT",
-      );
-      process.stderr.write(`${JSON.stringify({ error: { code: error.code, message: error.message } })}\n`);
-      process.exitCode = 2;
-    }
+    reportCliError(err, "INVALID_INPUT");
   }
 }

@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { SubmitRequest } from "../../shared/contracts/cluster.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
@@ -5,15 +6,25 @@ import { specFromFlags } from "../../services/cli/spec-flags.js";
 
 const base = { name: "n", model: "scripted:hi", tools: "", capabilities: "compute" };
 
+const TRADING_CONTROL = fileURLToPath(
+  new URL("../../dist/services/trading-executor/control-cli.js", import.meta.url),
+);
+
 /** The error of an agentctl command that must fail before it connects (no server needed). */
 async function refusal(...args: string[]): Promise<{ code: string; message: string }> {
-  const failed = await runProcess(process.execPath, [AGENTCTL, ...args]).then(
+  return refusalOf(AGENTCTL, args);
+}
+
+async function refusalOf(cli: string, args: string[]): Promise<{ code: string; message: string }> {
+  const failed = await runProcess(process.execPath, [cli, ...args]).then(
     () => undefined,
     (err: { code: number; stderr: string }) => err,
   );
   expect(failed).toMatchObject({ code: 2 });
-  const last = failed?.stderr.trim().split("\n").at(-1) ?? "";
-  return (JSON.parse(last) as { error: { code: string; message: string } }).error;
+  // One JSON line, nothing else: a script reads stderr as the error.
+  const lines = failed?.stderr.trim().split("\n") ?? [];
+  expect(lines).toHaveLength(1);
+  return (JSON.parse(lines[0] ?? "") as { error: { code: string; message: string } }).error;
 }
 
 describe("agentctl flags", () => {
@@ -72,6 +83,29 @@ describe("agentctl flags", () => {
       code: "INVALID_INPUT",
       message: "--prompt, --max-cost-usd shape a spec from flags; with a spec file, set them in the file",
     });
+  });
+
+  it("answer a bad command or argument with one JSON error line, and help on stdout", async () => {
+    expect(await refusal("frobnicate")).toEqual({
+      code: "INVALID_INPUT",
+      message: "unknown command 'frobnicate'",
+    });
+    expect(await refusal("status", "not a run id")).toMatchObject({
+      code: "INVALID_INPUT",
+      message: expect.stringMatching(
+        /^command-argument value 'not a run id' is invalid.*runId is 1-64/,
+      ) as string,
+    });
+    expect(await refusal("watch")).toMatchObject({
+      message: expect.stringMatching(/^missing required argument 'runId'/) as string,
+    });
+    expect(await refusalOf(TRADING_CONTROL, ["pause"])).toEqual({
+      code: "INVALID_INPUT",
+      message: "required option '--reason <text>' not specified",
+    });
+    const help = await runProcess(process.execPath, [AGENTCTL, "runs", "--help"]);
+    expect(help.stdout).toMatch(/Usage: agentctl runs/);
+    expect(help.stderr).toBe("");
   });
 
   it("refuse a replay's checkpoint interval that is not a positive integer before connecting", async () => {
