@@ -22,6 +22,8 @@ import {
 } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
 import { auditLine, breakerLine, runLine, statusLine } from "./render.js";
+import { resultJson, runResult } from "./result.js";
+import { failureSummary, resultLines } from "./result-text.js";
 import { SPEC_FLAGS, specFromFlags, type SpecFlags } from "./spec-flags.js";
 
 interface ReplayFlags {
@@ -76,13 +78,17 @@ const flagName = (key: string): string => `--${key.replaceAll(/[A-Z]/g, (c) => `
 
 async function watch(client: ClusterClient, runId: string): Promise<void> {
   // A run whose status retention removed would be watched for ever; one not yet submitted is waited for.
-  await client.statusOf(runId);
+  if (!(await client.statusOf(runId)))
+    process.stderr.write(`no run '${runId}' yet: waiting for it to be submitted (Ctrl-C stops)\n`);
   for await (const status of client.follow(runId)) out(statusLine(status));
   const last = await client.status.get(runId);
   if (last?.terminal)
     out(
       `${last.terminal.kind}: ${last.terminal.reason}${last.terminal.output ? `\n${last.terminal.output}` : ""}`,
     );
+  // A failure's status says only its reason: why, and what a human must check, are in its report.
+  if (last?.status === "failed")
+    for (const line of failureSummary(await runResult(client.bus, runId))) out(line);
 }
 
 export function program(): Command {
@@ -168,6 +174,20 @@ export function program(): Command {
         const status = await client.statusOf(runId);
         if (!status) throw toAgentError(new Error(`no run '${runId}'`), "NOT_FOUND");
         out(JSON.stringify(status, null, 2));
+      }),
+    );
+  cmd
+    .command("result")
+    .description(
+      "what a finished or halted run ended with, as its WAL records it: a failure's report (diagnosis, compensations, the calls left to a human), a commit's output and provenance, a halt's record",
+    )
+    .argument("<runId>", "the run", runIdArg)
+    .option("--json", "one JSON object: outcome, reason, time, hash and the artifact whole")
+    .action((runId: string, opts: { json?: boolean }) =>
+      withClient(async (client) => {
+        const result = await runResult(client.bus, runId);
+        if (opts.json) out(JSON.stringify(resultJson(result)));
+        else for (const line of resultLines(result)) out(line);
       }),
     );
   addControlCommands(cmd);

@@ -50,7 +50,7 @@ export function breakerLine(breaker: BreakerView, now: number): string {
 }
 
 /** A reason on one line, at most 120 characters of it. */
-function oneLine(text: string): string {
+export function oneLine(text: string): string {
   const flat = text.replaceAll(/\s+/g, " ").trim();
   return flat.length > 120 ? `${flat.slice(0, 119)}…` : flat;
 }

@@ -66,6 +66,8 @@ export const ERROR_CODES = {
   CHILDREN_GOING: { retryable: true },
   /** A child submitted for a parent that has already finished: nobody would take its result. */
   PARENT_FINISHED: { retryable: false },
+  /** The run has neither ended nor halted (it is queued, running or awaiting approval): it has no result yet. */
+  RUN_NOT_FINISHED: { retryable: true },
   /** A halted run's pool slot has not been freed yet (its halt is still being processed): resume it again shortly. */
   HALT_PENDING: { retryable: true },
   /**

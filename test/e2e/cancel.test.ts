@@ -41,6 +41,10 @@ describe("agentctl cancel: a run ended for good", () => {
     try {
       // Halted at its next step, the echo call its 2 s turn answers.
       await suite.waitFor(runId, (s) => s.status === "halted", 10_000);
+      // What it halted with, and what an operator can do about it.
+      const halted = (await agentctl("result", runId)).stdout;
+      expect(halted).toMatch(new RegExp(`^HALT {2}[^\\n]*incident 9[^\\n]*\\(${runId}, `));
+      expect(halted).toContain(`\`agentctl resume ${runId}\` continues it`);
       // A cancel says why.
       expect((await refusal("cancel", runId))?.message).toMatch(/required option '--reason/);
       const reply = await agentctl("cancel", runId, "--reason", "wrong booking", "--by", "oncall");
@@ -62,6 +66,11 @@ describe("agentctl cancel: a run ended for good", () => {
     const order = ["run.halted", "compensation.started", "compensation.completed", "run.failed"];
     expect(kinds.filter((k) => order.includes(k))).toEqual(order);
     expect(trail.find((e) => e.kind === "run.failed")?.reason).toMatch(/^\[RUN_CANCELLED\]/);
+    // Its failure report: the booking undone, nothing left to a human.
+    const report = (await agentctl("result", runId)).stdout;
+    expect(report).toMatch(/^FAIL {2}\[RUN_CANCELLED\] cancelled by oncall: wrong booking/);
+    expect(report).toMatch(/compensations \(1, most recent first\):\n {2}\S+ {2}undone by unbook\n/);
+    expect(report).toContain("left to a human: nothing");
     // Ended, it cannot be cancelled again.
     const again = await refusal("cancel", runId, "--reason", "twice");
     expect(again).toMatchObject({ code: "INVALID_INPUT" });

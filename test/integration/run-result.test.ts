@@ -1,0 +1,251 @@
+import { spawn } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { publishAudit } from "../../shared/bus/audit.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { WalWriter } from "../../shared/bus/wal.js";
+import type { ScriptStep } from "../../shared/contracts/model.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { defineTool } from "../../shared/tools/tool.js";
+import { runResult, type RunResult } from "../../services/cli/result.js";
+import { failureSummary, resultLines } from "../../services/cli/result-text.js";
+import { useActorBus } from "../helpers/actor-bus.js";
+import { AGENTCTL, credentials } from "../helpers/cluster-suite.js";
+import { bookingTools } from "../helpers/bookings.js";
+import { registry, runner, spec } from "../helpers/fixtures.js";
+import { until } from "../helpers/until.js";
+
+const suite = useActorBus("result", { random: seededRandom(5) });
+
+const { tools: bookings } = bookingTools();
+const charge = defineTool({
+  name: "charge",
+  description: "Charges an amount.",
+  input: z.object({ cents: z.number() }),
+  capability: { kind: "compute" },
+  reversibility: "irreversible",
+  idempotent: false,
+  execute: () => Promise.resolve({ output: { charged: true } }),
+});
+
+/** A run driven in this process, its WAL written to the bus and its status as its worker leaves it. */
+async function recorded(runId: string, script: ScriptStep[], resources = {}): Promise<RunStatus> {
+  const result = await runner({ registry: registry(...bookings, charge) }).run(
+    spec({ script, tools: ["book", "unbook", "charge"], resources }),
+    { runId },
+  );
+  await new WalWriter(suite.bus, runId, "w1", 0, 0).appendBatch(result.wal);
+  const status: RunStatus = {
+    runId,
+    status: result.state.status,
+    phase: result.state.phase,
+    iteration: result.state.guard.iteration,
+    usage: result.state.usage,
+    ...(result.state.terminal
+      ? { terminal: { kind: result.state.terminal.kind, reason: result.state.terminal.reason } }
+      : {}),
+    updatedAt: new Date().toISOString(),
+  };
+  await new RunStatusStore(suite.bus.buckets.runs).put(status);
+  return status;
+}
+
+const call = (name: string, input: Record<string, unknown>): ScriptStep => ({ toolCalls: [{ name, input }] });
+
+/** The artifact the result read for display, asserted to be read from the WAL. */
+function viewOf(result: RunResult) {
+  expect(result.source).toBe("wal");
+  return result.source === "wal" ? result.view : undefined;
+}
+
+describe("agentctl result: what a run ended with", () => {
+  it("a failure's report from its WAL: diagnosis, what was undone, what is left to a human", async () => {
+    // Two calls within budget (a booking, then an irreversible charge), the third over it.
+    await recorded(
+      "failed-run",
+      [call("book", { item: "room" }), call("charge", { cents: 5 }), call("book", { item: "car" })],
+      { maxToolCalls: 2 },
+    );
+    const result = await runResult(suite.bus, "failed-run");
+    expect(result).toMatchObject({ outcome: "FAIL", reason: "maxToolCalls" });
+    expect(viewOf(result)).toMatchObject({
+      kind: "failure",
+      diagnosis: "tool call 3 exceeds maxToolCalls 2",
+      compensations: [{ tool: "unbook", ok: true }],
+      manualIntervention: [{ tool: "charge", reason: expect.stringMatching(/irreversible/) as unknown }],
+    });
+    const text = resultLines(result).join("\n");
+    expect(text).toMatch(/^FAIL {2}maxToolCalls {2}\(failed-run, /);
+    expect(text).toMatch(/diagnosis: tool call 3 exceeds maxToolCalls 2/);
+    expect(text).toMatch(/compensations \(1, most recent first\):\n {2}act-\d+ {2}undone by unbook/);
+    expect(text).toMatch(/left to a human \(1\)[^\n]*\n {2}act-\d+ {2}charge: irreversible/);
+    expect(failureSummary(result)).toEqual([
+      "diagnosis: tool call 3 exceeds maxToolCalls 2",
+      "1 call left to a human: `agentctl result failed-run`",
+    ]);
+  });
+
+  it("a commit's output and provenance; a run not ended or halted has no result yet", async () => {
+    await recorded("committed-run", [call("book", { item: "room" }), { text: "booked the room" }]);
+    const result = await runResult(suite.bus, "committed-run");
+    expect(result).toMatchObject({ outcome: "COMMIT", source: "wal" });
+    expect(viewOf(result)).toMatchObject({ kind: "commit", output: "booked the room" });
+    const text = resultLines(result).join("\n");
+    expect(text).toMatch(/output:\nbooked the room/);
+    expect(text).toMatch(/tool calls: 1 \(book ×1\)/);
+    expect(failureSummary(result)).toEqual([]);
+
+    await new RunStatusStore(suite.bus.buckets.runs).put({
+      runId: "moving-run",
+      status: "running",
+      phase: "ACT",
+      iteration: 2,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 2, toolCalls: 1 },
+      updatedAt: new Date().toISOString(),
+    });
+    await expect(runResult(suite.bus, "moving-run")).rejects.toMatchObject({
+      code: "RUN_NOT_FINISHED",
+      message: expect.stringMatching(
+        /is running \(ACT\): it has no result yet; `agentctl watch moving-run`/,
+      ) as unknown,
+    });
+    await expect(runResult(suite.bus, "never-run")).rejects.toMatchObject({
+      code: "NOT_FOUND",
+      message: "no run 'never-run'",
+    });
+  });
+
+  it("a halt found before the run's last checkpoint, the log read whole when the tail from it has none", async () => {
+    const runId = "halted-run";
+    const halt: WalRecord = {
+      schemaVersion: 1,
+      runId,
+      iteration: 1,
+      at: Date.parse("2026-11-27T10:00:00Z"),
+      type: "TERMINAL",
+      outcome: "HALT",
+      reason: "stop for the audit",
+      artifactHash: "h1",
+      artifact: {
+        kind: "halt",
+        reason: "stop for the audit",
+        by: "oncall",
+        phase: "ACT",
+        lastCheckpoint: null,
+      },
+    };
+    const checkpoint: WalRecord = {
+      schemaVersion: 1,
+      runId,
+      iteration: 1,
+      at: Date.parse("2026-11-27T10:00:01Z"),
+      type: "CHECKPOINT",
+      checkpointId: "c1",
+      stateHash: "s1",
+      state: {},
+    };
+    const writer = new WalWriter(suite.bus, runId, "w1", 0, 0);
+    await writer.append(halt);
+    const checkpointSeq = await writer.append(checkpoint);
+    await new RunStatusStore(suite.bus.buckets.runs).put({
+      runId,
+      status: "halted",
+      phase: "HALT",
+      iteration: 1,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+      checkpointSeq,
+      updatedAt: new Date().toISOString(),
+    });
+    const result = await runResult(suite.bus, runId);
+    expect(result).toMatchObject({
+      outcome: "HALT",
+      reason: "stop for the audit",
+      at: "2026-11-27T10:00:00.000Z",
+    });
+    expect(resultLines(result)).toEqual([
+      "HALT  stop for the audit  (halted-run, 2026-11-27T10:00:00.000Z)",
+      "halted by oncall in ACT; last checkpoint: none",
+      "`agentctl resume halted-run` continues it; `agentctl cancel halted-run --reason …` ends it, undoing what it can",
+      "artifact sha256: h1",
+    ]);
+  });
+
+  it("once retention removed its WAL, what the run's closing audit event says, and that the report went with the WAL", async () => {
+    const runId = "swept-run";
+    await new RunStatusStore(suite.bus.buckets.runs).put({
+      runId,
+      status: "failed",
+      phase: "FAIL",
+      iteration: 3,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 3, toolCalls: 2 },
+      terminal: { kind: "FAIL", reason: "maxToolCalls" },
+      updatedAt: new Date().toISOString(),
+    });
+    await publishAudit(suite.bus, {
+      schemaVersion: 1,
+      auditId: `${runId}:9`,
+      runId,
+      rootRunId: runId,
+      seq: 9,
+      iteration: 3,
+      phase: "FAIL",
+      kind: "run.failed",
+      actor: "agent",
+      status: "failed",
+      reason: "maxToolCalls",
+      artifacts: ["h9"],
+      data: { diagnosis: "tool call 3 exceeds maxToolCalls 2", manualIntervention: 2 },
+      timestamp: "2026-11-27T11:00:00.000Z",
+    });
+    const result = await runResult(suite.bus, runId);
+    expect(result).toEqual({
+      runId,
+      outcome: "FAIL",
+      reason: "maxToolCalls",
+      at: "2026-11-27T11:00:00.000Z",
+      artifactHash: "h9",
+      source: "audit",
+      diagnosis: "tool call 3 exceeds maxToolCalls 2",
+      needsHuman: 2,
+    });
+    const text = resultLines(result).join("\n");
+    expect(text).toMatch(/from its audit trail: its WAL, and the artifact in full with it, was removed/);
+    expect(text).toMatch(/left to a human: 2 calls/);
+    expect(failureSummary(result)).toEqual([
+      "diagnosis: tool call 3 exceeds maxToolCalls 2",
+      "2 calls left to a human: `agentctl result swept-run`",
+    ]);
+  });
+
+  it("agentctl watch of a run not submitted yet says it waits for it, and ends a failure with its diagnosis", async () => {
+    const watching = spawn(process.execPath, [AGENTCTL, "watch", "later-run"], {
+      env: {
+        ...process.env,
+        NATS_URL: suite.server.url,
+        AGENTS_PREFIX: suite.bus.subjects.prefix,
+        ...credentials(suite.server),
+      },
+    });
+    let stdout = "";
+    let stderr = "";
+    watching.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    watching.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => watching.on("exit", resolve));
+    await until(() => Promise.resolve(stderr.length > 0), 10_000, { what: "watch's first words" });
+    expect(stderr).toBe("no run 'later-run' yet: waiting for it to be submitted (Ctrl-C stops)\n");
+    await recorded(
+      "later-run",
+      [call("book", { item: "room" }), call("charge", { cents: 5 }), call("book", { item: "car" })],
+      {
+        maxToolCalls: 2,
+      },
+    );
+    expect(await exited).toBe(0);
+    expect(stdout).toMatch(/failed +FAIL[^\n]*\nFAIL: maxToolCalls\n/);
+    expect(stdout).toMatch(
+      /diagnosis: tool call 3 exceeds maxToolCalls 2\n1 call left to a human: `agentctl result later-run`\n$/,
+    );
+  });
+});
