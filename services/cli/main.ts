@@ -21,7 +21,7 @@ import {
   UNFINISHED,
 } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
-import { auditLine, breakerLine, runLine, statusLine } from "./render.js";
+import { auditLine, breakerLine, nextSteps, runLine, statusLine } from "./render.js";
 import { resultJson, runResult } from "./result.js";
 import { failureSummary, resultLines } from "./result-text.js";
 import { SPEC_FLAGS, specFromFlags, type SpecFlags } from "./spec-flags.js";
@@ -89,6 +89,7 @@ async function watch(client: ClusterClient, runId: string): Promise<void> {
   // A failure's status says only its reason: why, and what a human must check, are in its report.
   if (last?.status === "failed")
     for (const line of failureSummary(await runResult(client.bus, runId))) out(line);
+  if (last) for (const line of nextSteps(last)) out(line);
 }
 
 export function program(): Command {

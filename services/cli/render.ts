@@ -49,6 +49,20 @@ export function breakerLine(breaker: BreakerView, now: number): string {
   return `${breaker.provider}  open ${open} s${tries}; ${next}; ${runs}  (${breaker.reason})`;
 }
 
+/** What an operator can do with a run that waits on one (halted, or awaiting approval); nothing otherwise. */
+export function nextSteps(status: Pick<RunStatus, "runId" | "status">): string[] {
+  const id = status.runId;
+  if (status.status === "awaiting_approval")
+    return [
+      `waiting for a human: \`agentctl approve ${id}\`, \`agentctl reject ${id}\` or \`agentctl modify ${id} --feedback …\``,
+    ];
+  if (status.status === "halted")
+    return [
+      `halted: \`agentctl resume ${id}\` continues it; \`agentctl cancel ${id} --reason …\` ends it, undoing what it can`,
+    ];
+  return [];
+}
+
 /** A reason on one line, at most 120 characters of it. */
 export function oneLine(text: string): string {
   const flat = text.replaceAll(/\s+/g, " ").trim();

@@ -1,4 +1,4 @@
-import { oneLine } from "./render.js";
+import { nextSteps, oneLine } from "./render.js";
 import type { CommitArtifactView, FailureReportView, HaltRecordView, RunResult } from "./result.js";
 
 /** Text longer than this is cut, saying how much was left out (`--json` has it whole). */
@@ -80,7 +80,7 @@ function commitLines(artifact: CommitArtifactView): string[] {
 function haltLines(runId: string, record: HaltRecordView): string[] {
   return [
     `halted by ${record.by} in ${record.phase}; last checkpoint: ${record.lastCheckpoint ?? "none"}`,
-    `\`agentctl resume ${runId}\` continues it; \`agentctl cancel ${runId} --reason …\` ends it, undoing what it can`,
+    ...nextSteps({ runId, status: "halted" }),
   ];
 }
 

@@ -117,9 +117,13 @@ export async function runResult(bus: ActorBus, runId: string): Promise<RunResult
   const status = await new RunStatusStore(bus.buckets.runs).get(runId);
   const expected = status ? ENDED[status.status] : undefined;
   if (status && !expected) {
+    const next =
+      status.status === "awaiting_approval"
+        ? `a human decides it: \`agentctl approve ${runId}\`, \`reject\` or \`modify\``
+        : `\`agentctl watch ${runId}\` follows it`;
     throw new AgentError(
       "RUN_NOT_FINISHED",
-      `run '${runId}' is ${status.status.replaceAll("_", " ")} (${status.phase}): it has no result yet; \`agentctl watch ${runId}\` follows it`,
+      `run '${runId}' is ${status.status.replaceAll("_", " ")} (${status.phase}): it has no result yet; ${next}`,
     );
   }
   const terminal = await lastTerminal(bus, runId, status?.checkpointSeq);

@@ -12,7 +12,7 @@ import { defineTool } from "../../shared/tools/tool.js";
 import { runResult, type RunResult } from "../../services/cli/result.js";
 import { failureSummary, resultLines } from "../../services/cli/result-text.js";
 import { useActorBus } from "../helpers/actor-bus.js";
-import { AGENTCTL, credentials } from "../helpers/cluster-suite.js";
+import { AGENTCTL, credentials, runProcess } from "../helpers/cluster-suite.js";
 import { bookingTools } from "../helpers/bookings.js";
 import { registry, runner, spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
@@ -51,6 +51,14 @@ async function recorded(runId: string, script: ScriptStep[], resources = {}): Pr
   await new RunStatusStore(suite.bus.buckets.runs).put(status);
   return status;
 }
+
+/** What agentctl needs to reach the suite's server, under its prefix. */
+const env = () => ({
+  ...process.env,
+  NATS_URL: suite.server.url,
+  AGENTS_PREFIX: suite.bus.subjects.prefix,
+  ...credentials(suite.server),
+});
 
 const call = (name: string, input: Record<string, unknown>): ScriptStep => ({ toolCalls: [{ name, input }] });
 
@@ -167,7 +175,7 @@ describe("agentctl result: what a run ended with", () => {
     expect(resultLines(result)).toEqual([
       "HALT  stop for the audit  (halted-run, 2026-11-27T10:00:00.000Z)",
       "halted by oncall in ACT; last checkpoint: none",
-      "`agentctl resume halted-run` continues it; `agentctl cancel halted-run --reason …` ends it, undoing what it can",
+      "halted: `agentctl resume halted-run` continues it; `agentctl cancel halted-run --reason …` ends it, undoing what it can",
       "artifact sha256: h1",
     ]);
   });
@@ -220,14 +228,7 @@ describe("agentctl result: what a run ended with", () => {
   });
 
   it("agentctl watch of a run not submitted yet says it waits for it, and ends a failure with its diagnosis", async () => {
-    const watching = spawn(process.execPath, [AGENTCTL, "watch", "later-run"], {
-      env: {
-        ...process.env,
-        NATS_URL: suite.server.url,
-        AGENTS_PREFIX: suite.bus.subjects.prefix,
-        ...credentials(suite.server),
-      },
-    });
+    const watching = spawn(process.execPath, [AGENTCTL, "watch", "later-run"], { env: env() });
     let stdout = "";
     let stderr = "";
     watching.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
@@ -247,5 +248,27 @@ describe("agentctl result: what a run ended with", () => {
     expect(stdout).toMatch(
       /diagnosis: tool call 3 exceeds maxToolCalls 2\n1 call left to a human: `agentctl result later-run`\n$/,
     );
+  });
+
+  it("a run awaiting approval: watch stops there saying what a human can do, and it has no result yet", async () => {
+    await new RunStatusStore(suite.bus.buckets.runs).put({
+      runId: "asking-run",
+      status: "awaiting_approval",
+      phase: "VERIFY",
+      iteration: 1,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+      updatedAt: new Date().toISOString(),
+    });
+    const watched = await runProcess(process.execPath, [AGENTCTL, "watch", "asking-run"], { env: env() });
+    expect(watched.stdout.trim().split("\n")).toEqual([
+      expect.stringMatching(/^awaiting_approval +VERIFY/),
+      "waiting for a human: `agentctl approve asking-run`, `agentctl reject asking-run` or `agentctl modify asking-run --feedback …`",
+    ]);
+    await expect(runResult(suite.bus, "asking-run")).rejects.toMatchObject({
+      code: "RUN_NOT_FINISHED",
+      message: expect.stringMatching(
+        /awaiting approval \(VERIFY\): it has no result yet; a human decides it/,
+      ) as unknown,
+    });
   });
 });
