@@ -139,6 +139,10 @@ export async function readSpecFile(path: string): Promise<unknown> {
   try {
     return parseYaml(text) as unknown;
   } catch (cause) {
-    throw new AgentError("INVALID_SPEC", `spec file '${path}' is neither JSON nor YAML`, { cause });
+    // YAML's message says where (line and column), which a file's author needs to fix it.
+    const where = cause instanceof Error ? `: ${cause.message.split("\n")[0]?.replace(/:$/, "")}` : "";
+    throw new AgentError("INVALID_SPEC", `spec file '${path}' is neither JSON nor YAML${where}`, {
+      cause,
+    });
   }
 }

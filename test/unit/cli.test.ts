@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { SubmitRequest } from "../../shared/contracts/cluster.js";
@@ -106,6 +109,19 @@ describe("agentctl flags", () => {
     const help = await runProcess(process.execPath, [AGENTCTL, "runs", "--help"]);
     expect(help.stdout).toMatch(/Usage: agentctl runs/);
     expect(help.stderr).toBe("");
+  });
+
+  it("say where a spec file stops being JSON or YAML", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "agentctl-spec-"));
+    const file = join(dir, "spec.yaml");
+    await writeFile(file, "task:\n  prompt: [unclosed\n");
+    expect(await refusal("submit", file)).toEqual({
+      code: "INVALID_SPEC",
+      message: expect.stringMatching(
+        /^spec file '.*spec\.yaml' is neither JSON nor YAML: .* at line \d+, column \d+$/,
+      ) as string,
+    });
+    await rm(dir, { recursive: true });
   });
 
   it("refuse a replay's checkpoint interval that is not a positive integer before connecting", async () => {
