@@ -1,14 +1,12 @@
 import { readFile } from "node:fs/promises";
-import { DeliverPolicy } from "@nats-io/jetstream";
 import { z } from "zod";
-import { AuditEvent } from "../../shared/contracts/audit.js";
 import { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import { isFinished, type RunStatus, type RunStatusValue } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
-import { auditTally, readAudit } from "../../shared/bus/audit.js";
+import { auditTally } from "../../shared/bus/audit.js";
 import { parentTakesNoResult } from "../../shared/bus/cancel-job.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
@@ -104,28 +102,6 @@ function ordinal(n: number): string {
   const tens = n % 100;
   const suffix = tens >= 11 && tens <= 13 ? "th" : (["th", "st", "nd", "rd"][n % 10] ?? "th");
   return `${n}${suffix}`;
-}
-
-/** Audit events in stream order; with `follow`, waits for new ones (an ordered consumer) until aborted. */
-export async function* tailAudit(
-  bus: ActorBus,
-  options: { runId?: string; follow: boolean; signal?: AbortSignal },
-): AsyncGenerator<AuditEvent> {
-  if (!options.follow) {
-    yield* readAudit(bus, { runId: options.runId });
-    return;
-  }
-  const consumer = await bus.reads.consumers.get(bus.subjects.streams().audit, {
-    filter_subjects: bus.subjects.auditAll(options.runId),
-    deliver_policy: DeliverPolicy.All,
-  });
-  const messages = await consumer.consume();
-  options.signal?.addEventListener("abort", () => void messages.close(), { once: true });
-  try {
-    for await (const msg of messages) yield decode(AuditEvent, msg.data);
-  } finally {
-    await messages.close();
-  }
 }
 
 /** An open breaker, and how many unfinished runs say in their status that they wait on it. */

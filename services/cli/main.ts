@@ -11,17 +11,10 @@ import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { readSpecFile, type ClusterClient } from "./client.js";
 import { out, runIdArg, withClient } from "./command-kit.js";
 import { addControlCommands } from "./control-commands.js";
-import {
-  checkpointLine,
-  contracts,
-  listRuns,
-  openBreakers,
-  replayRun,
-  tailAudit,
-  UNFINISHED,
-} from "./inspect.js";
+import { checkpointLine, contracts, listRuns, openBreakers, replayRun, UNFINISHED } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
 import { auditLine, breakerLine, nextSteps, runLine, statusLine } from "./render.js";
+import { STREAM_TAIL_DEFAULT, tailAudit } from "./audit-tail.js";
 import { resultJson, runResult } from "./result.js";
 import { failureSummary, resultLines } from "./result-text.js";
 import { SPEC_FLAGS, specFromFlags, type SpecFlags } from "./spec-flags.js";
@@ -196,18 +189,35 @@ export function program(): Command {
     .command("audit")
     .description("audit stream commands")
     .command("tail")
-    .description("print audit events in order (all runs, or one)")
+    .description(
+      `print audit events in order: a run's whole trail, or the whole stream's last ${STREAM_TAIL_DEFAULT} (-n, --all)`,
+    )
     .argument("[runId]", "only this run", runIdArg)
     .option("--json", "one JSON event per line")
-    .option("-f, --follow", "keep waiting for new events")
-    .action((runId: string | undefined, opts: { json?: boolean; follow?: boolean }) =>
-      withClient(async (client) => {
-        for await (const event of tailAudit(client.bus, {
-          ...(runId ? { runId } : {}),
-          follow: opts.follow ?? false,
-        }))
-          out(opts.json ? JSON.stringify(event) : auditLine(event));
-      }),
+    .option("-f, --follow", "then keep waiting for new events")
+    .option("-n, --last <n>", "only the last n events", positiveInt)
+    .option("--all", "every event the stream holds, from the first")
+    .action(
+      (
+        runId: string | undefined,
+        opts: { json?: boolean; follow?: boolean; last?: number; all?: boolean },
+      ) => {
+        if (opts.all && opts.last !== undefined)
+          throw new AgentError("INVALID_INPUT", "--all and --last: give one of them");
+        const last = opts.last ?? (runId || opts.all ? undefined : STREAM_TAIL_DEFAULT);
+        return withClient(async (client) => {
+          for await (const event of tailAudit(client.bus, {
+            ...(runId ? { runId } : {}),
+            ...(last !== undefined ? { last } : {}),
+            follow: opts.follow ?? false,
+            onLeftOut: (count) =>
+              process.stderr.write(
+                `${count} earlier events left out (-n <count> shows more, --all every one)\n`,
+              ),
+          }))
+            out(opts.json ? JSON.stringify(event) : auditLine(event));
+        });
+      },
     );
   cmd
     .command("replay")

@@ -102,6 +102,13 @@ describe("agentctl flags", () => {
     expect(await refusal("watch")).toMatchObject({
       message: expect.stringMatching(/^missing required argument 'runId'/) as string,
     });
+    expect(await refusal("audit", "tail", "--all", "-n", "5")).toEqual({
+      code: "INVALID_INPUT",
+      message: "--all and --last: give one of them",
+    });
+    expect(await refusal("audit", "tail", "-n", "0")).toMatchObject({
+      message: expect.stringMatching(/^option '-n, --last <n>' argument '0' is invalid/) as string,
+    });
     expect(await refusalOf(TRADING_CONTROL, ["pause"])).toEqual({
       code: "INVALID_INPUT",
       message: "required option '--reason <text>' not specified",
