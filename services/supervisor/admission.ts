@@ -13,6 +13,7 @@ import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { isFinished, takesNoChildResults } from "../../shared/contracts/run-status.js";
 import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
+import { contentHash } from "../../shared/runtime/hash.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
@@ -49,8 +50,9 @@ export class Admission {
 
   async submit(data: Uint8Array): Promise<SubmitReply> {
     let request: SubmitRequest;
+    let asked: string;
     try {
-      request = parseSubmit(data);
+      ({ request, specHash: asked } = parseSubmit(data));
     } catch (err) {
       const error = toAgentError(err);
       this.metrics?.runsRejected.inc({ code: error.code });
@@ -62,11 +64,13 @@ export class Admission {
     const rootRunId = await this.rootOf(request, runId);
     const depth = request.parent ? request.parent.depth + 1 : 0;
     try {
-      const ids = { runId, rootRunId, depth, named };
+      const ids = { runId, rootRunId, depth, named, specHash: asked };
       const existing = { schemaVersion: 1 as const, ok: true as const, runId, status: "existing" as const };
       // An id this supervisor just made names no run yet: only a named run is looked up (a round trip less).
       const known = named ? await this.status.get(runId) : undefined;
       if (known) {
+        const taken = request.parent ? undefined : await this.specConflict(asked, runId);
+        if (taken) return this.refuseTaken(taken, runId);
         if (known.status === "queued") await this.finishAdmission(request, ids);
         return existing;
       }
@@ -103,6 +107,30 @@ export class Admission {
       this.bus.logger.warn({ runId, code: error.code }, `run rejected: ${error.message}`);
       return rejected(error);
     }
+  }
+
+  /**
+   * A named run submitted again with another spec than the one it was admitted with: a client that
+   * reuses an id for new work (an order amended, say) would otherwise get "existing" and the first
+   * spec's result. Compared by the hash its `run.admitted` event keeps; a run admitted by a build
+   * before that hash is taken as it was. A spawned child is not compared: its parent re-sends the
+   * spec its WAL recorded, and a refusal would be written into the child's status as its failure.
+   */
+  private async specConflict(asked: string, runId: string): Promise<AgentError | undefined> {
+    const admitted = await lastAuditEvent(this.bus, runId, "run.admitted");
+    const recorded = AdmittedData.safeParse(admitted?.event.data ?? {}).data?.specHash;
+    if (recorded === undefined || recorded === asked) return undefined;
+    return new AgentError(
+      "RUN_ID_TAKEN",
+      `run ${runId} was submitted with another spec (admitted ${admitted?.event.timestamp ?? "earlier"}): a run id names one spec, so this one was not started; submit it under a new id`,
+    );
+  }
+
+  /** Refused without an audit event: the run's trail is its own worker's, whose next `seq` this would race. */
+  private refuseTaken(error: AgentError, runId: string): SubmitReply {
+    this.metrics?.runsRejected.inc({ code: error.code });
+    this.bus.logger.warn({ runId, code: error.code }, `submit refused: ${error.message}`);
+    return rejected(error);
   }
 
   /** A child belongs to its parent's run tree; a root run is its own root. */
@@ -165,10 +193,7 @@ export class Admission {
    * queuing its job, and the run would otherwise stay queued, holding its slot, for ever (a submit
    * retried after a lost reply finds it "existing"). A run whose job waits, or is held, is left as it is.
    */
-  private async finishAdmission(
-    request: SubmitRequest,
-    ids: { runId: string; rootRunId: string; depth: number; named: boolean },
-  ): Promise<void> {
+  private async finishAdmission(request: SubmitRequest, ids: AdmittedIds): Promise<void> {
     if (await hasQueuedJob(this.bus, ids.runId)) return;
     this.bus.logger.warn(
       { runId: ids.runId },
@@ -184,12 +209,7 @@ export class Admission {
    * of the run's `run.admitted` when an interrupted admission being finished got that far, which
    * the job continues from instead of auditing it again; `held`: the run's events, when counted.
    */
-  private async admit(
-    request: SubmitRequest,
-    ids: { runId: string; rootRunId: string; depth: number; named: boolean },
-    recorded = 0,
-    held?: number,
-  ): Promise<void> {
+  private async admit(request: SubmitRequest, ids: AdmittedIds, recorded = 0, held?: number): Promise<void> {
     const { parent, ...rest } = request;
     const spec: RunSpec = { ...rest, runId: ids.runId };
     const now = this.bus.clock.now();
@@ -212,7 +232,7 @@ export class Admission {
             "run.admitted",
             "passed",
             undefined,
-            { depth: ids.depth, agent: spec.agent.name },
+            { depth: ids.depth, agent: spec.agent.name, specHash: ids.specHash },
             held,
           );
     const job: RunJob = {
@@ -288,8 +308,31 @@ export class Admission {
   }
 }
 
+/** A run being admitted: who it is, where in its tree, and the hash of the spec it was asked with. */
+interface AdmittedIds {
+  runId: string;
+  rootRunId: string;
+  depth: number;
+  named: boolean;
+  specHash: string;
+}
+
+/** What `run.admitted` keeps that a later submit of the same run is compared with. */
+const AdmittedData = z.object({ specHash: z.string().optional() });
+
+/**
+ * The spec a submit asks for as its client sent it (canonical JSON: key order aside), its run id
+ * and parent aside. Not as parsed: a retry that reaches a supervisor of another build, whose
+ * RunSpec fills in other defaults, must still find the same spec.
+ */
+function specHash(raw: unknown): string {
+  if (typeof raw !== "object" || raw === null) return contentHash(raw);
+  const { parent: _parent, runId: _runId, ...spec } = raw as Record<string, unknown>;
+  return contentHash(spec);
+}
+
 /** Not JSON is INVALID_INPUT; JSON that is not a valid RunSpec is INVALID_SPEC with the zod issues. */
-function parseSubmit(data: Uint8Array): SubmitRequest {
+function parseSubmit(data: Uint8Array): { request: SubmitRequest; specHash: string } {
   const raw = decode(z.unknown(), data);
   const parsed = SubmitRequest.safeParse(raw);
   if (!parsed.success) {
@@ -297,7 +340,7 @@ function parseSubmit(data: Uint8Array): SubmitRequest {
       details: parsed.error.issues,
     });
   }
-  return parsed.data;
+  return { request: parsed.data, specHash: specHash(raw) };
 }
 
 function rejected(error: AgentError): SubmitReply {

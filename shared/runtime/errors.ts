@@ -64,6 +64,11 @@ export const ERROR_CODES = {
    * look again shortly. Not a failed lease.
    */
   CHILDREN_GOING: { retryable: true },
+  /**
+   * A submit named a run that exists with another spec: a run id names one spec (a retried submit of
+   * the same one answers "existing"). Submit the new spec under a new id.
+   */
+  RUN_ID_TAKEN: { retryable: false },
   /** A child submitted for a parent that has already finished: nobody would take its result. */
   PARENT_FINISHED: { retryable: false },
   /** The run has neither ended nor halted (it is queued, running or awaiting approval): it has no result yet. */

@@ -44,19 +44,18 @@ function verdict(passed: boolean): string {
 
 describe("cluster: actors as processes on a real nats-server", () => {
   it("a run goes end to end to run.committed with a gapless, schema-valid audit trail", async () => {
-    const reply = await suite.client.submit(
-      spec({
-        script: [
-          { toolCalls: [{ name: "echo", input: { text: "green" } }] },
-          { text: "The service is green, mostly." },
-          { toolCalls: [{ name: "finish", input: { answer: "The service is green." } }] },
-        ],
-        verifiers: [],
-        critic: {
-          model: { provider: "scripted", script: [{ text: verdict(false) }, { text: verdict(true) }] },
-        },
-      }),
-    );
+    const asked = spec({
+      script: [
+        { toolCalls: [{ name: "echo", input: { text: "green" } }] },
+        { text: "The service is green, mostly." },
+        { toolCalls: [{ name: "finish", input: { answer: "The service is green." } }] },
+      ],
+      verifiers: [],
+      critic: {
+        model: { provider: "scripted", script: [{ text: verdict(false) }, { text: verdict(true) }] },
+      },
+    });
+    const reply = await suite.client.submit(asked);
     expect(reply.status).toBe("admitted");
     const status = await suite.waitFor(reply.runId, settled);
     expect(status).toMatchObject({ status: "committed", terminal: { output: "The service is green." } });
@@ -95,9 +94,12 @@ describe("cluster: actors as processes on a real nats-server", () => {
     expect(seen.map((e) => e.seq)).toEqual(events.map((e) => e.seq));
     // The subscriber's gap report (the random stream prefix may itself spell "GAP").
     expect(sub.stderr).not.toMatch(/GAP in /);
-    // Re-submitting the runId returns the existing run and starts nothing.
-    const again = await suite.client.submit({ ...spec(), runId: reply.runId });
+    // Re-submitting the runId returns the existing run and starts nothing; another spec under it is refused.
+    const again = await suite.client.submit({ ...asked, runId: reply.runId });
     expect(again.status).toBe("existing");
+    await expect(suite.client.submit({ ...spec(), runId: reply.runId })).rejects.toMatchObject({
+      code: "RUN_ID_TAKEN",
+    });
   });
 
   it("the critic service runs deterministic checks; a checks-only critic sends a bad answer back once", async () => {

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { auditCount, readAudit } from "../../shared/bus/audit.js";
+import { auditCount, publishAudit, readAudit } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { hasQueuedJob } from "../../shared/bus/jobs.js";
 import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
@@ -90,5 +90,66 @@ describe("a run whose admission a supervisor did not finish", () => {
     expect(await new RunStatusStore(suite.bus.buckets.runs).get(runId)).toEqual(status);
     expect((await jobsOf(runId)).count).toBe(1);
     expect(await auditCount(suite.bus, runId)).toBe(1);
+  }, 30_000);
+
+  it("a named run submitted again with another spec is refused (RUN_ID_TAKEN), its trail untouched; the same spec is existing", async () => {
+    const runId = "one-spec";
+    const asked = { ...SubmitRequest.parse(spec({ prompt: "book room 12" })), runId };
+    expect(await admission.submit(encode(SubmitRequest, asked))).toMatchObject({ status: "admitted" });
+    // Keys in another order are the same spec.
+    const reordered = Object.fromEntries(Object.entries(asked).reverse());
+    expect(await admission.submit(new TextEncoder().encode(JSON.stringify(reordered)))).toMatchObject({
+      ok: true,
+      status: "existing",
+    });
+    const amended = { ...SubmitRequest.parse(spec({ prompt: "book room 14" })), runId };
+    const refused = await admission.submit(encode(SubmitRequest, amended));
+    expect(refused).toMatchObject({
+      ok: false,
+      error: {
+        code: "RUN_ID_TAKEN",
+        message: expect.stringMatching(
+          /^run one-spec was submitted with another spec \(admitted 20/,
+        ) as unknown,
+      },
+    });
+    // Its trail is its worker's: no run.rejected in it, one job.
+    expect(await auditCount(suite.bus, runId)).toBe(1);
+    expect((await jobsOf(runId)).count).toBe(1);
+  }, 30_000);
+
+  it("a run whose admission kept no spec hash (an earlier build), or a child its parent sends again, is existing whatever the spec", async () => {
+    const status = new RunStatusStore(suite.bus.buckets.runs);
+    for (const runId of ["admitted-before", "spawned-child"]) {
+      await status.put({ ...queuedStatus(runId), status: "running", phase: "ACT" });
+      await publishAudit(suite.bus, {
+        schemaVersion: 1,
+        auditId: `${runId}:1`,
+        runId,
+        rootRunId: runId,
+        seq: 1,
+        iteration: 0,
+        phase: "PLAN",
+        kind: "run.admitted",
+        actor: "supervisor",
+        status: "passed",
+        artifacts: [],
+        data:
+          runId === "admitted-before"
+            ? { depth: 0, agent: "tester" }
+            : { depth: 1, agent: "tester", specHash: "other" },
+        timestamp: new Date().toISOString(),
+      });
+    }
+    expect(await submit("admitted-before")).toMatchObject({ ok: true, status: "existing" });
+    const child = {
+      ...SubmitRequest.parse(spec()),
+      runId: "spawned-child",
+      parent: { runId: "its-parent", rootRunId: "its-parent", depth: 0 },
+    };
+    expect(await admission.submit(encode(SubmitRequest, child))).toMatchObject({
+      ok: true,
+      status: "existing",
+    });
   }, 30_000);
 });
