@@ -2,8 +2,10 @@
 import { InvalidArgumentError } from "commander";
 import { z } from "zod";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { deniedByPermissions } from "../../shared/bus/link.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
 import { systemRandom } from "../../shared/runtime/random.js";
@@ -54,7 +56,29 @@ export async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): 
         ),
     };
     return await fn(new ClusterClient(bus, waitMs > 0 ? wait : undefined));
+  } catch (err) {
+    throw refusedByPermissions(err, env.NATS_USER) ?? err;
   } finally {
     await bus.nc.drain();
   }
+}
+
+/**
+ * A publish the server refused to this user, wherever in the error's causes: PERMISSION_DENIED,
+ * not the BUS_UNAVAILABLE the request reported, which sends an operator looking for an outage.
+ */
+function refusedByPermissions(err: unknown, user: string | undefined): AgentError | undefined {
+  for (let cause: unknown = err, depth = 0; cause instanceof Error && depth < 5; depth++) {
+    const { message, cause: next } = cause;
+    if (deniedByPermissions(cause)) {
+      const who = user ? `NATS user '${user}'` : "this connection's NATS user";
+      return new AgentError(
+        "PERMISSION_DENIED",
+        `the NATS server refused a publish to ${who}: ${message} (the wrong NATS_USER, or a permissions.conf older than this build: see deploy/k8s/base/nats/permissions.conf)`,
+        { cause: err },
+      );
+    }
+    cause = next;
+  }
+  return undefined;
 }

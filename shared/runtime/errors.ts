@@ -41,6 +41,11 @@ export const ERROR_CODES = {
   PAYLOAD_TOO_LARGE: { retryable: false },
   /** A non-idempotent tool's outcome is unknown after a crash: a human must reconcile it. */
   RECONCILIATION_REQUIRED: { retryable: false },
+  /**
+   * The NATS server refused a publish to this connection's user (its permissions): the wrong
+   * NATS_USER, or a permissions.conf older than this build. agentctl reports it so.
+   */
+  PERMISSION_DENIED: { retryable: false },
   /** The named run (or other object) does not exist. */
   NOT_FOUND: { retryable: false },
   /**

@@ -70,7 +70,7 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect(await count("AGENT_WAL")).toBe(before);
   });
 
-  it("the critic cannot call a tool, or settle a call, as the agent can", async () => {
+  it("the critic and agentctl's user cannot call a tool, or settle a call, as the agent can", async () => {
     const tools = await as("tools");
     const served = serveFromTest(echoTool, {
       nc: tools,
@@ -97,6 +97,11 @@ describe("nats.conf: least privilege per actor kind", () => {
     } as const;
     expect(await settleCall(agent, subjects, "echo", abandon, 2_000)).toEqual({ outcome: "abandoned" });
     await expect(settleCall(critic, subjects, "echo", abandon, 2_000)).rejects.toThrow(/permission/i);
+    // agentctl's user may have a tool describe itself (a replay does), never call or settle it.
+    const cli = await as("cli");
+    expect((await cli.request(describe, "", { timeout: 2_000 })).json()).toMatchObject({ name: "echo" });
+    await expect(cli.request(subjects.tool("echo"), "{}", { timeout: 2_000 })).rejects.toThrow(/permission/i);
+    await expect(settleCall(cli, subjects, "echo", abandon, 2_000)).rejects.toThrow(/permission/i);
     served.stop();
   });
 

@@ -117,6 +117,44 @@ describe("a cluster under the shipped permission model", () => {
     expect(log).toMatch(/"runId":"secured-1".*"toolRecords":[1-9].*finished run's WAL removed/);
   });
 
+  it("agentctl's user replays a run that called a tool (asking the tool's service to describe it) and reads its result", async () => {
+    const file = join(logDir, "asking.json");
+    await writeFile(
+      file,
+      JSON.stringify(
+        spec({
+          script: [{ toolCalls: [{ name: "echo", input: { text: "held" } }] }, { text: "Ready to ship." }],
+          tools: ["echo"],
+          requiresApproval: true,
+        }),
+      ),
+    );
+    // Awaiting approval, its WAL is kept (a finished run's goes a second after it finishes here).
+    const watched = await cli("submit", file, "--run-id", "asking-1", "--watch");
+    expect(watched.stdout).toMatch(/awaiting_approval[\s\S]*`agentctl approve asking-1`/);
+    const replay = await cli("replay", "asking-1");
+    expect(replay.stdout).toMatch(/transitions reproduced identically/);
+    const early = await cli("result", "asking-1").catch((err: { stderr: string }) => err);
+    expect(early.stderr).toMatch(/"code":"RUN_NOT_FINISHED".*a human decides it/);
+    // Under another actor's user, agentctl says what refused it, not that the bus is down.
+    const critic = await runProcess(process.execPath, [AGENTCTL, "approve", "asking-1"], {
+      env: {
+        ...process.env,
+        NATS_URL: server.url,
+        NATS_USER: "critic",
+        NATS_PASSWORD: NATS_USERS.critic.password,
+      },
+    }).catch((err: { stderr: string }) => err);
+    expect(critic.stderr).toMatch(
+      /^\{"error":\{"code":"PERMISSION_DENIED","message":"the NATS server refused a publish to NATS user 'critic': /,
+    );
+    await cli("approve", "asking-1", "--by", "oncall");
+    await until(async () => /^COMMIT/.test((await cli("result", "asking-1")).stdout), 10_000, {
+      what: "asking-1's result",
+      everyMs: 250,
+    });
+  });
+
   it("a model key echoed by the provider never reaches logs, audit events, statuses or replies", async () => {
     const port = (hostile.address() as AddressInfo).port;
     const file = join(logDir, "leak.json");
