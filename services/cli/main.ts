@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { RunStatusValue } from "../../shared/contracts/run-status.js";
 import { DEFAULT_CHECKPOINT_EVERY } from "../../shared/loop/state.js";
-import { jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
+import { endQuietlyWhenStdoutCloses, jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { readSpecFile, type ClusterClient } from "./client.js";
 import { out, runIdArg, withClient } from "./command-kit.js";
@@ -285,6 +285,7 @@ export function program(): Command {
   return cmd;
 }
 
+endQuietlyWhenStdoutCloses();
 try {
   await program().parseAsync(process.argv);
 } catch (err) {

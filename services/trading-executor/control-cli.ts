@@ -5,7 +5,7 @@
  */
 import { pathToFileURL } from "node:url";
 import { Command, InvalidArgumentError } from "commander";
-import { jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
+import { endQuietlyWhenStdoutCloses, jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
 import { CONTROL_FUNCTION, ControlChange } from "./control-contract.js";
 import { type ControlAction, controlSpec } from "./control-spec.js";
 
@@ -91,6 +91,7 @@ export function controlProgram(write: (text: string) => void): Command {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  endQuietlyWhenStdoutCloses();
   try {
     await controlProgram((t) => process.stdout.write(t)).parseAsync(process.argv);
   } catch (err) {

@@ -23,3 +23,14 @@ export function reportCliError(err: unknown, fallback: ErrorCode = "INTERNAL"): 
   process.stderr.write(`${JSON.stringify({ error: { code: error.code, message: error.message } })}\n`);
   process.exitCode = 2;
 }
+
+/**
+ * A reader that stops reading (`agentctl runs --all | head`) closes stdout under the next write:
+ * the command has nothing left to do, so it ends quietly, as `cat` does, not with a stack trace.
+ */
+export function endQuietlyWhenStdoutCloses(): void {
+  process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code !== "EPIPE") throw err;
+    process.exit(0);
+  });
+}

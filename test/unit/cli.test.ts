@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -129,6 +130,16 @@ describe("agentctl flags", () => {
       ) as string,
     });
     await rm(dir, { recursive: true });
+  });
+
+  it("end quietly when whoever reads its output stops reading (agentctl … | head)", async () => {
+    const child = spawn(process.execPath, [AGENTCTL, "contracts"], { stdio: ["ignore", "pipe", "pipe"] });
+    // Closed before the command writes its first line: every write it makes meets a closed pipe.
+    child.stdout.destroy();
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect({ code, stderr }).toEqual({ code: 0, stderr: "" });
   });
 
   it("refuse a replay's checkpoint interval that is not a positive integer before connecting", async () => {
