@@ -3,7 +3,8 @@
  * the public wire contract, so anything it does can be scripted against NATS directly.
  */
 import { join } from "node:path";
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { PrivacyTier } from "../../shared/contracts/capability.js";
 import { RunStatusValue } from "../../shared/contracts/run-status.js";
 import { DEFAULT_CHECKPOINT_EVERY } from "../../shared/loop/state.js";
 import { endQuietlyWhenStdoutCloses, jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
@@ -110,6 +111,12 @@ export function program(): Command {
     .option("--max-tokens-budget <n>", "token budget, input and output", positiveInt)
     .option("--deadline-ms <ms>", "wall-clock budget of the run", positiveInt)
     .option("--pattern <regex>", "the answer must match this")
+    .addOption(
+      new Option(
+        "--privacy <tier>",
+        "the agent's privacy tier (default sovereign: no remote model or network tool; a hosted model needs private or standard)",
+      ).choices(PrivacyTier.options),
+    )
     .option("--requires-approval", "a human approves the commit")
     .action(async (path: string | undefined, opts: SubmitFlags, command: Command) => {
       if (path) refuseSpecFlags(command);

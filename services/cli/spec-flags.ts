@@ -16,6 +16,8 @@ export interface SpecFlags {
   deadlineMs?: number;
   requiresApproval?: boolean;
   pattern?: string;
+  /** The agent's privacy tier; the RunSpec's default (sovereign) when not given. */
+  privacy?: string;
 }
 
 /** The run's budgets the flags may set (the RunSpec's `agent.resources`); the rest keep their defaults. */
@@ -30,6 +32,7 @@ export const SPEC_FLAGS: readonly (keyof SpecFlags)[] = [
   "capabilities",
   "requiresApproval",
   "pattern",
+  "privacy",
   ...BUDGETS,
 ];
 
@@ -59,6 +62,7 @@ export function specFromFlags(flags: SpecFlags): Record<string, unknown> {
       model: modelRef(flags.model),
       tools: list(flags.tools),
       capabilities: list(flags.capabilities),
+      ...(flags.privacy ? { privacy: flags.privacy } : {}),
       ...budgets(flags),
     },
   };

@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { SubmitRequest, type RunJob } from "../../shared/contracts/cluster.js";
 import type { SubmitReply } from "../../shared/contracts/control.js";
+import type { ModelRef } from "../../shared/contracts/model.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, auditTally, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
@@ -12,6 +13,7 @@ import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { isFinished, takesNoChildResults } from "../../shared/contracts/run-status.js";
 import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
+import { privacyRefusal } from "../../shared/models/factory.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { contentHash } from "../../shared/runtime/hash.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
@@ -83,6 +85,7 @@ export class Admission {
           `run ${runId} finished, and its status was removed after the cluster's retention: its id cannot start a run again (its audit trail keeps what it did; submit under a new id)`,
         );
       }
+      checkPrivacy(request);
       await this.check(depth);
       if (request.parent) {
         await this.checkBudget(rootRunId);
@@ -315,6 +318,21 @@ interface AdmittedIds {
   depth: number;
   named: boolean;
   specHash: string;
+}
+
+/**
+ * A model the run's privacy tier forbids would fail the run at its first call (or review), after
+ * it took a pool slot: refused at the submit instead, saying which model and what to change.
+ */
+function checkPrivacy(request: SubmitRequest): void {
+  const models: [string, ModelRef | undefined][] = [
+    ["agent.model", request.agent.model],
+    ["critic.model", request.critic?.model],
+  ];
+  for (const [where, ref] of models) {
+    const refused = ref && privacyRefusal(ref, request.agent.privacy);
+    if (refused) throw new AgentError("PRIVACY_DENIED", `${where}: ${refused}`);
+  }
 }
 
 /** What `run.admitted` keeps that a later submit of the same run is compared with. */

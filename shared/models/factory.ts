@@ -1,10 +1,11 @@
 import type { PrivacyTier } from "../contracts/capability.js";
 import type { ActorModelRef, ModelRef } from "../contracts/model.js";
 import { AgentError } from "../runtime/errors.js";
-import { AnthropicDriver } from "./anthropic.js";
+import { ANTHROPIC_DEFAULT_BASE_URL, AnthropicDriver } from "./anthropic.js";
 import type { ModelDriver } from "./driver.js";
 import type { HttpDeps, HttpPolicy } from "./http.js";
-import { OpenAiDriver } from "./openai.js";
+import { isLoopbackUrl } from "./locality.js";
+import { OPENAI_DEFAULT_BASE_URL, OpenAiDriver } from "./openai.js";
 import type { PriceTable } from "./pricing.js";
 import { ScriptedDriver } from "./scripted.js";
 
@@ -19,14 +20,23 @@ export interface DriverFactoryDeps {
 
 /** Builds the driver a ModelRef names; the sovereign tier refuses any driver that leaves the machine. */
 export function createDriver(ref: ModelRef, privacy: PrivacyTier, deps: DriverFactoryDeps): ModelDriver {
-  const driver = build(ref, deps);
-  if (privacy === "sovereign" && driver.locality === "remote") {
-    throw new AgentError(
-      "PRIVACY_DENIED",
-      `model '${driver.id}' is remote, which privacy tier 'sovereign' forbids; use a local endpoint or another tier`,
-    );
-  }
-  return driver;
+  const refused = privacyRefusal(ref, privacy);
+  if (refused) throw new AgentError("PRIVACY_DENIED", refused);
+  return build(ref, deps);
+}
+
+/**
+ * Why `privacy` forbids the model, undefined when it allows it: the sovereign tier keeps data on
+ * this machine, so an HTTP endpoint that is not on loopback is refused. Known from the spec alone,
+ * so the supervisor refuses such a run at its submit, not at its first model call.
+ */
+export function privacyRefusal(ref: ModelRef, privacy: PrivacyTier): string | undefined {
+  if (privacy !== "sovereign") return undefined;
+  if (ref.provider !== "openai" && ref.provider !== "anthropic") return undefined;
+  const baseUrl =
+    ref.baseUrl ?? (ref.provider === "openai" ? OPENAI_DEFAULT_BASE_URL : ANTHROPIC_DEFAULT_BASE_URL);
+  if (isLoopbackUrl(baseUrl)) return undefined;
+  return `model '${ref.provider}:${ref.model}' is remote (${baseUrl}), which privacy tier 'sovereign' (the default) forbids; set agent.privacy to 'private' or 'standard', or use a loopback baseUrl`;
 }
 
 function build(ref: ModelRef, deps: DriverFactoryDeps): ModelDriver {

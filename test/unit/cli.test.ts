@@ -57,6 +57,12 @@ describe("agentctl flags", () => {
     });
     expect(model("anthropic:claude-x")).toMatchObject({ provider: "anthropic", model: "claude-x" });
     expect(() => specFromFlags({ ...base, prompt: "p", model: "gpt" })).toThrow(/--model 'gpt'/);
+    // A hosted model needs a privacy tier that lets data leave the machine: --privacy gives it.
+    const privacy = (flags: { privacy?: string }) =>
+      SubmitRequest.parse(specFromFlags({ ...base, prompt: "p", model: "openai:gpt-x", ...flags })).agent
+        .privacy;
+    expect(privacy({})).toBe("sovereign");
+    expect(privacy({ privacy: "standard" })).toBe("standard");
     expect(() => specFromFlags({ ...base })).toThrow(/--prompt/);
   });
 
@@ -102,6 +108,9 @@ describe("agentctl flags", () => {
     });
     expect(await refusal("watch")).toMatchObject({
       message: expect.stringMatching(/^missing required argument 'runId'/) as string,
+    });
+    expect(await refusal("submit", "--prompt", "p", "--privacy", "open")).toMatchObject({
+      message: expect.stringMatching(/^option '--privacy <tier>' argument 'open' is invalid/) as string,
     });
     expect(await refusal("audit", "tail", "--all", "-n", "5")).toEqual({
       code: "INVALID_INPUT",
