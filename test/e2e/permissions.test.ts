@@ -63,11 +63,16 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect([await count("AGENT_WAL"), await count("AGENT_AUDIT")]).toEqual([wal, audit]);
   });
 
-  it("agentctl's user cannot write the WAL", async () => {
-    const js = jetstream(await as("cli"), { timeout: 2_000 });
+  it("agentctl's user cannot write the WAL, nor acknowledge a worker's job (an audit event, it may)", async () => {
+    const cli = await as("cli");
+    const js = jetstream(cli, { timeout: 2_000 });
     const before = await count("AGENT_WAL");
     await expect(js.publish(subjects.wal("run-1"), "{}")).rejects.toThrow(/permission/i);
     expect(await count("AGENT_WAL")).toBe(before);
+    const ack = (stream: string) => cli.request(`$JS.ACK.${stream}.c.1.1.1.1.1`, "", { timeout: 500 });
+    await expect(ack("AGENT_RUNS")).rejects.toThrow(/permission/i);
+    // Allowed, an audit ack no consumer waits for goes unanswered: a timeout, not a refusal.
+    await expect(ack("AGENT_AUDIT")).rejects.toThrow(/timeout|no responders/i);
   });
 
   it("the critic and agentctl's user cannot call a tool, or settle a call, as the agent can", async () => {

@@ -3,6 +3,7 @@ import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalCluster, NATS_USERS, type ActorProcess } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
@@ -10,6 +11,8 @@ import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
 import { until } from "../helpers/until.js";
+
+const SUBSCRIBER = fileURLToPath(new URL("../../examples/audit-subscriber.mjs", import.meta.url));
 
 // A key planted in the workers' environment; a hostile model endpoint echoes it back in its error.
 const PLANTED = `sk-planted-${process.pid}-${Date.now().toString(36)}-do-not-leak`;
@@ -98,6 +101,17 @@ describe("a cluster under the shipped permission model", () => {
       .map((line) => (JSON.parse(line) as { kind: string }).kind);
     expect(kinds).toContain("tool.completed");
     expect(kinds.at(-1)).toBe("run.committed");
+    // The audit subscriber the README gives, as agentctl's user: a durable consumer that acks each event.
+    const subscriber = await runProcess(process.execPath, [SUBSCRIBER, "secured-1", "--until-final"], {
+      env: {
+        ...process.env,
+        NATS_URL: server.url,
+        NATS_USER: NATS_USERS.cli.user,
+        NATS_PASSWORD: NATS_USERS.cli.password,
+      },
+      timeout: 20_000,
+    });
+    expect(subscriber.stdout.trim().split("\n")).toHaveLength(kinds.length);
     // agentctl's user may halt and cancel a run, and the supervisor's hears it: a finished run's
     // halt and cancel are refused.
     const halt = await cli("halt", "secured-1").catch((err: { stdout: string; stderr: string }) => err);
