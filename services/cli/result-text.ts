@@ -8,6 +8,11 @@ const MAX_TEXT = 2_000;
 export function resultLines(result: RunResult): string[] {
   const head = `${result.outcome}  ${result.reason}  (${result.runId}, ${result.at})`;
   if (result.source === "audit") return [head, ...fromAuditLines(result)];
+  if (result.source === "status")
+    return [
+      head,
+      "from its status alone: no WAL or closing audit event holds more (a child refused at its submit never ran; otherwise retention removed them)",
+    ];
   const view = result.view;
   const body = !view
     ? ["(an artifact this build cannot read: --json prints it)"]

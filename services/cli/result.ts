@@ -78,6 +78,10 @@ export type RunResult = {
       view: ArtifactView | undefined;
     }
   | {
+      /** Neither a WAL nor a closing audit event: what the status says (a child refused at its submit never ran). */
+      source: "status";
+    }
+  | {
       source: "audit";
       /** run.failed's diagnosis. */
       diagnosis?: string;
@@ -90,7 +94,7 @@ export type RunResult = {
 
 /** A result as `--json` prints it: the artifact as recorded, not the view read for display. */
 export function resultJson(result: RunResult): Record<string, unknown> {
-  if (result.source === "audit") return result;
+  if (result.source !== "wal") return result;
   const { view: _view, ...recorded } = result;
   return recorded;
 }
@@ -130,6 +134,10 @@ export async function runResult(bus: ActorBus, runId: string): Promise<RunResult
   if (terminal) return fromWal(runId, terminal);
   const closing = await closingEvent(bus, runId, expected);
   if (closing) return fromAudit(closing);
+  if (status?.terminal) {
+    const { kind, reason } = status.terminal;
+    return { runId, outcome: kind, reason, at: status.updatedAt, artifactHash: undefined, source: "status" };
+  }
   throw new AgentError(
     "NOT_FOUND",
     status

@@ -227,6 +227,31 @@ describe("agentctl result: what a run ended with", () => {
     ]);
   });
 
+  it("a child refused at its submit: what its status says, and that nothing more was recorded", async () => {
+    await new RunStatusStore(suite.bus.buckets.runs).put({
+      runId: "refused-child",
+      parentRunId: "some-parent",
+      status: "failed",
+      phase: "PLAN",
+      iteration: 0,
+      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
+      terminal: { kind: "FAIL", reason: "[PARENT_FINISHED] parent run some-parent is failed" },
+      updatedAt: "2026-11-27T12:00:00.000Z",
+    });
+    const result = await runResult(suite.bus, "refused-child");
+    expect(result).toEqual({
+      runId: "refused-child",
+      outcome: "FAIL",
+      reason: "[PARENT_FINISHED] parent run some-parent is failed",
+      at: "2026-11-27T12:00:00.000Z",
+      artifactHash: undefined,
+      source: "status",
+    });
+    expect(resultLines(result)[1]).toMatch(
+      /^from its status alone: no WAL or closing audit event holds more/,
+    );
+  });
+
   it("agentctl watch of a run not submitted yet says it waits for it, and ends a failure with its diagnosis", async () => {
     const watching = spawn(process.execPath, [AGENTCTL, "watch", "later-run"], { env: env() });
     let stdout = "";
