@@ -61,7 +61,10 @@ export type ArtifactView = z.infer<typeof ArtifactView>;
 
 export type Outcome = "COMMIT" | "FAIL" | "HALT";
 
-/** A run's outcome: from its TERMINAL record (`wal`), or from its closing audit event once retention removed its WAL (`audit`). */
+/**
+ * A run's outcome: from its TERMINAL record (`wal`); once retention removed its WAL, from its
+ * closing audit event (`audit`); with neither, from its status (`status`).
+ */
 export type RunResult = {
   runId: string;
   outcome: Outcome;
