@@ -44,3 +44,14 @@ export function bookingTools(bookMs = 0): Bookings & { tools: [AnyTool, AnyTool]
   });
   return { ...seen, tools: [book, unbook] };
 }
+
+/** A charge: a side effect nothing undoes (irreversible), which a failing run leaves to a human. */
+export const irreversibleCharge = defineTool({
+  name: "charge",
+  description: "Charges an amount.",
+  input: z.object({ cents: z.number() }),
+  capability: { kind: "compute" },
+  reversibility: "irreversible",
+  idempotent: false,
+  execute: () => Promise.resolve({ output: { charged: true } }),
+});

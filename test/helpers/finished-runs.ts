@@ -16,7 +16,12 @@ export async function walMessages(bus: ActorBus, runId: string): Promise<number>
 }
 
 /** A run's lifecycle event (seq 1, or `seq`). */
-export async function lifecycle(bus: ActorBus, runId: string, kind: AuditKind, seq = 1): Promise<void> {
+export async function lifecycle(
+  bus: Parameters<typeof publishAudit>[0],
+  runId: string,
+  kind: AuditKind,
+  seq = 1,
+): Promise<void> {
   await publishAudit(bus, {
     schemaVersion: 1,
     auditId: `${runId}:${seq}`,

@@ -1,27 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { publishAudit } from "../../shared/bus/audit.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { tailAudit, type TailOptions } from "../../services/cli/audit-tail.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
+import { lifecycle } from "../helpers/finished-runs.js";
 import { until } from "../helpers/until.js";
 
 const suite = useBusSuite("tail");
-
-/** A run's event number `seq`, as the loop core would publish it. */
-const event = (runId: string, seq: number): AuditEvent => ({
-  schemaVersion: 1,
-  auditId: `${runId}:${seq}`,
-  runId,
-  rootRunId: runId,
-  seq,
-  iteration: 1,
-  phase: "ACT",
-  kind: "phase.entered",
-  actor: "agent",
-  status: "started",
-  artifacts: [],
-  timestamp: new Date().toISOString(),
-});
 
 const ids = (events: AuditEvent[]): string[] => events.map((e) => e.auditId);
 
@@ -39,8 +23,8 @@ describe("agentctl audit tail", () => {
   it("the last n events of the stream or of one run, saying how many earlier ones it left out; then, following, only new ones", async () => {
     // Two runs' events interleaved: a1 b1 a2 b2 … a5 b5.
     for (let seq = 1; seq <= 5; seq++) {
-      await publishAudit(suite, event("run-a", seq));
-      await publishAudit(suite, event("run-b", seq));
+      await lifecycle(suite, "run-a", "phase.entered", seq);
+      await lifecycle(suite, "run-b", "phase.entered", seq);
     }
     const last3 = await tail({ last: 3 });
     expect(ids(last3.events)).toEqual(["run-b:4", "run-a:5", "run-b:5"]);
@@ -62,9 +46,9 @@ describe("agentctl audit tail", () => {
         seen.push(e);
     })();
     await until(() => Promise.resolve(seen.length === 1), 10_000, { what: "the run's last event" });
-    await publishAudit(suite, event("run-b", 6));
-    await publishAudit(suite, event("run-a", 6));
-    await publishAudit(suite, event("run-a", 7));
+    await lifecycle(suite, "run-b", "phase.entered", 6);
+    await lifecycle(suite, "run-a", "phase.entered", 6);
+    await lifecycle(suite, "run-a", "phase.entered", 7);
     await until(() => Promise.resolve(seen.length === 3), 10_000, { what: "the two new events" });
     stop.abort();
     await following;

@@ -1,6 +1,5 @@
 import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
 import { publishAudit } from "../../shared/bus/audit.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { WalWriter } from "../../shared/bus/wal.js";
@@ -8,27 +7,17 @@ import type { ScriptStep } from "../../shared/contracts/model.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import { seededRandom } from "../../shared/runtime/random.js";
-import { defineTool } from "../../shared/tools/tool.js";
 import { runResult, type RunResult } from "../../services/cli/result.js";
 import { failureSummary, resultLines } from "../../services/cli/result-text.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 import { AGENTCTL, credentials, runProcess } from "../helpers/cluster-suite.js";
-import { bookingTools } from "../helpers/bookings.js";
-import { registry, runner, spec } from "../helpers/fixtures.js";
+import { bookingTools, irreversibleCharge as charge } from "../helpers/bookings.js";
+import { queuedStatus, registry, runner, spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
 const suite = useActorBus("result", { random: seededRandom(5) });
 
 const { tools: bookings } = bookingTools();
-const charge = defineTool({
-  name: "charge",
-  description: "Charges an amount.",
-  input: z.object({ cents: z.number() }),
-  capability: { kind: "compute" },
-  reversibility: "irreversible",
-  idempotent: false,
-  execute: () => Promise.resolve({ output: { charged: true } }),
-});
 
 /** A run driven in this process, its WAL written to the bus and its status as its worker leaves it. */
 async function recorded(runId: string, script: ScriptStep[], resources = {}): Promise<RunStatus> {
@@ -59,6 +48,10 @@ const env = () => ({
   AGENTS_PREFIX: suite.bus.subjects.prefix,
   ...credentials(suite.server),
 });
+
+/** Writes a run's status: one queued a moment ago, with `over` (its status, phase, terminal…). */
+const putStatus = (runId: string, over: Partial<RunStatus>) =>
+  new RunStatusStore(suite.bus.buckets.runs).put({ ...queuedStatus(runId), ...over });
 
 const call = (name: string, input: Record<string, unknown>): ScriptStep => ({ toolCalls: [{ name, input }] });
 
@@ -105,14 +98,7 @@ describe("agentctl result: what a run ended with", () => {
     expect(text).toMatch(/tool calls: 1 \(book ×1\)/);
     expect(failureSummary(result)).toEqual([]);
 
-    await new RunStatusStore(suite.bus.buckets.runs).put({
-      runId: "moving-run",
-      status: "running",
-      phase: "ACT",
-      iteration: 2,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 2, toolCalls: 1 },
-      updatedAt: new Date().toISOString(),
-    });
+    await putStatus("moving-run", { status: "running", phase: "ACT", iteration: 2 });
     await expect(runResult(suite.bus, "moving-run")).rejects.toMatchObject({
       code: "RUN_NOT_FINISHED",
       message: expect.stringMatching(
@@ -157,15 +143,7 @@ describe("agentctl result: what a run ended with", () => {
     const writer = new WalWriter(suite.bus, runId, "w1", 0, 0);
     await writer.append(halt);
     const checkpointSeq = await writer.append(checkpoint);
-    await new RunStatusStore(suite.bus.buckets.runs).put({
-      runId,
-      status: "halted",
-      phase: "HALT",
-      iteration: 1,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
-      checkpointSeq,
-      updatedAt: new Date().toISOString(),
-    });
+    await putStatus(runId, { status: "halted", phase: "HALT", iteration: 1, checkpointSeq });
     const result = await runResult(suite.bus, runId);
     expect(result).toMatchObject({
       outcome: "HALT",
@@ -182,14 +160,11 @@ describe("agentctl result: what a run ended with", () => {
 
   it("once retention removed its WAL, what the run's closing audit event says, and that the report went with the WAL", async () => {
     const runId = "swept-run";
-    await new RunStatusStore(suite.bus.buckets.runs).put({
-      runId,
+    await putStatus(runId, {
       status: "failed",
       phase: "FAIL",
       iteration: 3,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 3, toolCalls: 2 },
       terminal: { kind: "FAIL", reason: "maxToolCalls" },
-      updatedAt: new Date().toISOString(),
     });
     await publishAudit(suite.bus, {
       schemaVersion: 1,
@@ -228,13 +203,9 @@ describe("agentctl result: what a run ended with", () => {
   });
 
   it("a child refused at its submit: what its status says, and that nothing more was recorded", async () => {
-    await new RunStatusStore(suite.bus.buckets.runs).put({
-      runId: "refused-child",
+    await putStatus("refused-child", {
       parentRunId: "some-parent",
       status: "failed",
-      phase: "PLAN",
-      iteration: 0,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
       terminal: { kind: "FAIL", reason: "[PARENT_FINISHED] parent run some-parent is failed" },
       updatedAt: "2026-11-27T12:00:00.000Z",
     });
@@ -276,14 +247,7 @@ describe("agentctl result: what a run ended with", () => {
   });
 
   it("a run awaiting approval: watch stops there saying what a human can do, and it has no result yet", async () => {
-    await new RunStatusStore(suite.bus.buckets.runs).put({
-      runId: "asking-run",
-      status: "awaiting_approval",
-      phase: "VERIFY",
-      iteration: 1,
-      usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
-      updatedAt: new Date().toISOString(),
-    });
+    await putStatus("asking-run", { status: "awaiting_approval", phase: "VERIFY", iteration: 1 });
     const watched = await runProcess(process.execPath, [AGENTCTL, "watch", "asking-run"], { env: env() });
     expect(watched.stdout.trim().split("\n")).toEqual([
       expect.stringMatching(/^awaiting_approval +VERIFY/),

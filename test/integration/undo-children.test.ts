@@ -1,5 +1,4 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import { remoteTool } from "../../shared/bus/remote-tool.js";
 import { serveToolsOf } from "../../shared/bus/tool-service.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -11,7 +10,7 @@ import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
-import { defineTool, describeTool, type AnyTool } from "../../shared/tools/tool.js";
+import { describeTool, type AnyTool } from "../../shared/tools/tool.js";
 import { undoChildren, type UndoDeps } from "../../services/agent/undo-children.js";
 import {
   CHILDREN_END_WAIT_MS,
@@ -23,7 +22,7 @@ import { RunJob } from "../../shared/contracts/cluster.js";
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { until } from "../helpers/until.js";
-import { bookingTools } from "../helpers/bookings.js";
+import { bookingTools, irreversibleCharge as charge } from "../helpers/bookings.js";
 import { createSpawnTool, fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import { registry, runner, spec } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
@@ -31,15 +30,6 @@ import { useActorBus } from "../helpers/actor-bus.js";
 const suite = useActorBus("uc", { random: seededRandom(3) });
 
 const { tools: bookings, unbooked } = bookingTools();
-const charge = defineTool({
-  name: "charge",
-  description: "Charges an amount.",
-  input: z.object({ cents: z.number() }),
-  capability: { kind: "compute" },
-  reversibility: "irreversible",
-  idempotent: false,
-  execute: () => Promise.resolve({ output: { charged: true } }),
-});
 const TOOLS: AnyTool[] = [...bookings, charge];
 /** The spawn a worker has: an undo only reads it described. */
 const SPAWN = fanOutSpawnTool();
