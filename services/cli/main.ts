@@ -80,9 +80,11 @@ async function watch(client: ClusterClient, runId: string): Promise<void> {
     out(
       `${last.terminal.kind}: ${last.terminal.reason}${last.terminal.output ? `\n${last.terminal.output}` : ""}`,
     );
-  // A failure's status says only its reason: why, and what a human must check, are in its report.
-  if (last?.status === "failed")
-    for (const line of failureSummary(await runResult(client.bus, runId))) out(line);
+  // A failure's status says only its reason: why, and what a human must check, are in its report
+  // (a summary the watch can go without: one it cannot read does not fail the watch).
+  const report =
+    last?.status === "failed" ? await runResult(client.bus, runId).catch(() => undefined) : undefined;
+  if (report) for (const line of failureSummary(report)) out(line);
   if (last) for (const line of nextSteps(last)) out(line);
 }
 
