@@ -14,7 +14,7 @@ import { out, runIdArg, withClient } from "./command-kit.js";
 import { addControlCommands } from "./control-commands.js";
 import { checkpointLine, contracts, listRuns, openBreakers, replayRun, UNFINISHED } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
-import { auditLine, breakerLine, nextSteps, runLine, statusLine } from "./render.js";
+import { auditLine, breakerLine, nextSteps, RUN_ID_WIDTH, runLine, statusLine } from "./render.js";
 import { STREAM_TAIL_DEFAULT, tailAudit } from "./audit-tail.js";
 import { resultJson, runResult } from "./result.js";
 import { failureSummary, resultLines } from "./result-text.js";
@@ -162,8 +162,12 @@ export function program(): Command {
           });
           if (opts.json) return out(JSON.stringify(runs));
           if (runs.length === 0) return out(`no run is ${[...statuses].join(", ")}`);
+          // Columns line up across a tree: a child's id (its parent's, and the call that spawned it) is longer.
+          const idWidth = Math.max(RUN_ID_WIDTH, ...runs.map((run) => run.runId.length));
           for (const run of runs) {
-            out(runLine(run, { children: children.get(run.runId), orphaned: orphans.get(run.runId) }));
+            out(
+              runLine(run, { children: children.get(run.runId), orphaned: orphans.get(run.runId), idWidth }),
+            );
           }
           if (more > 0) out(`… and ${more} more (--limit)`);
         }),

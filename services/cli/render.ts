@@ -84,6 +84,9 @@ function undone(status: RunStatus): string[] {
   return [`undone by ${u.by} (${calls}${left > 0 ? `, ${left} left to a human` : ""})`];
 }
 
+/** A generated run id's width: `runs` pads ids to it, or to the longest it lists (a child's is longer). */
+export const RUN_ID_WIDTH = 38;
+
 /**
  * One line of `runs`: the run, its status and phase, iteration, tool calls, cost and last change;
  * then its tree's root when it is a child, what it waits on (its children not finished among it),
@@ -92,13 +95,13 @@ function undone(status: RunStatus): string[] {
  */
 export function runLine(
   status: RunStatus,
-  about: { children?: ChildrenGoing | undefined; orphaned?: string | undefined } = {},
+  about: { children?: ChildrenGoing | undefined; orphaned?: string | undefined; idWidth?: number } = {},
 ): string {
-  const { children, orphaned } = about;
+  const { children, orphaned, idWidth = RUN_ID_WIDTH } = about;
   const root = status.rootRunId && status.rootRunId !== status.runId ? [`root ${status.rootRunId}`] : [];
   const w = status.waiting;
   return [
-    status.runId.padEnd(38),
+    status.runId.padEnd(idWidth),
     status.status.padEnd(17),
     status.phase.padEnd(9),
     `iter ${String(status.iteration).padStart(3)}`,

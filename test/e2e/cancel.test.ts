@@ -166,6 +166,13 @@ describe("agentctl cancel: a run ended for good", () => {
     expect(listed.stdout).toMatch(
       new RegExp(`^${childId} +committed .* undone by ${runId} \\(1 call\\)$`, "m"),
     );
+    // The parent's and its child's (longer) ids padded alike: their status columns line up.
+    const columns = listed.stdout
+      .trim()
+      .split("\n")
+      .map((line) => line.search(/ (committed|failed) /));
+    expect(columns).toHaveLength(2);
+    expect(new Set(columns).size).toBe(1);
     // Its log replays to the same transitions, the spawn and the undo included.
     expect((await agentctl("replay", runId)).stdout).toMatch(/transitions reproduced identically/);
   }, 60_000);

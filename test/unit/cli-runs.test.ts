@@ -89,6 +89,10 @@ describe("agentctl runs", () => {
     expect(runLine(child)).toMatch(
       /^child +halted +HALT +iter {3}0 {2}tools {3}0 {2}\$0\.0000 {2}2026-11-27T10:00:00\.007Z {2}root new-waiting {2}reason: stuck on a tool$/,
     );
+    // Ids padded to one width line the columns up across a tree.
+    const wide = runLine(child, { idWidth: 50 });
+    expect(wide.indexOf("halted")).toBe(52);
+    expect(runLine(child).indexOf("halted")).toBe(40);
     // A long reason (a failure's diagnosis) is cut; a committed run's is not shown.
     const failed = run("f", 0, {
       status: "failed",
