@@ -15,12 +15,13 @@ export async function walMessages(bus: ActorBus, runId: string): Promise<number>
   return Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
 }
 
-/** A run's lifecycle event (seq 1, or `seq`). */
+/** A run's lifecycle event (seq 1, or `seq`), with `data` when given. */
 export async function lifecycle(
   bus: Parameters<typeof publishAudit>[0],
   runId: string,
   kind: AuditKind,
   seq = 1,
+  data: Record<string, unknown> = {},
 ): Promise<void> {
   await publishAudit(bus, {
     schemaVersion: 1,
@@ -34,7 +35,7 @@ export async function lifecycle(
     actor: kind === "run.admitted" ? "supervisor" : "agent",
     status: kind === "run.failed" ? "failed" : "passed",
     artifacts: [],
-    data: {},
+    data,
     timestamp: new Date().toISOString(),
   });
 }

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { auditCount, publishAudit, readAudit } from "../../shared/bus/audit.js";
+import { auditCount, readAudit } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { hasQueuedJob } from "../../shared/bus/jobs.js";
 import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
@@ -12,6 +12,7 @@ import { seededRandom } from "../../shared/runtime/random.js";
 import { Admission } from "../../services/supervisor/admission.js";
 import { queuedStatus, spec } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { lifecycle } from "../helpers/finished-runs.js";
 
 const suite = useActorBus("ar", { random: seededRandom(7) });
 let admission: Admission;
@@ -122,24 +123,8 @@ describe("a run whose admission a supervisor did not finish", () => {
     const status = new RunStatusStore(suite.bus.buckets.runs);
     for (const runId of ["admitted-before", "spawned-child"]) {
       await status.put({ ...queuedStatus(runId), status: "running", phase: "ACT" });
-      await publishAudit(suite.bus, {
-        schemaVersion: 1,
-        auditId: `${runId}:1`,
-        runId,
-        rootRunId: runId,
-        seq: 1,
-        iteration: 0,
-        phase: "PLAN",
-        kind: "run.admitted",
-        actor: "supervisor",
-        status: "passed",
-        artifacts: [],
-        data:
-          runId === "admitted-before"
-            ? { depth: 0, agent: "tester" }
-            : { depth: 1, agent: "tester", specHash: "other" },
-        timestamp: new Date().toISOString(),
-      });
+      const data = { depth: 0, agent: "tester", ...(runId === "spawned-child" ? { specHash: "other" } : {}) };
+      await lifecycle(suite.bus, runId, "run.admitted", 1, data);
     }
     expect(await submit("admitted-before")).toMatchObject({ ok: true, status: "existing" });
     const child = {
