@@ -1,5 +1,5 @@
 import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
-import { isFinished, type RunStatus, type RunWaiting } from "../../shared/contracts/run-status.js";
+import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, publishAudit } from "../../shared/bus/audit.js";
@@ -27,6 +27,9 @@ export interface JournalDeps {
 
 /** The bindings of a lease's log lines: the run, and its phase and iteration when it has them. */
 export type LogContext = Record<string, unknown>;
+
+/** What a run handed back for a model outage waits out, as its status tells it. */
+export type OutageWait = Pick<RunStatus, "waiting"> | Pick<RunStatus, "retrying">;
 
 /** What a recorded transition still owes the audit stream and the status view. */
 interface Owed {
@@ -149,9 +152,9 @@ export class RunJournal {
     for (const event of audits) if (event.seq > held) await this.audit(event, context);
   }
 
-  /** Writes the run's status now; `waiting` says the run waits on its provider's breaker. */
-  async putStatus(state: LoopState, waiting?: RunWaiting): Promise<void> {
-    await this.status.put(this.statusRecord(state, waiting));
+  /** Writes the run's status now; `wait`: what it waits out (its provider's breaker, or retries). */
+  async putStatus(state: LoopState, wait?: OutageWait): Promise<void> {
+    await this.status.put(this.statusRecord(state, wait));
   }
 
   /**
@@ -170,11 +173,11 @@ export class RunJournal {
     else await this.status.put(record);
   }
 
-  private statusRecord(state: LoopState, waiting?: RunWaiting): RunStatus {
+  private statusRecord(state: LoopState, wait?: OutageWait): RunStatus {
     const checkpointSeq = this.checkpointSeq;
     return {
       ...statusOf(state, this.deps.bus.clock.now()),
-      ...(waiting ? { waiting } : {}),
+      ...wait,
       ...(checkpointSeq !== undefined ? { checkpointSeq } : {}),
     };
   }

@@ -4,6 +4,7 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import type { ServiceWait } from "../../shared/bus/request.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
+import type { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import type { FanOutHandler } from "./fanout.js";
@@ -47,6 +48,8 @@ export interface LeaseDeps {
   heartbeatMs: number;
   /** Aborted when the worker drains: the lease hands the run back after the current step. */
   stopping: AbortSignal;
+  /** How long the job waits before it is offered again, should the lease fail with `error` (see retryDelay). */
+  retryDelay: (error: AgentError) => number;
   /** See AGENT_MODEL_OUTAGE_MS: how long a run waits out a model outage before it fails. */
   modelOutageMs: number;
   /** See AGENT_CHILDREN_END_WAIT_MS (absent: CHILDREN_END_WAIT_MS). */

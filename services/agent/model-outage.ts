@@ -1,5 +1,6 @@
 import type { ErrorPayload } from "../../shared/contracts/common.js";
-import type { RunWaiting } from "../../shared/contracts/run-status.js";
+import type { RunRetrying, RunWaiting } from "../../shared/contracts/run-status.js";
+import { toRfc3339 } from "../../shared/runtime/clock.js";
 import type { ErrorCode } from "../../shared/runtime/errors.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
@@ -70,6 +71,28 @@ export function modelFailure<E extends Extract<LoopEvent, { type: "modelFailed" 
   const why = deadline ? "the run's deadline passed" : `tried for ${seconds(waited)}`;
   const failed: ErrorPayload = { ...error, message: `${error.message} (${why})` };
   return { fail: { ...event, error: failed } };
+}
+
+/**
+ * What the status of a run handed back for an outage no open breaker names says (see
+ * RunStatus.retrying): without it, a run retrying its provider for up to AGENT_MODEL_OUTAGE_MS
+ * looked, to `watch` and `runs`, like a run still thinking. `nextTry`: when its worker offers the
+ * job again (see retryDelay).
+ */
+export function retrying(
+  event: Extract<LoopEvent, { type: "modelFailed" | "criticFailed" }>,
+  since: number,
+  stopsWaiting: number,
+  nextTry: number,
+): RunRetrying {
+  return {
+    for: event.type === "modelFailed" ? "model turn" : "review",
+    code: event.error.code,
+    reason: event.error.message,
+    since: toRfc3339(since),
+    nextTry: toRfc3339(Math.min(nextTry, stopsWaiting)),
+    giveUpAt: toRfc3339(stopsWaiting),
+  };
 }
 
 /** A lease that failed because its run was handed back to wait out an outage (see modelFailure). */

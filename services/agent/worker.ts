@@ -374,6 +374,8 @@ export class AgentWorker {
         jobSeq,
         jobHeld: (seq) => this.presence.names(seq),
         deliveryCount: msg.info.deliveryCount,
+        retryDelay: (error) =>
+          retryDelay(error, msg.info.deliveryCount, this.options.retryDelayMs, bus.clock.now()),
         logger: bus.logger,
         metrics: this.options.metrics,
         heartbeat: () => msg.working(),

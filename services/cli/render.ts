@@ -28,6 +28,7 @@ export function statusLine(status: RunStatus, limits: Limits = {}): string {
     `tokens ${u.inputTokens + u.outputTokens}`,
     `cost ${cost}`,
     ...(w ? [`waiting: ${w.for} for ${w.provider}, next try after ${w.until}, until ${w.giveUpAt}`] : []),
+    ...retryingText(status, true),
     ...undone(status),
   ].join("  ");
 }
@@ -75,6 +76,17 @@ function childrenText(children: ChildrenGoing): string {
   return `children: ${counts.join(", ")}`;
 }
 
+/**
+ * Of a run retrying a model outage no breaker names: what failed, and (`when`) since when, the
+ * next try and when it gives up; nothing otherwise.
+ */
+function retryingText(status: RunStatus, when: boolean): string[] {
+  const r = status.retrying;
+  if (!r) return [];
+  const times = when ? `, since ${r.since}, next try after ${r.nextTry}, until ${r.giveUpAt}` : "";
+  return [`retrying: ${r.for} (${r.code}: ${oneLine(r.reason)})${times}`];
+}
+
 /** Of a committed run a failing ancestor undid: by whom, and what is left to a human; else nothing. */
 function undone(status: RunStatus): string[] {
   const u = status.undone;
@@ -110,6 +122,7 @@ export function runLine(
     status.updatedAt,
     ...root,
     ...(w ? [`waiting: ${w.for} for ${w.provider}`] : []),
+    ...retryingText(status, false),
     ...(children ? [childrenText(children)] : []),
     // Why a run halted or failed: what an operator reads before a resume or a cancel.
     ...(status.terminal && status.status !== "committed"

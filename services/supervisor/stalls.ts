@@ -20,8 +20,8 @@ export function scanInterval(staleMs: number): number {
 /**
  * The runs that look stalled: `running`, unchanged for `staleMs`, and not parked on a fan-out
  * (a parent waiting for its children holds no job on purpose). A run waiting on its provider's
- * open breaker (`waiting`) is due back at the breaker's `until`: it is stalled only `staleMs` after
- * that. Pure, for the scan below.
+ * open breaker (`waiting`) is due back at the breaker's `until`, one retrying an outage
+ * (`retrying`) at its `nextTry`: it is stalled only `staleMs` after that. Pure, for the scan below.
  */
 export function stalledRuns(
   statuses: readonly RunStatus[],
@@ -36,7 +36,8 @@ export function stalledRuns(
 
 function lastMoved(s: RunStatus): number {
   const at = Date.parse(s.updatedAt);
-  return s.waiting ? Math.max(at, Date.parse(s.waiting.until)) : at;
+  const due = s.waiting?.until ?? s.retrying?.nextTry;
+  return due ? Math.max(at, Date.parse(due)) : at;
 }
 
 /**

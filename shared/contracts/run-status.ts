@@ -49,6 +49,21 @@ export const RunWaiting = z.object({
 });
 export type RunWaiting = z.infer<typeof RunWaiting>;
 
+/** See RunStatus.retrying. */
+export const RunRetrying = z.object({
+  for: RunWaiting.shape.for,
+  /** The failure's stable code (MODEL_UNAVAILABLE, MODEL_RATE_LIMITED, BUS_UNAVAILABLE…). */
+  code: z.string().min(1),
+  /** The failure as the provider (or the bus) told it. */
+  reason: z.string(),
+  /** When the run first asked the turn it is retrying. */
+  since: z.iso.datetime({ offset: true }),
+  /** When the run is next offered to a worker, to ask again (the delay doubles, up to a minute). */
+  nextTry: z.iso.datetime({ offset: true }),
+  giveUpAt: z.iso.datetime({ offset: true }),
+});
+export type RunRetrying = z.infer<typeof RunRetrying>;
+
 /** See RunStatus.undone. */
 export const RunUndone = z.object({
   /** The failing run (its parent, or an ancestor further up) whose undo ran this run's compensations. */
@@ -85,6 +100,13 @@ export const RunStatus = z.object({
    * then a worker handed the run leaves it queued without reading it. Gone with the next write.
    */
   waiting: RunWaiting.optional(),
+  /**
+   * Set while the run waits out a model outage no open breaker names (before the provider's breaker
+   * opens, or with breakers off): what failed, since when the turn is retried, when it is next
+   * tried and when the run stops waiting. Only told: the run is taken over at each try. Gone with
+   * the next write.
+   */
+  retrying: RunRetrying.optional(),
   /**
    * Set on a committed child once a failing ancestor has undone what it did (the ancestor's
    * `undo_children`): its status stays committed, as its trail ends, and this says its effects

@@ -5,6 +5,7 @@ import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import {
+  agentctlOf,
   expectChargesInTrail,
   expectFirstReviewsPassed,
   payingActorRun,
@@ -80,6 +81,8 @@ describe("a model provider's outage", () => {
         status: "committed",
         terminal: { output: `answered outage ${i}` },
       });
+      // What the run retried is gone from its status once a try went through.
+      expect(status?.retrying).toBeUndefined();
       await expectChargesInTrail(suite, runId, "pay", executions);
       // The turns refused were handed back and asked again, and their iterations went back.
       await expect.poll(() => budget.used(runId), { timeout: 5_000 }).toBe(PAYMENTS + 1);
@@ -108,8 +111,27 @@ describe("a model provider's outage", () => {
     const model = flakyModel("down", planner.complete);
     model.down(60_000);
     const { runId } = await suite.client.submit(payingActorRun("pay", 0, "down", "a long outage"));
+    const watched = agentctlOf(suite).run("watch", runId);
+    // No breaker names the outage: the status says the run retries it, until when.
+    const { retrying } = await suite.waitFor(runId, (s) => s.retrying !== undefined, 20_000);
+    expect(retrying).toMatchObject({
+      for: "model turn",
+      code: "MODEL_UNAVAILABLE",
+      reason: "provider error (503): overloaded",
+    });
+    const [since, nextTry, giveUpAt] = [retrying?.since, retrying?.nextTry, retrying?.giveUpAt].map((t) =>
+      Date.parse(t ?? ""),
+    );
+    expect(giveUpAt! - since!).toBe(OUTAGE_LIMIT_MS);
+    expect(nextTry).toBeGreaterThan(since!);
+    expect(nextTry).toBeLessThanOrEqual(giveUpAt!);
     const status = await suite.waitFor(runId, settled, 30_000);
     expect(status).toMatchObject({ status: "failed", terminal: { reason: "modelError" } });
+    expect(status.retrying).toBeUndefined();
+    const { stdout } = await watched;
+    expect(stdout).toMatch(
+      /retrying: model turn \(MODEL_UNAVAILABLE: provider error \(503\): overloaded\), since \S+, next try after \S+, until \S+/,
+    );
     const failed = (await suite.audit(runId)).find((e) => e.kind === "run.failed");
     expect(JSON.stringify(failed)).toMatch(/MODEL_UNAVAILABLE.*tried for \d+(\.\d)? s/);
     const events = await suite.audit(runId);

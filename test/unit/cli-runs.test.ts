@@ -117,6 +117,21 @@ describe("agentctl runs", () => {
       },
     });
     expect(runLine(waiting)).toMatch(/ {2}waiting: model turn for openai:m@http:\/\/127\.0\.0\.1:1\/v1$/);
+    const retrying = run("r", 0, {
+      status: "running",
+      retrying: {
+        for: "model turn",
+        code: "MODEL_UNAVAILABLE",
+        reason: `provider error (503):\n${"busy ".repeat(40)}`,
+        since: "2026-11-27T10:00:01.000Z",
+        nextTry: "2026-11-27T10:00:02.000Z",
+        giveUpAt: "2026-11-27T10:10:01.000Z",
+      },
+    });
+    // What it retries and why, on one line; when is for `watch` and `status`.
+    expect(runLine(retrying)).toMatch(
+      / {2}retrying: model turn \(MODEL_UNAVAILABLE: provider error \(503\): busy busy [a-z ]+…\)$/,
+    );
   });
 
   it("says of a committed child a failing ancestor undid by whom, and how much is left to a human", () => {

@@ -54,6 +54,24 @@ describe("the stalled-run watchdog", () => {
     ]);
   });
 
+  it("counts a run retrying an outage as stalled only from its next try", () => {
+    const retrying = (nextTry: number): RunStatus => ({
+      ...status("retrying", "running", 0),
+      retrying: {
+        for: "model turn",
+        code: "MODEL_UNAVAILABLE",
+        reason: "provider error (503)",
+        since: at(0),
+        nextTry: at(nextTry),
+        giveUpAt: at(nextTry + 10 * staleMs),
+      },
+    });
+    expect(stalledRuns([retrying(now - staleMs + 1)], new Set(), now, staleMs)).toEqual([]);
+    expect(stalledRuns([retrying(now - staleMs)], new Set(), now, staleMs).map((r) => r.runId)).toEqual([
+      "retrying",
+    ]);
+  });
+
   it("scans a few times per stale period, between once a second and once a minute", () => {
     expect(scanInterval(6_000)).toBe(1_500);
     expect(scanInterval(100)).toBe(1_000);

@@ -18,6 +18,7 @@ import {
   handedBack as wasHandedBack,
   MAX_OUTAGE_RETRY_DELAY_MS,
   modelFailure,
+  retrying,
 } from "../../services/agent/model-outage.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { initialGuardState, type GuardLimits } from "../../shared/loop/guard.js";
@@ -219,6 +220,37 @@ describe("cluster helpers", () => {
     expect(modelFailure(failed("MODEL_UNAVAILABLE"), state, 1_000, 0, 4_000)).toEqual({
       fail: failed("MODEL_UNAVAILABLE"),
     });
+  });
+
+  it("a run handed back for an outage no breaker names says in its status what it retries, until when", () => {
+    const failed: Extract<LoopEvent, { type: "modelFailed" }> = {
+      type: "modelFailed",
+      at: 0,
+      requestId: "model-1",
+      error: { code: "MODEL_RATE_LIMITED", message: "provider error (429): slow down", retryable: true },
+    };
+    const iso = (ms: number): string => new Date(ms).toISOString();
+    expect(retrying(failed, 1_000, 11_000, 6_000)).toEqual({
+      for: "model turn",
+      code: "MODEL_RATE_LIMITED",
+      reason: "provider error (429): slow down",
+      since: iso(1_000),
+      nextTry: iso(6_000),
+      giveUpAt: iso(11_000),
+    });
+    // Offered again after it stops waiting: it is tried (and fails) when it stops.
+    expect(retrying(failed, 1_000, 11_000, 70_000).nextTry).toBe(iso(11_000));
+    const review: Extract<LoopEvent, { type: "criticFailed" }> = {
+      type: "criticFailed",
+      at: 0,
+      error: { code: "BUS_UNAVAILABLE", message: "nobody is serving 'critic.review'", retryable: true },
+    };
+    const status = { ...statusOf(untilModel(started()).state, START) };
+    const line = statusLine({ ...status, retrying: retrying(review, 1_000, 11_000, 6_000) });
+    expect(line).toMatch(
+      /retrying: review \(BUS_UNAVAILABLE: nobody is serving 'critic\.review'\), since 1970-01-01T00:00:01\.000Z, next try after 1970-01-01T00:00:06\.000Z, until 1970-01-01T00:00:11\.000Z$/,
+    );
+    expect(statusLine(status)).not.toContain("retrying");
   });
 
   it("a job's first delivery says where its run's checkpoint is; a redelivery, or a job made without a status, asks the status", () => {
