@@ -1,5 +1,6 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { orphanCancelReason, orphanedChild, queueCancel } from "../../shared/bus/cancel-job.js";
+import { childOf } from "../../shared/bus/fanout.js";
 import { queuedJobKinds } from "../../shared/bus/jobs.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
@@ -53,7 +54,7 @@ export async function awaitChildrenEnd(
 ): Promise<string[]> {
   const { bus } = deps;
   const store = new RunStatusStore(bus.buckets.runs);
-  let going = await goingOf(bus, store, children);
+  let going = await goingOf(bus, store, children, parent.runId);
   const reason = orphanCancelReason(parent.runId, true, parent.reason);
   for (const { status, revision } of going)
     await queueCancel(bus, status, revision, { by: CANCELLED_BY, reason });
@@ -66,6 +67,7 @@ export async function awaitChildrenEnd(
       bus,
       store,
       going.map((g) => g.status.runId),
+      parent.runId,
     );
   }
   const ids = going.map((g) => g.status.runId);
@@ -80,16 +82,19 @@ export async function awaitChildrenEnd(
 /**
  * The children, of those named, that could still commit, with their statuses' revisions: those
  * going, and those halted with a resume on the work queue (an operator's, which no worker has
- * applied yet: the child runs again once one does).
+ * applied yet: the child runs again once one does). A child id naming another's run (see childOf)
+ * is neither cancelled nor waited on.
  */
 async function goingOf(
   bus: ActorBus,
   store: RunStatusStore,
   children: readonly string[],
+  parentRunId: string,
 ): Promise<{ status: RunStatus; revision: number }[]> {
   const reads = await Promise.all(
     children.map(async (id) => {
       const read = await store.read(id);
+      if (read && !childOf(read.status, parentRunId)) return undefined;
       if (!read || orphanedChild(read.status)) return read;
       return read.status.status === "halted" && (await resumeQueued(bus, id)) ? read : undefined;
     }),

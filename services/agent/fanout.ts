@@ -85,13 +85,17 @@ export class FanOutHandler {
     return { type: "toolCompleted", at: this.bus.clock.now(), actionId: effect.actionId, output: results };
   }
 
-  /** A refused child settles at once as failed, with the refusal's code, so the fan-in can complete. */
+  /**
+   * A refused child settles at once as failed, with the refusal's code, so the fan-in can complete.
+   * Never over a status already there: a child id naming another's run is refused (RUN_ID_TAKEN),
+   * and that run's status is its own (the fan-in tells the parent it is not its child).
+   */
   private async recordRefusal(
     runId: string,
     parent: LoopState,
     error: { code: string; message: string },
   ): Promise<void> {
-    await this.status.put({
+    await this.status.create({
       runId,
       rootRunId: parent.rootRunId,
       parentRunId: parent.runId,

@@ -1,6 +1,7 @@
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { DEFAULT_TOOL_TIMEOUT_MS, type ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { childOf } from "../../shared/bus/fanout.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { readWal } from "../../shared/bus/wal.js";
 import { idempotencyKeyFor } from "../../shared/loop/action.js";
@@ -65,7 +66,7 @@ export async function undoChildren(
       outcome.manual.push({ runId, reason: `${waited}: what it did, if it commits, stands` });
       continue;
     }
-    await undoRun(runId, parent.runId, deps, outcome);
+    await undoRun(runId, parent.runId, parent.runId, deps, outcome);
   }
   const failed = outcome.undone.filter((u) => !u.ok);
   if (outcome.manual.length === 0 && failed.length === 0) {
@@ -83,9 +84,18 @@ export async function undoChildren(
   return { type: "toolAborted", at: at(), actionId: effect.actionId, error: error.toBody() };
 }
 
-/** Undoes what the committed run did, for the failing run `by`, and says so in the run's status. */
-async function undoRun(runId: string, by: string, deps: UndoDeps, outcome: ChildrenUndone): Promise<void> {
-  const child = await finalState(runId, deps, outcome);
+/**
+ * Undoes what the committed run, a child of `parentRunId`, did, for the failing run `by`, and says so
+ * in the run's status.
+ */
+async function undoRun(
+  runId: string,
+  parentRunId: string,
+  by: string,
+  deps: UndoDeps,
+  outcome: ChildrenUndone,
+): Promise<void> {
+  const child = await finalState(runId, parentRunId, deps, outcome);
   if (!child) return;
   const { state, tools } = child;
   const plan = planCompensation(state.completed);
@@ -95,7 +105,7 @@ async function undoRun(runId: string, by: string, deps: UndoDeps, outcome: Child
     if (step.tool === UNDO_CHILDREN_TOOL) {
       const nested = UndoChildrenInput.safeParse(step.input);
       const committed = nested.success ? nested.data.output.committed : [];
-      for (const child of [...committed].reverse()) await undoRun(child, by, deps, outcome);
+      for (const child of [...committed].reverse()) await undoRun(child, runId, by, deps, outcome);
       continue;
     }
     const actionId = `undo-${step.actionId}`;
@@ -149,19 +159,20 @@ async function markUndone(runId: string, undone: RunUndone, deps: UndoDeps): Pro
 
 /**
  * The committed child's state at its end, rebuilt from its log as a worker taking it over would,
- * with its tools' descriptors;
- * undefined for a child that did not commit (it failed and undid its own calls, it is being
- * cancelled with its parent, it never started). A read or a describe that fails fails the lease, to
+ * with its tools' descriptors; undefined for a child that did not commit (it failed and undid its
+ * own calls, it is being cancelled with its parent, it never started), and for a run that is not
+ * `parentRunId`'s child (a spawn named another's run, see childOf). A read or a describe that fails fails the lease, to
  * be tried again, as the lease's own do; a committed child's log that is gone, or that this build
  * cannot replay, is told to a human (`outcome.manual`).
  */
 async function finalState(
   runId: string,
+  parentRunId: string,
   deps: UndoDeps,
   outcome: ChildrenUndone,
 ): Promise<{ state: LoopState; tools: ToolDescriptor[] } | undefined> {
   const status = await new RunStatusStore(deps.bus.buckets.runs).get(runId);
-  if (status && status.status !== "committed") return undefined;
+  if (status && (status.status !== "committed" || !childOf(status, parentRunId))) return undefined;
   const records = (await readWal(deps.bus, runId)).records.map((r) => r.record);
   const spec = specOf(records);
   if (!spec) {
@@ -177,7 +188,9 @@ async function finalState(
   };
   try {
     const { state } = replay(records, config, { fromCheckpoint: true, snapshots: "skip" });
-    return state.status === "committed" ? { state, tools: config.tools } : undefined;
+    // Its status gone, its log says whose child it is.
+    const ours = state.parentRunId === parentRunId;
+    return state.status === "committed" && ours ? { state, tools: config.tools } : undefined;
   } catch (err) {
     outcome.manual.push({ runId, reason: `its log could not be replayed: ${toAgentError(err).message}` });
     return undefined;

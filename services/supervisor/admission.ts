@@ -7,11 +7,12 @@ import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, auditTally, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
+import { childOf } from "../../shared/bus/fanout.js";
 import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { isFinished, takesNoChildResults } from "../../shared/contracts/run-status.js";
+import { isFinished, takesNoChildResults, type RunStatus } from "../../shared/contracts/run-status.js";
 import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { privacyRefusal } from "../../shared/models/factory.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
@@ -71,7 +72,9 @@ export class Admission {
       // An id this supervisor just made names no run yet: only a named run is looked up (a round trip less).
       const known = named ? await this.status.get(runId) : undefined;
       if (known) {
-        const taken = request.parent ? undefined : await this.specConflict(asked, runId);
+        const taken = request.parent
+          ? notParentOf(known, request.parent.runId)
+          : await this.specConflict(asked, runId);
         if (taken) return this.refuseTaken(taken, runId);
         if (known.status === "queued") await this.finishAdmission(request, ids);
         return existing;
@@ -371,4 +374,17 @@ function rejected(error: AgentError): SubmitReply {
       ...(error.details !== undefined ? { details: error.details } : {}),
     },
   };
+}
+
+/**
+ * A spawned child naming an existing run that is not its parent's: a model's spawn may name its
+ * children's ids, and answered `existing` its parent took another tree's run for its child (see
+ * childOf). Refused, without an event in that run's trail; the fan-in tells the parent so.
+ */
+function notParentOf(known: RunStatus, parentRunId: string): AgentError | undefined {
+  if (childOf(known, parentRunId)) return undefined;
+  return new AgentError(
+    "RUN_ID_TAKEN",
+    `run ${known.runId} exists and is not a child of ${parentRunId}: a spawned child's runId must name a new run`,
+  );
 }

@@ -8,7 +8,7 @@ import {
   whyNotCancellable,
 } from "../../shared/bus/cancel-job.js";
 import { decode } from "../../shared/bus/codec.js";
-import { readFanOut } from "../../shared/bus/fanout.js";
+import { childOf, readFanOut } from "../../shared/bus/fanout.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -136,7 +136,8 @@ async function childrenOf(bus: ActorBus, runId: string): Promise<{ status: RunSt
   });
   const store = new RunStatusStore(bus.buckets.runs);
   const reads = await Promise.all((fanOut?.children ?? []).map((child) => store.read(child)));
-  return reads.filter((r) => r !== undefined);
+  // A child id naming another's run (see childOf) is not cancelled with this one.
+  return reads.filter((r) => r !== undefined).filter((r) => childOf(r.status, runId));
 }
 
 /** Who cancels the children of a failed run, in their reason and trail. */

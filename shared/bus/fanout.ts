@@ -44,13 +44,28 @@ export async function readFanOut(kv: KV, parentRunId: string): Promise<FanOut | 
   return decode(FanOut, entry.value);
 }
 
+/**
+ * Whether a run is the child of `parentRunId`, as its status says. A spawn may name its children's
+ * ids (`runId` in a child's spec): one naming a run of another tree, or of another parent, gets
+ * that run's status back, and a parent that took it for its child's would read its output, cancel
+ * it with its own tree, and undo what it did when it fails.
+ */
+export function childOf(status: Pick<RunStatus, "parentRunId">, parentRunId: string): boolean {
+  return status.parentRunId === parentRunId;
+}
+
 /** The fan-in: one result per child, in order, once every child has committed or failed; undefined before that. */
 export async function fanInResults(kv: KV, fanOut: FanOut): Promise<SpawnAgentOutput | undefined> {
   const store = new RunStatusStore(kv);
   const statuses: RunStatus[] = [];
   for (const runId of fanOut.children) {
     const status = await store.get(runId);
-    if (!status || !SETTLED.has(status.status)) return undefined;
+    if (!status) return undefined;
+    if (!childOf(status, fanOut.parentRunId)) {
+      statuses.push(notAChild(status, fanOut.parentRunId));
+      continue;
+    }
+    if (!SETTLED.has(status.status)) return undefined;
     statuses.push(status);
   }
   return {
@@ -60,6 +75,19 @@ export async function fanInResults(kv: KV, fanOut: FanOut): Promise<SpawnAgentOu
       ...(s.terminal?.output !== undefined ? { output: s.terminal.output } : {}),
       ...(s.status !== "committed" && s.terminal ? { error: errorOf(s.status, s.terminal.reason) } : {}),
     })),
+  };
+}
+
+/** What a parent is told of a child id that names another's run: refused, and nothing of that run. */
+function notAChild(status: RunStatus, parentRunId: string): RunStatus {
+  const whose = status.parentRunId ? `a child of ${status.parentRunId}` : "a run of its own tree";
+  return {
+    ...status,
+    status: "failed",
+    terminal: {
+      kind: "FAIL",
+      reason: `[RUN_ID_TAKEN] run ${status.runId} is ${whose}, not a child of ${parentRunId}: a spawned child's runId must name a new run (or leave it out)`,
+    },
   };
 }
 

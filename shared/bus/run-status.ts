@@ -72,6 +72,17 @@ export class RunStatusStore {
     }
   }
 
+  /** Writes the status only if the run has none: false when it has (a run's status is never replaced). */
+  async create(status: RunStatus): Promise<boolean> {
+    try {
+      await this.kv.create(status.runId, encode(RunStatus, status));
+      return true;
+    } catch (err) {
+      if (isWrongLastSequence(err)) return false;
+      throw err;
+    }
+  }
+
   /** Every change of one run's status, starting with the current one; ends when `signal` aborts. */
   async *watch(runId: string, signal?: AbortSignal): AsyncGenerator<RunStatus> {
     const watcher = await this.kv.watch({ key: runId });

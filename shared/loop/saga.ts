@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { SpawnAgentInput, SpawnAgentOutput } from "../contracts/control.js";
 import type { Reversibility, ToolDescriptor } from "../contracts/tool.js";
+import { sha256 } from "../runtime/hash.js";
 
 /** The tool a run fans out with; its children's effects are theirs, undone by UNDO_CHILDREN_TOOL. */
 export const SPAWN_AGENT_TOOL = "spawn_agent";
@@ -18,10 +19,21 @@ export const UNDO_CHILDREN_TOOL = "undo_children";
 export const UndoChildrenInput = z.object({ output: z.object({ committed: z.array(z.string()) }) });
 export type UndoChildrenInput = z.infer<typeof UndoChildrenInput>;
 
-/** A child's runId: derived from the parent, the action and the position, so a retried spawn finds the same children. */
+/** How many hex digits of the parent id's hash stand for the part of it a long child id leaves out. */
+const CUT_TAG_DIGITS = 12;
+
+/**
+ * A child's runId: derived from the parent, the action and the position, so a retried spawn finds
+ * the same children. One that would pass 64 characters (a deep tree, a long id its submitter chose)
+ * keeps the parent's first characters and a hash of its whole id: cut alone, two parents sharing
+ * their first characters named the same children, and the second's were the first's.
+ */
 export function childRunId(parentRunId: string, actionId: string, index: number): string {
   const suffix = `-${actionId}-${index + 1}`.replaceAll(/[^A-Za-z0-9_-]/g, "_");
-  return `${parentRunId.slice(0, 64 - suffix.length)}${suffix}`;
+  const whole = `${parentRunId}${suffix}`;
+  if (whole.length <= 64) return whole;
+  const tag = `_${sha256(parentRunId).slice(0, CUT_TAG_DIGITS)}`;
+  return `${parentRunId.slice(0, Math.max(0, 64 - suffix.length - tag.length))}${tag}${suffix}`.slice(-64);
 }
 
 /** A tool call that ran to completion, as the saga needs to remember it. */

@@ -122,7 +122,8 @@ describe("a run whose admission a supervisor did not finish", () => {
   it("a run whose admission kept no spec hash (an earlier build), or a child its parent sends again, is existing whatever the spec", async () => {
     const status = new RunStatusStore(suite.bus.buckets.runs);
     for (const runId of ["admitted-before", "spawned-child"]) {
-      await status.put({ ...queuedStatus(runId), status: "running", phase: "ACT" });
+      const parent = runId === "spawned-child" ? { parentRunId: "its-parent", rootRunId: "its-parent" } : {};
+      await status.put({ ...queuedStatus(runId), status: "running", phase: "ACT", ...parent });
       const data = { depth: 0, agent: "tester", ...(runId === "spawned-child" ? { specHash: "other" } : {}) };
       await lifecycle(suite.bus, runId, "run.admitted", 1, data);
     }
@@ -136,5 +137,27 @@ describe("a run whose admission a supervisor did not finish", () => {
       ok: true,
       status: "existing",
     });
+  }, 30_000);
+
+  it("a child whose spawn names a run that is not its parent's (a root run, another parent's child) is refused with RUN_ID_TAKEN, and that run left as it is", async () => {
+    const status = new RunStatusStore(suite.bus.buckets.runs);
+    // Answered `existing`, the intruder would take either for its child.
+    await submit("someone-elses");
+    await status.put({ ...queuedStatus("elses-child"), parentRunId: "elses", rootRunId: "elses" });
+    for (const runId of ["someone-elses", "elses-child"]) {
+      const before = { status: await status.get(runId), events: await auditCount(suite.bus, runId) };
+      const jobs = (await jobsOf(runId)).count;
+      const child = {
+        ...SubmitRequest.parse(spec({ prompt: "take it over" })),
+        runId,
+        parent: { runId: "intruder", rootRunId: "intruder", depth: 0 },
+      };
+      const reply = await admission.submit(encode(SubmitRequest, child));
+      expect(reply, runId).toMatchObject({ ok: false, error: { code: "RUN_ID_TAKEN" } });
+      expect(JSON.stringify(reply)).toMatch(new RegExp(`run ${runId} exists and is not a child of intruder`));
+      expect(await status.get(runId)).toEqual(before.status);
+      expect(await auditCount(suite.bus, runId)).toBe(before.events);
+      expect((await jobsOf(runId)).count).toBe(jobs);
+    }
   }, 30_000);
 });

@@ -128,6 +128,7 @@ describe("cluster state in KV", () => {
     const status = (runId: string, value: "running" | "halted" | "committed" | "failed", terminal?: object) =>
       store.put({
         runId,
+        parentRunId: "fp",
         status: value,
         phase: "COMMIT",
         iteration: 1,

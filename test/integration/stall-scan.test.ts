@@ -51,8 +51,8 @@ describe("the stall scan reads what can be running: the runs holding a pool slot
       });
     await fanOut("parent", ["kid-going", "kid-done"]);
     await fanOut("went-on", ["kid-done"]);
-    await store.put(status("kid-going", "running", 1_000));
-    await store.put(status("kid-done", "committed", stale));
+    await store.put({ ...status("kid-going", "running", 1_000), parentRunId: "parent" });
+    await store.put({ ...status("kid-done", "committed", stale), parentRunId: "went-on" });
     // A record that cannot be read leaves its run taken for parked, as every such run was before.
     await suite.buckets.runs.put(fanOutKey("garbled"), new TextEncoder().encode("{}"));
     // A slot taken by an admission that has not recorded its run (yet, or ever).

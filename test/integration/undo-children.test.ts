@@ -61,7 +61,7 @@ async function committedChild(
       tools: ["book", "unbook", "charge", "spawn_agent"],
       capabilities: ["compute", { kind: "spawn", maxDepth: 2 }],
     }),
-    { runId, undoChildren: true },
+    { runId, parentRunId: parentOf(runId), undoChildren: true },
   );
   expect(result.state.status).toBe("committed");
   await new WalWriter(suite.bus, runId, "w1", 0, 0).appendBatch(result.wal);
@@ -74,10 +74,14 @@ const PHASE_OF: Partial<Record<RunStatus["status"], RunStatus["phase"]>> = {
   halted: "HALT",
 };
 
+/** A child's parent, as its id names it: `p1` of `p1-act-1-2`, `p2` of `p2-gone`. */
+const parentOf = (runId: string): string => runId.replace(/-(act-\d+-\d+|gone)$/, "");
+
 /** The run's status record, as its worker (or a refused admission) leaves it. */
 async function statusOf(runId: string, status: RunStatus["status"]): Promise<void> {
   await new RunStatusStore(suite.bus.buckets.runs).put({
     runId,
+    parentRunId: parentOf(runId),
     status,
     phase: PHASE_OF[status] ?? "ACT",
     iteration: 1,

@@ -307,6 +307,18 @@ describe("cluster helpers", () => {
     expect(long).toHaveLength(64);
     expect(long.endsWith("-act-9-12")).toBe(true);
     expect(childRunId("p", "a.b", 0)).toBe("p-a_b-1");
+    // Cut to fit, parents alike in their first characters still name children of their own.
+    // Cut to fit, two siblings' children (their ids alike but for the end a cut leaves out) still
+    // have ids of their own.
+    const root = "order-2026-11-27-customer-4411-line-items-batch-7";
+    const siblings = [0, 1].map((i) => childRunId(root, "act-1", i));
+    expect(siblings).toEqual([`${root}-act-1-1`, `${root}-act-1-2`]);
+    const nephews = siblings.map((s) => childRunId(s, "act-2", 0));
+    for (const id of nephews)
+      expect(id).toMatch(/^order-2026-11-27-customer-4411-line-items-b_[0-9a-f]{12}-act-2-1$/);
+    expect(nephews[0]).toHaveLength(64);
+    expect(nephews[0]).not.toBe(nephews[1]);
+    expect(childRunId(siblings[0]!, "act-2", 0)).toBe(nephews[0]);
   });
 
   it("watch bars show usage against limits", () => {
