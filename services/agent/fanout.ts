@@ -6,6 +6,7 @@ import { childRunId, fanInResults, writeFanOut } from "../../shared/bus/fanout.j
 import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { SPAWN_AGENT_TOOL } from "../../shared/loop/saga.js";
+import { childGrantRefusal } from "../../shared/loop/child-grants.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -64,6 +65,12 @@ export class FanOutHandler {
     await writeFanOut(this.bus.buckets.runs, fanOut);
     for (const [i, spec] of runs.entries()) {
       const runId = fanOut.children[i] as string;
+      // What the parent's model asked for a child beyond what the parent has is never submitted.
+      const beyond = childGrantRefusal(state.spec, spec);
+      if (beyond) {
+        await this.recordRefusal(runId, state, beyond);
+        continue;
+      }
       const reply = await requestJson(
         this.bus.nc,
         this.bus.subjects.runsSubmit(),

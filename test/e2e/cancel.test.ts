@@ -137,7 +137,7 @@ describe("agentctl cancel: a run ended for good", () => {
           { toolCalls: [{ name: "echo", input: { text: "and more" } }] },
           { toolCalls: [{ name: "finish", input: { answer: "never" } }] },
         ],
-        tools: ["spawn_agent", "echo"],
+        tools: ["spawn_agent", "echo", "book", "unbook"],
         capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
         resources: { maxIterations: 1 },
       }),
@@ -195,8 +195,8 @@ describe("agentctl cancel: a run ended for good", () => {
           },
           { toolCalls: [{ name: "finish", input: { answer: "never" } }] },
         ],
-        tools: ["spawn_agent"],
-        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+        tools: ["spawn_agent", "book", "unbook"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
       }),
     );
     const [first, second] = [`${runId}-act-1-1`, `${runId}-act-1-2`];

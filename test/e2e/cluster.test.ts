@@ -215,8 +215,8 @@ describe("cluster: actors as processes on a real nats-server", () => {
           },
           { toolCalls: [{ name: "finish", input: { answer: "fanned in" } }] },
         ],
-        tools: ["spawn_agent"],
-        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+        tools: ["spawn_agent", "echo"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
       }),
     );
     // While the children run, the parent is parked: its job is acked, only the children's are held.
@@ -259,8 +259,8 @@ describe("cluster: actors as processes on a real nats-server", () => {
           { toolCalls: [{ name: "spawn_agent", input: { runs: [child("too deep")] } }] },
           { toolCalls: [{ name: "finish", input: { answer: "tried" } }] },
         ],
-        tools: ["spawn_agent"],
-        capabilities: [{ kind: "spawn", maxDepth: 5 }],
+        tools: ["spawn_agent", "echo"],
+        capabilities: [{ kind: "spawn", maxDepth: 5 }, "compute"],
       }),
       parent: { runId: `${reply.runId}-stand-in`, rootRunId: reply.runId, depth: 1 },
     });
@@ -297,8 +297,8 @@ describe("cluster: actors as processes on a real nats-server", () => {
           },
           { toolCalls: [{ name: "finish", input: { answer: "parent" } }] },
         ],
-        tools: ["spawn_agent"],
-        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+        tools: ["spawn_agent", "echo"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
       }),
     );
     const parent = await suite.waitFor(reply.runId, settled, 30_000);

@@ -66,7 +66,7 @@ describe("a finished run's status, with SUPERVISOR_STATUS_RETAIN_MS set", () => 
           { toolCalls: [{ name: "finish", input: { answer: "parent done" } }] },
         ],
         tools: ["spawn_agent"],
-        capabilities: [{ kind: "spawn", maxDepth: 1 }],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
       }),
       runId: rootId,
     });

@@ -44,8 +44,9 @@ function parentRun(parent: number): ReturnType<typeof spec> {
       { toolCalls: [{ name: "spawn_agent", input: { runs: children } }] },
       { toolCalls: [{ name: "finish", input: { answer: `fanned in ${parent}` } }] },
     ],
-    tools: ["spawn_agent"],
-    capabilities: [{ kind: "spawn", maxDepth: 1 }],
+    // A child is given only what its parent has.
+    tools: ["spawn_agent", "pay"],
+    capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
   });
 }
 

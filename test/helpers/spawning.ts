@@ -24,8 +24,9 @@ export async function parentOfOne(
         { toolCalls: [{ name: "spawn_agent", input: { runs: [child] } }] },
         { toolCalls: [{ name: "finish", input: { answer } }], delayMs: finishMs },
       ],
-      tools: ["spawn_agent"],
-      capabilities: [{ kind: "spawn", maxDepth: 1 }],
+      // A child is given only what its parent has.
+      tools: ["spawn_agent", ...(childTools ?? ["echo"])],
+      capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
     }),
   );
   const childId = `${runId}-act-1-1`;

@@ -3,7 +3,7 @@ import { bookingTools } from "../helpers/bookings.js";
 import { agentctlOf, ended, OPERATOR_CLUSTER, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
-const suite = useClusterSuite("child-ids", OPERATOR_CLUSTER);
+const suite = useClusterSuite("spawn-limits", OPERATOR_CLUSTER);
 
 /** The booking tools, served from the test process for one test. */
 function serveBookings(): ReturnType<typeof bookingTools> {
@@ -53,7 +53,7 @@ const spawner = (
       { toolCalls: [{ name: "echo", input: { text: "one more" } }] },
       { toolCalls: [{ name: "finish", input: { answer: "never" } }], delayMs: thenMs },
     ],
-    tools: ["spawn_agent", "echo"],
+    tools: ["spawn_agent", "echo", "book", "unbook"],
     capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
     ...(maxIterations ? { resources: { maxIterations } } : {}),
   });
@@ -150,5 +150,56 @@ describe("a spawned child's id names a run of its parent's, never another tree's
     });
     expect((await suite.client.status.get(done))?.undone).toBeUndefined();
     expect(bookings.unbooked).toEqual([]);
+  }, 60_000);
+});
+
+describe("what a spawned child may be given: no more than its parent has", () => {
+  it("a child asking for a tool, a grant or a privacy tier its parent lacks is refused before it is submitted; one within them runs", async () => {
+    const bookings = serveBookings();
+    const asked = (over: Parameters<typeof spec>[0]) => spec({ script: [{ text: "ran anyway" }], ...over });
+    const { runId } = await suite.client.submit(
+      spec({
+        name: "narrow-parent",
+        script: [
+          {
+            toolCalls: [
+              {
+                name: "spawn_agent",
+                input: {
+                  runs: [
+                    booker("seat 10", "booked behind its parent's back"),
+                    asked({ tools: [], capabilities: [{ kind: "network", allowedHosts: ["*"] }] }),
+                    asked({ tools: [], capabilities: [], privacy: "standard" }),
+                    asked({ tools: ["echo"], capabilities: ["compute"], script: [{ text: "within" }] }),
+                  ],
+                },
+              },
+            ],
+          },
+          { toolCalls: [{ name: "finish", input: { answer: "fanned in" } }] },
+        ],
+        tools: ["spawn_agent", "echo"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
+      }),
+    );
+    expect(await suite.waitFor(runId, ended, 20_000)).toMatchObject({ status: "committed" });
+    const { results } = (await spawnResults(runId)) as {
+      results: { status: string; output?: string; error?: { code: string; message: string } }[];
+    };
+    expect(results.map((r) => [r.status, r.error?.code ?? r.output])).toEqual([
+      ["failed", "CAPABILITY_DENIED"],
+      ["failed", "CAPABILITY_DENIED"],
+      ["failed", "PRIVACY_DENIED"],
+      ["committed", "within"],
+    ]);
+    expect(results[0]?.error?.message).toContain("not: book, unbook");
+    expect(results[1]?.error?.message).toContain("not: network");
+    expect(bookings.booked).toEqual([]);
+    // Never submitted: the refused children have no trail, only the status their parent's fan-in read.
+    for (const i of [1, 2, 3]) {
+      const child = `${runId}-act-1-${i}`;
+      expect(await suite.audit(child)).toEqual([]);
+      expect(await suite.client.status.get(child)).toMatchObject({ status: "failed", parentRunId: runId });
+    }
   }, 60_000);
 });

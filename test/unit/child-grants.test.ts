@@ -1,0 +1,70 @@
+import { describe, expect, it } from "vitest";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
+import { childGrantRefusal } from "../../shared/loop/child-grants.js";
+import { spec } from "../helpers/fixtures.js";
+
+type Overrides = Parameters<typeof spec>[0];
+const parent = RunSpec.parse(
+  spec({
+    tools: ["spawn_agent", "echo", "http_fetch", "book"],
+    capabilities: [
+      { kind: "spawn", maxDepth: 2 },
+      "compute",
+      { kind: "network", allowedHosts: ["api.example.com", "Pay.Example.com"] },
+      { kind: "fileRead", allowedPaths: ["*"] },
+      { kind: "mcp", server: "crm", tool: "*" },
+    ],
+    privacy: "private",
+  }),
+);
+const refusal = (child: Overrides) => childGrantRefusal(parent, RunSpec.parse(spec(child)));
+
+describe("what a spawned child may be given: no more than its parent has", () => {
+  it("gives a child its parent's tools and grants, or fewer, narrower ones, and a stricter tier", () => {
+    expect(refusal({ tools: ["echo"], capabilities: ["compute"] })).toBeUndefined();
+    expect(refusal({ tools: [], capabilities: [] })).toBeUndefined();
+    expect(
+      refusal({
+        tools: ["http_fetch", "spawn_agent"],
+        capabilities: [
+          { kind: "network", allowedHosts: ["pay.example.com"] },
+          { kind: "spawn", maxDepth: 1 },
+          { kind: "fileRead", allowedPaths: ["/data/in"] },
+          { kind: "mcp", server: "crm", tool: "lookup" },
+        ],
+        privacy: "sovereign",
+      }),
+    ).toBeUndefined();
+  });
+
+  it("refuses a tool its parent may not call", () => {
+    expect(refusal({ tools: ["echo", "charge", "shell_exec"] })).toMatchObject({
+      code: "CAPABILITY_DENIED",
+      message: "a child may be given only tools its parent may call; not: charge, shell_exec",
+    });
+  });
+
+  it("refuses a grant its parent's do not cover: another host, a kind it lacks, a deeper spawn, another MCP server", () => {
+    const denied = (capabilities: NonNullable<Overrides>["capabilities"]) =>
+      refusal({ tools: [], ...(capabilities ? { capabilities } : {}) });
+    const hosts = denied([{ kind: "network", allowedHosts: ["api.example.com", "evil.example.net"] }]);
+    expect(hosts?.code).toBe("CAPABILITY_DENIED");
+    expect(hosts?.message).toMatch(
+      /not: network \{"allowedHosts":\["api\.example\.com","evil\.example\.net"\]\}$/,
+    );
+    expect(denied([{ kind: "network", allowedHosts: ["*"] }])?.code).toBe("CAPABILITY_DENIED");
+    expect(denied([{ kind: "shell", allowedCommands: ["ls"] }])?.message).toMatch(/not: shell /);
+    expect(denied(["inference"])?.message).toMatch(/not: inference$/);
+    expect(denied([{ kind: "fileWrite", allowedPaths: ["/tmp"] }])?.code).toBe("CAPABILITY_DENIED");
+    expect(denied([{ kind: "spawn", maxDepth: 3 }])?.message).toMatch(/not: spawn \{"maxDepth":3\}$/);
+    expect(denied([{ kind: "mcp", server: "billing", tool: "refund" }])?.code).toBe("CAPABILITY_DENIED");
+    expect(denied([{ kind: "mcp", server: "*", tool: "lookup" }])?.code).toBe("CAPABILITY_DENIED");
+  });
+
+  it("refuses a privacy tier less strict than its parent's", () => {
+    expect(refusal({ tools: [], capabilities: [], privacy: "standard" })).toMatchObject({
+      code: "PRIVACY_DENIED",
+      message: "a child's privacy tier may be no less strict than its parent's ('private'), not 'standard'",
+    });
+  });
+});
