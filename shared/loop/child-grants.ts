@@ -70,3 +70,36 @@ export function childGrantRefusal(parent: RunSpec, child: RunSpec): AgentError |
   }
   return undefined;
 }
+
+/** The smaller of two limits, where `unlimited` (0 or absent, as the spec says) is the larger. */
+function tighter(parent: number | undefined, child: number | undefined, unlimited: (v?: number) => boolean) {
+  if (unlimited(parent)) return child;
+  if (unlimited(child)) return parent;
+  return Math.min(parent as number, child as number);
+}
+
+const absent = (v?: number): boolean => v === undefined;
+const zeroOrAbsent = (v?: number): boolean => v === undefined || v === 0;
+
+/**
+ * A spawned child's spec with its spending no larger than its parent's: the child's cost and token
+ * limits and its deadline are its own or its parent's, whichever is tighter (a limit the child
+ * leaves unset, or unlimited, is its parent's). A parent limited to $1 otherwise spawned children
+ * that could each spend without end. Iterations, tool calls and repairs are the child's own: an
+ * orchestrator that spawns and answers needs few of its own, and the tree's iteration cap
+ * (SUPERVISOR_TREE_ITERATION_CAP) bounds the whole tree's model calls.
+ */
+export function withinParentBudgets(parent: RunSpec, child: RunSpec): RunSpec {
+  const p = parent.agent.resources;
+  const c = child.agent.resources;
+  const cost = tighter(p.maxCostUsd, c.maxCostUsd, zeroOrAbsent) ?? 0;
+  const tokens = tighter(p.maxTokensBudget, c.maxTokensBudget, absent);
+  const deadline = tighter(p.deadlineMs, c.deadlineMs, absent);
+  const resources = {
+    ...c,
+    maxCostUsd: cost,
+    ...(tokens === undefined ? {} : { maxTokensBudget: tokens }),
+    ...(deadline === undefined ? {} : { deadlineMs: deadline }),
+  };
+  return { ...child, agent: { ...child.agent, resources } };
+}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
-import { childGrantRefusal } from "../../shared/loop/child-grants.js";
+import { childGrantRefusal, withinParentBudgets } from "../../shared/loop/child-grants.js";
 import { spec } from "../helpers/fixtures.js";
 
 type Overrides = Parameters<typeof spec>[0];
@@ -65,6 +65,50 @@ describe("what a spawned child may be given: no more than its parent has", () =>
     expect(refusal({ tools: [], capabilities: [], privacy: "standard" })).toMatchObject({
       code: "PRIVACY_DENIED",
       message: "a child's privacy tier may be no less strict than its parent's ('private'), not 'standard'",
+    });
+  });
+});
+
+describe("what a spawned child may spend: no more than its parent may", () => {
+  const withLimits = (resources: NonNullable<Overrides>["resources"]) =>
+    RunSpec.parse(spec({ ...(resources ? { resources } : {}) }));
+  const bounded = (p: NonNullable<Overrides>["resources"], c: NonNullable<Overrides>["resources"]) =>
+    withinParentBudgets(withLimits(p), withLimits(c)).agent.resources;
+
+  it("takes its parent's cost, token and time limits where its own are looser or unset", () => {
+    expect(bounded({ maxCostUsd: 1, maxTokensBudget: 5_000, deadlineMs: 60_000 }, {})).toMatchObject({
+      maxCostUsd: 1,
+      maxTokensBudget: 5_000,
+      deadlineMs: 60_000,
+    });
+    expect(
+      bounded({ maxCostUsd: 1, deadlineMs: 60_000 }, { maxCostUsd: 5, deadlineMs: 90_000 }),
+    ).toMatchObject({
+      maxCostUsd: 1,
+      deadlineMs: 60_000,
+    });
+  });
+
+  it("keeps its own where they are tighter, or where its parent has none; its iterations and tool calls are its own", () => {
+    expect(
+      bounded(
+        { maxCostUsd: 1, maxTokensBudget: 5_000, deadlineMs: 60_000 },
+        {
+          maxCostUsd: 0.25,
+          maxTokensBudget: 1_000,
+          deadlineMs: 10_000,
+        },
+      ),
+    ).toMatchObject({ maxCostUsd: 0.25, maxTokensBudget: 1_000, deadlineMs: 10_000 });
+    const free = bounded({}, { maxCostUsd: 2 });
+    expect(free.maxCostUsd).toBe(2);
+    expect(free.maxTokensBudget).toBeUndefined();
+    expect(free.deadlineMs).toBeUndefined();
+    expect(
+      bounded({ maxIterations: 2, maxToolCalls: 1 }, { maxIterations: 30, maxToolCalls: 40 }),
+    ).toMatchObject({
+      maxIterations: 30,
+      maxToolCalls: 40,
     });
   });
 });
