@@ -135,8 +135,20 @@ export function isRetryable(value: unknown): boolean {
 /** Wraps anything thrown into an AgentError so callers only ever handle one shape. */
 export function toAgentError(value: unknown, fallback: ErrorCode = "INTERNAL"): AgentError {
   if (isAgentError(value)) return value;
-  const message = value instanceof Error ? value.message : String(value);
-  return new AgentError(fallback, message, { cause: value });
+  return new AgentError(fallback, messageOf(value), { cause: value });
+}
+
+/**
+ * A thrown value's message. fetch's says only "fetch failed"; what failed (a connection refused, a
+ * name that does not resolve, a reset, and where) is in its cause, which whoever reads the error
+ * (a model told its tool call failed, an operator reading a run's status or failure) needs.
+ */
+function messageOf(value: unknown): string {
+  if (!(value instanceof Error)) return String(value);
+  const fetchFailed = value instanceof TypeError && value.message === "fetch failed";
+  return fetchFailed && value.cause instanceof Error
+    ? `${value.message}: ${value.cause.message}`
+    : value.message;
 }
 
 export function isErrorCode(code: string): code is ErrorCode {

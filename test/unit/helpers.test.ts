@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { CapabilityObject } from "../../shared/contracts/capability.js";
@@ -5,6 +7,7 @@ import { InMemoryMemory } from "../../shared/memory/in-memory.js";
 import { relevance } from "../../shared/memory/memory.js";
 import { ManualClock, systemClock, toRfc3339 } from "../../shared/runtime/clock.js";
 import { RUN_ID_PATTERN, sequentialIds, uuidIds } from "../../shared/runtime/ids.js";
+import { toAgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { httpFetchTool, MAX_REDIRECTS } from "../../shared/tools/builtin/http-fetch.js";
 import { startServer } from "../helpers/http-server.js";
@@ -150,5 +153,21 @@ describe("http_fetch edges", () => {
     await expect(
       httpFetchTool.execute({ url: `${server.url}/x`, method: "GET" }, ctx({ kind: "compute" })),
     ).rejects.toThrow(/not in allowed_hosts/);
+  });
+
+  it("a host that refuses the connection: the call's error says so, and where, not only 'fetch failed'", async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    const thrown = await httpFetchTool
+      .execute({ url: `http://127.0.0.1:${port}/x`, method: "GET" }, ctx(net))
+      .catch((err: unknown) => err);
+    // As the tool's invoker reports it to the run (and the run to its model).
+    expect(toAgentError(thrown, "TOOL_FAILED")).toMatchObject({
+      code: "TOOL_FAILED",
+      message: `fetch failed: connect ECONNREFUSED 127.0.0.1:${port}`,
+    });
+    expect(toAgentError(new Error("plain"), "TOOL_FAILED").message).toBe("plain");
   });
 });

@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
 import type { ModelRequest } from "../../shared/contracts/model.js";
 import { AnthropicDriver } from "../../shared/models/anthropic.js";
@@ -219,7 +221,28 @@ describe("openai-compatible driver", () => {
       http: http(),
       policy: { ...fastPolicy, retries: 0 },
     });
-    await expect(dead.complete(request)).rejects.toMatchObject({ code: "MODEL_NETWORK", retryable: true });
+    // What failed, not only fetch's "fetch failed" (port 1 is one fetch refuses to ask).
+    await expect(dead.complete(request)).rejects.toMatchObject({
+      code: "MODEL_NETWORK",
+      retryable: true,
+      message: "fetch failed: bad port",
+    });
+    // A port nobody listens on: the connection refused, and where.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    const refused = new OpenAiDriver({
+      ref: { provider: "openai", model: "m", baseUrl: `http://127.0.0.1:${port}` },
+      env: {},
+      prices: {},
+      http: http(),
+      policy: { ...fastPolicy, retries: 0 },
+    });
+    await expect(refused.complete(request)).rejects.toMatchObject({
+      code: "MODEL_NETWORK",
+      message: `fetch failed: connect ECONNREFUSED 127.0.0.1:${port}`,
+    });
   });
 
   it("rejects malformed replies and non-JSON tool arguments", async () => {
