@@ -1,5 +1,7 @@
 import type { CapabilityObject, PrivacyTier } from "../contracts/capability.js";
+import type { ModelRef } from "../contracts/model.js";
 import type { RunSpec } from "../contracts/run-spec.js";
+import { modelEndpoint, type ModelEndpoint } from "../models/factory.js";
 import { AgentError } from "../runtime/errors.js";
 
 /** From the tier that lets the least out to the one that lets the most. */
@@ -40,8 +42,9 @@ function grantText(grant: CapabilityObject): string {
 /**
  * Why a spawned child may not be given what its spec asks, or undefined when it may. A child gets
  * no more than its parent has: only tools its parent may call, grants its parent's cover (hosts,
- * commands and paths among its parent's, a depth no deeper, the same MCP server and tool), and a
- * privacy tier no less strict. The child's spec is the parent model's output: without this, a
+ * commands and paths among its parent's, a depth no deeper, the same MCP server and tool), models
+ * asked over HTTP only where and with the key its parent's are (see modelsBeyond), and a privacy
+ * tier no less strict. The child's spec is the parent model's output: without this, a
  * parent granted `spawn` could give a child any tool or grant (a network host, a payment tool, a
  * hosted model) and reach, through it, what its own manifest refused it.
  */
@@ -62,6 +65,13 @@ export function childGrantRefusal(parent: RunSpec, child: RunSpec): AgentError |
       `a child may be granted only what its parent's capabilities cover; not: ${grants.map(grantText).join("; ")}`,
     );
   }
+  const models = modelsBeyond(parent, child);
+  if (models.length > 0) {
+    return new AgentError(
+      "CAPABILITY_DENIED",
+      `a child may ask a model over HTTP only at an endpoint, with a key, its parent's models use; not: ${models.join("; ")}`,
+    );
+  }
   if (PRIVACY_RANK[c.privacy] > PRIVACY_RANK[p.privacy]) {
     return new AgentError(
       "PRIVACY_DENIED",
@@ -69,6 +79,32 @@ export function childGrantRefusal(parent: RunSpec, child: RunSpec): AgentError |
     );
   }
   return undefined;
+}
+
+/** The models a spec asks (its agent's, its critic's). */
+const modelsOf = (spec: RunSpec): ModelRef[] => [
+  spec.agent.model,
+  ...(spec.critic?.model ? [spec.critic.model] : []),
+];
+
+const endpointText = (e: ModelEndpoint): string =>
+  `${e.provider} at ${e.baseUrl} with the key in ${e.keyEnv}`;
+
+/**
+ * The child's models asked over HTTP at an endpoint, or with a key, none of its parent's models
+ * use. A key is read from the worker's (or critic's) environment by the name the spec gives and sent
+ * to the spec's endpoint: a child's spec is its parent model's output, which could otherwise send
+ * any variable of that environment (the process's NATS password, another team's key) to any host.
+ */
+function modelsBeyond(parent: RunSpec, child: RunSpec): string[] {
+  const known = modelsOf(parent).flatMap((m) => modelEndpoint(m) ?? []);
+  return modelsOf(child)
+    .flatMap((m) => modelEndpoint(m) ?? [])
+    .filter(
+      (e) =>
+        !known.some((k) => k.provider === e.provider && k.baseUrl === e.baseUrl && k.keyEnv === e.keyEnv),
+    )
+    .map(endpointText);
 }
 
 /** The smaller of two limits, where `unlimited` (0 or absent, as the spec says) is the larger. */

@@ -1,11 +1,11 @@
 import type { PrivacyTier } from "../contracts/capability.js";
 import type { ActorModelRef, ModelRef } from "../contracts/model.js";
 import { AgentError } from "../runtime/errors.js";
-import { ANTHROPIC_DEFAULT_BASE_URL, AnthropicDriver } from "./anthropic.js";
+import { ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_KEY_ENV, AnthropicDriver } from "./anthropic.js";
 import type { ModelDriver } from "./driver.js";
 import type { HttpDeps, HttpPolicy } from "./http.js";
 import { isLoopbackUrl } from "./locality.js";
-import { OPENAI_DEFAULT_BASE_URL, OpenAiDriver } from "./openai.js";
+import { OPENAI_DEFAULT_BASE_URL, OPENAI_DEFAULT_KEY_ENV, OpenAiDriver } from "./openai.js";
 import type { PriceTable } from "./pricing.js";
 import { ScriptedDriver } from "./scripted.js";
 
@@ -32,11 +32,38 @@ export function createDriver(ref: ModelRef, privacy: PrivacyTier, deps: DriverFa
  */
 export function privacyRefusal(ref: ModelRef, privacy: PrivacyTier): string | undefined {
   if (privacy !== "sovereign") return undefined;
-  if (ref.provider !== "openai" && ref.provider !== "anthropic") return undefined;
-  const baseUrl =
-    ref.baseUrl ?? (ref.provider === "openai" ? OPENAI_DEFAULT_BASE_URL : ANTHROPIC_DEFAULT_BASE_URL);
-  if (isLoopbackUrl(baseUrl)) return undefined;
-  return `model '${ref.provider}:${ref.model}' is remote (${baseUrl}), which privacy tier 'sovereign' (the default) forbids; set agent.privacy to 'private' or 'standard', or use a loopback baseUrl`;
+  const endpoint = modelEndpoint(ref);
+  if (endpoint === undefined || isLoopbackUrl(endpoint.baseUrl)) return undefined;
+  return `model '${endpoint.provider}:${endpoint.model}' is remote (${endpoint.baseUrl}), which privacy tier 'sovereign' (the default) forbids; set agent.privacy to 'private' or 'standard', or use a loopback baseUrl`;
+}
+
+/** Where a model asked over HTTP is asked, and the environment variable that holds its key. */
+export interface ModelEndpoint {
+  provider: "openai" | "anthropic";
+  model: string;
+  baseUrl: string;
+  keyEnv: string;
+}
+
+/** A model's endpoint, its defaults filled in; undefined for one not asked over HTTP (scripted, actor). */
+export function modelEndpoint(ref: ModelRef): ModelEndpoint | undefined {
+  if (ref.provider === "openai") {
+    return {
+      provider: ref.provider,
+      model: ref.model,
+      baseUrl: ref.baseUrl ?? OPENAI_DEFAULT_BASE_URL,
+      keyEnv: ref.apiKeyEnv ?? OPENAI_DEFAULT_KEY_ENV,
+    };
+  }
+  if (ref.provider === "anthropic") {
+    return {
+      provider: ref.provider,
+      model: ref.model,
+      baseUrl: ref.baseUrl ?? ANTHROPIC_DEFAULT_BASE_URL,
+      keyEnv: ref.apiKeyEnv ?? ANTHROPIC_DEFAULT_KEY_ENV,
+    };
+  }
+  return undefined;
 }
 
 function build(ref: ModelRef, deps: DriverFactoryDeps): ModelDriver {

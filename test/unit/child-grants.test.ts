@@ -61,6 +61,53 @@ describe("what a spawned child may be given: no more than its parent has", () =>
     expect(denied([{ kind: "mcp", server: "*", tool: "lookup" }])?.code).toBe("CAPABILITY_DENIED");
   });
 
+  it("lets a child ask a model over HTTP only at an endpoint, with a key, its parent's models use", () => {
+    const hosted = RunSpec.parse({
+      ...spec({ tools: [], capabilities: [], privacy: "private" }),
+      agent: {
+        ...spec({ tools: [], capabilities: [], privacy: "private" }).agent,
+        model: {
+          provider: "openai",
+          model: "big",
+          baseUrl: "https://llm.example.com/v1",
+          apiKeyEnv: "TEAM_KEY",
+        },
+      },
+      critic: { model: { provider: "anthropic", model: "judge" } },
+    });
+    const child = (model: object, critic?: object) =>
+      RunSpec.parse({
+        ...spec({ tools: [], capabilities: [] }),
+        agent: { ...spec({ tools: [], capabilities: [] }).agent, model },
+        ...(critic ? { critic: { model: critic } } : {}),
+      });
+    const asked = (model: object, critic?: object) => childGrantRefusal(hosted, child(model, critic));
+    const teamModel = { provider: "openai", baseUrl: "https://llm.example.com/v1", apiKeyEnv: "TEAM_KEY" };
+    // Another model at its parent's endpoint with its key, its parent critic's provider, a script.
+    expect(asked({ ...teamModel, model: "small" })).toBeUndefined();
+    expect(asked({ provider: "anthropic", model: "other" })).toBeUndefined();
+    expect(asked({ provider: "scripted", script: [{ text: "x" }] })).toBeUndefined();
+    // Another variable of the worker's environment sent to that endpoint, or the key to another host.
+    expect(asked({ ...teamModel, model: "small", apiKeyEnv: "NATS_PASSWORD" })).toMatchObject({
+      code: "CAPABILITY_DENIED",
+      message:
+        "a child may ask a model over HTTP only at an endpoint, with a key, its parent's models use; not: openai at https://llm.example.com/v1 with the key in NATS_PASSWORD",
+    });
+    expect(
+      asked({ ...teamModel, model: "small", baseUrl: "https://collector.example.net/v1" })?.message,
+    ).toMatch(/not: openai at https:\/\/collector\.example\.net\/v1 with the key in TEAM_KEY$/);
+    expect(asked({ provider: "openai", model: "gpt" })?.message).toMatch(
+      /not: openai at https:\/\/api\.openai\.com\/v1 with the key in OPENAI_API_KEY$/,
+    );
+    // The critic's model is held to the same.
+    expect(
+      asked(
+        { ...teamModel, model: "small" },
+        { provider: "anthropic", model: "j", apiKeyEnv: "AWS_SECRET_ACCESS_KEY" },
+      )?.message,
+    ).toMatch(/not: anthropic at https:\/\/api\.anthropic\.com with the key in AWS_SECRET_ACCESS_KEY$/);
+  });
+
   it("refuses a privacy tier less strict than its parent's", () => {
     expect(refusal({ tools: [], capabilities: [], privacy: "standard" })).toMatchObject({
       code: "PRIVACY_DENIED",
