@@ -4,6 +4,7 @@ import { AgentError } from "../runtime/errors.js";
 import { ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_KEY_ENV, AnthropicDriver } from "./anthropic.js";
 import type { ModelDriver } from "./driver.js";
 import type { HttpDeps, HttpPolicy } from "./http.js";
+import { keyEnvPatterns, keyEnvRefusal } from "./key-envs.js";
 import { isLoopbackUrl } from "./locality.js";
 import { OPENAI_DEFAULT_BASE_URL, OPENAI_DEFAULT_KEY_ENV, OpenAiDriver } from "./openai.js";
 import type { PriceTable } from "./pricing.js";
@@ -18,10 +19,20 @@ export interface DriverFactoryDeps {
   actor?: (ref: ActorModelRef) => ModelDriver;
 }
 
+const DEFAULT_KEY_ENV: Partial<Record<ModelRef["provider"], string>> = {
+  openai: OPENAI_DEFAULT_KEY_ENV,
+  anthropic: ANTHROPIC_DEFAULT_KEY_ENV,
+};
+
 /** Builds the driver a ModelRef names; the sovereign tier refuses any driver that leaves the machine. */
 export function createDriver(ref: ModelRef, privacy: PrivacyTier, deps: DriverFactoryDeps): ModelDriver {
   const refused = privacyRefusal(ref, privacy);
   if (refused) throw new AgentError("PRIVACY_DENIED", refused);
+  // A variable the spec names is checked; the providers' own (OPENAI_API_KEY…) are always allowed.
+  const named = "apiKeyEnv" in ref ? ref.apiKeyEnv : undefined;
+  const own = named === undefined || named === DEFAULT_KEY_ENV[ref.provider];
+  const keyRefused = own ? undefined : keyEnvRefusal(named, keyEnvPatterns(deps.env));
+  if (keyRefused) throw new AgentError("MODEL_KEY_DENIED", keyRefused);
   return build(ref, deps);
 }
 

@@ -12,6 +12,18 @@ export const millis = (defaultMs: number) =>
 export const memoryRecallWindow = z.coerce.number().int().min(0).max(100_000).default(1_000);
 
 /** Settings every actor reads from its environment (documented in the README's table). */
+/**
+ * MODEL_KEY_ENVS: the environment variables a spec's model may name as its key (`apiKeyEnv`),
+ * comma-separated, `*` matching any run of name characters (`TEAM_*_KEY`); see key-envs.ts.
+ */
+export const ModelKeyEnvs = z
+  .string()
+  .regex(
+    /^\s*[A-Za-z0-9_*]+(\s*,\s*[A-Za-z0-9_*]+)*\s*$/,
+    "comma-separated variable names, `*` for any characters",
+  )
+  .transform((text) => text.split(",").map((name) => name.trim()));
+
 export const ActorEnv = z.object({
   NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
   NATS_USER: z.string().min(1).optional(),
@@ -28,6 +40,8 @@ export const ActorEnv = z.object({
   HEALTH_PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
   /** Loopback by default; a container sets 0.0.0.0 so the kubelet and Prometheus can reach it. */
   HEALTH_HOST: z.string().min(1).default("127.0.0.1"),
+  /** See ModelKeyEnvs: checked here so that a malformed value stops the actor at its start. */
+  MODEL_KEY_ENVS: ModelKeyEnvs.optional(),
 });
 export type ActorEnv = z.infer<typeof ActorEnv>;
 

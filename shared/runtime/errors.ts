@@ -31,6 +31,11 @@ export const ERROR_CODES = {
   MODEL_AUTH: { retryable: false },
   MODEL_BAD_RESPONSE: { retryable: false },
   MISSING_API_KEY: { retryable: false },
+  /**
+   * A model's `apiKeyEnv` names a variable MODEL_KEY_ENVS does not allow: a spec may not have any
+   * variable of a worker's or critic's environment (its NATS password, say) sent to its endpoint.
+   */
+  MODEL_KEY_DENIED: { retryable: false },
   PLAN_INVALID: { retryable: false },
   NONDETERMINISM: { retryable: false },
   INVALID_TRANSITION: { retryable: false },

@@ -39,6 +39,8 @@ const suite = useClusterSuite("model-breaker", {
     CRITIC_TEST_KEY: "sk-critic-test",
     TEAM_A_KEY: "sk-team-a",
     TEAM_B_KEY: "sk-team-b",
+    // The keys' variables are not named `*_API_KEY`, the default: allowed by name and pattern.
+    MODEL_KEY_ENVS: "CRITIC_TEST_KEY, TEAM_*_KEY",
   },
 });
 
