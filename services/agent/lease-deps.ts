@@ -48,7 +48,7 @@ export interface LeaseDeps {
   heartbeatMs: number;
   /** Aborted when the worker drains: the lease hands the run back after the current step. */
   stopping: AbortSignal;
-  /** How long the job waits before it is offered again, should the lease fail with `error` (see retryDelay). */
+  /** How long the job waits before it is offered again, should the lease fail with `error`. */
   retryDelay: (error: AgentError) => number;
   /** See AGENT_MODEL_OUTAGE_MS: how long a run waits out a model outage before it fails. */
   modelOutageMs: number;

@@ -161,9 +161,9 @@ async function markUndone(runId: string, undone: RunUndone, deps: UndoDeps): Pro
  * The committed child's state at its end, rebuilt from its log as a worker taking it over would,
  * with its tools' descriptors; undefined for a child that did not commit (it failed and undid its
  * own calls, it is being cancelled with its parent, it never started), and for a run that is not
- * `parentRunId`'s child (a spawn named another's run, see childOf). A read or a describe that fails fails the lease, to
- * be tried again, as the lease's own do; a committed child's log that is gone, or that this build
- * cannot replay, is told to a human (`outcome.manual`).
+ * `parentRunId`'s child (a spawn named another's run, see childOf). A read or a describe that fails
+ * fails the lease, to be tried again, as the lease's own do; a committed child's log that is gone,
+ * or that this build cannot replay, is told to a human (`outcome.manual`).
  */
 async function finalState(
   runId: string,
