@@ -6,7 +6,7 @@ import { childRunId, fanInResults, writeFanOut } from "../../shared/bus/fanout.j
 import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { SPAWN_AGENT_TOOL } from "../../shared/loop/saga.js";
-import { childGrantRefusal, withinParentBudgets } from "../../shared/loop/child-grants.js";
+import { childGrantRefusal, childSpec } from "../../shared/loop/child-grants.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -55,6 +55,8 @@ export class FanOutHandler {
       return refused(new AgentError("INVALID_INPUT", `spawn_agent input: ${input.error.message}`));
     }
     const runs = input.data.runs;
+    // As the model wrote them: what a child's spec left out (see childSpec).
+    const asked = (effect.input as { runs?: unknown[] }).runs ?? [];
     const fanOut = {
       parentRunId: state.runId,
       rootRunId: state.rootRunId,
@@ -65,8 +67,8 @@ export class FanOutHandler {
     await writeFanOut(this.bus.buckets.runs, fanOut);
     for (const [i, spec] of runs.entries()) {
       const runId = fanOut.children[i] as string;
-      // What the parent's model asked for a child beyond what the parent has is never submitted, and
-      // the child's spending is bounded by its parent's.
+      // What the parent's model asked for a child beyond what the parent has is never submitted;
+      // the child's spending is bounded by its parent's, its privacy tier its parent's if unnamed.
       const beyond = childGrantRefusal(state.spec, spec);
       if (beyond) {
         await this.recordRefusal(runId, state, beyond);
@@ -78,7 +80,7 @@ export class FanOutHandler {
         {
           schema: SubmitRequest,
           value: {
-            ...withinParentBudgets(state.spec, spec),
+            ...childSpec(state.spec, spec, asked[i]),
             runId,
             parent: { runId: state.runId, rootRunId: state.rootRunId, depth: state.depth },
           },

@@ -139,3 +139,22 @@ export function withinParentBudgets(parent: RunSpec, child: RunSpec): RunSpec {
   };
   return { ...child, agent: { ...child.agent, resources } };
 }
+
+/** Whether a child's spec, as its parent's model wrote it, names a privacy tier. */
+function namesPrivacy(asked: unknown): boolean {
+  const agent = (asked as { agent?: { privacy?: unknown } } | undefined)?.agent;
+  return agent?.privacy !== undefined;
+}
+
+/**
+ * The spec a spawned child is submitted with: its spending bounded by its parent's (see
+ * withinParentBudgets), and its privacy tier its parent's unless the model named one (`asked`: the
+ * child's spec as the model wrote it). Parsed, a tier left out is the default, the strictest: a
+ * parent on a hosted model spawning a child on the same model without naming a tier had the child
+ * refused (PRIVACY_DENIED).
+ */
+export function childSpec(parent: RunSpec, child: RunSpec, asked: unknown): RunSpec {
+  const bounded = withinParentBudgets(parent, child);
+  const privacy = namesPrivacy(asked) ? child.agent.privacy : parent.agent.privacy;
+  return { ...bounded, agent: { ...bounded.agent, privacy } };
+}

@@ -181,6 +181,7 @@ describe("what a spawned child may be given: no more than its parent has", () =>
         tools: ["spawn_agent", "echo"],
         capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
         resources: { maxCostUsd: 0.5, deadlineMs: 60_000 },
+        privacy: "private",
       }),
     );
     expect(await suite.waitFor(runId, ended, 20_000)).toMatchObject({ status: "committed" });
@@ -196,13 +197,14 @@ describe("what a spawned child may be given: no more than its parent has", () =>
     expect(results[0]?.error?.message).toContain("not: book, unbook");
     expect(results[1]?.error?.message).toContain("not: network");
     expect(bookings.booked).toEqual([]);
-    // The child that ran had its parent's spending limits, as it asked for none.
+    // The child that ran had its parent's spending limits and privacy tier, as it named none.
     const start = (await suite.wal(`${runId}-act-1-4`))
       .map((r) => r.record)
       .find((r) => r.type === "EVENT" && r.event.type === "start");
-    expect(
-      start?.type === "EVENT" && start.event.type === "start" && start.event.spec.agent.resources,
-    ).toMatchObject({ maxCostUsd: 0.5, deadlineMs: 60_000 });
+    const agent =
+      start?.type === "EVENT" && start.event.type === "start" ? start.event.spec.agent : undefined;
+    expect(agent?.resources).toMatchObject({ maxCostUsd: 0.5, deadlineMs: 60_000 });
+    expect(agent?.privacy).toBe("private");
     // Never submitted: the refused children have no trail, only the status their parent's fan-in read.
     for (const i of [1, 2, 3]) {
       const child = `${runId}-act-1-${i}`;

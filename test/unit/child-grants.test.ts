@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
-import { childGrantRefusal, withinParentBudgets } from "../../shared/loop/child-grants.js";
+import { childGrantRefusal, childSpec, withinParentBudgets } from "../../shared/loop/child-grants.js";
 import { spec } from "../helpers/fixtures.js";
 
 type Overrides = Parameters<typeof spec>[0];
@@ -157,5 +157,14 @@ describe("what a spawned child may spend: no more than its parent may", () => {
       maxIterations: 30,
       maxToolCalls: 40,
     });
+  });
+});
+
+describe("a spawned child's privacy tier", () => {
+  it("is its parent's when the model named none (parsed, the strictest), its own when it named one", () => {
+    const asked = spec({ tools: [] });
+    const named = spec({ tools: [], privacy: "sovereign" });
+    expect(childSpec(parent, RunSpec.parse(asked), asked).agent.privacy).toBe("private");
+    expect(childSpec(parent, RunSpec.parse(named), named).agent.privacy).toBe("sovereign");
   });
 });
