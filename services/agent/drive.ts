@@ -18,7 +18,7 @@ import { RunJournal, type LogContext } from "./journal.js";
 import { answeredCalls } from "./leases.js";
 import { statusUnlessWaiting } from "./breaker-wait.js";
 import { settleHaltedCall } from "./settle-call.js";
-import { giveUpAt, modelFailure, retrying } from "./model-outage.js";
+import { giveUpAt, modelFailure, outageWait } from "./model-outage.js";
 import { waitForStart } from "./not-started.js";
 import { sameTools, specOf } from "./spec-of.js";
 import { undoChildren } from "./undo-children.js";
@@ -386,13 +386,9 @@ export class RunLease {
     const verdict = modelFailure(event, state, since, this.deps.modelOutageMs, now);
     if ("fail" in verdict) return verdict.fail;
     if (!takeover) await this.journal.settle();
-    // Told in the status, a breaker's wait spares the run's next takeovers while the breaker stays
-    // open, and retries are seen by whoever watches the run; a status that could not be written
-    // costs only those takeovers.
+    // A status that could not be written costs only the takeovers it would spare (see outageWait).
     const stops = giveUpAt(since, this.deps.modelOutageMs, state);
-    const wait = verdict.waiting
-      ? { waiting: verdict.waiting }
-      : { retrying: retrying(event, since, stops, now + this.deps.retryDelay(verdict.handBack)) };
+    const wait = outageWait(event, verdict, since, stops, now + this.deps.retryDelay(verdict.handBack));
     await this.journal
       .putStatus(state, wait)
       .catch((err: unknown) => this.log.warn({ err }, "the run's wait could not be written to its status"));

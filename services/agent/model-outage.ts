@@ -8,6 +8,7 @@ import { checkDeadline, type GuardLimits, type GuardState } from "../../shared/l
 import type { LoopState } from "../../shared/loop/state.js";
 import { MODEL_OUTAGE_CODES } from "../../shared/models/outage.js";
 import { waitingOn } from "./breaker-wait.js";
+import type { OutageWait } from "./journal.js";
 
 /** A provider's outage, or a model actor or critic nobody answers for (the bus). */
 export const OUTAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
@@ -93,6 +94,22 @@ export function retrying(
     nextTry: toRfc3339(Math.min(nextTry, stopsWaiting)),
     giveUpAt: toRfc3339(stopsWaiting),
   };
+}
+
+/**
+ * What the status of a run handed back for an outage says it waits out: its provider's open
+ * breaker (`waiting`: it spares the run's next takeovers while the breaker stays open), or, with no
+ * breaker named, the retries (`retrying`: seen by whoever watches the run).
+ */
+export function outageWait(
+  event: Extract<LoopEvent, { type: "modelFailed" | "criticFailed" }>,
+  verdict: { waiting?: RunWaiting },
+  since: number,
+  stopsWaiting: number,
+  nextTry: number,
+): OutageWait {
+  if (verdict.waiting) return { waiting: verdict.waiting };
+  return { retrying: retrying(event, since, stopsWaiting, nextTry) };
 }
 
 /** A lease that failed because its run was handed back to wait out an outage (see modelFailure). */

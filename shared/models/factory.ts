@@ -19,21 +19,30 @@ export interface DriverFactoryDeps {
   actor?: (ref: ActorModelRef) => ModelDriver;
 }
 
-const DEFAULT_KEY_ENV: Partial<Record<ModelRef["provider"], string>> = {
-  openai: OPENAI_DEFAULT_KEY_ENV,
-  anthropic: ANTHROPIC_DEFAULT_KEY_ENV,
-};
+/** Where each provider asked over HTTP is asked, and the variable its key is in, unless a ModelRef says. */
+const HTTP_DEFAULTS = {
+  openai: { baseUrl: OPENAI_DEFAULT_BASE_URL, keyEnv: OPENAI_DEFAULT_KEY_ENV },
+  anthropic: { baseUrl: ANTHROPIC_DEFAULT_BASE_URL, keyEnv: ANTHROPIC_DEFAULT_KEY_ENV },
+} as const;
 
 /** Builds the driver a ModelRef names; the sovereign tier refuses any driver that leaves the machine. */
 export function createDriver(ref: ModelRef, privacy: PrivacyTier, deps: DriverFactoryDeps): ModelDriver {
   const refused = privacyRefusal(ref, privacy);
   if (refused) throw new AgentError("PRIVACY_DENIED", refused);
-  // A variable the spec names is checked; the providers' own (OPENAI_API_KEY…) are always allowed.
-  const named = "apiKeyEnv" in ref ? ref.apiKeyEnv : undefined;
-  const own = named === undefined || named === DEFAULT_KEY_ENV[ref.provider];
-  const keyRefused = own ? undefined : keyEnvRefusal(named, keyEnvPatterns(deps.env));
+  const keyRefused = keyRefusal(ref, deps.env);
   if (keyRefused) throw new AgentError("MODEL_KEY_DENIED", keyRefused);
   return build(ref, deps);
+}
+
+/**
+ * Why the model may not read its key from the variable its ModelRef names (see keyEnvRefusal);
+ * the providers' own variables (OPENAI_API_KEY…) are always allowed.
+ */
+function keyRefusal(ref: ModelRef, env: DriverFactoryDeps["env"]): string | undefined {
+  if (ref.provider !== "openai" && ref.provider !== "anthropic") return undefined;
+  const named = ref.apiKeyEnv;
+  if (named === undefined || named === HTTP_DEFAULTS[ref.provider].keyEnv) return undefined;
+  return keyEnvRefusal(named, keyEnvPatterns(env));
 }
 
 /**
@@ -58,23 +67,14 @@ export interface ModelEndpoint {
 
 /** A model's endpoint, its defaults filled in; undefined for one not asked over HTTP (scripted, actor). */
 export function modelEndpoint(ref: ModelRef): ModelEndpoint | undefined {
-  if (ref.provider === "openai") {
-    return {
-      provider: ref.provider,
-      model: ref.model,
-      baseUrl: ref.baseUrl ?? OPENAI_DEFAULT_BASE_URL,
-      keyEnv: ref.apiKeyEnv ?? OPENAI_DEFAULT_KEY_ENV,
-    };
-  }
-  if (ref.provider === "anthropic") {
-    return {
-      provider: ref.provider,
-      model: ref.model,
-      baseUrl: ref.baseUrl ?? ANTHROPIC_DEFAULT_BASE_URL,
-      keyEnv: ref.apiKeyEnv ?? ANTHROPIC_DEFAULT_KEY_ENV,
-    };
-  }
-  return undefined;
+  if (ref.provider !== "openai" && ref.provider !== "anthropic") return undefined;
+  const defaults = HTTP_DEFAULTS[ref.provider];
+  return {
+    provider: ref.provider,
+    model: ref.model,
+    baseUrl: ref.baseUrl ?? defaults.baseUrl,
+    keyEnv: ref.apiKeyEnv ?? defaults.keyEnv,
+  };
 }
 
 function build(ref: ModelRef, deps: DriverFactoryDeps): ModelDriver {

@@ -37,6 +37,16 @@ describe("a cluster under the shipped permission model", () => {
       },
     });
 
+  /** A spec file whose model is the hostile endpoint, its key read from `apiKeyEnv`. */
+  const hostileSpec = async (name: string, apiKeyEnv: string): Promise<string> => {
+    const file = join(logDir, name);
+    const run = spec({ tools: ["echo"] });
+    const baseUrl = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}/v1`;
+    run.agent.model = { provider: "openai", model: "gpt-test", baseUrl, apiKeyEnv };
+    await writeFile(file, JSON.stringify(run));
+    return file;
+  };
+
   beforeAll(async () => {
     server = await startNats({ configFile: NATS_CONF });
     logDir = await mkdtemp(join(tmpdir(), "secured-"));
@@ -170,16 +180,7 @@ describe("a cluster under the shipped permission model", () => {
   });
 
   it("a model key echoed by the provider never reaches logs, audit events, statuses or replies", async () => {
-    const port = (hostile.address() as AddressInfo).port;
-    const file = join(logDir, "leak.json");
-    const leaky = spec({ tools: ["echo"] });
-    leaky.agent.model = {
-      provider: "openai",
-      model: "gpt-test",
-      baseUrl: `http://127.0.0.1:${port}/v1`,
-      apiKeyEnv: "PLANTED_MODEL_KEY",
-    };
-    await writeFile(file, JSON.stringify(leaky));
+    const file = await hostileSpec("leak.json", "PLANTED_MODEL_KEY");
     const submitted = await cli("submit", file, "--run-id", "leak-1", "--watch").catch(
       (err: { stdout: string; stderr: string }) => err,
     );
@@ -200,16 +201,7 @@ describe("a cluster under the shipped permission model", () => {
   });
 
   it("a spec naming another variable of the worker's environment as its model's key (its NATS password) fails, and nothing is sent", async () => {
-    const port = (hostile.address() as AddressInfo).port;
-    const file = join(logDir, "steal.json");
-    const stealing = spec({ tools: ["echo"] });
-    stealing.agent.model = {
-      provider: "openai",
-      model: "gpt-test",
-      baseUrl: `http://127.0.0.1:${port}/v1`,
-      apiKeyEnv: "NATS_PASSWORD",
-    };
-    await writeFile(file, JSON.stringify(stealing));
+    const file = await hostileSpec("steal.json", "NATS_PASSWORD");
     const asked = seenKeys.length;
     await cli("submit", file, "--run-id", "steal-1", "--watch").catch(() => undefined);
     const status = JSON.parse((await cli("status", "steal-1")).stdout) as {

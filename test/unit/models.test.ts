@@ -214,13 +214,15 @@ describe("openai-compatible driver", () => {
       retryable: true,
     });
     expect(server.requests).toHaveLength(3);
-    const dead = new OpenAiDriver({
-      ref: { provider: "openai", model: "m", baseUrl: "http://127.0.0.1:1" },
-      env: {},
-      prices: {},
-      http: http(),
-      policy: { ...fastPolicy, retries: 0 },
-    });
+    const at = (baseUrl: string) =>
+      new OpenAiDriver({
+        ref: { provider: "openai", model: "m", baseUrl },
+        env: {},
+        prices: {},
+        http: http(),
+        policy: { ...fastPolicy, retries: 0 },
+      });
+    const dead = at("http://127.0.0.1:1");
     // What failed, not only fetch's "fetch failed" (port 1 is one fetch refuses to ask).
     await expect(dead.complete(request)).rejects.toMatchObject({
       code: "MODEL_NETWORK",
@@ -232,13 +234,7 @@ describe("openai-compatible driver", () => {
     await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
     const { port } = closed.address() as AddressInfo;
     await new Promise((resolve) => closed.close(resolve));
-    const refused = new OpenAiDriver({
-      ref: { provider: "openai", model: "m", baseUrl: `http://127.0.0.1:${port}` },
-      env: {},
-      prices: {},
-      http: http(),
-      policy: { ...fastPolicy, retries: 0 },
-    });
+    const refused = at(`http://127.0.0.1:${port}`);
     await expect(refused.complete(request)).rejects.toMatchObject({
       code: "MODEL_NETWORK",
       message: `fetch failed: connect ECONNREFUSED 127.0.0.1:${port}`,
