@@ -53,7 +53,7 @@ export async function awaitChildrenEnd(
   deps: ChildrenEndDeps,
 ): Promise<string[]> {
   const { bus } = deps;
-  const store = new RunStatusStore(bus.buckets.runs);
+  const store = new RunStatusStore(bus.buckets.runs, bus);
   let going = await goingOf(bus, store, children, parent.runId);
   const reason = orphanCancelReason(parent.runId, true, parent.reason);
   for (const { status, revision } of going)

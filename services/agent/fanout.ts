@@ -28,7 +28,7 @@ export class FanOutHandler {
     /** Waits for a supervisor when none serves admissions (one restarting). */
     private readonly wait?: ServiceWait,
   ) {
-    this.status = new RunStatusStore(bus.buckets.runs);
+    this.status = new RunStatusStore(bus.buckets.runs, bus);
   }
 
   async spawn(effect: ToolCall, state: LoopState): Promise<LoopEvent | "park"> {

@@ -76,7 +76,7 @@ export class RunJournal {
   private statusOwed: LoopState | undefined;
 
   constructor(private readonly deps: JournalDeps) {
-    this.status = new RunStatusStore(deps.bus.buckets.runs);
+    this.status = new RunStatusStore(deps.bus.buckets.runs, deps.bus);
     this.checkpointSeq = deps.checkpointSeq;
   }
 

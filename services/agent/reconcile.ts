@@ -2,9 +2,11 @@ import type { KV } from "@nats-io/kv";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { decode } from "../../shared/bus/codec.js";
 import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
+import { withBusRetry } from "../../shared/bus/retry.js";
 import type { AwaitingEffect } from "../../shared/loop/state.js";
 import type { Clock } from "../../shared/runtime/clock.js";
 import type { Logger } from "../../shared/runtime/logger.js";
+import type { Random } from "../../shared/runtime/random.js";
 import { OUTCOME_UNKNOWN } from "../../shared/tools/invoke.js";
 import { outputExtras, type AnyTool } from "../../shared/tools/tool.js";
 
@@ -13,6 +15,8 @@ type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
 export interface ReconcilerDeps {
   idempotency: KV;
   clock: Clock;
+  /** Jitters the retries of a read an outage failed. */
+  random: Random;
   logger: Logger;
   tool: (name: string) => AnyTool | undefined;
   /** How often to look again while a call may still be running. */
@@ -67,7 +71,9 @@ export class Reconciler {
     if (!tool || tool.idempotent) return undefined;
     const key = idempotencyBucketKey(effect.tool, effect.idempotencyKey);
     for (;;) {
-      const entry = await this.deps.idempotency.get(key);
+      // Read every 250 ms while the call runs: a restart or a leader election meanwhile is ridden
+      // out, not a failed lease.
+      const entry = await withBusRetry(`reading ${key}`, this.deps, () => this.deps.idempotency.get(key));
       if (!entry || entry.operation !== "PUT") return undefined;
       const record = decode(IdempotencyRecord, entry.value);
       const now = this.deps.clock.now();

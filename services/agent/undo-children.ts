@@ -148,7 +148,7 @@ async function undoRun(
  * removed it) has nowhere to say it: the failing run's records do.
  */
 async function markUndone(runId: string, undone: RunUndone, deps: UndoDeps): Promise<void> {
-  const store = new RunStatusStore(deps.bus.buckets.runs);
+  const store = new RunStatusStore(deps.bus.buckets.runs, deps.bus);
   for (let attempt = 0; attempt < 3; attempt++) {
     const read = await store.read(runId);
     if (read?.status.status !== "committed") return;
@@ -171,7 +171,7 @@ async function finalState(
   deps: UndoDeps,
   outcome: ChildrenUndone,
 ): Promise<{ state: LoopState; tools: ToolDescriptor[] } | undefined> {
-  const status = await new RunStatusStore(deps.bus.buckets.runs).get(runId);
+  const status = await new RunStatusStore(deps.bus.buckets.runs, deps.bus).get(runId);
   if (status && (status.status !== "committed" || !childOf(status, parentRunId))) return undefined;
   const records = (await readWal(deps.bus, runId)).records.map((r) => r.record);
   const spec = specOf(records);

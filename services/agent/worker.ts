@@ -363,6 +363,7 @@ export class AgentWorker {
         reconciler: new Reconciler({
           idempotency: bus.buckets.idempotency,
           clock: bus.clock,
+          random: bus.random,
           logger: bus.logger,
           tool: (name) => registry.get(name),
         }),

@@ -57,13 +57,23 @@ export async function createOrRead(
   return entry.created ? "created" : entry.record;
 }
 
-/** As createOrRead, with the revision of the record written or read (to write over it by compare-and-set). */
+/**
+ * As createOrRead, with the revision of the record written or read (to write over it by
+ * compare-and-set); `budgetMs`: how long it rides out an outage (15 s by default).
+ */
 export function createOrReadEntry(
   deps: IdempotencyBucketDeps,
   key: string,
   value: Uint8Array,
+  budgetMs?: number,
 ): Promise<CreatedOrHeld> {
-  return withBusRetry(`the idempotency record ${key}`, deps, () => create(deps, key, value));
+  return withBusRetry(
+    `the idempotency record ${key}`,
+    deps,
+    () => create(deps, key, value),
+    undefined,
+    budgetMs,
+  );
 }
 
 /**

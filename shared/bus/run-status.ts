@@ -1,9 +1,12 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { RunStatus } from "../contracts/run-status.js";
+import type { Clock } from "../runtime/clock.js";
+import type { Random } from "../runtime/random.js";
 import { decode, encode } from "./codec.js";
 import { readLatest } from "./read-range.js";
-import { isWrongLastSequence } from "./wal.js";
+import { withBusRetry } from "./retry.js";
+import { refusedOnly } from "./wal.js";
 import type { Subjects } from "./subjects.js";
 
 /** What the runs bucket holds now: every run's status, and the other live keys (fan-outs). */
@@ -42,12 +45,22 @@ function parseStatus(data: Uint8Array): RunStatus | undefined {
   }
 }
 
-/** Run status on the `agents-runs` bucket, keyed by runId: what `watch` and `status` read. */
+/**
+ * Run status on the `agents-runs` bucket, keyed by runId: what `watch` and `status` read. Given
+ * `retry` (a worker's, whose leases write statuses as they go), its reads and writes ride out a
+ * JetStream outage as the WAL's do, instead of failing the lease with the client's bare timeout
+ * (an INTERNAL error, and the run handed back) at a restart or a leader election.
+ */
 export class RunStatusStore {
-  constructor(private readonly kv: KV) {}
+  constructor(
+    private readonly kv: KV,
+    private readonly retry?: { clock: Clock; random: Random },
+  ) {}
 
   async put(status: RunStatus): Promise<void> {
-    await this.kv.put(status.runId, encode(RunStatus, status));
+    await this.io(`writing the status of ${status.runId}`, () =>
+      this.kv.put(status.runId, encode(RunStatus, status)),
+    );
   }
 
   async get(runId: string): Promise<RunStatus | undefined> {
@@ -56,31 +69,32 @@ export class RunStatusStore {
 
   /** The status with its revision, for a write that must not land over a newer one (see update). */
   async read(runId: string): Promise<{ status: RunStatus; revision: number } | undefined> {
-    const entry = await this.kv.get(runId);
+    const entry = await this.io(`reading the status of ${runId}`, () => this.kv.get(runId));
     if (!entry || entry.operation !== "PUT") return undefined;
     return { status: decode(RunStatus, entry.value), revision: entry.revision };
   }
 
   /** Writes the status only if it is still at `revision`: false when another write came first. */
-  async update(status: RunStatus, revision: number): Promise<boolean> {
-    try {
-      await this.kv.update(status.runId, encode(RunStatus, status), revision);
-      return true;
-    } catch (err) {
-      if (isWrongLastSequence(err)) return false;
-      throw err;
-    }
+  update(status: RunStatus, revision: number): Promise<boolean> {
+    return this.io(`writing the status of ${status.runId}`, () =>
+      this.kv.update(status.runId, encode(RunStatus, status), revision).then(() => true, refusedOnly),
+    );
   }
 
   /** Writes the status only if the run has none: false when it has (a run's status is never replaced). */
-  async create(status: RunStatus): Promise<boolean> {
-    try {
-      await this.kv.create(status.runId, encode(RunStatus, status));
-      return true;
-    } catch (err) {
-      if (isWrongLastSequence(err)) return false;
-      throw err;
-    }
+  create(status: RunStatus): Promise<boolean> {
+    return this.io(`writing the status of ${status.runId}`, () =>
+      this.kv.create(status.runId, encode(RunStatus, status)).then(() => true, refusedOnly),
+    );
+  }
+
+  /**
+   * One read or write of the bucket, retried through an outage when the store was given `retry`.
+   * A compare-and-set retried after an outage lost its ack is refused by its own write: false,
+   * "written meanwhile", which it was.
+   */
+  private io<T>(what: string, op: () => Promise<T>): Promise<T> {
+    return this.retry ? withBusRetry(what, this.retry, op) : op();
   }
 
   /** Every change of one run's status, starting with the current one; ends when `signal` aborts. */

@@ -18,7 +18,7 @@ import {
 } from "./idempotency-record.js";
 import { BUDGET_MS, withBusRetry } from "./retry.js";
 import { serveSettle } from "./tool-settle.js";
-import { isWrongLastSequence } from "./wal.js";
+import { refusedOnly } from "./wal.js";
 
 export interface ToolServiceDeps extends IdempotencyBucketDeps {
   invoker: ToolInvoker;
@@ -30,6 +30,9 @@ export interface ToolServiceDeps extends IdempotencyBucketDeps {
 }
 
 const failure = (error: AgentError): ToolCallReply => ({ ok: false, error: error.toBody() });
+/** A call that came, or was claimed, after its caller's deadline: it did not run. */
+const late = (tool: string): ToolCallReply =>
+  failure(new AgentError("TOOL_TIMEOUT", `the caller's deadline passed before '${tool}' started`));
 
 /**
  * Serves one tool on `<prefix>.tools.<name>` in a queue group, so replicas share the load. A call
@@ -93,20 +96,13 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
     deps.logger.child({ runId: request.runId, actionId: request.actionId, tool: tool.name });
   if (request.deadline <= deps.clock.now()) {
     count("late");
-    respond(
-      msg,
-      failure(new AgentError("TOOL_TIMEOUT", `the caller's deadline passed before '${tool.name}' started`)),
-    );
+    respond(msg, late(tool.name));
     return;
   }
   const key = idempotencyBucketKey(tool.name, request.idempotencyKey);
   const pure = tool.reversibility === "pure";
-  const claimed = pure ? undefined : await claim(deps, key, request.idempotencyKey);
-  if (typeof claimed === "object") {
-    log().info({ idempotent: claimed.status }, "repeated idempotency key");
-    answerRecorded(msg, claimed, count);
-    return;
-  }
+  const claimed = pure ? undefined : await claimToRun(tool.name, deps, { msg, request, key, count, log });
+  if (claimed === "answered") return;
   const timed = deps.metrics?.phaseSeconds.startTimer({ phase: `tool:${tool.name}` });
   const reply = await run(tool, deps, request);
   timed?.();
@@ -146,6 +142,37 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
   }
   count(unknown ? "unknown" : reply.ok ? "ok" : "failed");
   respond(msg, reply);
+}
+
+/**
+ * Claims the call's key (see claim), or answers the call when it must not run: "answered" for a
+ * repeated key (from its record), and for a call claimed after its caller's deadline, across an
+ * outage that outlasted the caller's wait, whose claim is freed for the caller's retry (or a
+ * human's settlement) rather than left running with nobody running the call.
+ */
+async function claimToRun(
+  name: string,
+  deps: ToolServiceDeps,
+  call: {
+    msg: Msg;
+    request: ToolCallRequest;
+    key: string;
+    count: (outcome: ServiceOutcome) => void;
+    log: () => Logger;
+  },
+): Promise<number | "answered"> {
+  const { msg, request, key, count, log } = call;
+  const claimed = await claim(deps, key, request);
+  if (typeof claimed === "object") {
+    log().info({ idempotent: claimed.status }, "repeated idempotency key");
+    answerRecorded(msg, claimed, count);
+    return "answered";
+  }
+  if (request.deadline > deps.clock.now()) return claimed;
+  await freeOwnClaim(deps, key, claimed, log);
+  count("late");
+  respond(msg, late(name));
+  return "answered";
 }
 
 /** A repeated key's answer: the recorded reply, or "in progress" while its first call runs. */
@@ -231,32 +258,31 @@ async function freeOwnClaim(
     log().warn("the call failed after its claim was settled by hand: the record stands");
 }
 
-/** A compare-and-set refused (false); any other error is thrown on, for the caller's retry. */
-function refusedOnly(err: unknown): false {
-  if (isWrongLastSequence(err)) return false;
-  throw err;
-}
-
 /**
  * Claims a key for a call about to run, returning the claim's revision (its outcome is written over
  * it by compare-and-set), or returns what a call with the same key recorded. The claim names this
  * call: when the create's ack is lost in an outage, the retry finds the claim taken, reads it
  * back, and must know it for its own, not a twin's (it would answer "in progress" for a call
- * nobody runs, and the run would halt once the tool's timeout passed).
+ * nobody runs, and the run would halt once the tool's timeout passed). For the same reason the
+ * claim rides out an outage until the caller's deadline and 15 s more, not 15 s alone: a claim
+ * written whose ack a restart lost, given up on, stayed running with nobody running the call (a
+ * server down 20 s: the caller's retry was told "in progress" until its run halted for a human).
  */
 async function claim(
   deps: ToolServiceDeps,
   key: string,
-  idempotencyKey: string,
+  request: ToolCallRequest,
 ): Promise<number | IdempotencyRecord> {
   const claimId = Math.floor(deps.random.next() * 2 ** 52).toString(36);
+  const now = deps.clock.now();
   const running = encode(IdempotencyRecord, {
     status: "running",
-    idempotencyKey,
-    since: deps.clock.now(),
+    idempotencyKey: request.idempotencyKey,
+    since: now,
     claimId,
   });
-  const prior = await createOrReadEntry(deps, key, running);
+  const budgetMs = Math.max(BUDGET_MS, request.deadline - now + BUDGET_MS);
+  const prior = await createOrReadEntry(deps, key, running, budgetMs);
   if (prior.created) return prior.revision;
   if (prior.record.status === "running" && prior.record.claimId === claimId) return prior.revision;
   return prior.record;

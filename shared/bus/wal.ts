@@ -19,6 +19,12 @@ export function isWrongLastSequence(err: unknown): boolean {
   return err instanceof JetStreamApiError && err.code === WRONG_LAST_SEQUENCE;
 }
 
+/** For a compare-and-set's rejection: refused (false); any other error is thrown on, for a retry. */
+export function refusedOnly(err: unknown): false {
+  if (isWrongLastSequence(err)) return false;
+  throw err;
+}
+
 export interface StoredRecord {
   /**
    * The stream sequence of the message holding the record (the first part of a split one); the

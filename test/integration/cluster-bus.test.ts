@@ -315,6 +315,7 @@ describe("workers' plumbing", () => {
     const reconciler = new Reconciler({
       idempotency: suite.buckets.idempotency,
       clock: systemClock,
+      random: suite.random,
       logger: silentLogger,
       tool: (name) => (name === "charge" ? charge : name === "echo" ? echoTool : undefined),
       pollMs: 10,

@@ -1,3 +1,4 @@
+import { Kvm } from "@nats-io/kv";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
@@ -5,12 +6,13 @@ import { ReplyInbox } from "../../shared/bus/reply-inbox.js";
 import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
 import { serveTool } from "../../shared/bus/tool-service.js";
 import { ToolCallReply, ToolCallRequest } from "../../shared/contracts/tool.js";
-import { systemClock } from "../../shared/runtime/clock.js";
+import { systemClock, type Clock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { defineTool } from "../../shared/tools/tool.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
+import { connectThrough, startCuttingProxy } from "../helpers/cutting-proxy.js";
 
 /** Its own server: the test crashes it while a tool runs. */
 const suite = useBusSuite("tso", { own: true });
@@ -74,4 +76,93 @@ describe("a tool service across a JetStream outage", () => {
     expect(again).toEqual({ ok: true, output: { paid: 250 } });
     expect(runs).toBe(1);
   }, 60_000);
+
+  it.each([
+    {
+      deadlineMs: 120_000,
+      skewMs: 20_000,
+      reply: { ok: true, output: { paid: 300 } },
+      runs: 1,
+      record: "done",
+    },
+    // The caller stopped waiting while the service was cut off: the call does not run, and the
+    // claim is freed (not left running for nobody).
+    {
+      deadlineMs: 10_000,
+      skewMs: 16_000,
+      reply: { ok: false, error: { code: "TOOL_TIMEOUT" } },
+      runs: 0,
+      record: "none",
+    },
+  ])(
+    "a claim whose ack was lost, the service cut off for $skewMs ms, the caller's deadline $deadlineMs ms away: the claim is known for the service's own, and the call $record",
+    async ({ deadlineMs, skewMs, reply, runs: expectedRuns, record: expected }) => {
+      const name = `pay_cut_${deadlineMs}`;
+      let runs = 0;
+      const pay = defineTool({
+        name,
+        description: "a side effect whose claim's ack is lost",
+        input: z.object({ cents: z.number() }),
+        capability: { kind: "compute" },
+        reversibility: "irreversible",
+        idempotent: false,
+        execute: (input) => {
+          runs += 1;
+          return Promise.resolve({ output: { paid: input.cents } });
+        },
+      });
+      // The service reaches the server through a proxy that cuts it off once its claim is sent,
+      // and its clock runs ahead by the outage (the 15 s of a bus retry, without waiting them).
+      const proxy = await startCuttingProxy(suite.server.url);
+      let skew = 0;
+      const clock: Clock = {
+        now: () => Date.now() + skew,
+        sleep: (ms, signal) => systemClock.sleep(ms, signal),
+      };
+      const nc = await connectThrough(proxy, suite.server);
+      try {
+        const bucket = suite.subjects.buckets().idempotency;
+        serveTool(pay, {
+          nc,
+          subjects: suite.subjects,
+          idempotency: await new Kvm(nc).open(bucket),
+          invoker: new ToolInvoker({ clock, random: seededRandom(1), policy: { retries: 0 } }),
+          clock,
+          random: seededRandom(2),
+          logger: silentLogger,
+        });
+        await nc.flush();
+        const request: ToolCallRequest = {
+          schemaVersion: 1,
+          runId: "r2",
+          actionId: `a${deadlineMs}`,
+          idempotencyKey: `r2:a${deadlineMs}`,
+          input: { cents: 300 },
+          deadline: Date.now() + deadlineMs,
+        };
+        const cut = proxy.cutOn(`$KV.${bucket}.${name}.`);
+        const answer = ReplyInbox.of(suite.nc).request(
+          suite.subjects.tool(name),
+          encode(ToolCallRequest, request),
+          {
+            timeoutMs: 20_000,
+          },
+        );
+        await cut;
+        skew = skewMs;
+        // Past the 5 s a held write waits for its ack: the old claim gave up then.
+        await systemClock.sleep(6_000);
+        proxy.admit();
+        expect(decode(ToolCallReply, (await answer).data)).toMatchObject(reply);
+        expect(runs).toBe(expectedRuns);
+        const entry = await suite.buckets.idempotency.get(idempotencyBucketKey(name, request.idempotencyKey));
+        const held = entry?.operation === "PUT" ? decode(IdempotencyRecord, entry.value).status : "none";
+        expect(held).toBe(expected);
+      } finally {
+        await nc.close();
+        await proxy.close();
+      }
+    },
+    40_000,
+  );
 });

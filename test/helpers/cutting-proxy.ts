@@ -1,0 +1,77 @@
+import { connect as tcpConnect, createServer, type Socket } from "node:net";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { TestNats } from "./nats-server.js";
+
+/**
+ * A TCP proxy on 127.0.0.1 in front of a NATS server, for one client connection's faults the server
+ * itself cannot stage: it cuts its clients the moment one sends a marker (the server gets what
+ * was sent, the client never hears back: an ack lost), and refuses clients until told otherwise.
+ */
+export interface CuttingProxy {
+  url: string;
+  /** Resolves when a client sent `marker`: that client is cut and new clients are refused. */
+  cutOn(marker: string): Promise<void>;
+  /** Lets clients connect again. */
+  admit(): void;
+  close(): Promise<void>;
+}
+
+export async function startCuttingProxy(target: string): Promise<CuttingProxy> {
+  const { hostname, port } = new URL(target.includes("://") ? target : `nats://${target}`);
+  let refusing = false;
+  let cut: { marker: string; done: () => void } | undefined;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
+    const upstream = tcpConnect(Number(port), hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      socket.on("error", () => undefined);
+    }
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+    upstream.on("data", (chunk) => client.write(chunk));
+    client.on("data", (chunk: Buffer) => {
+      upstream.write(chunk);
+      if (!cut || !chunk.toString("latin1").includes(cut.marker)) return;
+      const done = cut.done;
+      cut = undefined;
+      refusing = true;
+      // The server reads what was written before it sees the close: it acts on the message, and
+      // its answer goes nowhere.
+      upstream.removeAllListeners("data");
+      client.destroy();
+      setTimeout(() => upstream.destroy(), 200);
+      done();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (!address || typeof address === "string") throw new Error("the proxy has no port");
+  return {
+    url: `nats://127.0.0.1:${address.port}`,
+    cutOn: (marker) => new Promise<void>((resolve) => (cut = { marker, done: resolve })),
+    admit: () => {
+      refusing = false;
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** A client of `server` through `proxy`, back within 100 ms of being admitted again. */
+export function connectThrough(proxy: CuttingProxy, server: TestNats): Promise<NatsConnection> {
+  return connect({
+    servers: proxy.url,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 100,
+    reconnectJitter: 0,
+    ...(server.user ? { user: server.user, pass: server.pass ?? "" } : {}),
+  });
+}

@@ -1,0 +1,93 @@
+import { Kvm } from "@nats-io/kv";
+import { describe, expect, it } from "vitest";
+import { Reconciler } from "../../services/agent/reconcile.js";
+import { encode } from "../../shared/bus/codec.js";
+import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { useBusSuite } from "../helpers/bus-suite.js";
+import { connectThrough, startCuttingProxy, type CuttingProxy } from "../helpers/cutting-proxy.js";
+
+const suite = useBusSuite("sto");
+
+/**
+ * A worker's connection through a proxy that cuts it the moment it sends `marker` (the server gets
+ * the message, the worker never hears back) and lets it back a second later: `work` gets the
+ * connection, and what it returns is awaited across the cut.
+ */
+async function acrossCut<T>(marker: string, work: (kvm: Kvm) => Promise<() => Promise<T>>): Promise<T> {
+  const proxy: CuttingProxy = await startCuttingProxy(suite.server.url);
+  const nc = await connectThrough(proxy, suite.server);
+  try {
+    const act = await work(new Kvm(nc));
+    const cut = proxy.cutOn(marker);
+    const done = act();
+    await cut;
+    await systemClock.sleep(1_000);
+    proxy.admit();
+    return await done;
+  } finally {
+    await nc.close();
+    await proxy.close();
+  }
+}
+
+const status = (runId: string, phase: RunStatus["phase"]): RunStatus => ({
+  runId,
+  status: "running",
+  phase,
+  iteration: 2,
+  usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 1 },
+  updatedAt: "2026-11-27T00:00:00.000Z",
+});
+
+describe("a worker's reads and writes of statuses and call records across a lost reply", () => {
+  it("a status write whose ack is lost is written again once the connection is back, not failed with the client's timeout", async () => {
+    const runId = `run-cut-${Date.now()}`;
+    const bucket = suite.subjects.buckets().runs;
+    await acrossCut(`$KV.${bucket}.${runId}`, async (kvm) => {
+      const store = new RunStatusStore(await kvm.open(bucket), {
+        clock: systemClock,
+        random: seededRandom(1),
+      });
+      return () => store.put(status(runId, "ACT"));
+    });
+    expect(await new RunStatusStore(suite.buckets.runs).get(runId)).toMatchObject({ phase: "ACT" });
+  }, 30_000);
+
+  it("a reconciliation whose read of a call's record is lost reads it again, and learns the call's outcome", async () => {
+    const charge = { ...echoTool, name: "charge_cut", idempotent: false };
+    const idempotencyKey = `run-cut:act-${Date.now()}`;
+    const key = idempotencyBucketKey(charge.name, idempotencyKey);
+    const reply = { ok: true as const, output: { text: "charged" } };
+    await suite.buckets.idempotency.put(
+      key,
+      encode(IdempotencyRecord, { status: "done", idempotencyKey, reply }),
+    );
+    const bucket = suite.subjects.buckets().idempotency;
+    const event = await acrossCut(`KV_${bucket}`, async (kvm) => {
+      const reconciler = new Reconciler({
+        idempotency: await kvm.open(bucket),
+        clock: systemClock,
+        random: seededRandom(2),
+        logger: silentLogger,
+        tool: (name) => (name === charge.name ? charge : undefined),
+      });
+      const effect = {
+        type: "callTool" as const,
+        actionId: "act-1",
+        tool: charge.name,
+        input: {},
+        idempotencyKey,
+        purpose: "act" as const,
+        timeoutMs: 1_000,
+      };
+      return () => reconciler.outcome(effect, new AbortController().signal);
+    });
+    expect(event).toMatchObject({ type: "toolCompleted", output: { text: "charged" } });
+  }, 30_000);
+});
