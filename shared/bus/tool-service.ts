@@ -101,7 +101,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
   }
   const key = idempotencyBucketKey(tool.name, request.idempotencyKey);
   const pure = tool.reversibility === "pure";
-  const claimed = pure ? undefined : await claimToRun(tool.name, deps, { msg, request, key, count, log });
+  const claimed = pure ? undefined : await claimToRun(tool, deps, { msg, request, key, count, log });
   if (claimed === "answered") return;
   const timed = deps.metrics?.phaseSeconds.startTimer({ phase: `tool:${tool.name}` });
   const reply = await run(tool, deps, request);
@@ -138,7 +138,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
       }
     }
   } else if (claimed !== undefined) {
-    await freeOwnClaim(deps, key, claimed, log);
+    await freeOwnClaim(deps, key, claimed, log, tool.timeoutMs);
   }
   count(unknown ? "unknown" : reply.ok ? "ok" : "failed");
   respond(msg, reply);
@@ -151,7 +151,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
  * human's settlement) rather than left running with nobody running the call.
  */
 async function claimToRun(
-  name: string,
+  tool: AnyTool,
   deps: ToolServiceDeps,
   call: {
     msg: Msg;
@@ -169,9 +169,9 @@ async function claimToRun(
     return "answered";
   }
   if (request.deadline > deps.clock.now()) return claimed;
-  await freeOwnClaim(deps, key, claimed, log);
+  await freeOwnClaim(deps, key, claimed, log, tool.timeoutMs);
   count("late");
-  respond(msg, late(name));
+  respond(msg, late(tool.name));
   return "answered";
 }
 
@@ -239,17 +239,25 @@ async function recordOwnOutcome(
 }
 
 /**
- * Frees a call's own claim for a retry (a retryable failure), by compare-and-set on the claim's
- * revision: a record a human wrote over the claim while the call ran stays.
+ * Frees a call's own claim for a retry (a retryable failure, or a call claimed too late), by
+ * compare-and-set on the claim's revision: a record a human wrote over the claim while the call ran
+ * stays. It rides out an outage as the outcome's record does (see recordOwnOutcome): given up
+ * after 15 s, the claim stayed "running" for a call nobody runs, and the caller's retry was told
+ * "in progress" until its run halted for a human.
  */
 async function freeOwnClaim(
   deps: ToolServiceDeps,
   key: string,
   claimRevision: number,
   log: () => Logger,
+  timeoutMs: number,
 ): Promise<void> {
-  const freed = await withBusRetry(`freeing the claim on ${key}`, deps, () =>
-    deps.idempotency.delete(key, { previousSeq: claimRevision }).then(() => true, refusedOnly),
+  const freed = await withBusRetry(
+    `freeing the claim on ${key}`,
+    deps,
+    () => deps.idempotency.delete(key, { previousSeq: claimRevision }).then(() => true, refusedOnly),
+    undefined,
+    Math.max(BUDGET_MS, timeoutMs),
   );
   if (freed) return;
   const entry = await withBusRetry(`reading ${key}`, deps, () => deps.idempotency.get(key));

@@ -9,8 +9,11 @@ import type { TestNats } from "./nats-server.js";
  */
 export interface CuttingProxy {
   url: string;
-  /** Resolves when a client sent `marker`: that client is cut and new clients are refused. */
-  cutOn(marker: string): Promise<void>;
+  /**
+   * Resolves when a client sent `marker`: that client is cut and new clients are refused. What it
+   * sent with the marker reaches the server unless `forward` is false (the message lost).
+   */
+  cutOn(marker: string, options?: { forward?: boolean }): Promise<void>;
   /** Lets clients connect again. */
   admit(): void;
   close(): Promise<void>;
@@ -19,7 +22,7 @@ export interface CuttingProxy {
 export async function startCuttingProxy(target: string): Promise<CuttingProxy> {
   const { hostname, port } = new URL(target.includes("://") ? target : `nats://${target}`);
   let refusing = false;
-  let cut: { marker: string; done: () => void } | undefined;
+  let cut: { marker: string; forward: boolean; done: () => void } | undefined;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
     if (refusing) {
@@ -36,17 +39,20 @@ export async function startCuttingProxy(target: string): Promise<CuttingProxy> {
     upstream.on("close", () => client.destroy());
     upstream.on("data", (chunk) => client.write(chunk));
     client.on("data", (chunk: Buffer) => {
-      upstream.write(chunk);
-      if (!cut || !chunk.toString("latin1").includes(cut.marker)) return;
-      const done = cut.done;
+      const armed = cut;
+      if (!armed || !chunk.toString("latin1").includes(armed.marker)) {
+        upstream.write(chunk);
+        return;
+      }
+      if (armed.forward) upstream.write(chunk);
       cut = undefined;
       refusing = true;
-      // The server reads what was written before it sees the close: it acts on the message, and
-      // its answer goes nowhere.
+      // The server reads what was written before it sees the close: it acts on a message
+      // forwarded, and its answer goes nowhere.
       upstream.removeAllListeners("data");
       client.destroy();
       setTimeout(() => upstream.destroy(), 200);
-      done();
+      armed.done();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -54,7 +60,8 @@ export async function startCuttingProxy(target: string): Promise<CuttingProxy> {
   if (!address || typeof address === "string") throw new Error("the proxy has no port");
   return {
     url: `nats://127.0.0.1:${address.port}`,
-    cutOn: (marker) => new Promise<void>((resolve) => (cut = { marker, done: resolve })),
+    cutOn: (marker, options) =>
+      new Promise<void>((resolve) => (cut = { marker, forward: options?.forward ?? true, done: resolve })),
     admit: () => {
       refusing = false;
     },

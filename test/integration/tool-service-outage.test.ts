@@ -7,6 +7,7 @@ import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempo
 import { serveTool } from "../../shared/bus/tool-service.js";
 import { ToolCallReply, ToolCallRequest } from "../../shared/contracts/tool.js";
 import { systemClock, type Clock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
@@ -79,6 +80,7 @@ describe("a tool service across a JetStream outage", () => {
 
   it.each([
     {
+      lost: "the claim's ack",
       deadlineMs: 120_000,
       skewMs: 20_000,
       reply: { ok: true, output: { paid: 300 } },
@@ -88,32 +90,51 @@ describe("a tool service across a JetStream outage", () => {
     // The caller stopped waiting while the service was cut off: the call does not run, and the
     // claim is freed (not left running for nobody).
     {
+      lost: "the claim's ack",
       deadlineMs: 10_000,
       skewMs: 16_000,
       reply: { ok: false, error: { code: "TOOL_TIMEOUT" } },
       runs: 0,
       record: "none",
     },
+    // The tool failed, retryably: its claim is freed for the caller's retry, the free sent again.
+    {
+      lost: "the free of the claim",
+      deadlineMs: 120_000,
+      skewMs: 20_000,
+      reply: { ok: false, error: { code: "TOOL_UNAVAILABLE" } },
+      runs: 1,
+      record: "none",
+    },
   ])(
-    "a claim whose ack was lost, the service cut off for $skewMs ms, the caller's deadline $deadlineMs ms away: the claim is known for the service's own, and the call $record",
-    async ({ deadlineMs, skewMs, reply, runs: expectedRuns, record: expected }) => {
-      const name = `pay_cut_${deadlineMs}`;
+    "$lost lost, the service cut off for $skewMs ms, the caller's deadline $deadlineMs ms away: the call's record ends $record, not running for nobody",
+    async ({ lost, deadlineMs, skewMs, reply, runs: expectedRuns, record: expected }) => {
+      const name = `pay_cut_${deadlineMs}_${reply.ok}`;
+      const bucket = suite.subjects.buckets().idempotency;
+      // The service reaches the server through a proxy that cuts it off when it writes the call's
+      // record (the claim, forwarded; or its free, lost), and its clock runs ahead by the outage
+      // (the 15 s of a bus retry, without waiting them).
+      const proxy = await startCuttingProxy(suite.server.url);
+      let onCut: () => void = () => undefined;
+      const wasCut = new Promise<void>((resolve) => (onCut = resolve));
+      const freeLost = lost === "the free of the claim";
+      const armCut = (): void =>
+        void proxy.cutOn(`$KV.${bucket}.${name}.`, { forward: !freeLost }).then(onCut);
       let runs = 0;
       const pay = defineTool({
         name,
-        description: "a side effect whose claim's ack is lost",
+        description: "a side effect whose record's write is cut off",
         input: z.object({ cents: z.number() }),
         capability: { kind: "compute" },
         reversibility: "irreversible",
         idempotent: false,
         execute: (input) => {
           runs += 1;
-          return Promise.resolve({ output: { paid: input.cents } });
+          if (!freeLost) return Promise.resolve({ output: { paid: input.cents } });
+          armCut();
+          return Promise.reject(new AgentError("TOOL_UNAVAILABLE", "the payment provider is down"));
         },
       });
-      // The service reaches the server through a proxy that cuts it off once its claim is sent,
-      // and its clock runs ahead by the outage (the 15 s of a bus retry, without waiting them).
-      const proxy = await startCuttingProxy(suite.server.url);
       let skew = 0;
       const clock: Clock = {
         now: () => Date.now() + skew,
@@ -121,7 +142,6 @@ describe("a tool service across a JetStream outage", () => {
       };
       const nc = await connectThrough(proxy, suite.server);
       try {
-        const bucket = suite.subjects.buckets().idempotency;
         serveTool(pay, {
           nc,
           subjects: suite.subjects,
@@ -136,11 +156,11 @@ describe("a tool service across a JetStream outage", () => {
           schemaVersion: 1,
           runId: "r2",
           actionId: `a${deadlineMs}`,
-          idempotencyKey: `r2:a${deadlineMs}`,
+          idempotencyKey: `r2:${name}`,
           input: { cents: 300 },
           deadline: Date.now() + deadlineMs,
         };
-        const cut = proxy.cutOn(`$KV.${bucket}.${name}.`);
+        if (!freeLost) armCut();
         const answer = ReplyInbox.of(suite.nc).request(
           suite.subjects.tool(name),
           encode(ToolCallRequest, request),
@@ -148,9 +168,9 @@ describe("a tool service across a JetStream outage", () => {
             timeoutMs: 20_000,
           },
         );
-        await cut;
+        await wasCut;
         skew = skewMs;
-        // Past the 5 s a held write waits for its ack: the old claim gave up then.
+        // Past the 5 s a write waits for its ack: the old claim (and free) gave up then.
         await systemClock.sleep(6_000);
         proxy.admit();
         expect(decode(ToolCallReply, (await answer).data)).toMatchObject(reply);
