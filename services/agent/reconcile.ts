@@ -4,7 +4,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import type { AwaitingEffect } from "../../shared/loop/state.js";
-import type { Clock } from "../../shared/runtime/clock.js";
+import { toRfc3339, type Clock } from "../../shared/runtime/clock.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import type { Random } from "../../shared/runtime/random.js";
 import { OUTCOME_UNKNOWN } from "../../shared/tools/invoke.js";
@@ -70,6 +70,7 @@ export class Reconciler {
     const tool = this.deps.tool(effect.tool);
     if (!tool || tool.idempotent) return undefined;
     const key = idempotencyBucketKey(effect.tool, effect.idempotencyKey);
+    let told = false;
     for (;;) {
       // Read every 250 ms while the call runs: a restart or a leader election meanwhile is ridden
       // out, not a failed lease.
@@ -89,7 +90,21 @@ export class Reconciler {
             }
           : { type: "toolAborted", at: now, actionId: effect.actionId, error: reply.error };
       }
-      if (now > record.since + tool.timeoutMs + (this.deps.graceMs ?? 5_000)) return this.halt(effect, now);
+      const haltAt = record.since + tool.timeoutMs + (this.deps.graceMs ?? 5_000);
+      if (now > haltAt) return this.halt(effect, now);
+      if (!told) {
+        // Up to the tool's timeout without a step or a status change: the log says why.
+        told = true;
+        this.deps.logger.info(
+          {
+            tool: effect.tool,
+            actionId: effect.actionId,
+            since: toRfc3339(record.since),
+            haltAt: toRfc3339(haltAt),
+          },
+          "a call's outcome is not known yet: its tool service's record says it runs; waiting for it",
+        );
+      }
       if (signal.aborted) return "release";
       await this.deps.clock.sleep(this.deps.pollMs ?? 250, signal).catch(() => undefined);
     }

@@ -364,7 +364,7 @@ export class AgentWorker {
           idempotency: bus.buckets.idempotency,
           clock: bus.clock,
           random: bus.random,
-          logger: bus.logger,
+          logger: bus.logger.child({ runId: job.runId }),
           tool: (name) => registry.get(name),
         }),
         killSwitch: this.killSwitch,

@@ -1,3 +1,4 @@
+import { Writable } from "node:stream";
 import { AckPolicy, type JsMsg } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -15,7 +16,7 @@ import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempo
 import { serveTool } from "../../shared/bus/tool-service.js";
 import { startRun } from "../../shared/loop/fsm.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { silentLogger } from "../../shared/runtime/logger.js";
+import { createLogger, silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
@@ -312,11 +313,18 @@ describe("workers' plumbing", () => {
 
   it("reconciliation reads the tool service's record: a result is used, no claim means never started, a stale claim halts", async () => {
     const charge = { ...echoTool, name: "charge", idempotent: false, timeoutMs: 50 };
+    const lines: { msg: string; haltAt?: string }[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(JSON.parse(chunk.toString()) as (typeof lines)[number]);
+        done();
+      },
+    });
     const reconciler = new Reconciler({
       idempotency: suite.buckets.idempotency,
       clock: systemClock,
       random: suite.random,
-      logger: silentLogger,
+      logger: createLogger({ actor: "agent", level: "info", destination }),
       tool: (name) => (name === "charge" ? charge : name === "echo" ? echoTool : undefined),
       pollMs: 10,
       graceMs: 100,
@@ -340,11 +348,15 @@ describe("workers' plumbing", () => {
       type: "toolCompleted",
       output: { n: 1 },
     });
-    await put("stale", { status: "running", idempotencyKey: "stale", since: systemClock.now() });
+    const since = systemClock.now();
+    await put("stale", { status: "running", idempotencyKey: "stale", since });
     expect(await reconciler.outcome(call("stale"), signal)).toMatchObject({
       type: "halt",
       reason: expect.stringMatching(/^RECONCILIATION_REQUIRED/) as string,
     });
+    // The wait, up to the tool's timeout and its grace, is said once, with when it ends.
+    const waits = lines.filter((line) => line.msg.includes("outcome is not known yet"));
+    expect(waits).toEqual([expect.objectContaining({ haltAt: new Date(since + 50 + 100).toISOString() })]);
     const aborted = {
       type: "toolAborted" as const,
       at: 0,
