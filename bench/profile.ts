@@ -29,6 +29,8 @@ import { OurCluster, OUR_BENCH_ENV } from "./systems/ours.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const WARMUP_LOOPS = 20;
+/** CPU an actor may spend in the measured loops without a profile sample (1 a millisecond). */
+const IDLE_CPU_MS = 10;
 
 function positive(value: string): number {
   const n = Number(value);
@@ -83,6 +85,7 @@ await mkdir(opts.out, { recursive: true });
 const files = await readdir(profDir);
 const sections: string[] = [];
 const missing: string[] = [];
+const idle: string[] = [];
 const perActor: string[] = [];
 for (const [actor, pid] of [...pids].sort((a, b) => a[0].localeCompare(b[0]))) {
   const file = files.find((f) => f.split(".")[3] === String(pid));
@@ -92,7 +95,15 @@ for (const [actor, pid] of [...pids].sort((a, b) => a[0].localeCompare(b[0]))) {
   }
   const profile = await readProfile(join(profDir, file));
   const summary = summarise(profile, window);
-  if (summary.busyUs === 0) missing.push(`${actor}: no sample inside the measured loops`);
+  if (summary.busyUs === 0) {
+    // An actor may sit the measured loops out (a worker whose job pull nats-server 2.9 left
+    // unanswered for a second, in a small run of a second or less); one that spent CPU in them and
+    // left no sample of it means the window or the profile is wrong.
+    const cpuMs = Math.round(((cpuUsPerStep[actor] ?? 0) * steps) / 1000);
+    if (cpuMs >= IDLE_CPU_MS)
+      missing.push(`${actor}: no sample inside the measured loops, where it spent ${cpuMs} ms of CPU`);
+    else idle.push(actor);
+  }
   const title = `${actor}: W1, C = ${opts.concurrency}, ${opts.loops} loops (${(summary.busyUs / 1000).toFixed(0)} ms busy)`;
   const folded = foldedStacks(profile, window);
   await writeFile(join(opts.out, `${actor}.svg`), flameGraph(folded, { title }));
@@ -119,6 +130,7 @@ for (const [actor, pid] of [...pids].sort((a, b) => a[0].localeCompare(b[0]))) {
   );
 }
 await rm(profDir, { recursive: true, force: true });
+if (idle.length === pids.size) missing.push("no actor has a sample inside the measured loops");
 
 const md = [
   `## CPU profile ${date}: W1, C = ${opts.concurrency}`,
@@ -135,6 +147,7 @@ const md = [
     : [`| nats-server | ${cpuUsPerStep["nats-server"]} | | |`]),
   "",
   ...sections,
+  ...idle.map((actor) => `- Idle: ${actor} did no work during the measured loops`),
   ...missing.map((line) => `- Missing: ${line}`),
 ].join("\n");
 await writeFile(join(opts.out, "profile.md"), md);
