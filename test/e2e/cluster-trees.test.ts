@@ -4,27 +4,14 @@ import { readFanOut } from "../../shared/bus/fanout.js";
 import { WORKER_CONSUMER } from "../../shared/bus/jobs.js";
 import { requestJson } from "../../shared/bus/request.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
-import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { FULL_CLUSTER, FULL_CLUSTER_TREE_CAP, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
-const TREE_CAP = 12;
-
-/** The cluster of cluster.test.ts, for its run trees: the depth limit and the tree's iteration cap. */
-const suite = useClusterSuite("e2e-trees", {
-  actors: [
-    { kind: "supervisor" },
-    { kind: "tools", env: { TOOLS: "echo,memory" } },
-    { kind: "critic" },
-    { kind: "agent", name: "agent-1" },
-    { kind: "agent", name: "agent-2" },
-  ],
-  env: {
-    AGENT_ACK_WAIT_MS: "2000",
-    AGENT_RETRY_DELAY_MS: "500",
-    SUPERVISOR_MAX_DEPTH: "2",
-    SUPERVISOR_TREE_ITERATION_CAP: String(TREE_CAP),
-  },
-});
+/**
+ * The run trees of cluster.test.ts's cluster, on a cluster of their own: the depth limit and the
+ * tree's iteration cap.
+ */
+const suite = useClusterSuite("e2e-trees", FULL_CLUSTER);
 
 describe("cluster: run trees on a real nats-server", () => {
   it("spawn: fan-out of 3 children returns 3 results in order while the parent holds no worker; a child past the depth limit is refused with DEPTH_LIMIT", async () => {
@@ -146,7 +133,7 @@ describe("cluster: run trees on a real nats-server", () => {
         });
       }
     }
-    expect(calls).toBeLessThanOrEqual(TREE_CAP);
+    expect(calls).toBeLessThanOrEqual(FULL_CLUSTER_TREE_CAP);
     // What the runs leased and did not spend went back: the tree counts the calls made, no more.
     const budget = new TreeBudget({ ...suite.bus, kv: suite.bus.buckets.pool });
     await expect.poll(() => budget.used(reply.runId), { timeout: 5_000 }).toBe(calls);

@@ -5,29 +5,14 @@ import { AuditEvent } from "../../shared/contracts/audit.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { encode } from "../../shared/bus/codec.js";
 import { publishJob } from "../../shared/bus/jobs.js";
-import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { AGENTCTL, FULL_CLUSTER, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
-const TREE_CAP = 12;
 const SUBSCRIBER = fileURLToPath(new URL("../../examples/audit-subscriber.mjs", import.meta.url));
 
-const suite = useClusterSuite("e2e", {
-  actors: [
-    { kind: "supervisor" },
-    { kind: "tools", env: { TOOLS: "echo,memory" } },
-    { kind: "critic" },
-    { kind: "agent", name: "agent-1" },
-    { kind: "agent", name: "agent-2" },
-  ],
-  env: {
-    AGENT_ACK_WAIT_MS: "2000",
-    AGENT_RETRY_DELAY_MS: "500",
-    SUPERVISOR_MAX_DEPTH: "2",
-    SUPERVISOR_TREE_ITERATION_CAP: String(TREE_CAP),
-  },
-});
+const suite = useClusterSuite("e2e", FULL_CLUSTER);
 
-/** A non-idempotent tool with a visible side effect: executions counted per idempotency key. */
+/** A critic model's verdict, as its JSON answer: passed, or failed with a defect and a hint. */
 function verdict(passed: boolean): string {
   const s = passed ? 0.95 : 0.5;
   return JSON.stringify({

@@ -104,6 +104,30 @@ export const OPERATOR_CLUSTER: ClusterSuiteOptions = {
   env: { AGENT_RETRY_DELAY_MS: "500" },
 };
 
+/** The tree iteration cap of FULL_CLUSTER. */
+export const FULL_CLUSTER_TREE_CAP = 12;
+
+/**
+ * Every kind of actor (cluster.test.ts, cluster-trees.test.ts): a supervisor allowing trees two
+ * deep and FULL_CLUSTER_TREE_CAP iterations a tree, the echo and memory tools, a critic, and two
+ * agent workers with a 2 s ack wait.
+ */
+export const FULL_CLUSTER: ClusterSuiteOptions = {
+  actors: [
+    { kind: "supervisor" },
+    { kind: "tools", env: { TOOLS: "echo,memory" } },
+    { kind: "critic" },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+  ],
+  env: {
+    AGENT_ACK_WAIT_MS: "2000",
+    AGENT_RETRY_DELAY_MS: "500",
+    SUPERVISOR_MAX_DEPTH: "2",
+    SUPERVISOR_TREE_ITERATION_CAP: String(FULL_CLUSTER_TREE_CAP),
+  },
+};
+
 /**
  * A real cluster for one suite: a nats-server, and each actor as its own OS process under a
  * prefix of the suite's own, plus a client connection for the test itself.
