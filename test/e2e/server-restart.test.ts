@@ -1,5 +1,5 @@
 import { Kvm } from "@nats-io/kv";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { linkOf } from "../../shared/bus/link.js";
 import { serveModel } from "../../shared/bus/model-actor.js";
@@ -16,6 +16,7 @@ import {
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
 import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
+import { connectRetrying } from "../helpers/nats-server.js";
 import { until } from "../helpers/until.js";
 
 const RUNS = 8;
@@ -47,14 +48,7 @@ afterAll(async () => {
 
 /** A connection that retries every 50 ms: back before the workers (which retry every second). */
 function fastConnection(): Promise<NatsConnection> {
-  const { server } = suite;
-  return connect({
-    servers: server.url,
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 50,
-    reconnectJitter: 0,
-    ...(server.user ? { user: server.user, pass: server.pass ?? "" } : {}),
-  });
+  return connectRetrying(suite.server, 50);
 }
 
 /**

@@ -1,6 +1,6 @@
 import { connect as tcpConnect, createServer, type Socket } from "node:net";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import type { TestNats } from "./nats-server.js";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { connectRetrying, type TestNats } from "./nats-server.js";
 
 /**
  * A TCP proxy on 127.0.0.1 in front of a NATS server, for one client connection's faults the server
@@ -74,11 +74,5 @@ export async function startCuttingProxy(target: string): Promise<CuttingProxy> {
 
 /** A client of `server` through `proxy`, back within 100 ms of being admitted again. */
 export function connectThrough(proxy: CuttingProxy, server: TestNats): Promise<NatsConnection> {
-  return connect({
-    servers: proxy.url,
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 100,
-    reconnectJitter: 0,
-    ...(server.user ? { user: server.user, pass: server.pass ?? "" } : {}),
-  });
+  return connectRetrying(server, 100, proxy.url);
 }

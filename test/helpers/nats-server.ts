@@ -1,3 +1,4 @@
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { startLocalNats } from "../../services/local/nats-server.js";
 
 export interface TestNats {
@@ -54,4 +55,22 @@ async function startContainer(): Promise<TestNats> {
     stop,
     [Symbol.asyncDispose]: stop,
   };
+}
+
+/**
+ * A client of `server`, at `url` (the server's own by default, or a proxy's in front of it), that
+ * tries to reconnect every `reconnectMs` for ever: back before the actors, which wait a second.
+ */
+export function connectRetrying(
+  server: TestNats,
+  reconnectMs: number,
+  url = server.url,
+): Promise<NatsConnection> {
+  return connect({
+    servers: url,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: reconnectMs,
+    reconnectJitter: 0,
+    ...(server.user ? { user: server.user, pass: server.pass ?? "" } : {}),
+  });
 }
