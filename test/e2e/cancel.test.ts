@@ -317,11 +317,16 @@ describe("agentctl cancel: a run ended for good", () => {
     expect(bookings.unbooked).toEqual([{ original: { item: "seat 3" }, output: { booking: "b-seat 3" } }]);
     // Nothing was left going when the parent failed: the supervisor's pass cancels nothing.
     expect(await orphansCancelled()).toBe(before);
-    const logs = await suite.logs();
     // The child's end hands the failing parent nothing: no worker reads the parent again to drop it.
-    expect(logs).toMatch(
-      new RegExp(`"runId":"${runId}"[^\\n]*children settled after their parent finished, or began to fail`),
+    // The supervisor says so when it reads the child's end from the audit stream, which trails the
+    // child's status: a moment after the wait above can end.
+    const settledLine = new RegExp(
+      `"runId":"${runId}"[^\\n]*children settled after their parent finished, or began to fail`,
     );
+    await until(async () => settledLine.test(await suite.logs()), 5_000, {
+      what: "the supervisor's line on the children settled after their parent began to fail",
+    });
+    const logs = await suite.logs();
     expect(logs).not.toMatch(
       new RegExp(`"runId":"${runId}"[^\\n]*(run already finished|stale event dropped)`),
     );
