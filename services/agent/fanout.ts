@@ -86,7 +86,9 @@ export class FanOutHandler {
           },
         },
         SubmitReply,
-        { timeoutMs: 10_000, wait: this.wait },
+        // A child's id is its parent's to name, so its submit may be sent twice: asked again when
+        // the connection drops before the reply, instead of failing the lease.
+        { timeoutMs: 10_000, wait: this.wait && { ...this.wait, read: true } },
       );
       if (!reply.ok) await this.recordRefusal(runId, state, reply.error);
     }

@@ -45,12 +45,15 @@ export class ClusterClient {
         details: parsed.error.issues,
       });
     }
+    // A named run's submit may be sent twice (the same id and spec answers "existing"): asked again
+    // when the connection drops before its reply. An unnamed one would start a second run.
+    const named = parsed.data.runId !== undefined;
     const reply = await requestJson(
       this.bus.nc,
       this.bus.subjects.runsSubmit(),
       { schema: SubmitRequest, value: parsed.data },
       SubmitReply,
-      { timeoutMs: REQUEST_TIMEOUT_MS, wait: this.wait },
+      { timeoutMs: REQUEST_TIMEOUT_MS, wait: named && this.wait ? { ...this.wait, read: true } : this.wait },
     );
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply;

@@ -34,9 +34,10 @@ export interface ServiceWait {
   /** Told once per request, when it begins to wait. */
   onWait?: () => void;
   /**
-   * The request may be sent twice (a read): it is asked again, within the wait, also when the
-   * connection dropped before its reply came (a NATS server restarting). Others fail then: their
-   * outcome is unknown.
+   * The request may be sent twice (a read, or a write whose second copy is answered as the first,
+   * such as a named run's submit): it is asked again, within the wait, also when the connection
+   * dropped before its reply came (a NATS server restarting). Others fail then: their outcome is
+   * unknown.
    */
   read?: boolean;
 }

@@ -1,10 +1,13 @@
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ClusterClient } from "../../services/cli/client.js";
 import { linkOf } from "../../shared/bus/link.js";
+import { PoolLedger } from "../../shared/bus/pool.js";
 import { serveModel } from "../../shared/bus/model-actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
 import {
   chargeTool,
   expectChargesInTrail,
@@ -22,6 +25,8 @@ import { until } from "../helpers/until.js";
 const RUNS = 8;
 const PAYMENTS = 6;
 const PAYMENT_MS = 200;
+/** Runs submitted around the restart: fewer than the 16 the suite's pool holds. */
+const SUBMITS = 14;
 
 /**
  * The only nats-server is killed with SIGKILL while runs pay, and started again on the same store
@@ -136,5 +141,53 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
       model.unsubscribe();
       await modelNc.close();
     }
+  }, 60_000);
+
+  it("down 2000 ms while runs are being submitted: each submit made meanwhile waits for the server and is admitted, its run commits once, and the pool ends empty", async () => {
+    executions.clear();
+    // As agentctl submits: waiting for the cluster when it does not answer (AGENTCTL_WAIT_MS).
+    const client = new ClusterClient(suite.bus, {
+      waitMs: 10_000,
+      clock: systemClock,
+      random: seededRandom(9),
+    });
+    const startedAt = Date.now();
+    // Submits 80 ms apart for 1.1 s; the server dies 300 ms in, so most are sent while it is down.
+    const restarted = systemClock.sleep(300).then(() => suite.server.restart?.({ downMs: 2_000 }));
+    const replies = await Promise.all(
+      Array.from({ length: SUBMITS }, async (_, i) => {
+        await systemClock.sleep(i * 80);
+        const sentAt = Date.now() - startedAt;
+        const reply = await client.submit({
+          ...payingRun("pay", 2, `submitted ${i}`),
+          runId: `submitted-${i}`,
+        });
+        return { ...reply, sentAt };
+      }),
+    );
+    await restarted;
+    // Some were sent while the server was down (after the kill, before it was back).
+    expect(replies.filter((r) => r.sentAt > 400 && r.sentAt < 2_000).length).toBeGreaterThan(5);
+    // One in flight at the kill is asked again and answered "existing": its run is admitted all the same.
+    expect(replies.every((r) => r.status === "admitted" || r.status === "existing")).toBe(true);
+    while (!linkOf(suite.bus.nc).connected()) await systemClock.sleep(50);
+    const statuses = await Promise.all(replies.map((r) => suite.waitFor(r.runId, settled, 30_000)));
+    for (const [i, { runId }] of replies.entries()) {
+      expect(statuses[i], runId).toMatchObject({
+        status: "committed",
+        terminal: { output: `submitted ${i}` },
+      });
+      const events = await expectChargesInTrail(suite, runId, "pay", executions);
+      // Admitted once, never refused on the way.
+      expect(
+        events.filter((e) => e.kind === "run.admitted" || e.kind === "run.rejected").map((e) => e.kind),
+        runId,
+      ).toEqual(["run.admitted"]);
+    }
+    expect([...executions.values()].every((n) => n === 1)).toBe(true);
+    expect(executions.size).toBe(SUBMITS * 2);
+    // Every slot an admission took is given back once its run commits.
+    const pool = PoolLedger.of(suite.bus);
+    await until(async () => (await pool.active()).length === 0, 10_000, { what: "every pool slot released" });
   }, 60_000);
 });

@@ -1,0 +1,128 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import { readAudit } from "../../shared/bus/audit.js";
+import { childRunId } from "../../shared/bus/fanout.js";
+import { TreeBudget } from "../../shared/bus/tree-budget.js";
+import { PoolLedger } from "../../shared/bus/pool.js";
+import { failureReply, serve } from "../../shared/bus/serve.js";
+import { SubmitReply } from "../../shared/contracts/control.js";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
+import { startRun } from "../../shared/loop/fsm.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { uuidIds } from "../../shared/runtime/ids.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import type { ServiceWait } from "../../shared/bus/request.js";
+import { ClusterClient } from "../../services/cli/client.js";
+import { FanOutHandler } from "../../services/agent/fanout.js";
+import { Admission } from "../../services/supervisor/admission.js";
+import { useActorBus } from "../helpers/actor-bus.js";
+import { connectThrough, startCuttingProxy } from "../helpers/cutting-proxy.js";
+import { spec } from "../helpers/fixtures.js";
+
+const suite = useActorBus("sbo", { random: seededRandom(17) });
+let pool: PoolLedger;
+
+beforeAll(() => {
+  pool = PoolLedger.of(suite.bus);
+  const admission = new Admission(
+    suite.bus,
+    pool,
+    { poolCapacity: 10, maxDepth: 3, treeIterationCap: 100 },
+    uuidIds,
+  );
+  serve(suite.bus.nc, suite.bus.subjects.runsSubmit(), {
+    queue: "supervisor",
+    reply: SubmitReply,
+    logger: silentLogger,
+    handle: (msg) => admission.submit(msg.data),
+    onError: failureReply,
+  });
+});
+
+/** What a request's sender sees of the supervisor: the suite's bus with its own connection. */
+type Sender = ConstructorParameters<typeof ClusterClient>[0];
+
+/**
+ * A submit (`send`, given the sender's bus and agentctl's wait for the cluster) whose connection is
+ * cut the moment it sends the request: the supervisor gets it and answers nowhere. The sender is
+ * let back a second later.
+ */
+async function submitAcrossCut<T>(
+  send: (bus: Sender, wait: ServiceWait) => Promise<T>,
+): Promise<T | AgentError> {
+  const proxy = await startCuttingProxy(suite.server.url);
+  const nc = await connectThrough(proxy, suite.server);
+  const wait = { waitMs: 10_000, clock: systemClock, random: seededRandom(3) };
+  try {
+    const cut = proxy.cutOn(suite.bus.subjects.runsSubmit());
+    const reply = send({ ...suite.bus, nc }, wait).catch((err: unknown) => err as AgentError);
+    await cut;
+    await systemClock.sleep(1_000);
+    proxy.admit();
+    return await reply;
+  } finally {
+    await nc.close();
+    await proxy.close();
+  }
+}
+
+async function auditKinds(runId: string): Promise<string[]> {
+  const kinds: string[] = [];
+  for await (const event of readAudit(suite.bus, { runId })) kinds.push(event.kind);
+  return kinds;
+}
+
+describe("a submit whose reply a dropped connection lost", () => {
+  it("of a named run is asked again once the client is back: answered existing, the run admitted once", async () => {
+    const runId = `named-${Date.now()}`;
+    const reply = await submitAcrossCut((bus, wait) =>
+      new ClusterClient(bus, wait).submit({ ...spec(), runId }),
+    );
+    expect(reply).toMatchObject({ ok: true, runId, status: "existing" });
+    expect(await auditKinds(runId)).toEqual(["run.admitted"]);
+    expect((await pool.active()).filter((id) => id === runId)).toHaveLength(1);
+  }, 30_000);
+
+  it("of an unnamed run fails as unknown (BUS_UNAVAILABLE), not asked again: it would start a second run", async () => {
+    const before = (await pool.active()).length;
+    const reply = await submitAcrossCut((bus, wait) => new ClusterClient(bus, wait).submit(spec()));
+    expect(reply).toBeInstanceOf(AgentError);
+    expect(reply).toMatchObject({
+      code: "BUS_UNAVAILABLE",
+      message: expect.stringMatching(/outcome is unknown/) as unknown,
+    });
+    // The supervisor admitted the one it got.
+    expect((await pool.active()).length).toBe(before + 1);
+  }, 30_000);
+
+  it("of a parent's spawn is asked again once the worker is back: the child admitted once, the parent parked on it, no lease failed", async () => {
+    const parentId = `parent-${Date.now()}`;
+    const parentSpec = RunSpec.parse(
+      spec({ tools: ["spawn_agent", "echo"], capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"] }),
+    );
+    const { state } = startRun(
+      { type: "start", at: Date.now(), spec: parentSpec, runId: parentId, rootRunId: parentId, depth: 0 },
+      { tools: [] },
+    );
+    // The parent leased before the model call that spawned: its tree has a count.
+    await new TreeBudget({ kv: suite.bus.buckets.pool, clock: systemClock, random: seededRandom(4) }).lease(
+      parentId,
+      parentId,
+      5,
+      100,
+    );
+    const effect = {
+      type: "callTool" as const,
+      actionId: "act-1",
+      tool: "spawn_agent",
+      input: { runs: [spec()] },
+      idempotencyKey: `${parentId}:act-1`,
+      purpose: "act" as const,
+      timeoutMs: 10_000,
+    };
+    const outcome = await submitAcrossCut((bus, wait) => new FanOutHandler(bus, wait).spawn(effect, state));
+    expect(outcome).toBe("park");
+    expect(await auditKinds(childRunId(parentId, "act-1", 0))).toEqual(["run.admitted"]);
+  }, 30_000);
+});
