@@ -4,11 +4,14 @@ import { join } from "node:path";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
-import { toAgentError } from "../../shared/runtime/errors.js";
+import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { LocalCluster, NATS_USERS, type LocalActorKind } from "./cluster.js";
 import { ensureNats, type NatsTarget } from "./ensure-nats.js";
+
+/** The prefix nats.conf's users are granted (ActorEnv's default). */
+const DEFAULT_PREFIX = "agents";
 
 export interface Booted {
   nats: NatsTarget;
@@ -52,6 +55,15 @@ export async function withLocalCluster(
  */
 export async function bootCluster(say: (line: string) => void, options: BootOptions = {}): Promise<Booted> {
   const nats = await ensureNats(say);
+  const prefix = process.env.AGENTS_PREFIX;
+  if (nats.useConfUsers && prefix && prefix !== DEFAULT_PREFIX) {
+    await nats.stop();
+    // Its actors would be refused their subjects, and nothing would serve the demo's run.
+    throw new AgentError(
+      "INVALID_INPUT",
+      `AGENTS_PREFIX '${prefix}': the local nats-server's users (nats.conf, with deploy/k8s/base/nats/permissions.conf) may use the default prefix '${DEFAULT_PREFIX}' only; unset AGENTS_PREFIX, or set NATS_URL to a server of yours`,
+    );
+  }
   say(`NATS: ${nats.origin}`);
   const logDir = await mkdtemp(join(tmpdir(), "agents-cluster-"));
   const cluster = new LocalCluster({
@@ -89,6 +101,8 @@ export async function bootCluster(say: (line: string) => void, options: BootOpti
 export function clientBus(booted: Booted, name: string): Promise<ActorBus> {
   const env = parseEnv(ActorEnv, {
     NATS_URL: booted.nats.url,
+    // The actors' prefix: they take this process's environment (see LocalCluster).
+    AGENTS_PREFIX: process.env.AGENTS_PREFIX,
     LOG_LEVEL: "warn",
     ...(booted.nats.useConfUsers
       ? { NATS_USER: NATS_USERS.cli.user, NATS_PASSWORD: NATS_USERS.cli.password }
