@@ -22,6 +22,7 @@ const bus = await openActorBus(env, `agent-${env.WORKER_ID}`, {
   clock: systemClock,
   random: systemRandom,
   logger,
+  fatal,
 });
 const metrics = new ActorMetrics("agent");
 const worker = new AgentWorker(

@@ -21,7 +21,7 @@ const fatal = exitOnFatal(createLogger({ actor: "critic" }));
 const env = parseEnv(CriticEnv, process.env);
 const logger = createLogger({ actor: "critic", level: env.LOG_LEVEL });
 fatal.use(logger);
-const bus = await openActorBus(env, "critic", { clock: systemClock, random: systemRandom, logger });
+const bus = await openActorBus(env, "critic", { clock: systemClock, random: systemRandom, logger, fatal });
 const metrics = new ActorMetrics("critic");
 const breakers = new ModelBreakers(
   bus.buckets.modelBreakers,

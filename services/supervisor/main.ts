@@ -31,7 +31,12 @@ const fatal = exitOnFatal(createLogger({ actor: "supervisor" }));
 const env = parseEnv(SupervisorEnv, process.env);
 const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
 fatal.use(logger);
-const bus = await openActorBus(env, "supervisor", { clock: systemClock, random: systemRandom, logger });
+const bus = await openActorBus(env, "supervisor", {
+  clock: systemClock,
+  random: systemRandom,
+  logger,
+  fatal,
+});
 const metrics = new ActorMetrics("supervisor");
 if (env.SUPERVISOR_AUDIT_MAX_AGE_MS !== undefined) {
   const changed = await setAuditMaxAge(bus.nc, bus.subjects, env.SUPERVISOR_AUDIT_MAX_AGE_MS);

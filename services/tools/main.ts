@@ -23,7 +23,7 @@ const fatal = exitOnFatal(createLogger({ actor: "tools" }));
 const env = parseEnv(ToolsEnv, process.env);
 const logger = createLogger({ actor: "tools", level: env.LOG_LEVEL });
 fatal.use(logger);
-const bus = await openActorBus(env, "tools", { clock: systemClock, random: systemRandom, logger });
+const bus = await openActorBus(env, "tools", { clock: systemClock, random: systemRandom, logger, fatal });
 const metrics = new ActorMetrics("tools");
 const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
   echo: () => echoTool,

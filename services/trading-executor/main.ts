@@ -21,7 +21,12 @@ const env = parseEnv(TradingExecutorEnv, process.env);
 const logger = createLogger({ actor: "trading-executor", level: env.LOG_LEVEL });
 fatal.use(logger);
 const config = loadTradingConfig(env);
-const bus = await openActorBus(env, "trading-executor", { clock: systemClock, random: systemRandom, logger });
+const bus = await openActorBus(env, "trading-executor", {
+  clock: systemClock,
+  random: systemRandom,
+  logger,
+  fatal,
+});
 const metrics = new ActorMetrics("trading-executor");
 const store = new ExecutorStore(bus.buckets.toolState, config, logger, bus.clock);
 await store.read();

@@ -18,7 +18,12 @@ const fatal = exitOnFatal(createLogger({ actor: "trading-planner" }));
 const env = parseEnv(ActorEnv, process.env);
 const logger = createLogger({ actor: "trading-planner", level: env.LOG_LEVEL });
 fatal.use(logger);
-const bus = await openActorBus(env, "trading-planner", { clock: systemClock, random: systemRandom, logger });
+const bus = await openActorBus(env, "trading-planner", {
+  clock: systemClock,
+  random: systemRandom,
+  logger,
+  fatal,
+});
 const metrics = new ActorMetrics("trading-planner");
 serveModel(PLANNER_ACTOR, (request) => Promise.resolve(nextStep(request)), { ...bus, logger });
 const health = await startActorHealth(bus, env, metrics);

@@ -1,7 +1,9 @@
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
 import type { Clock } from "../runtime/clock.js";
+import { AgentError } from "../runtime/errors.js";
+import type { FatalLog } from "../runtime/fatal.js";
 import type { ActorEnv } from "../runtime/config.js";
 import { startHealthServer, type HealthServer } from "../runtime/health.js";
 import type { ActorMetrics } from "../runtime/metrics.js";
@@ -44,8 +46,16 @@ export interface ActorBus {
 export async function openActorBus(
   env: ActorEnv,
   name: string,
-  deps: { clock: Clock; random: Random; logger: Logger; onConnectWait?: (error: Error) => void },
+  options: {
+    clock: Clock;
+    random: Random;
+    logger: Logger;
+    onConnectWait?: (error: Error) => void;
+    /** An actor's: a subscription the server refuses stops the process (see refusedSubscription). */
+    fatal?: Pick<FatalLog, "fail">;
+  },
 ): Promise<ActorBus> {
+  const { fatal, ...deps } = options;
   const nc = await connectBus({
     servers: env.NATS_URL.split(","),
     name,
@@ -55,6 +65,7 @@ export async function openActorBus(
     clock: deps.clock,
     ...(deps.onConnectWait ? { onWait: deps.onConnectWait } : {}),
   });
+  if (fatal) linkOf(nc).onSubscribeDenied((err) => fatal.fail(refusedSubscription(err, env)));
   const subjects = new Subjects(env.AGENTS_PREFIX);
   const report = await provisionOrWait(nc, subjects, env.AGENTS_REPLICAS, deps);
   for (const note of report.notes) deps.logger.warn({ serverVersion: report.serverVersion }, note);
@@ -79,6 +90,19 @@ export async function openActorBus(
     buckets: { runs, pool, idempotency, memory, toolState, modelBreakers, toolDescriptors },
     ...deps,
   };
+}
+
+/**
+ * An actor refused one of its subscriptions can never serve it: left running, it would look healthy
+ * and answer nothing (its NATS user's permissions, or an AGENTS_PREFIX they do not cover). Stopped,
+ * it says why, and its orchestrator shows it failing.
+ */
+function refusedSubscription(err: PermissionViolationError, env: ActorEnv): AgentError {
+  return new AgentError(
+    "PERMISSION_DENIED",
+    `the NATS server refused this actor's subscription to '${err.subject}' (NATS user ${env.NATS_USER ?? "none"}, AGENTS_PREFIX '${env.AGENTS_PREFIX}'): give the user that subject (the shipped permissions grant the default prefix 'agents' only)`,
+    { cause: err },
+  );
 }
 
 /**

@@ -10,6 +10,8 @@ export interface Link {
   onReconnect(listener: () => void): () => void;
   /** Calls `listener` for every publish the server refuses (permissions); returns the function that cancels it. */
   onPublishDenied(listener: (err: PermissionViolationError) => void): () => void;
+  /** Calls `listener` for every subscription the server refuses (permissions); returns the function that cancels it. */
+  onSubscribeDenied(listener: (err: PermissionViolationError) => void): () => void;
 }
 
 const links = new WeakMap<NatsConnection, Link>();
@@ -20,10 +22,11 @@ export function linkOf(nc: NatsConnection): Link {
   let up = true;
   const waiting = new Set<() => void>();
   const returning = new Set<() => void>();
-  const denied = new Set<(err: PermissionViolationError) => void>();
+  const denied = { publish: new Set<Denied>(), subscription: new Set<Denied>() };
   void (async () => {
     for await (const status of nc.status()) {
-      if (isPublishDenied(status)) for (const listener of denied) listener(status.error);
+      const refused = deniedOperation(status);
+      if (refused) for (const listener of denied[refused.operation]) listener(refused);
       if (status.type === "reconnect") {
         up = true;
         notify(returning);
@@ -44,8 +47,12 @@ export function linkOf(nc: NatsConnection): Link {
       return () => returning.delete(listener);
     },
     onPublishDenied: (listener) => {
-      denied.add(listener);
-      return () => denied.delete(listener);
+      denied.publish.add(listener);
+      return () => denied.publish.delete(listener);
+    },
+    onSubscribeDenied: (listener) => {
+      denied.subscription.add(listener);
+      return () => denied.subscription.delete(listener);
     },
   };
   links.set(nc, link);
@@ -77,10 +84,11 @@ export function deniedByPermissions(err: unknown): err is Error {
   return err instanceof Error && /permissions violation/i.test(err.message);
 }
 
-function isPublishDenied(status: Status): status is { type: "error"; error: PermissionViolationError } {
-  return (
-    status.type === "error" &&
-    status.error instanceof PermissionViolationError &&
-    status.error.operation === "publish"
-  );
+type Denied = (err: PermissionViolationError) => void;
+
+/** The server's refusal (a publish or a subscription) a status reports, if it is one. */
+function deniedOperation(status: Status): PermissionViolationError | undefined {
+  return status.type === "error" && status.error instanceof PermissionViolationError
+    ? status.error
+    : undefined;
 }

@@ -5,6 +5,8 @@ import type { Logger } from "./logger.js";
 export interface FatalLog {
   /** Logs fatal failures with `logger` from now on (the actor's, once its configuration is read). */
   use(logger: Logger): void;
+  /** Stops the actor on a failure found later, logged as one at start-up is. */
+  fail(err: unknown): void;
 }
 
 /**
@@ -19,10 +21,11 @@ export function exitOnFatal(
   exit: (code: number) => void = (code) => process.exit(code),
 ): FatalLog {
   let current = logger;
-  process.on("uncaughtException", (err: unknown) => {
+  const fail = (err: unknown): void => {
     const error = toAgentError(err);
     current.fatal({ err, code: error.code }, `stopping: ${error.message}`);
     exit(1);
-  });
-  return { use: (next) => (current = next) };
+  };
+  process.on("uncaughtException", fail);
+  return { use: (next) => (current = next), fail };
 }

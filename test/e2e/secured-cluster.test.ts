@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LocalCluster, NATS_USERS, type ActorProcess } from "../../services/local/cluster.js";
+import { LocalCluster, NATS_USERS, actorEntry, type ActorProcess } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
@@ -217,4 +217,33 @@ describe("a cluster under the shipped permission model", () => {
     expect(seenKeys.length).toBe(asked);
     for (const user of Object.values(NATS_USERS)) expect(seenKeys.join("\n")).not.toContain(user.password);
   });
+
+  it("an actor whose user may not subscribe to its subjects (an AGENTS_PREFIX the permissions do not cover) stops, saying why, instead of running deaf", async () => {
+    const refused = await runProcess(process.execPath, [actorEntry("supervisor")], {
+      env: {
+        ...process.env,
+        NATS_URL: server.url,
+        NATS_USER: NATS_USERS.supervisor.user,
+        NATS_PASSWORD: NATS_USERS.supervisor.password,
+        AGENTS_PREFIX: "team1",
+        HEALTH_PORT: "0",
+      },
+      timeout: 30_000,
+    }).then(
+      () => ({ code: 0, stdout: "" }),
+      (err: { code: number | null; stdout: string }) => err,
+    );
+    expect(refused.code).toBe(1);
+    const fatal = refused.stdout
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as { level: number; code?: string; msg: string })
+      .find((line) => line.level === 60);
+    expect(fatal).toMatchObject({
+      code: "PERMISSION_DENIED",
+      msg: expect.stringMatching(
+        /refused this actor's subscription to 'team1\..+' \(NATS user supervisor, AGENTS_PREFIX 'team1'\)/,
+      ) as unknown,
+    });
+  }, 40_000);
 });
