@@ -9,6 +9,7 @@ import { RunStatusValue } from "../../shared/contracts/run-status.js";
 import { DEFAULT_CHECKPOINT_EVERY } from "../../shared/loop/state.js";
 import { endQuietlyWhenStdoutCloses, jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
+import { uuidIds } from "../../shared/runtime/ids.js";
 import { readSpecFile, type ClusterClient } from "./client.js";
 import { out, runIdArg, withClient } from "./command-kit.js";
 import { addControlCommands } from "./control-commands.js";
@@ -96,7 +97,11 @@ export function program(): Command {
     .command("submit")
     .description("submit a run from a RunSpec file (JSON or YAML), or from flags")
     .argument("[spec]", "path to the RunSpec")
-    .option("--run-id <id>", "use this runId (re-submitting it returns the existing run)", runIdArg)
+    .option(
+      "--run-id <id>",
+      "use this runId (re-submitting it returns the existing run; default: the spec's, else run-<uuid>)",
+      runIdArg,
+    )
     .option("-w, --watch", "follow the run until it settles")
     .option("--prompt <text>", "the task (instead of a spec file)")
     .option("--name <name>", "agent name", "cli-agent")
@@ -123,8 +128,11 @@ export function program(): Command {
     .action(async (path: string | undefined, opts: SubmitFlags, command: Command) => {
       if (path) refuseSpecFlags(command);
       const spec = path ? ((await readSpecFile(path)) as Record<string, unknown>) : specFromFlags(opts);
+      // A run neither the flag nor the file names is named here: a submit whose reply a dropped
+      // connection lost is then sent again (and answered "existing"), not left unknown.
+      const runId: unknown = opts.runId ?? spec.runId ?? uuidIds.next("run");
       await withClient(async (client) => {
-        const reply = await client.submit(opts.runId ? { ...spec, runId: opts.runId } : spec);
+        const reply = await client.submit({ ...spec, runId });
         out(`${reply.status} ${reply.runId}`);
         if (opts.watch) await watch(client, reply.runId);
       });

@@ -1,3 +1,6 @@
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readAudit } from "../../shared/bus/audit.js";
 import { childRunId } from "../../shared/bus/fanout.js";
@@ -17,6 +20,7 @@ import { ClusterClient } from "../../services/cli/client.js";
 import { FanOutHandler } from "../../services/agent/fanout.js";
 import { Admission } from "../../services/supervisor/admission.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { connectThrough, startCuttingProxy } from "../helpers/cutting-proxy.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -94,6 +98,34 @@ describe("a submit whose reply a dropped connection lost", () => {
     });
     // The supervisor admitted the one it got.
     expect((await pool.active()).length).toBe(before + 1);
+  }, 30_000);
+
+  it("from agentctl without --run-id: the id agentctl made is sent again once it is back, answered existing, the run admitted once", async () => {
+    const file = join(await mkdtemp(join(tmpdir(), "sbo-")), "spec.json");
+    await writeFile(file, JSON.stringify(spec()));
+    const proxy = await startCuttingProxy(suite.server.url);
+    try {
+      const cut = proxy.cutOn(suite.bus.subjects.runsSubmit());
+      const submitted = runProcess(process.execPath, [AGENTCTL, "submit", file], {
+        env: {
+          ...process.env,
+          NATS_URL: proxy.url,
+          AGENTS_PREFIX: suite.bus.subjects.prefix,
+          ...(suite.server.user
+            ? { NATS_USER: suite.server.user, NATS_PASSWORD: suite.server.pass ?? "" }
+            : {}),
+        },
+      });
+      await cut;
+      await systemClock.sleep(1_000);
+      proxy.admit();
+      const [answer, runId = ""] = (await submitted).stdout.trim().split(" ");
+      expect(answer).toBe("existing");
+      expect(runId).toMatch(/^run-[0-9a-f]{32}$/);
+      expect(await auditKinds(runId)).toEqual(["run.admitted"]);
+    } finally {
+      await proxy.close();
+    }
   }, 30_000);
 
   it("of a parent's spawn is asked again once the worker is back: the child admitted once, the parent parked on it, no lease failed", async () => {
