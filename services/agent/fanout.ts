@@ -88,7 +88,7 @@ export class FanOutHandler {
         SubmitReply,
         // A child's id is its parent's to name, so its submit may be sent twice: asked again when
         // the connection drops before the reply, instead of failing the lease.
-        { timeoutMs: 10_000, wait: this.wait && { ...this.wait, read: true } },
+        { timeoutMs: 10_000, wait: this.wait && { ...this.wait, repeatable: true } },
       );
       if (!reply.ok) await this.recordRefusal(runId, state, reply.error);
     }

@@ -53,7 +53,10 @@ export class ClusterClient {
       this.bus.subjects.runsSubmit(),
       { schema: SubmitRequest, value: parsed.data },
       SubmitReply,
-      { timeoutMs: REQUEST_TIMEOUT_MS, wait: named && this.wait ? { ...this.wait, read: true } : this.wait },
+      {
+        timeoutMs: REQUEST_TIMEOUT_MS,
+        wait: named && this.wait ? { ...this.wait, repeatable: true } : this.wait,
+      },
     );
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply;

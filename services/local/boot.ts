@@ -2,6 +2,7 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { DEFAULT_PREFIX } from "../../shared/bus/subjects.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
@@ -9,9 +10,6 @@ import { createLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { LocalCluster, NATS_USERS, type LocalActorKind } from "./cluster.js";
 import { ensureNats, type NatsTarget } from "./ensure-nats.js";
-
-/** The prefix nats.conf's users are granted (ActorEnv's default). */
-const DEFAULT_PREFIX = "agents";
 
 export interface Booted {
   nats: NatsTarget;

@@ -13,7 +13,7 @@ import { connectBus } from "./connect.js";
 import { deniedByPermissions, linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
 import { readsClient } from "./read-range.js";
-import { Subjects } from "./subjects.js";
+import { DEFAULT_PREFIX, Subjects } from "./subjects.js";
 
 /** What every actor holds once connected: the bus, its streams and buckets, and its clock. */
 export interface ActorBus {
@@ -100,7 +100,7 @@ export async function openActorBus(
 function refusedSubscription(err: PermissionViolationError, env: ActorEnv): AgentError {
   return new AgentError(
     "PERMISSION_DENIED",
-    `the NATS server refused this actor's subscription to '${err.subject}' (NATS user ${env.NATS_USER ?? "none"}, AGENTS_PREFIX '${env.AGENTS_PREFIX}'): give the user that subject (the shipped permissions grant the default prefix 'agents' only)`,
+    `the NATS server refused this actor's subscription to '${err.subject}' (NATS user ${env.NATS_USER ?? "none"}, AGENTS_PREFIX '${env.AGENTS_PREFIX}'): give the user that subject (the shipped permissions grant the default prefix '${DEFAULT_PREFIX}' only)`,
     { cause: err },
   );
 }

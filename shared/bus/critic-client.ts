@@ -38,7 +38,7 @@ export function remoteCritic(
         timeoutMs: deps.timeoutMs ?? DEFAULT_CRITIC_TIMEOUT_MS,
         // A review has no side effect: one whose reply a dropped connection lost is asked again
         // rather than sending a good answer back for repair.
-        wait: deps.wait && { ...deps.wait, read: true },
+        wait: deps.wait && { ...deps.wait, repeatable: true },
       },
     );
     if (!reply.ok) throw fromErrorPayload(reply.error);

@@ -41,7 +41,7 @@ export function actorModelDriver(ref: ActorModelRef, deps: ModelActorDeps): Mode
           timeout: "MODEL_TIMEOUT",
           // A turn has no side effect: one whose reply a dropped connection lost is asked again
           // (billed twice, perhaps) rather than failing its run.
-          wait: deps.wait && { ...deps.wait, read: true },
+          wait: deps.wait && { ...deps.wait, repeatable: true },
         },
       );
       if (!reply.ok) throw fromErrorPayload(reply.error, "MODEL_REJECTED");

@@ -89,7 +89,7 @@ export async function describeRemoteTool(
         timeoutMs: deps.timeoutMs ?? 2_000,
         unavailable: "TOOL_UNAVAILABLE",
         timeout: "TOOL_TIMEOUT",
-        wait: deps.wait && { ...deps.wait, read: true },
+        wait: deps.wait && { ...deps.wait, repeatable: true },
       },
     );
   } catch (err) {

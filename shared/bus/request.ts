@@ -39,13 +39,14 @@ export interface ServiceWait {
    * dropped before its reply came (a NATS server restarting). Others fail then: their outcome is
    * unknown.
    */
-  read?: boolean;
+  repeatable?: boolean;
 }
 
 /** Whether a failed request is asked again while it waits for a service. */
 function askAgain(err: unknown, wait: ServiceWait): boolean {
   return (
-    isNoResponders(err) || (wait.read === true && err instanceof ReplyError && err.reason === "disconnected")
+    isNoResponders(err) ||
+    (wait.repeatable === true && err instanceof ReplyError && err.reason === "disconnected")
   );
 }
 

@@ -152,6 +152,6 @@ export async function settleCall(
     timeoutMs,
     unavailable: "TOOL_UNAVAILABLE",
     timeout: "TOOL_TIMEOUT",
-    ...(wait ? { wait: { ...wait, read: true } } : {}),
+    ...(wait ? { wait: { ...wait, repeatable: true } } : {}),
   });
 }

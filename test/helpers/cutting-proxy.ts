@@ -76,3 +76,30 @@ export async function startCuttingProxy(target: string): Promise<CuttingProxy> {
 export function connectThrough(proxy: CuttingProxy, server: TestNats): Promise<NatsConnection> {
   return connectRetrying(server, 100, proxy.url);
 }
+
+/**
+ * A client of `server` through a proxy that cuts it the moment it sends `marker` (the server gets
+ * the message, the client never hears back) and lets it back `backAfterMs` later: `work` gets the
+ * connection and returns what to do across the cut, which is started, cut, and awaited.
+ */
+export async function acrossCut<T>(
+  server: TestNats,
+  marker: string,
+  work: (nc: NatsConnection) => Promise<() => Promise<T>>,
+  backAfterMs = 1_000,
+): Promise<T> {
+  const proxy = await startCuttingProxy(server.url);
+  const nc = await connectThrough(proxy, server);
+  try {
+    const act = await work(nc);
+    const cut = proxy.cutOn(marker);
+    const done = act();
+    await cut;
+    await new Promise((resolve) => setTimeout(resolve, backAfterMs));
+    proxy.admit();
+    return await done;
+  } finally {
+    await nc.close();
+    await proxy.close();
+  }
+}

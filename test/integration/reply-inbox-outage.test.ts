@@ -140,7 +140,7 @@ describe("ReplyInbox across a server restart", () => {
       try {
         const reply = await requestJson(asker, "outage.slow", { schema: Text, value }, Text, {
           timeoutMs: 5_000,
-          wait: { waitMs: 15_000, clock: systemClock, random: seededRandom(3), read },
+          wait: { waitMs: 15_000, clock: systemClock, random: seededRandom(3), repeatable: read },
         });
         return String(reply);
       } catch (err) {

@@ -10,31 +10,9 @@ import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
-import { connectThrough, startCuttingProxy, type CuttingProxy } from "../helpers/cutting-proxy.js";
+import { acrossCut } from "../helpers/cutting-proxy.js";
 
 const suite = useBusSuite("sto");
-
-/**
- * A worker's connection through a proxy that cuts it the moment it sends `marker` (the server gets
- * the message, the worker never hears back) and lets it back a second later: `work` gets the
- * connection, and what it returns is awaited across the cut.
- */
-async function acrossCut<T>(marker: string, work: (kvm: Kvm) => Promise<() => Promise<T>>): Promise<T> {
-  const proxy: CuttingProxy = await startCuttingProxy(suite.server.url);
-  const nc = await connectThrough(proxy, suite.server);
-  try {
-    const act = await work(new Kvm(nc));
-    const cut = proxy.cutOn(marker);
-    const done = act();
-    await cut;
-    await systemClock.sleep(1_000);
-    proxy.admit();
-    return await done;
-  } finally {
-    await nc.close();
-    await proxy.close();
-  }
-}
 
 const status = (runId: string, phase: RunStatus["phase"]): RunStatus => ({
   runId,
@@ -49,7 +27,8 @@ describe("a worker's reads and writes of statuses and call records across a lost
   it("a status write whose ack is lost is written again once the connection is back, not failed with the client's timeout", async () => {
     const runId = `run-cut-${Date.now()}`;
     const bucket = suite.subjects.buckets().runs;
-    await acrossCut(`$KV.${bucket}.${runId}`, async (kvm) => {
+    await acrossCut(suite.server, `$KV.${bucket}.${runId}`, async (nc) => {
+      const kvm = new Kvm(nc);
       const store = new RunStatusStore(await kvm.open(bucket), {
         clock: systemClock,
         random: seededRandom(1),
@@ -69,7 +48,8 @@ describe("a worker's reads and writes of statuses and call records across a lost
       encode(IdempotencyRecord, { status: "done", idempotencyKey, reply }),
     );
     const bucket = suite.subjects.buckets().idempotency;
-    const event = await acrossCut(`KV_${bucket}`, async (kvm) => {
+    const event = await acrossCut(suite.server, `KV_${bucket}`, async (nc) => {
+      const kvm = new Kvm(nc);
       const reconciler = new Reconciler({
         idempotency: await kvm.open(bucket),
         clock: systemClock,

@@ -21,7 +21,7 @@ import { FanOutHandler } from "../../services/agent/fanout.js";
 import { Admission } from "../../services/supervisor/admission.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
-import { connectThrough, startCuttingProxy } from "../helpers/cutting-proxy.js";
+import { acrossCut, startCuttingProxy } from "../helpers/cutting-proxy.js";
 import { spec } from "../helpers/fixtures.js";
 
 const suite = useActorBus("sbo", { random: seededRandom(17) });
@@ -52,23 +52,11 @@ type Sender = ConstructorParameters<typeof ClusterClient>[0];
  * cut the moment it sends the request: the supervisor gets it and answers nowhere. The sender is
  * let back a second later.
  */
-async function submitAcrossCut<T>(
-  send: (bus: Sender, wait: ServiceWait) => Promise<T>,
-): Promise<T | AgentError> {
-  const proxy = await startCuttingProxy(suite.server.url);
-  const nc = await connectThrough(proxy, suite.server);
+function submitAcrossCut<T>(send: (bus: Sender, wait: ServiceWait) => Promise<T>): Promise<T | AgentError> {
   const wait = { waitMs: 10_000, clock: systemClock, random: seededRandom(3) };
-  try {
-    const cut = proxy.cutOn(suite.bus.subjects.runsSubmit());
-    const reply = send({ ...suite.bus, nc }, wait).catch((err: unknown) => err as AgentError);
-    await cut;
-    await systemClock.sleep(1_000);
-    proxy.admit();
-    return await reply;
-  } finally {
-    await nc.close();
-    await proxy.close();
-  }
+  return acrossCut(suite.server, suite.bus.subjects.runsSubmit(), (nc) =>
+    Promise.resolve(() => send({ ...suite.bus, nc }, wait).catch((err: unknown) => err as AgentError)),
+  );
 }
 
 async function auditKinds(runId: string): Promise<string[]> {
