@@ -1,12 +1,10 @@
 import { z } from "zod";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
-import { SubmitRequest, type RunJob } from "../../shared/contracts/cluster.js";
+import type { RunJob, SubmitRequest } from "../../shared/contracts/cluster.js";
 import type { SubmitReply } from "../../shared/contracts/control.js";
-import type { ModelRef } from "../../shared/contracts/model.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, auditTally, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
-import { decode } from "../../shared/bus/codec.js";
 import { childOf } from "../../shared/bus/fanout.js";
 import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
@@ -14,13 +12,12 @@ import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { isFinished, takesNoChildResults, type RunStatus } from "../../shared/contracts/run-status.js";
 import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
-import { privacyRefusal } from "../../shared/models/factory.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
-import { contentHash } from "../../shared/runtime/hash.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { cancelOrphans } from "./cancel.js";
+import { checkPrivacy, existing, parseSubmit, rejected } from "./submit-request.js";
 
 export interface AdmissionLimits {
   /** Runs active at once across the cluster (every supervisor replica shares the ledger). */
@@ -68,17 +65,9 @@ export class Admission {
     const depth = request.parent ? request.parent.depth + 1 : 0;
     try {
       const ids = { runId, rootRunId, depth, named, specHash: asked };
-      const existing = { schemaVersion: 1 as const, ok: true as const, runId, status: "existing" as const };
       // An id this supervisor just made names no run yet: only a named run is looked up (a round trip less).
-      const known = named ? await this.status.get(runId) : undefined;
-      if (known) {
-        const taken = request.parent
-          ? notParentOf(known, request.parent.runId)
-          : await this.specConflict(asked, runId);
-        if (taken) return this.refuseTaken(taken, runId);
-        if (known.status === "queued") await this.finishAdmission(request, ids);
-        return existing;
-      }
+      const known = named ? await this.status.read(runId) : undefined;
+      if (known) return await this.answerKnown(request, ids, known);
       // A named run's events are counted anyway (its next event's seq): asked now, the count also
       // tells a run whose status retention removed (see SUPERVISOR_STATUS_RETAIN_MS).
       const tally = named ? await auditTally(this.bus, runId) : undefined;
@@ -94,15 +83,18 @@ export class Admission {
         await this.checkBudget(rootRunId);
         await this.checkParent(request.parent.runId);
       }
-      const taken = await this.pool.acquire(runId, this.limits.poolCapacity);
-      if (taken === "existing") {
-        // A slot and no status: the supervisor that took the slot stopped before recording the run.
+      const slot = await this.pool.acquire(runId, this.limits.poolCapacity);
+      if (slot === "existing") {
+        // A slot and no status: the supervisor that took the slot stopped before recording the run,
+        // or another copy of this submit is being admitted now (and the status it writes first wins).
         await this.finishAdmission(request, ids);
-        return existing;
+        return existing(runId);
       }
-      await this.admit(request, ids, 0, tally?.events);
-      this.metrics?.runsAdmitted.inc();
-      return { schemaVersion: 1, ok: true, runId, status: "admitted" };
+      if (await this.admit(request, ids, { held: tally?.events })) {
+        this.metrics?.runsAdmitted.inc();
+        return { schemaVersion: 1, ok: true, runId, status: "admitted" };
+      }
+      return await this.lostToCopy(request, ids);
     } catch (err) {
       const error = toAgentError(err);
       this.metrics?.runsRejected.inc({ code: error.code });
@@ -113,6 +105,33 @@ export class Admission {
       this.bus.logger.warn({ runId, code: error.code }, `run rejected: ${error.message}`);
       return rejected(error);
     }
+  }
+
+  /** A submit of a run that has a status: answered `existing`, unless its id names another run. */
+  private async answerKnown(
+    request: SubmitRequest,
+    ids: AdmittedIds,
+    known: { status: RunStatus; revision: number },
+  ): Promise<SubmitReply> {
+    const taken = request.parent
+      ? notParentOf(known.status, request.parent.runId)
+      : await this.specConflict(ids.specHash, ids.runId);
+    if (taken) return this.refuseTaken(taken, ids.runId);
+    if (known.status.status === "queued") await this.finishAdmission(request, ids, known.revision);
+    return existing(ids.runId);
+  }
+
+  /**
+   * Another copy of this submit wrote the run's status first: a client resends a named submit whose
+   * reply a dropped connection lost (see ServiceWait), and after an outage both copies reach the
+   * supervisors together. Answered as the copy that came second is. The slot taken here is the
+   * run's, unless the run finished (and freed its own) before it was taken: then it is freed.
+   */
+  private async lostToCopy(request: SubmitRequest, ids: AdmittedIds): Promise<SubmitReply> {
+    this.bus.logger.info({ runId: ids.runId }, "another copy of this submit admitted the run first");
+    const known = await this.status.read(ids.runId);
+    if (isFinished(known?.status)) await this.pool.release(ids.runId);
+    return known ? this.answerKnown(request, ids, known) : existing(ids.runId);
   }
 
   /**
@@ -199,7 +218,7 @@ export class Admission {
    * queuing its job, and the run would otherwise stay queued, holding its slot, for ever (a submit
    * retried after a lost reply finds it "existing"). A run whose job waits, or is held, is left as it is.
    */
-  private async finishAdmission(request: SubmitRequest, ids: AdmittedIds): Promise<void> {
+  private async finishAdmission(request: SubmitRequest, ids: AdmittedIds, revision?: number): Promise<void> {
     if (await hasQueuedJob(this.bus, ids.runId)) return;
     this.bus.logger.warn(
       { runId: ids.runId },
@@ -207,19 +226,28 @@ export class Admission {
     );
     // Its `run.admitted` when the admission got that far: the run's only event since it was queued.
     const admitted = await lastAuditEvent(this.bus, ids.runId, "run.admitted");
-    await this.admit(request, ids, admitted?.event.seq ?? 0);
+    await this.admit(request, ids, { recorded: admitted?.event.seq ?? 0, revision });
   }
 
   /**
-   * Records the run as queued, audits its admission and queues its first job. `recorded`: the seq
-   * of the run's `run.admitted` when an interrupted admission being finished got that far, which
-   * the job continues from instead of auditing it again; `held`: the run's events, when counted.
+   * Records the run as queued, audits its admission and queues its first job; false, doing nothing
+   * else, when the status was written meanwhile (see below). `recorded`: the seq of the run's
+   * `run.admitted` when an interrupted admission being finished got that far, which the job
+   * continues from instead of auditing it again; `held`: the run's events, when counted.
+   *
+   * The status is created, or for an admission being finished written over the revision read
+   * (`revision`), never put: a copy of the submit that read no status (or a queued one) could
+   * otherwise write "queued" over the status its run has since (running, parked, committed).
    */
-  private async admit(request: SubmitRequest, ids: AdmittedIds, recorded = 0, held?: number): Promise<void> {
+  private async admit(
+    request: SubmitRequest,
+    ids: AdmittedIds,
+    o: { recorded?: number; held?: number; revision?: number | undefined } = {},
+  ): Promise<boolean> {
     const { parent, ...rest } = request;
     const spec: RunSpec = { ...rest, runId: ids.runId };
     const now = this.bus.clock.now();
-    await this.status.put({
+    const status: RunStatus = {
       runId: ids.runId,
       rootRunId: ids.rootRunId,
       ...(parent ? { parentRunId: parent.runId } : {}),
@@ -229,7 +257,13 @@ export class Admission {
       iteration: 0,
       usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
       updatedAt: toRfc3339(now),
-    });
+    };
+    const written =
+      o.revision === undefined
+        ? await this.status.create(status)
+        : await this.status.update(status, o.revision);
+    if (!written) return false;
+    const recorded = o.recorded ?? 0;
     const seq =
       recorded > 0
         ? recorded
@@ -239,7 +273,7 @@ export class Admission {
             "passed",
             undefined,
             { depth: ids.depth, agent: spec.agent.name, specHash: ids.specHash },
-            held,
+            o.held,
           );
     const job: RunJob = {
       schemaVersion: 1,
@@ -253,6 +287,7 @@ export class Admission {
     await publishJob(this.bus, job, `${ids.runId}:start`);
     this.bus.logger.info({ runId: ids.runId, depth: ids.depth }, "run admitted");
     if (parent) await this.cancelIfOrphaned(parent.runId, ids.runId);
+    return true;
   }
 
   /**
@@ -323,58 +358,8 @@ interface AdmittedIds {
   specHash: string;
 }
 
-/**
- * A model the run's privacy tier forbids would fail the run at its first call (or review), after
- * it took a pool slot: refused at the submit instead, saying which model and what to change.
- */
-function checkPrivacy(request: SubmitRequest): void {
-  const models: [string, ModelRef | undefined][] = [
-    ["agent.model", request.agent.model],
-    ["critic.model", request.critic?.model],
-  ];
-  for (const [where, ref] of models) {
-    const refused = ref && privacyRefusal(ref, request.agent.privacy);
-    if (refused) throw new AgentError("PRIVACY_DENIED", `${where}: ${refused}`);
-  }
-}
-
 /** What `run.admitted` keeps that a later submit of the same run is compared with. */
 const AdmittedData = z.object({ specHash: z.string().optional() });
-
-/**
- * The spec a submit asks for as its client sent it (canonical JSON: key order aside), its run id
- * and parent aside. Not as parsed: a retry that reaches a supervisor of another build, whose
- * RunSpec fills in other defaults, must still find the same spec.
- */
-function specHash(raw: unknown): string {
-  if (typeof raw !== "object" || raw === null) return contentHash(raw);
-  const { parent: _parent, runId: _runId, ...spec } = raw as Record<string, unknown>;
-  return contentHash(spec);
-}
-
-/** Not JSON is INVALID_INPUT; JSON that is not a valid RunSpec is INVALID_SPEC with the zod issues. */
-function parseSubmit(data: Uint8Array): { request: SubmitRequest; specHash: string } {
-  const raw = decode(z.unknown(), data);
-  const parsed = SubmitRequest.safeParse(raw);
-  if (!parsed.success) {
-    throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${z.prettifyError(parsed.error)}`, {
-      details: parsed.error.issues,
-    });
-  }
-  return { request: parsed.data, specHash: specHash(raw) };
-}
-
-function rejected(error: AgentError): SubmitReply {
-  return {
-    schemaVersion: 1,
-    ok: false,
-    error: {
-      code: error.code,
-      message: error.message,
-      ...(error.details !== undefined ? { details: error.details } : {}),
-    },
-  };
-}
 
 /**
  * A spawned child naming an existing run that is not its parent's: a model's spawn may name its

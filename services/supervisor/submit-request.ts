@@ -1,0 +1,64 @@
+import { z } from "zod";
+import { SubmitRequest } from "../../shared/contracts/cluster.js";
+import type { SubmitReply } from "../../shared/contracts/control.js";
+import type { ModelRef } from "../../shared/contracts/model.js";
+import { decode } from "../../shared/bus/codec.js";
+import { privacyRefusal } from "../../shared/models/factory.js";
+import { contentHash } from "../../shared/runtime/hash.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+
+// What a submit asks for, read off the wire, and the replies it gets (see Admission).
+
+/**
+ * A model the run's privacy tier forbids would fail the run at its first call (or review), after
+ * it took a pool slot: refused at the submit instead, saying which model and what to change.
+ */
+export function checkPrivacy(request: SubmitRequest): void {
+  const models: [string, ModelRef | undefined][] = [
+    ["agent.model", request.agent.model],
+    ["critic.model", request.critic?.model],
+  ];
+  for (const [where, ref] of models) {
+    const refused = ref && privacyRefusal(ref, request.agent.privacy);
+    if (refused) throw new AgentError("PRIVACY_DENIED", `${where}: ${refused}`);
+  }
+}
+
+/**
+ * The spec a submit asks for as its client sent it (canonical JSON: key order aside), its run id
+ * and parent aside. Not as parsed: a retry that reaches a supervisor of another build, whose
+ * RunSpec fills in other defaults, must still find the same spec.
+ */
+function specHash(raw: unknown): string {
+  if (typeof raw !== "object" || raw === null) return contentHash(raw);
+  const { parent: _parent, runId: _runId, ...spec } = raw as Record<string, unknown>;
+  return contentHash(spec);
+}
+
+/** Not JSON is INVALID_INPUT; JSON that is not a valid RunSpec is INVALID_SPEC with the zod issues. */
+export function parseSubmit(data: Uint8Array): { request: SubmitRequest; specHash: string } {
+  const raw = decode(z.unknown(), data);
+  const parsed = SubmitRequest.safeParse(raw);
+  if (!parsed.success) {
+    throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${z.prettifyError(parsed.error)}`, {
+      details: parsed.error.issues,
+    });
+  }
+  return { request: parsed.data, specHash: specHash(raw) };
+}
+
+export function existing(runId: string): SubmitReply {
+  return { schemaVersion: 1, ok: true, runId, status: "existing" };
+}
+
+export function rejected(error: AgentError): SubmitReply {
+  return {
+    schemaVersion: 1,
+    ok: false,
+    error: {
+      code: error.code,
+      message: error.message,
+      ...(error.details !== undefined ? { details: error.details } : {}),
+    },
+  };
+}

@@ -1,0 +1,129 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { auditCount } from "../../shared/bus/audit.js";
+import { encode } from "../../shared/bus/codec.js";
+import { hasQueuedJob } from "../../shared/bus/jobs.js";
+import { PoolLedger } from "../../shared/bus/pool.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { SubmitRequest } from "../../shared/contracts/cluster.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { uuidIds } from "../../shared/runtime/ids.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { Admission } from "../../services/supervisor/admission.js";
+import { spec, treeStatus } from "../helpers/fixtures.js";
+import { useActorBus } from "../helpers/actor-bus.js";
+
+/**
+ * Copies of one named submit at once: what a client's resend after a dropped connection makes
+ * (ServiceWait), and after an outage both copies reach the supervisors together. A copy slower
+ * than the other must not write its run back to "queued".
+ */
+const suite = useActorBus("sc", { random: seededRandom(3) });
+const limits = { poolCapacity: 100, maxDepth: 3, treeIterationCap: 1_000 };
+let pool: PoolLedger;
+let statuses: RunStatusStore;
+
+beforeAll(() => {
+  pool = PoolLedger.of(suite.bus);
+  statuses = new RunStatusStore(suite.bus.buckets.runs);
+});
+
+const request = (runId: string) => encode(SubmitRequest, { ...SubmitRequest.parse(spec()), runId });
+
+/**
+ * An Admission whose first read of `runId`'s status finds none, as a copy reading just before the
+ * other copy wrote it would; `meanwhile` (the other copy, and what its run did next) runs between
+ * that read and the rest of this copy's admission.
+ */
+function slowCopy(runId: string, meanwhile: () => Promise<void>): Admission {
+  const kv = suite.bus.buckets.runs;
+  let stalled = false;
+  const runs = new Proxy(kv, {
+    get(target, prop) {
+      if (prop !== "get") {
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      }
+      return async (key: string) => {
+        const entry = await target.get(key);
+        if (key !== runId || stalled) return entry;
+        stalled = true;
+        await meanwhile();
+        return entry;
+      };
+    },
+  });
+  const bus: ActorBus = { ...suite.bus, buckets: { ...suite.bus.buckets, runs } };
+  return new Admission(bus, PoolLedger.of(bus), limits, uuidIds);
+}
+
+/** The other copy admits the run, whose worker then takes its job and moves it to `status`. */
+async function admittedAndMoved(runId: string, status: RunStatus, finished: boolean): Promise<void> {
+  await admitted(runId);
+  await moved(runId, status, finished);
+}
+
+async function admitted(runId: string): Promise<void> {
+  const first = new Admission(suite.bus, pool, limits, uuidIds);
+  expect(await first.submit(request(runId))).toMatchObject({ ok: true, status: "admitted" });
+}
+
+async function moved(runId: string, status: RunStatus, finished: boolean): Promise<void> {
+  await statuses.put(status);
+  // Its job acked: a parked run holds none, nor does a finished one.
+  const stream = suite.bus.subjects.streams().runs;
+  await suite.bus.jsm.streams.purge(stream, { filter: suite.bus.subjects.runQueue(runId) });
+  if (finished) await pool.release(runId);
+}
+
+describe("copies of one named submit admitted at once", () => {
+  it("every copy sent together is answered, one admitted and the rest existing: one admission event", async () => {
+    const admission = new Admission(suite.bus, pool, limits, uuidIds);
+    for (let round = 0; round < 5; round++) {
+      const runId = `together-${round}`;
+      const replies = await Promise.all([1, 2, 3, 4].map(() => admission.submit(request(runId))));
+      expect(replies.map((r) => (r.ok ? r.status : r.error.code)).sort()).toEqual([
+        "admitted",
+        "existing",
+        "existing",
+        "existing",
+      ]);
+      expect(await auditCount(suite.bus, runId)).toBe(1);
+      expect(await statuses.get(runId)).toMatchObject({ status: "queued" });
+      expect(await hasQueuedJob(suite.bus, runId)).toBe(true);
+    }
+  }, 30_000);
+
+  it("a copy that read no status leaves the status the run moved on to (awaiting approval) as it is, and queues nothing", async () => {
+    const runId = "moved-on";
+    const parked = { ...treeStatus(runId, "running"), status: "awaiting_approval" as const };
+    const copy = slowCopy(runId, () => admittedAndMoved(runId, parked, false));
+    expect(await copy.submit(request(runId))).toMatchObject({ ok: true, status: "existing" });
+    expect(await statuses.get(runId)).toEqual(parked);
+    expect(await hasQueuedJob(suite.bus, runId)).toBe(false);
+    expect(await pool.active()).toContain(runId);
+    expect(await auditCount(suite.bus, runId)).toBe(1);
+  }, 30_000);
+
+  it("a copy that read the run queued, before its worker parked it, leaves it parked", async () => {
+    const runId = "parked-meanwhile";
+    await admitted(runId);
+    const parked = { ...treeStatus(runId, "running"), status: "awaiting_approval" as const };
+    const copy = slowCopy(runId, () => moved(runId, parked, false));
+    expect(await copy.submit(request(runId))).toMatchObject({ ok: true, status: "existing" });
+    expect(await statuses.get(runId)).toEqual(parked);
+    expect(await hasQueuedJob(suite.bus, runId)).toBe(false);
+    expect(await auditCount(suite.bus, runId)).toBe(1);
+  }, 30_000);
+
+  it("a copy that read no status while the run went on to commit leaves it committed, and frees the slot it took", async () => {
+    const runId = "done-meanwhile";
+    const committed = treeStatus(runId, "committed", { reason: "done" });
+    const copy = slowCopy(runId, () => admittedAndMoved(runId, committed, true));
+    expect(await copy.submit(request(runId))).toMatchObject({ ok: true, status: "existing" });
+    expect(await statuses.get(runId)).toEqual(committed);
+    expect(await pool.active()).not.toContain(runId);
+    expect(await hasQueuedJob(suite.bus, runId)).toBe(false);
+    expect(await auditCount(suite.bus, runId)).toBe(1);
+  }, 30_000);
+});
