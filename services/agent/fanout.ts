@@ -1,15 +1,15 @@
-import { SubmitRequest } from "../../shared/contracts/cluster.js";
-import { SpawnAgentInput, SubmitReply } from "../../shared/contracts/control.js";
+import { SpawnAgentInput } from "../../shared/contracts/control.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { childRunId, fanInResults, writeFanOut } from "../../shared/bus/fanout.js";
-import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
+import type { ServiceWait } from "../../shared/bus/request.js";
+import { isUndecided, submitRun } from "../../shared/bus/submit.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { SPAWN_AGENT_TOOL } from "../../shared/loop/saga.js";
 import { childGrantRefusal, childSpec } from "../../shared/loop/child-grants.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
-import { AgentError } from "../../shared/runtime/errors.js";
+import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
 import { findGrant } from "../../shared/tools/capabilities.js";
 
 type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
@@ -74,22 +74,20 @@ export class FanOutHandler {
         await this.recordRefusal(runId, state, beyond);
         continue;
       }
-      const reply = await requestJson(
-        this.bus.nc,
-        this.bus.subjects.runsSubmit(),
+      // A child's id is its parent's to name, so its submit may be sent twice: asked again when its
+      // outcome is not known (see submitRun), instead of failing the lease.
+      const reply = await submitRun(
+        this.bus,
         {
-          schema: SubmitRequest,
-          value: {
-            ...childSpec(state.spec, spec, asked[i]),
-            runId,
-            parent: { runId: state.runId, rootRunId: state.rootRunId, depth: state.depth },
-          },
+          ...childSpec(state.spec, spec, asked[i]),
+          runId,
+          parent: { runId: state.runId, rootRunId: state.rootRunId, depth: state.depth },
         },
-        SubmitReply,
-        // A child's id is its parent's to name, so its submit may be sent twice: asked again when
-        // the connection drops before the reply, instead of failing the lease.
-        { timeoutMs: 10_000, wait: this.wait && { ...this.wait, repeatable: true } },
+        this.wait,
       );
+      // Not decided (JetStream out of reach at the supervisor, past the wait): no refusal to record
+      // as the child's failure for good. The lease fails, and the spawn is sent again when retried.
+      if (!reply.ok && isUndecided(reply.error)) throw fromErrorPayload(reply.error);
       if (!reply.ok) await this.recordRefusal(runId, state, reply.error);
     }
     const results = await fanInResults(this.bus.buckets.runs, fanOut);

@@ -8,12 +8,13 @@ import {
   ResumeRequest,
   SubmitRequest,
 } from "../../shared/contracts/cluster.js";
-import { Approval, KillSwitch, SubmitReply } from "../../shared/contracts/control.js";
+import { Approval, KillSwitch, type SubmitReply } from "../../shared/contracts/control.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditTally, readAudit } from "../../shared/bus/audit.js";
 import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
+import { submitRun } from "../../shared/bus/submit.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
 
@@ -45,19 +46,8 @@ export class ClusterClient {
         details: parsed.error.issues,
       });
     }
-    // A named run's submit may be sent twice (the same id and spec answers "existing"): asked again
-    // when the connection drops before its reply. An unnamed one would start a second run.
-    const named = parsed.data.runId !== undefined;
-    const reply = await requestJson(
-      this.bus.nc,
-      this.bus.subjects.runsSubmit(),
-      { schema: SubmitRequest, value: parsed.data },
-      SubmitReply,
-      {
-        timeoutMs: REQUEST_TIMEOUT_MS,
-        wait: named && this.wait ? { ...this.wait, repeatable: true } : this.wait,
-      },
-    );
+    // A named run's submit is asked again when its outcome is not known (see submitRun).
+    const reply = await submitRun(this.bus, parsed.data, this.wait);
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply;
   }

@@ -10,6 +10,7 @@ import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { isUndecided } from "../../shared/bus/submit.js";
 import { isFinished, takesNoChildResults, type RunStatus } from "../../shared/contracts/run-status.js";
 import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
@@ -98,6 +99,7 @@ export class Admission {
     } catch (err) {
       const error = toAgentError(err);
       this.metrics?.runsRejected.inc({ code: error.code });
+      if (isUndecided(error)) return this.undecided(error, runId);
       const ids = { runId, rootRunId, parentRunId: request.parent?.runId, named };
       await this.record(ids, "run.rejected", "failed", error.message, { code: error.code }).catch(
         (e: unknown) => this.bus.logger.error({ err: e, runId }, "could not audit a rejection"),
@@ -149,6 +151,20 @@ export class Admission {
       "RUN_ID_TAKEN",
       `run ${runId} was submitted with another spec (admitted ${admitted?.event.timestamp ?? "earlier"}): a run id names one spec, so this one was not started; submit it under a new id`,
     );
+  }
+
+  /**
+   * JetStream out of reach (or a fault of this supervisor's) before the run was decided: answered
+   * at once, without a `run.rejected`, whose write would wait out the same outage past the client's
+   * timeout and record a decision nobody made. A named run's client asks again (see submitRun); what
+   * this admission had written by then is finished by that copy, or by the lost-admission sweep.
+   */
+  private undecided(error: AgentError, runId: string): SubmitReply {
+    this.bus.logger.warn(
+      { runId, code: error.code, err: error.cause ?? error },
+      `submit not decided: ${error.message}`,
+    );
+    return rejected(error);
   }
 
   /** Refused without an audit event: the run's trail is its own worker's, whose next `seq` this would race. */
