@@ -153,9 +153,11 @@ async function provisionOrWait(
     } catch (err) {
       if (!deniedByPermissions(err)) throw err;
       if (attempt % 10 === 0) {
+        // A supervisor under another prefix, or one whose user may not use this one (it stops
+        // with PERMISSION_DENIED), creates none of these: the prefix is what to check first.
         deps.logger.warn(
-          { reason: err.message },
-          "streams or buckets missing and this user may not create them; waiting for the supervisor",
+          { reason: err.message, prefix: subjects.prefix, streams: Object.values(subjects.streams()) },
+          `streams or buckets missing and this user may not create them; waiting for a supervisor under AGENTS_PREFIX '${subjects.prefix}' to create them`,
         );
       }
       await deps.clock.sleep(1_000);
