@@ -1,3 +1,4 @@
+import { DEFAULT_PREFIX } from "../runtime/config.js";
 import { AgentError } from "../runtime/errors.js";
 
 /**
@@ -8,7 +9,7 @@ const TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
 /** Audit kinds are dotted (`tool.intent`): each part is a token. */
 const DOTTED = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
 
-export const DEFAULT_PREFIX = "agents";
+export { DEFAULT_PREFIX };
 
 function token(kind: string, value: string): string {
   if (!TOKEN.test(value)) {

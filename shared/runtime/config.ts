@@ -1,6 +1,9 @@
 import { z } from "zod";
 import { AgentError } from "./errors.js";
 
+/** The subject prefix of a cluster that sets no AGENTS_PREFIX (the one the shipped permissions grant). */
+export const DEFAULT_PREFIX = "agents";
+
 /** Milliseconds from an environment variable (a string), with a default and sane bounds. */
 export const millis = (defaultMs: number) =>
   z.coerce.number().int().min(1).max(86_400_000).default(defaultMs);
@@ -33,7 +36,7 @@ export const ActorEnv = z.object({
   AGENTS_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,64}$/)
-    .default("agents"),
+    .default(DEFAULT_PREFIX),
   AGENTS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
   /** `/healthz`, `/readyz` and `/metrics`; 0 picks a free port (several actors on one machine). */
