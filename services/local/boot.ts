@@ -1,4 +1,4 @@
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
@@ -28,6 +28,8 @@ export interface BootOptions {
 /**
  * Boots a local cluster, runs `body` on it and always stops it again. A failure is printed as
  * `CODE: message` on stderr; the result is body's verdict (false on a failure), for the exit code.
+ * The actors' logs are removed after a success (each demo left a directory in the system's
+ * temporary directory), and kept, saying where, after a failure: they tell what went wrong.
  */
 export async function withLocalCluster(
   say: (line: string) => void,
@@ -35,15 +37,19 @@ export async function withLocalCluster(
   body: (booted: Booted) => Promise<boolean>,
 ): Promise<boolean> {
   let booted: Booted | undefined;
+  let ok = false;
   try {
     booted = await bootCluster(say, options);
-    return await body(booted);
+    ok = await body(booted);
+    return ok;
   } catch (err) {
     const error = toAgentError(err);
     process.stderr.write(`${error.code}: ${error.message}\n`);
     return false;
   } finally {
     await booted?.stop();
+    if (booted && ok) await rm(booted.logDir, { recursive: true, force: true });
+    else if (booted) say(`the actors' logs are kept in ${booted.logDir}`);
   }
 }
 
@@ -86,9 +92,10 @@ export async function bootCluster(say: (line: string) => void, options: BootOpti
     ]);
   } catch (err) {
     await stop();
+    say(`the actors' logs are kept in ${logDir}`);
     throw err;
   }
-  say(`actors: ${[...cluster.actors.keys()].join(", ")} (logs in ${logDir})`);
+  say(`actors: ${[...cluster.actors.keys()].join(", ")} (logs in ${logDir}, removed if all goes well)`);
   return { nats, cluster, logDir, stop };
 }
 

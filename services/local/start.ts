@@ -44,5 +44,6 @@ const ok = await withLocalCluster(say, {}, (booted) => {
   say(`cluster up in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   return demo(booted);
 });
-say(`\ndone in ${((Date.now() - started) / 1000).toFixed(1)} s; everything stopped.`);
+const took = `${((Date.now() - started) / 1000).toFixed(1)} s`;
+say(ok ? `\ndone in ${took}; everything stopped.` : `\nfailed after ${took}; everything stopped.`);
 process.exit(ok ? 0 : 1);

@@ -1,3 +1,5 @@
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runProcess } from "../helpers/cluster-suite.js";
@@ -56,8 +58,12 @@ describe("npm start", () => {
     expect(kinds.at(-1)).toBe("run.committed passed");
     expect(stdout).toMatch(/result: committed/);
     expect(stdout).toMatch(/"diagnosis": "high safetyViolation: the answer includes a raw credential/);
-    expect(stdout).toMatch(/everything stopped/);
+    expect(stdout).toMatch(/done in [\d.]+ s; everything stopped/);
     expect(gone(natsPid)).toBe(true);
+    // Its actors' logs, kept only when something fails.
+    const logDir = /\(logs in (\S+), removed if all goes well\)/.exec(stdout)?.[1] ?? "";
+    expect(logDir).toMatch(/agents-cluster-/);
+    expect(existsSync(logDir)).toBe(false);
   }, 120_000);
 
   it("with an AGENTS_PREFIX the local nats-server's users may not use: refused at once, saying what to do (before, its actors were refused their subjects and the run was never served)", async () => {
@@ -65,6 +71,20 @@ describe("npm start", () => {
     expect(code).toBe(1);
     expect(stderr).toMatch(/^INVALID_INPUT: AGENTS_PREFIX 'team1': .*unset AGENTS_PREFIX, or set NATS_URL/m);
     expect(stdout).not.toMatch(/submitted run/);
+    expect(stdout).toMatch(/failed after [\d.]+ s; everything stopped/);
+  }, 120_000);
+
+  it("with an actor that cannot start (a tool service given a tool it does not have): fails, saying why, and keeps the actors' logs, saying where", async () => {
+    const { code, stdout, stderr } = await run("start", newcomerEnv({ TOOLS: "bogus" }));
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/^INTERNAL: tools exited with code 1 before it was ready/m);
+    const logDir = /the actors' logs are kept in (\S+)/.exec(stdout)?.[1] ?? "";
+    try {
+      expect(readFileSync(join(logDir, "tools.log"), "utf8")).toMatch(/invalid configuration: TOOLS/);
+      expect(stdout).toMatch(/failed after [\d.]+ s; everything stopped/);
+    } finally {
+      if (logDir) rmSync(logDir, { recursive: true, force: true });
+    }
   }, 120_000);
 
   describe("on a NATS server of yours (NATS_URL) under a prefix of yours", () => {
