@@ -35,7 +35,14 @@ const SUBMITS = 14;
  */
 const suite = useClusterSuite("server-restart", {
   own: true,
-  actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
+  // Two supervisor replicas, as deployed: a submit sent again after the restart may reach the one
+  // that did not get its first copy.
+  actors: [
+    { kind: "supervisor", name: "supervisor-1" },
+    { kind: "supervisor", name: "supervisor-2" },
+    { kind: "agent", name: "agent-1" },
+    { kind: "agent", name: "agent-2" },
+  ],
   env: FAST_PRESENCE_ENV,
 });
 
