@@ -1,4 +1,12 @@
+import type { KV } from "@nats-io/kv";
+import { childRunId } from "../../shared/bus/fanout.js";
+import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import type { ScriptStep } from "../../shared/contracts/model.js";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
+import { startRun } from "../../shared/loop/fsm.js";
+import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { seededRandom } from "../../shared/runtime/random.js";
 import type { ClusterSuite } from "./cluster-suite.js";
 import { spec } from "./fixtures.js";
 
@@ -32,4 +40,40 @@ export async function parentOfOne(
   const childId = `${runId}-act-1-1`;
   await suite.waitFor(childId, (s) => s.status === "running", 10_000);
   return { runId, childId };
+}
+
+type SpawnEffect = Extract<AwaitingEffect, { type: "callTool" }>;
+
+/**
+ * A parent run's state at its model's call of `spawn_agent` for one child (`spec()`), for a
+ * FanOutHandler driven by the test: leased before that call, as a worker does (its tree has a
+ * count), the call as its effect, and the child's id.
+ */
+export async function spawnCall(
+  pool: KV,
+  parentId: string,
+): Promise<{ state: LoopState; effect: SpawnEffect; childId: string }> {
+  const parentSpec = RunSpec.parse(
+    spec({ tools: ["spawn_agent", "echo"], capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"] }),
+  );
+  const { state } = startRun(
+    { type: "start", at: Date.now(), spec: parentSpec, runId: parentId, rootRunId: parentId, depth: 0 },
+    { tools: [] },
+  );
+  await new TreeBudget({ kv: pool, clock: systemClock, random: seededRandom(4) }).lease(
+    parentId,
+    parentId,
+    5,
+    100,
+  );
+  const effect: SpawnEffect = {
+    type: "callTool",
+    actionId: "act-1",
+    tool: "spawn_agent",
+    input: { runs: [spec()] },
+    idempotencyKey: `${parentId}:act-1`,
+    purpose: "act",
+    timeoutMs: 10_000,
+  };
+  return { state, effect, childId: childRunId(parentId, "act-1", 0) };
 }

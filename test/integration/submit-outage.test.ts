@@ -3,13 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readAudit } from "../../shared/bus/audit.js";
-import { childRunId } from "../../shared/bus/fanout.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
-import { RunSpec } from "../../shared/contracts/run-spec.js";
-import { startRun } from "../../shared/loop/fsm.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
@@ -23,6 +19,7 @@ import { useActorBus } from "../helpers/actor-bus.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { acrossCut, startCuttingProxy } from "../helpers/cutting-proxy.js";
 import { spec } from "../helpers/fixtures.js";
+import { spawnCall } from "../helpers/spawning.js";
 
 const suite = useActorBus("sbo", { random: seededRandom(17) });
 let pool: PoolLedger;
@@ -117,32 +114,9 @@ describe("a submit whose reply a dropped connection lost", () => {
   }, 30_000);
 
   it("of a parent's spawn is asked again once the worker is back: the child admitted once, the parent parked on it, no lease failed", async () => {
-    const parentId = `parent-${Date.now()}`;
-    const parentSpec = RunSpec.parse(
-      spec({ tools: ["spawn_agent", "echo"], capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"] }),
-    );
-    const { state } = startRun(
-      { type: "start", at: Date.now(), spec: parentSpec, runId: parentId, rootRunId: parentId, depth: 0 },
-      { tools: [] },
-    );
-    // The parent leased before the model call that spawned: its tree has a count.
-    await new TreeBudget({ kv: suite.bus.buckets.pool, clock: systemClock, random: seededRandom(4) }).lease(
-      parentId,
-      parentId,
-      5,
-      100,
-    );
-    const effect = {
-      type: "callTool" as const,
-      actionId: "act-1",
-      tool: "spawn_agent",
-      input: { runs: [spec()] },
-      idempotencyKey: `${parentId}:act-1`,
-      purpose: "act" as const,
-      timeoutMs: 10_000,
-    };
+    const { state, effect, childId } = await spawnCall(suite.bus.buckets.pool, `parent-${Date.now()}`);
     const outcome = await submitAcrossCut((bus, wait) => new FanOutHandler(bus, wait).spawn(effect, state));
     expect(outcome).toBe("park");
-    expect(await auditKinds(childRunId(parentId, "act-1", 0))).toEqual(["run.admitted"]);
+    expect(await auditKinds(childId)).toEqual(["run.admitted"]);
   }, 30_000);
 });

@@ -2,14 +2,10 @@ import { TimeoutError } from "@nats-io/transport-node";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { readAudit } from "../../shared/bus/audit.js";
-import { childRunId } from "../../shared/bus/fanout.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
-import { RunSpec } from "../../shared/contracts/run-spec.js";
-import { startRun } from "../../shared/loop/fsm.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
@@ -20,6 +16,7 @@ import { FanOutHandler } from "../../services/agent/fanout.js";
 import { Admission } from "../../services/supervisor/admission.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 import { spec } from "../helpers/fixtures.js";
+import { spawnCall } from "../helpers/spawning.js";
 
 /**
  * A supervisor that cannot reach JetStream while it decides a submit (a stream's leader election,
@@ -76,29 +73,6 @@ async function auditKinds(runId: string): Promise<string[]> {
   return kinds;
 }
 
-/** A parent that leased before the model call that spawns one child (`spec()`), and that call. */
-async function parentSpawning(parentId: string) {
-  const parentSpec = RunSpec.parse(
-    spec({ tools: ["spawn_agent", "echo"], capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"] }),
-  );
-  const { state } = startRun(
-    { type: "start", at: Date.now(), spec: parentSpec, runId: parentId, rootRunId: parentId, depth: 0 },
-    { tools: [] },
-  );
-  const budget = new TreeBudget({ kv: suite.bus.buckets.pool, clock: systemClock, random: seededRandom(4) });
-  await budget.lease(parentId, parentId, 5, 100);
-  const effect = {
-    type: "callTool" as const,
-    actionId: "act-1",
-    tool: "spawn_agent",
-    input: { runs: [spec()] },
-    idempotencyKey: `${parentId}:act-1`,
-    purpose: "act" as const,
-    timeoutMs: 10_000,
-  };
-  return { state, effect, childId: childRunId(parentId, "act-1", 0) };
-}
-
 describe("a submit the supervisor could not decide (JetStream out of its reach)", () => {
   it("of a named run is asked again within the client's wait and admitted, with no rejection in its trail", async () => {
     const runId = `named-undecided-${Date.now()}`;
@@ -121,7 +95,7 @@ describe("a submit the supervisor could not decide (JetStream out of its reach)"
   }, 30_000);
 
   it("of a parent's spawn is asked again: the child admitted, the parent parked on it (not a failed child)", async () => {
-    const { state, effect, childId } = await parentSpawning(`parent-a-${Date.now()}`);
+    const { state, effect, childId } = await spawnCall(suite.bus.buckets.pool, `parent-a-${Date.now()}`);
     Object.assign(faults, { key: childId, failing: 2 });
     expect(await new FanOutHandler(suite.bus, wait(5_000)).spawn(effect, state)).toBe("park");
     expect(await new RunStatusStore(suite.bus.buckets.runs).get(childId)).toMatchObject({ status: "queued" });
@@ -129,7 +103,7 @@ describe("a submit the supervisor could not decide (JetStream out of its reach)"
   }, 30_000);
 
   it("of a parent's spawn still undecided after the wait fails the lease, recording nothing for the child; the retried spawn admits it", async () => {
-    const { state, effect, childId } = await parentSpawning(`parent-b-${Date.now()}`);
+    const { state, effect, childId } = await spawnCall(suite.bus.buckets.pool, `parent-b-${Date.now()}`);
     Object.assign(faults, { key: childId, failing: 1_000 });
     const failed = await new FanOutHandler(suite.bus, wait(1_000))
       .spawn(effect, state)
