@@ -1,5 +1,5 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { publishAudit } from "../../shared/bus/audit.js";
+import { publishAudit, readAudit } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
@@ -13,6 +13,13 @@ export async function walMessages(bus: ActorBus, runId: string): Promise<number>
     subjects_filter: bus.subjects.wal(runId),
   });
   return Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
+}
+
+/** The kinds of a run's audit events, in order. */
+export async function auditKinds(bus: ActorBus, runId: string): Promise<string[]> {
+  const kinds: string[] = [];
+  for await (const event of readAudit(bus, { runId })) kinds.push(event.kind);
+  return kinds;
 }
 
 /** A run's lifecycle event (seq 1, or `seq`), with `data` when given. */

@@ -2,7 +2,6 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { readAudit } from "../../shared/bus/audit.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
@@ -18,6 +17,7 @@ import { Admission } from "../../services/supervisor/admission.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { acrossCut, startCuttingProxy } from "../helpers/cutting-proxy.js";
+import { auditKinds } from "../helpers/finished-runs.js";
 import { spec } from "../helpers/fixtures.js";
 import { spawnCall } from "../helpers/spawning.js";
 
@@ -56,12 +56,6 @@ function submitAcrossCut<T>(send: (bus: Sender, wait: ServiceWait) => Promise<T>
   );
 }
 
-async function auditKinds(runId: string): Promise<string[]> {
-  const kinds: string[] = [];
-  for await (const event of readAudit(suite.bus, { runId })) kinds.push(event.kind);
-  return kinds;
-}
-
 describe("a submit whose reply a dropped connection lost", () => {
   it("of a named run is asked again once the client is back: answered existing, the run admitted once", async () => {
     const runId = `named-${Date.now()}`;
@@ -69,7 +63,7 @@ describe("a submit whose reply a dropped connection lost", () => {
       new ClusterClient(bus, wait).submit({ ...spec(), runId }),
     );
     expect(reply).toMatchObject({ ok: true, runId, status: "existing" });
-    expect(await auditKinds(runId)).toEqual(["run.admitted"]);
+    expect(await auditKinds(suite.bus, runId)).toEqual(["run.admitted"]);
     expect((await pool.active()).filter((id) => id === runId)).toHaveLength(1);
   }, 30_000);
 
@@ -107,7 +101,7 @@ describe("a submit whose reply a dropped connection lost", () => {
       const [answer, runId = ""] = (await submitted).stdout.trim().split(" ");
       expect(answer).toBe("existing");
       expect(runId).toMatch(/^run-[0-9a-f]{32}$/);
-      expect(await auditKinds(runId)).toEqual(["run.admitted"]);
+      expect(await auditKinds(suite.bus, runId)).toEqual(["run.admitted"]);
     } finally {
       await proxy.close();
     }
@@ -117,6 +111,6 @@ describe("a submit whose reply a dropped connection lost", () => {
     const { state, effect, childId } = await spawnCall(suite.bus.buckets.pool, `parent-${Date.now()}`);
     const outcome = await submitAcrossCut((bus, wait) => new FanOutHandler(bus, wait).spawn(effect, state));
     expect(outcome).toBe("park");
-    expect(await auditKinds(childId)).toEqual(["run.admitted"]);
+    expect(await auditKinds(suite.bus, childId)).toEqual(["run.admitted"]);
   }, 30_000);
 });

@@ -1,7 +1,6 @@
 import { TimeoutError } from "@nats-io/transport-node";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { readAudit } from "../../shared/bus/audit.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
@@ -15,6 +14,7 @@ import { ClusterClient } from "../../services/cli/client.js";
 import { FanOutHandler } from "../../services/agent/fanout.js";
 import { Admission } from "../../services/supervisor/admission.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { auditKinds } from "../helpers/finished-runs.js";
 import { spec } from "../helpers/fixtures.js";
 import { spawnCall } from "../helpers/spawning.js";
 
@@ -67,12 +67,6 @@ beforeAll(() => {
 
 const wait = (waitMs: number) => ({ waitMs, clock: systemClock, random: seededRandom(5) });
 
-async function auditKinds(runId: string): Promise<string[]> {
-  const kinds: string[] = [];
-  for await (const event of readAudit(suite.bus, { runId })) kinds.push(event.kind);
-  return kinds;
-}
-
 describe("a submit the supervisor could not decide (JetStream out of its reach)", () => {
   it("of a named run is asked again within the client's wait and admitted, with no rejection in its trail", async () => {
     const runId = `named-undecided-${Date.now()}`;
@@ -81,7 +75,7 @@ describe("a submit the supervisor could not decide (JetStream out of its reach)"
     const reply = await new ClusterClient(suite.bus, wait(5_000)).submit({ ...spec(), runId });
     expect(reply).toMatchObject({ ok: true, runId, status: "admitted" });
     expect(served).toBe(3);
-    expect(await auditKinds(runId)).toEqual(["run.admitted"]);
+    expect(await auditKinds(suite.bus, runId)).toEqual(["run.admitted"]);
     expect((await pool.active()).filter((id) => id === runId)).toHaveLength(1);
   }, 30_000);
 
@@ -99,7 +93,7 @@ describe("a submit the supervisor could not decide (JetStream out of its reach)"
     Object.assign(faults, { key: childId, failing: 2 });
     expect(await new FanOutHandler(suite.bus, wait(5_000)).spawn(effect, state)).toBe("park");
     expect(await new RunStatusStore(suite.bus.buckets.runs).get(childId)).toMatchObject({ status: "queued" });
-    expect(await auditKinds(childId)).toEqual(["run.admitted"]);
+    expect(await auditKinds(suite.bus, childId)).toEqual(["run.admitted"]);
   }, 30_000);
 
   it("of a parent's spawn still undecided after the wait fails the lease, recording nothing for the child; the retried spawn admits it", async () => {
@@ -111,8 +105,8 @@ describe("a submit the supervisor could not decide (JetStream out of its reach)"
     expect(failed).toMatchObject({ code: "INTERNAL", retryable: true });
     faults.failing = 0;
     expect(await new RunStatusStore(suite.bus.buckets.runs).get(childId)).toBeUndefined();
-    expect(await auditKinds(childId)).toEqual([]);
+    expect(await auditKinds(suite.bus, childId)).toEqual([]);
     expect(await new FanOutHandler(suite.bus, wait(1_000)).spawn(effect, state)).toBe("park");
-    expect(await auditKinds(childId)).toEqual(["run.admitted"]);
+    expect(await auditKinds(suite.bus, childId)).toEqual(["run.admitted"]);
   }, 30_000);
 });
