@@ -164,7 +164,9 @@ export class Admission {
       { runId, code: error.code, err: error.cause ?? error },
       `submit not decided: ${error.message}`,
     );
-    return rejected(error);
+    // The bare cause ("timeout") tells a client nothing of what happened to its run.
+    const message = `the supervisor could not decide the submit of run ${runId} (${error.message}): it was not refused; submit it again under the same runId, answered existing if it was admitted`;
+    return rejected(new AgentError(error.code, message, { cause: error, details: error.details }));
   }
 
   /** Refused without an audit event: the run's trail is its own worker's, whose next `seq` this would race. */

@@ -84,7 +84,13 @@ describe("a submit the supervisor could not decide (JetStream out of its reach)"
     served = 0;
     const failed = await new ClusterClient(suite.bus, wait(5_000)).submit(spec()).catch((e: unknown) => e);
     expect(failed).toBeInstanceOf(AgentError);
-    expect(failed).toMatchObject({ code: "INTERNAL", retryable: true });
+    expect(failed).toMatchObject({
+      code: "INTERNAL",
+      retryable: true,
+      message: expect.stringMatching(
+        /^the supervisor could not decide the submit of run \S+ \(timeout\): it was not refused; submit it again under the same runId/,
+      ) as unknown,
+    });
     expect(served).toBe(1);
   }, 30_000);
 
