@@ -1,5 +1,4 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount } from "../../shared/bus/audit.js";
 import { encode } from "../../shared/bus/codec.js";
 import { hasQueuedJob } from "../../shared/bus/jobs.js";
@@ -12,6 +11,7 @@ import { seededRandom } from "../../shared/runtime/random.js";
 import { Admission } from "../../services/supervisor/admission.js";
 import { spec, treeStatus } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { aroundRunsBucket } from "../helpers/runs-bucket.js";
 
 /**
  * Copies of one named submit at once: what a client's resend after a dropped connection makes
@@ -36,24 +36,14 @@ const request = (runId: string) => encode(SubmitRequest, { ...SubmitRequest.pars
  * that read and the rest of this copy's admission.
  */
 function slowCopy(runId: string, meanwhile: () => Promise<void>): Admission {
-  const kv = suite.bus.buckets.runs;
   let stalled = false;
-  const runs = new Proxy(kv, {
-    get(target, prop) {
-      if (prop !== "get") {
-        const value: unknown = Reflect.get(target, prop, target);
-        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      }
-      return async (key: string) => {
-        const entry = await target.get(key);
-        if (key !== runId || stalled) return entry;
-        stalled = true;
-        await meanwhile();
-        return entry;
-      };
-    },
+  const bus = aroundRunsBucket(suite.bus, ["get"], async (key, call) => {
+    const entry = await call();
+    if (key !== runId || stalled) return entry;
+    stalled = true;
+    await meanwhile();
+    return entry;
   });
-  const bus: ActorBus = { ...suite.bus, buckets: { ...suite.bus.buckets, runs } };
   return new Admission(bus, PoolLedger.of(bus), limits, uuidIds);
 }
 

@@ -16,6 +16,7 @@ import { Admission } from "../../services/supervisor/admission.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 import { auditKinds } from "../helpers/finished-runs.js";
 import { spec } from "../helpers/fixtures.js";
+import { aroundRunsBucket } from "../helpers/runs-bucket.js";
 import { spawnCall } from "../helpers/spawning.js";
 
 /**
@@ -29,23 +30,11 @@ let served = 0;
 let pool: PoolLedger;
 
 function faultyRuns(bus: ActorBus): ActorBus {
-  const kv = bus.buckets.runs;
-  const runs = new Proxy(kv, {
-    get(target, prop) {
-      const value: unknown = Reflect.get(target, prop, target);
-      if (typeof value !== "function") return value;
-      const op = (value as (...a: unknown[]) => unknown).bind(target);
-      if (prop !== "get" && prop !== "create") return op;
-      return (key: string, ...rest: unknown[]) => {
-        if (key.startsWith(faults.key) && faults.failing > 0) {
-          faults.failing -= 1;
-          return Promise.reject(new TimeoutError());
-        }
-        return op(key, ...rest);
-      };
-    },
+  return aroundRunsBucket(bus, ["get", "create"], (key, call) => {
+    if (!key.startsWith(faults.key) || faults.failing <= 0) return call();
+    faults.failing -= 1;
+    return Promise.reject(new TimeoutError());
   });
-  return { ...bus, buckets: { ...bus.buckets, runs } };
 }
 
 beforeAll(() => {
