@@ -88,8 +88,8 @@ export class Admission {
       if (slot === "existing") {
         // A slot and no status: the supervisor that took the slot stopped before recording the run,
         // or another copy of this submit is being admitted now (and the status it writes first wins).
-        await this.finishAdmission(request, ids);
-        return existing(runId);
+        if (await this.finishAdmission(request, ids)) return existing(runId);
+        return await this.lostToCopy(request, ids);
       }
       if (await this.admit(request, ids, { held: tally?.events })) {
         this.metrics?.runsAdmitted.inc();
@@ -117,7 +117,7 @@ export class Admission {
   ): Promise<SubmitReply> {
     const taken = request.parent
       ? notParentOf(known.status, request.parent.runId)
-      : await this.specConflict(ids.specHash, ids.runId);
+      : await this.specConflict(ids.specHash, known.status);
     if (taken) return this.refuseTaken(taken, ids.runId);
     if (known.status.status === "queued") await this.finishAdmission(request, ids, known.revision);
     return existing(ids.runId);
@@ -142,14 +142,19 @@ export class Admission {
    * spec's result. Compared by the hash its `run.admitted` event keeps; a run admitted by a build
    * before that hash is taken as it was. A spawned child is not compared: its parent re-sends the
    * spec its WAL recorded, and a refusal would be written into the child's status as its failure.
+   * A run still queued keeps the hash in its status (its `run.admitted` may not be written yet).
    */
-  private async specConflict(asked: string, runId: string): Promise<AgentError | undefined> {
-    const admitted = await lastAuditEvent(this.bus, runId, "run.admitted");
-    const recorded = AdmittedData.safeParse(admitted?.event.data ?? {}).data?.specHash;
+  private async specConflict(asked: string, known: RunStatus): Promise<AgentError | undefined> {
+    const { runId } = known;
+    const admitted =
+      known.specHash === undefined ? await lastAuditEvent(this.bus, runId, "run.admitted") : undefined;
+    const recorded = known.specHash ?? AdmittedData.safeParse(admitted?.event.data ?? {}).data?.specHash;
     if (recorded === undefined || recorded === asked) return undefined;
+    // Still queued, the status was written at the admission.
+    const when = admitted?.event.timestamp ?? known.updatedAt;
     return new AgentError(
       "RUN_ID_TAKEN",
-      `run ${runId} was submitted with another spec (admitted ${admitted?.event.timestamp ?? "earlier"}): a run id names one spec, so this one was not started; submit it under a new id`,
+      `run ${runId} was submitted with another spec (admitted ${when}): a run id names one spec, so this one was not started; submit it under a new id`,
     );
   }
 
@@ -234,17 +239,22 @@ export class Admission {
    * Finishes the admission of a run submitted again while it is still queued, when no job of it is
    * on the work queue: a supervisor stopped (killed, say) after taking the run's slot and before
    * queuing its job, and the run would otherwise stay queued, holding its slot, for ever (a submit
-   * retried after a lost reply finds it "existing"). A run whose job waits, or is held, is left as it is.
+   * retried after a lost reply finds it "existing"). A run whose job waits, or is held, is left as it
+   * is. True when this call admitted the run (wrote its status).
    */
-  private async finishAdmission(request: SubmitRequest, ids: AdmittedIds, revision?: number): Promise<void> {
-    if (await hasQueuedJob(this.bus, ids.runId)) return;
+  private async finishAdmission(
+    request: SubmitRequest,
+    ids: AdmittedIds,
+    revision?: number,
+  ): Promise<boolean> {
+    if (await hasQueuedJob(this.bus, ids.runId)) return false;
     this.bus.logger.warn(
       { runId: ids.runId },
       "a queued run has no job (its admission stopped midway): queuing it now",
     );
     // Its `run.admitted` when the admission got that far: the run's only event since it was queued.
     const admitted = await lastAuditEvent(this.bus, ids.runId, "run.admitted");
-    await this.admit(request, ids, { recorded: admitted?.event.seq ?? 0, revision });
+    return await this.admit(request, ids, { recorded: admitted?.event.seq ?? 0, revision });
   }
 
   /**
@@ -274,6 +284,8 @@ export class Admission {
       phase: "PLAN",
       iteration: 0,
       usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 },
+      // Only a named root run's spec is compared (see specConflict): an id minted here has no copies.
+      ...(ids.named && !parent ? { specHash: ids.specHash } : {}),
       updatedAt: toRfc3339(now),
     };
     const written =

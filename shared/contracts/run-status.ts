@@ -113,6 +113,12 @@ export const RunStatus = z.object({
    * were compensated, by whom, and what is left to a human. Its `updatedAt` is the run's own.
    */
   undone: RunUndone.optional(),
+  /**
+   * A named root run's spec hash (see `run.admitted`), from its admission until its worker's first
+   * write: a copy of its submit with another spec, arriving before the admission's `run.admitted`
+   * is written, is refused with it instead of being taken for the same run.
+   */
+  specHash: z.string().optional(),
   /** WAL sequence of the run's last checkpoint: a resumed run reads its log from there. */
   checkpointSeq: z.number().int().nonnegative().optional(),
   updatedAt: z.iso.datetime({ offset: true }),

@@ -4,7 +4,7 @@ import { encode } from "../../shared/bus/codec.js";
 import { hasQueuedJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { SubmitRequest } from "../../shared/contracts/cluster.js";
+import { RunJob, SubmitRequest } from "../../shared/contracts/cluster.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { seededRandom } from "../../shared/runtime/random.js";
@@ -28,7 +28,8 @@ beforeAll(() => {
   statuses = new RunStatusStore(suite.bus.buckets.runs);
 });
 
-const request = (runId: string) => encode(SubmitRequest, { ...SubmitRequest.parse(spec()), runId });
+const request = (runId: string, prompt?: string) =>
+  encode(SubmitRequest, { ...SubmitRequest.parse(spec(prompt === undefined ? {} : { prompt })), runId });
 
 /**
  * An Admission whose first read of `runId`'s status finds none, as a copy reading just before the
@@ -56,6 +57,15 @@ async function admittedAndMoved(runId: string, status: RunStatus, finished: bool
 async function admitted(runId: string): Promise<void> {
   const first = new Admission(suite.bus, pool, limits, uuidIds);
   expect(await first.submit(request(runId))).toMatchObject({ ok: true, status: "admitted" });
+}
+
+/** The prompt of the run's queued job: the spec its worker will run. */
+async function queuedPrompt(runId: string): Promise<string | undefined> {
+  const stream = suite.bus.subjects.streams().runs;
+  const message = await suite.bus.jsm.streams.getMessage(stream, {
+    last_by_subj: suite.bus.subjects.runQueue(runId),
+  });
+  return message ? RunJob.parse(message.json()).spec?.task.prompt : undefined;
 }
 
 async function moved(runId: string, status: RunStatus, finished: boolean): Promise<void> {
@@ -114,6 +124,33 @@ describe("copies of one named submit admitted at once", () => {
     expect(await statuses.get(runId)).toEqual(committed);
     expect(await pool.active()).not.toContain(runId);
     expect(await hasQueuedJob(suite.bus, runId)).toBe(false);
+    expect(await auditCount(suite.bus, runId)).toBe(1);
+  }, 30_000);
+
+  it("a copy with another spec that read no status before the other copy admitted the run is refused, not answered existing", async () => {
+    const runId = "other-spec-late";
+    const copy = slowCopy(runId, () => admitted(runId));
+    const reply = await copy.submit(request(runId, "Say something else"));
+    expect(reply).toMatchObject({ ok: false, error: { code: "RUN_ID_TAKEN" } });
+    expect(await queuedPrompt(runId)).toBe("Say hello");
+    expect(await auditCount(suite.bus, runId)).toBe(1);
+  }, 30_000);
+
+  it("a copy with another spec that reads the run queued before its admission is audited is refused, and the run keeps the first spec", async () => {
+    const runId = "other-spec-early";
+    let other: Promise<unknown> | undefined;
+    const bus = aroundRunsBucket(suite.bus, ["create"], async (key, call) => {
+      const created = await call();
+      // The other copy arrives between this copy's status write and its `run.admitted`.
+      if (key === runId)
+        other ??= new Admission(suite.bus, pool, limits, uuidIds).submit(request(runId, "Another"));
+      await other;
+      return created;
+    });
+    const first = new Admission(bus, PoolLedger.of(bus), limits, uuidIds);
+    expect(await first.submit(request(runId))).toMatchObject({ ok: true, status: "admitted" });
+    expect(await other).toMatchObject({ ok: false, error: { code: "RUN_ID_TAKEN" } });
+    expect(await queuedPrompt(runId)).toBe("Say hello");
     expect(await auditCount(suite.bus, runId)).toBe(1);
   }, 30_000);
 });
