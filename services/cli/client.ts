@@ -14,6 +14,7 @@ import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditTally, readAudit } from "../../shared/bus/audit.js";
 import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
+import { askUntilDecided } from "../../shared/bus/decided.js";
 import { submitRun } from "../../shared/bus/submit.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
@@ -57,7 +58,9 @@ export class ClusterClient {
   }
 
   async halt(request: HaltRequest): Promise<string> {
-    return this.control(this.bus.subjects.halt(), HaltRequest, request);
+    return this.stop(this.bus.subjects.halt(), HaltRequest, request, "halt", (s) =>
+      s.status === "halted" ? "halted" : undefined,
+    );
   }
 
   async resume(request: ResumeRequest): Promise<string> {
@@ -65,11 +68,17 @@ export class ClusterClient {
   }
 
   async cancel(request: CancelRequest): Promise<string> {
-    return this.control(this.bus.subjects.cancel(), CancelRequest, request);
+    return this.stop(this.bus.subjects.cancel(), CancelRequest, request, "cancel", (s) => {
+      if (s.status === "failed") return `failed (${s.terminal?.reason ?? "no reason recorded"})`;
+      return s.phase === "FAIL" ? "undoing its completed tool calls before it fails" : undefined;
+    });
   }
 
+  /** Setting the switch twice sets it once: asked again when its outcome is not known. */
   async killSwitch(request: KillSwitch): Promise<string> {
-    return this.control(this.bus.subjects.killSwitch(), KillSwitch, request);
+    const { reply } = await this.ask(this.bus.subjects.killSwitch(), KillSwitch, request, true);
+    if (!reply.ok) throw fromErrorPayload(reply.error);
+    return reply.message;
   }
 
   /**
@@ -114,13 +123,53 @@ export class ClusterClient {
     }
   }
 
+  /**
+   * Approvals and resumes are asked once: a second copy, sent after the first went through, could
+   * approve (or resume) a later state of the run than the one its operator saw.
+   */
   private async control<S extends z.ZodType>(subject: string, schema: S, value: z.input<S>): Promise<string> {
-    const reply = await requestJson(this.bus.nc, subject, { schema, value }, ControlReply, {
-      timeoutMs: REQUEST_TIMEOUT_MS,
-      wait: this.wait,
-    });
+    const { reply } = await this.ask(subject, schema, value, false);
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply.message;
+  }
+
+  /**
+   * A halt or a cancel: stopping a run twice stops it once (the supervisor queues one stop per
+   * state of the run), so it is asked again when its outcome is not known (the connection dropped
+   * before the reply; the supervisor could not reach JetStream). The copy asked again may find the
+   * first one's work done, the run `stopped` already, and be refused for it: told as done.
+   */
+  private async stop(
+    subject: string,
+    schema: typeof HaltRequest,
+    value: HaltRequest,
+    verb: string,
+    stopped: (status: RunStatus) => string | undefined,
+  ): Promise<string> {
+    const { reply, resent } = await this.ask(subject, schema, value, true);
+    if (reply.ok) return reply.message;
+    const status =
+      resent && reply.error.code === "INVALID_INPUT" ? await this.status.get(value.runId) : undefined;
+    const now = status && stopped(status);
+    if (now) {
+      return `run ${value.runId}: ${now} (the reply to this ${verb} was lost, and the supervisor, asked again, found the run stopped already)`;
+    }
+    throw fromErrorPayload(reply.error);
+  }
+
+  private async ask<S extends z.ZodType>(
+    subject: string,
+    schema: S,
+    value: z.input<S>,
+    repeatable: boolean,
+  ): Promise<{ reply: ControlReply; resent: boolean }> {
+    const ask = (wait: ServiceWait | undefined): Promise<ControlReply> =>
+      requestJson(this.bus.nc, subject, { schema, value }, ControlReply, {
+        timeoutMs: REQUEST_TIMEOUT_MS,
+        wait,
+      });
+    if (!repeatable || !this.wait) return { reply: await ask(this.wait), resent: false };
+    return askUntilDecided(this.wait, ask);
   }
 }
 

@@ -10,7 +10,7 @@ import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { isUndecided } from "../../shared/bus/submit.js";
+import { isUndecided } from "../../shared/bus/decided.js";
 import { isFinished, takesNoChildResults, type RunStatus } from "../../shared/contracts/run-status.js";
 import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";

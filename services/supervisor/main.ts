@@ -22,6 +22,7 @@ import { SupervisorEnv } from "./env.js";
 import { LostAdmissions } from "./lost-admissions.js";
 import { auditOutlivesStatuses, sweepFinishedRuns } from "./retention.js";
 import { requeueStalled } from "./stalls.js";
+import { controlFailure } from "./control-failure.js";
 import { decideApproval, leaseIterations, releaseSlots, setKillSwitch } from "./control.js";
 import { cancelRun } from "./cancel.js";
 import { haltRun } from "./halt.js";
@@ -96,7 +97,7 @@ const controls: [string, (msg: Msg) => Promise<ControlReply>][] = [
   [subjects.killSwitch(), (msg) => setKillSwitch(bus, msg.data)],
 ];
 for (const [subject, handle] of controls) {
-  serve(bus.nc, subject, { queue, reply: ControlReply, logger, handle, onError: failureReply, onFailure });
+  serve(bus.nc, subject, { queue, reply: ControlReply, logger, handle, onError: controlFailure, onFailure });
 }
 const budget = new TreeBudget({ kv: bus.buckets.pool, clock: systemClock, random: systemRandom });
 serve(bus.nc, subjects.iterationLease(), {

@@ -40,6 +40,11 @@ export interface ServiceWait {
    * unknown.
    */
   repeatable?: boolean;
+  /**
+   * Told each time a repeatable request is sent again after its connection dropped before the
+   * reply: the copy sent before may have been carried out (see askUntilDecided).
+   */
+  onResend?: () => void;
 }
 
 /** Whether a failed request is asked again while it waits for a service. */
@@ -75,6 +80,7 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
       if (wait && wait.waitMs > 0) until ??= wait.clock.now() + wait.waitMs;
       const left = wait && until !== undefined && askAgain(err, wait) ? until - wait.clock.now() : 0;
       if (!wait || left <= 0) throw requestFailure(err, subject, options);
+      if (!isNoResponders(err)) wait.onResend?.();
       if (asked === 0) wait.onWait?.();
       await wait.clock.sleep(Math.min(left, servicePollDelay(asked, wait.random)));
       continue;

@@ -136,11 +136,18 @@ describe("ReplyInbox across a server restart", () => {
     });
     await answerer.flush();
     const Text = z.string();
+    const resent: string[] = [];
     const ask = async (value: string, read: boolean): Promise<string> => {
       try {
         const reply = await requestJson(asker, "outage.slow", { schema: Text, value }, Text, {
           timeoutMs: 5_000,
-          wait: { waitMs: 15_000, clock: systemClock, random: seededRandom(3), repeatable: read },
+          wait: {
+            waitMs: 15_000,
+            clock: systemClock,
+            random: seededRandom(3),
+            repeatable: read,
+            onResend: () => resent.push(value),
+          },
         });
         return String(reply);
       } catch (err) {
@@ -156,6 +163,9 @@ describe("ReplyInbox across a server restart", () => {
     expect(await asRead).toBe("slow read");
     expect(slowAsked.filter((v) => v === "read").length).toBeGreaterThanOrEqual(2);
     expect(slowAsked.filter((v) => v === "write")).toHaveLength(1);
+    // The read's caller is told its copy may have been carried out before (see askUntilDecided).
+    expect(resent[0]).toBe("read");
+    expect(resent).not.toContain("write");
   }, 40_000);
 
   it("a model actor's turn and a critic's review, in flight past their wait for a service when the connection drops, are asked again and answered (neither has a side effect)", async () => {

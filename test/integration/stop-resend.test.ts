@@ -1,0 +1,175 @@
+import type { Msg } from "@nats-io/transport-node";
+import { TimeoutError } from "@nats-io/transport-node";
+import { beforeAll, describe, expect, it } from "vitest";
+import { queuedJobKinds } from "../../shared/bus/jobs.js";
+import { readKillSwitch } from "../../shared/bus/kill-switch.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { serve } from "../../shared/bus/serve.js";
+import { ControlReply } from "../../shared/contracts/cluster.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { ClusterClient } from "../../services/cli/client.js";
+import { cancelRun } from "../../services/supervisor/cancel.js";
+import { decideApproval, setKillSwitch } from "../../services/supervisor/control.js";
+import { controlFailure } from "../../services/supervisor/control-failure.js";
+import { haltRun } from "../../services/supervisor/halt.js";
+import { useActorBus } from "../helpers/actor-bus.js";
+import { treeStatus } from "../helpers/fixtures.js";
+
+/**
+ * An operator's stop whose outcome the client does not know: the supervisor could not reach
+ * JetStream while it handled it (here its handler times out once, before or after doing its work,
+ * as a lost publish ack leaves it), or the reply was lost with the connection. A halt, a cancel and
+ * the kill switch are asked again; an approval is not.
+ */
+const suite = useActorBus("srs", { random: seededRandom(29) });
+/** How the next request fails: before its handler runs, or after it (its work done, its reply lost). */
+const fault: { next?: "before" | "after"; meanwhile?: () => Promise<void> } = {};
+let served = 0;
+let statuses: RunStatusStore;
+
+beforeAll(() => {
+  statuses = new RunStatusStore(suite.bus.buckets.runs);
+  const { bus } = suite;
+  const handlers: [string, (msg: Msg) => Promise<ControlReply>][] = [
+    [bus.subjects.approvalsAll(), (msg) => decideApproval(bus, msg.subject, msg.data)],
+    [bus.subjects.halt(), (msg) => haltRun(bus, msg.data)],
+    [bus.subjects.cancel(), (msg) => cancelRun(bus, msg.data)],
+    [bus.subjects.killSwitch(), (msg) => setKillSwitch(bus, msg.data)],
+  ];
+  for (const [subject, handle] of handlers) {
+    serve(bus.nc, subject, {
+      queue: "supervisor",
+      reply: ControlReply,
+      logger: silentLogger,
+      handle: async (msg) => {
+        served += 1;
+        const when = fault.next;
+        fault.next = undefined;
+        if (when === "before") throw new TimeoutError();
+        const reply = await handle(msg);
+        if (when !== "after") return reply;
+        // What the run's worker did with the stop before the copy asked again reaches the supervisor.
+        await fault.meanwhile?.();
+        throw new TimeoutError();
+      },
+      onError: controlFailure,
+    });
+  }
+});
+
+const client = (): ClusterClient =>
+  new ClusterClient(suite.bus, { waitMs: 5_000, clock: systemClock, random: seededRandom(7) });
+const stop = { by: "ops", reason: "incident" };
+
+async function running(runId: string, o: Partial<RunStatus> = {}): Promise<void> {
+  await statuses.put({ ...treeStatus(runId, "running"), ...o });
+  served = 0;
+}
+
+describe("a stop whose outcome the client does not know", () => {
+  it("a halt the supervisor could not decide is asked again, and queued once", async () => {
+    const runId = "halt-undecided";
+    await running(runId);
+    fault.next = "before";
+    const message = await client().halt({ runId, ...stop });
+    expect(message).toBe(`run ${runId}: halt queued`);
+    expect(served).toBe(2);
+    expect(await queuedJobKinds(suite.bus, runId)).toEqual(["halt"]);
+  }, 30_000);
+
+  it("a halt whose first copy went through, the run halted since, is told as done, not refused", async () => {
+    const runId = "halt-done";
+    await running(runId);
+    Object.assign(fault, {
+      next: "after",
+      meanwhile: () => statuses.put(treeStatus(runId, "halted", { reason: "incident" })),
+    });
+    const message = await client().halt({ runId, ...stop });
+    expect(message).toMatch(
+      new RegExp(
+        `^run ${runId}: halted \\(the reply to this halt was lost, and the supervisor, asked again, found the run stopped already\\)$`,
+      ),
+    );
+    expect(served).toBe(2);
+    expect(await queuedJobKinds(suite.bus, runId)).toEqual(["halt"]);
+  }, 30_000);
+
+  it("a halt of a run already halted, asked once, is refused as before", async () => {
+    const runId = "halt-twice";
+    await statuses.put(treeStatus(runId, "halted", { reason: "earlier" }));
+    served = 0;
+    const refused = await client()
+      .halt({ runId, ...stop })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(AgentError);
+    expect(refused).toMatchObject({
+      code: "INVALID_INPUT",
+      message: expect.stringContaining("it is halted") as unknown,
+    });
+    expect(served).toBe(1);
+  }, 30_000);
+
+  it("a cancel whose first copy went through, the run failed since, is told as done with the run's failure", async () => {
+    const runId = "cancel-done";
+    await running(runId);
+    Object.assign(fault, {
+      next: "after",
+      meanwhile: () => statuses.put(treeStatus(runId, "failed", { reason: "[RUN_CANCELLED] incident" })),
+    });
+    const message = await client().cancel({ runId, ...stop });
+    expect(message).toMatch(
+      new RegExp(
+        `^run ${runId}: failed \\(\\[RUN_CANCELLED\\] incident\\) \\(the reply to this cancel was lost`,
+      ),
+    );
+    expect(served).toBe(2);
+  }, 30_000);
+
+  it("a cancel whose first copy went through while the run committed on its own is refused: the run was not stopped", async () => {
+    const runId = "cancel-late";
+    await running(runId);
+    Object.assign(fault, {
+      next: "after",
+      meanwhile: () => statuses.put(treeStatus(runId, "committed", { reason: "done" })),
+    });
+    const refused = await client()
+      .cancel({ runId, ...stop })
+      .catch((e: unknown) => e);
+    expect(refused).toMatchObject({
+      code: "INVALID_INPUT",
+      message: expect.stringContaining("it is committed") as unknown,
+    });
+    expect(served).toBe(2);
+  }, 30_000);
+
+  it("the kill switch the supervisor could not set is asked again, and set", async () => {
+    fault.next = "before";
+    served = 0;
+    expect(await client().killSwitch({ active: true, reason: "incident", by: "ops" })).toBe("kill switch on");
+    expect(served).toBe(2);
+    expect(await readKillSwitch(suite.bus.buckets.pool)).toMatchObject({ active: true, by: "ops" });
+    expect(await client().killSwitch({ active: false, reason: "over", by: "ops" })).toBe("kill switch off");
+  }, 30_000);
+
+  it("an approval the supervisor could not decide is asked once: a second copy could approve a later request", async () => {
+    const runId = "approve-undecided";
+    await running(runId, { status: "awaiting_approval" });
+    fault.next = "before";
+    const failed = await client()
+      .decide(runId, { decision: "approve", by: "ops" })
+      .catch((e: unknown) => e);
+    expect(failed).toMatchObject({
+      code: "INTERNAL",
+      retryable: true,
+      message: expect.stringMatching(
+        /^the supervisor could not finish this request \(.+\): it may or may not have been carried out; read the run's status/,
+      ) as unknown,
+    });
+    expect(served).toBe(1);
+    expect(await queuedJobKinds(suite.bus, runId)).toEqual([]);
+  }, 30_000);
+});
