@@ -12,7 +12,7 @@ import { Approval, KillSwitch, type SubmitReply } from "../../shared/contracts/c
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditTally, readAudit } from "../../shared/bus/audit.js";
+import { auditCount, auditTally, lastAuditEvent, readAudit } from "../../shared/bus/audit.js";
 import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import { askUntilDecided } from "../../shared/bus/decided.js";
 import { submitRun } from "../../shared/bus/submit.js";
@@ -20,6 +20,10 @@ import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
 
 const REQUEST_TIMEOUT_MS = 10_000;
+/** How long a decision asked again waits for the first copy's `approval.decided` (see decidedSince). */
+const DECIDED_WAIT_MS = 3_000;
+/** What `approval.decided` says of the decision. */
+const DecidedData = z.object({ decision: z.string(), by: z.string() });
 const SETTLED = new Set(["committed", "failed", "halted", "awaiting_approval"]);
 const CLOSING: Record<string, AuditEvent["kind"]> = {
   committed: "run.committed",
@@ -53,8 +57,22 @@ export class ClusterClient {
     return reply;
   }
 
+  /**
+   * A decision on the run as read now: it names the status's revision, so the supervisor refuses it
+   * (RUN_CHANGED) once the run has changed, and a copy of it is asked again safely when its outcome
+   * is not known. A copy refused because the first one's decision moved the run on finds that
+   * decision in the run's trail, after the events it had when read, and is told as done.
+   */
   async decide(runId: string, approval: Approval): Promise<string> {
-    return this.control(this.bus.subjects.approvals(runId), Approval, approval);
+    const read = await this.status.read(runId);
+    const held = read ? await auditCount(this.bus, runId) : 0;
+    const value = read ? { ...approval, revision: read.revision } : approval;
+    const { reply, resent } = await this.ask(this.bus.subjects.approvals(runId), Approval, value, true);
+    if (reply.ok) return reply.message;
+    if (resent && reply.error.code === "RUN_CHANGED" && (await this.decidedSince(runId, approval, held))) {
+      return `run ${runId}: ${approval.decision} recorded (the reply was lost, and the supervisor, asked again, found the run moved on by this decision)`;
+    }
+    throw fromErrorPayload(reply.error);
   }
 
   async halt(request: HaltRequest): Promise<string> {
@@ -64,7 +82,11 @@ export class ClusterClient {
   }
 
   async resume(request: ResumeRequest): Promise<string> {
-    return this.control(this.bus.subjects.resume(), ResumeRequest, request);
+    // Asked once: a second copy, sent after the first went through, could resume the run after a
+    // later halt than the one its operator saw.
+    const { reply } = await this.ask(this.bus.subjects.resume(), ResumeRequest, request, false);
+    if (!reply.ok) throw fromErrorPayload(reply.error);
+    return reply.message;
   }
 
   async cancel(request: CancelRequest): Promise<string> {
@@ -124,13 +146,20 @@ export class ClusterClient {
   }
 
   /**
-   * Approvals and resumes are asked once: a second copy, sent after the first went through, could
-   * approve (or resume) a later state of the run than the one its operator saw.
+   * Whether the run's trail has `approval`, decided after its first `held` events: the run's worker
+   * writes it just after the status the decision moved on, so it is waited for a moment.
    */
-  private async control<S extends z.ZodType>(subject: string, schema: S, value: z.input<S>): Promise<string> {
-    const { reply } = await this.ask(subject, schema, value, false);
-    if (!reply.ok) throw fromErrorPayload(reply.error);
-    return reply.message;
+  private async decidedSince(runId: string, approval: Approval, held: number): Promise<boolean> {
+    const deadline = this.bus.clock.now() + DECIDED_WAIT_MS;
+    for (;;) {
+      const decided = await lastAuditEvent(this.bus, runId, "approval.decided");
+      const data = DecidedData.safeParse(decided?.event.data).data;
+      if (decided && decided.event.seq > held) {
+        return data?.decision === approval.decision && data.by === approval.by;
+      }
+      if (this.bus.clock.now() >= deadline) return false;
+      await this.bus.clock.sleep(100);
+    }
   }
 
   /**

@@ -36,11 +36,16 @@ export async function decideApproval(
   data: Uint8Array,
 ): Promise<ControlReply> {
   const runId = bus.subjects.runIdOfApproval(subject);
-  const approval = decode(ApprovalRequest, data);
-  const status = new RunStatusStore(bus.buckets.runs);
-  const entry = await bus.buckets.runs.get(runId);
-  const current = await status.get(runId);
-  if (!current || !entry) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  const { revision, ...approval } = decode(ApprovalRequest, data);
+  const read = await new RunStatusStore(bus.buckets.runs).read(runId);
+  if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  const current = read.status;
+  if (revision !== undefined && revision !== read.revision) {
+    throw new AgentError(
+      "RUN_CHANGED",
+      `run '${runId}' has changed since its status was read (revision ${revision}, now ${read.revision}: it is ${current.status}): read it again before deciding`,
+    );
+  }
   if (current.status !== "awaiting_approval") {
     throw new AgentError(
       "INVALID_INPUT",
@@ -51,7 +56,7 @@ export async function decideApproval(
     bus,
     continuationJob(current, { type: "approvalDecided", at: bus.clock.now(), ...approval }),
     // One decision per waiting state: the status revision names it, so a repeated request is a duplicate.
-    `${runId}:approval:${entry.revision}`,
+    `${runId}:approval:${read.revision}`,
   );
   bus.logger.info({ runId, decision: approval.decision, by: approval.by }, "approval decided");
   return {

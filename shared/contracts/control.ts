@@ -22,6 +22,12 @@ export const Approval = z.object({
   by: z.string().min(1),
   reason: z.string().optional(),
   feedback: z.string().optional(),
+  /**
+   * The revision of the run's status its decider read (agentctl sends it): a run changed since is
+   * refused with RUN_CHANGED, so that a decision, or a copy of it asked again, never lands on a later
+   * request than the one its decider saw.
+   */
+  revision: z.number().int().positive().optional(),
 });
 export type Approval = z.infer<typeof Approval>;
 

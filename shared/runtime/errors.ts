@@ -69,6 +69,11 @@ export const ERROR_CODES = {
    */
   RUN_CANCELLED: { retryable: false },
   /**
+   * A decision named the run's status as its decider read it (its revision), and the run has
+   * changed since (decided by someone else, parked again for another request): read it again.
+   */
+  RUN_CHANGED: { retryable: false },
+  /**
    * A failing parent undoes what its committed children did only once every child it cancelled
    * has ended (one still going could commit after it was read): the lease hands the run back, to
    * look again shortly. Not a failed lease.

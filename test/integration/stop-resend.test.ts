@@ -1,11 +1,13 @@
 import type { Msg } from "@nats-io/transport-node";
 import { TimeoutError } from "@nats-io/transport-node";
 import { beforeAll, describe, expect, it } from "vitest";
+import { encode } from "../../shared/bus/codec.js";
 import { queuedJobKinds } from "../../shared/bus/jobs.js";
+import { PoolLedger } from "../../shared/bus/pool.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { serve } from "../../shared/bus/serve.js";
-import { ControlReply } from "../../shared/contracts/cluster.js";
+import { ApprovalRequest, ControlReply } from "../../shared/contracts/cluster.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -16,14 +18,17 @@ import { cancelRun } from "../../services/supervisor/cancel.js";
 import { decideApproval, setKillSwitch } from "../../services/supervisor/control.js";
 import { controlFailure } from "../../services/supervisor/control-failure.js";
 import { haltRun } from "../../services/supervisor/halt.js";
+import { resumeRun } from "../../services/supervisor/resume.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { lifecycle } from "../helpers/finished-runs.js";
 import { treeStatus } from "../helpers/fixtures.js";
 
 /**
  * An operator's stop whose outcome the client does not know: the supervisor could not reach
  * JetStream while it handled it (here its handler times out once, before or after doing its work,
- * as a lost publish ack leaves it), or the reply was lost with the connection. A halt, a cancel and
- * the kill switch are asked again; an approval is not.
+ * as a lost publish ack leaves it), or the reply was lost with the connection. A halt, a cancel, the
+ * kill switch and an approval (which names the run's status as read) are asked again; a resume is
+ * not.
  */
 const suite = useActorBus("srs", { random: seededRandom(29) });
 /** How the next request fails: before its handler runs, or after it (its work done, its reply lost). */
@@ -39,6 +44,7 @@ beforeAll(() => {
     [bus.subjects.halt(), (msg) => haltRun(bus, msg.data)],
     [bus.subjects.cancel(), (msg) => cancelRun(bus, msg.data)],
     [bus.subjects.killSwitch(), (msg) => setKillSwitch(bus, msg.data)],
+    [bus.subjects.resume(), (msg) => resumeRun(bus, PoolLedger.of(bus), 10, msg.data)],
   ];
   for (const [subject, handle] of handlers) {
     serve(bus.nc, subject, {
@@ -68,6 +74,19 @@ const stop = { by: "ops", reason: "incident" };
 async function running(runId: string, o: Partial<RunStatus> = {}): Promise<void> {
   await statuses.put({ ...treeStatus(runId, "running"), ...o });
   served = 0;
+}
+
+/** A run waiting for approval, its trail up to its `approval.requested`. */
+async function parked(runId: string): Promise<void> {
+  await lifecycle(suite.bus, runId, "run.admitted");
+  await lifecycle(suite.bus, runId, "approval.requested", 2);
+  await running(runId, { status: "awaiting_approval" });
+}
+
+/** What the run's worker does with a decision by `by`: the run goes on, and its trail says who decided. */
+async function decided(runId: string, by: string): Promise<void> {
+  await statuses.put(treeStatus(runId, "running"));
+  await lifecycle(suite.bus, runId, "approval.decided", 3, { decision: "approve", by });
 }
 
 describe("a stop whose outcome the client does not know", () => {
@@ -155,12 +174,63 @@ describe("a stop whose outcome the client does not know", () => {
     expect(await client().killSwitch({ active: false, reason: "over", by: "ops" })).toBe("kill switch off");
   }, 30_000);
 
-  it("an approval the supervisor could not decide is asked once: a second copy could approve a later request", async () => {
+  it("an approval the supervisor could not decide is asked again, and queued once", async () => {
     const runId = "approve-undecided";
     await running(runId, { status: "awaiting_approval" });
     fault.next = "before";
-    const failed = await client()
+    const message = await client().decide(runId, { decision: "approve", by: "ops" });
+    expect(message).toBe(`run ${runId}: approve recorded`);
+    expect(served).toBe(2);
+    expect(await queuedJobKinds(suite.bus, runId)).toEqual(["approvalDecided"]);
+  }, 30_000);
+
+  it("an approval whose first copy moved the run on is told as done, from the decision in the run's trail", async () => {
+    const runId = "approve-done";
+    await parked(runId);
+    Object.assign(fault, { next: "after", meanwhile: () => decided(runId, "ops") });
+    const message = await client().decide(runId, { decision: "approve", by: "ops" });
+    expect(message).toMatch(new RegExp(`^run ${runId}: approve recorded \\(the reply was lost`));
+    expect(served).toBe(2);
+    expect(await queuedJobKinds(suite.bus, runId)).toEqual(["approvalDecided"]);
+  }, 30_000);
+
+  it("an approval asked again after someone else's decision moved the run on is refused (RUN_CHANGED)", async () => {
+    const runId = "approve-other";
+    await parked(runId);
+    Object.assign(fault, { next: "after", meanwhile: () => decided(runId, "someone else") });
+    const refused = await client()
       .decide(runId, { decision: "approve", by: "ops" })
+      .catch((e: unknown) => e);
+    expect(refused).toMatchObject({
+      code: "RUN_CHANGED",
+      message: expect.stringMatching(
+        /has changed since its status was read \(revision \d+, now \d+: it is running\)/,
+      ) as unknown,
+    });
+    expect(served).toBe(2);
+  }, 30_000);
+
+  it("a decision naming a status the run has moved on from is refused, and queues nothing", async () => {
+    const runId = "approve-stale";
+    await running(runId, { status: "awaiting_approval" });
+    const read = await statuses.read(runId);
+    await statuses.put({ ...treeStatus(runId, "running"), status: "awaiting_approval", iteration: 2 });
+    const stale = encode(ApprovalRequest, { decision: "approve", by: "ops", revision: read?.revision ?? 0 });
+    await expect(decideApproval(suite.bus, suite.bus.subjects.approvals(runId), stale)).rejects.toMatchObject(
+      {
+        code: "RUN_CHANGED",
+      },
+    );
+    expect(await queuedJobKinds(suite.bus, runId)).toEqual([]);
+  }, 30_000);
+
+  it("a resume the supervisor could not finish is asked once: a second copy could resume a later halt", async () => {
+    const runId = "resume-undecided";
+    await statuses.put(treeStatus(runId, "halted", { reason: "incident" }));
+    served = 0;
+    fault.next = "before";
+    const failed = await client()
+      .resume({ runId, by: "ops" })
       .catch((e: unknown) => e);
     expect(failed).toMatchObject({
       code: "INTERNAL",
