@@ -130,6 +130,12 @@ async function cancelIfOrphaned(bus: ActorBus, { status, revision }: HaltedRun):
  * for as long as the resumed run lives. So the resume waits for the halt's release, then takes a
  * slot of its own, marked as following that halt (see lastHaltSeq); HALT_PENDING (retryable) when
  * the release has not come within HALT_RELEASE_WAIT_MS (the supervisors are down or far behind).
+ *
+ * A slot already marked as following this very halt was taken by a resume of it: one that stopped
+ * before its job was queued (its supervisor killed, JetStream out of reach), or one whose job is
+ * queued and not yet taken. It is the run's: this resume goes on with it (a job queued already is
+ * not queued twice). Taken for the halt's own, it was waited for until HALT_PENDING, every time,
+ * and the run could not be resumed while the slot stayed held by nobody.
  */
 async function takeSlotAfterHalt(
   bus: ActorBus,
@@ -137,8 +143,12 @@ async function takeSlotAfterHalt(
   runId: string,
   capacity: number,
 ): Promise<void> {
+  const haltSeq = await lastHaltSeq(bus, runId);
   const deadline = bus.clock.now() + HALT_RELEASE_WAIT_MS;
-  while ((await pool.active()).includes(runId)) {
+  for (;;) {
+    const slot = await pool.slotOf(runId);
+    if (!slot) break;
+    if (haltSeq > 0 && slot.after === haltSeq) return;
     if (bus.clock.now() >= deadline) {
       throw new AgentError(
         "HALT_PENDING",
@@ -147,7 +157,7 @@ async function takeSlotAfterHalt(
     }
     await bus.clock.sleep(HALT_RELEASE_POLL_MS);
   }
-  await pool.acquire(runId, capacity, { after: await lastHaltSeq(bus, runId) });
+  await pool.acquire(runId, capacity, { after: haltSeq });
 }
 
 /**

@@ -183,6 +183,14 @@ export class PoolLedger {
     return (await this.read()).state.active;
   }
 
+  /** `runId`'s slot: undefined when it holds none; `after`, the halt a resume took it after (see acquire). */
+  async slotOf(runId: string): Promise<{ after?: number } | undefined> {
+    const { state } = await this.read();
+    if (!state.active.includes(runId)) return undefined;
+    const after = state.resumedAfter?.[runId];
+    return after === undefined ? {} : { after };
+  }
+
   /**
    * Takes a slot for `runId`; a run that already holds one keeps it ("existing"). Refused with
    * POOL_FULL at `capacity`, or sooner when the ledger would outgrow `maxBytes` (a capacity set

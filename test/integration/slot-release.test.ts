@@ -12,6 +12,8 @@ import { cancelOrphans, cancelRun } from "../../services/supervisor/cancel.js";
 import { RELEASE_CONSUMER, releaseSlots } from "../../services/supervisor/control.js";
 import { resumeRun } from "../../services/supervisor/resume.js";
 import { seededRandom } from "../../shared/runtime/random.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 
 const suite = useActorBus("sr", { random: seededRandom(5) });
@@ -278,4 +280,44 @@ describe("the supervisor's slot release loop", () => {
     expect(await pool.active()).toContain(runId);
     expect(await queued(runId)).toBe(0);
   }, 15_000);
+
+  it("a resume that stopped after taking its slot, its job not queued, is finished by the next resume at once, not refused with HALT_PENDING", async () => {
+    const pool = PoolLedger.of(suite.bus);
+    const runId = "run-resume-midway";
+    await haltedHoldingSlot(pool, runId);
+    await pool.release(runId);
+    const halted = await publishAudit(suite.bus, settled(runId, "run.halted"));
+    const resume = encode(ResumeRequest, { runId, by: "oncall" });
+    // Its supervisor fails between the slot and the job (killed, in production).
+    const jobless = { ...suite.bus, js: failingJobs(suite.bus.js, suite.bus.subjects.runQueue(runId)) };
+    await expect(resumeRun(jobless, pool, 1_000, resume)).rejects.toThrow("the supervisor stopped");
+    expect(await pool.slotOf(runId)).toEqual({ after: halted.seq });
+    expect(await queued(runId)).toBe(0);
+    const started = Date.now();
+    expect(await resumeRun(suite.bus, pool, 1_000, resume)).toMatchObject({ ok: true });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(await queued(runId)).toBe(1);
+    // Asked again before a worker takes the job: answered, nothing queued twice, one slot.
+    expect(await resumeRun(suite.bus, pool, 1_000, resume)).toMatchObject({ ok: true });
+    expect(await queued(runId)).toBe(1);
+    expect((await pool.active()).filter((id) => id === runId)).toHaveLength(1);
+  }, 15_000);
 });
+
+/** `js`, whose publishes on `subject` fail as a supervisor's that stops there would. */
+function failingJobs(js: ActorBus["js"], subject: string): ActorBus["js"] {
+  return new Proxy(js, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (prop !== "publish" || typeof value !== "function") return value;
+      const publish = value.bind(target) as ActorBus["js"]["publish"];
+      return ((
+        to: string,
+        ...rest: Parameters<ActorBus["js"]["publish"]> extends [string, ...infer R] ? R : never
+      ) =>
+        to === subject
+          ? Promise.reject(new AgentError("INTERNAL", "the supervisor stopped"))
+          : publish(to, ...rest)) as ActorBus["js"]["publish"];
+    },
+  });
+}
