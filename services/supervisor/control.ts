@@ -1,7 +1,6 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
 import type { Counter } from "prom-client";
 import {
-  ApprovalRequest,
   KillSwitchRequest,
   LeaseRequest,
   type ControlReply,
@@ -13,59 +12,17 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
 import { fanInResults, readFanOut } from "../../shared/bus/fanout.js";
-import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
+import { publishJob } from "../../shared/bus/jobs.js";
 import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { GiveBack, TreeBudget } from "../../shared/bus/tree-budget.js";
-import { AgentError } from "../../shared/runtime/errors.js";
 import { contentHash } from "../../shared/runtime/hash.js";
 import { cancelOrphans } from "./cancel.js";
 import { onEventFailure } from "./event-failure.js";
 
 const RELEASING_KINDS = new Set(["run.committed", "run.failed", "run.halted"]);
 export const RELEASE_CONSUMER = "supervisor-release";
-
-/**
- * Approvals: a run waiting for a human holds no worker; the decision becomes a job on the work
- * queue, and whichever worker takes it continues the run from its WAL.
- */
-export async function decideApproval(
-  bus: ActorBus,
-  subject: string,
-  data: Uint8Array,
-): Promise<ControlReply> {
-  const runId = bus.subjects.runIdOfApproval(subject);
-  const { revision, ...approval } = decode(ApprovalRequest, data);
-  const read = await new RunStatusStore(bus.buckets.runs).read(runId);
-  if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
-  const current = read.status;
-  if (revision !== undefined && revision !== read.revision) {
-    throw new AgentError(
-      "RUN_CHANGED",
-      `run '${runId}' has changed since its status was read (revision ${revision}, now ${read.revision}: it is ${current.status}): read it again before deciding`,
-    );
-  }
-  if (current.status !== "awaiting_approval") {
-    throw new AgentError(
-      "INVALID_INPUT",
-      `run '${runId}' is not awaiting approval (it is ${current.status})`,
-    );
-  }
-  await publishJob(
-    bus,
-    continuationJob(current, { type: "approvalDecided", at: bus.clock.now(), ...approval }),
-    // One decision per waiting state: the status revision names it, so a repeated request is a duplicate.
-    `${runId}:approval:${read.revision}`,
-  );
-  bus.logger.info({ runId, decision: approval.decision, by: approval.by }, "approval decided");
-  return {
-    schemaVersion: 1,
-    ok: true,
-    message: `run ${runId}: ${approval.decision} recorded`,
-    data: { runId },
-  };
-}
 
 /** The kill switch: stored where every worker watches it; admissions stop while it is on. */
 export async function setKillSwitch(bus: ActorBus, data: Uint8Array): Promise<ControlReply> {

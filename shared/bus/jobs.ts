@@ -58,26 +58,40 @@ type QueueReadDeps = Pick<JobDeps, "subjects" | "clock" | "random"> & { jsm: Jet
  * most `max` (a run has a few at once).
  */
 export async function queuedJobKinds(deps: QueueReadDeps, runId: string, max = 16): Promise<string[]> {
+  return (await queuedJobs(deps, runId, max)).map((job) =>
+    job ? (job.event?.type ?? "start") : "unreadable",
+  );
+}
+
+/**
+ * The run's jobs on the work queue (waiting, or held by a worker), oldest first, undefined for one
+ * this build cannot read. At most `max`.
+ */
+export async function queuedJobs(
+  deps: QueueReadDeps,
+  runId: string,
+  max = 16,
+): Promise<(RunJob | undefined)[]> {
   const subject = deps.subjects.runQueue(runId);
-  const kinds: string[] = [];
-  for (let seq = 1; kinds.length < max;) {
+  const jobs: (RunJob | undefined)[] = [];
+  for (let seq = 1; jobs.length < max;) {
     // STREAM.MSG.GET takes `next_by_subj` since nats-server 2.9 (see strays.ts).
     const query = { seq, next_by_subj: subject } as unknown as MsgRequest;
     const msg = await withBusRetry(`reading the jobs on ${subject}`, deps, () =>
       deps.jsm.streams.getMessage(deps.subjects.streams().runs, query),
     );
     if (!msg) break;
-    kinds.push(jobKind(msg.data));
+    jobs.push(readJob(msg.data));
     seq = msg.seq + 1;
   }
-  return kinds;
+  return jobs;
 }
 
-function jobKind(data: Uint8Array): string {
+function readJob(data: Uint8Array): RunJob | undefined {
   try {
-    return decode(RunJob, data).event?.type ?? "start";
+    return decode(RunJob, data);
   } catch {
-    return "unreadable";
+    return undefined;
   }
 }
 

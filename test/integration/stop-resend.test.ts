@@ -15,7 +15,8 @@ import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { ClusterClient } from "../../services/cli/client.js";
 import { cancelRun } from "../../services/supervisor/cancel.js";
-import { decideApproval, setKillSwitch } from "../../services/supervisor/control.js";
+import { decideApproval } from "../../services/supervisor/approval.js";
+import { setKillSwitch } from "../../services/supervisor/control.js";
 import { controlFailure } from "../../services/supervisor/control-failure.js";
 import { haltRun } from "../../services/supervisor/halt.js";
 import { resumeRun } from "../../services/supervisor/resume.js";
@@ -241,5 +242,49 @@ describe("a stop whose outcome the client does not know", () => {
     });
     expect(served).toBe(1);
     expect(await queuedJobKinds(suite.bus, runId)).toEqual([]);
+  }, 30_000);
+});
+
+describe("two decisions on one approval request at the same moment", () => {
+  it("the one that came first is recorded; another decision is refused naming it, the same decision by someone else is told who decided first", async () => {
+    const runId = "decided-together";
+    await running(runId, { status: "awaiting_approval" });
+    expect(await client().decide(runId, { decision: "approve", by: "alice" })).toBe(
+      `run ${runId}: approve recorded`,
+    );
+    const refused = await client()
+      .decide(runId, { decision: "reject", by: "bob", reason: "too pricey" })
+      .catch((e: unknown) => e);
+    expect(refused).toMatchObject({
+      code: "RUN_CHANGED",
+      message: `run '${runId}': approve by alice was decided first on this request; your reject was not recorded`,
+    });
+    expect(await client().decide(runId, { decision: "approve", by: "carol" })).toBe(
+      `run ${runId}: approve recorded (decided first by alice)`,
+    );
+    expect(await client().decide(runId, { decision: "approve", by: "alice" })).toBe(
+      `run ${runId}: approve recorded`,
+    );
+    expect(await queuedJobKinds(suite.bus, runId)).toEqual(["approvalDecided"]);
+  }, 30_000);
+
+  it("once the first decision's worker is done with it, a later one is compared with what the run's trail recorded", async () => {
+    const runId = "decided-and-taken";
+    await parked(runId);
+    expect(await client().decide(runId, { decision: "modify", by: "alice", feedback: "cheaper" })).toBe(
+      `run ${runId}: modify recorded`,
+    );
+    // Its worker took the job and recorded the decision; the run's status has not moved yet.
+    await suite.bus.jsm.streams.purge(suite.bus.subjects.streams().runs, {
+      filter: suite.bus.subjects.runQueue(runId),
+    });
+    await lifecycle(suite.bus, runId, "approval.decided", 3, { decision: "modify", by: "alice" });
+    const refused = await client()
+      .decide(runId, { decision: "modify", by: "bob", feedback: "faster" })
+      .catch((e: unknown) => e);
+    expect(refused).toMatchObject({
+      code: "RUN_CHANGED",
+      message: expect.stringContaining("modify by alice was decided first") as unknown,
+    });
   }, 30_000);
 });
