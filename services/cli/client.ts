@@ -20,10 +20,12 @@ import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
 
 const REQUEST_TIMEOUT_MS = 10_000;
-/** How long a decision asked again waits for the first copy's `approval.decided` (see decidedSince). */
-const DECIDED_WAIT_MS = 3_000;
+/** How long a request asked again waits for the first copy's event in the run's trail (see inTrailSince). */
+const FIRST_EVENT_WAIT_MS = 3_000;
 /** What `approval.decided` says of the decision. */
 const DecidedData = z.object({ decision: z.string(), by: z.string() });
+/** What `run.resumed` says of an operator's resume. */
+const ResumedData = z.object({ by: z.string() });
 const SETTLED = new Set(["committed", "failed", "halted", "awaiting_approval"]);
 const CLOSING: Record<string, AuditEvent["kind"]> = {
   committed: "run.committed",
@@ -57,22 +59,24 @@ export class ClusterClient {
     return reply;
   }
 
-  /**
-   * A decision on the run as read now: it names the status's revision, so the supervisor refuses it
-   * (RUN_CHANGED) once the run has changed, and a copy of it is asked again safely when its outcome
-   * is not known. A copy refused because the first one's decision moved the run on finds that
-   * decision in the run's trail, after the events it had when read, and is told as done.
-   */
+  /** A decision on the run as read now: see askAsRead. */
   async decide(runId: string, approval: Approval): Promise<string> {
-    const read = await this.status.read(runId);
-    const held = read ? await auditCount(this.bus, runId) : 0;
-    const value = read ? { ...approval, revision: read.revision } : approval;
-    const { reply, resent } = await this.ask(this.bus.subjects.approvals(runId), Approval, value, true);
-    if (reply.ok) return reply.message;
-    if (resent && reply.error.code === "RUN_CHANGED" && (await this.decidedSince(runId, approval, held))) {
-      return `run ${runId}: ${approval.decision} recorded (the reply was lost, and the supervisor, asked again, found the run moved on by this decision)`;
-    }
-    throw fromErrorPayload(reply.error);
+    return this.askAsRead(
+      runId,
+      (revision) => ({
+        subject: this.bus.subjects.approvals(runId),
+        schema: Approval,
+        value: revision === undefined ? approval : { ...approval, revision },
+      }),
+      {
+        kind: "approval.decided",
+        ours: (data) => {
+          const decided = DecidedData.safeParse(data).data;
+          return decided?.decision === approval.decision && decided.by === approval.by;
+        },
+        told: `run ${runId}: ${approval.decision} recorded (the reply was lost, and the supervisor, asked again, found the run moved on by this decision)`,
+      },
+    );
   }
 
   async halt(request: HaltRequest): Promise<string> {
@@ -81,12 +85,31 @@ export class ClusterClient {
     );
   }
 
+  /**
+   * One run's resume, on the run as read now (see askAsRead). A tree's is asked once: its runs are
+   * read by the supervisor, and a second copy, sent after the first went through, could resume
+   * runs of it halted again since.
+   */
   async resume(request: ResumeRequest): Promise<string> {
-    // Asked once: a second copy, sent after the first went through, could resume the run after a
-    // later halt than the one its operator saw.
-    const { reply } = await this.ask(this.bus.subjects.resume(), ResumeRequest, request, false);
-    if (!reply.ok) throw fromErrorPayload(reply.error);
-    return reply.message;
+    const subject = this.bus.subjects.resume();
+    if (request.tree) {
+      const { reply } = await this.ask(subject, ResumeRequest, request, false);
+      if (!reply.ok) throw fromErrorPayload(reply.error);
+      return reply.message;
+    }
+    return this.askAsRead(
+      request.runId,
+      (revision) => ({
+        subject,
+        schema: ResumeRequest,
+        value: revision === undefined ? request : { ...request, revision },
+      }),
+      {
+        kind: "run.resumed",
+        ours: (data) => ResumedData.safeParse(data).data?.by === request.by,
+        told: `run ${request.runId}: resume queued (the reply was lost, and the supervisor, asked again, found the run resumed by this request)`,
+      },
+    );
   }
 
   async cancel(request: CancelRequest): Promise<string> {
@@ -146,17 +169,42 @@ export class ClusterClient {
   }
 
   /**
-   * Whether the run's trail has `approval`, decided after its first `held` events: the run's worker
-   * writes it just after the status the decision moved on, so it is waited for a moment.
+   * A request on the run as read now (a decision, a resume): it names the revision of the status
+   * read, so the supervisor refuses it (RUN_CHANGED) once the run has changed, and a copy of it is
+   * asked again safely when its outcome is not known: it can never act on a later state of the run
+   * (a later approval request, a later halt). A copy refused because the first one moved the run
+   * on finds the first one's event in the run's trail, after the events it had when read, and is
+   * told as done.
    */
-  private async decidedSince(runId: string, approval: Approval, held: number): Promise<boolean> {
-    const deadline = this.bus.clock.now() + DECIDED_WAIT_MS;
+  private async askAsRead<S extends z.ZodType>(
+    runId: string,
+    request: (revision: number | undefined) => { subject: string; schema: S; value: z.input<S> },
+    first: { kind: AuditEvent["kind"]; ours: (data: unknown) => boolean; told: string },
+  ): Promise<string> {
+    const read = await this.status.read(runId);
+    const held = read ? await auditCount(this.bus, runId) : 0;
+    const { subject, schema, value } = request(read?.revision);
+    const { reply, resent } = await this.ask(subject, schema, value, true);
+    if (reply.ok) return reply.message;
+    if (resent && reply.error.code === "RUN_CHANGED" && (await this.inTrailSince(runId, held, first))) {
+      return first.told;
+    }
+    throw fromErrorPayload(reply.error);
+  }
+
+  /**
+   * Whether the run's latest `kind` event came after its first `held` events and is `ours`: the
+   * run's worker writes it just after the status it moved on, so it is waited for a moment.
+   */
+  private async inTrailSince(
+    runId: string,
+    held: number,
+    first: { kind: AuditEvent["kind"]; ours: (data: unknown) => boolean },
+  ): Promise<boolean> {
+    const deadline = this.bus.clock.now() + FIRST_EVENT_WAIT_MS;
     for (;;) {
-      const decided = await lastAuditEvent(this.bus, runId, "approval.decided");
-      const data = DecidedData.safeParse(decided?.event.data).data;
-      if (decided && decided.event.seq > held) {
-        return data?.decision === approval.decision && data.by === approval.by;
-      }
+      const event = (await lastAuditEvent(this.bus, runId, first.kind))?.event;
+      if (event && event.seq > held) return first.ours(event.data);
       if (this.bus.clock.now() >= deadline) return false;
       await this.bus.clock.sleep(100);
     }

@@ -11,10 +11,19 @@ export interface HaltedRun {
   revision: number;
 }
 
-/** The run's status and its revision, if the run is halted; NOT_FOUND or INVALID_INPUT otherwise. */
-export async function haltedRun(bus: ActorBus, runId: string): Promise<HaltedRun> {
+/**
+ * The run's status and its revision, if the run is halted; NOT_FOUND or INVALID_INPUT otherwise,
+ * and RUN_CHANGED when its status is no longer at `revision` (the one its operator's client read).
+ */
+export async function haltedRun(bus: ActorBus, runId: string, revision?: number): Promise<HaltedRun> {
   const read = await new RunStatusStore(bus.buckets.runs).read(runId);
   if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  if (revision !== undefined && revision !== read.revision) {
+    throw new AgentError(
+      "RUN_CHANGED",
+      `run '${runId}' has changed since its status was read (revision ${revision}, now ${read.revision}: it is ${read.status.status}): read it again before resuming it`,
+    );
+  }
   if (read.status.status !== "halted") {
     throw new AgentError("INVALID_INPUT", `run '${runId}' is not halted (it is ${read.status.status})`);
   }

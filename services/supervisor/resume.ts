@@ -40,7 +40,7 @@ export async function resumeRun(
   const request = decode(ResumeRequest, data);
   const { runId, by, settle } = request;
   // A single run is checked before the kill switch is read; its status is not read twice.
-  const single = request.tree ? undefined : await haltedRun(bus, runId);
+  const single = request.tree ? undefined : await haltedRun(bus, runId, request.revision);
   if (settle) settlesReconciliation(request, single);
   if (single) await checkParentTakesResult(bus, single.status);
   const tree: HaltedTree = single ? { runIds: [runId], leftHalted: [] } : await haltedInTree(bus, runId);

@@ -108,6 +108,12 @@ export const ResumeRequest = z.object({
    * call whose outcome was unknown, recorded with its tool service before the run goes on.
    */
   settle: CallSettlement.optional(),
+  /**
+   * The revision of the run's status its client read (agentctl sends it for one run): a run changed
+   * since is refused with RUN_CHANGED, so that a resume, or a copy of it asked again, never resumes
+   * a later halt than the one its operator saw.
+   */
+  revision: z.number().int().positive().optional(),
 });
 export type ResumeRequest = z.infer<typeof ResumeRequest>;
 

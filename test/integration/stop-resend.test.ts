@@ -7,7 +7,7 @@ import { PoolLedger } from "../../shared/bus/pool.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { serve } from "../../shared/bus/serve.js";
-import { ApprovalRequest, ControlReply } from "../../shared/contracts/cluster.js";
+import { ApprovalRequest, ControlReply, ResumeRequest } from "../../shared/contracts/cluster.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -28,8 +28,8 @@ import { treeStatus } from "../helpers/fixtures.js";
  * An operator's stop whose outcome the client does not know: the supervisor could not reach
  * JetStream while it handled it (here its handler times out once, before or after doing its work,
  * as a lost publish ack leaves it), or the reply was lost with the connection. A halt, a cancel, the
- * kill switch and an approval (which names the run's status as read) are asked again; a resume is
- * not.
+ * kill switch, an approval and a resume (these two naming the run's status as read) are asked
+ * again; a tree's resume is not.
  */
 const suite = useActorBus("srs", { random: seededRandom(29) });
 /** How the next request fails: before its handler runs, or after it (its work done, its reply lost). */
@@ -82,6 +82,14 @@ async function parked(runId: string): Promise<void> {
   await lifecycle(suite.bus, runId, "run.admitted");
   await lifecycle(suite.bus, runId, "approval.requested", 2);
   await running(runId, { status: "awaiting_approval" });
+}
+
+/** A run an operator halted, its trail up to its `run.halted`. */
+async function halted(runId: string): Promise<void> {
+  await lifecycle(suite.bus, runId, "run.admitted");
+  await lifecycle(suite.bus, runId, "run.halted", 2);
+  await statuses.put(treeStatus(runId, "halted", { reason: "incident" }));
+  served = 0;
 }
 
 /** What the run's worker does with a decision by `by`: the run goes on, and its trail says who decided. */
@@ -225,13 +233,48 @@ describe("a stop whose outcome the client does not know", () => {
     expect(await queuedJobKinds(suite.bus, runId)).toEqual([]);
   }, 30_000);
 
-  it("a resume the supervisor could not finish is asked once: a second copy could resume a later halt", async () => {
+  it("a resume the supervisor could not decide is asked again, and queued once", async () => {
     const runId = "resume-undecided";
-    await statuses.put(treeStatus(runId, "halted", { reason: "incident" }));
-    served = 0;
+    await halted(runId);
+    fault.next = "before";
+    expect(await client().resume({ runId, by: "ops" })).toBe(`run ${runId}: resume queued`);
+    expect(served).toBe(2);
+    expect(await queuedJobKinds(suite.bus, runId)).toEqual(["resume"]);
+  }, 30_000);
+
+  it("a resume whose first copy went through, the run resumed since, is told as done from the run's trail", async () => {
+    const runId = "resume-done";
+    await halted(runId);
+    Object.assign(fault, {
+      next: "after",
+      meanwhile: async () => {
+        await statuses.put(treeStatus(runId, "running"));
+        await lifecycle(suite.bus, runId, "run.resumed", 3, { by: "ops" });
+      },
+    });
+    const message = await client().resume({ runId, by: "ops" });
+    expect(message).toMatch(new RegExp(`^run ${runId}: resume queued \\(the reply was lost`));
+    expect(served).toBe(2);
+  }, 30_000);
+
+  it("a resume naming a status the run has moved on from (halted again since) is refused, and queues nothing", async () => {
+    const runId = "resume-stale";
+    await halted(runId);
+    const read = await statuses.read(runId);
+    await statuses.put({ ...treeStatus(runId, "halted", { reason: "halted again" }), iteration: 2 });
+    const stale = encode(ResumeRequest, { runId, by: "ops", revision: read?.revision ?? 0 });
+    await expect(resumeRun(suite.bus, PoolLedger.of(suite.bus), 10, stale)).rejects.toMatchObject({
+      code: "RUN_CHANGED",
+    });
+    expect(await queuedJobKinds(suite.bus, runId)).toEqual([]);
+  }, 30_000);
+
+  it("a tree's resume the supervisor could not finish is asked once: a second copy could resume runs of it halted again", async () => {
+    const runId = "resume-tree-undecided";
+    await halted(runId);
     fault.next = "before";
     const failed = await client()
-      .resume({ runId, by: "ops" })
+      .resume({ runId, by: "ops", tree: true })
       .catch((e: unknown) => e);
     expect(failed).toMatchObject({
       code: "INTERNAL",
