@@ -5,7 +5,6 @@ import type { SubmitReply } from "../../shared/contracts/control.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, auditTally, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
-import { childOf } from "../../shared/bus/fanout.js";
 import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
@@ -18,7 +17,7 @@ import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { cancelOrphans } from "./cancel.js";
-import { checkPrivacy, existing, parseSubmit, rejected } from "./submit-request.js";
+import { checkPrivacy, existing, notParentOf, parseSubmit, rejected } from "./submit-request.js";
 
 export interface AdmissionLimits {
   /** Runs active at once across the cluster (every supervisor replica shares the ledger). */
@@ -390,16 +389,3 @@ interface AdmittedIds {
 
 /** What `run.admitted` keeps that a later submit of the same run is compared with. */
 const AdmittedData = z.object({ specHash: z.string().optional() });
-
-/**
- * A spawned child naming an existing run that is not its parent's: a model's spawn may name its
- * children's ids, and answered `existing` its parent took another tree's run for its child (see
- * childOf). Refused, without an event in that run's trail; the fan-in tells the parent so.
- */
-function notParentOf(known: RunStatus, parentRunId: string): AgentError | undefined {
-  if (childOf(known, parentRunId)) return undefined;
-  return new AgentError(
-    "RUN_ID_TAKEN",
-    `run ${known.runId} exists and is not a child of ${parentRunId}: a spawned child's runId must name a new run`,
-  );
-}

@@ -3,6 +3,8 @@ import { SubmitRequest } from "../../shared/contracts/cluster.js";
 import type { SubmitReply } from "../../shared/contracts/control.js";
 import type { ModelRef } from "../../shared/contracts/model.js";
 import { decode } from "../../shared/bus/codec.js";
+import { childOf } from "../../shared/bus/fanout.js";
+import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { privacyRefusal } from "../../shared/models/factory.js";
 import { contentHash } from "../../shared/runtime/hash.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -61,4 +63,17 @@ export function rejected(error: AgentError): SubmitReply {
       ...(error.details !== undefined ? { details: error.details } : {}),
     },
   };
+}
+
+/**
+ * A spawned child naming an existing run that is not its parent's: a model's spawn may name its
+ * children's ids, and answered `existing` its parent took another tree's run for its child (see
+ * childOf). Refused, without an event in that run's trail; the fan-in tells the parent so.
+ */
+export function notParentOf(known: RunStatus, parentRunId: string): AgentError | undefined {
+  if (childOf(known, parentRunId)) return undefined;
+  return new AgentError(
+    "RUN_ID_TAKEN",
+    `run ${known.runId} exists and is not a child of ${parentRunId}: a spawned child's runId must name a new run`,
+  );
 }

@@ -33,7 +33,7 @@ import { treeStatus } from "../helpers/fixtures.js";
  */
 const suite = useActorBus("srs", { random: seededRandom(29) });
 /** How the next request fails: before its handler runs, or after it (its work done, its reply lost). */
-const fault: { next?: "before" | "after"; meanwhile?: () => Promise<void> } = {};
+const fault: { next?: "before" | "after"; meanwhile?: () => Promise<unknown> } = {};
 let served = 0;
 let statuses: RunStatusStore;
 
@@ -67,6 +67,14 @@ beforeAll(() => {
     });
   }
 });
+
+/** The next request's first copy is carried out, `meanwhile` (its run's worker) runs, and its reply is lost. */
+function firstCopyDone(meanwhile: () => Promise<unknown>): void {
+  Object.assign(fault, { next: "after", meanwhile });
+}
+
+/** What `request` fails with. */
+const failure = (request: Promise<unknown>): Promise<unknown> => request.catch((e: unknown) => e);
 
 const client = (): ClusterClient =>
   new ClusterClient(suite.bus, { waitMs: 5_000, clock: systemClock, random: seededRandom(7) });
@@ -112,10 +120,7 @@ describe("a stop whose outcome the client does not know", () => {
   it("a halt whose first copy went through, the run halted since, is told as done, not refused", async () => {
     const runId = "halt-done";
     await running(runId);
-    Object.assign(fault, {
-      next: "after",
-      meanwhile: () => statuses.put(treeStatus(runId, "halted", { reason: "incident" })),
-    });
+    firstCopyDone(() => statuses.put(treeStatus(runId, "halted", { reason: "incident" })));
     const message = await client().halt({ runId, ...stop });
     expect(message).toMatch(
       new RegExp(
@@ -130,9 +135,7 @@ describe("a stop whose outcome the client does not know", () => {
     const runId = "halt-twice";
     await statuses.put(treeStatus(runId, "halted", { reason: "earlier" }));
     served = 0;
-    const refused = await client()
-      .halt({ runId, ...stop })
-      .catch((e: unknown) => e);
+    const refused = await failure(client().halt({ runId, ...stop }));
     expect(refused).toBeInstanceOf(AgentError);
     expect(refused).toMatchObject({
       code: "INVALID_INPUT",
@@ -144,10 +147,7 @@ describe("a stop whose outcome the client does not know", () => {
   it("a cancel whose first copy went through, the run failed since, is told as done with the run's failure", async () => {
     const runId = "cancel-done";
     await running(runId);
-    Object.assign(fault, {
-      next: "after",
-      meanwhile: () => statuses.put(treeStatus(runId, "failed", { reason: "[RUN_CANCELLED] incident" })),
-    });
+    firstCopyDone(() => statuses.put(treeStatus(runId, "failed", { reason: "[RUN_CANCELLED] incident" })));
     const message = await client().cancel({ runId, ...stop });
     expect(message).toMatch(
       new RegExp(
@@ -160,13 +160,8 @@ describe("a stop whose outcome the client does not know", () => {
   it("a cancel whose first copy went through while the run committed on its own is refused: the run was not stopped", async () => {
     const runId = "cancel-late";
     await running(runId);
-    Object.assign(fault, {
-      next: "after",
-      meanwhile: () => statuses.put(treeStatus(runId, "committed", { reason: "done" })),
-    });
-    const refused = await client()
-      .cancel({ runId, ...stop })
-      .catch((e: unknown) => e);
+    firstCopyDone(() => statuses.put(treeStatus(runId, "committed", { reason: "done" })));
+    const refused = await failure(client().cancel({ runId, ...stop }));
     expect(refused).toMatchObject({
       code: "INVALID_INPUT",
       message: expect.stringContaining("it is committed") as unknown,
@@ -196,7 +191,7 @@ describe("a stop whose outcome the client does not know", () => {
   it("an approval whose first copy moved the run on is told as done, from the decision in the run's trail", async () => {
     const runId = "approve-done";
     await parked(runId);
-    Object.assign(fault, { next: "after", meanwhile: () => decided(runId, "ops") });
+    firstCopyDone(() => decided(runId, "ops"));
     const message = await client().decide(runId, { decision: "approve", by: "ops" });
     expect(message).toMatch(new RegExp(`^run ${runId}: approve recorded \\(the reply was lost`));
     expect(served).toBe(2);
@@ -206,10 +201,8 @@ describe("a stop whose outcome the client does not know", () => {
   it("an approval asked again after someone else's decision moved the run on is refused (RUN_CHANGED)", async () => {
     const runId = "approve-other";
     await parked(runId);
-    Object.assign(fault, { next: "after", meanwhile: () => decided(runId, "someone else") });
-    const refused = await client()
-      .decide(runId, { decision: "approve", by: "ops" })
-      .catch((e: unknown) => e);
+    firstCopyDone(() => decided(runId, "someone else"));
+    const refused = await failure(client().decide(runId, { decision: "approve", by: "ops" }));
     expect(refused).toMatchObject({
       code: "RUN_CHANGED",
       message: expect.stringMatching(
@@ -245,12 +238,9 @@ describe("a stop whose outcome the client does not know", () => {
   it("a resume whose first copy went through, the run resumed since, is told as done from the run's trail", async () => {
     const runId = "resume-done";
     await halted(runId);
-    Object.assign(fault, {
-      next: "after",
-      meanwhile: async () => {
-        await statuses.put(treeStatus(runId, "running"));
-        await lifecycle(suite.bus, runId, "run.resumed", 3, { by: "ops" });
-      },
+    firstCopyDone(async () => {
+      await statuses.put(treeStatus(runId, "running"));
+      await lifecycle(suite.bus, runId, "run.resumed", 3, { by: "ops" });
     });
     const message = await client().resume({ runId, by: "ops" });
     expect(message).toMatch(new RegExp(`^run ${runId}: resume queued \\(the reply was lost`));
@@ -273,9 +263,7 @@ describe("a stop whose outcome the client does not know", () => {
     const runId = "resume-tree-undecided";
     await halted(runId);
     fault.next = "before";
-    const failed = await client()
-      .resume({ runId, by: "ops", tree: true })
-      .catch((e: unknown) => e);
+    const failed = await failure(client().resume({ runId, by: "ops", tree: true }));
     expect(failed).toMatchObject({
       code: "INTERNAL",
       retryable: true,
@@ -295,9 +283,9 @@ describe("two decisions on one approval request at the same moment", () => {
     expect(await client().decide(runId, { decision: "approve", by: "alice" })).toBe(
       `run ${runId}: approve recorded`,
     );
-    const refused = await client()
-      .decide(runId, { decision: "reject", by: "bob", reason: "too pricey" })
-      .catch((e: unknown) => e);
+    const refused = await failure(
+      client().decide(runId, { decision: "reject", by: "bob", reason: "too pricey" }),
+    );
     expect(refused).toMatchObject({
       code: "RUN_CHANGED",
       message: `run '${runId}': approve by alice was decided first on this request; your reject was not recorded`,
@@ -322,9 +310,9 @@ describe("two decisions on one approval request at the same moment", () => {
       filter: suite.bus.subjects.runQueue(runId),
     });
     await lifecycle(suite.bus, runId, "approval.decided", 3, { decision: "modify", by: "alice" });
-    const refused = await client()
-      .decide(runId, { decision: "modify", by: "bob", feedback: "faster" })
-      .catch((e: unknown) => e);
+    const refused = await failure(
+      client().decide(runId, { decision: "modify", by: "bob", feedback: "faster" }),
+    );
     expect(refused).toMatchObject({
       code: "RUN_CHANGED",
       message: expect.stringContaining("modify by alice was decided first") as unknown,
