@@ -73,6 +73,19 @@ function firstCopyDone(meanwhile: () => Promise<unknown>): void {
   Object.assign(fault, { next: "after", meanwhile });
 }
 
+/** Moves the run on to `next`, returning the revision its status had: a request naming it is stale. */
+async function movedOn(next: RunStatus): Promise<number> {
+  const read = await statuses.read(next.runId);
+  await statuses.put(next);
+  return read?.revision ?? 0;
+}
+
+/** `handled` (a supervisor's handling of a stale request) is refused with RUN_CHANGED, queuing nothing. */
+async function refusedAsChanged(runId: string, handled: Promise<unknown>): Promise<void> {
+  await expect(handled).rejects.toMatchObject({ code: "RUN_CHANGED" });
+  expect(await queuedJobKinds(suite.bus, runId)).toEqual([]);
+}
+
 /** What `request` fails with. */
 const failure = (request: Promise<unknown>): Promise<unknown> => request.catch((e: unknown) => e);
 
@@ -215,15 +228,13 @@ describe("a stop whose outcome the client does not know", () => {
   it("a decision naming a status the run has moved on from is refused, and queues nothing", async () => {
     const runId = "approve-stale";
     await running(runId, { status: "awaiting_approval" });
-    const read = await statuses.read(runId);
-    await statuses.put({ ...treeStatus(runId, "running"), status: "awaiting_approval", iteration: 2 });
-    const stale = encode(ApprovalRequest, { decision: "approve", by: "ops", revision: read?.revision ?? 0 });
-    await expect(decideApproval(suite.bus, suite.bus.subjects.approvals(runId), stale)).rejects.toMatchObject(
-      {
-        code: "RUN_CHANGED",
-      },
-    );
-    expect(await queuedJobKinds(suite.bus, runId)).toEqual([]);
+    const revision = await movedOn({
+      ...treeStatus(runId, "running"),
+      status: "awaiting_approval",
+      iteration: 2,
+    });
+    const stale = encode(ApprovalRequest, { decision: "approve", by: "ops", revision });
+    await refusedAsChanged(runId, decideApproval(suite.bus, suite.bus.subjects.approvals(runId), stale));
   }, 30_000);
 
   it("a resume the supervisor could not decide is asked again, and queued once", async () => {
@@ -250,13 +261,12 @@ describe("a stop whose outcome the client does not know", () => {
   it("a resume naming a status the run has moved on from (halted again since) is refused, and queues nothing", async () => {
     const runId = "resume-stale";
     await halted(runId);
-    const read = await statuses.read(runId);
-    await statuses.put({ ...treeStatus(runId, "halted", { reason: "halted again" }), iteration: 2 });
-    const stale = encode(ResumeRequest, { runId, by: "ops", revision: read?.revision ?? 0 });
-    await expect(resumeRun(suite.bus, PoolLedger.of(suite.bus), 10, stale)).rejects.toMatchObject({
-      code: "RUN_CHANGED",
+    const revision = await movedOn({
+      ...treeStatus(runId, "halted", { reason: "halted again" }),
+      iteration: 2,
     });
-    expect(await queuedJobKinds(suite.bus, runId)).toEqual([]);
+    const stale = encode(ResumeRequest, { runId, by: "ops", revision });
+    await refusedAsChanged(runId, resumeRun(suite.bus, PoolLedger.of(suite.bus), 10, stale));
   }, 30_000);
 
   it("a tree's resume the supervisor could not finish is asked once: a second copy could resume runs of it halted again", async () => {
