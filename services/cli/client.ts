@@ -8,7 +8,7 @@ import {
   ResumeRequest,
   SubmitRequest,
 } from "../../shared/contracts/cluster.js";
-import { Approval, KillSwitch, type SubmitReply } from "../../shared/contracts/control.js";
+import { Approval, DecidedBy, KillSwitch, type SubmitReply } from "../../shared/contracts/control.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
@@ -22,8 +22,6 @@ import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
 const REQUEST_TIMEOUT_MS = 10_000;
 /** How long a request asked again waits for the first copy's event in the run's trail (see inTrailSince). */
 const FIRST_EVENT_WAIT_MS = 3_000;
-/** What `approval.decided` says of the decision. */
-const DecidedData = z.object({ decision: z.string(), by: z.string() });
 /** What `run.resumed` says of an operator's resume. */
 const ResumedData = z.object({ by: z.string() });
 const SETTLED = new Set(["committed", "failed", "halted", "awaiting_approval"]);
@@ -71,7 +69,7 @@ export class ClusterClient {
       {
         kind: "approval.decided",
         ours: (data) => {
-          const decided = DecidedData.safeParse(data).data;
+          const decided = DecidedBy.safeParse(data).data;
           return decided?.decision === approval.decision && decided.by === approval.by;
         },
         told: `run ${runId}: ${approval.decision} recorded (the reply was lost, and the supervisor, asked again, found the run moved on by this decision)`,

@@ -1,15 +1,12 @@
-import { z } from "zod";
 import { ApprovalRequest, type ControlReply } from "../../shared/contracts/cluster.js";
+import { DecidedBy } from "../../shared/contracts/control.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { lastAuditEvent } from "../../shared/bus/audit.js";
 import { decode } from "../../shared/bus/codec.js";
 import { continuationJob, publishJob, queuedJobs } from "../../shared/bus/jobs.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
-
-/** A decision as a job carries it and `approval.decided` records it. */
-const Decision = z.object({ decision: z.enum(["approve", "reject", "modify"]), by: z.string() });
-type Decision = z.infer<typeof Decision>;
+import { checkAsRead } from "./as-read.js";
 
 /**
  * Approvals: a run waiting for a human holds no worker; the decision becomes a job on the work
@@ -27,13 +24,8 @@ export async function decideApproval(
   const { revision, ...approval } = decode(ApprovalRequest, data);
   const read = await new RunStatusStore(bus.buckets.runs).read(runId);
   if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
+  checkAsRead(read, revision, "deciding");
   const current = read.status;
-  if (revision !== undefined && revision !== read.revision) {
-    throw new AgentError(
-      "RUN_CHANGED",
-      `run '${runId}' has changed since its status was read (revision ${revision}, now ${read.revision}: it is ${current.status}): read it again before deciding`,
-    );
-  }
   if (current.status !== "awaiting_approval") {
     throw new AgentError(
       "INVALID_INPUT",
@@ -66,14 +58,14 @@ export async function decideApproval(
  * The decision queued for the run's request before this one: its job while it waits or a worker
  * holds it (a job leaves the queue once its worker is done), else what the run's trail recorded.
  */
-async function firstDecision(bus: ActorBus, runId: string): Promise<Decision | undefined> {
+async function firstDecision(bus: ActorBus, runId: string): Promise<DecidedBy | undefined> {
   const queued = (await queuedJobs(bus, runId)).findLast((job) => job?.event?.type === "approvalDecided");
-  if (queued) return Decision.safeParse(queued.event).data;
+  if (queued) return DecidedBy.safeParse(queued.event).data;
   const decided = await lastAuditEvent(bus, runId, "approval.decided");
-  return Decision.safeParse(decided?.event.data).data;
+  return DecidedBy.safeParse(decided?.event.data).data;
 }
 
 /** Whether `asked` is what `first` decided: the same decision (a modify's feedback is its decider's own). */
-function sameDecision(first: Decision, asked: Decision): boolean {
+function sameDecision(first: DecidedBy, asked: DecidedBy): boolean {
   return first.decision === asked.decision && (first.by === asked.by || asked.decision !== "modify");
 }

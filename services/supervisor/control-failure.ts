@@ -5,8 +5,8 @@ import { AgentError, isAgentError } from "../../shared/runtime/errors.js";
  * The reply to an operator's control the supervisor could not finish: a refusal it decided goes as
  * it is; anything else (JetStream out of its reach mid-way, a stream's leader election, a fault of
  * its own) may have left the request carried out or not, which the bare cause ("timeout") did
- * not tell. A halt, a cancel and the kill switch are asked again by agentctl (see ClusterClient);
- * an approval or a resume is not, and its operator reads the run before deciding again.
+ * not tell. agentctl asks again all but a tree's resume (see ClusterClient), whose operator reads
+ * the runs before resuming them again.
  */
 export function controlFailure(err: unknown): ReturnType<typeof failureReply> {
   if (isAgentError(err)) return failureReply(err);

@@ -4,6 +4,7 @@ import { parentTakesNoResult } from "../../shared/bus/cancel-job.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { checkAsRead } from "./as-read.js";
 
 /** A halted run as read for an operator's resume: its status and that status's revision. */
 export interface HaltedRun {
@@ -18,12 +19,7 @@ export interface HaltedRun {
 export async function haltedRun(bus: ActorBus, runId: string, revision?: number): Promise<HaltedRun> {
   const read = await new RunStatusStore(bus.buckets.runs).read(runId);
   if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
-  if (revision !== undefined && revision !== read.revision) {
-    throw new AgentError(
-      "RUN_CHANGED",
-      `run '${runId}' has changed since its status was read (revision ${revision}, now ${read.revision}: it is ${read.status.status}): read it again before resuming it`,
-    );
-  }
+  checkAsRead(read, revision, "resuming it");
   if (read.status.status !== "halted") {
     throw new AgentError("INVALID_INPUT", `run '${runId}' is not halted (it is ${read.status.status})`);
   }

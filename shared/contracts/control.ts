@@ -31,6 +31,10 @@ export const Approval = z.object({
 });
 export type Approval = z.infer<typeof Approval>;
 
+/** Who decided what, as a decision's job carries it and its `approval.decided` event records it. */
+export const DecidedBy = Approval.pick({ decision: true, by: true });
+export type DecidedBy = z.infer<typeof DecidedBy>;
+
 export const KillSwitch = z.object({ active: z.boolean(), reason: z.string(), by: z.string().min(1) });
 export type KillSwitch = z.infer<typeof KillSwitch>;
 
