@@ -12,7 +12,8 @@ export const MAX_RETRY_DELAY_MS = 300_000;
  * How long a job whose lease failed waits before it is offered again. A transient failure (the bus,
  * a supervisor out of reach) is retried after `baseMs`. A model provider's outage (see
  * model-outage.ts) waits twice as long at each delivery, up to a minute: a rate-limited provider is
- * not asked again by every waiting run every few seconds. One that is not retryable (the run's log
+ * not asked again by every waiting run every few seconds; so does a run that found the NATS server's
+ * storage full (STORAGE_FULL). One that is not retryable (the run's log
  * cannot be replayed by this build: NONDETERMINISM) will fail the same way until a deploy fixes
  * it, so the job stays queued, and waits twice as long at each delivery, up to five minutes,
  * instead of being replayed twice a second: the run is not lost, and a fix resumes it.
@@ -32,7 +33,10 @@ export function retryDelay(
     return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, Math.max(baseMs, at - now) + spread);
   }
   const doubled = baseMs * 2 ** Math.min(20, Math.max(0, deliveryCount - 1));
-  if (isModelOutage(error.code)) return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, doubled);
+  // Room comes back when an operator makes it: a full store is waited out like a provider's outage.
+  if (isModelOutage(error.code) || error.code === "STORAGE_FULL") {
+    return Math.min(MAX_OUTAGE_RETRY_DELAY_MS, doubled);
+  }
   if (error.retryable) return baseMs;
   return Math.min(MAX_RETRY_DELAY_MS, doubled);
 }
@@ -53,6 +57,14 @@ export function logLeaseFailure(log: Logger, error: AgentError, delivery: number
         ...(at === undefined ? {} : { retryAt: new Date(at).toISOString() }),
       },
       "run handed back to wait out an outage",
+    );
+    return;
+  }
+  if (error.code === "STORAGE_FULL") {
+    // An operator's to fix, said once per hand back: no stack, nothing of the run is lost.
+    log.warn(
+      { code: error.code, delivery, delayMs, reason: error.message },
+      "run handed back: the NATS server's storage is full; it goes on from where it stopped once there is room",
     );
     return;
   }

@@ -164,10 +164,9 @@ export class Admission {
    * this admission had written by then is finished by that copy, or by the lost-admission sweep.
    */
   private undecided(error: AgentError, runId: string): SubmitReply {
-    this.bus.logger.warn(
-      { runId, code: error.code, err: error.cause ?? error },
-      `submit not decided: ${error.message}`,
-    );
+    // A full store refuses every submit the same way: its message says it all, without a stack each.
+    const err = error.code === "STORAGE_FULL" ? {} : { err: error.cause ?? error };
+    this.bus.logger.warn({ runId, code: error.code, ...err }, `submit not decided: ${error.message}`);
     // The bare cause ("timeout") tells a client nothing of what happened to its run.
     const message = `the supervisor could not decide the submit of run ${runId} (${error.message}): it was not refused; submit it again under the same runId, answered existing if it was admitted`;
     return rejected(new AgentError(error.code, message, { cause: error, details: error.details }));

@@ -6,6 +6,7 @@ import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { fullJitterDelay } from "../tools/backoff.js";
 import { decode, encodeParsed } from "./codec.js";
+import { storageFull } from "./storage-full.js";
 import type { KnownRevisions, KnownValue } from "./known-revisions.js";
 
 const MAX_ATTEMPTS = 200;
@@ -56,6 +57,9 @@ export async function casChange<S extends z.ZodType, R>(
       return result;
     } catch (err) {
       refuseUnsendable(err, key, data.length);
+      // Not a race: every attempt would be refused the same way until there is room.
+      const full = storageFull(`writing key '${key}'`, err);
+      if (full) throw full;
       known?.forget(key);
       if (cached) {
         // Someone else wrote the key since this process did: not a race to back off from.

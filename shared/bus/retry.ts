@@ -3,6 +3,7 @@ import type { Clock } from "../runtime/clock.js";
 import { AgentError, isAgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { fullJitterDelay } from "../tools/backoff.js";
+import { storageFull } from "./storage-full.js";
 
 /** Long enough to ride out a stream leader election after a server is lost (a few seconds). */
 export const BUDGET_MS = 15_000;
@@ -14,6 +15,11 @@ export const BACKOFF = { baseDelayMs: 100, maxDelayMs: 2_000 };
  * because every publish carries a message id, and for reads because they change nothing.
  * `classify` turns errors that must not be retried into AgentErrors; `budgetMs` lets a write that
  * is worth more than 15 s of waiting (an outcome only its writer knows) keep trying longer.
+ *
+ * A write refused for a full store fails at once with STORAGE_FULL, whatever its budget: nothing
+ * was written (there is no lost ack to find again), room comes back when an operator makes it, not
+ * within an outage's seconds, and the caller knows better how to wait (a worker hands its run back,
+ * a submit is answered, a tool service writes a call's outcome once there is room).
  */
 export async function withBusRetry<T>(
   what: string,
@@ -29,6 +35,8 @@ export async function withBusRetry<T>(
     } catch (err) {
       const fatal = isAgentError(err) ? err : (tooLarge(what, err) ?? classify(err));
       if (fatal) throw fatal;
+      const full = storageFull(what, err);
+      if (full) throw full;
       if (deps.clock.now() >= giveUpAt)
         throw new AgentError("BUS_UNAVAILABLE", `${what} failed after ${attempt + 1} attempts`, {
           cause: err,

@@ -18,6 +18,7 @@ import {
 } from "./idempotency-record.js";
 import { BUDGET_MS, withBusRetry } from "./retry.js";
 import { serveSettle } from "./tool-settle.js";
+import { nowOrWhenRoom } from "./when-room.js";
 import { refusedOnly } from "./wal.js";
 
 export interface ToolServiceDeps extends IdempotencyBucketDeps {
@@ -121,8 +122,11 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
         return;
       }
     } else {
-      const kept = await recordOwnOutcome(deps, key, done, claimed, tool.timeoutMs);
-      if (kept !== "recorded" && kept.status === "done") {
+      const kept = await nowOrWhenRoom(deps, log, `recording the outcome of ${key}`, () =>
+        recordOwnOutcome(deps, key, done, claimed, tool.timeoutMs),
+      );
+      // "later": a full store; the caller is answered all the same, and the record follows once there is room.
+      if (typeof kept === "object" && kept.status === "done") {
         log().warn(
           { reply, recorded: kept.reply },
           "the call ended after its record was settled: the record stands",
@@ -130,7 +134,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
         answerRecorded(msg, kept, count);
         return;
       }
-      if (kept !== "recorded") {
+      if (typeof kept === "object") {
         log().error(
           { reply },
           "the call ended after a human said it had not run, and a call made again has claimed its key: it ran twice",
@@ -246,6 +250,19 @@ async function recordOwnOutcome(
  * "in progress" until its run halted for a human.
  */
 async function freeOwnClaim(
+  deps: ToolServiceDeps,
+  key: string,
+  claimRevision: number,
+  log: () => Logger,
+  timeoutMs: number,
+): Promise<void> {
+  // A full store: freed once there is room, the caller's retry told "in progress" until then.
+  await nowOrWhenRoom(deps, log, `freeing the claim on ${key}`, () =>
+    freeClaimNow(deps, key, claimRevision, log, timeoutMs),
+  );
+}
+
+async function freeClaimNow(
   deps: ToolServiceDeps,
   key: string,
   claimRevision: number,

@@ -153,7 +153,12 @@ export class EffectPerformer {
         ...outputExtras(result),
       };
     } catch (err) {
-      return aborted(toAgentError(err, "TOOL_FAILED"));
+      const error = toAgentError(err, "TOOL_FAILED");
+      // The bus had no room to record the call (its claim, or its outcome after it ran): not the
+      // tool's failure, and no ABORT to write either. The run's lease fails, and whoever takes the
+      // run over settles the call from the tool's record (see settle-call), as after a crash.
+      if (error.code === "STORAGE_FULL") throw error;
+      return aborted(error);
     }
   }
 

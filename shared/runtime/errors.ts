@@ -42,6 +42,12 @@ export const ERROR_CODES = {
   /** Another writer appended to this run's WAL: this worker must stop driving the run. */
   FENCED: { retryable: false },
   BUS_UNAVAILABLE: { retryable: true },
+  /**
+   * The NATS server refused a write because its JetStream storage is full (max_file_store, or the
+   * account's JetStream limits): nothing was written. Retryable once there is room again: a run
+   * waits where it stopped, a submit was not admitted (or is answered `existing` when asked again).
+   */
+  STORAGE_FULL: { retryable: true },
   /** A message larger than the server's max_payload: sending it again cannot help. */
   PAYLOAD_TOO_LARGE: { retryable: false },
   /** A non-idempotent tool's outcome is unknown after a crash: a human must reconcile it. */

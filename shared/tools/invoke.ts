@@ -110,10 +110,7 @@ export class ToolInvoker {
         const error = toAgentError(err, "TOOL_FAILED");
         if (OUTCOME_UNKNOWN.has(error.code)) unknown = error;
         const now = this.deps.clock.now();
-        if (error.code === "TOOL_UNAVAILABLE" && waitingSince === undefined) {
-          waitingSince = now;
-          if (this.policy.serviceWaitMs > 0) this.deps.onServiceWait?.(tool.name, ctx);
-        }
+        waitingSince ??= this.startsWaiting(error, now, tool.name, ctx);
         const waitLeft = this.waitLeft(error, now, waitingSince);
         if (waitLeft > 0 && !ctx.signal?.aborted) {
           // Nobody is serving the tool (restarting, or reconnecting after the NATS server did): no
@@ -123,6 +120,12 @@ export class ToolInvoker {
           await this.deps.clock.sleep(Math.min(waitLeft, pause), ctx.signal);
           continue;
         }
+        // A service that could not record the call for a full store: no attempt here makes room
+        // (its run is handed back, see EffectPerformer), and the tool itself did not fail.
+        if (error.code === "STORAGE_FULL") {
+          breaker.release();
+          throw stillUnknown(unknown, error);
+        }
         breaker.onFailure(now);
         if (!error.retryable || attempt >= this.policy.retries || ctx.signal?.aborted)
           throw stillUnknown(unknown, error);
@@ -130,6 +133,18 @@ export class ToolInvoker {
         attempt++;
       }
     }
+  }
+
+  /** `now` when `error` says nobody serves the tool, told once to onServiceWait; else undefined. */
+  private startsWaiting(
+    error: AgentError,
+    now: number,
+    tool: string,
+    ctx: ToolInvocationContext,
+  ): number | undefined {
+    if (error.code !== "TOOL_UNAVAILABLE") return undefined;
+    if (this.policy.serviceWaitMs > 0) this.deps.onServiceWait?.(tool, ctx);
+    return now;
   }
 
   /** How much longer a call that got `error` waits for its tool's service; 0 when it does not. */

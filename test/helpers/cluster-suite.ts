@@ -88,6 +88,8 @@ export interface ClusterSuiteOptions {
   env?: Record<string, string>;
   /** A server of the suite's own, which its tests may restart (TestNats.restart). */
   own?: boolean;
+  /** A server of the suite's own, started with this nats-server configuration file too. */
+  configFile?: string;
 }
 
 /**
@@ -136,7 +138,10 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
   const prefix = `${name}${process.pid}x${Date.now().toString(36)}`;
   const suite = { prefix } as ClusterSuite;
   beforeAll(async () => {
-    suite.server = await startNats({ own: options.own ?? false });
+    suite.server = await startNats({
+      own: options.own ?? false,
+      ...(options.configFile ? { configFile: options.configFile } : {}),
+    });
     suite.logDir = await mkdtemp(join(tmpdir(), `cluster-${name}-`));
     suite.cluster = new LocalCluster({
       natsUrl: suite.server.url,

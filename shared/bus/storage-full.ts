@@ -1,0 +1,25 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
+import { AgentError } from "../runtime/errors.js";
+
+/**
+ * JetStream's answers to a write that found no room: the server's store is at `max_file_store`
+ * (10023, "insufficient resources"), a stream could not reserve its storage (10047), or the
+ * account is at its JetStream limits (10002). Reads still work, and every write fails the same way
+ * until room is made, so a write that gets one is not retried like an outage's.
+ */
+const NO_ROOM: ReadonlySet<number> = new Set([10023, 10047, 10002]);
+
+export function isStorageFull(err: unknown): boolean {
+  return err instanceof JetStreamApiError && NO_ROOM.has(err.code);
+}
+
+/** `what` refused for lack of room, as STORAGE_FULL; undefined for any other error. */
+export function storageFull(what: string, err: unknown): AgentError<"STORAGE_FULL"> | undefined {
+  if (!isStorageFull(err)) return undefined;
+  const said = err instanceof Error ? err.message : String(err);
+  return new AgentError(
+    "STORAGE_FULL",
+    `${what}: the NATS server's JetStream storage is full (${said}), nothing was written; raise its max_file_store (or the account's JetStream limits) or free disk space: what waits goes on once there is room`,
+    { cause: err },
+  );
+}
