@@ -12,6 +12,7 @@ import { childOf, readFanOut } from "../../shared/bus/fanout.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { alreadyQueued, firstStopBy } from "./first-stop.js";
 
 /**
  * An operator's end of a run, for good: a job carrying the cancel goes to the work queue, and the
@@ -36,7 +37,8 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
     if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
     const refused = whyNotCancellable(read.status);
     if (refused) throw new AgentError("INVALID_INPUT", `run '${runId}' cannot be cancelled: ${refused}`);
-    await queueCancel(bus, read.status, read.revision, request);
+    const queued = await queueCancel(bus, read.status, read.revision, request);
+    const also = queued ? "" : alreadyQueued("cancel", await firstStopBy(bus, runId, "cancel"), request.by);
     const later = read.status.status === "queued" ? " once a worker starts it (it has not started yet)" : "";
     const { going, halted, committed } = await childrenLeft(bus, runId);
     const children =
@@ -50,7 +52,7 @@ export async function cancelRun(bus: ActorBus, data: Uint8Array): Promise<Contro
     return {
       schemaVersion: 1,
       ok: true,
-      message: `run ${runId}: cancel queued: it stops${later}, undoes what it can, then fails${children}`,
+      message: `run ${runId}: cancel queued${also}: it stops${later}, undoes what it can, then fails${children}`,
       data: { runId, runIds: [runId], going, halted, committed },
     };
   }

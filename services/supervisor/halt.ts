@@ -6,6 +6,7 @@ import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { runTree } from "../../shared/bus/run-tree.js";
+import { alreadyQueued, firstStopBy } from "./first-stop.js";
 
 /**
  * An operator's stop of one run (the kill switch stops them all, at their next step): a job
@@ -25,12 +26,13 @@ export async function haltRun(bus: ActorBus, data: Uint8Array): Promise<ControlR
   const request = decode(HaltRequest, data);
   const { runId } = request;
   if (!request.tree) {
-    const queued = (await haltOne(bus, runId, request)) === "queued";
+    const { state, also } = await haltOne(bus, runId, request);
+    const queued = state === "queued";
     const later = queued ? " (it has not started yet: it halts once a worker starts it)" : "";
     return {
       schemaVersion: 1,
       ok: true,
-      message: `run ${runId}: halt queued${later}`,
+      message: `run ${runId}: halt queued${later}${also}`,
       data: { runId, runIds: [runId], notStarted: queued ? [runId] : [] },
     };
   }
@@ -39,12 +41,15 @@ export async function haltRun(bus: ActorBus, data: Uint8Array): Promise<ControlR
   const halted: string[] = [];
   const notStarted: string[] = [];
   for (const { runId: id } of tree) {
-    const outcome = await haltOne(bus, id, request).catch((err: unknown) => {
-      // Finished or halted since the tree was read, or never to be: nothing to stop.
-      if (err instanceof AgentError && (err.code === "INVALID_INPUT" || err.code === "NOT_FOUND"))
-        return "skipped";
-      throw err;
-    });
+    const outcome = await haltOne(bus, id, request).then(
+      (one) => one.state,
+      (err: unknown) => {
+        // Finished or halted since the tree was read, or never to be: nothing to stop.
+        if (err instanceof AgentError && (err.code === "INVALID_INPUT" || err.code === "NOT_FOUND"))
+          return "skipped";
+        throw err;
+      },
+    );
     if (outcome !== "skipped") halted.push(id);
     if (outcome === "queued") notStarted.push(id);
   }
@@ -63,8 +68,15 @@ export async function haltRun(bus: ActorBus, data: Uint8Array): Promise<ControlR
   };
 }
 
-/** Queues the halt of one run, refused as haltRun says; "queued" when no worker has started it yet. */
-async function haltOne(bus: ActorBus, runId: string, request: HaltRequest): Promise<"started" | "queued"> {
+/**
+ * Queues the halt of one run, refused as haltRun says; "queued" when no worker has started it yet.
+ * `also`: what the reply adds when another's halt was queued first (see alreadyQueued).
+ */
+async function haltOne(
+  bus: ActorBus,
+  runId: string,
+  request: HaltRequest,
+): Promise<{ state: "started" | "queued"; also: string }> {
   const read = await new RunStatusStore(bus.buckets.runs).read(runId);
   if (!read) throw new AgentError("NOT_FOUND", `no run '${runId}'`);
   const current = read.status;
@@ -77,12 +89,18 @@ async function haltOne(bus: ActorBus, runId: string, request: HaltRequest): Prom
       `run '${runId}' cannot be halted: it is undoing its completed tool calls before it fails`,
     );
   }
-  await publishJob(
+  const { duplicate } = await publishJob(
     bus,
     continuationJob(current, { type: "halt", at: bus.clock.now(), reason: request.reason, by: request.by }),
     // One halt per state of the run: a repeated request is a duplicate.
     `${runId}:halt:${read.revision}`,
   );
-  bus.logger.warn({ runId, by: request.by, reason: request.reason }, "run halt queued");
-  return current.status === "queued" ? "queued" : "started";
+  const state = current.status === "queued" ? "queued" : "started";
+  if (!duplicate) {
+    bus.logger.warn({ runId, by: request.by, reason: request.reason }, "run halt queued");
+    return { state, also: "" };
+  }
+  const first = await firstStopBy(bus, runId, "halt");
+  bus.logger.info({ runId, by: request.by, reason: request.reason, first }, "run halt asked again");
+  return { state, also: alreadyQueued("halt", first, request.by) };
 }

@@ -2,7 +2,7 @@ import type { Msg } from "@nats-io/transport-node";
 import { TimeoutError } from "@nats-io/transport-node";
 import { beforeAll, describe, expect, it } from "vitest";
 import { encode } from "../../shared/bus/codec.js";
-import { queuedJobKinds } from "../../shared/bus/jobs.js";
+import { queuedJobKinds, queuedJobs } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -327,5 +327,50 @@ describe("two decisions on one approval request at the same moment", () => {
       code: "RUN_CHANGED",
       message: expect.stringContaining("modify by alice was decided first") as unknown,
     });
+  }, 30_000);
+});
+
+describe("a stop asked by two people at once", () => {
+  const bobs = " (already, by alice: the run stops once, and this halt by bob is not recorded)";
+
+  it("a halt queued already is answered with who asked first, and not queued again; the first one's copy is told nothing more", async () => {
+    const runId = "halt-twice";
+    await running(runId);
+    expect(await client().halt({ runId, by: "alice", reason: "incident" })).toBe(`run ${runId}: halt queued`);
+    expect(await client().halt({ runId, by: "bob", reason: "other" })).toBe(
+      `run ${runId}: halt queued${bobs}`,
+    );
+    expect(await client().halt({ runId, by: "alice", reason: "incident" })).toBe(`run ${runId}: halt queued`);
+    expect((await queuedJobs(suite.bus, runId)).map((job) => job?.event)).toMatchObject([
+      { type: "halt", by: "alice", reason: "incident" },
+    ]);
+  }, 30_000);
+
+  it("once its worker took the first halt, who asked it is read from the run's trail", async () => {
+    const runId = "halt-taken";
+    await running(runId);
+    await client().halt({ runId, by: "alice", reason: "incident" });
+    await suite.bus.jsm.streams.purge(suite.bus.subjects.streams().runs, {
+      filter: suite.bus.subjects.runQueue(runId),
+    });
+    await lifecycle(suite.bus, runId, "run.halted", 2, { by: "alice" });
+    expect(await client().halt({ runId, by: "bob", reason: "other" })).toBe(
+      `run ${runId}: halt queued${bobs}`,
+    );
+  }, 30_000);
+
+  it("so is a cancel", async () => {
+    const runId = "cancel-twice";
+    await running(runId);
+    const then = ": it stops, undoes what it can, then fails";
+    expect(await client().cancel({ runId, by: "alice", reason: "incident" })).toBe(
+      `run ${runId}: cancel queued${then}`,
+    );
+    expect(await client().cancel({ runId, by: "bob", reason: "other" })).toBe(
+      `run ${runId}: cancel queued (already, by alice: the run stops once, and this cancel by bob is not recorded)${then}`,
+    );
+    expect((await queuedJobs(suite.bus, runId)).map((job) => job?.event)).toMatchObject([
+      { type: "cancel", by: "alice", reason: "incident" },
+    ]);
   }, 30_000);
 });
