@@ -27,6 +27,7 @@ import { logLeaseFailure, retryDelay } from "./lease-failure.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { WorkerPresence } from "./presence.js";
+import { storageFull } from "../../shared/bus/storage-full.js";
 import { ackSubjectOf } from "./strays.js";
 import { leaseWriterId } from "./writer-id.js";
 import { Reconciler } from "./reconcile.js";
@@ -241,7 +242,8 @@ export class AgentWorker {
     try {
       outcome = await this.lease(job, msg).run();
     } catch (err) {
-      const error = toAgentError(err);
+      // A write the lease made outside withBusRetry (a fan-out's record, say) refused for room.
+      const error = storageFull(`run ${job.runId}`, err) ?? toAgentError(err);
       const delayMs = retryDelay(
         error,
         msg.info.deliveryCount,

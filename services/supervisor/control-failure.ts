@@ -1,4 +1,5 @@
 import { failureReply } from "../../shared/bus/serve.js";
+import { storageFull } from "../../shared/bus/storage-full.js";
 import { AgentError, isAgentError } from "../../shared/runtime/errors.js";
 
 /**
@@ -10,6 +11,9 @@ import { AgentError, isAgentError } from "../../shared/runtime/errors.js";
  */
 export function controlFailure(err: unknown): ReturnType<typeof failureReply> {
   if (isAgentError(err)) return failureReply(err);
+  // A write refused for a full store (one not made through withBusRetry): nothing was written.
+  const full = storageFull("the supervisor could not record this request", err);
+  if (full) return failureReply(full);
   const cause = err instanceof Error ? err.message : String(err);
   return failureReply(
     new AgentError(

@@ -9,14 +9,26 @@ import { AgentError } from "../runtime/errors.js";
  */
 const NO_ROOM: ReadonlySet<number> = new Set([10023, 10047, 10002]);
 
+/** Whether `err` is that refusal, or an error it caused (a tool's failure, say: a few causes deep). */
 export function isStorageFull(err: unknown): boolean {
-  return err instanceof JetStreamApiError && NO_ROOM.has(err.code);
+  return noRoom(err) !== undefined;
 }
 
-/** `what` refused for lack of room, as STORAGE_FULL; undefined for any other error. */
+function noRoom(err: unknown, depth = 0): JetStreamApiError | undefined {
+  if (err instanceof JetStreamApiError) return NO_ROOM.has(err.code) ? err : undefined;
+  if (!(err instanceof Error) || depth >= 3) return undefined;
+  return noRoom(err.cause, depth + 1);
+}
+
+/**
+ * `what` refused for lack of room, as STORAGE_FULL; undefined for any other error. An AgentError
+ * that says STORAGE_FULL already is returned as it is.
+ */
 export function storageFull(what: string, err: unknown): AgentError<"STORAGE_FULL"> | undefined {
-  if (!isStorageFull(err)) return undefined;
-  const said = err instanceof Error ? err.message : String(err);
+  if (err instanceof AgentError && err.code === "STORAGE_FULL") return err as AgentError<"STORAGE_FULL">;
+  const refusal = noRoom(err);
+  if (!refusal) return undefined;
+  const said = refusal.message;
   return new AgentError(
     "STORAGE_FULL",
     `${what}: the NATS server's JetStream storage is full (${said}), nothing was written; raise its max_file_store (or the account's JetStream limits) or free disk space: what waits goes on once there is room`,

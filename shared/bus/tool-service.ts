@@ -17,6 +17,7 @@ import {
   type IdempotencyBucketDeps,
 } from "./idempotency-record.js";
 import { BUDGET_MS, withBusRetry } from "./retry.js";
+import { storageFull } from "./storage-full.js";
 import { serveSettle } from "./tool-settle.js";
 import { nowOrWhenRoom } from "./when-room.js";
 import { refusedOnly } from "./wal.js";
@@ -350,7 +351,8 @@ async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallReques
     });
     return { ok: true, output: result.output, ...outputExtras(result) };
   } catch (err) {
-    return failure(toAgentError(err, "TOOL_FAILED"));
+    // A tool writing to this cluster's JetStream (memory) that found no room: the bus, not the tool.
+    return failure(storageFull(`tool '${tool.name}'`, err) ?? toAgentError(err, "TOOL_FAILED"));
   }
 }
 

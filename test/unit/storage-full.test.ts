@@ -3,6 +3,7 @@ import type { KV } from "@nats-io/kv";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { retryDelay } from "../../services/agent/lease-failure.js";
+import { controlFailure } from "../../services/supervisor/control-failure.js";
 import { casChange } from "../../shared/bus/cas.js";
 import { askUntilDecided, isUndecided } from "../../shared/bus/decided.js";
 import { BUDGET_MS, withBusRetry } from "../../shared/bus/retry.js";
@@ -31,6 +32,22 @@ describe("a write refused for a full JetStream store", () => {
     expect(isStorageFull(refusal(10002, "resource limits exceeded for account"))).toBe(true);
     expect(isStorageFull(refusal(10071, "wrong last sequence: 3"))).toBe(false);
     expect(isStorageFull(new Error("insufficient resources"))).toBe(false);
+    // A tool's failure it caused (memory writing to a full store) is told as the store's.
+    const toolFailed = new AgentError("TOOL_FAILED", "insufficient resources", { cause: FULL });
+    expect(storageFull("tool 'memory'", toolFailed)).toMatchObject({
+      code: "STORAGE_FULL",
+      cause: toolFailed,
+    });
+    expect(storageFull("tool 'memory'", new AgentError("TOOL_FAILED", "no", { cause: new Error("x") }))).toBe(
+      undefined,
+    );
+    const told = new AgentError("STORAGE_FULL", "said already");
+    expect(storageFull("again", told)).toBe(told);
+    expect(controlFailure(FULL)).toMatchObject({
+      ok: false,
+      error: { code: "STORAGE_FULL", retryable: true },
+    });
+    expect(controlFailure(new Error("timeout"))).toMatchObject({ ok: false, error: { code: "INTERNAL" } });
     const error = storageFull("WAL append for run r1", FULL);
     expect(error).toMatchObject({ code: "STORAGE_FULL", retryable: true, cause: FULL });
     expect(error?.message).toMatch(
