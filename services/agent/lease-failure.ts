@@ -13,10 +13,10 @@ export const MAX_RETRY_DELAY_MS = 300_000;
  * a supervisor out of reach) is retried after `baseMs`. A model provider's outage (see
  * model-outage.ts) waits twice as long at each delivery, up to a minute: a rate-limited provider is
  * not asked again by every waiting run every few seconds; so does a run that found the NATS server's
- * storage full (STORAGE_FULL). One that is not retryable (the run's log
- * cannot be replayed by this build: NONDETERMINISM) will fail the same way until a deploy fixes
- * it, so the job stays queued, and waits twice as long at each delivery, up to five minutes,
- * instead of being replayed twice a second: the run is not lost, and a fix resumes it.
+ * storage full (STORAGE_FULL). One that is not retryable (the run's log cannot be replayed by this
+ * build: NONDETERMINISM) will fail the same way until a deploy fixes it, so the job stays queued,
+ * and waits twice as long at each delivery, up to five minutes, instead of being replayed twice a
+ * second: the run is not lost, and a fix resumes it.
  */
 export function retryDelay(
   error: AgentError,

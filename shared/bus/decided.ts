@@ -28,8 +28,8 @@ type Reply = { ok: true } | { ok: false; error: { code: string } };
  * Asks a request that may be sent twice (its second copy is answered as the first was, or finds
  * the first one's work done) until it is decided, within `wait`: asked again when the connection
  * drops before its reply (see ServiceWait.repeatable) and when the service answers that it could
- * not decide (but for a full store). `resent`: a copy was sent after one that may have been carried out, so a refusal
- * may be the first copy's work seen by the second (a run halted by it, say).
+ * not decide (but for a full store). `resent`: a copy was sent after one that may have been carried
+ * out, so a refusal may be the first copy's work seen by the second (a run halted by it, say).
  */
 export async function askUntilDecided<R extends Reply>(
   wait: ServiceWait,

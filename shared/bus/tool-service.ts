@@ -126,7 +126,8 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
       const kept = await nowOrWhenRoom(deps, log, `recording the outcome of ${key}`, () =>
         recordOwnOutcome(deps, key, done, claimed, tool.timeoutMs),
       );
-      // "later": a full store; the caller is answered all the same, and the record follows once there is room.
+      // "later": a full store; the caller is answered all the same, the record following once
+      // there is room.
       if (typeof kept === "object" && kept.status === "done") {
         log().warn(
           { reply, recorded: kept.reply },

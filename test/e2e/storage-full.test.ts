@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { StorageType } from "@nats-io/jetstream";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decode } from "../../shared/bus/codec.js";
 import { IdempotencyRecord, idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
@@ -16,6 +16,7 @@ import { until } from "../helpers/until.js";
 const configDir = mkdtempSync(join(tmpdir(), "storage-full-"));
 const configFile = join(configDir, "nats.conf");
 writeFileSync(configFile, "jetstream {\n  max_file_store: 6MB\n}\n");
+afterAll(() => rmSync(configDir, { recursive: true, force: true }));
 
 const suite = useClusterSuite("storagefull", {
   configFile,
