@@ -1,4 +1,10 @@
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import {
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  type JetStreamClient,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
 import type { Clock } from "../runtime/clock.js";
@@ -14,6 +20,9 @@ import { deniedByPermissions, linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
 import { readsClient } from "./read-range.js";
 import { DEFAULT_PREFIX, Subjects } from "./subjects.js";
+
+/** JetStream's answer to a user whose account has no JetStream. */
+const JETSTREAM_NOT_ENABLED_FOR_ACCOUNT = 10039;
 
 /** What every actor holds once connected: the bus, its streams and buckets, and its clock. */
 export interface ActorBus {
@@ -67,7 +76,13 @@ export async function openActorBus(
   });
   if (fatal) linkOf(nc).onSubscribeDenied((err) => fatal.fail(refusedSubscription(err, env)));
   const subjects = new Subjects(env.AGENTS_PREFIX);
-  const report = await provisionOrWait(nc, subjects, env.AGENTS_REPLICAS, deps);
+  const report = await provisionOrWait(nc, subjects, env.AGENTS_REPLICAS, deps).catch(
+    async (err: unknown) => {
+      // A connection left open keeps its process alive: agentctl printed its error and hung.
+      await nc.close().catch(() => undefined);
+      throw err;
+    },
+  );
   for (const note of report.notes) deps.logger.warn({ serverVersion: report.serverVersion }, note);
   const kvm = new Kvm(nc);
   const names = subjects.buckets();
@@ -151,6 +166,8 @@ async function provisionOrWait(
     try {
       return await provision(nc, { subjects, replicas });
     } catch (err) {
+      const off = noJetStream(err, nc.getServer());
+      if (off) throw off;
       if (!deniedByPermissions(err)) throw err;
       if (attempt % 10 === 0) {
         // A supervisor under another prefix, or one whose user may not use this one (it stops
@@ -163,6 +180,23 @@ async function provisionOrWait(
       await deps.clock.sleep(1_000);
     }
   }
+}
+
+/**
+ * A server without JetStream, or a user whose account has none: every stream and bucket lives
+ * there, so nothing can work, and the client's own words ("jetstream is not enabled", INTERNAL for
+ * agentctl) did not say what to change.
+ */
+function noJetStream(err: unknown, server: string): AgentError | undefined {
+  const off =
+    (err instanceof Error && err.name === "JetStreamNotEnabled") ||
+    (err instanceof JetStreamApiError && err.code === JETSTREAM_NOT_ENABLED_FOR_ACCOUNT);
+  if (!off) return undefined;
+  return new AgentError(
+    "BUS_UNAVAILABLE",
+    `the NATS server at ${server} has no JetStream for this connection (${err.message}): start it with -js (or a jetstream {} block in its configuration), or enable JetStream for the NATS user's account; the runs' logs, audit trail and buckets live there`,
+    { cause: err },
+  );
 }
 
 /**

@@ -1,6 +1,9 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { actorEntry } from "../../services/local/cluster.js";
-import { runProcess } from "../helpers/cluster-suite.js";
+import { agentctlFails, runProcess } from "../helpers/cluster-suite.js";
 import { startNats } from "../helpers/nats-server.js";
 
 /** Runs the supervisor's process with `env` until it exits; its exit code and output. */
@@ -30,6 +33,27 @@ describe("an actor that cannot start", () => {
     expect(lines[0]).toMatchObject({ level: 40, msg: "no NATS server answers yet: waiting for one" });
     expect(lines.at(-1)).toMatchObject({ level: 60, code: "BUS_UNAVAILABLE" });
     expect(lines.at(-1)?.msg).toMatch(/^stopping: no NATS server answers at /);
+  });
+
+  it("on a server where its user's account has no JetStream, says what to change (BUS_UNAVAILABLE) and exits 1; so does agentctl, at once", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "nojs-"));
+    const configFile = join(dir, "nats.conf");
+    await writeFile(configFile, "accounts { PLAIN: { users: [ { user: plain, password: plain } ] } }\n");
+    await using server = await startNats({ configFile });
+    const user = { NATS_URL: server.url, NATS_USER: "plain", NATS_PASSWORD: "plain" };
+    const ran = await supervisor(user);
+    expect(ran.code).toBe(1);
+    const last = logLines(ran.stdout).at(-1);
+    expect(last).toMatchObject({ level: 60, code: "BUS_UNAVAILABLE" });
+    expect(last?.msg).toMatch(
+      /has no JetStream for this connection .*start it with -js.*enable JetStream for the NATS user's account/,
+    );
+    // It printed its error and then hung on the connection it had left open.
+    const began = Date.now();
+    const cli = await agentctlFails({ env: () => ({ ...process.env, ...user }) }, ["runs"]);
+    expect(Date.now() - began).toBeLessThan(5_000);
+    expect(cli).toMatchObject({ code: 2, error: { code: "BUS_UNAVAILABLE" } });
+    await rm(dir, { recursive: true, force: true });
   });
 
   it("with invalid settings, logs one fatal line listing every problem (INVALID_INPUT) and exits 1", async () => {
