@@ -1,10 +1,4 @@
-import {
-  JetStreamApiError,
-  jetstream,
-  jetstreamManager,
-  type JetStreamClient,
-  type JetStreamManager,
-} from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
 import type { Clock } from "../runtime/clock.js";
@@ -20,9 +14,6 @@ import { deniedByPermissions, linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
 import { readsClient } from "./read-range.js";
 import { DEFAULT_PREFIX, Subjects } from "./subjects.js";
-
-/** JetStream's answer to a user whose account has no JetStream. */
-const JETSTREAM_NOT_ENABLED_FOR_ACCOUNT = 10039;
 
 /** What every actor holds once connected: the bus, its streams and buckets, and its clock. */
 export interface ActorBus {
@@ -188,10 +179,9 @@ async function provisionOrWait(
  * agentctl) did not say what to change.
  */
 function noJetStream(err: unknown, server: string): AgentError | undefined {
-  const off =
-    (err instanceof Error && err.name === "JetStreamNotEnabled") ||
-    (err instanceof JetStreamApiError && err.code === JETSTREAM_NOT_ENABLED_FOR_ACCOUNT);
-  if (!off) return undefined;
+  // The client's own class (not exported by name) for both: "jetstream is not enabled" (no server
+  // answers the JetStream API) and "JetStream not enabled for account" (JetStream's error 10039).
+  if (!(err instanceof Error) || err.name !== "JetStreamNotEnabled") return undefined;
   return new AgentError(
     "BUS_UNAVAILABLE",
     `the NATS server at ${server} has no JetStream for this connection (${err.message}): start it with -js (or a jetstream {} block in its configuration), or enable JetStream for the NATS user's account; the runs' logs, audit trail and buckets live there`,
