@@ -32,6 +32,13 @@ describe("a write refused for a full JetStream store", () => {
     expect(isStorageFull(refusal(10002, "resource limits exceeded for account"))).toBe(true);
     expect(isStorageFull(refusal(10071, "wrong last sequence: 3"))).toBe(false);
     expect(isStorageFull(new Error("insufficient resources"))).toBe(false);
+    // The disk under the store full before max_file_store (nats-server 2.9.10's words, read off a
+    // full tmpfs); a store failing for another reason is not.
+    const disk = refusal(10077, "write /data/jetstream/$G/streams/W/msgs/1.blk: no space left on device");
+    expect(storageFull("WAL append for run r1", disk)?.message).toMatch(
+      /storage is full \(write .*no space left on device\).*free or grow the disk/,
+    );
+    expect(isStorageFull(refusal(10077, "write /data/x.blk: input/output error"))).toBe(false);
     // A tool's failure it caused (memory writing to a full store) is told as the store's.
     const toolFailed = new AgentError("TOOL_FAILED", "insufficient resources", { cause: FULL });
     expect(storageFull("tool 'memory'", toolFailed)).toMatchObject({
