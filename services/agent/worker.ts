@@ -4,7 +4,6 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { whenLinked } from "../../shared/bus/link.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
-import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { describeRemoteTool, remoteTool } from "../../shared/bus/remote-tool.js";
@@ -26,6 +25,7 @@ import { leftWaitingOn } from "./breaker-wait.js";
 import { logLeaseFailure, retryDelay } from "./lease-failure.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
+import { bindJobIntake } from "./job-intake.js";
 import { WorkerPresence } from "./presence.js";
 import { storageFull } from "../../shared/bus/storage-full.js";
 import { ackSubjectOf } from "./strays.js";
@@ -130,12 +130,11 @@ export class AgentWorker {
   }
 
   async start(): Promise<void> {
-    const name = await ensureWorkerConsumer(this.bus.jsm, this.bus.subjects, {
-      ackWaitMs: this.options.ackWaitMs,
+    const { name, consumer } = await bindJobIntake(this.bus, this.options.ackWaitMs, {
+      killSwitch: this.killSwitch,
+      breakers: this.breakers,
     });
-    this.consumer = await this.bus.js.consumers.get(this.bus.subjects.streams().runs, name);
-    await this.killSwitch.start(this.bus.buckets.pool, this.bus.logger);
-    await this.breakers.start();
+    this.consumer = consumer;
     this.leasesOf = new IterationLeases(
       this.bus,
       this.options.iterationLease,

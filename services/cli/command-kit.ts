@@ -2,6 +2,7 @@
 import { InvalidArgumentError } from "commander";
 import { z } from "zod";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
+import { jetStreamSilent } from "../../shared/bus/jetstream-silent.js";
 import { deniedByPermissions } from "../../shared/bus/link.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
@@ -44,6 +45,10 @@ export async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): 
       process.stderr.write(
         `no NATS server answers yet: waiting up to ${waitMs} ms for one (AGENTCTL_WAIT_MS)\n`,
       ),
+    onJetStreamWait: () =>
+      process.stderr.write(
+        `the NATS server answers, its JetStream does not yet: waiting up to ${waitMs} ms for it (AGENTCTL_WAIT_MS)\n`,
+      ),
   });
   try {
     const wait = {
@@ -57,7 +62,12 @@ export async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): 
     };
     return await fn(new ClusterClient(bus, waitMs > 0 ? wait : undefined));
   } catch (err) {
-    throw refusedByPermissions(err, env.NATS_USER) ?? err;
+    // A request JetStream left unanswered: "INTERNAL: timeout" sent nobody to the right place.
+    throw (
+      refusedByPermissions(err, env.NATS_USER) ??
+      jetStreamSilent("the command", err, bus.nc.getServer()) ??
+      err
+    );
   } finally {
     await bus.nc.drain();
   }

@@ -6,6 +6,7 @@
 import { hostname } from "node:os";
 import { CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
+import { whenJetStreamAnswers } from "../../shared/bus/jetstream-silent.js";
 import { ModelBreakers } from "../../shared/bus/model-breakers.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { systemClock } from "../../shared/runtime/clock.js";
@@ -28,7 +29,8 @@ const breakers = new ModelBreakers(
   { failures: env.CRITIC_MODEL_BREAKER_FAILURES, cooldownMs: env.CRITIC_MODEL_BREAKER_COOLDOWN_MS },
   { clock: systemClock, logger, workerId: `critic-${hostname()}-${process.pid}`, metrics },
 );
-await breakers.start();
+// A watch started as the JetStream cluster elects its leaders is asked again, not the process stopped.
+await whenJetStreamAnswers("the model breakers' watch", bus, () => breakers.start());
 const guard = breakers.guard.bind(breakers);
 serve(bus.nc, bus.subjects.criticReview(), {
   queue: "critic",

@@ -11,6 +11,7 @@ import { takesNoChildResults } from "../../shared/contracts/run-status.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
+import { whenJetStreamAnswers } from "../../shared/bus/jetstream-silent.js";
 import { fanInResults, readFanOut } from "../../shared/bus/fanout.js";
 import { publishJob } from "../../shared/bus/jobs.js";
 import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
@@ -60,14 +61,16 @@ export async function releaseSlots(
   orphansCancelled?: Counter,
 ): Promise<void> {
   const stream = bus.subjects.streams().audit;
-  await ensureDurable(bus.jsm, stream, {
-    durable_name: RELEASE_CONSUMER,
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.New,
-    filter_subject: bus.subjects.auditRunLifecycle(),
+  const messages = await whenJetStreamAnswers("the pool release loop's consumer", bus, async () => {
+    await ensureDurable(bus.jsm, stream, {
+      durable_name: RELEASE_CONSUMER,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.New,
+      filter_subject: bus.subjects.auditRunLifecycle(),
+    });
+    const consumer = await bus.js.consumers.get(stream, RELEASE_CONSUMER);
+    return consumer.consume({ max_messages: RELEASES_IN_FLIGHT });
   });
-  const consumer = await bus.js.consumers.get(stream, RELEASE_CONSUMER);
-  const messages = await consumer.consume({ max_messages: RELEASES_IN_FLIGHT });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
   const inFlight = new Set<Promise<void>>();
   for await (const msg of messages) {

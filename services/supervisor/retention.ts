@@ -3,6 +3,7 @@ import type { Counter } from "prom-client";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
+import { whenJetStreamAnswers } from "../../shared/bus/jetstream-silent.js";
 import { fanOutKey } from "../../shared/bus/fanout.js";
 import { removeMessage } from "../../shared/bus/remove-message.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
@@ -85,16 +86,18 @@ export async function sweepFinishedRuns(
 ): Promise<void> {
   const stream = bus.subjects.streams().audit;
   const durable = RETENTION_CONSUMERS[options.removes];
-  await ensureDurable(bus.jsm, stream, {
-    durable_name: durable,
-    ack_policy: AckPolicy.Explicit,
-    // Runs that finished before retention was turned on are swept too, oldest first.
-    deliver_policy: DeliverPolicy.All,
-    filter_subject: bus.subjects.auditRunLifecycle(),
-    max_ack_pending: 1,
+  const messages = await whenJetStreamAnswers(`the ${options.removes} retention consumer`, bus, async () => {
+    await ensureDurable(bus.jsm, stream, {
+      durable_name: durable,
+      ack_policy: AckPolicy.Explicit,
+      // Runs that finished before retention was turned on are swept too, oldest first.
+      deliver_policy: DeliverPolicy.All,
+      filter_subject: bus.subjects.auditRunLifecycle(),
+      max_ack_pending: 1,
+    });
+    const consumer = await bus.js.consumers.get(stream, durable);
+    return consumer.consume({ max_messages: 1 });
   });
-  const consumer = await bus.js.consumers.get(stream, durable);
-  const messages = await consumer.consume({ max_messages: 1 });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
   const sweep = new FinishedRuns(bus, options, counters);
   for await (const msg of messages) await sweep.onEvent(msg);

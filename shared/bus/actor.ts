@@ -10,6 +10,8 @@ import type { ActorMetrics } from "../runtime/metrics.js";
 import type { Logger } from "../runtime/logger.js";
 import type { Random } from "../runtime/random.js";
 import { connectBus } from "./connect.js";
+import { isJetStreamSilent, jetStreamSilent } from "./jetstream-silent.js";
+import { DEFAULT_JETSTREAM_WATCH, JetStreamWatch, type JetStreamWatchOptions } from "./jetstream-watch.js";
 import { deniedByPermissions, linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
 import { readsClient } from "./read-range.js";
@@ -51,11 +53,13 @@ export async function openActorBus(
     random: Random;
     logger: Logger;
     onConnectWait?: (error: Error) => void;
+    /** Told once when the server answers and its JetStream does not yet (instead of a warning). */
+    onJetStreamWait?: (error: Error) => void;
     /** An actor's: a subscription the server refuses stops the process (see refusedSubscription). */
     fatal?: Pick<FatalLog, "fail">;
   },
 ): Promise<ActorBus> {
-  const { fatal, ...deps } = options;
+  const { fatal, onJetStreamWait, ...deps } = options;
   const nc = await connectBus({
     servers: env.NATS_URL.split(","),
     name,
@@ -67,7 +71,11 @@ export async function openActorBus(
   });
   if (fatal) linkOf(nc).onSubscribeDenied((err) => fatal.fail(refusedSubscription(err, env)));
   const subjects = new Subjects(env.AGENTS_PREFIX);
-  const report = await provisionOrWait(nc, subjects, env.AGENTS_REPLICAS, deps).catch(
+  const jetStreamWait = {
+    waitMs: env.NATS_CONNECT_WAIT_MS,
+    ...(onJetStreamWait ? { onWait: onJetStreamWait } : {}),
+  };
+  const report = await provisionOrWait(nc, subjects, env.AGENTS_REPLICAS, deps, jetStreamWait).catch(
     async (err: unknown) => {
       // A connection left open keeps its process alive: agentctl printed its error and hung.
       await nc.close().catch(() => undefined);
@@ -143,22 +151,36 @@ export function onShutdown(logger: Logger, stop: (signal: string) => Promise<voi
   process.on("SIGINT", handler);
 }
 
+/** How often an actor waiting for JetStream says it still is. */
+const JETSTREAM_WAIT_WARN_MS = 10_000;
+
 /**
  * Provisions, or, for an actor whose NATS user may not create streams (every one but the supervisor
  * under the shipped permissions), waits until the supervisor has: start order does not matter.
+ * A server whose JetStream does not answer (see isJetStreamSilent) is waited for like a server
+ * that does not answer at all (NATS_CONNECT_WAIT_MS): an actor that exited on it ("timeout",
+ * INTERNAL) is restarted by its orchestrator after a growing delay (up to five minutes in
+ * Kubernetes), which it may still be waiting out long after the JetStream cluster has its quorum.
  */
 async function provisionOrWait(
   nc: NatsConnection,
   subjects: Subjects,
   replicas: number,
   deps: { clock: Clock; logger: Logger },
+  jetStream: { waitMs: number; onWait?: (error: Error) => void },
 ): Promise<ProvisionReport> {
+  const silent = jetStreamWaiter(nc.getServer(), deps, jetStream);
   for (let attempt = 0; ; attempt++) {
     try {
       return await provision(nc, { subjects, replicas });
     } catch (err) {
       const off = noJetStream(err, nc.getServer());
       if (off) throw off;
+      if (isJetStreamSilent(err)) {
+        silent(err);
+        await deps.clock.sleep(1_000);
+        continue;
+      }
       if (!deniedByPermissions(err)) throw err;
       if (attempt % 10 === 0) {
         // A supervisor under another prefix, or one whose user may not use this one (it stops
@@ -171,6 +193,34 @@ async function provisionOrWait(
       await deps.clock.sleep(1_000);
     }
   }
+}
+
+/**
+ * Called with each failure of a JetStream that does not answer: says so when it starts and every
+ * JETSTREAM_WAIT_WARN_MS after, and throws BUS_UNAVAILABLE once it has not answered for `waitMs`.
+ */
+function jetStreamWaiter(
+  server: string,
+  deps: { clock: Clock; logger: Logger },
+  jetStream: { waitMs: number; onWait?: (error: Error) => void },
+): (err: unknown) => void {
+  let since: number | undefined;
+  let toldAt = Number.NEGATIVE_INFINITY;
+  return (err) => {
+    const now = deps.clock.now();
+    since ??= now;
+    const waited = now - since;
+    const error = jetStreamSilent(`provisioning the streams and buckets (waited ${waited} ms)`, err, server);
+    if (waited >= jetStream.waitMs) throw error ?? err;
+    if (now - toldAt < JETSTREAM_WAIT_WARN_MS) return;
+    toldAt = now;
+    if (jetStream.onWait) jetStream.onWait(error ?? (err as Error));
+    else
+      deps.logger.warn(
+        { reason: error?.message, waitMs: jetStream.waitMs },
+        "the NATS server answers, its JetStream does not yet: waiting for it",
+      );
+  };
 }
 
 /**
@@ -191,18 +241,48 @@ function noJetStream(err: unknown, server: string): AgentError | undefined {
 
 /**
  * The actor's metrics and its health server (`/healthz`, `/readyz`, `/metrics`). Ready means
- * connected to NATS and, when given, whatever else the actor needs (`alsoReady`).
+ * connected to NATS, its JetStream answering (see JetStreamWatch) and, when given, whatever else
+ * the actor needs (`alsoReady`).
  */
 export async function startActorHealth(
   bus: ActorBus,
   env: ActorEnv,
   metrics: ActorMetrics,
   alsoReady: () => boolean = () => true,
+  watchOptions: JetStreamWatchOptions = DEFAULT_JETSTREAM_WATCH,
 ): Promise<HealthServer> {
-  return startHealthServer({
+  // A manager of its own: a question that times out sooner than the next one is asked.
+  const asking = await jetstreamManager(bus.nc, {
+    timeout: Math.min(2_000, watchOptions.everyMs),
+    checkAPI: false,
+  });
+  const watch = new JetStreamWatch(
+    {
+      clock: bus.clock,
+      logger: bus.logger,
+      ask: () => asking.getAccountInfo(),
+      connected: bus.connected,
+      gauge: metrics.jetStreamAnswering,
+    },
+    watchOptions,
+  );
+  const watching = watch.run();
+  const server = await startHealthServer({
     port: env.HEALTH_PORT,
     host: env.HEALTH_HOST,
     metrics,
-    ready: () => bus.connected() && alsoReady(),
+    ready: () => bus.connected() && watch.answering() && alsoReady(),
+  }).catch(async (err: unknown) => {
+    watch.stop();
+    await watching;
+    throw err;
   });
+  return {
+    port: server.port,
+    close: async () => {
+      watch.stop();
+      await watching;
+      await server.close();
+    },
+  };
 }

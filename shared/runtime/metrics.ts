@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { AuditEvent } from "../contracts/audit.js";
 
 /**
@@ -32,6 +32,7 @@ export class ActorMetrics {
   readonly modelBreakersOpened: Counter<"provider">;
   readonly modelCallsRefused: Counter<"provider">;
   readonly runsLeftWaiting: Counter<"provider">;
+  readonly jetStreamAnswering: Gauge;
 
   constructor(actor: string) {
     this.registry.setDefaultLabels({ actor });
@@ -165,6 +166,11 @@ export class ActorMetrics {
       name: "agents_runs_left_waiting_total",
       help: "Jobs of runs waiting on their provider's open breaker handed back unread (no takeover: the breaker would refuse the turn), by provider",
       labelNames: ["provider"],
+      registers,
+    });
+    this.jetStreamAnswering = new Gauge({
+      name: "agents_jetstream_answering",
+      help: "1 while the NATS server's JetStream answers this actor, 0 once it has not for 15 s while the connection is up (no run moves)",
       registers,
     });
   }

@@ -1,0 +1,136 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { connect } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { provision } from "../../shared/bus/provision.js";
+import { Subjects } from "../../shared/bus/subjects.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { actorEntry, LocalCluster } from "../../services/local/cluster.js";
+import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
+import { until } from "../helpers/until.js";
+
+const runProcess = promisify(execFile);
+const prefix = `quorum${process.pid}`;
+
+/**
+ * A 3-node JetStream cluster that loses two of its servers: the one left answers its clients, its
+ * JetStream answers nothing useful (no meta leader: timeouts, then "temporarily unavailable").
+ * Every actor here connects to that one server only, so its connection stays up throughout.
+ */
+describe("a JetStream cluster without a quorum", () => {
+  let nats: NatsCluster;
+  let cluster: LocalCluster;
+  let logDir: string;
+  const survivor = (): string => nats.nodes[0]?.url ?? "";
+  const loseQuorum = async (): Promise<void> => {
+    await Promise.all(nats.nodes.slice(1).map((node) => node.kill()));
+  };
+  const regainQuorum = async (): Promise<void> => {
+    await Promise.all(nats.nodes.slice(1).map((node) => node.start()));
+  };
+  const supervisorLog = async (): Promise<string> =>
+    readFile(join(logDir, "supervisor.log"), "utf8").catch(() => "");
+  const readyz = async (): Promise<number> => {
+    const port = cluster.actors.get("supervisor")?.healthPort;
+    return (await fetch(`http://127.0.0.1:${String(port)}/readyz`)).status;
+  };
+  const answering = async (): Promise<string | undefined> => {
+    const port = cluster.actors.get("supervisor")?.healthPort;
+    const text = await (await fetch(`http://127.0.0.1:${String(port)}/metrics`)).text();
+    return /^agents_jetstream_answering\{[^}]*\} (\d+)$/m.exec(text)?.[1];
+  };
+
+  beforeAll(async () => {
+    nats = await startNatsCluster(3);
+    // The streams exist, R3, as a cluster that ran before the servers were lost.
+    const admin = await connect({ servers: nats.urls.split(",") });
+    for (let i = 0; ; i++) {
+      try {
+        await provision(admin, { subjects: new Subjects(prefix), replicas: 3 });
+        break;
+      } catch (err) {
+        if (i >= 60) throw err;
+        await systemClock.sleep(500);
+      }
+    }
+    await admin.close();
+    logDir = await mkdtemp(join(tmpdir(), "quorum-"));
+    cluster = new LocalCluster({
+      natsUrl: "",
+      useConfUsers: false,
+      logDir,
+      env: { AGENTS_PREFIX: prefix, AGENTS_REPLICAS: "3" },
+      readyTimeoutMs: 90_000,
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await cluster?.stop(5_000);
+    await nats?.stop();
+    if (logDir) await rm(logDir, { recursive: true, force: true });
+  }, 30_000);
+
+  it("agentctl says BUS_UNAVAILABLE naming the quorum after its wait, and an actor started meanwhile waits for JetStream instead of exiting, then starts", async () => {
+    await loseQuorum();
+    const started = Date.now();
+    const failed = await runProcess(process.execPath, [actorEntry("cli"), "runs"], {
+      env: {
+        ...process.env,
+        NATS_URL: survivor(),
+        AGENTS_PREFIX: prefix,
+        AGENTS_REPLICAS: "3",
+        AGENTCTL_WAIT_MS: "3000",
+      },
+    }).then(
+      () => ({ code: 0, stderr: "" }),
+      (err: { code: number; stderr: string }) => err,
+    );
+    // Its wait, and at most one question's timeout after it: not hung, not 'INTERNAL: timeout'.
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(failed.code).toBe(2);
+    expect(failed.stderr).toContain("its JetStream does not yet: waiting up to 3000 ms");
+    const printed = JSON.parse(failed.stderr.trim().split("\n").at(-1) ?? "{}") as {
+      error?: { code: string; message: string };
+    };
+    expect(printed.error?.code).toBe("BUS_UNAVAILABLE");
+    expect(printed.error?.message).toMatch(/answers, its JetStream does not .*quorum/);
+
+    const supervisor = cluster.start("supervisor", "supervisor", { NATS_URL: survivor() });
+    await until(
+      async () => (await supervisorLog()).includes("its JetStream does not yet: waiting for it"),
+      20_000,
+      {
+        what: "the supervisor waiting for JetStream",
+      },
+    );
+    const exited = await Promise.race([
+      cluster.actors.get("supervisor")?.exited,
+      systemClock.sleep(3_000).then(() => "running"),
+    ]);
+    expect(exited).toBe("running");
+    await regainQuorum();
+    await supervisor;
+    expect(await readyz()).toBe(200);
+  }, 120_000);
+
+  it("a running actor whose JetStream loses its quorum says so once and is not ready; with the quorum back it is ready again", async () => {
+    expect(await answering()).toBe("1");
+    await loseQuorum();
+    await until(async () => (await readyz()) === 503, 40_000, { what: "/readyz 503", everyMs: 500 });
+    expect(await answering()).toBe("0");
+    const said = (await supervisorLog())
+      .split("\n")
+      .filter((l) => l.includes("JetStream has not answered for"));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toContain('"level":50');
+    // Its connection is up all along: this is JetStream's silence, not the server's.
+    expect(cluster.actors.get("supervisor")?.child.exitCode).toBeNull();
+
+    await regainQuorum();
+    await until(async () => (await readyz()) === 200, 60_000, { what: "/readyz 200", everyMs: 500 });
+    expect(await answering()).toBe("1");
+    expect(await supervisorLog()).toContain("JetStream answers again");
+  }, 150_000);
+});
