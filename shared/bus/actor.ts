@@ -11,7 +11,7 @@ import type { Logger } from "../runtime/logger.js";
 import type { Random } from "../runtime/random.js";
 import { connectBus } from "./connect.js";
 import { isJetStreamSilent, jetStreamSilent } from "./jetstream-silent.js";
-import { DEFAULT_JETSTREAM_WATCH, JetStreamWatch, type JetStreamWatchOptions } from "./jetstream-watch.js";
+import { DEFAULT_JETSTREAM_WATCH, JetStreamWatch } from "./jetstream-watch.js";
 import { deniedByPermissions, linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
 import { readsClient } from "./read-range.js";
@@ -53,7 +53,7 @@ export async function openActorBus(
     random: Random;
     logger: Logger;
     onConnectWait?: (error: Error) => void;
-    /** Told once when the server answers and its JetStream does not yet (instead of a warning). */
+    /** Told, instead of a warning, when the server answers and its JetStream does not yet. */
     onJetStreamWait?: (error: Error) => void;
     /** An actor's: a subscription the server refuses stops the process (see refusedSubscription). */
     fatal?: Pick<FatalLog, "fail">;
@@ -249,13 +249,9 @@ export async function startActorHealth(
   env: ActorEnv,
   metrics: ActorMetrics,
   alsoReady: () => boolean = () => true,
-  watchOptions: JetStreamWatchOptions = DEFAULT_JETSTREAM_WATCH,
 ): Promise<HealthServer> {
-  // A manager of its own: a question that times out sooner than the next one is asked.
-  const asking = await jetstreamManager(bus.nc, {
-    timeout: Math.min(2_000, watchOptions.everyMs),
-    checkAPI: false,
-  });
+  // A manager of its own: a question that times out well before the next one is asked.
+  const asking = await jetstreamManager(bus.nc, { timeout: 2_000, checkAPI: false });
   const watch = new JetStreamWatch(
     {
       clock: bus.clock,
@@ -264,7 +260,7 @@ export async function startActorHealth(
       connected: bus.connected,
       gauge: metrics.jetStreamAnswering,
     },
-    watchOptions,
+    DEFAULT_JETSTREAM_WATCH,
   );
   const watching = watch.run();
   const server = await startHealthServer({
