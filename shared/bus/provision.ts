@@ -1,9 +1,12 @@
 import {
+  JetStreamApiCodes,
+  JetStreamApiError,
   jetstreamManager,
   RetentionPolicy,
   StorageType,
   type JetStreamManager,
   type StreamConfig,
+  type StreamInfo,
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -23,7 +26,10 @@ export interface ProvisionReport {
   serverVersion: string;
   streams: Record<string, ProvisionAction>;
   buckets: string[];
-  /** Features this server lacks, said once at start-up rather than discovered in production. */
+  /**
+   * Said once at start-up rather than discovered in production: features this server lacks, and
+   * replicas kept above AGENTS_REPLICAS.
+   */
   notes: string[];
 }
 
@@ -74,9 +80,44 @@ function differences(wanted: Partial<StreamConfig>, actual: StreamConfig): strin
   );
 }
 
-async function ensureStream(jsm: JetStreamManager, wanted: WantedStream): Promise<ProvisionAction> {
-  const name = wanted.name;
-  const existing = await jsm.streams.info(name).catch(() => undefined);
+/**
+ * A stream's info, or undefined when it does not exist. Only "not found" says so: a timeout (a
+ * JetStream cluster without a quorum) taken for it sent a create for a stream that existed, and the
+ * actor stopped on "stream name already in use with a different configuration" (INTERNAL).
+ */
+async function infoIfAny(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {
+  return jsm.streams.info(name).catch((err: unknown) => {
+    if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return undefined;
+    throw err;
+  });
+}
+
+/**
+ * Keeps the replicas an existing stream has when fewer are wanted: an actor or an agentctl started
+ * with the default AGENTS_REPLICAS (1) against a cluster provisioned with 3 scaled its streams down
+ * to one copy, silently. More replicas are still taken (moving a cluster to R3); fewer only by hand.
+ */
+function keepingReplicas(
+  wanted: WantedStream,
+  existing: StreamConfig | undefined,
+  notes: string[],
+): WantedStream {
+  const has = existing?.num_replicas ?? 0;
+  if (wanted.num_replicas === undefined || has <= wanted.num_replicas) return wanted;
+  notes.push(
+    `stream ${wanted.name} has ${has} replicas and AGENTS_REPLICAS is ${wanted.num_replicas}: kept ${has} (lowering replicas is an operator's change, made with the nats CLI)`,
+  );
+  return { ...wanted, num_replicas: has };
+}
+
+async function ensureStream(
+  jsm: JetStreamManager,
+  asked: WantedStream,
+  notes: string[],
+): Promise<ProvisionAction> {
+  const name = asked.name;
+  const existing = await infoIfAny(jsm, name);
+  const wanted = keepingReplicas(asked, existing?.config, notes);
   let action: ProvisionAction = "unchanged";
   if (!existing) {
     await jsm.streams.add(wanted);
@@ -139,7 +180,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
   const jsm = await jetstreamManager(nc);
   const streams: Record<string, ProvisionAction> = {};
   for (const config of streamConfigs(options.subjects, options.replicas)) {
-    streams[config.name] = await ensureStream(jsm, config);
+    streams[config.name] = await ensureStream(jsm, config, notes);
   }
   const kvm = new Kvm(nc);
   const names = options.subjects.buckets();
@@ -155,10 +196,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
   for (const bucket of buckets) {
     // Only a missing bucket is created: an actor without the right to create streams (every one
     // but the supervisor under nats.conf) then starts fine once the supervisor has provisioned.
-    const exists = await jsm.streams.info(`KV_${bucket}`).then(
-      () => true,
-      () => false,
-    );
+    const exists = (await infoIfAny(jsm, `KV_${bucket}`)) !== undefined;
     if (!exists) await kvm.create(bucket, { replicas: options.replicas, history: 1 });
   }
   return { serverVersion: version, streams, buckets, notes };

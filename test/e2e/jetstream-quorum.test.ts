@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provision } from "../../shared/bus/provision.js";
@@ -78,9 +79,10 @@ describe("a JetStream cluster without a quorum", () => {
     const failed = await runProcess(process.execPath, [actorEntry("cli"), "runs"], {
       env: {
         ...process.env,
+        // The default AGENTS_REPLICAS (1), as an operator's shell has it: a stream's info that
+        // timed out was taken for a missing stream, and the create that followed answered INTERNAL.
         NATS_URL: survivor(),
         AGENTS_PREFIX: prefix,
-        AGENTS_REPLICAS: "3",
         AGENTCTL_WAIT_MS: "3000",
       },
     }).then(
@@ -133,4 +135,20 @@ describe("a JetStream cluster without a quorum", () => {
     expect(await answering()).toBe("1");
     expect(await supervisorLog()).toContain("JetStream answers again");
   }, 150_000);
+
+  it("an agentctl or actor provisioning with fewer replicas than the streams have leaves them as they are", async () => {
+    await runProcess(process.execPath, [actorEntry("cli"), "runs"], {
+      env: { ...process.env, NATS_URL: nats.urls, AGENTS_PREFIX: prefix, AGENTS_REPLICAS: "1" },
+    });
+    const admin = await connect({ servers: nats.urls.split(",") });
+    try {
+      const jsm = await jetstreamManager(admin);
+      const { runs, wal, audit } = new Subjects(prefix).streams();
+      for (const stream of [runs, wal, audit]) {
+        expect((await jsm.streams.info(stream)).config.num_replicas, stream).toBe(3);
+      }
+    } finally {
+      await admin.close();
+    }
+  }, 60_000);
 });
