@@ -10,7 +10,7 @@ import type { ActorMetrics } from "../runtime/metrics.js";
 import type { Logger } from "../runtime/logger.js";
 import type { Random } from "../runtime/random.js";
 import { connectBus } from "./connect.js";
-import { isJetStreamSilent, jetStreamSilent } from "./jetstream-silent.js";
+import { whenJetStreamAnswers, type JetStreamWait } from "./jetstream-silent.js";
 import { DEFAULT_JETSTREAM_WATCH, JetStreamWatch } from "./jetstream-watch.js";
 import { deniedByPermissions, linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
@@ -151,14 +151,11 @@ export function onShutdown(logger: Logger, stop: (signal: string) => Promise<voi
   process.on("SIGINT", handler);
 }
 
-/** How often an actor waiting for JetStream says it still is. */
-const JETSTREAM_WAIT_WARN_MS = 10_000;
-
 /**
  * Provisions, or, for an actor whose NATS user may not create streams (every one but the supervisor
  * under the shipped permissions), waits until the supervisor has: start order does not matter.
- * A server whose JetStream does not answer (see isJetStreamSilent) is waited for like a server
- * that does not answer at all (NATS_CONNECT_WAIT_MS): an actor that exited on it ("timeout",
+ * A server whose JetStream does not answer is waited for like a server that does not answer at all
+ * (NATS_CONNECT_WAIT_MS, see whenJetStreamAnswers): an actor that exited on it ("timeout",
  * INTERNAL) is restarted by its orchestrator after a growing delay (up to five minutes in
  * Kubernetes), which it may still be waiting out long after the JetStream cluster has its quorum.
  */
@@ -167,20 +164,19 @@ async function provisionOrWait(
   subjects: Subjects,
   replicas: number,
   deps: { clock: Clock; logger: Logger },
-  jetStream: { waitMs: number; onWait?: (error: Error) => void },
+  jetStream: JetStreamWait,
 ): Promise<ProvisionReport> {
-  const silent = jetStreamWaiter(nc.getServer(), deps, jetStream);
   for (let attempt = 0; ; attempt++) {
     try {
-      return await provision(nc, { subjects, replicas });
+      return await whenJetStreamAnswers(
+        "provisioning the streams and buckets",
+        { ...deps, nc },
+        () => provision(nc, { subjects, replicas }),
+        jetStream,
+      );
     } catch (err) {
       const off = noJetStream(err, nc.getServer());
       if (off) throw off;
-      if (isJetStreamSilent(err)) {
-        silent(err);
-        await deps.clock.sleep(1_000);
-        continue;
-      }
       if (!deniedByPermissions(err)) throw err;
       if (attempt % 10 === 0) {
         // A supervisor under another prefix, or one whose user may not use this one (it stops
@@ -193,34 +189,6 @@ async function provisionOrWait(
       await deps.clock.sleep(1_000);
     }
   }
-}
-
-/**
- * Called with each failure of a JetStream that does not answer: says so when it starts and every
- * JETSTREAM_WAIT_WARN_MS after, and throws BUS_UNAVAILABLE once it has not answered for `waitMs`.
- */
-function jetStreamWaiter(
-  server: string,
-  deps: { clock: Clock; logger: Logger },
-  jetStream: { waitMs: number; onWait?: (error: Error) => void },
-): (err: unknown) => void {
-  let since: number | undefined;
-  let toldAt = Number.NEGATIVE_INFINITY;
-  return (err) => {
-    const now = deps.clock.now();
-    since ??= now;
-    const waited = now - since;
-    const error = jetStreamSilent(`provisioning the streams and buckets (waited ${waited} ms)`, err, server);
-    if (waited >= jetStream.waitMs) throw error ?? err;
-    if (now - toldAt < JETSTREAM_WAIT_WARN_MS) return;
-    toldAt = now;
-    if (jetStream.onWait) jetStream.onWait(error ?? (err as Error));
-    else
-      deps.logger.warn(
-        { reason: error?.message, waitMs: jetStream.waitMs },
-        "the NATS server answers, its JetStream does not yet: waiting for it",
-      );
-  };
 }
 
 /**

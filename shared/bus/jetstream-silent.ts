@@ -40,33 +40,51 @@ export function jetStreamSilent(what: string, err: unknown, server: string): Age
 
 /** How long an actor's setup waits for a JetStream that does not answer (NATS_CONNECT_WAIT_MS's default). */
 export const SETUP_WAIT_MS = 60_000;
+/** How often a wait for JetStream says it still waits. */
+const SAY_EVERY_MS = 10_000;
+
+export interface JetStreamWait {
+  /** How long to wait (SETUP_WAIT_MS unless given). */
+  waitMs?: number;
+  /** Told, instead of a warning, when the wait starts and every 10 s of it (agentctl's stderr). */
+  onWait?: (error: Error) => void;
+}
 
 /**
- * Runs `setup` (a consumer's or a watch's: a few JetStream requests, each safe to ask again) until
- * it succeeds while JetStream does not answer, every second for up to `waitMs`, saying so once;
- * then throws BUS_UNAVAILABLE. Any other error is thrown at once. Right after a JetStream cluster
- * gets its quorum back its streams elect their leaders: a supervisor whose release loop's setup
- * timed out then stopped ("pool release loop stopped"), five seconds after it had started.
+ * Runs `setup` (provisioning, a consumer's or a watch's setup: JetStream requests, each safe to ask
+ * again) until it succeeds while JetStream does not answer, every second for up to `waitMs`,
+ * saying so when the wait starts and every 10 s; then throws BUS_UNAVAILABLE saying what to check.
+ * Any other error is thrown at once. Right after a JetStream cluster gets its quorum back its
+ * streams elect their leaders: a supervisor whose release loop's setup timed out then stopped
+ * ("pool release loop stopped"), five seconds after it had started.
  */
 export async function whenJetStreamAnswers<T>(
   what: string,
   deps: { clock: Clock; logger: Logger; nc: { getServer(): string } },
   setup: () => Promise<T>,
-  waitMs = SETUP_WAIT_MS,
+  wait: JetStreamWait = {},
 ): Promise<T> {
-  const giveUpAt = deps.clock.now() + waitMs;
-  for (let attempt = 0; ; attempt++) {
+  const waitMs = wait.waitMs ?? SETUP_WAIT_MS;
+  // From the first silence, not the first request: that one may have spent its whole timeout.
+  let since: number | undefined;
+  let saidAt = Number.NEGATIVE_INFINITY;
+  for (;;) {
     try {
       return await setup();
     } catch (err) {
       if (!isJetStreamSilent(err) || err instanceof AgentError) throw err;
-      if (deps.clock.now() >= giveUpAt)
-        throw jetStreamSilent(`${what} (waited ${waitMs} ms)`, err, deps.nc.getServer()) ?? err;
-      if (attempt === 0) {
-        deps.logger.warn(
-          { reason: errorText(err) },
-          `${what}: JetStream does not answer yet; asking again every second`,
-        );
+      const now = deps.clock.now();
+      since ??= now;
+      const silent = jetStreamSilent(`${what} (waited ${now - since} ms)`, err, deps.nc.getServer());
+      if (now - since >= waitMs) throw silent ?? err;
+      if (now - saidAt >= SAY_EVERY_MS) {
+        saidAt = now;
+        if (wait.onWait) wait.onWait(silent ?? (err as Error));
+        else
+          deps.logger.warn(
+            { reason: errorText(err), waitMs },
+            `${what}: the NATS server answers, its JetStream does not yet: waiting for it`,
+          );
       }
       await deps.clock.sleep(1_000);
     }

@@ -170,7 +170,9 @@ describe("an actor's setup on a JetStream that does not answer", () => {
     });
     expect(bound).toBe("bound");
     expect(clock.now()).toBe(4_000);
-    expect(lines.filter((l) => l.includes("the consumer: JetStream does not answer yet"))).toHaveLength(1);
+    expect(
+      lines.filter((l) => l.includes("the consumer: the NATS server answers, its JetStream does not yet")),
+    ).toHaveLength(1);
 
     const refused = new JetStreamApiError({
       code: 400,
@@ -192,7 +194,7 @@ describe("an actor's setup on a JetStream that does not answer", () => {
       "the consumer",
       { clock, logger, nc },
       () => Promise.reject(new errors.TimeoutError()),
-      10_000,
+      { waitMs: 10_000 },
     ).catch((err: unknown) => err);
     expect(failed).toMatchObject({ code: "BUS_UNAVAILABLE" });
     expect((failed as Error).message).toMatch(
