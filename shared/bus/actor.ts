@@ -183,7 +183,7 @@ async function provisionOrWait(
         // with PERMISSION_DENIED), creates none of these: the prefix is what to check first.
         deps.logger.warn(
           { reason: err.message, prefix: subjects.prefix, streams: Object.values(subjects.streams()) },
-          `streams or buckets missing and this user may not create them; waiting for a supervisor under AGENTS_PREFIX '${subjects.prefix}' to create them`,
+          `streams or buckets missing, or with fewer replicas than AGENTS_REPLICAS (${replicas}), and this user may not create or change them; waiting for a supervisor under AGENTS_PREFIX '${subjects.prefix}' with the same AGENTS_REPLICAS to provision them`,
         );
       }
       await deps.clock.sleep(1_000);

@@ -25,7 +25,8 @@ export type ProvisionAction = "created" | "updated" | "unchanged";
 export interface ProvisionReport {
   serverVersion: string;
   streams: Record<string, ProvisionAction>;
-  buckets: string[];
+  /** By bucket name (its stream is `KV_<name>`). */
+  buckets: Record<string, ProvisionAction>;
   /**
    * Said once at start-up rather than discovered in production: features this server lacks, and
    * replicas kept above AGENTS_REPLICAS.
@@ -110,17 +111,19 @@ function keepingReplicas(
   return { ...wanted, num_replicas: has };
 }
 
-async function ensureStream(
+/** Creates a missing stream (or bucket), or updates what differs, then reads its configuration back. */
+async function converge(
   jsm: JetStreamManager,
   asked: WantedStream,
   notes: string[],
+  create: (wanted: WantedStream) => Promise<unknown>,
 ): Promise<ProvisionAction> {
   const name = asked.name;
   const existing = await infoIfAny(jsm, name);
   const wanted = keepingReplicas(asked, existing?.config, notes);
   let action: ProvisionAction = "unchanged";
   if (!existing) {
-    await jsm.streams.add(wanted);
+    await create(wanted);
     action = "created";
   } else if (differences(wanted, existing.config).length > 0) {
     await jsm.streams.update(name, { ...existing.config, ...wanted });
@@ -180,24 +183,21 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
   const jsm = await jetstreamManager(nc);
   const streams: Record<string, ProvisionAction> = {};
   for (const config of streamConfigs(options.subjects, options.replicas)) {
-    streams[config.name] = await ensureStream(jsm, config, notes);
+    streams[config.name] = await converge(jsm, config, notes, (wanted) => jsm.streams.add(wanted));
   }
   const kvm = new Kvm(nc);
-  const names = options.subjects.buckets();
-  const buckets = [
-    names.runs,
-    names.pool,
-    names.idempotency,
-    names.memory,
-    names.toolState,
-    names.modelBreakers,
-    names.toolDescriptors,
-  ];
-  for (const bucket of buckets) {
-    // Only a missing bucket is created: an actor without the right to create streams (every one
-    // but the supervisor under nats.conf) then starts fine once the supervisor has provisioned.
-    const exists = (await infoIfAny(jsm, `KV_${bucket}`)) !== undefined;
-    if (!exists) await kvm.create(bucket, { replicas: options.replicas, history: 1 });
+  const buckets: Record<string, ProvisionAction> = {};
+  for (const bucket of options.subjects.bucketList()) {
+    // A bucket is a stream underneath: its replicas are raised like the streams' (a cluster moved
+    // to R3 kept its idempotency records, leases and budgets on one server), never lowered. An
+    // actor without the right to create or update streams (every one but the supervisor under
+    // nats.conf) changes nothing once the supervisor has provisioned with the same replicas.
+    buckets[bucket] = await converge(
+      jsm,
+      { name: `KV_${bucket}`, num_replicas: options.replicas },
+      notes,
+      () => kvm.create(bucket, { replicas: options.replicas, history: 1 }),
+    );
   }
   return { serverVersion: version, streams, buckets, notes };
 }

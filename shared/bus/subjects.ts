@@ -196,4 +196,10 @@ export class Subjects {
       toolDescriptors: `${p}-tool-descriptors`,
     };
   }
+
+  /** Every bucket's name (Object.values of the interface above is typed `any[]`). */
+  bucketList(): string[] {
+    const b = this.buckets();
+    return [b.runs, b.pool, b.idempotency, b.memory, b.toolState, b.modelBreakers, b.toolDescriptors];
+  }
 }

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provision } from "../../shared/bus/provision.js";
@@ -42,6 +43,31 @@ describe("a JetStream cluster without a quorum", () => {
     const port = cluster.actors.get("supervisor")?.healthPort;
     const text = await (await fetch(`http://127.0.0.1:${String(port)}/metrics`)).text();
     return /^agents_jetstream_answering\{[^}]*\} (\d+)$/m.exec(text)?.[1];
+  };
+
+  /** Every stream's replicas, the buckets' under their streams' names (KV_<bucket>). */
+  const everyStream = (subjects: Subjects, replicas: number): Record<string, number> => {
+    const streams = subjects.streams();
+    return Object.fromEntries(
+      [
+        ...[streams.runs, streams.wal, streams.audit],
+        ...subjects.bucketList().map((bucket) => `KV_${bucket}`),
+      ].map((name) => [name, replicas]),
+    );
+  };
+  const replicasOf = async (subjects: Subjects): Promise<Record<string, number>> => {
+    const admin = await connect({ servers: nats.urls.split(",") });
+    try {
+      const jsm = await jetstreamManager(admin);
+      const entries = await Promise.all(
+        Object.keys(everyStream(subjects, 0)).map(
+          async (name) => [name, (await jsm.streams.info(name)).config.num_replicas] as const,
+        ),
+      );
+      return Object.fromEntries(entries);
+    } finally {
+      await admin.close();
+    }
   };
 
   beforeAll(async () => {
@@ -120,8 +146,12 @@ describe("a JetStream cluster without a quorum", () => {
   it("a running actor whose JetStream loses its quorum says so once and is not ready; with the quorum back it is ready again", async () => {
     expect(await answering()).toBe("1");
     await loseQuorum();
-    await until(async () => (await readyz()) === 503, 40_000, { what: "/readyz 503", everyMs: 500 });
-    expect(await answering()).toBe("0");
+    // Both, not one after the other: an actor whose connection had moved to a server killed here
+    // (it learns the cluster's other servers) is briefly unready while it reconnects to the survivor.
+    await until(async () => (await readyz()) === 503 && (await answering()) === "0", 40_000, {
+      what: "/readyz 503 and agents_jetstream_answering 0",
+      everyMs: 500,
+    });
     const said = (await supervisorLog())
       .split("\n")
       .filter((l) => l.includes("JetStream has not answered for"));
@@ -136,17 +166,44 @@ describe("a JetStream cluster without a quorum", () => {
     expect(await supervisorLog()).toContain("JetStream answers again");
   }, 150_000);
 
-  it("an agentctl or actor provisioning with fewer replicas than the streams have leaves them as they are", async () => {
+  it("an agentctl or actor provisioning with fewer replicas than the streams and buckets have leaves them as they are", async () => {
     await runProcess(process.execPath, [actorEntry("cli"), "runs"], {
       env: { ...process.env, NATS_URL: nats.urls, AGENTS_PREFIX: prefix, AGENTS_REPLICAS: "1" },
     });
+    expect(await replicasOf(new Subjects(prefix))).toEqual(everyStream(new Subjects(prefix), 3));
+  }, 60_000);
+
+  it("a cluster moved from one replica to three: its streams and buckets are raised, their data kept", async () => {
+    const moved = new Subjects(`${prefix}m`);
     const admin = await connect({ servers: nats.urls.split(",") });
     try {
-      const jsm = await jetstreamManager(admin);
-      const { runs, wal, audit } = new Subjects(prefix).streams();
-      for (const stream of [runs, wal, audit]) {
-        expect((await jsm.streams.info(stream)).config.num_replicas, stream).toBe(3);
-      }
+      await provision(admin, { subjects: moved, replicas: 1 });
+      const claims = await new Kvm(admin).open(moved.buckets().idempotency);
+      await claims.put("claim-1", "running");
+
+      const raised = await provision(admin, { subjects: moved, replicas: 3 });
+      expect(new Set([...Object.values(raised.streams), ...Object.values(raised.buckets)])).toEqual(
+        new Set(["updated"]),
+      );
+      expect(await replicasOf(moved)).toEqual(everyStream(moved, 3));
+      // A stream whose replicas change elects its leader again: read once it answers.
+      let read: string | undefined;
+      await until(
+        async () => {
+          read = (await claims.get("claim-1").catch(() => undefined))?.string();
+          return read !== undefined;
+        },
+        30_000,
+        { what: "the claim read back", everyMs: 250 },
+      );
+      expect(read).toBe("running");
+
+      const again = await provision(admin, { subjects: moved, replicas: 1 });
+      expect(new Set([...Object.values(again.streams), ...Object.values(again.buckets)])).toEqual(
+        new Set(["unchanged"]),
+      );
+      expect(again.notes.filter((note) => note.includes("kept 3"))).toHaveLength(10);
+      expect(await replicasOf(moved)).toEqual(everyStream(moved, 3));
     } finally {
       await admin.close();
     }

@@ -82,7 +82,9 @@ describe("a cluster under the shipped permission model", () => {
 
   it("actors that start before the supervisor wait for it, then serve", async () => {
     const log = await readFile(join(logDir, "agent-1.log"), "utf8");
-    expect(log).toMatch(/waiting for a supervisor under AGENTS_PREFIX 'agents' to create them/);
+    expect(log).toMatch(
+      /waiting for a supervisor under AGENTS_PREFIX 'agents' with the same AGENTS_REPLICAS to provision them/,
+    );
     expect(log).toMatch(/agent worker ready/);
   });
 

@@ -32,7 +32,7 @@ const apiCode = (err: unknown): number | undefined =>
   err instanceof JetStreamApiError ? err.code : undefined;
 
 describe("provisioning on a real nats-server", () => {
-  it("creates the three streams and four buckets, then changes nothing on a second run", async () => {
+  it("creates the three streams and seven buckets, then changes nothing on a second run", async () => {
     const first = await provision(nc, { subjects, replicas: 1 });
     const names = subjects.streams();
     expect(first.streams).toEqual({
@@ -40,10 +40,13 @@ describe("provisioning on a real nats-server", () => {
       [names.wal]: "created",
       [names.audit]: "created",
     });
-    expect(first.buckets).toEqual(Object.values(subjects.buckets()));
+    expect(first.buckets).toEqual(
+      Object.fromEntries(subjects.bucketList().map((bucket) => [bucket, "created"])),
+    );
     expect(first.serverVersion).toMatch(/^\d+\.\d+\.\d+/);
     const second = await provision(nc, { subjects, replicas: 1 });
     expect(Object.values(second.streams)).toEqual(["unchanged", "unchanged", "unchanged"]);
+    expect(new Set(Object.values(second.buckets))).toEqual(new Set(["unchanged"]));
 
     const jsm = await jetstreamManager(nc);
     const runs = (await jsm.streams.info(names.runs)).config;
