@@ -1,4 +1,4 @@
-import { JetStreamError, type Consumer, type JsMsg } from "@nats-io/jetstream";
+import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import { RunJob } from "../../shared/contracts/cluster.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
@@ -25,7 +25,7 @@ import { leftWaitingOn } from "./breaker-wait.js";
 import { logLeaseFailure, retryDelay } from "./lease-failure.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
-import { bindJobIntake } from "./job-intake.js";
+import { bindJobIntake, pullJobs } from "./job-intake.js";
 import { WorkerPresence } from "./presence.js";
 import { storageFull } from "../../shared/bus/storage-full.js";
 import { ackSubjectOf } from "./strays.js";
@@ -65,27 +65,6 @@ export interface WorkerOptions {
   modelBreaker?: BreakerSettings;
   env: Readonly<Record<string, string | undefined>>;
   metrics: ActorMetrics;
-}
-
-/** How long one job pull waits: a draining worker stops within this. */
-export const JOB_PULL_MS = 1_000;
-/**
- * The most jobs one pull asks for (never more than the worker has room for). One job per pull
- * capped a busy worker's intake at one job per turn of its event loop: at C = 1,000 on two cores
- * the queue kept 800 jobs waiting while the workers, with room for 1,000, held 170, and a run
- * waited 7.6 s (median) for its first step. Workers still share a burst: the server hands its
- * messages to the open pulls in turn, one each (FIFO per message since nats-server 2.9). 32 did
- * better than 8 at C = 1,000 and worse at C = 100 (side by side, two pairs each).
- */
-export const JOB_PULL_BATCH = 8;
-
-/**
- * A job pull (JOB_PULL_MS) that got neither a job nor the server's idle heartbeat (every 500 ms)
- * for two heartbeats fails with this; a busy server does that, after a burst of writes, say. The
- * client gives no code for it, only this message.
- */
-export function pullWentSilent(err: unknown): boolean {
-  return err instanceof JetStreamError && err.message === "heartbeats missed";
 }
 
 /**
@@ -182,29 +161,14 @@ export class AgentWorker {
   }
 
   private async pull(): Promise<void> {
-    while (!this.drain.signal.aborted) {
-      const free = this.options.concurrency - this.inFlight.size;
-      if (free <= 0) {
-        await Promise.race(this.inFlight);
-        continue;
-      }
-      try {
-        const jobs = await this.consumer.fetch({
-          max_messages: Math.min(JOB_PULL_BATCH, free),
-          expires: JOB_PULL_MS,
-        });
-        for await (const msg of jobs) this.take(msg);
-      } catch (err) {
-        if (pullWentSilent(err)) {
-          // The pull is over, not broken: a pause before the next one only adds to the wait of a
-          // job the silent second already held up (a W3 takeover took 1.5 s: that second, then it).
-          this.bus.logger.warn("the server answered a job pull with nothing for 1 s; pulling again");
-          continue;
-        }
-        this.bus.logger.warn({ err }, "pulling a job failed; retrying");
-        await this.bus.clock.sleep(500);
-      }
-    }
+    await pullJobs(this.consumer, {
+      clock: this.bus.clock,
+      logger: this.bus.logger,
+      signal: this.drain.signal,
+      room: () => this.options.concurrency - this.inFlight.size,
+      whenRoom: () => Promise.race(this.inFlight),
+      take: (msg) => this.take(msg),
+    });
   }
 
   /** A job the pull brought: driven from now on, announced at once; handed back when draining. */
