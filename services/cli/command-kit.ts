@@ -49,6 +49,13 @@ export async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): 
       process.stderr.write(
         `the NATS server answers, its JetStream does not yet: waiting up to ${waitMs} ms for it (AGENTCTL_WAIT_MS)\n`,
       ),
+    provisionWait: {
+      waitMs,
+      onWait: () =>
+        process.stderr.write(
+          `the streams and buckets are not provisioned for AGENTS_PREFIX '${env.AGENTS_PREFIX}' (AGENTS_REPLICAS ${env.AGENTS_REPLICAS}) and this user may not: waiting up to ${waitMs} ms for a supervisor to (AGENTCTL_WAIT_MS)\n`,
+        ),
+    },
   });
   try {
     const wait = {

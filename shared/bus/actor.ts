@@ -55,11 +55,17 @@ export async function openActorBus(
     onConnectWait?: (error: Error) => void;
     /** Told, instead of a warning, when the server answers and its JetStream does not yet. */
     onJetStreamWait?: (error: Error) => void;
+    /**
+     * How long to wait for a supervisor to provision what this user may not (agentctl's
+     * AGENTCTL_WAIT_MS), told once when it begins; an actor waits for ever (start order does not
+     * matter), a command would hang.
+     */
+    provisionWait?: { waitMs: number; onWait: () => void };
     /** An actor's: a subscription the server refuses stops the process (see refusedSubscription). */
     fatal?: Pick<FatalLog, "fail">;
   },
 ): Promise<ActorBus> {
-  const { fatal, onJetStreamWait, ...deps } = options;
+  const { fatal, onJetStreamWait, provisionWait, ...deps } = options;
   const nc = await connectBus({
     servers: env.NATS_URL.split(","),
     name,
@@ -75,7 +81,8 @@ export async function openActorBus(
     waitMs: env.NATS_CONNECT_WAIT_MS,
     ...(onJetStreamWait ? { onWait: onJetStreamWait } : {}),
   };
-  const report = await provisionOrWait(nc, subjects, env.AGENTS_REPLICAS, deps, jetStreamWait).catch(
+  const waits = { jetStream: jetStreamWait, ...(provisionWait ? { supervisor: provisionWait } : {}) };
+  const report = await provisionOrWait(nc, subjects, env.AGENTS_REPLICAS, deps, waits).catch(
     async (err: unknown) => {
       // A connection left open keeps its process alive: agentctl printed its error and hung.
       await nc.close().catch(() => undefined);
@@ -164,26 +171,38 @@ async function provisionOrWait(
   subjects: Subjects,
   replicas: number,
   deps: { clock: Clock; logger: Logger },
-  jetStream: JetStreamWait,
+  waits: { jetStream: JetStreamWait; supervisor?: { waitMs: number; onWait: () => void } },
 ): Promise<ProvisionReport> {
+  const { supervisor } = waits;
+  const started = deps.clock.now();
   for (let attempt = 0; ; attempt++) {
     try {
       return await whenJetStreamAnswers(
         "provisioning the streams and buckets",
         { ...deps, nc },
         () => provision(nc, { subjects, replicas }),
-        jetStream,
+        waits.jetStream,
       );
     } catch (err) {
       const off = noJetStream(err, nc.getServer());
       if (off) throw off;
       if (!deniedByPermissions(err)) throw err;
-      if (attempt % 10 === 0) {
+      const missing = `streams or buckets missing, or with fewer replicas than AGENTS_REPLICAS (${replicas}), and this user may not create or change them`;
+      const awaited = `a supervisor under AGENTS_PREFIX '${subjects.prefix}' with the same AGENTS_REPLICAS`;
+      if (supervisor && deps.clock.now() - started >= supervisor.waitMs)
+        throw new AgentError(
+          "BUS_UNAVAILABLE",
+          `${missing}; no supervisor provisioned them within ${supervisor.waitMs} ms: start ${awaited}`,
+          { cause: err },
+        );
+      if (supervisor) {
+        if (attempt === 0) supervisor.onWait();
+      } else if (attempt % 10 === 0) {
         // A supervisor under another prefix, or one whose user may not use this one (it stops
         // with PERMISSION_DENIED), creates none of these: the prefix is what to check first.
         deps.logger.warn(
           { reason: err.message, prefix: subjects.prefix, streams: Object.values(subjects.streams()) },
-          `streams or buckets missing, or with fewer replicas than AGENTS_REPLICAS (${replicas}), and this user may not create or change them; waiting for a supervisor under AGENTS_PREFIX '${subjects.prefix}' with the same AGENTS_REPLICAS to provision them`,
+          `${missing}; waiting for ${awaited} to provision them`,
         );
       }
       await deps.clock.sleep(1_000);

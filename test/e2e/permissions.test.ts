@@ -1,3 +1,5 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -7,7 +9,7 @@ import { provision } from "../../shared/bus/provision.js";
 import { Subjects } from "../../shared/bus/subjects.js";
 import { settleCall } from "../../shared/bus/tool-settle.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
-import { NATS_USERS } from "../../services/local/cluster.js";
+import { actorEntry, NATS_USERS } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { serveFromTest } from "../helpers/cluster-suite.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
@@ -15,6 +17,7 @@ import { startNats, type TestNats } from "../helpers/nats-server.js";
 type Kind = keyof typeof NATS_USERS;
 const KINDS: Kind[] = ["supervisor", "agent", "critic", "tools", "cli"];
 const subjects = new Subjects();
+const runProcess = promisify(execFile);
 
 /** nats.conf as shipped (its permission model is the Kubernetes one): real connections, real denials. */
 describe("nats.conf: least privilege per actor kind", () => {
@@ -210,4 +213,31 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect(await supervisor.streams.deleteMessage(`KV_${buckets.pool}`, treeRevision, false)).toBe(true);
     expect(await pool.get("tree.finished-run")).toBeNull();
   });
+
+  it("agentctl, on a server no supervisor has provisioned, says it waits for one and gives up after AGENTCTL_WAIT_MS instead of hanging", async () => {
+    await using fresh = await startNats({ configFile: NATS_CONF });
+    const started = Date.now();
+    const failed = await runProcess(process.execPath, [actorEntry("cli"), "runs"], {
+      env: {
+        ...process.env,
+        NATS_URL: fresh.url,
+        NATS_USER: NATS_USERS.cli.user,
+        NATS_PASSWORD: NATS_USERS.cli.password,
+        AGENTS_PREFIX: "agents",
+        AGENTCTL_WAIT_MS: "2000",
+      },
+      timeout: 20_000,
+    }).then(
+      () => undefined,
+      (err: unknown) => err as { code: number | null; stderr: string },
+    );
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(failed?.code).toBe(2);
+    expect(failed?.stderr).toContain("waiting up to 2000 ms for a supervisor");
+    const error = JSON.parse(failed?.stderr.trim().split("\n").at(-1) ?? "{}") as {
+      error?: { code: string; message: string };
+    };
+    expect(error.error?.code).toBe("BUS_UNAVAILABLE");
+    expect(error.error?.message).toContain("start a supervisor under AGENTS_PREFIX 'agents'");
+  }, 30_000);
 });
