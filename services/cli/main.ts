@@ -8,9 +8,11 @@ import { PrivacyTier } from "../../shared/contracts/capability.js";
 import { RunStatusValue } from "../../shared/contracts/run-status.js";
 import { DEFAULT_CHECKPOINT_EVERY } from "../../shared/loop/state.js";
 import { endQuietlyWhenStdoutCloses, jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
+import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { readSpecFile, type ClusterClient } from "./client.js";
+import { healthLines, readClusterHealth } from "./cluster-health.js";
 import { out, runIdArg, withClient } from "./command-kit.js";
 import { addControlCommands } from "./control-commands.js";
 import { checkpointLine, contracts, listRuns, openBreakers, replayRun, UNFINISHED } from "./inspect.js";
@@ -294,6 +296,21 @@ export function program(): Command {
         if (opts.json) out(JSON.stringify(breakers));
         else if (breakers.length === 0) out("no model provider's breaker is open");
         else for (const breaker of breakers) out(breakerLine(breaker, Date.now()));
+      }),
+    );
+  cmd
+    .command("cluster")
+    .description(
+      "the streams and buckets (replicas, leader, copies behind or offline), JetStream storage and the work queue; exit code 1 when something needs an operator",
+    )
+    .option("--json", "the report as one JSON object")
+    .action((opts: { json?: boolean }) =>
+      withClient(async (client) => {
+        const { AGENTS_REPLICAS } = parseEnv(ActorEnv, process.env);
+        const health = await readClusterHealth(client.bus, AGENTS_REPLICAS);
+        if (opts.json) out(JSON.stringify(health));
+        else for (const line of healthLines(health)) out(line);
+        if (health.problems.length > 0) process.exitCode = 1;
       }),
     );
   cmd

@@ -4,6 +4,7 @@ import {
   jetstreamManager,
   RetentionPolicy,
   StorageType,
+  type ConsumerInfo,
   type JetStreamManager,
   type StreamConfig,
   type StreamInfo,
@@ -86,9 +87,22 @@ function differences(wanted: Partial<StreamConfig>, actual: StreamConfig): strin
  * JetStream cluster without a quorum) taken for it sent a create for a stream that existed, and the
  * actor stopped on "stream name already in use with a different configuration" (INTERNAL).
  */
-async function infoIfAny(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {
+export async function streamInfoIfAny(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {
   return jsm.streams.info(name).catch((err: unknown) => {
     if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return undefined;
+    throw err;
+  });
+}
+
+/** A consumer's info, or undefined when it (or its stream) does not exist; as above, nothing else says so. */
+export async function consumerInfoIfAny(
+  jsm: JetStreamManager,
+  stream: string,
+  name: string,
+): Promise<ConsumerInfo | undefined> {
+  return jsm.consumers.info(stream, name).catch((err: unknown) => {
+    const missing = [JetStreamApiCodes.ConsumerNotFound, JetStreamApiCodes.StreamNotFound] as number[];
+    if (err instanceof JetStreamApiError && missing.includes(err.code)) return undefined;
     throw err;
   });
 }
@@ -119,7 +133,7 @@ async function converge(
   create: (wanted: WantedStream) => Promise<unknown>,
 ): Promise<ProvisionAction> {
   const name = asked.name;
-  const existing = await infoIfAny(jsm, name);
+  const existing = await streamInfoIfAny(jsm, name);
   const wanted = keepingReplicas(asked, existing?.config, notes);
   let action: ProvisionAction = "unchanged";
   if (!existing) {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provision } from "../../shared/bus/provision.js";
 import { Subjects } from "../../shared/bus/subjects.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import type { ClusterHealth } from "../../services/cli/cluster-health.js";
 import { actorEntry, LocalCluster } from "../../services/local/cluster.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
 import { until } from "../helpers/until.js";
@@ -22,7 +23,7 @@ const prefix = `quorum${process.pid}`;
  * JetStream answers nothing useful (no meta leader: timeouts, then "temporarily unavailable").
  * Every actor here connects to that one server only, so its connection stays up throughout.
  */
-describe("a JetStream cluster without a quorum", () => {
+describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one (a copy down)", () => {
   let nats: NatsCluster;
   let cluster: LocalCluster;
   let logDir: string;
@@ -208,4 +209,45 @@ describe("a JetStream cluster without a quorum", () => {
       await admin.close();
     }
   }, 60_000);
+
+  it("agentctl cluster names the copies a lost server held, exits 1, and says healthy once it is back", async () => {
+    const report = async (): Promise<{ code: number; health: ClusterHealth }> => {
+      const done = await runProcess(process.execPath, [actorEntry("cli"), "cluster", "--json"], {
+        env: { ...process.env, NATS_URL: nats.urls, AGENTS_PREFIX: prefix, AGENTS_REPLICAS: "3" },
+      }).then(
+        (ok) => ({ code: 0, stdout: ok.stdout }),
+        (err: unknown) => err as { code: number; stdout: string },
+      );
+      return { code: done.code, health: JSON.parse(done.stdout) as ClusterHealth };
+    };
+    const healthy = await report();
+    expect(healthy.code).toBe(0);
+    expect(healthy.health.problems).toEqual([]);
+    expect(healthy.health.stores).toHaveLength(10);
+
+    const lost = nats.nodes[2];
+    await lost?.kill();
+    // Every store has a copy on the lost server (R3 on three servers): each is named.
+    const everyCopyNamed = (health: ClusterHealth): boolean =>
+      health.stores.every((store) =>
+        health.problems.some(
+          (problem) =>
+            problem.startsWith(`${store.name}: its copy on ${lost?.name ?? ""} is`) &&
+            /offline|not current/.test(problem),
+        ),
+      );
+    let down: { code: number; health: ClusterHealth } | undefined;
+    await until(
+      async () => {
+        down = await report();
+        return everyCopyNamed(down.health);
+      },
+      40_000,
+      { what: "a problem naming each store's copy on the lost server", everyMs: 1_000 },
+    );
+    expect(down?.code).toBe(1);
+
+    await lost?.start();
+    await until(async () => (await report()).code === 0, 60_000, { what: "healthy again", everyMs: 1_000 });
+  }, 150_000);
 });

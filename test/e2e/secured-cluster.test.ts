@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ClusterHealth } from "../../services/cli/cluster-health.js";
 import { LocalCluster, NATS_USERS, actorEntry, type ActorProcess } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
@@ -78,6 +79,15 @@ describe("a cluster under the shipped permission model", () => {
     await cluster?.stop(5_000);
     await server?.stop();
     hostile?.close();
+  });
+
+  it("agentctl cluster, as agentctl's own user, reports every store and the workers' queue, healthy", async () => {
+    const { stdout } = await cli("cluster", "--json");
+    const health = JSON.parse(stdout) as ClusterHealth;
+    expect(health.problems).toEqual([]);
+    expect(health.stores.map((store) => store.replicas)).toEqual(Array.from({ length: 10 }, () => 1));
+    // The workers created their consumer (a report without it says no worker has started).
+    expect(health.jobs).toMatchObject({ waiting: 0, pulls: expect.any(Number) as number });
   });
 
   it("actors that start before the supervisor wait for it, then serve", async () => {

@@ -1,0 +1,205 @@
+import type { ClusterInfo, JetStreamAccountStats, PeerInfo, StreamInfo } from "@nats-io/jetstream";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { WORKER_CONSUMER } from "../../shared/bus/jobs.js";
+import { consumerInfoIfAny, streamInfoIfAny } from "../../shared/bus/provision.js";
+
+/** One stream, or one bucket's stream, as the JetStream cluster holds it now. */
+export interface StoreHealth {
+  name: string;
+  kind: "stream" | "bucket";
+  /** Undefined when it does not exist. */
+  replicas?: number;
+  messages?: number;
+  bytes?: number;
+  /** The server leading it (a clustered JetStream only). */
+  leader?: string;
+  /** Its other copies: offline, or behind the leader, is what an operator looks for. */
+  followers: Follower[];
+}
+
+/** A copy of a store on another server than its leader's, as the leader sees it. */
+export interface Follower {
+  server: string;
+  current: boolean;
+  offline: boolean;
+  /** Operations behind the leader, when the server says (2.9 leaves it out for a dead peer). */
+  lag?: number;
+  /** Since the leader last heard from it. */
+  lastHeardMs?: number;
+}
+
+/** The work queue seen through the workers' shared consumer. */
+export interface JobsHealth {
+  waiting: number;
+  held: number;
+  redelivered: number;
+  /** Pulls open now: roughly the workers with room for a job. */
+  pulls: number;
+}
+
+export interface ClusterHealth {
+  server: { version: string; cluster?: string };
+  /** The account's JetStream file storage; `limit` when the account has one. */
+  storage: { used: number; limit?: number };
+  stores: StoreHealth[];
+  /** Undefined before any worker has started (it creates the consumer). */
+  jobs?: JobsHealth;
+  /** What needs an operator, one line each; none when healthy. */
+  problems: string[];
+}
+
+/** At this share of the account's storage limit a write is about to be refused (STORAGE_FULL). */
+export const STORAGE_WARN_SHARE = 0.9;
+
+/** What the cluster's streams, buckets, storage and work queue look like to this command now. */
+export async function readClusterHealth(bus: ActorBus, wantedReplicas: number): Promise<ClusterHealth> {
+  const streams = bus.subjects.streams();
+  const names: [string, StoreHealth["kind"]][] = [
+    ...[streams.runs, streams.wal, streams.audit].map((name) => [name, "stream"] as [string, "stream"]),
+    ...bus.subjects.bucketList().map((bucket) => [`KV_${bucket}`, "bucket"] as [string, "bucket"]),
+  ];
+  const [account, infos, consumer] = await Promise.all([
+    bus.jsm.getAccountInfo(),
+    Promise.all(names.map(([name]) => streamInfoIfAny(bus.jsm, name))),
+    consumerInfoIfAny(bus.jsm, streams.runs, WORKER_CONSUMER),
+  ]);
+  const stores = names.map(([name, kind], i) => storeHealth(name, kind, infos[i]));
+  const storage = storageOf(account);
+  const server = {
+    version: bus.nc.info?.version ?? "unknown",
+    ...(bus.nc.info?.cluster ? { cluster: bus.nc.info.cluster } : {}),
+  };
+  const jobs: JobsHealth | undefined = consumer && {
+    waiting: consumer.num_pending,
+    held: consumer.num_ack_pending,
+    redelivered: consumer.num_redelivered,
+    pulls: consumer.num_waiting,
+  };
+  return {
+    server,
+    storage,
+    stores,
+    ...(jobs ? { jobs } : {}),
+    problems: problemsOf(stores, { storage, clustered: server.cluster !== undefined }, wantedReplicas),
+  };
+}
+
+function storageOf(account: JetStreamAccountStats): ClusterHealth["storage"] {
+  const limit = account.limits.max_storage;
+  return { used: account.storage, ...(limit > 0 ? { limit } : {}) };
+}
+
+function storeHealth(name: string, kind: StoreHealth["kind"], info: StreamInfo | undefined): StoreHealth {
+  if (!info) return { name, kind, followers: [] };
+  const cluster: ClusterInfo | undefined = info.cluster;
+  return {
+    name,
+    kind,
+    replicas: info.config.num_replicas,
+    messages: info.state.messages,
+    bytes: info.state.bytes,
+    ...(cluster?.leader ? { leader: cluster.leader } : {}),
+    followers: (cluster?.replicas ?? []).map(followerOf),
+  };
+}
+
+/** The server leaves out what it does not know (nats-server 2.9: `offline` and `lag` of a dead peer). */
+function followerOf(peer: PeerInfo): Follower {
+  const { lag, active } = peer as Partial<PeerInfo>;
+  return {
+    server: peer.name,
+    current: peer.current,
+    offline: peer.offline === true,
+    ...(lag !== undefined ? { lag } : {}),
+    ...(active !== undefined ? { lastHeardMs: Math.round(active / 1_000_000) } : {}),
+  };
+}
+
+/** What needs an operator: a missing or under-replicated store, one without a leader or with a copy down, storage nearly full. */
+export function problemsOf(
+  stores: readonly StoreHealth[],
+  { storage, clustered }: { storage: ClusterHealth["storage"]; clustered: boolean },
+  wantedReplicas: number,
+): string[] {
+  const problems: string[] = [];
+  if (!clustered && wantedReplicas > 1)
+    problems.push(
+      `AGENTS_REPLICAS is ${wantedReplicas} and this NATS server is not in a cluster: every stream and bucket has one copy, whatever its replicas say`,
+    );
+  for (const store of stores) {
+    if (store.replicas === undefined) {
+      problems.push(`${store.name} is missing: start a supervisor under this AGENTS_PREFIX to create it`);
+      continue;
+    }
+    if (store.replicas < wantedReplicas)
+      problems.push(
+        `${store.name} has ${store.replicas} replica(s), AGENTS_REPLICAS is ${wantedReplicas}: a supervisor started with it raises them`,
+      );
+    if (clustered && store.replicas > 1 && !store.leader)
+      problems.push(`${store.name} has no leader: its servers are electing one, or too few of them are up`);
+    for (const peer of store.followers) {
+      if (peer.offline) problems.push(`${store.name}: its copy on ${peer.server} is offline`);
+      else if (!peer.current) problems.push(`${store.name}: its copy on ${peer.server} is ${behind(peer)}`);
+    }
+  }
+  if (storage.limit !== undefined && storage.used >= storage.limit * STORAGE_WARN_SHARE)
+    problems.push(
+      `JetStream storage ${formatBytes(storage.used)} of the account's ${formatBytes(storage.limit)}: writes are refused (STORAGE_FULL) when it is full`,
+    );
+  return problems;
+}
+
+/** The report as text: one line per store, then the work queue, then the problems. */
+export function healthLines(health: ClusterHealth): string[] {
+  const { server, storage, stores, jobs, problems } = health;
+  const lines = [
+    `nats-server ${server.version}${server.cluster ? ` (cluster ${server.cluster})` : ""}; JetStream storage ${formatBytes(storage.used)}${storage.limit === undefined ? " (no account limit)" : ` of ${formatBytes(storage.limit)}`}`,
+  ];
+  const width = Math.max(...stores.map((store) => store.name.length));
+  for (const store of stores) {
+    if (store.replicas === undefined) {
+      lines.push(`${store.name.padEnd(width)}  missing`);
+      continue;
+    }
+    const copies = store.leader
+      ? `  leader ${store.leader}${store.followers.map((peer) => `, ${peer.server} ${peerState(peer)}`).join("")}`
+      : "";
+    lines.push(
+      `${store.name.padEnd(width)}  R${store.replicas}  ${store.messages ?? 0} msgs  ${formatBytes(store.bytes ?? 0)}${copies}`,
+    );
+  }
+  lines.push(
+    jobs
+      ? `jobs: ${jobs.waiting} waiting, ${jobs.held} held by workers, ${jobs.redelivered} redelivered, ${jobs.pulls} open pulls`
+      : "jobs: no worker has started yet (the workers' consumer does not exist)",
+  );
+  if (problems.length === 0) lines.push("healthy");
+  else lines.push(`${problems.length} problem(s):`, ...problems.map((problem) => `  - ${problem}`));
+  return lines;
+}
+
+function peerState(peer: Follower): string {
+  if (peer.offline) return "offline";
+  return peer.current ? "current" : behind(peer);
+}
+
+/** A copy that is not current: by how much, and since when, as far as the leader knows. */
+function behind(peer: Follower): string {
+  const known = [
+    ...(peer.lag ? [`${peer.lag} operations behind`] : []),
+    ...(peer.lastHeardMs !== undefined ? [`last heard ${(peer.lastHeardMs / 1_000).toFixed(1)} s ago`] : []),
+  ];
+  return `not current${known.length > 0 ? ` (${known.join(", ")})` : ""}`;
+}
+
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}

@@ -1,0 +1,106 @@
+import { describe, expect, it } from "vitest";
+import {
+  formatBytes,
+  healthLines,
+  problemsOf,
+  type ClusterHealth,
+  type StoreHealth,
+} from "../../services/cli/cluster-health.js";
+
+const store = (name: string, more: Partial<StoreHealth> = {}): StoreHealth => ({
+  name,
+  kind: name.startsWith("KV_") ? "bucket" : "stream",
+  replicas: 3,
+  messages: 10,
+  bytes: 2048,
+  leader: "n1",
+  followers: [
+    { server: "n2", current: true, offline: false, lag: 0 },
+    { server: "n3", current: true, offline: false, lag: 0 },
+  ],
+  ...more,
+});
+const clustered = { storage: { used: 1_000, limit: 10_000 }, clustered: true };
+
+describe("agentctl cluster: what needs an operator", () => {
+  it("a cluster with every store led, every copy current and room left is healthy", () => {
+    expect(problemsOf([store("AGENT_WAL"), store("KV_agents-runs")], clustered, 3)).toEqual([]);
+  });
+
+  it("names a missing store, one with fewer replicas than AGENTS_REPLICAS, one without a leader, a copy offline and one behind", () => {
+    const problems = problemsOf(
+      [
+        store("AGENT_RUNS", { replicas: undefined, followers: [] }),
+        store("KV_agents-idempotency", { replicas: 1, followers: [] }),
+        store("AGENT_AUDIT", { leader: undefined }),
+        store("AGENT_WAL", {
+          followers: [
+            { server: "n2", current: false, offline: true, lag: 0 },
+            { server: "n3", current: false, offline: false, lag: 42 },
+            // What nats-server 2.9 says of a server that died: neither offline nor a lag.
+            { server: "n4", current: false, offline: false, lastHeardMs: 12_340 },
+          ],
+        }),
+      ],
+      clustered,
+      3,
+    );
+    expect(problems).toEqual([
+      expect.stringMatching(/^AGENT_RUNS is missing: start a supervisor/),
+      expect.stringMatching(/^KV_agents-idempotency has 1 replica\(s\), AGENTS_REPLICAS is 3/),
+      expect.stringMatching(/^AGENT_AUDIT has no leader/),
+      "AGENT_WAL: its copy on n2 is offline",
+      "AGENT_WAL: its copy on n3 is not current (42 operations behind)",
+      "AGENT_WAL: its copy on n4 is not current (last heard 12.3 s ago)",
+    ]);
+  });
+
+  it("storage at 90 % of the account's limit is a problem, below it or without a limit it is not", () => {
+    const at = (used: number, limit?: number) =>
+      problemsOf([], { storage: { used, ...(limit ? { limit } : {}) }, clustered: true }, 1);
+    expect(at(8_999, 10_000)).toEqual([]);
+    expect(at(9_000, 10_000)).toEqual([expect.stringContaining("STORAGE_FULL")]);
+    expect(at(9_000_000)).toEqual([]);
+  });
+
+  it("a single server asked for 3 replicas has one copy of everything: said; without a cluster no leader is expected", () => {
+    const single = { storage: { used: 0 }, clustered: false };
+    const unled = store("AGENT_WAL", { leader: undefined, followers: [] });
+    expect(problemsOf([unled], single, 3)).toEqual([
+      expect.stringMatching(/^AGENTS_REPLICAS is 3 and this NATS server is not in a cluster/),
+    ]);
+    expect(
+      problemsOf([store("AGENT_WAL", { replicas: 1, leader: undefined, followers: [] })], single, 1),
+    ).toEqual([]);
+  });
+
+  it("renders one line per store, the work queue and the problems", () => {
+    const health: ClusterHealth = {
+      server: { version: "2.9.10", cluster: "agents" },
+      storage: { used: 3 * 1024 * 1024, limit: 1024 * 1024 * 1024 },
+      stores: [
+        store("AGENT_WAL", { followers: [{ server: "n2", current: false, offline: true, lag: 0 }] }),
+        store("KV_agents-runs", { replicas: undefined }),
+      ],
+      jobs: { waiting: 2, held: 5, redelivered: 1, pulls: 4 },
+      problems: ["AGENT_WAL: its copy on n2 is offline"],
+    };
+    expect(healthLines(health)).toEqual([
+      "nats-server 2.9.10 (cluster agents); JetStream storage 3.0 MiB of 1.0 GiB",
+      "AGENT_WAL       R3  10 msgs  2.0 KiB  leader n1, n2 offline",
+      "KV_agents-runs  missing",
+      "jobs: 2 waiting, 5 held by workers, 1 redelivered, 4 open pulls",
+      "1 problem(s):",
+      "  - AGENT_WAL: its copy on n2 is offline",
+    ]);
+    expect(healthLines({ ...health, jobs: undefined, problems: [] }).slice(-2)).toEqual([
+      "jobs: no worker has started yet (the workers' consumer does not exist)",
+      "healthy",
+    ]);
+    expect([formatBytes(512), formatBytes(1536), formatBytes(50 * 1024 * 1024)]).toEqual([
+      "512 B",
+      "1.5 KiB",
+      "50 MiB",
+    ]);
+  });
+});
