@@ -126,6 +126,9 @@ export function problemsOf(
     problems.push(
       `AGENTS_REPLICAS is ${wantedReplicas} and this NATS server is not in a cluster: every stream and bucket has one copy, whatever its replicas say`,
     );
+  // Checked against the other stores too: agentctl run with the default AGENTS_REPLICAS (1) is how
+  // an operator finds the one bucket left R1 on an R3 cluster.
+  const most = Math.max(0, ...stores.flatMap((store) => store.replicas ?? []));
   for (const store of stores) {
     if (store.replicas === undefined) {
       problems.push(`${store.name} is missing: start a supervisor under this AGENTS_PREFIX to create it`);
@@ -134,6 +137,10 @@ export function problemsOf(
     if (store.replicas < wantedReplicas)
       problems.push(
         `${store.name} has ${store.replicas} replica(s), AGENTS_REPLICAS is ${wantedReplicas}: a supervisor started with it raises them`,
+      );
+    else if (store.replicas < most)
+      problems.push(
+        `${store.name} has ${store.replicas} replica(s) where others have ${most}: a supervisor started with AGENTS_REPLICAS=${most} raises it`,
       );
     if (clustered && store.replicas > 1 && !store.leader)
       problems.push(`${store.name} has no leader: its servers are electing one, or too few of them are up`);

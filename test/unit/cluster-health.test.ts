@@ -55,6 +55,17 @@ describe("agentctl cluster: what needs an operator", () => {
     ]);
   });
 
+  it("a store with fewer replicas than the others is named even when AGENTS_REPLICAS is the default 1", () => {
+    const problems = problemsOf(
+      [store("AGENT_WAL"), store("KV_agents-idempotency", { replicas: 1, followers: [] })],
+      clustered,
+      1,
+    );
+    expect(problems).toEqual([
+      "KV_agents-idempotency has 1 replica(s) where others have 3: a supervisor started with AGENTS_REPLICAS=3 raises it",
+    ]);
+  });
+
   it("storage at 90 % of the account's limit is a problem, below it or without a limit it is not", () => {
     const at = (used: number, limit?: number) =>
       problemsOf([], { storage: { used, ...(limit ? { limit } : {}) }, clustered: true }, 1);
