@@ -1,124 +1,33 @@
-import type { ClusterInfo, JetStreamAccountStats, PeerInfo, StreamInfo } from "@nats-io/jetstream";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { WORKER_CONSUMER } from "../../shared/bus/jobs.js";
-import { consumerInfoIfAny, streamInfoIfAny } from "../../shared/bus/provision.js";
+import {
+  readClusterState,
+  type ClusterState,
+  type Follower,
+  type StoreHealth,
+} from "../../shared/bus/cluster-state.js";
 
-/** One stream, or one bucket's stream, as the JetStream cluster holds it now. */
-export interface StoreHealth {
-  name: string;
-  kind: "stream" | "bucket";
-  /** Undefined when it does not exist. */
-  replicas?: number;
-  messages?: number;
-  bytes?: number;
-  /** The server leading it (a clustered JetStream only). */
-  leader?: string;
-  /** Its other copies: offline, or behind the leader, is what an operator looks for. */
-  followers: Follower[];
-}
+export type { StoreHealth } from "../../shared/bus/cluster-state.js";
 
-/** A copy of a store on another server than its leader's, as the leader sees it. */
-export interface Follower {
-  server: string;
-  current: boolean;
-  offline: boolean;
-  /** Operations behind the leader, when the server says (2.9 leaves it out for a dead peer). */
-  lag?: number;
-  /** Since the leader last heard from it. */
-  lastHeardMs?: number;
-}
-
-/** The work queue seen through the workers' shared consumer. */
-export interface JobsHealth {
-  waiting: number;
-  held: number;
-  redelivered: number;
-  /** Pulls open now: roughly the workers with room for a job. */
-  pulls: number;
-}
-
-export interface ClusterHealth {
-  server: { version: string; cluster?: string };
-  /** The account's JetStream file storage; `limit` when the account has one. */
-  storage: { used: number; limit?: number };
-  stores: StoreHealth[];
-  /** Undefined before any worker has started (it creates the consumer). */
-  jobs?: JobsHealth;
-  /** What needs an operator, one line each; none when healthy. */
-  problems: string[];
-}
+/** The cluster's state with what needs an operator, one line each; none when healthy. */
+export type ClusterHealth = ClusterState & { problems: string[] };
 
 /** At this share of the account's storage limit a write is about to be refused (STORAGE_FULL). */
 export const STORAGE_WARN_SHARE = 0.9;
 
-/** What the cluster's streams, buckets, storage and work queue look like to this command now. */
+/** What the cluster looks like to this command now, and what needs an operator. */
 export async function readClusterHealth(bus: ActorBus, wantedReplicas: number): Promise<ClusterHealth> {
-  const streams = bus.subjects.streams();
-  const names: [string, StoreHealth["kind"]][] = [
-    ...[streams.runs, streams.wal, streams.audit].map((name) => [name, "stream"] as [string, "stream"]),
-    ...bus.subjects.bucketList().map((bucket) => [`KV_${bucket}`, "bucket"] as [string, "bucket"]),
-  ];
-  const [account, infos, consumer] = await Promise.all([
-    bus.jsm.getAccountInfo(),
-    Promise.all(names.map(([name]) => streamInfoIfAny(bus.jsm, name))),
-    consumerInfoIfAny(bus.jsm, streams.runs, WORKER_CONSUMER),
-  ]);
-  const stores = names.map(([name, kind], i) => storeHealth(name, kind, infos[i]));
-  const storage = storageOf(account);
-  const server = {
-    version: bus.nc.info?.version ?? "unknown",
-    ...(bus.nc.info?.cluster ? { cluster: bus.nc.info.cluster } : {}),
-  };
-  const jobs: JobsHealth | undefined = consumer && {
-    waiting: consumer.num_pending,
-    held: consumer.num_ack_pending,
-    redelivered: consumer.num_redelivered,
-    pulls: consumer.num_waiting,
-  };
+  const state = await readClusterState(bus);
+  const clustered = state.server.cluster !== undefined;
   return {
-    server,
-    storage,
-    stores,
-    ...(jobs ? { jobs } : {}),
-    problems: problemsOf(stores, { storage, clustered: server.cluster !== undefined }, wantedReplicas),
-  };
-}
-
-function storageOf(account: JetStreamAccountStats): ClusterHealth["storage"] {
-  const limit = account.limits.max_storage;
-  return { used: account.storage, ...(limit > 0 ? { limit } : {}) };
-}
-
-function storeHealth(name: string, kind: StoreHealth["kind"], info: StreamInfo | undefined): StoreHealth {
-  if (!info) return { name, kind, followers: [] };
-  const cluster: ClusterInfo | undefined = info.cluster;
-  return {
-    name,
-    kind,
-    replicas: info.config.num_replicas,
-    messages: info.state.messages,
-    bytes: info.state.bytes,
-    ...(cluster?.leader ? { leader: cluster.leader } : {}),
-    followers: (cluster?.replicas ?? []).map(followerOf),
-  };
-}
-
-/** The server leaves out what it does not know (nats-server 2.9: `offline` and `lag` of a dead peer). */
-function followerOf(peer: PeerInfo): Follower {
-  const { lag, active } = peer as Partial<PeerInfo>;
-  return {
-    server: peer.name,
-    current: peer.current,
-    offline: peer.offline === true,
-    ...(lag !== undefined ? { lag } : {}),
-    ...(active !== undefined ? { lastHeardMs: Math.round(active / 1_000_000) } : {}),
+    ...state,
+    problems: problemsOf(state.stores, { storage: state.storage, clustered }, wantedReplicas),
   };
 }
 
 /** What needs an operator: a missing or under-replicated store, one without a leader or with a copy down, storage nearly full. */
 export function problemsOf(
   stores: readonly StoreHealth[],
-  { storage, clustered }: { storage: ClusterHealth["storage"]; clustered: boolean },
+  { storage, clustered }: { storage: ClusterState["storage"]; clustered: boolean },
   wantedReplicas: number,
 ): string[] {
   const problems: string[] = [];

@@ -28,6 +28,7 @@ import { leaseIterations, releaseSlots, setKillSwitch } from "./control.js";
 import { cancelRun } from "./cancel.js";
 import { haltRun } from "./halt.js";
 import { resumeRun } from "./resume.js";
+import { registerStoreGauges } from "./store-gauges.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "supervisor" }));
 const env = parseEnv(SupervisorEnv, process.env);
@@ -151,6 +152,7 @@ const retention = Promise.all(
       }),
     ),
 );
+await registerStoreGauges(bus, metrics.registry);
 const health = await startActorHealth(bus, env, metrics);
 logger.info(
   {

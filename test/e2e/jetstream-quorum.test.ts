@@ -46,6 +46,13 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     return /^agents_jetstream_answering\{[^}]*\} (\d+)$/m.exec(text)?.[1];
   };
 
+  /** One of the supervisor's per-store gauges, as /metrics says it. */
+  const gauge = async (name: string, store: string): Promise<string | undefined> => {
+    const port = cluster.actors.get("supervisor")?.healthPort;
+    const text = await (await fetch(`http://127.0.0.1:${String(port)}/metrics`)).text();
+    const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes(`store="${store}"`));
+    return line?.split(" ").at(-1);
+  };
   /** Every stream's replicas, the buckets' under their streams' names (KV_<bucket>). */
   const everyStream = (subjects: Subjects, replicas: number): Record<string, number> => {
     const streams = subjects.streams();
@@ -210,7 +217,7 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     }
   }, 60_000);
 
-  it("agentctl cluster names the copies a lost server held, exits 1, and says healthy once it is back", async () => {
+  it("agentctl cluster and the supervisor's gauges name the copies a lost server held (exit code 1), and are healthy once it is back", async () => {
     const report = async (): Promise<{ code: number; health: ClusterHealth }> => {
       const done = await runProcess(process.execPath, [actorEntry("cli"), "cluster", "--json"], {
         env: { ...process.env, NATS_URL: nats.urls, AGENTS_PREFIX: prefix, AGENTS_REPLICAS: "3" },
@@ -224,6 +231,11 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     expect(healthy.code).toBe(0);
     expect(healthy.health.problems).toEqual([]);
     expect(healthy.health.stores).toHaveLength(10);
+
+    // The supervisor's gauges say the same: three replicas, three current copies, of each store.
+    const wal = new Subjects(prefix).streams().wal;
+    expect(await gauge("agents_store_replicas", wal)).toBe("3");
+    expect(await gauge("agents_store_copies_current", wal)).toBe("3");
 
     const lost = nats.nodes[2];
     await lost?.kill();
@@ -246,8 +258,14 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
       { what: "a problem naming each store's copy on the lost server", everyMs: 1_000 },
     );
     expect(down?.code).toBe(1);
+    expect(await gauge("agents_store_copies_current", wal)).toBe("2");
+    expect(await gauge("agents_store_replicas", wal)).toBe("3");
 
     await lost?.start();
     await until(async () => (await report()).code === 0, 60_000, { what: "healthy again", everyMs: 1_000 });
+    await until(async () => (await gauge("agents_store_copies_current", wal)) === "3", 10_000, {
+      what: "three current copies again",
+      everyMs: 500,
+    });
   }, 150_000);
 });

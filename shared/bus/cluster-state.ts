@@ -1,0 +1,127 @@
+import type {
+  ClusterInfo,
+  JetStreamAccountStats,
+  JetStreamManager,
+  PeerInfo,
+  StreamInfo,
+} from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { WORKER_CONSUMER } from "./jobs.js";
+import { consumerInfoIfAny, streamInfoIfAny } from "./provision.js";
+import type { Subjects } from "./subjects.js";
+
+/** One stream, or one bucket's stream, as the JetStream cluster holds it now. */
+export interface StoreHealth {
+  name: string;
+  kind: "stream" | "bucket";
+  /** Undefined when it does not exist. */
+  replicas?: number;
+  messages?: number;
+  bytes?: number;
+  /** The server leading it (a clustered JetStream only). */
+  leader?: string;
+  /** Its other copies: offline, or behind the leader, is what an operator looks for. */
+  followers: Follower[];
+}
+
+/** A copy of a store on another server than its leader's, as the leader sees it. */
+export interface Follower {
+  server: string;
+  current: boolean;
+  offline: boolean;
+  /** Operations behind the leader, when the server says (2.9 leaves it out for a dead peer). */
+  lag?: number;
+  /** Since the leader last heard from it. */
+  lastHeardMs?: number;
+}
+
+/** The work queue seen through the workers' shared consumer. */
+export interface JobsHealth {
+  waiting: number;
+  held: number;
+  redelivered: number;
+  /** Pulls open now: roughly the workers with room for a job. */
+  pulls: number;
+}
+
+/** What the JetStream cluster holds for this prefix now: what `agentctl cluster` and the supervisor's gauges read. */
+export interface ClusterState {
+  server: { version: string; cluster?: string };
+  /** The account's JetStream file storage; `limit` when the account has one. */
+  storage: { used: number; limit?: number };
+  stores: StoreHealth[];
+  /** Undefined before any worker has started (it creates the consumer). */
+  jobs?: JobsHealth;
+}
+
+/** The streams, buckets (their streams), storage and work queue, read in one round of requests. */
+export async function readClusterState(deps: {
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+  subjects: Subjects;
+}): Promise<ClusterState> {
+  const { nc, jsm, subjects } = deps;
+  const streams = subjects.streams();
+  const names: [string, StoreHealth["kind"]][] = [
+    ...[streams.runs, streams.wal, streams.audit].map((name) => [name, "stream"] as [string, "stream"]),
+    ...subjects.bucketList().map((bucket) => [`KV_${bucket}`, "bucket"] as [string, "bucket"]),
+  ];
+  const [account, infos, consumer] = await Promise.all([
+    jsm.getAccountInfo(),
+    Promise.all(names.map(([name]) => streamInfoIfAny(jsm, name))),
+    consumerInfoIfAny(jsm, streams.runs, WORKER_CONSUMER),
+  ]);
+  const jobs: JobsHealth | undefined = consumer && {
+    waiting: consumer.num_pending,
+    held: consumer.num_ack_pending,
+    redelivered: consumer.num_redelivered,
+    pulls: consumer.num_waiting,
+  };
+  return {
+    server: {
+      version: nc.info?.version ?? "unknown",
+      ...(nc.info?.cluster ? { cluster: nc.info.cluster } : {}),
+    },
+    storage: storageOf(account),
+    stores: names.map(([name, kind], i) => storeHealth(name, kind, infos[i])),
+    ...(jobs ? { jobs } : {}),
+  };
+}
+
+/** How many copies of a store are current: its leader's and every follower's that is; 1 on a single server. */
+export function currentCopies(store: StoreHealth, clustered: boolean): number {
+  if (store.replicas === undefined) return 0;
+  if (!clustered) return 1;
+  return (store.leader ? 1 : 0) + store.followers.filter((peer) => peer.current && !peer.offline).length;
+}
+
+function storageOf(account: JetStreamAccountStats): ClusterState["storage"] {
+  const limit = account.limits.max_storage;
+  return { used: account.storage, ...(limit > 0 ? { limit } : {}) };
+}
+
+function storeHealth(name: string, kind: StoreHealth["kind"], info: StreamInfo | undefined): StoreHealth {
+  if (!info) return { name, kind, followers: [] };
+  const cluster: ClusterInfo | undefined = info.cluster;
+  return {
+    name,
+    kind,
+    replicas: info.config.num_replicas,
+    messages: info.state.messages,
+    bytes: info.state.bytes,
+    ...(cluster?.leader ? { leader: cluster.leader } : {}),
+    followers: (cluster?.replicas ?? []).map(followerOf),
+  };
+}
+
+/** The server leaves out what it does not know (nats-server 2.9: `offline` and `lag` of a dead peer). */
+function followerOf(peer: PeerInfo): Follower {
+  const { lag, active } = peer as Partial<PeerInfo>;
+  return {
+    server: peer.name,
+    current: peer.current,
+    offline: peer.offline === true,
+    ...(lag !== undefined ? { lag } : {}),
+    ...(active !== undefined ? { lastHeardMs: Math.round(active / 1_000_000) } : {}),
+  };
+}
