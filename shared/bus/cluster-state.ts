@@ -1,13 +1,16 @@
-import type {
-  ClusterInfo,
-  JetStreamAccountStats,
-  JetStreamManager,
-  PeerInfo,
-  StreamInfo,
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type ClusterInfo,
+  type ConsumerInfo,
+  type JetStreamAccountStats,
+  type JetStreamManager,
+  type PeerInfo,
+  type StreamInfo,
 } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { WORKER_CONSUMER } from "./jobs.js";
-import { consumerInfoIfAny, streamInfoIfAny } from "./provision.js";
+import { streamInfoIfAny } from "./provision.js";
 import type { Subjects } from "./subjects.js";
 
 /** One stream, or one bucket's stream, as the JetStream cluster holds it now. */
@@ -124,4 +127,17 @@ function followerOf(peer: PeerInfo): Follower {
     ...(lag !== undefined ? { lag } : {}),
     ...(active !== undefined ? { lastHeardMs: Math.round(active / 1_000_000) } : {}),
   };
+}
+
+/** A consumer's info, or undefined when it (or its stream) does not exist (only those answers say so). */
+async function consumerInfoIfAny(
+  jsm: JetStreamManager,
+  stream: string,
+  name: string,
+): Promise<ConsumerInfo | undefined> {
+  return jsm.consumers.info(stream, name).catch((err: unknown) => {
+    const missing = [JetStreamApiCodes.ConsumerNotFound, JetStreamApiCodes.StreamNotFound] as number[];
+    if (err instanceof JetStreamApiError && missing.includes(err.code)) return undefined;
+    throw err;
+  });
 }

@@ -4,7 +4,6 @@ import {
   jetstreamManager,
   RetentionPolicy,
   StorageType,
-  type ConsumerInfo,
   type JetStreamManager,
   type StreamConfig,
   type StreamInfo,
@@ -90,19 +89,6 @@ function differences(wanted: Partial<StreamConfig>, actual: StreamConfig): strin
 export async function streamInfoIfAny(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {
   return jsm.streams.info(name).catch((err: unknown) => {
     if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return undefined;
-    throw err;
-  });
-}
-
-/** A consumer's info, or undefined when it (or its stream) does not exist; as above, nothing else says so. */
-export async function consumerInfoIfAny(
-  jsm: JetStreamManager,
-  stream: string,
-  name: string,
-): Promise<ConsumerInfo | undefined> {
-  return jsm.consumers.info(stream, name).catch((err: unknown) => {
-    const missing = [JetStreamApiCodes.ConsumerNotFound, JetStreamApiCodes.StreamNotFound] as number[];
-    if (err instanceof JetStreamApiError && missing.includes(err.code)) return undefined;
     throw err;
   });
 }
