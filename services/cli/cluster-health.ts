@@ -30,11 +30,8 @@ export function problemsOf(
   { storage, clustered }: { storage: ClusterState["storage"]; clustered: boolean },
   wantedReplicas: number,
 ): string[] {
+  // AGENTS_REPLICAS above 1 on a server not in a cluster never gets here: provisioning refuses it.
   const problems: string[] = [];
-  if (!clustered && wantedReplicas > 1)
-    problems.push(
-      `AGENTS_REPLICAS is ${wantedReplicas} and this NATS server is not in a cluster: every stream and bucket has one copy, whatever its replicas say`,
-    );
   // Checked against the other stores too: agentctl run with the default AGENTS_REPLICAS (1) is how
   // an operator finds the one bucket left R1 on an R3 cluster.
   const most = Math.max(0, ...stores.flatMap((store) => store.replicas ?? []));

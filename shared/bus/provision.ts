@@ -97,14 +97,22 @@ export async function streamInfoIfAny(jsm: JetStreamManager, name: string): Prom
  * Keeps the replicas an existing stream has when fewer are wanted: an actor or an agentctl started
  * with the default AGENTS_REPLICAS (1) against a cluster provisioned with 3 scaled its streams down
  * to one copy, silently. More replicas are still taken (moving a cluster to R3); fewer only by hand.
+ * A server not in a cluster is the exception: it keeps one copy whatever the number says (2.9 took a
+ * raise it could not keep), so its number is brought back to the truth.
  */
 function keepingReplicas(
   wanted: WantedStream,
   existing: StreamConfig | undefined,
-  notes: string[],
+  { clustered, notes }: { clustered: boolean; notes: string[] },
 ): WantedStream {
   const has = existing?.num_replicas ?? 0;
   if (wanted.num_replicas === undefined || has <= wanted.num_replicas) return wanted;
+  if (!clustered) {
+    notes.push(
+      `stream ${wanted.name} said ${has} replicas on a NATS server not in a cluster, which keeps one copy: set to ${wanted.num_replicas}`,
+    );
+    return wanted;
+  }
   notes.push(
     `stream ${wanted.name} has ${has} replicas and AGENTS_REPLICAS is ${wanted.num_replicas}: kept ${has} (lowering replicas is an operator's change, made with the nats CLI)`,
   );
@@ -115,12 +123,12 @@ function keepingReplicas(
 async function converge(
   jsm: JetStreamManager,
   asked: WantedStream,
-  notes: string[],
+  where: { clustered: boolean; notes: string[] },
   create: (wanted: WantedStream) => Promise<unknown>,
 ): Promise<ProvisionAction> {
   const name = asked.name;
   const existing = await streamInfoIfAny(jsm, name);
-  const wanted = keepingReplicas(asked, existing?.config, notes);
+  const wanted = keepingReplicas(asked, existing?.config, where);
   let action: ProvisionAction = "unchanged";
   if (!existing) {
     await create(wanted);
@@ -174,6 +182,15 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
       `nats-server ${version} is too old: JetStream features used here need 2.9 or newer`,
     );
   }
+  const clustered = nc.info?.cluster !== undefined;
+  if (options.replicas > 1 && !clustered) {
+    // nats-server refuses to create a stream or bucket with more replicas here, and 2.9 takes a
+    // raise of an existing one that it cannot keep: the streams would say 3 and hold one copy.
+    throw new AgentError(
+      "INVALID_INPUT",
+      `invalid configuration: AGENTS_REPLICAS is ${options.replicas} and the NATS server at ${nc.getServer()} is not in a cluster, so it keeps one copy of every stream and bucket: set AGENTS_REPLICAS=1, or connect to a JetStream cluster of at least ${options.replicas} servers`,
+    );
+  }
   const notes: string[] = [];
   if (major === 2 && minor < 10) {
     notes.push(
@@ -181,9 +198,10 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
     );
   }
   const jsm = await jetstreamManager(nc);
+  const where = { clustered, notes };
   const streams: Record<string, ProvisionAction> = {};
   for (const config of streamConfigs(options.subjects, options.replicas)) {
-    streams[config.name] = await converge(jsm, config, notes, (wanted) => jsm.streams.add(wanted));
+    streams[config.name] = await converge(jsm, config, where, (wanted) => jsm.streams.add(wanted));
   }
   const kvm = new Kvm(nc);
   const buckets: Record<string, ProvisionAction> = {};
@@ -195,7 +213,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
     buckets[bucket] = await converge(
       jsm,
       { name: `KV_${bucket}`, num_replicas: options.replicas },
-      notes,
+      where,
       () => kvm.create(bucket, { replicas: options.replicas, history: 1 }),
     );
   }

@@ -1,7 +1,10 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
+import { connectBus } from "../../shared/bus/connect.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
 import { actorEntry } from "../../services/local/cluster.js";
 import { agentctlFails, runProcess } from "../helpers/cluster-suite.js";
 import { startNats } from "../helpers/nats-server.js";
@@ -65,6 +68,22 @@ describe("an actor that cannot start", () => {
     expect(lines[0]).toMatchObject({ level: 60, code: "INVALID_INPUT", actor: "supervisor" });
     expect(lines[0]?.msg).toMatch(/SUPERVISOR_POOL_CAPACITY/);
     expect(lines[0]?.msg).toMatch(/NATS_CONNECT_WAIT_MS/);
+  });
+
+  it("asked for AGENTS_REPLICAS=3 of a server not in a cluster, says so (INVALID_INPUT) and exits 1, creating nothing; so does agentctl", async () => {
+    // A server of its own: NATS_URL may name a cluster.
+    await using single = await startNats({ own: true });
+    const env = { NATS_URL: single.url, AGENTS_REPLICAS: "3" };
+    const ran = await supervisor(env);
+    expect(ran.code).toBe(1);
+    const last = logLines(ran.stdout).at(-1);
+    expect(last).toMatchObject({ level: 60, code: "INVALID_INPUT", actor: "supervisor" });
+    expect(last?.msg).toMatch(/AGENTS_REPLICAS is 3 and the NATS server at .* is not in a cluster/);
+    const cli = await agentctlFails({ env: () => ({ ...process.env, ...env }) }, ["runs"]);
+    expect(cli).toMatchObject({ code: 2, error: { code: "INVALID_INPUT" } });
+    const bare = await connectBus({ servers: single.url, name: "actor-start", logger: silentLogger });
+    expect(await (await jetstreamManager(bare)).streams.names().next()).toEqual([]);
+    await bare.close();
   });
 
   it("with statuses kept as long as the audit stream keeps events, whoever set its max_age, logs why and exits 1", async () => {

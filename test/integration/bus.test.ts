@@ -69,6 +69,36 @@ describe("provisioning on a real nats-server", () => {
     expect((await jsm.streams.info(names.wal)).config.duplicate_window).toBe(120_000_000_000);
   });
 
+  it("refuses more than one replica on a server not in a cluster (INVALID_INPUT, nothing created), and brings a stream that says 3 there back to 1", async () => {
+    // A server of its own: NATS_URL may name a cluster.
+    await using single = await startNats({ own: true });
+    const alone = await connectBus({ servers: single.url, name: "bus-test-single", logger: silentLogger });
+    const jsm = await jetstreamManager(alone);
+    const mine = new Subjects(`single${process.pid}`);
+    const refused = await provision(alone, { subjects: mine, replicas: 3 }).catch((err: unknown) => err);
+    expect(refused).toMatchObject({ code: "INVALID_INPUT", retryable: false });
+    expect((refused as Error).message).toMatch(
+      /^invalid configuration: AGENTS_REPLICAS is 3 and the NATS server at .* is not in a cluster, .*set AGENTS_REPLICAS=1/,
+    );
+    expect(await jsm.streams.names().next()).toEqual([]);
+
+    // nats-server 2.9 refuses to create a stream with 3 replicas here but takes a raise to 3.
+    await provision(alone, { subjects: mine, replicas: 1 });
+    const wal = mine.streams().wal;
+    const { config } = await jsm.streams.info(wal);
+    await jsm.streams.update(wal, { ...config, num_replicas: 3 }).catch(() => undefined);
+    const raised = (await jsm.streams.info(wal)).config.num_replicas === 3;
+    const report = await provision(alone, { subjects: mine, replicas: 1 });
+    expect((await jsm.streams.info(wal)).config.num_replicas).toBe(1);
+    expect(report.streams[wal]).toBe(raised ? "updated" : "unchanged");
+    expect(
+      report.notes.some((note) =>
+        note.startsWith(`stream ${wal} said 3 replicas on a NATS server not in a cluster`),
+      ),
+    ).toBe(raised);
+    await alone.close();
+  });
+
   it("the audit stream refuses purge and message deletion", async () => {
     // deny_delete/deny_purge guard the stream's messages. Deleting the stream itself is not refused by
     // its configuration on any server version: the per-user permissions in nats.conf must deny

@@ -74,12 +74,11 @@ describe("agentctl cluster: what needs an operator", () => {
     expect(at(9_000_000)).toEqual([]);
   });
 
-  it("a single server asked for 3 replicas has one copy of everything: said; without a cluster no leader is expected", () => {
+  it("a single server has no leader to expect", () => {
     const single = { storage: { used: 0 }, clustered: false };
     const unled = store("AGENT_WAL", { leader: undefined, followers: [] });
-    expect(problemsOf([unled], single, 3)).toEqual([
-      expect.stringMatching(/^AGENTS_REPLICAS is 3 and this NATS server is not in a cluster/),
-    ]);
+    expect(problemsOf([unled], single, 1)).toEqual([]);
+    expect(problemsOf([unled], clustered, 1)).toEqual([expect.stringMatching(/has no leader/)]);
     expect(
       problemsOf([store("AGENT_WAL", { replicas: 1, leader: undefined, followers: [] })], single, 1),
     ).toEqual([]);
