@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { LocalCluster } from "../../services/local/cluster.js";
+import { alertRules, metricsRead } from "../helpers/alert-rules.js";
 import { credentials, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { startNats } from "../helpers/nats-server.js";
@@ -79,6 +80,20 @@ describe("health and metrics endpoints of every actor", () => {
     expect(sample(tools, "agents_tool_calls_total", { tool: "echo", outcome: "ok" })).toBe(1);
     const critic = (await get(portOf("critic"), "/metrics")).text;
     expect(sample(critic, "agents_critic_verdicts_total", { passed: "true" })).toBe(1);
+  });
+
+  it("every metric the shipped alert rules read is on an actor's /metrics", async () => {
+    const exported = new Set<string>();
+    for (const name of ["supervisor", "tools", "critic", "agent-1"])
+      for (const match of (await get(portOf(name), "/metrics")).text.matchAll(/^# HELP (\S+) /gm))
+        if (match[1]) exported.add(match[1]);
+    const rules = alertRules();
+    expect(rules.length).toBeGreaterThan(0);
+    for (const rule of rules) {
+      expect(metricsRead(rule).length, rule.alert).toBeGreaterThan(0);
+      for (const metric of metricsRead(rule))
+        expect(exported, `${rule.alert} reads ${metric}`).toContain(metric);
+    }
   });
 
   it("/readyz turns 503 while NATS is gone, /healthz stays 200, and the actor keeps running", async () => {

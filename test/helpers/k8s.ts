@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as keda from "@kubernetes-models/keda/keda.sh/v1alpha1";
+import * as monitoringV1 from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import * as appsV1 from "kubernetes-models/apps/v1";
 import * as autoscalingV2 from "kubernetes-models/autoscaling/v2";
 import * as networkingV1 from "kubernetes-models/networking.k8s.io/v1";
@@ -44,9 +45,10 @@ const GROUPS: Record<string, Record<string, unknown>> = {
   "autoscaling/v2": autoscalingV2,
   "networking.k8s.io/v1": networkingV1,
   "keda.sh/v1alpha1": keda,
+  "monitoring.coreos.com/v1": monitoringV1,
 };
 
-/** Validates one object against its Kubernetes (or KEDA) OpenAPI schema; throws what is wrong. */
+/** Validates one object against its Kubernetes (or KEDA, or Prometheus Operator) OpenAPI schema; throws what is wrong. */
 export function validateObject(object: K8sObject): void {
   const model = GROUPS[object.apiVersion]?.[object.kind] as Model | undefined;
   if (!model) throw new Error(`no schema for ${object.apiVersion} ${object.kind} (${object.metadata.name})`);
