@@ -119,6 +119,23 @@ function keepingReplicas(
   return { ...wanted, num_replicas: has };
 }
 
+/** nats-server's answer when its cluster has too few servers up for a stream's replicas. */
+const NO_SUITABLE_PEERS = 10005;
+
+/**
+ * A stream whose copies the JetStream cluster could not place: the server's words ("no suitable
+ * peers for placement", INTERNAL) named neither AGENTS_REPLICAS nor the servers missing.
+ * Retryable: servers down at start-up come back; an AGENTS_REPLICAS above the cluster's size does not.
+ */
+function unplaceable(name: string, replicas: number | undefined, err: unknown): AgentError | undefined {
+  if (!(err instanceof JetStreamApiError) || err.code !== NO_SUITABLE_PEERS) return undefined;
+  return new AgentError(
+    "BUS_UNAVAILABLE",
+    `the JetStream cluster cannot place ${replicas ?? "its"} copies of stream ${name} (${err.message}): fewer than ${replicas ?? "that many"} of its servers are up, or AGENTS_REPLICAS is above the number of servers in the cluster`,
+    { cause: err },
+  );
+}
+
 /** Creates a missing stream (or bucket), or updates what differs, then reads its configuration back. */
 async function converge(
   jsm: JetStreamManager,
@@ -130,12 +147,16 @@ async function converge(
   const existing = await streamInfoIfAny(jsm, name);
   const wanted = keepingReplicas(asked, existing?.config, where);
   let action: ProvisionAction = "unchanged";
-  if (!existing) {
-    await create(wanted);
-    action = "created";
-  } else if (differences(wanted, existing.config).length > 0) {
-    await jsm.streams.update(name, { ...existing.config, ...wanted });
-    action = "updated";
+  try {
+    if (!existing) {
+      await create(wanted);
+      action = "created";
+    } else if (differences(wanted, existing.config).length > 0) {
+      await jsm.streams.update(name, { ...existing.config, ...wanted });
+      action = "updated";
+    }
+  } catch (err) {
+    throw unplaceable(name, wanted.num_replicas, err) ?? err;
   }
   const diff = differences(wanted, (await jsm.streams.info(name)).config);
   if (diff.length > 0) {

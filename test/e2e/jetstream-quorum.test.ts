@@ -7,7 +7,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { provision } from "../../shared/bus/provision.js";
+import { provision, streamInfoIfAny } from "../../shared/bus/provision.js";
 import { Subjects } from "../../shared/bus/subjects.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import type { ClusterHealth } from "../../services/cli/cluster-health.js";
@@ -181,7 +181,7 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     expect(await replicasOf(new Subjects(prefix))).toEqual(everyStream(new Subjects(prefix), 3));
   }, 60_000);
 
-  it("a cluster moved from one replica to three: its streams and buckets are raised, their data kept", async () => {
+  it("a cluster moved from one replica to three: its streams and buckets are raised, their data kept; five copies on three servers are refused in words that say so", async () => {
     const moved = new Subjects(`${prefix}m`);
     const admin = await connect({ servers: nats.urls.split(",") });
     try {
@@ -212,6 +212,19 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
       );
       expect(again.notes.filter((note) => note.includes("kept 3"))).toHaveLength(10);
       expect(await replicasOf(moved)).toEqual(everyStream(moved, 3));
+
+      // Five copies on three servers: neither raised nor created, and said in those words.
+      const five =
+        /^the JetStream cluster cannot place 5 copies of stream \S+ \(no suitable peers for placement\): fewer than 5 of its servers are up, or AGENTS_REPLICAS is above/;
+      const raise = await provision(admin, { subjects: moved, replicas: 5 }).catch((err: unknown) => err);
+      expect(raise).toMatchObject({ code: "BUS_UNAVAILABLE" });
+      expect((raise as Error).message).toMatch(five);
+      expect(await replicasOf(moved)).toEqual(everyStream(moved, 3));
+      const fresh = new Subjects(`${prefix}f`);
+      const create = await provision(admin, { subjects: fresh, replicas: 5 }).catch((err: unknown) => err);
+      expect(create).toMatchObject({ code: "BUS_UNAVAILABLE" });
+      expect((create as Error).message).toMatch(five);
+      expect(await streamInfoIfAny(await jetstreamManager(admin), fresh.streams().runs)).toBeUndefined();
     } finally {
       await admin.close();
     }
