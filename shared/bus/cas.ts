@@ -1,3 +1,4 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { InvalidArgumentError } from "@nats-io/transport-node";
 import type { z } from "zod";
@@ -28,6 +29,12 @@ export interface CasDeps {
  * written against that revision without reading the key first. Only a write that goes through
  * makes that decision final: a refusal, or nothing to change, is decided again on a fresh read,
  * and so is everything after a refused write.
+ *
+ * A write whose answer never came (a timeout, a connection lost while the server restarts) may
+ * have landed: deciding again on a value that holds it would apply the change twice (a lease
+ * granted once and counted twice). So the key is read again first, and when it holds exactly what
+ * was written, at a later revision, the write landed and its result stands. Only a change by
+ * someone else on top of it, before that read, is not recognised.
  */
 export async function casChange<S extends z.ZodType, R>(
   deps: CasDeps & { known?: KnownRevisions<z.output<S>> },
@@ -38,10 +45,16 @@ export async function casChange<S extends z.ZodType, R>(
 ): Promise<R> {
   const { known } = deps;
   let fresh = false;
+  let unheard: Unheard<R> | undefined;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const cached = fresh ? undefined : known?.usable(key);
+    const cached = fresh || unheard ? undefined : known?.usable(key);
     const base = cached ?? (await read(deps.kv, key, schema, empty));
     if (!cached) known?.compare(key, base.revision);
+    if (unheard && landed(unheard, base)) {
+      known?.remember(key, base.revision, base.state);
+      return unheard.result;
+    }
+    unheard = undefined;
     const decision = cached ? tryDecide(decide, base.state) : decide(base.state);
     if (decision === undefined || (cached && decision.next === undefined)) {
       fresh = true;
@@ -56,23 +69,30 @@ export async function casChange<S extends z.ZodType, R>(
       known?.remember(key, revision, value);
       return result;
     } catch (err) {
-      refuseUnsendable(err, key, data.length);
-      // Not a race: every attempt would be refused the same way until there is room.
-      const full = storageFull(`writing key '${key}'`, err);
-      if (full) throw full;
       known?.forget(key);
-      if (cached) {
+      if (!refused(err, key, data.length)) unheard = { data, after: base.revision, result };
+      else if (cached) {
         // Someone else wrote the key since this process did: not a race to back off from.
         known?.observe(false);
         fresh = true;
         continue;
       }
-      // Another replica wrote first (or the write timed out): read again and decide again.
+      // Another replica wrote first (or no answer came): read again, and decide again unless it landed.
       await deps.clock.sleep(fullJitterDelay(Math.min(attempt, 6), BACKOFF, deps.random));
     }
   }
   throw new AgentError("INTERNAL", `key '${key}' still contended after ${MAX_ATTEMPTS} attempts`);
 }
+
+/** A write sent whose answer never came, on the key's value at revision `after`. */
+interface Unheard<R> {
+  data: Uint8Array;
+  after: number;
+  result: R;
+}
+
+/** What the key was read as, with the bytes it holds (none when it holds no value). */
+type Read<T> = KnownValue<T> & { data?: Uint8Array };
 
 /** The key's value and revision; a key never written, deleted or purged has the empty value. */
 async function read<S extends z.ZodType>(
@@ -80,10 +100,27 @@ async function read<S extends z.ZodType>(
   key: string,
   schema: S,
   empty: z.output<S>,
-): Promise<KnownValue<z.output<S>>> {
+): Promise<Read<z.output<S>>> {
   const entry = await kv.get(key);
-  const state = entry?.operation === "PUT" ? decode(schema, entry.value) : empty;
-  return { state, revision: entry?.revision ?? 0 };
+  if (entry?.operation !== "PUT") return { state: empty, revision: entry?.revision ?? 0 };
+  return { state: decode(schema, entry.value), revision: entry.revision, data: entry.value };
+}
+
+/** The write went through: the key holds its very bytes, written after the value it was decided on. */
+function landed(write: Unheard<unknown>, now: Read<unknown>): boolean {
+  return now.revision > write.after && now.data !== undefined && Buffer.compare(now.data, write.data) === 0;
+}
+
+/**
+ * True when the server answered the write and refused it (a revision moved on): it did not land.
+ * False when no answer came (a timeout, a connection that dropped): it may have. Throws what
+ * every attempt would meet the same way: a value the client cannot send, a store with no room.
+ */
+function refused(err: unknown, key: string, bytes: number): boolean {
+  refuseUnsendable(err, key, bytes);
+  const full = storageFull(`writing key '${key}'`, err);
+  if (full) throw full;
+  return err instanceof JetStreamApiError || (err instanceof Error && err.cause instanceof JetStreamApiError);
 }
 
 /**
