@@ -122,6 +122,7 @@ const watchdog =
         { staleMs: env.SUPERVISOR_STALL_MS },
         {
           requeued: metrics.stalledRequeues,
+          holding: metrics.runsHoldingSlot,
           lost: new LostAdmissions(bus, pool, env.SUPERVISOR_STALL_MS, metrics.lostAdmissions),
         },
         stopping.signal,

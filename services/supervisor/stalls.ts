@@ -3,8 +3,8 @@ import { fanInResults, fanOutKey, readFanOut } from "../../shared/bus/fanout.js"
 import { continuationJob, publishJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
-import type { RunStatus } from "../../shared/contracts/run-status.js";
-import type { Counter } from "prom-client";
+import { RunStatusValue, type RunStatus } from "../../shared/contracts/run-status.js";
+import type { Counter, Gauge } from "prom-client";
 import type { Logger } from "../../shared/runtime/logger.js";
 
 export interface StallOptions {
@@ -96,6 +96,17 @@ export async function scanSlots(bus: StallScanBus): Promise<SlotScan> {
 }
 
 /**
+ * How many runs a scan found holding a slot, per status (every status, 0 included, so a series
+ * that empties reads 0 rather than vanishing), and `unrecorded`: slots with no status.
+ */
+export function slotsByStatus(scan: SlotScan): Map<RunStatusValue | "unrecorded", number> {
+  const counts = new Map<RunStatusValue | "unrecorded", number>(RunStatusValue.options.map((v) => [v, 0]));
+  for (const { status } of scan.statuses) counts.set(status, (counts.get(status) ?? 0) + 1);
+  counts.set("unrecorded", scan.unrecorded.length);
+  return counts;
+}
+
+/**
  * The runs to re-queue now, among those a scan found holding a slot. A run with a fan-out record
  * is parked while a child of that fan-out has not ended; once they all have, it should have moved
  * (the fan-in job is queued when the last one ends): it is stalled like any run, and a worker
@@ -148,12 +159,18 @@ export async function findStalled(bus: StallScanBus, now: number, staleMs: numbe
  * on a false alarm (a step longer than `staleMs`): a worker handed it drops it while a live worker
  * still drives the run with its first job, the WAL's fencing lets only one worker drive a run, and
  * a worker taking over settles an unfinished tool call by its idempotency key, never by running it
- * blindly again. The same scan hands what it found to `lost` (LostAdmissions: admissions stopped midway).
+ * blindly again. The same scan hands what it found to `lost` (LostAdmissions: admissions stopped
+ * midway), and its count of runs per status to `holding`.
  */
 export async function requeueStalled(
   bus: ActorBus,
   options: StallOptions,
-  deps: { requeued: Counter; lost?: { settle(scan: SlotScan, now: number): Promise<void> } },
+  deps: {
+    requeued: Counter;
+    /** Set from each scan: see slotsByStatus. */
+    holding?: Gauge;
+    lost?: { settle(scan: SlotScan, now: number): Promise<void> };
+  },
   signal: AbortSignal,
 ): Promise<void> {
   const lastRequeue = new Map<string, number>();
@@ -164,6 +181,7 @@ export async function requeueStalled(
       const now = bus.clock.now();
       for (const [runId, at] of lastRequeue) if (now - at >= options.staleMs) lastRequeue.delete(runId);
       const scan = await scanSlots(bus);
+      for (const [status, count] of slotsByStatus(scan)) deps.holding?.set({ status }, count);
       for (const run of await stalledAmong(bus, scan, now, options.staleMs)) {
         if (now - (lastRequeue.get(run.runId) ?? -Infinity) < options.staleMs) continue;
         lastRequeue.set(run.runId, now);

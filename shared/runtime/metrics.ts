@@ -21,6 +21,7 @@ export class ActorMetrics {
   readonly duplicateJobsDropped: Counter;
   readonly leaseFailures: Counter<"code">;
   readonly stalledRequeues: Counter;
+  readonly runsHoldingSlot: Gauge;
   readonly lostAdmissions: Counter<"outcome">;
   readonly walsRemoved: Counter;
   readonly toolRecordsRemoved: Counter;
@@ -105,6 +106,12 @@ export class ActorMetrics {
     this.stalledRequeues = new Counter({
       name: "agents_stalled_runs_requeued_total",
       help: "Running runs with no progress for SUPERVISOR_STALL_MS that the supervisor queued again",
+      registers,
+    });
+    this.runsHoldingSlot = new Gauge({
+      name: "agents_runs_holding_slot",
+      help: "Runs holding a pool slot, by their status as the supervisor's last stall scan read it (every SUPERVISOR_STALL_MS / 4, at most a minute); `unrecorded`: a slot whose admission has not recorded its run",
+      labelNames: ["status"],
       registers,
     });
     this.lostAdmissions = new Counter({

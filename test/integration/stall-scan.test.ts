@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { findStalled, scanSlots } from "../../services/supervisor/stalls.js";
+import { findStalled, scanSlots, slotsByStatus } from "../../services/supervisor/stalls.js";
 import { fanOutKey, writeFanOut } from "../../shared/bus/fanout.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -64,6 +64,16 @@ describe("the stall scan reads what can be running: the runs holding a pool slot
       "went-on",
     ]);
     expect((await scanSlots(suite)).unrecorded).toEqual(["half-admitted"]);
+    // What agents_runs_holding_slot says: the finished and slotless runs are not among them.
+    expect(Object.fromEntries(slotsByStatus(await scanSlots(suite)))).toEqual({
+      queued: 0,
+      running: 5,
+      awaiting_approval: 1,
+      committed: 0,
+      failed: 0,
+      halted: 0,
+      unrecorded: 1,
+    });
 
     // Most of the bucket active: one read of the whole bucket, and the same answer.
     for (let i = 0; i < 300; i += 1) {
