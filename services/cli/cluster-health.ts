@@ -5,23 +5,45 @@ import {
   type Follower,
   type StoreHealth,
 } from "../../shared/bus/cluster-state.js";
+import { listenForWorkers, type WorkerRoll } from "../../shared/bus/worker-roll.js";
 
 export type { StoreHealth } from "../../shared/bus/cluster-state.js";
 
-/** The cluster's state with what needs an operator, one line each; none when healthy. */
-export type ClusterHealth = ClusterState & { problems: string[] };
+/** The cluster's state and the workers heard, with what needs an operator, one line each; none when healthy. */
+export type ClusterHealth = ClusterState & { workers: WorkerRoll; problems: string[] };
 
 /** At this share of the account's storage limit a write is about to be refused (STORAGE_FULL). */
 export const STORAGE_WARN_SHARE = 0.9;
 
-/** What the cluster looks like to this command now, and what needs an operator. */
-export async function readClusterHealth(bus: ActorBus, wantedReplicas: number): Promise<ClusterHealth> {
-  const state = await readClusterState(bus);
+/** What the cluster looks like to this command now (workers heard within `listenMs`), and what needs an operator. */
+export async function readClusterHealth(
+  bus: ActorBus,
+  wantedReplicas: number,
+  listenMs: number,
+): Promise<ClusterHealth> {
+  const [state, workers] = await Promise.all([
+    readClusterState(bus),
+    listenForWorkers(bus.nc, bus.subjects, listenMs, bus.clock),
+  ]);
   const clustered = state.server.cluster !== undefined;
   return {
     ...state,
-    problems: problemsOf(state.stores, { storage: state.storage, clustered }, wantedReplicas),
+    workers,
+    problems: [
+      ...problemsOf(state.stores, { storage: state.storage, clustered }, wantedReplicas),
+      ...workerProblems(state.jobs, workers),
+    ],
   };
+}
+
+/** Jobs waiting with no worker to take them: none started, all gone, or none can reach NATS. */
+export function workerProblems(jobs: ClusterState["jobs"], roll: WorkerRoll): string[] {
+  if (roll.refused) return [`the agent workers could not be listed: ${roll.refused}`];
+  const live = roll.workers.filter((worker) => !worker.leaving).length;
+  if (!jobs || jobs.waiting === 0 || live > 0) return [];
+  return [
+    `${jobs.waiting} job(s) waiting and no agent worker heard in ${seconds(roll.listenedMs)}: start workers under this AGENTS_PREFIX, or see why they cannot reach NATS`,
+  ];
 }
 
 /** What needs an operator: a missing or under-replicated store, one without a leader or with a copy down, storage nearly full. */
@@ -62,7 +84,7 @@ export function problemsOf(
   return problems;
 }
 
-/** The report as text: one line per store, then the work queue, then the problems. */
+/** The report as text: one line per store, then the work queue and the workers, then the problems. */
 export function healthLines(health: ClusterHealth): string[] {
   const { server, storage, stores, jobs, problems } = health;
   const lines = [
@@ -85,11 +107,29 @@ export function healthLines(health: ClusterHealth): string[] {
     jobs
       ? `jobs: ${jobs.waiting} waiting, ${jobs.held} held by workers, ${jobs.redelivered} redelivered, ${jobs.pulls} open pulls`
       : "jobs: no worker has started yet (the workers' consumer does not exist)",
+    ...workerLines(health.workers),
   );
   if (problems.length === 0) lines.push("healthy");
   else lines.push(`${problems.length} problem(s):`, ...problems.map((problem) => `  - ${problem}`));
   return lines;
 }
+
+/** A line for the roll, then one per worker heard. */
+function workerLines(roll: WorkerRoll): string[] {
+  if (roll.refused) return ["workers: not listed (see the problems)"];
+  const heard = `heard in ${seconds(roll.listenedMs)}`;
+  if (roll.workers.length === 0) return [`workers: none ${heard}`];
+  const width = Math.max(...roll.workers.map((worker) => worker.workerId.length));
+  return [
+    `workers: ${roll.workers.length} ${heard}`,
+    ...roll.workers.map(
+      (w) =>
+        `  ${w.workerId.padEnd(width)}  ${w.jobs} job(s)${w.leaving ? "  leaving" : ""}  instance ${w.instance}`,
+    ),
+  ];
+}
+
+const seconds = (ms: number): string => `${(ms / 1_000).toFixed(1)} s`;
 
 function peerState(peer: Follower): string {
   if (peer.offline) return "offline";

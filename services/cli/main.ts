@@ -46,6 +46,13 @@ const positiveInt = (value: string): number => {
   return n;
 };
 
+const listenMs = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 100 || n > 60_000)
+    throw new InvalidArgumentError("expected milliseconds, 100 to 60000");
+  return n;
+};
+
 const nonNegativeInt = (value: string): number => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a whole number, 0 or more");
@@ -301,13 +308,19 @@ export function program(): Command {
   cmd
     .command("cluster")
     .description(
-      "the streams and buckets (replicas, leader, copies behind or offline), JetStream storage and the work queue; exit code 1 when something needs an operator",
+      "the streams and buckets (replicas, leader, copies behind or offline), JetStream storage, the work queue and the agent workers heard; exit code 1 when something needs an operator",
     )
     .option("--json", "the report as one JSON object")
-    .action((opts: { json?: boolean }) =>
+    .option(
+      "--listen-ms <ms>",
+      "how long to listen for the agent workers' beats (they beat every AGENT_BEAT_MS)",
+      listenMs,
+      1_500,
+    )
+    .action((opts: { json?: boolean; listenMs: number }) =>
       withClient(async (client) => {
         const { AGENTS_REPLICAS } = parseEnv(ActorEnv, process.env);
-        const health = await readClusterHealth(client.bus, AGENTS_REPLICAS);
+        const health = await readClusterHealth(client.bus, AGENTS_REPLICAS, opts.listenMs);
         if (opts.json) out(JSON.stringify(health));
         else for (const line of healthLines(health)) out(line);
         if (health.problems.length > 0) process.exitCode = 1;

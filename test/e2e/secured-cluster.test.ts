@@ -8,6 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ClusterHealth } from "../../services/cli/cluster-health.js";
 import { LocalCluster, NATS_USERS, actorEntry, type ActorProcess } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
+import { connectBus } from "../../shared/bus/connect.js";
+import { Subjects } from "../../shared/bus/subjects.js";
+import { listenForWorkers } from "../../shared/bus/worker-roll.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
@@ -88,6 +93,26 @@ describe("a cluster under the shipped permission model", () => {
     expect(health.stores.map((store) => store.replicas)).toEqual(Array.from({ length: 10 }, () => 1));
     // The workers created their consumer (a report without it says no worker has started).
     expect(health.jobs).toMatchObject({ waiting: 0, pulls: expect.any(Number) as number });
+    // agentctl's user may hear the workers' beats: the one worker is listed.
+    expect(health.workers.refused).toBeUndefined();
+    expect(health.workers.workers.map((w) => [w.workerId, w.leaving])).toEqual([["agent-1", false]]);
+  });
+
+  it("a user that may not hear the workers' beats gets a roll that says the server refused it", async () => {
+    const nc = await connectBus({
+      servers: server.url,
+      name: "no-beats",
+      logger: silentLogger,
+      user: NATS_USERS.tools.user,
+      pass: NATS_USERS.tools.password,
+    });
+    try {
+      const roll = await listenForWorkers(nc, new Subjects("agents"), 1_500, systemClock);
+      expect(roll.workers).toEqual([]);
+      expect(roll.refused).toMatch(/refused a subscription to 'agents\.workers\.beat\.\*'/);
+    } finally {
+      await nc.close();
+    }
   });
 
   it("actors that start before the supervisor wait for it, then serve", async () => {

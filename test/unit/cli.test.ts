@@ -116,6 +116,10 @@ describe("agentctl flags", () => {
       code: "INVALID_INPUT",
       message: "--all and --last: give one of them",
     });
+    expect(await refusal("cluster", "--listen-ms", "5")).toEqual({
+      code: "INVALID_INPUT",
+      message: "option '--listen-ms <ms>' argument '5' is invalid. expected milliseconds, 100 to 60000",
+    });
     expect(await refusal("audit", "tail", "-n", "0")).toMatchObject({
       message: expect.stringMatching(/^option '-n, --last <n>' argument '0' is invalid/) as string,
     });

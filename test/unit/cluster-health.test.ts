@@ -3,6 +3,7 @@ import {
   formatBytes,
   healthLines,
   problemsOf,
+  workerProblems,
   type ClusterHealth,
   type StoreHealth,
 } from "../../services/cli/cluster-health.js";
@@ -93,6 +94,13 @@ describe("agentctl cluster: what needs an operator", () => {
         store("KV_agents-runs", { replicas: undefined }),
       ],
       jobs: { waiting: 2, held: 5, redelivered: 1, pulls: 4 },
+      workers: {
+        listenedMs: 1_500,
+        workers: [
+          { workerId: "agent-1", instance: "i1", jobs: 3, leaving: false },
+          { workerId: "agent-10", instance: "i2", jobs: 0, leaving: true },
+        ],
+      },
       problems: ["AGENT_WAL: its copy on n2 is offline"],
     };
     expect(healthLines(health)).toEqual([
@@ -100,17 +108,38 @@ describe("agentctl cluster: what needs an operator", () => {
       "AGENT_WAL       R3  10 msgs  2.0 KiB  leader n1, n2 offline",
       "KV_agents-runs  missing",
       "jobs: 2 waiting, 5 held by workers, 1 redelivered, 4 open pulls",
+      "workers: 2 heard in 1.5 s",
+      "  agent-1   3 job(s)  instance i1",
+      "  agent-10  0 job(s)  leaving  instance i2",
       "1 problem(s):",
       "  - AGENT_WAL: its copy on n2 is offline",
     ]);
-    expect(healthLines({ ...health, jobs: undefined, problems: [] }).slice(-2)).toEqual([
+    const idle = { ...health, jobs: undefined, workers: { listenedMs: 800, workers: [] }, problems: [] };
+    expect(healthLines(idle).slice(-3)).toEqual([
       "jobs: no worker has started yet (the workers' consumer does not exist)",
+      "workers: none heard in 0.8 s",
       "healthy",
     ]);
     expect([formatBytes(512), formatBytes(1536), formatBytes(50 * 1024 * 1024)]).toEqual([
       "512 B",
       "1.5 KiB",
       "50 MiB",
+    ]);
+  });
+
+  it("jobs waiting with no live worker heard need an operator; a roll the server refused says why", () => {
+    const jobs = { waiting: 4, held: 0, redelivered: 0, pulls: 0 };
+    const worker = { workerId: "agent-1", instance: "i1", jobs: 0, leaving: false };
+    expect(workerProblems(jobs, { listenedMs: 1_500, workers: [worker] })).toEqual([]);
+    expect(workerProblems({ ...jobs, waiting: 0 }, { listenedMs: 1_500, workers: [] })).toEqual([]);
+    expect(workerProblems(undefined, { listenedMs: 1_500, workers: [] })).toEqual([]);
+    const [none] = workerProblems(jobs, { listenedMs: 1_500, workers: [{ ...worker, leaving: true }] });
+    expect(none).toBe(
+      "4 job(s) waiting and no agent worker heard in 1.5 s: start workers under this AGENTS_PREFIX, or see why they cannot reach NATS",
+    );
+    const refused = { listenedMs: 1_500, workers: [], refused: "the NATS server refused a subscription" };
+    expect(workerProblems(jobs, refused)).toEqual([
+      "the agent workers could not be listed: the NATS server refused a subscription",
     ]);
   });
 });
