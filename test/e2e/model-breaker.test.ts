@@ -144,13 +144,15 @@ describe("a model provider's outage with the workers' shared breaker", () => {
     // with it on an idle host, more when the suite shares the host with others.
     expect(await leftWaiting()).toBeGreaterThan(0);
     expect(await takeovers()).toBeLessThan(3 * RUNS);
-    // The provider was asked until a worker had seen two failures (the turns then in flight too),
-    // then once per cooldown (1, 2, 4 s…). Without the breaker every run asks at once and again
-    // 0.5, 1.5 and 3.5 s later, all within the outage: 4 × 12 = 48 asks.
+    // The provider was asked until a worker had seen two failures (the turns then in flight too:
+    // on a loaded host every run's first turn may be out by then, 13 asks were seen in CI), then
+    // once per cooldown shared by both workers (1 s, then 2 s later: two tries in the outage).
+    // Without the breaker every run asks at once and again 0.5, 1.5 and 3.5 s later, all within
+    // the outage: 4 × 12 = 48 asks.
     const whileDown = asked.filter((at) => at < upAt).length;
     const said = `asks while down: ${whileDown}, in all: ${asked.length}`;
     expect(whileDown, said).toBeGreaterThanOrEqual(2);
-    expect(whileDown, said).toBeLessThan(RUNS);
+    expect(whileDown, said).toBeLessThanOrEqual(RUNS + 4);
     const logs = await suite.logs();
     expect(logs).toContain("model provider's breaker opened (2 outages in a row)");
     expect(logs).toContain("model provider actor:shared-provider not asked: its breaker has been open");
