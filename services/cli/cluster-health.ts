@@ -140,7 +140,7 @@ function peerState(peer: Follower): string {
 function behind(peer: Follower): string {
   const known = [
     ...(peer.lag ? [`${peer.lag} operations behind`] : []),
-    ...(peer.lastHeardMs !== undefined ? [`last heard ${(peer.lastHeardMs / 1_000).toFixed(1)} s ago`] : []),
+    ...(peer.lastHeardMs !== undefined ? [`last heard ${seconds(peer.lastHeardMs)} ago`] : []),
   ];
   return `not current${known.length > 0 ? ` (${known.join(", ")})` : ""}`;
 }
