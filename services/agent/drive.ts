@@ -15,7 +15,6 @@ import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import { SPAWN_TOOL } from "./fanout.js";
 import { RunJournal, type LogContext } from "./journal.js";
-import { answeredCalls } from "./leases.js";
 import { statusUnlessWaiting } from "./breaker-wait.js";
 import { settleHaltedCall } from "./settle-call.js";
 import { giveUpAt, modelFailure, outageWait } from "./model-outage.js";
@@ -80,7 +79,7 @@ export class RunLease {
     } finally {
       clearInterval(heartbeat);
       if (fenced) this.deps.leases.drop(this.job);
-      else this.deps.leases.release(this.job, this.last && answeredCalls(this.last));
+      else this.deps.leases.release(this.job, this.last);
     }
   }
 

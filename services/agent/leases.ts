@@ -14,6 +14,14 @@ export function answeredCalls(state: Pick<LoopState, "guard" | "awaiting">): num
 }
 
 /**
+ * Whether the run has ended for good (committed, or failed with nothing left to undo): it never
+ * leases again, so the tree may forget it. A halted or parked run may be resumed.
+ */
+export function runEnded(state: Pick<LoopState, "phase" | "pending">): boolean {
+  return (state.phase === "COMMIT" || state.phase === "FAIL") && state.pending === null;
+}
+
+/**
  * Iterations leased from the run tree's global budget (kept by the supervisors), spent one per model
  * call. Each lease asks for twice what it asked before, up to `chunk` (1, 2, 4… per run lease): a
  * short run asks for about what it spends, a long one makes one request per `chunk` model calls.
@@ -75,21 +83,29 @@ export class IterationLeases {
   /**
    * The worker's lease on the run ended: what it kept for the run is dropped, and the iterations it
    * leased and did not spend (an answer still on its way included) are given back, without waiting.
-   * `spent`, the run's answered model calls when the lease knew the run, lets the tree take back
-   * what the run's earlier workers left unspent too. A give-back that fails leaves them counted as
-   * used until the run's next worker asks.
+   * With the run's `last` state (the lease read the run), the give-back says the run's answered
+   * model calls, which lets the tree take back what the run's earlier workers left unspent too, and
+   * whether the run ended, which lets the tree forget it. A give-back that fails leaves them counted
+   * as used until the run's next worker asks.
    */
-  release(state: Pick<LoopState, "runId" | "rootRunId">, spent?: number): void {
-    const held = this.balance.get(state.runId) ?? 0;
-    const ahead = this.ahead.get(state.runId);
-    this.drop(state);
-    if (held === 0 && !ahead && spent === undefined) return;
+  release(
+    run: Pick<LoopState, "runId" | "rootRunId">,
+    last?: Pick<LoopState, "guard" | "awaiting" | "phase" | "pending">,
+  ): void {
+    const held = this.balance.get(run.runId) ?? 0;
+    const ahead = this.ahead.get(run.runId);
+    this.drop(run);
+    if (held === 0 && !ahead && !last) return;
     const unspent = (ahead ?? Promise.resolve(undefined)).then(
       (reply) => held + (reply?.ok ? reply.granted : 0),
       () => held,
     );
+    const spent = last && answeredCalls(last);
+    const ended = last !== undefined && runEnded(last);
     void unspent
-      .then((count) => (count > 0 || spent !== undefined ? this.request(state, 0, count, spent) : undefined))
+      .then((count) =>
+        count > 0 || spent !== undefined ? this.request(run, 0, count, spent, ended) : undefined,
+      )
       .catch(() => undefined);
   }
 
@@ -130,9 +146,11 @@ export class IterationLeases {
     count: number,
     unspent?: number,
     spent?: number,
+    ended = false,
   ): Promise<LeaseReply> {
     const { runId, rootRunId } = state;
-    const told = spent === undefined ? {} : { spent: Math.max(0, spent) };
+    const told =
+      spent === undefined ? {} : { spent: Math.max(0, spent), ...(ended ? { ended: true as const } : {}) };
     return requestJson(
       this.bus.nc,
       this.bus.subjects.iterationLease(),

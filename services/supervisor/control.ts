@@ -136,7 +136,7 @@ export async function leaseIterations(
   const { runId, rootRunId, spent } = request;
   if (request.unspent !== undefined || request.count === 0) {
     const offered = request.unspent ?? 0;
-    const back = await budget.giveBack(rootRunId, runId, offered, spent);
+    const back = await budget.giveBack(rootRunId, runId, offered, spent, request.ended);
     logGiveBack(bus, request, back);
     if (request.count === 0) return { schemaVersion: 1, ok: true, granted: 0, used: back.used, cap };
   }

@@ -118,10 +118,19 @@ export class TreeBudget {
 
   /**
    * Takes back iterations `runId` was granted and never spent: what it was paid beyond `spent`
-   * when it says so (the run is then forgotten, its count settled), else up to `unspent` of what it
-   * was granted since its last told count, or of its last two grants when never told.
+   * when it says so, else up to `unspent` of what it was granted since its last told count, or of
+   * its last two grants when never told. A count settles the run: paid exactly what it spent. An
+   * `ended` run (committed or failed) is then forgotten; any other (parked, handed back) stays
+   * told, so that a lease its next worker asks before reading it, whose answer is lost, is still
+   * taken back when that worker says the count (forgotten, the lease stayed counted for good).
    */
-  giveBack(rootRunId: string, runId: string, unspent: number, spent?: number): Promise<GiveBack> {
+  giveBack(
+    rootRunId: string,
+    runId: string,
+    unspent: number,
+    spent?: number,
+    ended = false,
+  ): Promise<GiveBack> {
     return casChange<typeof TreeUsage, GiveBack>(
       this.cas,
       treeBudgetKey(rootRunId),
@@ -147,7 +156,13 @@ export class TreeBudget {
           ? unspentOf(state, runId, spent)
           : Math.min(unspent, grants[0] + grants[1], state.used);
         const used = state.used - returned;
-        return { result: { used, returned }, next: { used, recent: others, paid: otherPaid } };
+        if (spent === undefined || ended) {
+          return { result: { used, returned }, next: { used, recent: others, paid: otherPaid } };
+        }
+        // Kept where it was in `recent`: settling is not leasing, and the oldest lease goes first.
+        const recent = { ...state.recent, [runId]: [0, 0] as [number, number] };
+        const paid = { ...otherPaid, [runId]: [spent, spent] as [number, number] };
+        return { result: { used, returned }, next: { used, recent, paid } };
       },
     );
   }

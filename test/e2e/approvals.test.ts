@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { continuationJob, publishJob, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
+import { TreeBudget, TreeUsage, treeBudgetKey } from "../../shared/bus/tree-budget.js";
+import { decode } from "../../shared/bus/codec.js";
 import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -118,7 +119,15 @@ describe("approvals through agentctl, on a cluster of processes", () => {
       run.iteration,
     );
 
+    // Parked, the run stays told in its tree (a lease asked for it and lost is then taken back);
+    // committed, it is forgotten.
+    const told = async (): Promise<string[]> => {
+      const entry = await suite.bus.buckets.pool.get(treeBudgetKey(run.runId));
+      return Object.keys(decode(TreeUsage, entry?.value ?? new Uint8Array()).paid ?? {});
+    };
+    expect(await told()).toEqual([run.runId]);
     await agentctl("approve", run.runId, "--by", "dave");
     expect((await suite.waitFor(run.runId, settled)).status).toBe("committed");
+    await expect.poll(told, { timeout: 5_000 }).toEqual([]);
   }, 60_000);
 });

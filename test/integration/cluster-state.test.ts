@@ -4,7 +4,8 @@ import { childRunId, fanInResults, readFanOut, writeFanOut } from "../../shared/
 import { KillSwitchView, readKillSwitch, writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
-import { MAX_TRACKED_RUNS, TreeBudget, treeBudgetKey } from "../../shared/bus/tree-budget.js";
+import { MAX_TRACKED_RUNS, TreeBudget, TreeUsage, treeBudgetKey } from "../../shared/bus/tree-budget.js";
+import { decode } from "../../shared/bus/codec.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
@@ -229,6 +230,34 @@ describe("cluster state in KV", () => {
     await budget.lease("tree6", "run", 4, 100, 0);
     await expect(budget.lease("tree6", "run", 1, 2, 3)).rejects.toMatchObject({ code: "GLOBAL_CAP" });
     expect(await budget.used("tree6")).toBe(3);
+  });
+
+  it("a run let go without ending stays told: a lease its next worker asked before reading it, whose answer was lost, comes back with that worker's count; an ended run is forgotten", async () => {
+    const budget = new TreeBudget({ kv: suite.buckets.pool, clock: systemClock, random: seededRandom(15) });
+    await opened(budget, "tree8");
+    const told = async (): Promise<string[]> => {
+      const entry = await suite.buckets.pool.get(treeBudgetKey("tree8"));
+      return Object.keys(decode(TreeUsage, entry?.value ?? new Uint8Array()).paid ?? {}).sort();
+    };
+    // A run parks (or is handed back) after 1 answered call: its worker settles it at 1.
+    expect(await budget.lease("tree8", "parked", 2, 100, 0)).toEqual({ granted: 2, used: 2, returned: 0 });
+    expect(await budget.giveBack("tree8", "parked", 1, 1)).toEqual({ used: 1, returned: 1 });
+    // Its job comes back: the next worker asks before it reads the run, and the answer is lost…
+    expect(await budget.lease("tree8", "parked", 1, 100)).toEqual({ granted: 1, used: 2, returned: 0 });
+    // …so the job is handed back and asked again; this worker's answer arrives.
+    expect(await budget.lease("tree8", "parked", 1, 100)).toEqual({ granted: 1, used: 3, returned: 0 });
+    // It makes the run's 2nd call with that one and asks ahead saying 2: the lost one comes back.
+    expect(await budget.lease("tree8", "parked", 1, 100, 2)).toEqual({ granted: 1, used: 3, returned: 1 });
+    // A worker behind the settled count takes nothing back.
+    expect(await budget.giveBack("tree8", "parked", 1, 1)).toEqual({ used: 3, returned: 0, stale: true });
+    // It commits after 2 calls, and another run after 1: each is settled, then forgotten.
+    expect(await budget.lease("tree8", "done", 1, 100, 0)).toMatchObject({ used: 4 });
+    expect(await told()).toEqual(["done", "parked", "tree8"]);
+    expect(await budget.giveBack("tree8", "parked", 1, 2, true)).toEqual({ used: 3, returned: 1 });
+    expect(await budget.giveBack("tree8", "done", 0, 1, true)).toEqual({ used: 3, returned: 0 });
+    expect(await told()).toEqual(["tree8"]);
+    // The tree counts exactly the calls answered: 2 and 1.
+    expect(await budget.used("tree8")).toBe(3);
   });
 
   it("a tree whose key was removed (its root retired) leases nothing more to a run of it, even from a process that wrote it last; its root starts it afresh", async () => {

@@ -3,11 +3,10 @@ import { IterationLeases } from "../../services/agent/leases.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { LeaseReply, LeaseRequest } from "../../shared/contracts/cluster.js";
 import type { LoopState } from "../../shared/loop/state.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
+import { TreeBudget, TreeUsage, treeBudgetKey } from "../../shared/bus/tree-budget.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { leaseIterations } from "../../services/supervisor/control.js";
-import { answeredCalls } from "../../services/agent/leases.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 
 const suite = useBusSuite("ls");
@@ -169,9 +168,39 @@ describe("iteration leases", () => {
     // A 7th call is out when the lease ends (a drain): its next worker will ask it again.
     state.guard.iteration += 1;
     (state as { awaiting: unknown }).awaiting = { type: "callModel" };
-    b.release(state, answeredCalls(state));
+    b.release(state, state);
     await settle();
     expect(await budget.used("killed")).toBe(6);
+    sub.unsubscribe();
+  });
+
+  it("a give-back says whether the run ended: a parked run stays told, so a lease asked for it and lost is taken back later; an ended run is forgotten", async () => {
+    const { budget, sub } = treeSupervisor();
+    const state = run("parks");
+    const a = new IterationLeases(suite, 4);
+    a.prefetch(state, true);
+    expect(await call(a, state)).toBeUndefined();
+    // The run parks waiting for approval after its first call.
+    Object.assign(state, { phase: "ACT", pending: { kind: "approval" } });
+    a.release(state, state);
+    await settle();
+    expect(await budget.used("parks")).toBe(1);
+    // Its job comes back: a worker asks before reading the run, and its answer is lost (killed).
+    new IterationLeases(suite, 4).prefetch(state);
+    await settle();
+    expect(await budget.used("parks")).toBe(2);
+    // The next worker makes the run's 2nd call and asks ahead saying 2: the lost lease comes back.
+    const b = new IterationLeases(suite, 4);
+    b.prefetch(state);
+    expect(await call(b, state)).toBeUndefined();
+    await settle();
+    expect(await budget.used("parks")).toBe(2 + 2);
+    Object.assign(state, { phase: "COMMIT", pending: null });
+    b.release(state, state);
+    await settle();
+    expect(await budget.used("parks")).toBe(2);
+    const entry = await suite.buckets.pool.get(treeBudgetKey("parks"));
+    expect(decode(TreeUsage, entry?.value ?? new Uint8Array()).paid).toEqual({});
     sub.unsubscribe();
   });
 
@@ -188,7 +217,7 @@ describe("iteration leases", () => {
     await settle();
     // Its first call made, it asks ahead saying 1 is spent: the 1 the killed worker held comes back.
     expect(await budget.used("fresh-killed")).toBe(1 + 2);
-    b.release(state, answeredCalls(state));
+    b.release(state, state);
     await settle();
     expect(await budget.used("fresh-killed")).toBe(1);
     sub.unsubscribe();
