@@ -5,12 +5,18 @@ import {
   type Follower,
   type StoreHealth,
 } from "../../shared/bus/cluster-state.js";
+import { callSupervisorRoll, type SupervisorRoll } from "../../shared/bus/supervisor-roll.js";
 import { listenForWorkers, type WorkerRoll } from "../../shared/bus/worker-roll.js";
+import type { SupervisorHello } from "../../shared/contracts/cluster.js";
 
 export type { StoreHealth } from "../../shared/bus/cluster-state.js";
 
-/** The cluster's state and the workers heard, with what needs an operator, one line each; none when healthy. */
-export type ClusterHealth = ClusterState & { workers: WorkerRoll; problems: string[] };
+/** The cluster's state, the supervisors and workers heard, and what needs an operator, one line each; none when healthy. */
+export type ClusterHealth = ClusterState & {
+  supervisors: SupervisorRoll;
+  workers: WorkerRoll;
+  problems: string[];
+};
 
 /** At this share of the account's storage limit a write is about to be refused (STORAGE_FULL). */
 export const STORAGE_WARN_SHARE = 0.9;
@@ -21,19 +27,56 @@ export async function readClusterHealth(
   wantedReplicas: number,
   listenMs: number,
 ): Promise<ClusterHealth> {
-  const [state, workers] = await Promise.all([
+  const [state, supervisors, workers] = await Promise.all([
     readClusterState(bus),
+    callSupervisorRoll(bus.nc, bus.subjects, listenMs),
     listenForWorkers(bus.nc, bus.subjects, listenMs, bus.clock),
   ]);
   const clustered = state.server.cluster !== undefined;
   return {
     ...state,
+    supervisors,
     workers,
     problems: [
       ...problemsOf(state.stores, { storage: state.storage, clustered }, wantedReplicas),
+      ...supervisorProblems(supervisors),
       ...workerProblems(state.jobs, workers),
     ],
   };
+}
+
+/** The settings every supervisor replica must share, by the variable that sets them. */
+const SHARED_SETTINGS: [string, (hello: SupervisorHello) => number][] = [
+  ["SUPERVISOR_POOL_CAPACITY", (hello) => hello.poolCapacity],
+  ["SUPERVISOR_MAX_DEPTH", (hello) => hello.maxDepth],
+  ["SUPERVISOR_TREE_ITERATION_CAP", (hello) => hello.treeIterationCap],
+  ["SUPERVISOR_STALL_MS", (hello) => hello.stallMs],
+];
+
+/**
+ * No supervisor: nothing is admitted, no run leases iterations, no operator control is answered.
+ * Replicas with different settings: they share the pool and the tree budgets, so a run's
+ * admission or lease depends on which replica answers it.
+ */
+export function supervisorProblems(roll: SupervisorRoll): string[] {
+  if (roll.refused) return [`the supervisors could not be asked: ${roll.refused}`];
+  if (roll.supervisors.length === 0) {
+    return [
+      `no supervisor answered in ${seconds(roll.listenedMs)}: no run is admitted or leases iterations, and approvals, halts and cancels go unanswered; start one under this AGENTS_PREFIX, or see why it cannot reach NATS`,
+    ];
+  }
+  const problems: string[] = [];
+  for (const [name, valueOf] of SHARED_SETTINGS) {
+    const byValue = Map.groupBy(roll.supervisors, valueOf);
+    if (byValue.size < 2) continue;
+    const values = [...byValue].map(
+      ([value, holders]) => `${value} (${holders.map((h) => h.instance).join(", ")})`,
+    );
+    problems.push(
+      `the supervisors disagree on ${name}: ${values.join(", ")}; they share the pool and the tree budgets, so a run is decided by whichever answers`,
+    );
+  }
+  return problems;
 }
 
 /** Jobs waiting with no worker to take them: none started, all gone, or none can reach NATS. */
@@ -107,11 +150,26 @@ export function healthLines(health: ClusterHealth): string[] {
     jobs
       ? `jobs: ${jobs.waiting} waiting, ${jobs.held} held by workers, ${jobs.redelivered} redelivered, ${jobs.pulls} open pulls`
       : "jobs: no worker has started yet (the workers' consumer does not exist)",
+    ...supervisorLines(health.supervisors),
     ...workerLines(health.workers),
   );
   if (problems.length === 0) lines.push("healthy");
   else lines.push(`${problems.length} problem(s):`, ...problems.map((problem) => `  - ${problem}`));
   return lines;
+}
+
+/** A line for the roll call, then one per supervisor that answered. */
+function supervisorLines(roll: SupervisorRoll): string[] {
+  if (roll.refused) return ["supervisors: not asked (see the problems)"];
+  const heard = `answered in ${seconds(roll.listenedMs)}`;
+  if (roll.supervisors.length === 0) return [`supervisors: none ${heard}`];
+  return [
+    `supervisors: ${roll.supervisors.length} ${heard}`,
+    ...roll.supervisors.map(
+      (s) =>
+        `  ${s.instance}  pool ${s.poolCapacity}, depth ${s.maxDepth}, tree cap ${s.treeIterationCap}, stall ${seconds(s.stallMs)}; up since ${new Date(s.startedAt).toISOString()}`,
+    ),
+  ];
 }
 
 /** A line for the roll, then one per worker heard. */

@@ -308,12 +308,12 @@ export function program(): Command {
   cmd
     .command("cluster")
     .description(
-      "the streams and buckets (replicas, leader, copies behind or offline), JetStream storage, the work queue and the agent workers heard; exit code 1 when something needs an operator",
+      "the streams and buckets (replicas, leader, copies behind or offline), JetStream storage, the work queue, the supervisors that answer and the agent workers heard; exit code 1 when something needs an operator",
     )
     .option("--json", "the report as one JSON object")
     .option(
       "--listen-ms <ms>",
-      "how long to listen for the agent workers' beats (they beat every AGENT_BEAT_MS)",
+      "how long to listen for the agent workers' beats (they beat every AGENT_BEAT_MS) and the supervisors' answers",
       listenMs,
       1_500,
     )

@@ -29,6 +29,7 @@ import { cancelRun } from "./cancel.js";
 import { haltRun } from "./halt.js";
 import { resumeRun } from "./resume.js";
 import { registerStoreGauges } from "./store-gauges.js";
+import { answerRollCall, helloOf, supervisorInstance } from "./roll-call.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "supervisor" }));
 const env = parseEnv(SupervisorEnv, process.env);
@@ -155,8 +156,12 @@ const retention = Promise.all(
 );
 await registerStoreGauges(bus, metrics.registry);
 const health = await startActorHealth(bus, env, metrics);
+// Last: a supervisor that answers the roll call serves everything else already.
+const instance = supervisorInstance(systemRandom);
+answerRollCall(bus.nc, subjects, helloOf(instance, systemClock.now(), env));
 logger.info(
   {
+    instance,
     healthPort: health.port,
     poolCapacity: env.SUPERVISOR_POOL_CAPACITY,
     maxDepth: env.SUPERVISOR_MAX_DEPTH,

@@ -169,6 +169,11 @@ export class Subjects {
     return `${this.prefix}.workers.ping.${token("worker instance", instance)}`;
   }
 
+  /** Where every supervisor answers a roll call with its settings (see SupervisorHello). */
+  supervisorPing(): string {
+    return `${this.prefix}.control.ping`;
+  }
+
   killSwitch(): string {
     return `${this.prefix}.control.killswitch`;
   }

@@ -214,3 +214,20 @@ export const WorkerBeat = z.object({
   leaving: z.boolean().optional(),
 });
 export type WorkerBeat = z.infer<typeof WorkerBeat>;
+
+/**
+ * A supervisor's answer on `<prefix>.control.ping` (every replica answers): who it is, and the
+ * settings its admissions and leases apply. Replicas share the pool and the tree budgets, so
+ * replicas with different settings decide the same run differently (agentctl cluster says so).
+ */
+export const SupervisorHello = z.object({
+  schemaVersion: SchemaVersion,
+  /** One process's life: its host (a pod's name), its pid and a random suffix. */
+  instance: z.string().min(1).max(200),
+  startedAt: z.number().int().nonnegative(),
+  poolCapacity: z.number().int().positive(),
+  maxDepth: z.number().int().nonnegative(),
+  treeIterationCap: z.number().int().positive(),
+  stallMs: z.number().int().nonnegative(),
+});
+export type SupervisorHello = z.infer<typeof SupervisorHello>;

@@ -4,6 +4,8 @@ import { SubmitReply } from "../../shared/contracts/control.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { SubmitRequest } from "../../shared/contracts/cluster.js";
+import { callSupervisorRoll } from "../../shared/bus/supervisor-roll.js";
+import { supervisorProblems } from "../../services/cli/cluster-health.js";
 import { useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -86,5 +88,22 @@ describe("admission across supervisor replicas", () => {
     expect(lookups.filter((l) => l.includes(`$KV.${runs}.adm-named"`))).toHaveLength(1);
     // Generated ids start with "run-"; the runs of the test before (adm-…) may be read by the stall scan.
     expect(lookups.filter((l) => l.includes(`$KV.${runs}.run-`))).toEqual([]);
+  }, 30_000);
+
+  it("every replica answers the roll call, and one started with another pool capacity is named", async () => {
+    const { nc, subjects } = suite.bus;
+    const both = await callSupervisorRoll(nc, subjects, 1_500);
+    expect(both.supervisors.map((s) => s.poolCapacity)).toEqual([CAPACITY, CAPACITY]);
+    expect(new Set(both.supervisors.map((s) => s.instance)).size).toBe(2);
+    expect(supervisorProblems(both)).toEqual([]);
+    await suite.cluster.start("supervisor", "supervisor-3", { SUPERVISOR_POOL_CAPACITY: "7" });
+    const three = await callSupervisorRoll(nc, subjects, 1_500);
+    expect(three.supervisors).toHaveLength(3);
+    expect(supervisorProblems(three)).toEqual([
+      expect.stringMatching(
+        /^the supervisors disagree on SUPERVISOR_POOL_CAPACITY: 5 \(.+, .+\), 7 \([^,]+\);/,
+      ),
+    ]);
+    suite.cluster.signal("supervisor-3", "SIGKILL");
   }, 30_000);
 });

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ClusterHealth } from "../../services/cli/cluster-health.js";
+import { callSupervisorRoll } from "../../shared/bus/supervisor-roll.js";
 import { LocalCluster, NATS_USERS, actorEntry, type ActorProcess } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { connectBus } from "../../shared/bus/connect.js";
@@ -96,9 +97,14 @@ describe("a cluster under the shipped permission model", () => {
     // agentctl's user may hear the workers' beats: the one worker is listed.
     expect(health.workers.refused).toBeUndefined();
     expect(health.workers.workers.map((w) => [w.workerId, w.leaving])).toEqual([["agent-1", false]]);
+    // And may call the supervisors' roll: the one supervisor answers with its settings.
+    expect(health.supervisors.refused).toBeUndefined();
+    expect(health.supervisors.supervisors).toEqual([
+      expect.objectContaining({ poolCapacity: 16, maxDepth: 3, treeIterationCap: 1_000, stallMs: 600_000 }),
+    ]);
   });
 
-  it("a user that may not hear the workers' beats gets a roll that says the server refused it", async () => {
+  it("a user that may not hear the workers' beats, nor call the supervisors' roll, gets rolls that say the server refused them", async () => {
     const nc = await connectBus({
       servers: server.url,
       name: "no-beats",
@@ -110,6 +116,9 @@ describe("a cluster under the shipped permission model", () => {
       const roll = await listenForWorkers(nc, new Subjects("agents"), 1_500, systemClock);
       expect(roll.workers).toEqual([]);
       expect(roll.refused).toMatch(/refused a subscription to 'agents\.workers\.beat\.\*'/);
+      const supervisors = await callSupervisorRoll(nc, new Subjects("agents"), 1_500);
+      expect(supervisors.supervisors).toEqual([]);
+      expect(supervisors.refused).toMatch(/refused a publish to 'agents\.control\.ping'/);
     } finally {
       await nc.close();
     }

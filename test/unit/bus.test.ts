@@ -24,6 +24,7 @@ describe("subjects", () => {
     expect(s.criticReview()).toBe("agents.critic.review");
     expect(s.approvals("r1")).toBe("agents.approvals.r1");
     expect(s.killSwitch()).toBe("agents.control.killswitch");
+    expect(s.supervisorPing()).toBe("agents.control.ping");
     expect(s.streams()).toEqual({ runs: "AGENT_RUNS", wal: "AGENT_WAL", audit: "AGENT_AUDIT" });
     expect(s.buckets()).toEqual({
       runs: "agents-runs",

@@ -3,10 +3,23 @@ import {
   formatBytes,
   healthLines,
   problemsOf,
+  supervisorProblems,
   workerProblems,
   type ClusterHealth,
   type StoreHealth,
 } from "../../services/cli/cluster-health.js";
+import type { SupervisorHello } from "../../shared/contracts/cluster.js";
+
+const supervisor = (instance: string, more: Partial<SupervisorHello> = {}): SupervisorHello => ({
+  schemaVersion: 1,
+  instance,
+  startedAt: Date.parse("2026-11-29T01:00:00Z"),
+  poolCapacity: 16,
+  maxDepth: 3,
+  treeIterationCap: 1_000,
+  stallMs: 600_000,
+  ...more,
+});
 
 const store = (name: string, more: Partial<StoreHealth> = {}): StoreHealth => ({
   name,
@@ -94,6 +107,7 @@ describe("agentctl cluster: what needs an operator", () => {
         store("KV_agents-runs", { replicas: undefined }),
       ],
       jobs: { waiting: 2, held: 5, redelivered: 1, pulls: 4 },
+      supervisors: { listenedMs: 1_500, supervisors: [supervisor("sup-a-1-0f")] },
       workers: {
         listenedMs: 1_500,
         workers: [
@@ -108,15 +122,24 @@ describe("agentctl cluster: what needs an operator", () => {
       "AGENT_WAL       R3  10 msgs  2.0 KiB  leader n1, n2 offline",
       "KV_agents-runs  missing",
       "jobs: 2 waiting, 5 held by workers, 1 redelivered, 4 open pulls",
+      "supervisors: 1 answered in 1.5 s",
+      "  sup-a-1-0f  pool 16, depth 3, tree cap 1000, stall 600.0 s; up since 2026-11-29T01:00:00.000Z",
       "workers: 2 heard in 1.5 s",
       "  agent-1   3 job(s)  instance i1",
       "  agent-10  0 job(s)  leaving  instance i2",
       "1 problem(s):",
       "  - AGENT_WAL: its copy on n2 is offline",
     ]);
-    const idle = { ...health, jobs: undefined, workers: { listenedMs: 800, workers: [] }, problems: [] };
-    expect(healthLines(idle).slice(-3)).toEqual([
+    const idle = {
+      ...health,
+      jobs: undefined,
+      supervisors: { listenedMs: 800, supervisors: [], refused: "denied" },
+      workers: { listenedMs: 800, workers: [] },
+      problems: [],
+    };
+    expect(healthLines(idle).slice(-4)).toEqual([
       "jobs: no worker has started yet (the workers' consumer does not exist)",
+      "supervisors: not asked (see the problems)",
       "workers: none heard in 0.8 s",
       "healthy",
     ]);
@@ -124,6 +147,24 @@ describe("agentctl cluster: what needs an operator", () => {
       "512 B",
       "1.5 KiB",
       "50 MiB",
+    ]);
+  });
+
+  it("no supervisor answering needs an operator, and so do replicas that disagree on a shared setting", () => {
+    const roll = (...supervisors: ReturnType<typeof supervisor>[]) => ({ listenedMs: 1_500, supervisors });
+    expect(supervisorProblems(roll(supervisor("a"), supervisor("b")))).toEqual([]);
+    expect(supervisorProblems(roll())).toEqual([
+      "no supervisor answered in 1.5 s: no run is admitted or leases iterations, and approvals, halts and cancels go unanswered; start one under this AGENTS_PREFIX, or see why it cannot reach NATS",
+    ]);
+    const odd = supervisorProblems(
+      roll(supervisor("a"), supervisor("b", { poolCapacity: 32, stallMs: 0 }), supervisor("c")),
+    );
+    expect(odd).toEqual([
+      "the supervisors disagree on SUPERVISOR_POOL_CAPACITY: 16 (a, c), 32 (b); they share the pool and the tree budgets, so a run is decided by whichever answers",
+      "the supervisors disagree on SUPERVISOR_STALL_MS: 600000 (a, c), 0 (b); they share the pool and the tree budgets, so a run is decided by whichever answers",
+    ]);
+    expect(supervisorProblems({ ...roll(), refused: "the NATS server refused a publish" })).toEqual([
+      "the supervisors could not be asked: the NATS server refused a publish",
     ]);
   });
 
