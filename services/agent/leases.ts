@@ -149,8 +149,7 @@ export class IterationLeases {
     ended = false,
   ): Promise<LeaseReply> {
     const { runId, rootRunId } = state;
-    const told =
-      spent === undefined ? {} : { spent: Math.max(0, spent), ...(ended ? { ended: true as const } : {}) };
+    const told = spent === undefined ? {} : { spent: Math.max(0, spent), ...(ended ? { ended: true } : {}) };
     return requestJson(
       this.bus.nc,
       this.bus.subjects.iterationLease(),

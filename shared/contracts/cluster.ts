@@ -176,7 +176,7 @@ export const LeaseRequest = z
     spent: z.number().int().nonnegative().max(1_000_000).optional(),
     // With `spent`, on a give-back: the run committed or failed, so the tree may forget it. Any
     // other run stays told, its next lease checked against this count (see TreeBudget.giveBack).
-    ended: z.literal(true).optional(),
+    ended: z.boolean().optional(),
   })
   .refine((r) => r.count > 0 || r.unspent !== undefined || r.spent !== undefined, {
     message: "a lease request asks for iterations (count > 0) or gives some back (unspent, spent)",
