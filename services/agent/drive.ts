@@ -62,10 +62,10 @@ export class RunLease {
     try {
       const first = await this.open();
       if (first === "unstartable") return first;
-      if (!first) return "done";
-      const outcome = await this.drive(first);
-      // The job is acked only once everything the lease wrote is acknowledged.
-      await this.journal.settle();
+      const outcome = first ? await this.drive(first) : "done";
+      // The job is acked only once everything the lease wrote is acknowledged: a finished run's
+      // takeover too, which publishes the events its last worker died before publishing.
+      await this.journal?.settle();
       return outcome;
     } catch (err) {
       await this.journal?.abandon();
