@@ -2,10 +2,9 @@ import { describe, expect, it } from "vitest";
 import { RunLease } from "../../services/agent/drive.js";
 import type { LeaseDeps } from "../../services/agent/lease-deps.js";
 import { IterationLeases } from "../../services/agent/leases.js";
-import { publishAudit, readAudit } from "../../shared/bus/audit.js";
+import { publishAudit } from "../../shared/bus/audit.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { WalWriter } from "../../shared/bus/wal.js";
-import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunJob } from "../../shared/contracts/cluster.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
@@ -13,31 +12,10 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { auditGate, auditTrail, within } from "../helpers/audit-gate.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
 
 const suite = useActorBus("ft", { random: systemRandom });
-
-/** The bus with its audit publishes held until `open` (WAL appends and reads go through). */
-function auditGate(): { nc: typeof suite.bus.nc; open: () => void } {
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => (open = resolve));
-  const nc = new Proxy(suite.bus.nc, {
-    get: (target, key, receiver) =>
-      key === "publish"
-        ? (...args: Parameters<typeof suite.bus.nc.publish>) => {
-            if (args[0].includes(".audit.")) void gate.then(() => target.publish(...args));
-            else target.publish(...args);
-          }
-        : (Reflect.get(target, key, receiver) as unknown),
-  });
-  return { nc, open };
-}
-
-async function audited(runId: string): Promise<AuditEvent[]> {
-  const events: AuditEvent[] = [];
-  for await (const event of readAudit(suite.bus, { runId })) events.push(event);
-  return events;
-}
 
 /** A lease as a worker makes one for a job delivered again (no spec, no event), on `bus`. */
 function leaseOf(bus: LeaseDeps["bus"], job: RunJob): RunLease {
@@ -79,19 +57,16 @@ describe("a job for a run that committed while its worker died", () => {
     const published = result.audit.length - 3;
     for (const event of result.audit.slice(0, published)) await publishAudit(suite.bus, event);
 
-    const gate = auditGate();
+    const gate = auditGate(suite.bus.nc);
     const job: RunJob = { schemaVersion: 1, runId, rootRunId: runId, depth: 0, auditSeq: 1 };
     const run = leaseOf({ ...suite.bus, nc: gate.nc }, job).run();
-    const early = await Promise.race([
-      run,
-      new Promise<string>((resolve) => setTimeout(() => resolve("waiting"), 500)),
-    ]);
+    const early = await within(run, 500);
     // Acknowledged now, the job would be gone with the events still missing if this worker died.
     expect(early).toBe("waiting");
-    expect((await audited(runId)).length).toBe(published);
+    expect((await auditTrail(suite.bus, runId)).length).toBe(published);
     gate.open();
     expect(await run).toBe("done");
-    const events = await audited(runId);
+    const events = await auditTrail(suite.bus, runId);
     expect(events.map((e) => e.seq)).toEqual(result.audit.map((e) => e.seq));
     expect(events.at(-1)?.kind).toBe("run.committed");
   });

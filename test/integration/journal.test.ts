@@ -2,7 +2,7 @@ import { Writable } from "node:stream";
 import { describe, expect, it, vi } from "vitest";
 import { RunJournal, STEP_KINDS } from "../../services/agent/journal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditCount, publishAudit, readAudit } from "../../shared/bus/audit.js";
+import { auditCount, publishAudit } from "../../shared/bus/audit.js";
 import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { readWal, WalWriter } from "../../shared/bus/wal.js";
@@ -19,6 +19,7 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { auditGate, auditTrail, within } from "../helpers/audit-gate.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 3 };
 const clock = new ManualClock(START);
@@ -74,38 +75,6 @@ function journal(
   });
 }
 
-/**
- * A connection whose audit events leave only once `open` is called; WAL appends (the writer has the
- * real bus) go through.
- */
-function auditGate(): { nc: typeof suite.bus.nc; open: () => void } {
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => (open = resolve));
-  const nc = new Proxy(suite.bus.nc, {
-    get: (target, key, receiver) =>
-      key === "publish"
-        ? (...args: Parameters<typeof suite.bus.nc.publish>) => {
-            if (args[0].includes(".audit.")) void gate.then(() => target.publish(...args));
-            else target.publish(...args);
-          }
-        : (Reflect.get(target, key, receiver) as unknown),
-  });
-  return { nc, open };
-}
-
-/** Resolves "settled" when `work` does within `ms`, else "waiting". */
-const within = (work: Promise<unknown>, ms = 300): Promise<string> =>
-  Promise.race([
-    work.then(() => "settled"),
-    new Promise<string>((resolve) => setTimeout(() => resolve("waiting"), ms)),
-  ]);
-
-async function audited(runId: string): Promise<AuditEvent[]> {
-  const events: AuditEvent[] = [];
-  for await (const event of readAudit(suite.bus, { runId })) events.push(event);
-  return events;
-}
-
 describe("the run journal: WAL, audit and status of a lease", () => {
   it("writes one WAL message per step and publishes each event once its records are durable, in order", async () => {
     const runId = "journal-steps";
@@ -131,7 +100,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     expect(read.messages).toBe(flushes);
     expect(read.messages).toBeLessThan(ts.length);
     expect(read.records.map((r) => r.record)).toEqual(ts.flatMap(walOf));
-    expect(await audited(runId)).toEqual(published);
+    expect(await auditTrail(suite.bus, runId)).toEqual(published);
   });
 
   it("events trail the WAL: no record waits for them, except the first after a checkpoint, which waits for every event up to it", async () => {
@@ -141,7 +110,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     const next = ts.findIndex((t, i) => i > at && !holds(t));
     expect(at).toBeGreaterThan(2);
     expect(next).toBeGreaterThan(at);
-    const { nc, open } = auditGate();
+    const { nc, open } = auditGate(suite.bus.nc);
     const j = journal(runId, 1_000, { ...suite.bus, nc });
     // Up to the checkpoint, nothing waits for the events: the checkpoint itself is written.
     for (const t of ts.slice(0, next)) await j.record(t, holds(t));
@@ -161,7 +130,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
       ts.slice(0, next + 1).flatMap(walOf),
     );
     await j.settle();
-    expect(await audited(runId)).toEqual(ts.slice(0, next + 1).flatMap(auditsOf));
+    expect(await auditTrail(suite.bus, runId)).toEqual(ts.slice(0, next + 1).flatMap(auditsOf));
   });
 
   it("writes the status on every change of status or phase, counters at most every statusEveryMs, and what it skipped when the lease settles", async () => {
@@ -245,7 +214,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
       } finally {
         info.mockRestore();
       }
-      const stored = await audited(runId);
+      const stored = await auditTrail(suite.bus, runId);
       expect(stored.map((e) => e.seq)).toEqual(events.map((e) => e.seq));
       expect(stored).toEqual(events);
     },
@@ -262,7 +231,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     for (const t of ts.slice(0, end + 1)) await previous.appendBatch(walOf(t));
     const logged = ts.slice(0, end + 1).flatMap(walOf);
     expect(logged.at(-1)?.type === "CHECKPOINT").toBe(waits);
-    const { nc, open } = auditGate();
+    const { nc, open } = auditGate(suite.bus.nc);
     const j = journal(runId, 1_000, { ...suite.bus, nc }, previous.position);
     expect(await within(j.catchUp([], ts.slice(0, end + 1).flatMap(auditsOf), waits))).toBe("settled");
     const recording = j.record(ts[end + 1] as Transition, false);
@@ -274,7 +243,7 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     expect((await readWal(suite.bus, runId)).records.map((r) => r.record)).toEqual(
       ts.slice(0, end + 2).flatMap(walOf),
     );
-    expect(await audited(runId)).toEqual(ts.slice(0, end + 2).flatMap(auditsOf));
+    expect(await auditTrail(suite.bus, runId)).toEqual(ts.slice(0, end + 2).flatMap(auditsOf));
   });
 
   it("a status refreshed from an older read of the log leaves a finished run's status as it is, and does not write over one written since the read", async () => {
