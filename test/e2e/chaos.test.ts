@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { serveModel } from "../../shared/bus/model-actor.js";
+import { PoolLedger } from "../../shared/bus/pool.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom, type Random } from "../../shared/runtime/random.js";
@@ -12,6 +13,7 @@ import {
   settled,
 } from "../helpers/cluster-suite.js";
 import { FAULT_ACK_WAIT_MS, useFaultSuite } from "../helpers/fault-suite.js";
+import { until } from "../helpers/until.js";
 
 const RUNS = 24;
 const PAYMENTS = 6;
@@ -178,5 +180,11 @@ describe("chaos: workers killed with SIGKILL, two at once, stalled, the supervis
     }
     // The faults hit runs in flight: some were taken over.
     expect(resumed).toBeGreaterThan(0);
+    // Every slot came back: a run whose run.committed never reached the stream would hold its own.
+    const pool = PoolLedger.of(suite.bus);
+    await until(async () => (await pool.active()).length === 0, 15_000, {
+      what: "every pool slot released",
+      everyMs: 200,
+    });
   }, 120_000);
 });
