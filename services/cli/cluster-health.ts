@@ -5,15 +5,21 @@ import {
   type Follower,
   type StoreHealth,
 } from "../../shared/bus/cluster-state.js";
+import { askTools, callCriticRoll, type CriticRoll, type ToolRoll } from "../../shared/bus/service-roll.js";
 import { callSupervisorRoll, type SupervisorRoll } from "../../shared/bus/supervisor-roll.js";
 import { listenForWorkers, type WorkerRoll } from "../../shared/bus/worker-roll.js";
 import type { SupervisorHello } from "../../shared/contracts/cluster.js";
 
 export type { StoreHealth } from "../../shared/bus/cluster-state.js";
 
-/** The cluster's state, the supervisors and workers heard, and what needs an operator, one line each; none when healthy. */
+/**
+ * The cluster's state, the supervisors, critics and workers heard, the tools asked, and what needs
+ * an operator, one line each; none when healthy.
+ */
 export type ClusterHealth = ClusterState & {
   supervisors: SupervisorRoll;
+  critics: CriticRoll;
+  tools: ToolRoll;
   workers: WorkerRoll;
   problems: string[];
 };
@@ -21,25 +27,33 @@ export type ClusterHealth = ClusterState & {
 /** At this share of the account's storage limit a write is about to be refused (STORAGE_FULL). */
 export const STORAGE_WARN_SHARE = 0.9;
 
-/** What the cluster looks like to this command now (workers heard within `listenMs`), and what needs an operator. */
+/** What the cluster looks like to this command now (actors heard within `listenMs`), and what needs an operator. */
 export async function readClusterHealth(
   bus: ActorBus,
   wantedReplicas: number,
   listenMs: number,
+  { critic = true }: { critic?: boolean } = {},
 ): Promise<ClusterHealth> {
-  const [state, supervisors, workers] = await Promise.all([
+  const [state, supervisors, critics, tools, workers] = await Promise.all([
     readClusterState(bus),
     callSupervisorRoll(bus.nc, bus.subjects, listenMs),
+    callCriticRoll(bus.nc, bus.subjects, listenMs),
+    askTools(bus.nc, bus.subjects, bus.buckets.toolDescriptors, listenMs),
     listenForWorkers(bus.nc, bus.subjects, listenMs, bus.clock),
   ]);
   const clustered = state.server.cluster !== undefined;
   return {
     ...state,
     supervisors,
+    critics,
+    tools,
     workers,
     problems: [
       ...problemsOf(state.stores, { storage: state.storage, clustered }, wantedReplicas),
       ...supervisorProblems(supervisors),
+      // A deployment whose runs never name a critic runs none (agentctl cluster --no-critic).
+      ...(critic ? criticProblems(critics) : []),
+      ...toolProblems(tools, bus.subjects.buckets()),
       ...workerProblems(state.jobs, workers),
     ],
   };
@@ -77,6 +91,31 @@ export function supervisorProblems(roll: SupervisorRoll): string[] {
     );
   }
   return problems;
+}
+
+/** No critic: every run with one waits at its review (a request nobody serves is asked again). */
+export function criticProblems(roll: CriticRoll): string[] {
+  if (roll.refused) return [`the critics could not be asked: ${roll.refused}`];
+  if (roll.critics.length > 0) return [];
+  return [
+    `no critic answered in ${seconds(roll.listenedMs)}: every run with a critic waits at its review until one does; start one under this AGENTS_PREFIX, or see why it cannot reach NATS`,
+  ];
+}
+
+/**
+ * A tool some run has listed that no service answers now: started runs that call it wait for one
+ * (see ToolCatalog), and a run not started yet starts without it. A tool retired on purpose stays
+ * listed until its key is deleted from the workers' shared descriptors.
+ */
+export function toolProblems(roll: ToolRoll, names: { toolDescriptors: string }): string[] {
+  if (roll.refused) return [`the tools could not be asked: ${roll.refused}`];
+  if (roll.unlisted) return [`the tools could not be listed: ${roll.unlisted}`];
+  return roll.tools
+    .filter((tool) => !tool.answered)
+    .map(
+      (tool) =>
+        `tool '${tool.name}': no service answered its describe in ${seconds(roll.listenedMs)}: started runs that call it wait for one and new runs start without it; start its service, or, if it was retired, delete its key from the ${names.toolDescriptors} bucket`,
+    );
 }
 
 /** Jobs waiting with no worker to take them: none started, all gone, or none can reach NATS. */
@@ -151,6 +190,8 @@ export function healthLines(health: ClusterHealth): string[] {
       ? `jobs: ${jobs.waiting} waiting, ${jobs.held} held by workers, ${jobs.redelivered} redelivered, ${jobs.pulls} open pulls`
       : "jobs: no worker has started yet (the workers' consumer does not exist)",
     ...supervisorLines(health.supervisors),
+    ...criticLines(health.critics),
+    toolLine(health.tools),
     ...workerLines(health.workers),
   );
   if (problems.length === 0) lines.push("healthy");
@@ -170,6 +211,27 @@ function supervisorLines(roll: SupervisorRoll): string[] {
         `  ${s.instance}  pool ${s.poolCapacity}, depth ${s.maxDepth}, tree cap ${s.treeIterationCap}, stall ${seconds(s.stallMs)}; up since ${new Date(s.startedAt).toISOString()}`,
     ),
   ];
+}
+
+/** A line for the roll call, then one per critic that answered. */
+function criticLines(roll: CriticRoll): string[] {
+  if (roll.refused) return ["critics: not asked (see the problems)"];
+  const heard = `answered in ${seconds(roll.listenedMs)}`;
+  if (roll.critics.length === 0) return [`critics: none ${heard}`];
+  return [
+    `critics: ${roll.critics.length} ${heard}`,
+    ...roll.critics.map((c) => `  ${c.instance}  up since ${new Date(c.startedAt).toISOString()}`),
+  ];
+}
+
+/** One line: each tool the workers know of, served or not. */
+function toolLine(roll: ToolRoll): string {
+  if (roll.refused || roll.unlisted) return "tools: not asked (see the problems)";
+  if (roll.tools.length === 0)
+    return "tools: none described yet (the workers describe a tool when a run first lists it)";
+  const served = roll.tools.filter((tool) => tool.answered).length;
+  const each = roll.tools.map((tool) => `${tool.name}${tool.answered ? "" : " (no service)"}`).join(", ");
+  return `tools: ${served} of ${roll.tools.length} served: ${each}`;
 }
 
 /** A line for the roll, then one per worker heard. */

@@ -308,19 +308,22 @@ export function program(): Command {
   cmd
     .command("cluster")
     .description(
-      "the streams and buckets (replicas, leader, copies behind or offline), JetStream storage, the work queue, the supervisors that answer and the agent workers heard; exit code 1 when something needs an operator",
+      "the streams and buckets (replicas, leader, copies behind or offline), JetStream storage, the work queue, the supervisors and critics that answer, the tools runs have listed and whether a service answers each, and the agent workers heard; exit code 1 when something needs an operator",
     )
     .option("--json", "the report as one JSON object")
     .option(
       "--listen-ms <ms>",
-      "how long to listen for the agent workers' beats (they beat every AGENT_BEAT_MS) and the supervisors' answers",
+      "how long to listen for the agent workers' beats (they beat every AGENT_BEAT_MS) and the supervisors', critics' and tools' answers",
       listenMs,
       1_500,
     )
-    .action((opts: { json?: boolean; listenMs: number }) =>
+    .option("--no-critic", "no critic answering is not a problem: this deployment's runs have none")
+    .action((opts: { json?: boolean; listenMs: number; critic: boolean }) =>
       withClient(async (client) => {
         const { AGENTS_REPLICAS } = parseEnv(ActorEnv, process.env);
-        const health = await readClusterHealth(client.bus, AGENTS_REPLICAS, opts.listenMs);
+        const health = await readClusterHealth(client.bus, AGENTS_REPLICAS, opts.listenMs, {
+          critic: opts.critic,
+        });
         if (opts.json) out(JSON.stringify(health));
         else for (const line of healthLines(health)) out(line);
         if (health.problems.length > 0) process.exitCode = 1;

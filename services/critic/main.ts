@@ -4,13 +4,16 @@
  * provider's breaker lives in the bucket the workers share).
  */
 import { hostname } from "node:os";
-import { CriticReviewReply } from "../../shared/contracts/cluster.js";
+import { CriticHello, CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { whenJetStreamAnswers } from "../../shared/bus/jetstream-silent.js";
 import { ModelBreakers } from "../../shared/bus/model-breakers.js";
+import { encode } from "../../shared/bus/codec.js";
+import { answerRoll } from "../../shared/bus/roll-call.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
+import { instanceName } from "../../shared/runtime/instance.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
@@ -56,7 +59,11 @@ serve(bus.nc, bus.subjects.criticReview(), {
   onFailure: (subject) => metrics.badRequests.inc({ subject }),
 });
 const health = await startActorHealth(bus, env, metrics);
-logger.info({ healthPort: health.port }, "critic ready");
+// Last: a critic that answers the roll call serves reviews already.
+const instance = instanceName(systemRandom);
+const hello: CriticHello = { schemaVersion: 1, instance, startedAt: systemClock.now() };
+await answerRoll(bus.nc, bus.subjects.criticPing(), encode(CriticHello, hello));
+logger.info({ instance, healthPort: health.port }, "critic ready");
 onShutdown(logger, async () => {
   breakers.stop();
   await health.close();

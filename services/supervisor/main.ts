@@ -13,6 +13,7 @@ import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { RUN_ID_MAX_LENGTH, uuidIds } from "../../shared/runtime/ids.js";
+import { instanceName } from "../../shared/runtime/instance.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
@@ -29,7 +30,7 @@ import { cancelRun } from "./cancel.js";
 import { haltRun } from "./halt.js";
 import { resumeRun } from "./resume.js";
 import { registerStoreGauges } from "./store-gauges.js";
-import { answerRollCall, helloOf, supervisorInstance } from "./roll-call.js";
+import { answerRollCall, helloOf } from "./roll-call.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "supervisor" }));
 const env = parseEnv(SupervisorEnv, process.env);
@@ -157,8 +158,8 @@ const retention = Promise.all(
 await registerStoreGauges(bus, metrics.registry);
 const health = await startActorHealth(bus, env, metrics);
 // Last: a supervisor that answers the roll call serves everything else already.
-const instance = supervisorInstance(systemRandom);
-answerRollCall(bus.nc, subjects, helloOf(instance, systemClock.now(), env));
+const instance = instanceName(systemRandom);
+await answerRollCall(bus.nc, subjects, helloOf(instance, systemClock.now(), env));
 logger.info(
   {
     instance,

@@ -1,18 +1,9 @@
-import { hostname } from "node:os";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { SupervisorHello } from "../../shared/contracts/cluster.js";
 import { encode } from "../../shared/bus/codec.js";
+import { answerRoll } from "../../shared/bus/roll-call.js";
 import type { Subjects } from "../../shared/bus/subjects.js";
-import type { Random } from "../../shared/runtime/random.js";
 import type { SupervisorEnv } from "./env.js";
-
-/** This process's instance name: the host (a pod's name in Kubernetes), the pid, a random suffix. */
-export function supervisorInstance(random: Random, host = hostname(), pid = process.pid): string {
-  const suffix = Math.floor(random.next() * 0x1_0000_0000)
-    .toString(16)
-    .padStart(8, "0");
-  return `${host}-${pid}-${suffix}`.slice(0, 200);
-}
 
 /** What this supervisor says when the roll is called: who it is, and the settings it decides by. */
 export function helloOf(instance: string, startedAt: number, env: SupervisorEnv): SupervisorHello {
@@ -27,15 +18,11 @@ export function helloOf(instance: string, startedAt: number, env: SupervisorEnv)
   };
 }
 
-/**
- * Answers every roll call (`agentctl cluster`) on the ping subject. Not in a queue group: every
- * replica answers, so the caller counts them and compares their settings. The body is ignored.
- */
-export function answerRollCall(nc: NatsConnection, subjects: Subjects, hello: SupervisorHello): Subscription {
-  const reply = encode(SupervisorHello, hello);
-  return nc.subscribe(subjects.supervisorPing(), {
-    callback: (err, msg) => {
-      if (!err && msg.reply) msg.respond(reply);
-    },
-  });
+/** Answers every roll call (`agentctl cluster`): every replica, so the caller compares their settings. */
+export function answerRollCall(
+  nc: NatsConnection,
+  subjects: Subjects,
+  hello: SupervisorHello,
+): Promise<Subscription> {
+  return answerRoll(nc, subjects.supervisorPing(), encode(SupervisorHello, hello));
 }

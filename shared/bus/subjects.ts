@@ -109,6 +109,11 @@ export class Subjects {
     return `${this.prefix}.critic.review`;
   }
 
+  /** The critics' roll call (agentctl cluster): every replica answers with a CriticHello. */
+  criticPing(): string {
+    return `${this.prefix}.critic.ping`;
+  }
+
   approvals(runId: string): string {
     return `${this.prefix}.approvals.${token("runId", runId)}`;
   }

@@ -231,3 +231,15 @@ export const SupervisorHello = z.object({
   stallMs: z.number().int().nonnegative(),
 });
 export type SupervisorHello = z.infer<typeof SupervisorHello>;
+
+/**
+ * A critic's answer on `<prefix>.critic.ping` (every replica answers): who it is. Without a critic,
+ * every run with one waits at its review (agentctl cluster says so).
+ */
+export const CriticHello = z.object({
+  schemaVersion: SchemaVersion,
+  /** One process's life, as SupervisorHello's. */
+  instance: z.string().min(1).max(200),
+  startedAt: z.number().int().nonnegative(),
+});
+export type CriticHello = z.infer<typeof CriticHello>;

@@ -6,6 +6,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ClusterHealth } from "../../services/cli/cluster-health.js";
+import { Kvm } from "@nats-io/kv";
+import { callCriticRoll } from "../../shared/bus/service-roll.js";
 import { callSupervisorRoll } from "../../shared/bus/supervisor-roll.js";
 import { LocalCluster, NATS_USERS, actorEntry, type ActorProcess } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
@@ -102,6 +104,11 @@ describe("a cluster under the shipped permission model", () => {
     expect(health.supervisors.supervisors).toEqual([
       expect.objectContaining({ poolCapacity: 16, maxDepth: 3, treeIterationCap: 1_000, stallMs: 600_000 }),
     ]);
+    // And the critics' roll: the one critic answers. No run has listed a tool yet.
+    expect(health.critics.refused).toBeUndefined();
+    expect(health.critics.critics).toHaveLength(1);
+    expect(health.tools).toMatchObject({ tools: [] });
+    expect(health.tools.refused).toBeUndefined();
   });
 
   it("a user that may not hear the workers' beats, nor call the supervisors' roll, gets rolls that say the server refused them", async () => {
@@ -119,6 +126,9 @@ describe("a cluster under the shipped permission model", () => {
       const supervisors = await callSupervisorRoll(nc, new Subjects("agents"), 1_500);
       expect(supervisors.supervisors).toEqual([]);
       expect(supervisors.refused).toMatch(/refused a publish to 'agents\.control\.ping'/);
+      const critics = await callCriticRoll(nc, new Subjects("agents"), 1_500);
+      expect(critics.critics).toEqual([]);
+      expect(critics.refused).toMatch(/refused a publish to 'agents\.critic\.ping'/);
     } finally {
       await nc.close();
     }
@@ -223,6 +233,38 @@ describe("a cluster under the shipped permission model", () => {
       what: "asking-1's result",
       everyMs: 250,
     });
+  });
+
+  it("agentctl cluster asks every tool a run has listed to describe itself: one no service answers is a problem", async () => {
+    const served = JSON.parse((await cli("cluster", "--json")).stdout) as ClusterHealth;
+    expect(served.tools.tools).toEqual([
+      { name: "echo", answered: true },
+      { name: "memory", answered: true },
+    ]);
+    // A tool some run listed once, whose service is gone: the workers' shared descriptor outlives it.
+    const agent = await connectBus({
+      servers: server.url,
+      name: "retired-tool",
+      logger: silentLogger,
+      user: NATS_USERS.agent.user,
+      pass: NATS_USERS.agent.password,
+    });
+    try {
+      const descriptors = await new Kvm(agent).open(new Subjects("agents").buckets().toolDescriptors);
+      const echo = await descriptors.get("echo");
+      await descriptors.put("retired", echo!.value);
+      const report = await cli("cluster").catch((err: { stdout: string; code: number }) => err);
+      expect(report.stdout).toMatch(/^tools: 2 of 3 served: echo, memory, retired \(no service\)$/m);
+      expect(report.stdout).toMatch(
+        /tool 'retired': no service answered its describe in 1\.5 s: started runs that call it wait for one and new runs start without it; start its service, or, if it was retired, delete its key from the agents-tool-descriptors bucket/,
+      );
+      expect((report as { code?: number }).code).toBe(1);
+      await descriptors.delete("retired");
+      const after = JSON.parse((await cli("cluster", "--json")).stdout) as ClusterHealth;
+      expect(after.problems).toEqual([]);
+    } finally {
+      await agent.close();
+    }
   });
 
   it("a model key echoed by the provider never reaches logs, audit events, statuses or replies", async () => {

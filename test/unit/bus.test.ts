@@ -22,6 +22,7 @@ describe("subjects", () => {
     expect(s.auditAll("r1")).toBe("agents.audit.r1.>");
     expect(s.tool("http_fetch")).toBe("agents.tools.http_fetch");
     expect(s.criticReview()).toBe("agents.critic.review");
+    expect(s.criticPing()).toBe("agents.critic.ping");
     expect(s.approvals("r1")).toBe("agents.approvals.r1");
     expect(s.killSwitch()).toBe("agents.control.killswitch");
     expect(s.supervisorPing()).toBe("agents.control.ping");

@@ -3,7 +3,9 @@ import {
   formatBytes,
   healthLines,
   problemsOf,
+  criticProblems,
   supervisorProblems,
+  toolProblems,
   workerProblems,
   type ClusterHealth,
   type StoreHealth,
@@ -108,6 +110,19 @@ describe("agentctl cluster: what needs an operator", () => {
       ],
       jobs: { waiting: 2, held: 5, redelivered: 1, pulls: 4 },
       supervisors: { listenedMs: 1_500, supervisors: [supervisor("sup-a-1-0f")] },
+      critics: {
+        listenedMs: 1_500,
+        critics: [
+          { schemaVersion: 1, instance: "critic-7-aa", startedAt: Date.parse("2026-12-01T02:00:00Z") },
+        ],
+      },
+      tools: {
+        listenedMs: 1_500,
+        tools: [
+          { name: "echo", answered: true },
+          { name: "search", answered: false },
+        ],
+      },
       workers: {
         listenedMs: 1_500,
         workers: [
@@ -124,6 +139,9 @@ describe("agentctl cluster: what needs an operator", () => {
       "jobs: 2 waiting, 5 held by workers, 1 redelivered, 4 open pulls",
       "supervisors: 1 answered in 1.5 s",
       "  sup-a-1-0f  pool 16, depth 3, tree cap 1000, stall 600.0 s; up since 2026-11-29T01:00:00.000Z",
+      "critics: 1 answered in 1.5 s",
+      "  critic-7-aa  up since 2026-12-01T02:00:00.000Z",
+      "tools: 1 of 2 served: echo, search (no service)",
       "workers: 2 heard in 1.5 s",
       "  agent-1   3 job(s)  instance i1",
       "  agent-10  0 job(s)  leaving  instance i2",
@@ -134,12 +152,16 @@ describe("agentctl cluster: what needs an operator", () => {
       ...health,
       jobs: undefined,
       supervisors: { listenedMs: 800, supervisors: [], refused: "denied" },
+      critics: { listenedMs: 800, critics: [] },
+      tools: { listenedMs: 800, tools: [] },
       workers: { listenedMs: 800, workers: [] },
       problems: [],
     };
-    expect(healthLines(idle).slice(-4)).toEqual([
+    expect(healthLines(idle).slice(-6)).toEqual([
       "jobs: no worker has started yet (the workers' consumer does not exist)",
       "supervisors: not asked (see the problems)",
+      "critics: none answered in 0.8 s",
+      "tools: none described yet (the workers describe a tool when a run first lists it)",
       "workers: none heard in 0.8 s",
       "healthy",
     ]);
@@ -165,6 +187,33 @@ describe("agentctl cluster: what needs an operator", () => {
     ]);
     expect(supervisorProblems({ ...roll(), refused: "the NATS server refused a publish" })).toEqual([
       "the supervisors could not be asked: the NATS server refused a publish",
+    ]);
+  });
+
+  it("no critic answering needs an operator, and so does a tool the workers described that no service answers", () => {
+    const critic = { schemaVersion: 1 as const, instance: "c1", startedAt: 0 };
+    expect(criticProblems({ listenedMs: 1_500, critics: [critic] })).toEqual([]);
+    expect(criticProblems({ listenedMs: 1_500, critics: [] })).toEqual([
+      "no critic answered in 1.5 s: every run with a critic waits at its review until one does; start one under this AGENTS_PREFIX, or see why it cannot reach NATS",
+    ]);
+    expect(criticProblems({ listenedMs: 1_500, critics: [], refused: "denied" })).toEqual([
+      "the critics could not be asked: denied",
+    ]);
+    const names = { toolDescriptors: "agents-tool-descriptors" };
+    const tools = (...answered: [string, boolean][]) => ({
+      listenedMs: 1_500,
+      tools: answered.map(([name, ok]) => ({ name, answered: ok })),
+    });
+    expect(toolProblems(tools(), names)).toEqual([]);
+    expect(toolProblems(tools(["echo", true], ["memory", true]), names)).toEqual([]);
+    expect(toolProblems(tools(["echo", true], ["search", false]), names)).toEqual([
+      "tool 'search': no service answered its describe in 1.5 s: started runs that call it wait for one and new runs start without it; start its service, or, if it was retired, delete its key from the agents-tool-descriptors bucket",
+    ]);
+    expect(toolProblems({ ...tools(["echo", false]), refused: "denied" }, names)).toEqual([
+      "the tools could not be asked: denied",
+    ]);
+    expect(toolProblems({ ...tools(), unlisted: "no leader" }, names)).toEqual([
+      "the tools could not be listed: no leader",
     ]);
   });
 
