@@ -52,8 +52,12 @@ export async function callRoll<S extends z.ZodType<{ instance: string }>>(
   }
   const answers = [...heard.values()].sort((a, b) => a.instance.localeCompare(b.instance));
   if (!denied) return { listenedMs: listenMs, heard: answers };
-  const refused = `the NATS server refused a publish to '${subject}': ${denied.message}`;
-  return { listenedMs: listenMs, heard: answers, refused };
+  return { listenedMs: listenMs, heard: answers, refused: refusedPublish(denied) };
+}
+
+/** What a roll's `refused` says: the subject the server would not take, and its words. */
+export function refusedPublish(err: PermissionViolationError): string {
+  return `the NATS server refused a publish to '${err.subject}': ${err.message}`;
 }
 
 /**

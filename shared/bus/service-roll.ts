@@ -2,7 +2,7 @@ import { PermissionViolationError, type NatsConnection } from "@nats-io/transpor
 import type { KV } from "@nats-io/kv";
 import { CriticHello } from "../contracts/cluster.js";
 import { linkOf } from "./link.js";
-import { callRoll } from "./roll-call.js";
+import { callRoll, refusedPublish } from "./roll-call.js";
 import type { Subjects } from "./subjects.js";
 
 /** The critics that answered a roll call within `listenedMs`, by instance. */
@@ -59,17 +59,16 @@ export async function askTools(
     const unlisted = `the workers' tool descriptors could not be read: ${err instanceof Error ? err.message : String(err)}`;
     return { listenedMs: listenMs, tools: [], unlisted };
   }
-  names.sort();
+  const asked = new Map(names.sort().map((name) => [subjects.toolDescribe(name), name]));
   let denied: PermissionViolationError | undefined;
-  const asked = new Set(names.map((name) => subjects.toolDescribe(name)));
   const stopListening = linkOf(nc).onPublishDenied((err) => {
     if (asked.has(err.subject)) denied = err;
   });
   try {
     const tools = await Promise.all(
-      names.map(async (name) => {
+      [...asked].map(async ([subject, name]) => {
         try {
-          await nc.request(subjects.toolDescribe(name), undefined, { timeout: listenMs });
+          await nc.request(subject, undefined, { timeout: listenMs });
           return { name, answered: true };
         } catch (err) {
           if (err instanceof PermissionViolationError) denied = err;
@@ -79,8 +78,7 @@ export async function askTools(
       }),
     );
     if (!denied) return { listenedMs: listenMs, tools };
-    const refused = `the NATS server refused a publish to '${denied.subject}': ${denied.message}`;
-    return { listenedMs: listenMs, tools, refused };
+    return { listenedMs: listenMs, tools, refused: refusedPublish(denied) };
   } finally {
     stopListening();
   }

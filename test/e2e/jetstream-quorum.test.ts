@@ -240,30 +240,34 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
           env: { ...process.env, NATS_URL: nats.urls, AGENTS_PREFIX: prefix, AGENTS_REPLICAS: "3" },
         },
       ).then(
-        (ok) => ({ code: 0, stdout: ok.stdout }),
+        (ok) => ({ code: 0, stdout: ok.stdout, stderr: ok.stderr }),
         (err: unknown) => err as { code: number; stdout: string; stderr: string },
       );
-      if (!done.stdout)
-        throw new Error(`agentctl cluster printed no report: ${(done as { stderr?: string }).stderr ?? ""}`);
+      if (!done.stdout) throw new Error(`agentctl cluster printed no report: ${done.stderr}`);
       return { code: done.code, health: JSON.parse(done.stdout) as ClusterHealth };
     };
+    /** Reports until one exits 0 (within a minute); a timeout says what the last one named. */
+    const untilHealthy = async (what: string): Promise<{ code: number; health: ClusterHealth }> => {
+      let last: { code: number; health: ClusterHealth } | undefined;
+      await until(
+        async () => {
+          last = await report();
+          return last.code === 0;
+        },
+        60_000,
+        {
+          what: () =>
+            `${what} (the last report, exit ${String(last?.code)}: ${JSON.stringify(last?.health.problems)})`,
+          everyMs: 1_000,
+        },
+      );
+      return last!;
+    };
     // The cases before restarted two servers: their copies may still be catching up (not current).
-    let healthy: { code: number; health: ClusterHealth } | undefined;
-    await until(
-      async () => {
-        healthy = await report();
-        return healthy.code === 0;
-      },
-      60_000,
-      {
-        what: () =>
-          `a healthy cluster before one server is lost (the last report, exit ${String(healthy?.code)}: ${JSON.stringify(healthy?.health.problems)})`,
-        everyMs: 1_000,
-      },
-    );
-    expect(healthy?.code).toBe(0);
-    expect(healthy?.health.problems).toEqual([]);
-    expect(healthy?.health.stores).toHaveLength(10);
+    const healthy = await untilHealthy("a healthy cluster before one server is lost");
+    expect(healthy.code).toBe(0);
+    expect(healthy.health.problems).toEqual([]);
+    expect(healthy.health.stores).toHaveLength(10);
 
     // The supervisor's gauges say the same: three replicas, three current copies, of each store.
     const wal = new Subjects(prefix).streams().wal;
@@ -295,18 +299,7 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     expect(await gauge("agents_store_replicas", wal)).toBe("3");
 
     await lost?.start();
-    let again: { code: number; health: ClusterHealth } | undefined;
-    await until(
-      async () => {
-        again = await report();
-        return again.code === 0;
-      },
-      60_000,
-      {
-        what: () => `healthy again (the last report: ${JSON.stringify(again?.health.problems)})`,
-        everyMs: 1_000,
-      },
-    );
+    await untilHealthy("healthy again");
     await until(async () => (await gauge("agents_store_copies_current", wal)) === "3", 10_000, {
       what: "three current copies again",
       everyMs: 500,
