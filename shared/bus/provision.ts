@@ -40,6 +40,13 @@ export const DUPLICATE_WINDOW_MS = 120_000;
 
 type WantedStream = Partial<StreamConfig> & { name: string };
 
+interface Where {
+  clustered: boolean;
+  notes: string[];
+  /** The most replicas any of this prefix's streams and buckets has now (0 when none exists). */
+  siblingReplicas: () => Promise<number>;
+}
+
 export function streamConfigs(subjects: Subjects, replicas: number): WantedStream[] {
   const names = subjects.streams();
   const common = {
@@ -103,7 +110,7 @@ export async function streamInfoIfAny(jsm: JetStreamManager, name: string): Prom
 function keepingReplicas(
   wanted: WantedStream,
   existing: StreamConfig | undefined,
-  { clustered, notes }: { clustered: boolean; notes: string[] },
+  { clustered, notes }: Where,
 ): WantedStream {
   const has = existing?.num_replicas ?? 0;
   if (wanted.num_replicas === undefined || has <= wanted.num_replicas) return wanted;
@@ -117,6 +124,25 @@ function keepingReplicas(
     `stream ${wanted.name} has ${has} replicas and AGENTS_REPLICAS is ${wanted.num_replicas}: kept ${has} (lowering replicas is an operator's change, made with the nats CLI)`,
   );
   return { ...wanted, num_replicas: has };
+}
+
+/**
+ * Gives a missing stream the replicas its siblings have when AGENTS_REPLICAS asks for fewer: an
+ * agentctl run from a shell with the default (1) created a bucket new to this build, or one that
+ * a JetStream cluster in trouble said it did not have (2.9.10 answered 'stream not found' for a
+ * bucket that existed), with one copy where every other store keeps three.
+ */
+async function creatingReplicas(
+  wanted: WantedStream,
+  { clustered, notes, siblingReplicas }: Where,
+): Promise<WantedStream> {
+  if (!clustered || wanted.num_replicas === undefined) return wanted;
+  const most = await siblingReplicas();
+  if (most <= wanted.num_replicas) return wanted;
+  notes.push(
+    `stream ${wanted.name} was missing and AGENTS_REPLICAS is ${wanted.num_replicas}: created with ${most} replicas, as the other streams and buckets have`,
+  );
+  return { ...wanted, num_replicas: most };
 }
 
 /** nats-server's answer when its cluster has too few servers up for a stream's replicas. */
@@ -140,12 +166,14 @@ function unplaceable(name: string, replicas: number | undefined, err: unknown): 
 async function converge(
   jsm: JetStreamManager,
   asked: WantedStream,
-  where: { clustered: boolean; notes: string[] },
+  where: Where,
   create: (wanted: WantedStream) => Promise<unknown>,
 ): Promise<ProvisionAction> {
   const name = asked.name;
   const existing = await streamInfoIfAny(jsm, name);
-  const wanted = keepingReplicas(asked, existing?.config, where);
+  const wanted = existing
+    ? keepingReplicas(asked, existing.config, where)
+    : await creatingReplicas(asked, where);
   let action: ProvisionAction = "unchanged";
   try {
     if (!existing) {
@@ -219,14 +247,24 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
     );
   }
   const jsm = await jetstreamManager(nc);
-  const where = { clustered, notes };
+  const configs = streamConfigs(options.subjects, options.replicas);
+  const bucketList = options.subjects.bucketList();
+  let siblings: Promise<number> | undefined;
+  // Read only when a store is missing, once: the others' replicas as they were before this start.
+  const siblingReplicas = (): Promise<number> =>
+    (siblings ??= Promise.all(
+      [...configs.map((c) => c.name), ...bucketList.map((b) => `KV_${b}`)].map(
+        async (name) => (await streamInfoIfAny(jsm, name))?.config.num_replicas ?? 0,
+      ),
+    ).then((replicas) => Math.max(0, ...replicas)));
+  const where: Where = { clustered, notes, siblingReplicas };
   const streams: Record<string, ProvisionAction> = {};
-  for (const config of streamConfigs(options.subjects, options.replicas)) {
+  for (const config of configs) {
     streams[config.name] = await converge(jsm, config, where, (wanted) => jsm.streams.add(wanted));
   }
   const kvm = new Kvm(nc);
   const buckets: Record<string, ProvisionAction> = {};
-  for (const bucket of options.subjects.bucketList()) {
+  for (const bucket of bucketList) {
     // A bucket is a stream underneath: its replicas are raised like the streams' (a cluster moved
     // to R3 kept its idempotency records, leases and budgets on one server), never lowered. An
     // actor without the right to create or update streams (every one but the supervisor under
@@ -235,7 +273,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
       jsm,
       { name: `KV_${bucket}`, num_replicas: options.replicas },
       where,
-      () => kvm.create(bucket, { replicas: options.replicas, history: 1 }),
+      (wanted) => kvm.create(bucket, { replicas: wanted.num_replicas, history: 1 }),
     );
   }
   return { serverVersion: version, streams, buckets, notes };
