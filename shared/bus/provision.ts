@@ -247,24 +247,22 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
     );
   }
   const jsm = await jetstreamManager(nc);
-  const configs = streamConfigs(options.subjects, options.replicas);
-  const bucketList = options.subjects.bucketList();
   let siblings: Promise<number> | undefined;
   // Read only when a store is missing, once: the others' replicas as they were before this start.
   const siblingReplicas = (): Promise<number> =>
     (siblings ??= Promise.all(
-      [...configs.map((c) => c.name), ...bucketList.map((b) => `KV_${b}`)].map(
-        async (name) => (await streamInfoIfAny(jsm, name))?.config.num_replicas ?? 0,
-      ),
+      options.subjects
+        .storeStreams()
+        .map(async (name) => (await streamInfoIfAny(jsm, name))?.config.num_replicas ?? 0),
     ).then((replicas) => Math.max(0, ...replicas)));
   const where: Where = { clustered, notes, siblingReplicas };
   const streams: Record<string, ProvisionAction> = {};
-  for (const config of configs) {
+  for (const config of streamConfigs(options.subjects, options.replicas)) {
     streams[config.name] = await converge(jsm, config, where, (wanted) => jsm.streams.add(wanted));
   }
   const kvm = new Kvm(nc);
   const buckets: Record<string, ProvisionAction> = {};
-  for (const bucket of bucketList) {
+  for (const bucket of options.subjects.bucketList()) {
     // A bucket is a stream underneath: its replicas are raised like the streams' (a cluster moved
     // to R3 kept its idempotency records, leases and budgets on one server), never lowered. An
     // actor without the right to create or update streams (every one but the supervisor under

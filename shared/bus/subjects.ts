@@ -212,4 +212,10 @@ export class Subjects {
     const b = this.buckets();
     return [b.runs, b.pool, b.idempotency, b.memory, b.toolState, b.modelBreakers, b.toolDescriptors];
   }
+
+  /** Every stream this prefix has: the three streams, then each bucket's (`KV_<bucket>`). */
+  storeStreams(): string[] {
+    const s = this.streams();
+    return [s.runs, s.wal, s.audit, ...this.bucketList().map((bucket) => `KV_${bucket}`)];
+  }
 }

@@ -54,15 +54,8 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     return line?.split(" ").at(-1);
   };
   /** Every stream's replicas, the buckets' under their streams' names (KV_<bucket>). */
-  const everyStream = (subjects: Subjects, replicas: number): Record<string, number> => {
-    const streams = subjects.streams();
-    return Object.fromEntries(
-      [
-        ...[streams.runs, streams.wal, streams.audit],
-        ...subjects.bucketList().map((bucket) => `KV_${bucket}`),
-      ].map((name) => [name, replicas]),
-    );
-  };
+  const everyStream = (subjects: Subjects, replicas: number): Record<string, number> =>
+    Object.fromEntries(subjects.storeStreams().map((name) => [name, replicas]));
   const replicasOf = async (subjects: Subjects): Promise<Record<string, number>> => {
     const admin = await connect({ servers: nats.urls.split(",") });
     try {

@@ -36,6 +36,13 @@ describe("subjects", () => {
       modelBreakers: "agents-model-breakers",
       toolDescriptors: "agents-tool-descriptors",
     });
+    expect(s.storeStreams()).toEqual([
+      "AGENT_RUNS",
+      "AGENT_WAL",
+      "AGENT_AUDIT",
+      ...s.bucketList().map((bucket) => `KV_${bucket}`),
+    ]);
+    expect(s.storeStreams()).toHaveLength(10);
     expect(new Subjects("team-a").streams()).toEqual({
       runs: "TEAM_A_RUNS",
       wal: "TEAM_A_WAL",
