@@ -27,6 +27,7 @@ import { ActorEnv } from "../../dist/shared/runtime/config.js";
 import { silentLogger } from "../../dist/shared/runtime/logger.js";
 import { systemRandom } from "../../dist/shared/runtime/random.js";
 import { median } from "../lib/stats.ts";
+import { bucketStream } from "../../dist/shared/bus/subjects.js";
 
 const RUNS = Number(process.argv[2] ?? 500);
 const MESSAGES = Number(process.argv[3] ?? 60);
@@ -46,8 +47,8 @@ const bus = await openActorBus(ActorEnv.parse({ NATS_URL: nats.url }), "bench-re
 });
 const walStream = bus.subjects.streams().wal;
 const bucket = bus.subjects.buckets().idempotency;
-const runsStream = `KV_${bus.subjects.buckets().runs}`;
-const poolStream = `KV_${bus.subjects.buckets().pool}`;
+const runsStream = bucketStream(bus.subjects.buckets().runs);
+const poolStream = bucketStream(bus.subjects.buckets().pool);
 /** A root run's tree budget as its last give-back leaves it: what the status sweep removes with a root. */
 const TREE_BUDGET = new TextEncoder().encode(JSON.stringify({ used: 20, recent: {}, paid: {} }));
 const store = new RunStatusStore(bus.buckets.runs);
@@ -116,7 +117,7 @@ async function record(prefix: string): Promise<string[]> {
 /** What the file store holds of WALs, idempotency records, statuses and tree budgets. */
 const storedBytes = async (): Promise<number> =>
   (await bus.jsm.streams.info(walStream)).state.bytes +
-  (await bus.jsm.streams.info(`KV_${bucket}`)).state.bytes +
+  (await bus.jsm.streams.info(bucketStream(bucket))).state.bytes +
   (await bus.jsm.streams.info(runsStream)).state.bytes +
   (await bus.jsm.streams.info(poolStream)).state.bytes;
 
@@ -148,7 +149,7 @@ async function sweep(ids: string[]): Promise<number> {
  */
 async function removeAll(ids: string[], byPurge: boolean): Promise<number> {
   const began = performance.now();
-  const stream = `KV_${bucket}`;
+  const stream = bucketStream(bucket);
   const remove = async (key: string): Promise<void> => {
     if (byPurge) {
       await bus.jsm.streams.purge(stream, { filter: `$KV.${bucket}.${key}` });

@@ -215,11 +215,9 @@ export class OurCluster {
 
   /** Bytes JetStream holds for the runtime: WAL, audit, job queue and every KV bucket it writes. */
   async storedBytes(): Promise<number> {
-    const streams = this.bus.subjects.streams();
-    const buckets = Object.values(this.bus.subjects.buckets()).map((name) => `KV_${name}`);
-    const names = [streams.wal, streams.audit, streams.runs, ...buckets];
     let total = 0;
-    for (const name of names) total += (await this.bus.jsm.streams.info(name)).state.bytes;
+    for (const name of this.bus.subjects.storeStreams())
+      total += (await this.bus.jsm.streams.info(name)).state.bytes;
     return total;
   }
 

@@ -13,6 +13,7 @@ import { AgentError } from "../../shared/runtime/errors.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import { onEventFailure } from "./event-failure.js";
 import { ToolRecords } from "./tool-records.js";
+import { bucketStream } from "../../shared/bus/subjects.js";
 
 /** Each sweep's durable consumer, shared by the supervisor replicas. */
 export const RETENTION_CONSUMERS = {
@@ -172,7 +173,7 @@ class FinishedRuns {
   private async retireTree(rootRunId: string): Promise<void> {
     const { bus } = this;
     const key = treeBudgetKey(rootRunId);
-    const stream = `KV_${bus.subjects.buckets().pool}`;
+    const stream = bucketStream(bus.subjects.buckets().pool);
     for (let attempt = 0; attempt < MAX_RETIRE_ATTEMPTS; attempt++) {
       const entry = await withBusRetry(`reading ${key}`, bus, () => bus.buckets.pool.get(key));
       if (entry?.operation !== "PUT") {
@@ -204,7 +205,7 @@ class FinishedRuns {
     const key = fanOutKey(runId);
     const entry = await withBusRetry(`reading ${key}`, bus, () => bus.buckets.runs.get(key));
     if (entry?.operation !== "PUT") return;
-    const stream = `KV_${bus.subjects.buckets().runs}`;
+    const stream = bucketStream(bus.subjects.buckets().runs);
     if ((await removeMessage(bus, stream, entry.revision, `${runId}'s fan-out`)) === "denied")
       this.deniedOnce(stream, "the runs bucket", "finished runs' statuses are kept");
   }
@@ -216,7 +217,7 @@ class FinishedRuns {
    */
   private async removeStatus(runId: string, revision: number): Promise<void> {
     const { bus } = this;
-    const stream = `KV_${bus.subjects.buckets().runs}`;
+    const stream = bucketStream(bus.subjects.buckets().runs);
     const removal = await removeMessage(bus, stream, revision, `${runId}'s status`);
     if (removal === "removed") {
       this.counters.statuses?.inc();

@@ -6,6 +6,7 @@ import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { RunStatusValue, type RunStatus } from "../../shared/contracts/run-status.js";
 import type { Counter, Gauge } from "prom-client";
 import type { Logger } from "../../shared/runtime/logger.js";
+import { bucketStream } from "../../shared/bus/subjects.js";
 
 export interface StallOptions {
   /** A running run whose status has not changed for this long gets a fresh job. */
@@ -74,7 +75,7 @@ export interface SlotScan {
 export async function scanSlots(bus: StallScanBus): Promise<SlotScan> {
   const active = await PoolLedger.of(bus).active();
   if (active.length === 0) return { statuses: [], unrecorded: [] };
-  const recorded = (await bus.jsm.streams.info(`KV_${bus.subjects.buckets().runs}`)).state.messages;
+  const recorded = (await bus.jsm.streams.info(bucketStream(bus.subjects.buckets().runs))).state.messages;
   const slots = new Set(active);
   if (active.length > recorded * ACTIVE_SHARE_FOR_GETS) {
     const { statuses, keys } = await readRunsBucket(bus);

@@ -4,6 +4,7 @@ import { withBusRetry } from "../../shared/bus/retry.js";
 import { idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
 import { scanWal } from "../../shared/bus/wal.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { bucketStream } from "../../shared/bus/subjects.js";
 
 /** Idempotency records removed at once: a W1 loop's 19 in two round trips' time, not nineteen. */
 const REMOVALS_IN_FLIGHT = 16;
@@ -46,7 +47,7 @@ export class ToolRecords {
   }
 
   private get stream(): string {
-    return `KV_${this.bus.subjects.buckets().idempotency}`;
+    return bucketStream(this.bus.subjects.buckets().idempotency);
   }
 
   /** The bucket keys of the calls the run's WAL names; as far as it reads, if it cannot be read whole. */

@@ -11,12 +11,12 @@ import {
 import type { NatsConnection } from "@nats-io/transport-node";
 import { WORKER_CONSUMER } from "./jobs.js";
 import { streamInfoIfAny } from "./provision.js";
-import type { Subjects } from "./subjects.js";
+import type { StoreName, Subjects } from "./subjects.js";
 
 /** One stream, or one bucket's stream, as the JetStream cluster holds it now. */
 export interface StoreHealth {
   name: string;
-  kind: "stream" | "bucket";
+  kind: StoreName["kind"];
   /** Undefined when it does not exist. */
   replicas?: number;
   messages?: number;
@@ -64,15 +64,11 @@ export async function readClusterState(deps: {
   subjects: Subjects;
 }): Promise<ClusterState> {
   const { nc, jsm, subjects } = deps;
-  const streams = subjects.streams();
-  const names: [string, StoreHealth["kind"]][] = [
-    ...[streams.runs, streams.wal, streams.audit].map((name) => [name, "stream"] as [string, "stream"]),
-    ...subjects.bucketList().map((bucket) => [`KV_${bucket}`, "bucket"] as [string, "bucket"]),
-  ];
+  const stores = subjects.stores();
   const [account, infos, consumer] = await Promise.all([
     jsm.getAccountInfo(),
-    Promise.all(names.map(([name]) => streamInfoIfAny(jsm, name))),
-    consumerInfoIfAny(jsm, streams.runs, WORKER_CONSUMER),
+    Promise.all(stores.map(({ name }) => streamInfoIfAny(jsm, name))),
+    consumerInfoIfAny(jsm, subjects.streams().runs, WORKER_CONSUMER),
   ]);
   const jobs: JobsHealth | undefined = consumer && {
     waiting: consumer.num_pending,
@@ -86,7 +82,7 @@ export async function readClusterState(deps: {
       ...(nc.info?.cluster ? { cluster: nc.info.cluster } : {}),
     },
     storage: storageOf(account),
-    stores: names.map(([name, kind], i) => storeHealth(name, kind, infos[i])),
+    stores: stores.map(({ name, kind }, i) => storeHealth(name, kind, infos[i])),
     ...(jobs ? { jobs } : {}),
   };
 }

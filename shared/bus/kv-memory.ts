@@ -8,8 +8,8 @@ import { sha256 } from "../runtime/hash.js";
 import { decode, encode } from "./codec.js";
 import { readLatest } from "./read-range.js";
 import { RecentWindow } from "./recent-window.js";
-import type { Subjects } from "./subjects.js";
 import { isWrongLastSequence } from "./wal.js";
+import { bucketStream, type Subjects } from "./subjects.js";
 
 /**
  * Where recalls read the bucket from: the reads client and the bucket's name; and how many of a
@@ -59,7 +59,7 @@ export class KvMemory implements MemoryStore {
     private readonly reads: MemoryReads,
   ) {
     const { client, bucket, window } = reads;
-    this.recent = window ? new RecentWindow(client, `KV_${bucket}`, window) : undefined;
+    this.recent = window ? new RecentWindow(client, bucketStream(bucket), window) : undefined;
   }
 
   /**
@@ -102,7 +102,7 @@ export class KvMemory implements MemoryStore {
     const filter = `$KV.${bucket}.${prefixOf(namespace)}.*`;
     const messages = this.recent
       ? await this.recent.read(filter)
-      : readLatest(client, `KV_${bucket}`, filter);
+      : readLatest(client, bucketStream(bucket), filter);
     // A key rewritten during a windowed read can come twice: its latest message wins.
     const entries = new Map<string, MemoryEntry>();
     for await (const msg of messages) {

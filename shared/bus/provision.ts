@@ -12,7 +12,7 @@ import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { AgentError } from "../runtime/errors.js";
 import { serverVersion } from "./connect.js";
-import type { Subjects } from "./subjects.js";
+import { bucketStream, type Subjects } from "./subjects.js";
 
 export interface ProvisionOptions {
   subjects: Subjects;
@@ -269,7 +269,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
     // nats.conf) changes nothing once the supervisor has provisioned with the same replicas.
     buckets[bucket] = await converge(
       jsm,
-      { name: `KV_${bucket}`, num_replicas: options.replicas },
+      { name: bucketStream(bucket), num_replicas: options.replicas },
       where,
       (wanted) => kvm.create(bucket, { replicas: wanted.num_replicas, history: 1 }),
     );

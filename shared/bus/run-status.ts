@@ -7,7 +7,7 @@ import { decode, encode } from "./codec.js";
 import { readLatest } from "./read-range.js";
 import { withBusRetry } from "./retry.js";
 import { refusedOnly } from "./wal.js";
-import type { Subjects } from "./subjects.js";
+import { bucketStream, type Subjects } from "./subjects.js";
 
 /** What the runs bucket holds now: every run's status, and the other live keys (fan-outs). */
 export interface RunsBucket {
@@ -28,7 +28,7 @@ export async function readRunsBucket(deps: {
   const bucket = deps.subjects.buckets().runs;
   const prefix = `$KV.${bucket}.`;
   const held: RunsBucket = { statuses: [], keys: new Set() };
-  for await (const msg of readLatest(deps.reads, `KV_${bucket}`, `${prefix}>`)) {
+  for await (const msg of readLatest(deps.reads, bucketStream(bucket), `${prefix}>`)) {
     if (msg.headers?.get("KV-Operation")) continue;
     const status = parseStatus(msg.data);
     if (status) held.statuses.push(status);

@@ -21,6 +21,17 @@ function token(kind: string, value: string): string {
   return value;
 }
 
+/** The stream a KV bucket keeps its entries in (what stream info, purge and direct reads name). */
+export function bucketStream(bucket: string): string {
+  return `KV_${bucket}`;
+}
+
+/** A stream of this prefix, and whether it is one of the three streams or a bucket's. */
+export interface StoreName {
+  name: string;
+  kind: "stream" | "bucket";
+}
+
 export interface StreamNames {
   runs: string;
   wal: string;
@@ -213,9 +224,17 @@ export class Subjects {
     return [b.runs, b.pool, b.idempotency, b.memory, b.toolState, b.modelBreakers, b.toolDescriptors];
   }
 
-  /** Every stream this prefix has: the three streams, then each bucket's (`KV_<bucket>`). */
-  storeStreams(): string[] {
+  /** Every stream this prefix has: the three streams, then each bucket's (see bucketStream). */
+  stores(): StoreName[] {
     const s = this.streams();
-    return [s.runs, s.wal, s.audit, ...this.bucketList().map((bucket) => `KV_${bucket}`)];
+    return [
+      ...[s.runs, s.wal, s.audit].map((name): StoreName => ({ name, kind: "stream" })),
+      ...this.bucketList().map((bucket): StoreName => ({ name: bucketStream(bucket), kind: "bucket" })),
+    ];
+  }
+
+  /** The names of stores(). */
+  storeStreams(): string[] {
+    return this.stores().map((store) => store.name);
   }
 }

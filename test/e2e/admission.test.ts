@@ -3,6 +3,7 @@ import type { z } from "zod";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
+import { bucketStream } from "../../shared/bus/subjects.js";
 import { SubmitRequest } from "../../shared/contracts/cluster.js";
 import { callSupervisorRoll } from "../../shared/bus/supervisor-roll.js";
 import { supervisorProblems } from "../../services/cli/cluster-health.js";
@@ -70,7 +71,7 @@ describe("admission across supervisor replicas", () => {
     const { nc, subjects } = suite.bus;
     const runs = subjects.buckets().runs;
     const lookups: string[] = [];
-    const sub = nc.subscribe(`$JS.API.STREAM.MSG.GET.KV_${runs}`, {
+    const sub = nc.subscribe(`$JS.API.STREAM.MSG.GET.${bucketStream(runs)}`, {
       callback: (_err, msg) => void lookups.push(new TextDecoder().decode(msg.data)),
     });
     await nc.flush();

@@ -196,7 +196,7 @@ describe("a 3-node JetStream cluster loses a server mid-workload", () => {
 
     // The node comes back and catches up on every stream and bucket.
     await victim?.start();
-    const names = [streams.wal, streams.audit, streams.runs, ...subjects.bucketList().map((b) => `KV_${b}`)];
+    const names = subjects.storeStreams();
     const caughtUp = async (): Promise<boolean> => {
       for (const name of names) {
         // A stream still electing its leader answers nothing yet: not caught up.

@@ -8,7 +8,7 @@ import { Kvm } from "@nats-io/kv";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provision, streamInfoIfAny } from "../../shared/bus/provision.js";
-import { Subjects } from "../../shared/bus/subjects.js";
+import { bucketStream, Subjects } from "../../shared/bus/subjects.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import type { ClusterHealth } from "../../services/cli/cluster-health.js";
 import { actorEntry, LocalCluster } from "../../services/local/cluster.js";
@@ -220,7 +220,7 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
 
       // A bucket missing (new in a build, or said missing by a cluster in trouble) is created with
       // the replicas its siblings have, not with the one copy a default AGENTS_REPLICAS asks for.
-      const memory = `KV_${moved.buckets().memory}`;
+      const memory = bucketStream(moved.buckets().memory);
       await (await jetstreamManager(admin)).streams.delete(memory);
       const recreated = await provision(admin, { subjects: moved, replicas: 1 });
       expect(recreated.buckets[moved.buckets().memory]).toBe("created");

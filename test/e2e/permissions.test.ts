@@ -6,7 +6,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AckPublisher, PUBLISH_ACK_TIMEOUT_MS } from "../../shared/bus/ack-publisher.js";
 import { provision } from "../../shared/bus/provision.js";
-import { Subjects } from "../../shared/bus/subjects.js";
+import { bucketStream, Subjects } from "../../shared/bus/subjects.js";
 import { settleCall } from "../../shared/bus/tool-settle.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { actorEntry, NATS_USERS } from "../../services/local/cluster.js";
@@ -164,12 +164,7 @@ describe("nats.conf: least privilege per actor kind", () => {
 
   it("nobody can delete or purge a stream or remove a message, but the supervisor a finished run's WAL, its calls' records, its status and its tree's budget, and only the supervisor creates or changes them", async () => {
     const buckets = subjects.buckets();
-    const streams = [
-      "AGENT_AUDIT",
-      "AGENT_WAL",
-      "AGENT_RUNS",
-      ...Object.values(buckets).map((b) => `KV_${b}`),
-    ];
+    const streams = ["AGENT_AUDIT", "AGENT_WAL", "AGENT_RUNS", ...subjects.bucketList().map(bucketStream)];
     for (const kind of KINDS) {
       const jsm = await jetstreamManager(await as(kind), { timeout: 2_000 });
       for (const stream of streams) {
@@ -181,7 +176,11 @@ describe("nats.conf: least privilege per actor kind", () => {
       for (const stream of streams) {
         // The supervisor's retention removes a finished run's tool call records and its status,
         // and a root run's tree budget, each by its sequence.
-        const retained = [`KV_${buckets.idempotency}`, `KV_${buckets.runs}`, `KV_${buckets.pool}`];
+        const retained = [
+          bucketStream(buckets.idempotency),
+          bucketStream(buckets.runs),
+          bucketStream(buckets.pool),
+        ];
         if (kind === "supervisor" && retained.includes(stream)) continue;
         await expect(jsm.streams.deleteMessage(stream, 1, false), `${kind} ${stream}`).rejects.toThrow(
           /permission/i,
@@ -202,15 +201,21 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect((await supervisor.streams.purge("AGENT_WAL", { filter: wal })).purged).toBe(1);
     const records = await new Kvm(await as("tools")).open(buckets.idempotency);
     const revision = await records.put("echo.finished-run-call", "{}");
-    expect(await supervisor.streams.deleteMessage(`KV_${buckets.idempotency}`, revision, false)).toBe(true);
+    expect(await supervisor.streams.deleteMessage(bucketStream(buckets.idempotency), revision, false)).toBe(
+      true,
+    );
     expect(await records.get("echo.finished-run-call")).toBeNull();
     const runs = await new Kvm(await as("agent")).open(buckets.runs);
     const statusRevision = await runs.put("finished-run", "{}");
-    expect(await supervisor.streams.deleteMessage(`KV_${buckets.runs}`, statusRevision, false)).toBe(true);
+    expect(await supervisor.streams.deleteMessage(bucketStream(buckets.runs), statusRevision, false)).toBe(
+      true,
+    );
     expect(await runs.get("finished-run")).toBeNull();
     const pool = await new Kvm(await as("supervisor")).open(buckets.pool);
     const treeRevision = await pool.put("tree.finished-run", "{}");
-    expect(await supervisor.streams.deleteMessage(`KV_${buckets.pool}`, treeRevision, false)).toBe(true);
+    expect(await supervisor.streams.deleteMessage(bucketStream(buckets.pool), treeRevision, false)).toBe(
+      true,
+    );
     expect(await pool.get("tree.finished-run")).toBeNull();
   });
 

@@ -22,6 +22,7 @@ import {
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
 import { echoCall, olderCheckpoint, runner, spec } from "../helpers/fixtures.js";
+import { bucketStream } from "../../shared/bus/subjects.js";
 
 /** A root run's first job, as the supervisor queues it at admission. */
 function firstJob(runId: string, runSpec: unknown): RunJob {
@@ -357,7 +358,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
       .toEqual(["Q: which port does the ledger use\nA: port 4222"]);
     // As if the worker had died right after the commit: the memory was never written, no marker.
     const bucket = suite.bus.subjects.buckets().memory;
-    await suite.bus.jsm.streams.purge(`KV_${bucket}`, { filter: `$KV.${bucket}.${prefixOf(agent)}.>` });
+    await suite.bus.jsm.streams.purge(bucketStream(bucket), { filter: `$KV.${bucket}.${prefixOf(agent)}.>` });
     expect(await recall()).toEqual([]);
     // Its first job, delivered again (the dead worker never acknowledged it).
     await publishJob(suite.bus, firstJob(runId, runSpec), `${runId}:again`);

@@ -11,6 +11,7 @@ import { silentLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 import { START } from "../helpers/fixtures.js";
+import { bucketStream } from "../../shared/bus/subjects.js";
 
 /** A tree's key, as its root's first lease leaves it once given back: what every other run of it finds. */
 async function opened(budget: TreeBudget, root: string): Promise<void> {
@@ -61,7 +62,7 @@ describe("cluster state in KV", () => {
     expect(await store.restore("agent/d", "never forgotten", storedAt)).toBe(true);
     // Each recall deletes the consumer it read with: none is left on the bucket's stream.
     const jsm = await suite.reads.jetstreamManager(false);
-    const stream = `KV_${suite.subjects.buckets().memory}`;
+    const stream = bucketStream(suite.subjects.buckets().memory);
     await expect
       .poll(async () => (await jsm.streams.info(stream)).state.consumer_count, { timeout: 5_000 })
       .toBe(0);
@@ -272,7 +273,11 @@ describe("cluster state in KV", () => {
       details: { retired: true },
     });
     const entry = await suite.buckets.pool.get(treeBudgetKey("tree7"));
-    await suite.jsm.streams.deleteMessage(`KV_${suite.subjects.buckets().pool}`, entry?.revision ?? 0, false);
+    await suite.jsm.streams.deleteMessage(
+      bucketStream(suite.subjects.buckets().pool),
+      entry?.revision ?? 0,
+      false,
+    );
     expect(await other.used("tree7")).toBeUndefined();
     // The writer's next lease would be one write against the revision it remembers: refused, read, refused.
     for (const budget of [writer, other]) {

@@ -4,11 +4,12 @@ import { describe, expect, it } from "vitest";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
+import { bucketStream } from "../../shared/bus/subjects.js";
 
 /** A recall window on the memory bucket: the latest memories of an agent, read without the rest. */
 const suite = useBusSuite("mw");
 
-const stream = (): string => `KV_${suite.subjects.buckets().memory}`;
+const stream = (): string => bucketStream(suite.subjects.buckets().memory);
 const windowed = (size: number): KvMemory =>
   new KvMemory(suite.buckets.memory, systemClock, memoryReads(suite, size));
 const everything = (): KvMemory => new KvMemory(suite.buckets.memory, systemClock, memoryReads(suite));

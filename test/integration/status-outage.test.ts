@@ -11,6 +11,7 @@ import { seededRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 import { acrossCut } from "../helpers/cutting-proxy.js";
+import { bucketStream } from "../../shared/bus/subjects.js";
 
 const suite = useBusSuite("sto");
 
@@ -48,7 +49,7 @@ describe("a worker's reads and writes of statuses and call records across a lost
       encode(IdempotencyRecord, { status: "done", idempotencyKey, reply }),
     );
     const bucket = suite.subjects.buckets().idempotency;
-    const event = await acrossCut(suite.server, `KV_${bucket}`, async (nc) => {
+    const event = await acrossCut(suite.server, bucketStream(bucket), async (nc) => {
       const kvm = new Kvm(nc);
       const reconciler = new Reconciler({
         idempotency: await kvm.open(bucket),

@@ -16,6 +16,7 @@ import { useActorBus } from "../helpers/actor-bus.js";
 import { finishedRun, lifecycle, toolRecords, walMessages } from "../helpers/finished-runs.js";
 import { spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
+import { bucketStream } from "../../shared/bus/subjects.js";
 
 const suite = useActorBus("keep-status", { random: seededRandom(11) });
 const RETAIN_MS = 1_500;
@@ -74,7 +75,7 @@ describe("the retention of finished runs' statuses", () => {
       { what: "the two finished runs' statuses removed" },
     );
     // No delete marker either: the bucket's stream holds nothing of them.
-    const held = await bus.jsm.streams.info(`KV_${bus.subjects.buckets().runs}`, {
+    const held = await bus.jsm.streams.info(bucketStream(bus.subjects.buckets().runs), {
       subjects_filter: `$KV.${bus.subjects.buckets().runs}.>`,
     });
     expect(Object.keys(held.state.subjects ?? {}).sort()).toEqual(

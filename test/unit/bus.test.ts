@@ -4,7 +4,7 @@ import { decode, encode } from "../../shared/bus/codec.js";
 import { InvalidArgumentError } from "@nats-io/transport-node";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { HEADER_ROOM, PartAssembler, recordMessages, splitRecord } from "../../shared/bus/wal-parts.js";
-import { Subjects } from "../../shared/bus/subjects.js";
+import { bucketStream, Subjects } from "../../shared/bus/subjects.js";
 import { InstantClock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { seededRandom } from "../../shared/runtime/random.js";
@@ -43,6 +43,14 @@ describe("subjects", () => {
       ...s.bucketList().map((bucket) => `KV_${bucket}`),
     ]);
     expect(s.storeStreams()).toHaveLength(10);
+    expect(
+      s
+        .stores()
+        .filter((store) => store.kind === "stream")
+        .map((store) => store.name),
+    ).toEqual(["AGENT_RUNS", "AGENT_WAL", "AGENT_AUDIT"]);
+    expect(s.stores().filter((store) => store.kind === "bucket")).toHaveLength(7);
+    expect(bucketStream("agents-runs")).toBe("KV_agents-runs");
     expect(new Subjects("team-a").streams()).toEqual({
       runs: "TEAM_A_RUNS",
       wal: "TEAM_A_WAL",
