@@ -17,7 +17,7 @@ import { SPAWN_TOOL } from "./fanout.js";
 import { RunJournal, type LogContext } from "./journal.js";
 import { statusUnlessWaiting } from "./breaker-wait.js";
 import { settleHaltedCall } from "./settle-call.js";
-import { giveUpAt, modelFailure, outageWait } from "./model-outage.js";
+import { handBackOnOutage } from "./outage-hand-back.js";
 import { waitForStart } from "./not-started.js";
 import { sameTools, specOf } from "./spec-of.js";
 import { undoChildren } from "./undo-children.js";
@@ -342,6 +342,9 @@ export class RunLease {
     try {
       const takeover = this.tookOver;
       this.tookOver = false;
+      // What the step waits on is waited on since the step that asked it, or, for a takeover that
+      // asks it again, since the run's last record before it.
+      const since = takeover ? this.resumedFrom : state.updatedAt;
       if (awaiting.type === "callTool" && awaiting.tool === SPAWN_TOOL) {
         return await this.deps.fanOut.spawn(awaiting, state);
       }
@@ -350,7 +353,6 @@ export class RunLease {
         // takeover's, by the lease before it.
         if (!takeover) await this.journal.settle();
         const { runId, failing } = state;
-        const since = takeover ? this.resumedFrom : state.updatedAt;
         return await undoChildren(awaiting, { runId, reason: failing?.reason ?? "failed", since }, this.deps);
       }
       if (awaiting.type === "callTool") {
@@ -362,36 +364,12 @@ export class RunLease {
         if (refused) return refused;
       }
       const event = await this.deps.performer.perform(awaiting, state);
-      return await this.outage(event, state, takeover);
+      // The log is made only if a line is written (see apply).
+      const lease = { deps: this.deps, journal: this.journal, log: () => this.log };
+      return await handBackOnOutage(event, { state, since, takeover }, lease);
     } finally {
       timed();
     }
-  }
-
-  /**
-   * A model turn or a review the provider failed for an outage (see modelFailure) hands the run
-   * back, to be asked again after a delay, instead of failing the run (or sending its answer to
-   * repair): the step that asked it is recorded first (unless this lease took the run over to ask
-   * it again), so a later lease counts the wait from it.
-   */
-  private async outage(
-    event: LoopEvent | undefined,
-    state: LoopState,
-    takeover: boolean,
-  ): Promise<LoopEvent | undefined> {
-    if (event?.type !== "modelFailed" && event?.type !== "criticFailed") return event;
-    const now = this.deps.bus.clock.now();
-    const since = takeover ? this.resumedFrom : state.updatedAt;
-    const verdict = modelFailure(event, state, since, this.deps.modelOutageMs, now);
-    if ("fail" in verdict) return verdict.fail;
-    if (!takeover) await this.journal.settle();
-    // A status that could not be written costs only the takeovers it would spare (see outageWait).
-    const stops = giveUpAt(since, this.deps.modelOutageMs, state);
-    const wait = outageWait(event, verdict, since, stops, now + this.deps.retryDelay(verdict.handBack));
-    await this.journal
-      .putStatus(state, wait)
-      .catch((err: unknown) => this.log.warn({ err }, "the run's wait could not be written to its status"));
-    throw verdict.handBack;
   }
 }
 
