@@ -45,7 +45,8 @@ export async function connectBus(options: BusConnectOptions): Promise<NatsConnec
  */
 async function firstConnection(options: BusConnectOptions): Promise<NatsConnection> {
   const clock = options.clock ?? systemClock;
-  const deadline = clock.now() + (options.waitMs ?? 0);
+  const began = clock.now();
+  const deadline = began + (options.waitMs ?? 0);
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await connect({
@@ -64,7 +65,7 @@ async function firstConnection(options: BusConnectOptions): Promise<NatsConnecti
       if (clock.now() >= deadline) {
         throw new AgentError(
           "BUS_UNAVAILABLE",
-          `no NATS server answers at ${servers} (${err.message}; ${attempt} tries)`,
+          `no NATS server answers at ${servers} (${err.message}; ${attempt} ${attempt === 1 ? "try" : "tries"} over ${clock.now() - began} ms)`,
           { cause: err },
         );
       }

@@ -71,15 +71,23 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
   const { wait } = options;
   // The wait counts from the first failure, not the first ask: a read whose reply a restart lost
   // after a long wait for it (a model's turn) is asked again all the same.
-  let until: number | undefined;
+  let since: number | undefined;
   for (let asked = 0; ; asked++) {
     let msg: Msg;
     try {
       msg = await ReplyInbox.of(nc).request(subject, data, { timeoutMs: options.timeoutMs });
     } catch (err) {
-      if (wait && wait.waitMs > 0) until ??= wait.clock.now() + wait.waitMs;
-      const left = wait && until !== undefined && askAgain(err, wait) ? until - wait.clock.now() : 0;
-      if (!wait || left <= 0) throw requestFailure(err, subject, options);
+      if (wait && wait.waitMs > 0) since ??= wait.clock.now();
+      const left =
+        wait && since !== undefined && askAgain(err, wait) ? since + wait.waitMs - wait.clock.now() : 0;
+      if (!wait || left <= 0) {
+        // How long it waited, measured here (not the wait it was given): a caller's log shows it.
+        const waited =
+          wait && since !== undefined && asked > 0
+            ? { asks: asked + 1, ms: wait.clock.now() - since }
+            : undefined;
+        throw requestFailure(err, subject, options, waited);
+      }
       if (!isNoResponders(err)) wait.onResend?.();
       if (asked === 0) wait.onWait?.();
       await wait.clock.sleep(Math.min(left, servicePollDelay(asked, wait.random)));
@@ -90,16 +98,25 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
 }
 
 /** A transport failure as an AgentError with the caller's codes. */
-function requestFailure(err: unknown, subject: string, options: RequestOptions): AgentError {
+function requestFailure(
+  err: unknown,
+  subject: string,
+  options: RequestOptions,
+  waited?: { asks: number; ms: number },
+): AgentError {
   if (!(err instanceof ReplyError))
     return new AgentError("BUS_UNAVAILABLE", `request on '${subject}' failed: ${String(err)}`, {
       cause: err,
     });
   switch (err.reason) {
-    case "no-responders":
-      return new AgentError(options.unavailable ?? "BUS_UNAVAILABLE", `nobody is serving '${subject}'`, {
-        cause: err,
-      });
+    case "no-responders": {
+      const after = waited ? ` (asked ${waited.asks} times over ${waited.ms} ms)` : "";
+      return new AgentError(
+        options.unavailable ?? "BUS_UNAVAILABLE",
+        `nobody is serving '${subject}'${after}`,
+        { cause: err },
+      );
+    }
     case "timeout":
       return new AgentError(
         options.timeout ?? "BUS_UNAVAILABLE",
