@@ -39,9 +39,14 @@ async function cancelWhileChildAnswers(turnMs: number, busy: boolean) {
   await until(() => Promise.resolve(bookings.made.length === 1), 10_000, { what: "the child's booking" });
   await suite.client.cancel({ runId, reason: "wrong trip", by: "oncall" });
   // Busies the next free worker: a child's cancel queued after its parent has failed waits behind it.
-  if (busy) await suite.client.submit(spec({ script: [{ text: "busy", delayMs: 3_000 }] }));
+  const busyRun = busy
+    ? await suite.client.submit(spec({ script: [{ text: "busy", delayMs: 3_000 }] }))
+    : undefined;
   const parent = await suite.waitFor(runId, ended, 30_000);
   const child = await suite.waitFor(childId, ended, 30_000);
+  // The next case starts with both workers free: a worker still busy here took its first run's
+  // cancel seconds late on a loaded host.
+  if (busyRun) await suite.waitFor(busyRun.runId, ended, 30_000);
   const terminal = (await suite.wal(runId)).map((r) => r.record).findLast((r) => r.type === "TERMINAL");
   const report = terminal?.type === "TERMINAL" ? terminal.artifact : undefined;
   return { runId, childId, bookings, parent, child, report };
@@ -66,7 +71,8 @@ describe("a parent cancelled while its child is about to commit", () => {
   }, 60_000);
 
   it("the child still answers when the parent's lease stops waiting: the parent is handed back, its cancel's job takes it up again, and the child, cancelled, undoes its own booking", async () => {
-    const { runId, bookings, parent, child, report } = await cancelWhileChildAnswers(6_000, false);
+    // The child's answer (10 s) outlasts the parent's wait (3 s) and the hand-back after it by far.
+    const { runId, childId, bookings, parent, child, report } = await cancelWhileChildAnswers(10_000, false);
     expect(parent).toMatchObject({
       status: "failed",
       terminal: { reason: "[RUN_CANCELLED] cancelled by oncall: wrong trip" },
@@ -89,12 +95,20 @@ describe("a parent cancelled while its child is about to commit", () => {
     // many were handed back before it.
     const kinds = (await suite.audit(runId)).map((e) => e.kind);
     expect(kinds.filter((k) => k === "run.resumed")).toEqual(["run.resumed"]);
+    // The child's first worker, fenced, lets go once its answer is in: then both workers are free.
+    const letGo = new RegExp(`"runId":"${childId}"[^\\n]*fenced: another worker drives this run; letting go`);
+    await until(async () => letGo.test(await suite.logs()), 20_000, {
+      what: "the child's first worker letting go",
+      everyMs: 100,
+    });
   }, 60_000);
 });
 
 describe("a cancel whose call's tool service is down", () => {
   it("is handed back until the service answers, then learns the booking went through and undoes it, rather than leave it to a human", async () => {
-    const first = serveBookings(1_000);
+    // The booking (4 s) outlasts the cancel's wait for a tool service (1 s) and its takeover: the
+    // cancel, not the run, learns how it ended. With 1 s that was a race, lost when run alone.
+    const first = serveBookings(4_000);
     onTestFinished(first.stop);
     const { runId } = await suite.client.submit(
       spec({
