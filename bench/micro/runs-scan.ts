@@ -12,7 +12,7 @@ import { connectBus } from "../../dist/shared/bus/connect.js";
 import { provision } from "../../dist/shared/bus/provision.js";
 import { readsClient } from "../../dist/shared/bus/read-range.js";
 import { readRunsBucket, RunStatusStore } from "../../dist/shared/bus/run-status.js";
-import { bucketStream, Subjects } from "../../dist/shared/bus/subjects.js";
+import { bucketStream, kvSubject, Subjects } from "../../dist/shared/bus/subjects.js";
 import type { RunStatus } from "../../dist/shared/contracts/run-status.js";
 import { silentLogger } from "../../dist/shared/runtime/logger.js";
 import { median } from "../lib/stats.ts";
@@ -42,7 +42,7 @@ for (let i = 0; i < RUNS; i += 100)
 
 /** The scan before: the key listing, then one get per key. Returns how many statuses it read. */
 async function perKey(): Promise<number> {
-  const prefix = `$KV.${bucket}.`;
+  const prefix = kvSubject(bucket, "");
   const info = await jsm.streams.info(bucketStream(bucket), { subjects_filter: `${prefix}>` });
   let read = 0;
   for (const subject of Object.keys(info.state.subjects ?? {}))

@@ -4,6 +4,7 @@ import { ModelBreaker } from "../../shared/contracts/model-breaker.js";
 import { isFinished, type RunStatus, type RunStatusValue } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { readBucket } from "../../shared/bus/bucket-read.js";
 import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { auditTally } from "../../shared/bus/audit.js";
@@ -112,15 +113,12 @@ export type BreakerView = ModelBreaker & { waitingRuns: number };
  * each with the runs it holds up (see waitingRuns). The runs bucket is read, in one streamed read,
  * only when some breaker is open.
  */
-export async function openBreakers(
-  bus: Pick<ActorBus, "buckets" | "reads" | "subjects">,
-): Promise<BreakerView[]> {
-  const kv = bus.buckets.modelBreakers;
+export async function openBreakers(bus: Pick<ActorBus, "reads" | "subjects">): Promise<BreakerView[]> {
+  // One streamed read (see readBucket): an outage rewrites its breaker every cooldown, and the
+  // key listing this replaced could wait 30 s then.
   const breakers: ModelBreaker[] = [];
-  for await (const key of await kv.keys()) {
-    const entry = await kv.get(key);
-    if (entry?.operation === "PUT") breakers.push(decode(ModelBreaker, entry.value));
-  }
+  for await (const { data } of readBucket(bus.reads, bus.subjects.buckets().modelBreakers))
+    breakers.push(decode(ModelBreaker, data));
   if (breakers.length === 0) return [];
   const waiting = waitingRuns((await readRunsBucket(bus)).statuses);
   return breakers

@@ -9,7 +9,7 @@ import { decode, encode } from "./codec.js";
 import { readLatest } from "./read-range.js";
 import { RecentWindow } from "./recent-window.js";
 import { isWrongLastSequence } from "./wal.js";
-import { bucketStream, type Subjects } from "./subjects.js";
+import { bucketStream, kvSubject, type Subjects } from "./subjects.js";
 
 /**
  * Where recalls read the bucket from: the reads client and the bucket's name; and how many of a
@@ -99,7 +99,7 @@ export class KvMemory implements MemoryStore {
    */
   async recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {
     const { client, bucket } = this.reads;
-    const filter = `$KV.${bucket}.${prefixOf(namespace)}.*`;
+    const filter = kvSubject(bucket, `${prefixOf(namespace)}.*`);
     const messages = this.recent
       ? await this.recent.read(filter)
       : readLatest(client, bucketStream(bucket), filter);

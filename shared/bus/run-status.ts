@@ -4,10 +4,10 @@ import { RunStatus } from "../contracts/run-status.js";
 import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
 import { decode, encode } from "./codec.js";
-import { readLatest } from "./read-range.js";
+import { readBucket } from "./bucket-read.js";
 import { withBusRetry } from "./retry.js";
 import { refusedOnly } from "./wal.js";
-import { bucketStream, type Subjects } from "./subjects.js";
+import type { Subjects } from "./subjects.js";
 
 /** What the runs bucket holds now: every run's status, and the other live keys (fan-outs). */
 export interface RunsBucket {
@@ -16,23 +16,18 @@ export interface RunsBucket {
 }
 
 /**
- * Reads the whole runs bucket in one streamed read, a page of keys per request (deleted keys left
- * out). Not a `get` per key: the stall scan then made a round trip per run ever recorded, every
- * scan. Not `kv.keys()`: that listing ends only when a message reports nothing pending, and a key
- * rewritten while it lists can make it wait out a 30 s heartbeat.
+ * Reads the whole runs bucket in one streamed read (see readBucket). Not a `get` per key: the stall
+ * scan then made a round trip per run ever recorded, every scan.
  */
 export async function readRunsBucket(deps: {
   reads: JetStreamClient;
   subjects: Subjects;
 }): Promise<RunsBucket> {
-  const bucket = deps.subjects.buckets().runs;
-  const prefix = `$KV.${bucket}.`;
   const held: RunsBucket = { statuses: [], keys: new Set() };
-  for await (const msg of readLatest(deps.reads, bucketStream(bucket), `${prefix}>`)) {
-    if (msg.headers?.get("KV-Operation")) continue;
-    const status = parseStatus(msg.data);
+  for await (const { key, data } of readBucket(deps.reads, deps.subjects.buckets().runs)) {
+    const status = parseStatus(data);
     if (status) held.statuses.push(status);
-    else held.keys.add(msg.subject.slice(prefix.length));
+    else held.keys.add(key);
   }
   return held;
 }

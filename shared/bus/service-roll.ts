@@ -1,6 +1,7 @@
 import { PermissionViolationError, type NatsConnection } from "@nats-io/transport-node";
-import type { KV } from "@nats-io/kv";
+import type { JetStreamClient } from "@nats-io/jetstream";
 import { CriticHello } from "../contracts/cluster.js";
+import { readBucket } from "./bucket-read.js";
 import { linkOf } from "./link.js";
 import { callRoll, refusedPublish } from "./roll-call.js";
 import type { Subjects } from "./subjects.js";
@@ -48,12 +49,12 @@ export interface ToolRoll {
 export async function askTools(
   nc: NatsConnection,
   subjects: Subjects,
-  descriptors: Pick<KV, "keys">,
+  reads: JetStreamClient,
   listenMs: number,
 ): Promise<ToolRoll> {
   const names: string[] = [];
   try {
-    for await (const name of await descriptors.keys()) names.push(name);
+    for await (const { key } of readBucket(reads, subjects.buckets().toolDescriptors)) names.push(key);
   } catch (err) {
     // The bucket has no leader (a server lost, an election under way): the rest of the report stands.
     const unlisted = `the workers' tool descriptors could not be read: ${err instanceof Error ? err.message : String(err)}`;

@@ -26,6 +26,11 @@ export function bucketStream(bucket: string): string {
   return `KV_${bucket}`;
 }
 
+/** The subject a KV bucket stores `key` on (what its client publishes a put to; "" and ">" filter them all). */
+export function kvSubject(bucket: string, key: string): string {
+  return `$KV.${bucket}.${key}`;
+}
+
 /** A stream of this prefix, and whether it is one of the three streams or a bucket's. */
 export interface StoreName {
   name: string;
@@ -202,7 +207,7 @@ export class Subjects {
 
   /** The subject a KV bucket stores `key` on (what its client publishes a put or a create to). */
   kvKey(bucket: string, key: string): string {
-    return `$KV.${bucket}.${key}`;
+    return kvSubject(bucket, key);
   }
 
   buckets(): BucketNames {

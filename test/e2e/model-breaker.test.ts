@@ -3,7 +3,7 @@ import { breakerKey } from "../../shared/bus/model-breakers.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { serveModel } from "../../shared/bus/model-actor.js";
-import type { BreakerView } from "../../services/cli/inspect.js";
+import { openBreakers, type BreakerView } from "../../services/cli/inspect.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { until } from "../helpers/until.js";
@@ -296,18 +296,13 @@ describe("a model provider's outage with the workers' shared breaker", () => {
       return { ...scripted, agent: { ...scripted.agent, model, resources: { deadlineMs: 15_000 } } };
     };
     for (const i of [0, 1]) await suite.client.submit(run("TEAM_A_KEY", `team a ${i}`));
-    const breakers = suite.bus.buckets.modelBreakers;
-    // Whatever the breaker is kept for: the model's and endpoint's, or team a's key's.
-    const openOnEndpoint = async (): Promise<string[]> => {
-      const open: string[] = [];
-      for await (const key of await breakers.keys()) {
-        const entry = await breakers.get(key);
-        const provider =
-          entry?.operation === "PUT" ? (entry.json<{ provider: string }>().provider ?? "") : "";
-        if (provider.startsWith(`openai:shared-m@${baseUrl}`)) open.push(provider);
-      }
-      return open;
-    };
+    // Whatever the breaker is kept for: the model's and endpoint's, or team a's key's. Read as
+    // `agentctl breakers` reads them: a key listing waited out a 30 s heartbeat here while team a's
+    // breaker was rewritten (45 s for this case with two test files at a time).
+    const openOnEndpoint = async (): Promise<string[]> =>
+      (await openBreakers(suite.bus))
+        .map((b) => b.provider)
+        .filter((provider) => provider.startsWith(`openai:shared-m@${baseUrl}`));
     await until(async () => (await openOnEndpoint()).length > 0, 20_000, {
       what: "team a's turns open a breaker",
     });
