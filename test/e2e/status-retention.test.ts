@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { readBucket } from "../../shared/bus/bucket-read.js";
 import { requestJson } from "../../shared/bus/request.js";
 import { treeBudgetKey } from "../../shared/bus/tree-budget.js";
 import { readFanOut } from "../../shared/bus/fanout.js";
@@ -81,7 +82,8 @@ describe("a finished run's status, with SUPERVISOR_STATUS_RETAIN_MS set", () => 
     });
     // Removed by its sequence: no delete marker, and the pool bucket keeps nothing of the tree.
     const keys: string[] = [];
-    for await (const key of await suite.bus.buckets.pool.keys()) keys.push(key);
+    for await (const { key } of readBucket(suite.bus.reads, suite.bus.subjects.buckets().pool))
+      keys.push(key);
     expect(keys).not.toContain(tree);
     // The status goes next (after the fan-out record): a sweep stopped between the two does both again.
     await until(async () => (await suite.bus.buckets.runs.get(rootId)) === null, 5_000, {
