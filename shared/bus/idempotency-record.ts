@@ -8,7 +8,7 @@ import type { Random } from "../runtime/random.js";
 import { AckPublisher } from "./ack-publisher.js";
 import { decode } from "./codec.js";
 import { withBusRetry } from "./retry.js";
-import type { Subjects } from "./subjects.js";
+import { kvSubject, type Subjects } from "./subjects.js";
 import { isWrongLastSequence } from "./wal.js";
 
 /** What the idempotency bucket holds per key: a claim while the tool runs, then its reply. */
@@ -84,7 +84,7 @@ export function createOrReadEntry(
  * over. A bus error is thrown (and the caller retries).
  */
 async function create(deps: IdempotencyBucketDeps, key: string, value: Uint8Array): Promise<CreatedOrHeld> {
-  const subject = deps.subjects.kvKey(deps.subjects.buckets().idempotency, key);
+  const subject = kvSubject(deps.subjects.buckets().idempotency, key);
   const publisher = AckPublisher.of(deps.nc);
   try {
     const ack = await publisher.publish(subject, value, { expectLastSubjectSequence: 0 });

@@ -26,7 +26,10 @@ export function bucketStream(bucket: string): string {
   return `KV_${bucket}`;
 }
 
-/** The subject a KV bucket stores `key` on (what its client publishes a put to; "" and ">" filter them all). */
+/**
+ * The subject a KV bucket stores `key` on (what its client publishes a put or a create to); with
+ * `>` the filter of every key, with "" the prefix they share.
+ */
 export function kvSubject(bucket: string, key: string): string {
   return `$KV.${bucket}.${key}`;
 }
@@ -203,11 +206,6 @@ export class Subjects {
   streams(): StreamNames {
     const p = this.prefix === DEFAULT_PREFIX ? "AGENT" : `${this.prefix.toUpperCase().replaceAll("-", "_")}`;
     return { runs: `${p}_RUNS`, wal: `${p}_WAL`, audit: `${p}_AUDIT` };
-  }
-
-  /** The subject a KV bucket stores `key` on (what its client publishes a put or a create to). */
-  kvKey(bucket: string, key: string): string {
-    return kvSubject(bucket, key);
   }
 
   buckets(): BucketNames {

@@ -44,8 +44,8 @@ async function cancelWhileChildAnswers(turnMs: number, busy: boolean) {
     : undefined;
   const parent = await suite.waitFor(runId, ended, 30_000);
   const child = await suite.waitFor(childId, ended, 30_000);
-  // The next case starts with both workers free: a worker still busy here took its first run's
-  // cancel seconds late on a loaded host.
+  // The next case starts with both workers free: with this run still going, the next case's
+  // cancel waited seconds for a worker on a loaded host, and its child committed first.
   if (busyRun) await suite.waitFor(busyRun.runId, ended, 30_000);
   const terminal = (await suite.wal(runId)).map((r) => r.record).findLast((r) => r.type === "TERMINAL");
   const report = terminal?.type === "TERMINAL" ? terminal.artifact : undefined;
