@@ -1,28 +1,24 @@
-import { z } from "zod";
-
-export const GuardVerdictKind = z.enum(["allow", "warn", "block", "circuitBreak"]);
-export type GuardVerdictKind = z.infer<typeof GuardVerdictKind>;
+/**
+ * What a guard says of the next step. Plain types, not schemas: a verdict never crosses the wire
+ * (audit events carry its reason and message as their own fields), so nothing parses one.
+ */
+export type GuardVerdictKind = "allow" | "warn" | "block" | "circuitBreak";
 
 /** Why a guard spoke; stable, so dashboards and tests can key on them. */
-export const GuardReason = z.enum([
-  "iterationsNearLimit",
-  "maxIterations",
-  "maxToolCalls",
-  "pingPong",
-  "pingPongCycle",
-  "truncation",
-  "costNearBudget",
-  "costBudget",
-  "tokensNearBudget",
-  "tokenBudget",
-  "deadline",
-  "maxRepairs",
-  "globalCap",
-]);
-export type GuardReason = z.infer<typeof GuardReason>;
+export type GuardReason =
+  | "iterationsNearLimit"
+  | "maxIterations"
+  | "maxToolCalls"
+  | "pingPong"
+  | "pingPongCycle"
+  | "truncation"
+  | "costNearBudget"
+  | "costBudget"
+  | "tokensNearBudget"
+  | "tokenBudget"
+  | "deadline"
+  | "maxRepairs"
+  | "globalCap";
 
-export const GuardVerdict = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("allow") }),
-  z.object({ kind: z.enum(["warn", "block", "circuitBreak"]), reason: GuardReason, message: z.string() }),
-]);
-export type GuardVerdict = z.infer<typeof GuardVerdict>;
+export type GuardVerdict =
+  { kind: "allow" } | { kind: Exclude<GuardVerdictKind, "allow">; reason: GuardReason; message: string };

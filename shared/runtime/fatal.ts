@@ -1,12 +1,15 @@
 import { toAgentError } from "./errors.js";
 import type { Logger } from "./logger.js";
 
-/** Where an actor's fatal failure is logged: first a default logger, then the configured one. */
+/**
+ * Where an actor's fatal failure is logged: first a default logger, then the configured one. Its
+ * functions are closures, safe to pass on alone (`fail` is itself the uncaughtException listener).
+ */
 export interface FatalLog {
   /** Logs fatal failures with `logger` from now on (the actor's, once its configuration is read). */
-  use(logger: Logger): void;
+  use: (logger: Logger) => void;
   /** Stops the actor on a failure found later, logged as one at start-up is. */
-  fail(err: unknown): void;
+  fail: (err: unknown) => void;
 }
 
 /**
