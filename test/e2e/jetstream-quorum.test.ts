@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { jetstreamManager, StorageType } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { connect } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provision, streamInfoIfAny } from "../../shared/bus/provision.js";
 import { bucketStream, Subjects } from "../../shared/bus/subjects.js";
@@ -53,13 +53,19 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes(`store="${store}"`));
     return line?.split(" ").at(-1);
   };
+  /**
+   * The test's own JetStream requests wait 30 s, not the client's 5 s: a 3-node cluster on a
+   * loaded 2-core host (two test files at a time, coverage on) once took longer to delete an R3
+   * stream just after its replicas changed.
+   */
+  const manager = (nc: NatsConnection) => jetstreamManager(nc, { timeout: 30_000 });
   /** Every stream's replicas, the buckets' under their streams' names (KV_<bucket>). */
   const everyStream = (subjects: Subjects, replicas: number): Record<string, number> =>
     Object.fromEntries(subjects.storeStreams().map((name) => [name, replicas]));
   const replicasOf = async (subjects: Subjects): Promise<Record<string, number>> => {
     const admin = await connect({ servers: nats.urls.split(",") });
     try {
-      const jsm = await jetstreamManager(admin);
+      const jsm = await manager(admin);
       const entries = await Promise.all(
         Object.keys(everyStream(subjects, 0)).map(
           async (name) => [name, (await jsm.streams.info(name)).config.num_replicas] as const,
@@ -89,7 +95,7 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     // as nats-server pull request 5946 describes). A server bug this test is not about: the last
     // stream created before the servers are lost is one nobody reads.
     await (
-      await jetstreamManager(admin)
+      await manager(admin)
     ).streams.add({
       name: `${prefix}_LAST`,
       subjects: [`${prefix}.last`],
@@ -221,7 +227,7 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
       // A bucket missing (new in a build, or said missing by a cluster in trouble) is created with
       // the replicas its siblings have, not with the one copy a default AGENTS_REPLICAS asks for.
       const memory = bucketStream(moved.buckets().memory);
-      await (await jetstreamManager(admin)).streams.delete(memory);
+      await (await manager(admin)).streams.delete(memory);
       const recreated = await provision(admin, { subjects: moved, replicas: 1 });
       expect(recreated.buckets[moved.buckets().memory]).toBe("created");
       expect(recreated.notes).toContain(
@@ -240,7 +246,7 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
       const create = await provision(admin, { subjects: fresh, replicas: 5 }).catch((err: unknown) => err);
       expect(create).toMatchObject({ code: "BUS_UNAVAILABLE" });
       expect((create as Error).message).toMatch(five);
-      expect(await streamInfoIfAny(await jetstreamManager(admin), fresh.streams().runs)).toBeUndefined();
+      expect(await streamInfoIfAny(await manager(admin), fresh.streams().runs)).toBeUndefined();
     } finally {
       await admin.close();
     }
