@@ -60,6 +60,27 @@ export function strayAckSubject(
 }
 
 /**
+ * The subjects a gone worker's jobs are handed back on: each job's own ack subject, with the
+ * consumer's last delivered sequence (`lastDelivered`) in place of the job's. nats-server 2.9
+ * ignores a NAK whose consumer sequence is at or below the ack floor, and the floor can pass a job
+ * still held: acknowledging a job moves the floor to just below the latest delivery of the next job
+ * still pending in stream order, and when that one was redelivered (a gone worker's job, handed on)
+ * its delivery is later than those of jobs still held behind it. A NAK on such a job's own subject
+ * was dropped, and the job waited out its ack wait.
+ */
+export function handBackSubjects(
+  stream: string,
+  consumer: string,
+  jobs: readonly string[],
+  lastDelivered: number,
+): string[] {
+  return jobs.map((job) => {
+    const seq = streamSeqOf(job);
+    return seq === undefined ? job : strayAckSubject(stream, consumer, seq, lastDelivered);
+  });
+}
+
+/**
  * Whether every live worker has been heard from twice since `before` was taken (a worker first
  * heard since, twice in all). Between two of its messages a worker's event loop has read what its
  * connection had received before the first, so a job it held at the first look is named by then.
