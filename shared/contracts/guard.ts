@@ -1,6 +1,7 @@
 /**
  * What a guard says of the next step. Plain types, not schemas: a verdict never crosses the wire
- * (audit events carry its reason and message as their own fields), so nothing parses one.
+ * itself (its audit event carries the message as `reason` and the reason as `data.guardReason`),
+ * so nothing parses one.
  */
 export type GuardVerdictKind = "allow" | "warn" | "block" | "circuitBreak";
 

@@ -79,7 +79,8 @@ describe("roll calls", () => {
     const kv = await new Kvm(suite.nc).open(suite.subjects.buckets().toolDescriptors);
     const descriptors = sharedDescriptors(kv);
     const echo = describeTool(echoTool);
-    for (const name of ["served", "hung", "gone"]) await descriptors.put(name, { ...echo, name });
+    const hungTools = ["hung-1", "hung-2", "hung-3"];
+    for (const name of ["served", ...hungTools, "gone"]) await descriptors.put(name, { ...echo, name });
     expect(await descriptors.get("served")).toEqual({ ...echo, name: "served" });
     await kv.delete("gone");
     expect(await descriptors.get("gone")).toBeUndefined();
@@ -90,24 +91,23 @@ describe("roll calls", () => {
         msg.respond(encode(ToolDescriptor, { ...echo, name: "served" }));
       },
     });
-    // Takes the describe and answers nothing, as a hung service does.
-    const hung = suite.nc.subscribe(suite.subjects.toolDescribe("hung"), { callback: () => undefined });
+    // Each takes the describe and answers nothing, as a hung service does.
+    const hung = hungTools.map((name) =>
+      suite.nc.subscribe(suite.subjects.toolDescribe(name), { callback: () => undefined }),
+    );
     try {
       await suite.nc.flush();
       const began = Date.now();
-      const roll = await askTools(suite.nc, suite.subjects, suite.reads, 400);
+      const roll = await askTools(suite.nc, suite.subjects, suite.reads, 1_000);
       expect(roll).toEqual({
-        listenedMs: 400,
-        tools: [
-          { name: "hung", answered: false },
-          { name: "served", answered: true },
-        ],
+        listenedMs: 1_000,
+        tools: [...hungTools.map((name) => ({ name, answered: false })), { name: "served", answered: true }],
       });
-      // Asked side by side: one wait, not one per tool.
-      expect(Date.now() - began).toBeLessThan(1_500);
+      // Asked side by side: one wait of 1 s, not one per hung tool (3 s).
+      expect(Date.now() - began).toBeLessThan(2_500);
     } finally {
       served.unsubscribe();
-      hung.unsubscribe();
+      for (const sub of hung) sub.unsubscribe();
     }
   });
 });
