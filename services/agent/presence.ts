@@ -6,7 +6,7 @@ import { ReplyInbox } from "../../shared/bus/reply-inbox.js";
 import { isNoResponders } from "../../shared/bus/request.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { PeerTable, type Peer } from "./peers.js";
-import { handBackSubjects, NAK, StraySweep, streamSeqOf } from "./strays.js";
+import { nakJobs, StraySweep, streamSeqOf } from "./strays.js";
 
 const EMPTY = new Uint8Array(0);
 /** A connected peer that cannot answer this fast is stalled: it keeps its jobs either way. */
@@ -237,12 +237,7 @@ export class WorkerPresence {
       // Past half the ack wait JetStream hands the jobs on itself (or soon will): a NAK then could
       // snatch a job from its new holder.
       if (now - peer.lastSeen >= options.ackWaitMs / 2) return;
-      try {
-        this.strays.request(await this.handBack(peer, now));
-      } catch (sendError) {
-        // This connection is down: the jobs wait out their ack wait instead.
-        bus.logger.warn({ ...fields, err: sendError }, "could not hand a gone worker's jobs back");
-      }
+      this.strays.request(await this.handBack(peer, now));
     }
   }
 
@@ -285,33 +280,12 @@ export class WorkerPresence {
 
   private async handBack(peer: Peer, now: number): Promise<string[]> {
     const jobs = peer.jobs.filter((job) => job.startsWith(this.ackPrefix));
-    for (const job of await this.nakSubjects(jobs)) this.bus.nc.publish(job, NAK);
+    await nakJobs(this.bus, this.options.consumer, jobs);
     this.metrics.jobsHandedBack.inc(jobs.length);
     this.bus.logger.warn(
       { worker: peer.workerId, instance: peer.instance, silentMs: now - peer.lastSeen, jobs: jobs.length },
       "a worker stopped beating and its connection is gone; its jobs go back to the queue",
     );
     return jobs;
-  }
-
-  /**
-   * Where to NAK a gone worker's jobs: under the consumer's last delivery (see handBackSubjects);
-   * on their own subjects when the consumer cannot be read now, which hands back all but those
-   * the ack floor has passed.
-   */
-  private async nakSubjects(jobs: string[]): Promise<string[]> {
-    if (jobs.length === 0) return jobs;
-    const stream = this.bus.subjects.streams().runs;
-    const { consumer } = this.options;
-    try {
-      const info = await this.bus.jsm.consumers.info(stream, consumer);
-      return handBackSubjects(stream, consumer, jobs, info.delivered.consumer_seq);
-    } catch (err) {
-      this.bus.logger.warn(
-        { err },
-        "the job consumer could not be read: handing jobs back on their own subjects",
-      );
-      return jobs;
-    }
   }
 }

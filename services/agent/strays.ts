@@ -81,6 +81,33 @@ export function handBackSubjects(
 }
 
 /**
+ * NAKs jobs under the consumer's last delivery (see handBackSubjects), or on their own subjects
+ * when the consumer cannot be read now, which hands back all but those the ack floor has passed.
+ * Never rejects: a job whose NAK is lost waits out its ack wait.
+ */
+export async function nakJobs(
+  bus: Pick<ActorBus, "nc" | "jsm" | "subjects" | "logger">,
+  consumer: string,
+  jobs: readonly string[],
+): Promise<void> {
+  if (jobs.length === 0) return;
+  const stream = bus.subjects.streams().runs;
+  let subjects = jobs;
+  try {
+    const info = await bus.jsm.consumers.info(stream, consumer);
+    subjects = handBackSubjects(stream, consumer, jobs, info.delivered.consumer_seq);
+  } catch (err) {
+    bus.logger.warn({ err }, "the job consumer could not be read: handing jobs back on their own subjects");
+  }
+  try {
+    for (const subject of subjects) bus.nc.publish(subject, NAK);
+  } catch (err) {
+    // This connection is down: the jobs wait out their ack wait instead.
+    bus.logger.warn({ err, jobs: jobs.length }, "could not hand jobs back");
+  }
+}
+
+/**
  * Whether every live worker has been heard from twice since `before` was taken (a worker first
  * heard since, twice in all). Between two of its messages a worker's event loop has read what its
  * connection had received before the first, so a job it held at the first look is named by then.

@@ -2,7 +2,7 @@ import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import { RunJob } from "../../shared/contracts/cluster.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
-import { whenLinked } from "../../shared/bus/link.js";
+import { linkOf, whenLinked } from "../../shared/bus/link.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
@@ -28,7 +28,7 @@ import { ToolCatalog } from "./tool-catalog.js";
 import { bindJobIntake, pullJobs } from "./job-intake.js";
 import { WorkerPresence } from "./presence.js";
 import { storageFull } from "../../shared/bus/storage-full.js";
-import { ackSubjectOf } from "./strays.js";
+import { ackSubjectOf, nakJobs } from "./strays.js";
 import { leaseWriterId } from "./writer-id.js";
 import { Reconciler } from "./reconcile.js";
 
@@ -89,6 +89,7 @@ export class AgentWorker {
   private fanOut!: FanOutHandler;
   private readonly spawnTool = fanOutSpawnTool();
   private consumer!: Consumer;
+  private consumerName!: string;
   private loop: Promise<void> | undefined;
   private leases = 0;
   /** One store for every run: a recall window remembers where each agent's last recall began. */
@@ -114,6 +115,7 @@ export class AgentWorker {
       breakers: this.breakers,
     });
     this.consumer = consumer;
+    this.consumerName = name;
     this.leasesOf = new IterationLeases(
       this.bus,
       this.options.iterationLease,
@@ -174,7 +176,9 @@ export class AgentWorker {
   /** A job the pull brought: driven from now on, announced at once; handed back when draining. */
   private take(msg: JsMsg): void {
     if (this.drain.signal.aborted) {
-      msg.nak();
+      // Awaited by stop() as a lease is: the NAK leaves before the connection closes.
+      const handing: Promise<void> = this.handBack(msg).finally(() => this.inFlight.delete(handing));
+      this.inFlight.add(handing);
       return;
     }
     const held = ackSubjectOf(msg);
@@ -245,7 +249,7 @@ export class AgentWorker {
         break;
       case "release":
         log.info("handing the run back to the queue");
-        whenLinked(this.bus.nc, () => msg.nak());
+        await this.handBack(msg);
         break;
       case "fenced":
         // Another worker drives the run, mostly on this very job, redelivered to it after this
@@ -256,6 +260,24 @@ export class AgentWorker {
         // and dropped then if the winner still holds its own (see RunLease).
         break;
     }
+  }
+
+  /**
+   * Hands a job back to be offered at once, under the consumer's last delivery (see nakJobs): on
+   * its own ack subject the NAK is dropped once the ack floor has passed it (nats-server 2.9 after
+   * a restart), and another worker would resume the run only after the ack wait. Settles once sent,
+   * so a draining worker closes its connection after it; sent on reconnecting when the connection
+   * is down now.
+   */
+  private async handBack(msg: JsMsg): Promise<void> {
+    const job = ackSubjectOf(msg);
+    if (!job) {
+      whenLinked(this.bus.nc, () => msg.nak());
+      return;
+    }
+    const send = (): Promise<void> => nakJobs(this.bus, this.consumerName, [job]);
+    if (linkOf(this.bus.nc).connected()) await send();
+    else whenLinked(this.bus.nc, () => void send());
   }
 
   /**

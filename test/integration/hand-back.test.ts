@@ -1,7 +1,8 @@
 import { jetstream } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
-import { handBackSubjects, NAK } from "../../services/agent/strays.js";
+import { nakJobs, NAK } from "../../services/agent/strays.js";
 import { ensureWorkerConsumer } from "../../shared/bus/jobs.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 import { ackSubject } from "../helpers/fake-worker.js";
 
@@ -13,7 +14,7 @@ const decoder = new TextDecoder();
 /** The consumer sequence of the delivery an ack subject names (`$JS.ACK.<stream>.<consumer>.<n>.<sseq>.<dseq>…`). */
 const deliveryOf = (ack: string): number => Number(ack.split(".")[6]);
 
-describe("handing a gone worker's jobs back by name", () => {
+describe("handing jobs back: a gone worker's, by name, or a worker's own", () => {
   it("hands back a job whose delivery the ack floor has passed (after a server restart), which a NAK on its own subject leaves where it is", async () => {
     const stream = suite.subjects.streams().runs;
     const consumer = await ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 60_000 });
@@ -59,14 +60,15 @@ describe("handing a gone worker's jobs back by name", () => {
       suite.nc.publish(held.get("behind")!, NAK);
       expect(await offered()).toEqual([]);
     }
-    const info = await suite.jsm.consumers.info(stream, consumer);
-    for (const subject of handBackSubjects(
-      stream,
-      consumer,
-      [held.get("behind")!],
-      info.delivered.consumer_seq,
-    ))
-      suite.nc.publish(subject, NAK);
+    await nakJobs({ ...suite, logger: silentLogger }, consumer, [held.get("behind")!]);
     expect(await offered()).toEqual(["behind 2"]);
+
+    // A consumer that cannot be read (here: a name nobody made) leaves each job's own subject.
+    await suite.js.publish(suite.subjects.runQueue("plain"), encoder.encode("plain"));
+    const plain = await pulled.next({ expires: 2_000 });
+    expect(plain && decoder.decode(plain.data)).toBe("plain");
+    await nakJobs({ ...suite, logger: silentLogger }, "nobody-made-this", [ackSubject(plain!)]);
+    expect(await offered()).toEqual(["plain 2"]);
+    again?.ack();
   }, 30_000);
 });
