@@ -35,7 +35,7 @@ const breakers = new ModelBreakers(
 // A watch started as the JetStream cluster elects its leaders is asked again, not the process stopped.
 await whenJetStreamAnswers("the model breakers' watch", bus, () => breakers.start());
 const guard = breakers.guard.bind(breakers);
-serve(bus.nc, bus.subjects.criticReview(), {
+const reviews = serve(bus.nc, bus.subjects.criticReview(), {
   queue: "critic",
   reply: CriticReviewReply,
   logger,
@@ -65,7 +65,9 @@ const hello: CriticHello = { schemaVersion: 1, instance, startedAt: systemClock.
 await answerRoll(bus.nc, bus.subjects.criticPing(), encode(CriticHello, hello));
 logger.info({ instance, healthPort: health.port }, "critic ready");
 onShutdown(logger, async () => {
-  breakers.stop();
   await health.close();
+  // A review under way (its model asked) is answered before the connection drains.
+  await reviews.stop();
+  breakers.stop();
   await bus.nc.drain();
 });

@@ -6,7 +6,7 @@ import type { Msg } from "@nats-io/transport-node";
 import { ControlReply, LeaseReply } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
-import { failureReply, serve } from "../../shared/bus/serve.js";
+import { failureReply, serve, type Served } from "../../shared/bus/serve.js";
 import { ledgerLimit, ledgerRoom, PoolLedger } from "../../shared/bus/pool.js";
 import { setAuditMaxAge } from "../../shared/bus/provision.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
@@ -84,14 +84,18 @@ const admission = new Admission(
 const onFailure = (subject: string): void => metrics.badRequests.inc({ subject });
 const subjects = bus.subjects;
 const queue = "supervisor";
-serve(bus.nc, subjects.runsSubmit(), {
-  queue,
-  reply: SubmitReply,
-  logger,
-  handle: (msg) => admission.submit(msg.data),
-  onError: failureReply,
-  onFailure,
-});
+// Stopped before the connection drains: a request taken is answered, not refused (see Served.stop).
+const served: Served[] = [];
+served.push(
+  serve(bus.nc, subjects.runsSubmit(), {
+    queue,
+    reply: SubmitReply,
+    logger,
+    handle: (msg) => admission.submit(msg.data),
+    onError: failureReply,
+    onFailure,
+  }),
+);
 // Operator controls share one reply contract: approvals, halt, resume, cancel, kill switch.
 const controls: [string, (msg: Msg) => Promise<ControlReply>][] = [
   [subjects.approvalsAll(), (msg) => decideApproval(bus, msg.subject, msg.data)],
@@ -101,17 +105,28 @@ const controls: [string, (msg: Msg) => Promise<ControlReply>][] = [
   [subjects.killSwitch(), (msg) => setKillSwitch(bus, msg.data)],
 ];
 for (const [subject, handle] of controls) {
-  serve(bus.nc, subject, { queue, reply: ControlReply, logger, handle, onError: controlFailure, onFailure });
+  served.push(
+    serve(bus.nc, subject, {
+      queue,
+      reply: ControlReply,
+      logger,
+      handle,
+      onError: controlFailure,
+      onFailure,
+    }),
+  );
 }
 const budget = new TreeBudget({ kv: bus.buckets.pool, clock: systemClock, random: systemRandom });
-serve(bus.nc, subjects.iterationLease(), {
-  queue,
-  reply: LeaseReply,
-  logger,
-  handle: (msg) => leaseIterations(bus, budget, env.SUPERVISOR_TREE_ITERATION_CAP, msg.data),
-  onError: failureReply,
-  onFailure,
-});
+served.push(
+  serve(bus.nc, subjects.iterationLease(), {
+    queue,
+    reply: LeaseReply,
+    logger,
+    handle: (msg) => leaseIterations(bus, budget, env.SUPERVISOR_TREE_ITERATION_CAP, msg.data),
+    onError: failureReply,
+    onFailure,
+  }),
+);
 const stopping = new AbortController();
 const released = releaseSlots(bus, pool, stopping.signal, metrics.orphansCancelled).catch((err: unknown) => {
   logger.fatal({ err }, "pool release loop stopped");
@@ -176,6 +191,7 @@ logger.info(
 onShutdown(logger, async () => {
   stopping.abort();
   await health.close();
+  await Promise.all(served.map((endpoint) => endpoint.stop()));
   await bus.nc.drain();
   await released;
   await watchdog;

@@ -33,7 +33,7 @@ const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
       new KvMemory(bus.buckets.memory, systemClock, memoryReads(bus, env.MEMORY_RECALL_WINDOW)),
     ),
 };
-serveToolsOf(
+const served = serveToolsOf(
   env.TOOLS.map((name) => available[name]()),
   bus,
   { logger, metrics },
@@ -42,5 +42,6 @@ const health = await startActorHealth(bus, env, metrics);
 logger.info({ tools: env.TOOLS, healthPort: health.port }, "tool services ready");
 onShutdown(logger, async () => {
   await health.close();
+  await served.stop();
   await bus.nc.drain();
 });

@@ -31,7 +31,7 @@ const metrics = new ActorMetrics("trading-executor");
 const store = new ExecutorStore(bus.buckets.toolState, config, logger, bus.clock);
 await store.read();
 const tools = executorTools(store);
-serveToolsOf(tools, bus, { logger, metrics });
+const served = serveToolsOf(tools, bus, { logger, metrics });
 const health = await startActorHealth(bus, env, metrics);
 logger.info(
   {
@@ -45,5 +45,6 @@ logger.info(
 );
 onShutdown(logger, async () => {
   await health.close();
+  await served.stop();
   await bus.nc.drain();
 });

@@ -3,6 +3,7 @@ import type { z } from "zod";
 import { toAgentError } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
 import { encode } from "./codec.js";
+import { InFlight, stopServing } from "./in-flight.js";
 
 export interface ServeOptions<R extends z.ZodType> {
   /** Replicas in one queue group share the requests. */
@@ -16,6 +17,13 @@ export interface ServeOptions<R extends z.ZodType> {
   onFailure?: (subject: string) => void;
 }
 
+/** A served endpoint: its subscription, its failures so far, and how it stops. */
+export type Served = Subscription & {
+  failures: () => number;
+  /** Takes no more requests, then settles once every request taken is answered (see stopServing). */
+  stop: () => Promise<void>;
+};
+
 /**
  * A request/reply endpoint that never dies of bad input: every request gets a validated reply,
  * failures included, and a failure is logged and counted rather than thrown out of the callback.
@@ -24,8 +32,9 @@ export function serve<R extends z.ZodType>(
   nc: NatsConnection,
   subject: string,
   options: ServeOptions<R>,
-): Subscription & { failures: () => number } {
+): Served {
   let failures = 0;
+  const inFlight = new InFlight();
   const answer = (msg: Msg, value: z.input<R>): void => {
     if (msg.reply) msg.respond(encode(options.reply, value));
   };
@@ -36,22 +45,27 @@ export function serve<R extends z.ZodType>(
         options.logger.error({ err, subject }, "subscription failed");
         return;
       }
-      options.handle(msg).then(
-        (value) => answer(msg, value),
-        (e: unknown) => {
-          failures += 1;
-          options.onFailure?.(subject);
-          options.logger.warn({ err: e, subject: msg.subject }, "request refused");
-          try {
-            answer(msg, options.onError(e));
-          } catch (encodeError) {
-            options.logger.error({ err: encodeError }, "could not encode the error reply");
-          }
-        },
+      void inFlight.track(
+        options
+          .handle(msg)
+          .then(
+            (value) => answer(msg, value),
+            (e: unknown) => {
+              failures += 1;
+              options.onFailure?.(subject);
+              options.logger.warn({ err: e, subject: msg.subject }, "request refused");
+              try {
+                answer(msg, options.onError(e));
+              } catch (encodeError) {
+                options.logger.error({ err: encodeError }, "could not encode the error reply");
+              }
+            },
+          )
+          .catch((e: unknown) => options.logger.error({ err: e, subject }, "could not encode the reply")),
       );
     },
   });
-  return Object.assign(sub, { failures: () => failures });
+  return Object.assign(sub, { failures: () => failures, stop: () => stopServing([sub], inFlight) });
 }
 
 /**

@@ -9,6 +9,7 @@ import { ToolInvoker } from "../tools/invoke.js";
 import { describeTool, outputExtras, type AnyTool } from "../tools/tool.js";
 import type { ActorBus } from "./actor.js";
 import { decode, encode } from "./codec.js";
+import { InFlight, stopServing } from "./in-flight.js";
 import {
   createOrRead,
   createOrReadEntry,
@@ -29,6 +30,8 @@ export interface ToolServiceDeps extends IdempotencyBucketDeps {
   logger: Logger;
   /** Counts calls by outcome and times each run of the tool, when given. */
   metrics?: ActorMetrics;
+  /** The calls under way, when the service is to stop gracefully (see stopServing). */
+  inFlight?: InFlight;
 }
 
 const failure = (error: AgentError): ToolCallReply => ({ ok: false, error: error.toBody() });
@@ -64,10 +67,11 @@ export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] 
         deps.logger.error({ err, tool: tool.name }, "tool subscription failed");
         return;
       }
-      handle(tool, deps, msg).catch((e: unknown) => {
+      const handled = handle(tool, deps, msg).catch((e: unknown) => {
         deps.logger.error({ err: e, tool: tool.name }, "tool call handler failed");
         respond(msg, failure(toAgentError(e)));
       });
+      void deps.inFlight?.track(handled);
     },
   });
   return [calls, describe, serveSettle(tool.name, deps)];
@@ -365,9 +369,10 @@ export function serveToolsOf(
   tools: readonly AnyTool[],
   bus: Pick<ActorBus, "nc" | "subjects" | "buckets" | "clock" | "random">,
   deps: { logger: Logger; metrics?: ActorMetrics },
-): Subscription[] {
+): { subscriptions: Subscription[]; stop: () => Promise<void> } {
   const invoker = new ToolInvoker({ clock: bus.clock, random: bus.random, policy: { retries: 0 } });
-  return tools.flatMap((tool) =>
+  const inFlight = new InFlight();
+  const subscriptions = tools.flatMap((tool) =>
     serveTool(tool, {
       nc: bus.nc,
       subjects: bus.subjects,
@@ -375,7 +380,10 @@ export function serveToolsOf(
       invoker,
       clock: bus.clock,
       random: bus.random,
+      inFlight,
       ...deps,
     }),
   );
+  // Calls under way finish, their outcomes recorded, before the connection drains.
+  return { subscriptions, stop: () => stopServing(subscriptions, inFlight) };
 }

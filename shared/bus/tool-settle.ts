@@ -1,4 +1,5 @@
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { InFlight } from "./in-flight.js";
 import { SettleReply, SettleRequest } from "../contracts/tool-settle.js";
 import type { ToolCallReply } from "../contracts/tool.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
@@ -20,6 +21,8 @@ type SettleDeps = IdempotencyBucketDeps & {
   logger: Logger;
   /** Counts refused requests (`agents_bad_requests_total`), when given. */
   metrics?: Pick<ActorMetrics, "badRequests">;
+  /** The settlements under way, when the service is to stop gracefully (see stopServing). */
+  inFlight?: InFlight;
 };
 
 /** Rewrites of a claim that keeps changing under a human's settlement before giving up. */
@@ -44,7 +47,7 @@ export function serveSettle(tool: string, deps: SettleDeps): Subscription {
         deps.logger.error({ err, tool }, "tool settle subscription failed");
         return;
       }
-      settle(tool, deps, msg).then(
+      const settled = settle(tool, deps, msg).then(
         (reply) => {
           if (reply.outcome === "refused") deps.metrics?.badRequests.inc({ subject: msg.subject });
           respond(msg, reply);
@@ -54,6 +57,7 @@ export function serveSettle(tool: string, deps: SettleDeps): Subscription {
           respond(msg, { outcome: "refused", error: toAgentError(e).toBody() });
         },
       );
+      void deps.inFlight?.track(settled);
     },
   });
 }
