@@ -63,10 +63,11 @@ export function strayAckSubject(
  * The subjects a gone worker's jobs are handed back on: each job's own ack subject, with the
  * consumer's last delivered sequence (`lastDelivered`) in place of the job's. nats-server 2.9
  * ignores a NAK whose consumer sequence is at or below the ack floor, and the floor can pass a job
- * still held: acknowledging a job moves the floor to just below the latest delivery of the next job
- * still pending in stream order, and when that one was redelivered (a gone worker's job, handed on)
- * its delivery is later than those of jobs still held behind it. A NAK on such a job's own subject
- * was dropped, and the job waited out its ack wait.
+ * still held: a server restarted after some job was redelivered (a gone worker's, handed on) reads
+ * its pending jobs back with their latest deliveries, and acknowledging a job then moves the floor
+ * to just below the latest delivery of the next job still pending in stream order, past the
+ * earlier deliveries of jobs held behind it. A NAK on such a job's own subject was dropped, and the
+ * job waited out its ack wait (test/integration/hand-back.test.ts).
  */
 export function handBackSubjects(
   stream: string,
