@@ -1,5 +1,5 @@
 import { Kvm } from "@nats-io/kv";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { ActorBus } from "../../shared/bus/actor.js";
@@ -12,6 +12,7 @@ import { systemClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { defineTool } from "../../shared/tools/tool.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
+import { connectRetrying } from "../helpers/nats-server.js";
 
 /**
  * An actor stopped gracefully (SIGTERM: a rolling restart) finishes the requests it has taken
@@ -23,10 +24,7 @@ const suite = useBusSuite("graceful");
 /** The stopping actor's own connection; the suite's stays up and asks. */
 let actor: NatsConnection;
 beforeAll(async () => {
-  actor = await connect({
-    servers: suite.server.url,
-    ...(suite.server.user ? { user: suite.server.user, pass: suite.server.pass ?? "" } : {}),
-  });
+  actor = await connectRetrying(suite.server, 250);
 });
 afterAll(async () => {
   if (!actor.isClosed()) await actor.close();
@@ -61,10 +59,7 @@ describe("an actor stopped while it answers a request", () => {
   });
 
   it("a tool service finishes the call under way and records its outcome before its connection drains", async () => {
-    const sub = await connect({
-      servers: suite.server.url,
-      ...(suite.server.user ? { user: suite.server.user, pass: suite.server.pass ?? "" } : {}),
-    });
+    const sub = await connectRetrying(suite.server, 250);
     const pay = defineTool({
       name: "slow_charge",
       description: "Charges, slowly.",

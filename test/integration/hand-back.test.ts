@@ -43,9 +43,6 @@ describe("handing jobs back: a gone worker's, by name, or a worker's own", () =>
       )
       .toBe(3);
     suite.nc.publish(held.get("first")!, encoder.encode("+ACK"));
-    await expect
-      .poll(async () => (await suite.jsm.consumers.info(stream, consumer)).ack_floor.consumer_seq)
-      .toBeGreaterThanOrEqual(deliveryOf(held.get("behind")!));
 
     const offered = async (): Promise<string[]> => {
       const out: string[] = [];
@@ -55,8 +52,12 @@ describe("handing jobs back: a gone worker's, by name, or a worker's own", () =>
       }
       return out;
     };
+    // What nats-server 2.9 does (a later release may not pass the floor; the hand-back works either way).
     if (suite.nc.info?.version.startsWith("2.9.")) {
-      // nats-server 2.9 drops this NAK: "behind" would wait out its ack wait (a minute here).
+      await expect
+        .poll(async () => (await suite.jsm.consumers.info(stream, consumer)).ack_floor.consumer_seq)
+        .toBeGreaterThanOrEqual(deliveryOf(held.get("behind")!));
+      // It drops this NAK: "behind" would wait out its ack wait (a minute here).
       suite.nc.publish(held.get("behind")!, NAK);
       expect(await offered()).toEqual([]);
     }
