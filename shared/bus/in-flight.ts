@@ -4,7 +4,7 @@ import type { Subscription } from "@nats-io/transport-node";
  * The requests a service has taken and not yet answered: what its graceful stop waits for. An
  * actor that drained its connection with a handler still at work had that handler's own requests
  * refused ("connection draining"): a lease answered with the error, a tool call's outcome never
- * recorded (its run then waited out the tool's timeout and halted for a human to reconcile).
+ * recorded (a non-idempotent tool's run then waits out the tool's timeout and halts for a human).
  */
 export class InFlight {
   private readonly running = new Set<Promise<unknown>>();
