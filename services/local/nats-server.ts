@@ -2,11 +2,15 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { natsServerBinary } from "./nats-binary.js";
 
 export interface LocalNats {
   url: string;
   port: number;
   pid: number | undefined;
+  /** The binary started, and its version as it prints it (`v2.15.1`). */
+  binary: string;
+  version: string;
   /**
    * Kills the server with `signal` (SIGKILL by default: a crash), waits `downMs`, and starts it
    * again on the same port with the same store directory: what it acknowledged is still there.
@@ -20,6 +24,8 @@ export interface LocalNatsOptions {
   /** A config file (users, permissions); the port and store directory are always set here. */
   configFile?: string;
   readyTimeoutMs?: number;
+  /** Told once when a suitable binary must first be fetched. */
+  say?: (line: string) => void;
 }
 
 interface Running {
@@ -29,9 +35,11 @@ interface Running {
 
 /**
  * Starts the `nats-server` binary on 127.0.0.1, on a free port (`-p -1`, read back from its log),
- * with JetStream and a store directory of its own, removed on stop.
+ * with JetStream and a store directory of its own, removed on stop. The binary is the one
+ * natsServerBinary() finds (fetched once when the machine has none new enough).
  */
 export async function startLocalNats(options: LocalNatsOptions = {}): Promise<LocalNats> {
+  const binary = await natsServerBinary(options.say);
   const storeDir = await mkdtemp(join(tmpdir(), "nats-local-"));
   const timeoutMs = options.readyTimeoutMs ?? 10_000;
   const launch = async (port: number): Promise<Running & { port: number }> => {
@@ -39,7 +47,7 @@ export async function startLocalNats(options: LocalNatsOptions = {}): Promise<Lo
       ...(options.configFile ? ["-c", options.configFile] : []),
       ...["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir],
     ];
-    const child = spawn("nats-server", args, { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(binary.path, args, { stdio: ["ignore", "ignore", "pipe"] });
     // One promise for the process's end, made before anything can miss the event.
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     try {
@@ -71,6 +79,8 @@ export async function startLocalNats(options: LocalNatsOptions = {}): Promise<Lo
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
+    binary: binary.path,
+    version: binary.version,
     get pid() {
       return running.child.pid;
     },
@@ -98,13 +108,7 @@ function readPort(child: ChildProcess, exited: Promise<number | null>, timeoutMs
       () => settle(() => reject(new Error(`nats-server was not ready within ${timeoutMs} ms:\n${log}`))),
       timeoutMs,
     );
-    child.once("error", (err) =>
-      settle(() =>
-        reject(
-          new Error(`cannot start nats-server (install it: apt-get install nats-server): ${err.message}`),
-        ),
-      ),
-    );
+    child.once("error", (err) => settle(() => reject(new Error(`cannot start nats-server: ${err.message}`))));
     void exited.then((code) =>
       settle(() => reject(new Error(`nats-server exited with code ${String(code)}:\n${log}`))),
     );

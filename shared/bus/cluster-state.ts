@@ -32,7 +32,7 @@ export interface Follower {
   server: string;
   current: boolean;
   offline: boolean;
-  /** Operations behind the leader, when the server says (2.9 leaves it out for a dead peer). */
+  /** Operations behind the leader, when the server says. */
   lag?: number;
   /** Since the leader last heard from it. */
   lastHeardMs?: number;
@@ -82,7 +82,9 @@ export async function readClusterState(deps: {
       ...(nc.info?.cluster ? { cluster: nc.info.cluster } : {}),
     },
     storage: storageOf(account),
-    stores: stores.map(({ name, kind }, i) => storeHealth(name, kind, infos[i])),
+    stores: stores.map(({ name, kind }, i) =>
+      storeHealth(name, kind, infos[i], nc.info?.cluster !== undefined),
+    ),
     ...(jobs ? { jobs } : {}),
   };
 }
@@ -99,9 +101,15 @@ function storageOf(account: JetStreamAccountStats): ClusterState["storage"] {
   return { used: account.storage, ...(limit > 0 ? { limit } : {}) };
 }
 
-function storeHealth(name: string, kind: StoreHealth["kind"], info: StreamInfo | undefined): StoreHealth {
+/** A single server names itself the leader of every stream: only a cluster's leader is reported. */
+function storeHealth(
+  name: string,
+  kind: StoreHealth["kind"],
+  info: StreamInfo | undefined,
+  clustered: boolean,
+): StoreHealth {
   if (!info) return { name, kind, followers: [] };
-  const cluster: ClusterInfo | undefined = info.cluster;
+  const cluster: ClusterInfo | undefined = clustered ? info.cluster : undefined;
   return {
     name,
     kind,
@@ -113,7 +121,7 @@ function storeHealth(name: string, kind: StoreHealth["kind"], info: StreamInfo |
   };
 }
 
-/** The server leaves out what it does not know (nats-server 2.9: `offline` and `lag` of a dead peer). */
+/** The server may leave out what it does not know of a peer (`offline`, `lag`). */
 function followerOf(peer: PeerInfo): Follower {
   const { lag, active } = peer as Partial<PeerInfo>;
   return {

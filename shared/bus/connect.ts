@@ -111,11 +111,3 @@ export function logStatus(logger: Logger, status: Status): void {
       logger.debug({ status: status.type }, "NATS status");
   }
 }
-
-/** The server's version as [major, minor, patch]; [0, 0, 0] when it did not say. */
-export function serverVersion(nc: NatsConnection): [number, number, number] {
-  const [major = 0, minor = 0, patch = 0] = (nc.info?.version ?? "0.0.0")
-    .split(/[.-]/)
-    .map((n) => Number.parseInt(n, 10) || 0);
-  return [major, minor, patch];
-}

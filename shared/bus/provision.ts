@@ -11,7 +11,7 @@ import {
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { AgentError } from "../runtime/errors.js";
-import { serverVersion } from "./connect.js";
+import { requireSupportedServer } from "./server-version.js";
 import { bucketStream, type Subjects } from "./subjects.js";
 
 export interface ProvisionOptions {
@@ -223,14 +223,8 @@ export async function setAuditMaxAge(
  * at every start: it only changes what differs, then reads the configuration back.
  */
 export async function provision(nc: NatsConnection, options: ProvisionOptions): Promise<ProvisionReport> {
-  const [major, minor] = serverVersion(nc);
+  requireSupportedServer(nc);
   const version = nc.info?.version ?? "unknown";
-  if (major < 2 || (major === 2 && minor < 9)) {
-    throw new AgentError(
-      "INTERNAL",
-      `nats-server ${version} is too old: JetStream features used here need 2.9 or newer`,
-    );
-  }
   const clustered = nc.info?.cluster !== undefined;
   if (options.replicas > 1 && !clustered) {
     // nats-server refuses to create a stream or bucket with more replicas here, and 2.9 takes a
@@ -241,11 +235,6 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
     );
   }
   const notes: string[] = [];
-  if (major === 2 && minor < 10) {
-    notes.push(
-      `nats-server ${version}: no per-message fsync (syncs every 60 s); run R3 streams or 2.10+ with sync_interval: always for durability`,
-    );
-  }
   const jsm = await jetstreamManager(nc);
   let siblings: Promise<number> | undefined;
   // Read only when a store is missing, once: the others' replicas as they were before this start.

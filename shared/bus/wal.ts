@@ -47,10 +47,9 @@ export interface WalDeps {
 /**
  * Appends one run's WAL records. Each append carries the expected last sequence of the run's
  * subject, a fencing token: if another worker appended in between, the append fails with FENCED
- * and this worker must let the run go. The message id, `runId:index:writerId`, makes this
- * writer's retry after a lost ack a duplicate rather than a second record. It must name the
- * writer: JetStream checks duplicates before the expected sequence, so two writers sharing ids
- * would see the loser's different record acknowledged as the winner's.
+ * and this worker must let the run go. The message id, `runId:index:writerId`, names the writer:
+ * the server checks the fence before message-id dedupe, so a retry after a lost ack is refused
+ * as "wrong last sequence" too, and only a head carrying this writer's own id proves it landed.
  */
 export class WalWriter {
   constructor(
@@ -100,12 +99,17 @@ export class WalWriter {
     const ack = await withBusRetry(
       `WAL append for run ${this.runId}`,
       this.deps,
-      () => {
+      async () => {
         // A fresh header set per attempt: the publisher adds the message id to the one it is given.
-        if (part === undefined) return publisher.publish(subject, data, options);
         const h = headers();
-        h.set(PART_HEADER, part);
-        return publisher.publish(subject, data, { ...options, headers: h });
+        if (part !== undefined) h.set(PART_HEADER, part);
+        try {
+          return await publisher.publish(subject, data, { ...options, headers: h });
+        } catch (err) {
+          const landed = isWrongLastSequence(err) ? await this.landedEarlier(subject, msgID) : undefined;
+          if (!landed) throw err;
+          return landed;
+        }
       },
       (err) =>
         isWrongLastSequence(err)
@@ -119,6 +123,14 @@ export class WalWriter {
     this.lastSeq = ack.seq;
     this.count += 1;
     return ack.seq;
+  }
+
+  /** This writer's message `msgID` when it is the subject's head: an earlier try that landed. */
+  private async landedEarlier(subject: string, msgID: string): Promise<{ seq: number } | undefined> {
+    const head = await this.deps.jsm.streams.getMessage(this.deps.subjects.streams().wal, {
+      last_by_subj: subject,
+    });
+    return head?.header.get(MSG_ID_HEADER) === msgID ? { seq: head.seq } : undefined;
   }
 
   /** Appends records in order; returns the stream sequence of the last message written. */

@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { natsServerBinary } from "../../services/local/nats-binary.js";
 
 /** A free TCP port on loopback (the kernel's pick, released for the server to take). */
 async function freePort(): Promise<number> {
@@ -75,7 +76,9 @@ function makeNode(name: string, url: string, config: string): ClusterNode {
     url,
     process: undefined,
     start: async () => {
-      const child = spawn("nats-server", ["-c", config], { stdio: ["ignore", "ignore", "pipe"] });
+      const child = spawn((await natsServerBinary()).path, ["-c", config], {
+        stdio: ["ignore", "ignore", "pipe"],
+      });
       node.process = child;
       await new Promise<void>((resolve, reject) => {
         let log = "";

@@ -8,6 +8,7 @@ import { silentLogger } from "../../shared/runtime/logger.js";
 import { actorEntry } from "../../services/local/cluster.js";
 import { agentctlFails, runProcess } from "../helpers/cluster-suite.js";
 import { startNats } from "../helpers/nats-server.js";
+import { announcingServer } from "../helpers/old-server.js";
 
 /** Runs the supervisor's process with `env` until it exits; its exit code and output. */
 function supervisor(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -57,6 +58,20 @@ describe("an actor that cannot start", () => {
     expect(Date.now() - began).toBeLessThan(5_000);
     expect(cli).toMatchObject({ code: 2, error: { code: "BUS_UNAVAILABLE" } });
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it("on a nats-server older than 2.12, logs one fatal line naming its version, the minimum and where to get one (UNSUPPORTED_SERVER); so does agentctl", async () => {
+    await using old = await announcingServer("2.9.10");
+    const ran = await supervisor({ NATS_URL: old.url, NATS_CONNECT_WAIT_MS: "0" });
+    expect(ran.code).toBe(1);
+    const lines = logLines(ran.stdout);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: 60, code: "UNSUPPORTED_SERVER", actor: "supervisor" });
+    expect(lines[0]?.msg).toMatch(
+      /nats-server 2\.9\.10 at .* is older than 2\.12\.0.*Debian.*nats:2\.15\.1-alpine/,
+    );
+    const cli = await agentctlFails({ env: () => ({ ...process.env, NATS_URL: old.url }) }, ["runs"]);
+    expect(cli).toMatchObject({ code: 2, error: { code: "UNSUPPORTED_SERVER" } });
   });
 
   it("with invalid settings, logs one fatal line listing every problem (INVALID_INPUT) and exits 1", async () => {

@@ -1,6 +1,7 @@
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { connectBus, logStatus, serverVersion } from "../../shared/bus/connect.js";
+import { connectBus, logStatus } from "../../shared/bus/connect.js";
+import { serverVersion } from "../../shared/bus/server-version.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { startNats } from "../helpers/nats-server.js";
