@@ -92,15 +92,49 @@ export interface Container {
     readOnlyRootFilesystem?: boolean;
     capabilities?: { drop?: string[] };
   };
-  livenessProbe?: { httpGet?: { path: string; port: string | number } };
-  readinessProbe?: { httpGet?: { path: string; port: string | number } };
+  startupProbe?: Probe;
+  livenessProbe?: Probe;
+  readinessProbe?: Probe;
+}
+
+export interface Probe {
+  httpGet?: { path: string; port: string | number };
+  initialDelaySeconds?: number;
+  timeoutSeconds?: number;
+  periodSeconds?: number;
+  failureThreshold?: number;
 }
 
 export interface PodSpec {
   containers: Container[];
   securityContext?: { runAsNonRoot?: boolean; runAsUser?: number };
+  volumes?: { name: string; configMap?: { name: string } }[];
 }
 
 export function podSpecOf(object: K8sObject): PodSpec {
   return (object.spec as { template: { spec: PodSpec } }).template.spec;
+}
+
+const POWERS: Record<string, number> = { "": 0, k: 1, m: 2, g: 3, t: 4, p: 5 };
+
+/** Bytes of a Kubernetes quantity such as `10Gi`, `500M` or `2048` (the forms a volume size takes). */
+export function quantityBytes(quantity: string): number {
+  const match = /^(\d+)(?:([KMGTP])i|([kMGTP]))?$/.exec(quantity);
+  if (!match) throw new Error(`not a byte quantity: ${quantity}`);
+  const [, digits = "", binary, decimal] = match;
+  const base = binary ? 1024 : 1000;
+  return Number(digits) * base ** (POWERS[(binary ?? decimal ?? "").toLowerCase()] ?? 0);
+}
+
+/**
+ * Bytes of a size in a nats-server configuration, read as nats-server 2.15 reads it (checked
+ * against its /varz): `k`, `m`, `g`, `t`, `p` are powers of 1000; with `b`, `i` or `ib` after them,
+ * powers of 1024 (`9GB` and `9Gi` are both 9 × 2^30), in any case.
+ */
+export function natsSizeBytes(size: string): number {
+  const match = /^(\d+)(?:([kmgtp])(b|i|ib)?)?$/i.exec(size);
+  if (!match) throw new Error(`not a nats-server size: ${size}`);
+  const [, digits = "", unit = "", binary] = match;
+  const base = binary ? 1024 : 1000;
+  return Number(digits) * base ** (POWERS[unit.toLowerCase()] ?? 0);
 }

@@ -14,7 +14,7 @@ export interface TestNats {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-const CONTAINER_IMAGE = "nats:2.10-alpine";
+const CONTAINER_IMAGE = "nats:2.15.1-alpine";
 
 /**
  * A real nats-server for one suite, found in this order: NATS_URL when set (the caller isolates

@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
@@ -15,7 +16,9 @@ import {
   ROOT,
   kubectlAvailable,
   kustomize,
+  natsSizeBytes,
   podSpecOf,
+  quantityBytes,
   readYaml,
   validateObject,
   type K8sObject,
@@ -51,9 +54,100 @@ const baseObjects = base.resources.flatMap((file) => readYaml(join(K8S, "base", 
 const actorDeployments = baseObjects.filter(
   (o) => o.kind === "Deployment" && o.metadata.labels?.["app.kubernetes.io/component"] === "actor",
 );
-const sharedEnv = (base.configMapGenerator ?? [])
-  .find((g) => g.name === "agents-env")
-  ?.literals?.map((line) => line.split("=")[0] ?? "");
+const sharedLiterals = (base.configMapGenerator ?? []).find((g) => g.name === "agents-env")?.literals;
+const sharedEnv = sharedLiterals?.map((line) => line.split("=")[0] ?? "");
+function sharedEnvValue(name: string): string | undefined {
+  return sharedLiterals?.find((line) => line.startsWith(`${name}=`))?.slice(name.length + 1);
+}
+
+/** The nats-server the suite runs against (and checks the NATS configuration with): its version. */
+function testedNatsVersion(): string {
+  const out = spawnSync("nats-server", ["--version"], { encoding: "utf8" });
+  const version = /v(\d+\.\d+\.\d+)/.exec(`${out.stdout}${out.stderr}`)?.[1];
+  if (!version) throw new Error(`nats-server --version: ${out.error?.message ?? out.stdout + out.stderr}`);
+  return version;
+}
+
+/** The official NATS Helm chart's startup probe (nats-io/k8s, helm/charts/nats): 10 s + 90 × 10 s. */
+const CHART_STARTUP_BUDGET_S = 10 + 90 * 10;
+
+/** A setting's values in a NATS configuration's files (comments skipped), e.g. `max_file_store`. */
+function natsSetting(files: Record<string, string>, key: string): string[] {
+  return Object.values(files).flatMap((text) =>
+    [...text.matchAll(new RegExp(`^[ \\t]*${key}[ \\t]*[:=]?[ \\t]*([^\\s#]+)`, "gm"))].map(
+      (m) => m[1] ?? "",
+    ),
+  );
+}
+
+/** `nats-server -t` on a NATS configuration's files (nats.conf and its includes), with its env. */
+function checkNatsConfig(files: Record<string, string>, label: string): void {
+  const users = [...(files["nats.conf"] ?? "").matchAll(/user: (\w+), password: \$NATS_(\w+)_PASSWORD/g)];
+  expect(users.map((m) => m[1]).sort(), label).toEqual(
+    [...new Set(Object.values(NATS_USERS).map((u) => u.user))].sort(),
+  );
+  const passwords = Object.fromEntries(users.map((m) => [`NATS_${m[2] ?? ""}_PASSWORD`, "x"]));
+  const dir = mkdtempSync(join(tmpdir(), "nats-config-"));
+  try {
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    const checked = spawnSync("nats-server", ["-c", join(dir, "nats.conf"), "-t"], {
+      env: { ...process.env, ...passwords, POD_NAME: "nats-0" },
+      encoding: "utf8",
+    });
+    expect(checked.status, `${label}: ${checked.stderr}`).toBe(0);
+    expect(checked.stderr, label).toMatch(/is valid/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The NATS servers' store against their volume: `max_file_store` at most 90 % of it (room for the
+ * filesystem's own overhead: JetStream then refuses writes cleanly before the disk fills) and at
+ * least 75 % (it follows a resized volume); `sync_interval: always` wherever one server holds a
+ * stream's data (R1 streams, or a single server), which has no copy to recover from.
+ */
+function checkNatsStore(
+  sts: K8sObject,
+  files: Record<string, string>,
+  agentsReplicas: string,
+  label: string,
+): void {
+  const spec = sts.spec as {
+    replicas: number;
+    volumeClaimTemplates: {
+      metadata: { name: string };
+      spec: { resources: { requests: { storage: string } } };
+    }[];
+  };
+  const claim = spec.volumeClaimTemplates.find((c) => c.metadata.name === "data");
+  const volume = quantityBytes(claim?.spec.resources.requests.storage ?? "0");
+  const limits = natsSetting(files, "max_file_store");
+  expect(limits, `${label}: one max_file_store`).toHaveLength(1);
+  const limit = natsSizeBytes(limits[0] ?? "");
+  expect(
+    limit,
+    `${label}: max_file_store ${limits[0]} within the ${claim?.spec.resources.requests.storage} volume`,
+  ).toBeLessThanOrEqual(0.9 * volume);
+  expect(limit, `${label}: max_file_store ${limits[0]} follows the volume`).toBeGreaterThanOrEqual(
+    0.75 * volume,
+  );
+  if (agentsReplicas === "1" || spec.replicas === 1)
+    expect(natsSetting(files, "sync_interval"), `${label}: one server holds the data`).toEqual(["always"]);
+}
+
+/** A rendered overlay's NATS: the image of the base, its configuration valid, its store within its volume. */
+function checkRenderedNats(objects: K8sObject[], overlay: string): void {
+  const sts = objects.find((o) => o.kind === "StatefulSet" && o.metadata.name === "nats") as K8sObject;
+  const baseSts = baseObjects.find((o) => o.kind === "StatefulSet") as K8sObject;
+  expect(podSpecOf(sts).containers[0]?.image, overlay).toBe(podSpecOf(baseSts).containers[0]?.image);
+  const config = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("nats-config-"));
+  expect(JSON.stringify(podSpecOf(sts).volumes), overlay).toContain(config?.metadata.name ?? "missing");
+  const files = config?.data ?? {};
+  checkNatsConfig(files, overlay);
+  const env = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("agents-env-"))?.data;
+  checkNatsStore(sts, files, env?.AGENTS_REPLICAS ?? "", overlay);
+}
 
 /** What every actor Deployment must have, wherever it is rendered. */
 function checkActor(deployment: K8sObject, image: string): void {
@@ -133,24 +227,55 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
     });
   });
 
-  it("the Kubernetes NATS configuration shares nats.conf's permission model and is valid for nats-server", () => {
+  it("the Kubernetes NATS configuration shares nats.conf's permission model, is valid for nats-server and fits its volume", () => {
     const local = readFileSync(join(ROOT, "nats.conf"), "utf8");
     expect(local).toContain('include "deploy/k8s/base/nats/permissions.conf"');
-    const inCluster = readFileSync(join(K8S, "base", "nats", "nats.conf"), "utf8");
-    expect(inCluster).toContain('include "permissions.conf"');
-    const users = [...inCluster.matchAll(/user: (\w+), password: \$NATS_(\w+)_PASSWORD/g)];
-    expect(users.map((m) => m[1]).sort()).toEqual(
-      [...new Set(Object.values(NATS_USERS).map((u) => u.user))].sort(),
+    const generated = base.configMapGenerator?.find((g) => g.name === "nats-config")?.files ?? [];
+    const files = Object.fromEntries(
+      generated.map((file) => [file.split("/").pop() ?? file, readFileSync(join(K8S, "base", file), "utf8")]),
     );
-    const sts = baseObjects.find((o) => o.kind === "StatefulSet");
-    expect((sts?.spec as { replicas: number }).replicas).toBe(3);
-    const passwords = Object.fromEntries(users.map((m) => [`NATS_${m[2] ?? ""}_PASSWORD`, "x"]));
-    const checked = spawnSync("nats-server", ["-c", join(K8S, "base", "nats", "nats.conf"), "-t"], {
-      env: { ...process.env, ...passwords, POD_NAME: "nats-0" },
-      encoding: "utf8",
+    expect(Object.keys(files).sort()).toEqual(["nats.conf", "permissions.conf", "storage.conf"]);
+    expect(files["nats.conf"]).toContain('include "permissions.conf"');
+    expect(files["nats.conf"]).toContain('include "storage.conf"');
+    const sts = baseObjects.find((o) => o.kind === "StatefulSet") as K8sObject;
+    expect((sts.spec as { replicas: number }).replicas).toBe(3);
+    checkNatsConfig(files, "base");
+    const replicas = sharedEnvValue("AGENTS_REPLICAS");
+    expect(replicas).toBe("3");
+    checkNatsStore(sts, files, replicas ?? "", "base");
+  });
+
+  it("NATS runs an exact image tag of the minor the tests run against, with the official Helm chart's probes", () => {
+    const sts = baseObjects.find((o) => o.kind === "StatefulSet") as K8sObject;
+    const [nats] = podSpecOf(sts).containers;
+    const tag = /^nats:(\d+)\.(\d+)\.(\d+)-alpine$/.exec(nats?.image ?? "");
+    expect(tag, `${nats?.image}: an exact tag, not a floating one`).not.toBeNull();
+    const tested = testedNatsVersion();
+    expect(`${tag?.[1]}.${tag?.[2]}`, `${nats?.image} against the tested nats-server ${tested}`).toBe(
+      tested.split(".").slice(0, 2).join("."),
+    );
+    // A suite given a container (TEST_NATS_CONTAINER=1) runs the same image.
+    const helper = readFileSync(join(ROOT, "test", "helpers", "nats-server.ts"), "utf8");
+    expect(/CONTAINER_IMAGE = "([^"]+)"/.exec(helper)?.[1]).toBe(nats?.image);
+
+    expect(nats?.ports).toContainEqual({ name: "monitor", containerPort: 8222 });
+    expect(readFileSync(join(K8S, "base", "nats", "nats.conf"), "utf8")).toMatch(/^http: 8222$/m);
+    const startup = nats?.startupProbe;
+    expect(startup?.httpGet, "startup").toEqual({ path: "/healthz", port: "monitor" });
+    const budget =
+      (startup?.initialDelaySeconds ?? 0) + (startup?.periodSeconds ?? 10) * (startup?.failureThreshold ?? 3);
+    expect(budget, "the startup budget, in seconds").toBeGreaterThanOrEqual(CHART_STARTUP_BUDGET_S);
+    expect(startup?.timeoutSeconds).toBeGreaterThanOrEqual(5);
+    expect(nats?.livenessProbe?.httpGet, "liveness").toEqual({
+      path: "/healthz?js-enabled-only=true",
+      port: "monitor",
     });
-    expect(checked.status, checked.stderr).toBe(0);
-    expect(checked.stderr).toMatch(/is valid/);
+    expect(nats?.readinessProbe?.httpGet, "readiness").toEqual({
+      path: "/healthz?js-server-only=true",
+      port: "monitor",
+    });
+    for (const probe of [nats?.livenessProbe, nats?.readinessProbe])
+      expect(probe?.timeoutSeconds).toBeGreaterThanOrEqual(5);
   });
 
   it("the Dockerfile builds in stages, installs production dependencies only and runs as non-root under tini", () => {
@@ -195,6 +320,7 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
       }
       const env = configMaps.find((c) => c.metadata.name.startsWith("agents-env"))?.data ?? {};
       expect(env.AGENTS_REPLICAS).toBe(overlay === "prod" ? "3" : "1");
+      checkRenderedNats(objects, overlay);
       const scaled = objects.find((o) => o.kind === "ScaledObject")?.spec as {
         triggers: { metadata: { natsServerMonitoringEndpoint: string } }[];
       };
@@ -224,6 +350,7 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
       expect(JSON.stringify(podSpecOf(executor))).toContain(config?.metadata.name ?? "missing");
       const pdbs = objects.filter((o) => o.kind === "PodDisruptionBudget").map((o) => o.metadata.name);
       expect(pdbs).toEqual(expect.arrayContaining(["trading-executor", "trading-planner"]));
+      checkRenderedNats(objects, "trading-dev");
     },
   );
 });
