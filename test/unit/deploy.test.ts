@@ -8,6 +8,7 @@ import { ActorEnv } from "../../shared/runtime/config.js";
 import { CriticEnv } from "../../services/critic/env.js";
 import { AgentEnv } from "../../services/agent/env.js";
 import { ACTOR_KINDS, NATS_USERS, type LocalActorKind } from "../../services/local/cluster.js";
+import { natsServerBinary } from "../../services/local/nats-binary.js";
 import { TradingExecutorEnv } from "../../services/trading-executor/env.js";
 import { SupervisorEnv } from "../../services/supervisor/env.js";
 import { ToolsEnv } from "../../services/tools/env.js";
@@ -60,9 +61,12 @@ function sharedEnvValue(name: string): string | undefined {
   return sharedLiterals?.find((line) => line.startsWith(`${name}=`))?.slice(name.length + 1);
 }
 
-/** The nats-server the suite runs against (and checks the NATS configuration with): its version. */
+/** The nats-server the suite runs against (and checks the NATS configuration with). */
+const NATS_SERVER = (await natsServerBinary()).path;
+
+/** Its version. */
 function testedNatsVersion(): string {
-  const out = spawnSync("nats-server", ["--version"], { encoding: "utf8" });
+  const out = spawnSync(NATS_SERVER, ["--version"], { encoding: "utf8" });
   const version = /v(\d+\.\d+\.\d+)/.exec(`${out.stdout}${out.stderr}`)?.[1];
   if (!version) throw new Error(`nats-server --version: ${out.error?.message ?? out.stdout + out.stderr}`);
   return version;
@@ -90,7 +94,7 @@ function checkNatsConfig(files: Record<string, string>, label: string): void {
   const dir = mkdtempSync(join(tmpdir(), "nats-config-"));
   try {
     for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
-    const checked = spawnSync("nats-server", ["-c", join(dir, "nats.conf"), "-t"], {
+    const checked = spawnSync(NATS_SERVER, ["-c", join(dir, "nats.conf"), "-t"], {
       env: { ...process.env, ...passwords, POD_NAME: "nats-0" },
       encoding: "utf8",
     });
