@@ -7,7 +7,7 @@ import { OurCluster, OUR_BENCH_ENV } from "../systems/ours.ts";
 
 /**
  * W2 runs the workers with their production defaults (read from the schema that sets them): the
- * ack wait, and the beats by which a survivor hands a silent worker's jobs back sooner.
+ * ack wait after which JetStream gives a dead worker's jobs to another.
  */
 const defaults = AgentEnv.parse({});
 const VICTIM = "agent-1";
@@ -55,8 +55,6 @@ export async function measureResume(
       resumed: samples.length,
       committed: done.filter((d) => d.status === "committed").length,
       ackWaitMs: defaults.AGENT_ACK_WAIT_MS,
-      beatMs: defaults.AGENT_BEAT_MS,
-      deadAfterMs: defaults.AGENT_DEAD_AFTER_MS,
       p50Ms: round(median(samples)),
       maxMs: round(quantile(samples, 1)),
     };

@@ -5,7 +5,7 @@ import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import { auditTally } from "../../shared/bus/audit.js";
 import { checkpointFromJob } from "../../shared/bus/jobs.js";
-import { readWal, writerAfter, type WalRead } from "../../shared/bus/wal.js";
+import { readWal, writerAfter } from "../../shared/bus/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
 import { UNDO_CHILDREN_TOOL } from "../../shared/loop/saga.js";
@@ -21,7 +21,7 @@ import { handBackOnOutage } from "./outage-hand-back.js";
 import { waitForStart } from "./not-started.js";
 import { sameTools, specOf } from "./spec-of.js";
 import { undoChildren } from "./undo-children.js";
-import { anotherCopyDrives, jobOfWriter } from "./writer-id.js";
+import { drivingJob, jobOfWriter } from "./writer-id.js";
 import type { LeaseDeps, LeaseOutcome } from "./lease-deps.js";
 
 /**
@@ -72,8 +72,13 @@ export class RunLease {
       if (err instanceof AgentError && err.code === "FENCED") {
         fenced = true;
         this.deps.metrics.fencingConflicts.inc();
-        this.log.warn({ writerId: this.deps.writerId }, "fenced: another worker drives this run; letting go");
-        return "fenced";
+        const driving = await drivingJob(this.deps.bus, this.job.runId);
+        const superseded = driving !== undefined && driving !== this.deps.jobSeq;
+        this.log.warn(
+          { writerId: this.deps.writerId, job: this.deps.jobSeq, drivenWith: driving },
+          "fenced: another worker drives this run; letting go",
+        );
+        return superseded ? "superseded" : "fenced";
       }
       throw err;
     } finally {
@@ -112,7 +117,6 @@ export class RunLease {
     // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).
     const tailless = read.records.length === 0 || endsWithCheckpoint(read.records.map((r) => r.record));
     if (tailless && checkpointSeq !== undefined) read = await readWal(bus, this.job.runId);
-    if (this.drivenWithAnotherJob(read)) return undefined;
     this.drovePreviously = jobOfWriter(read.lastWriter) === this.deps.jobSeq;
     this.journal = new RunJournal({
       bus,
@@ -158,18 +162,6 @@ export class RunLease {
     const endsAtCheckpoint = endsWithCheckpoint([...records, ...replayed.unwritten]);
     await this.journal.catchUp(replayed.unwritten, replayed.audits, endsAtCheckpoint);
     return this.resume(replayed.state, now);
-  }
-
-  /** Whether this job is a second copy of the run's job while the first still drives the run. */
-  private drivenWithAnotherJob(read: WalRead): boolean {
-    const drivenWith = anotherCopyDrives(this.job, read.lastWriter, this.deps.jobSeq, this.deps.jobHeld);
-    if (drivenWith === undefined) return false;
-    this.deps.metrics.duplicateJobsDropped.inc();
-    this.log.info(
-      { job: this.deps.jobSeq, drivenWith, writer: read.lastWriter },
-      "a live worker drives this run with another copy of its job: this copy is dropped",
-    );
-    return true;
   }
 
   /** Asks for a fresh run's tools; the answer is what is returned. */

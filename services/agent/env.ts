@@ -12,11 +12,15 @@ export const AgentEnv = ActorEnv.extend({
         .replaceAll(/[^A-Za-z0-9_-]/g, "-")
         .slice(0, 32)}-${process.pid}`,
     ),
-  AGENT_ACK_WAIT_MS: millis(30_000),
-  /** How often a worker tells the others it is alive. */
-  AGENT_BEAT_MS: z.coerce.number().int().min(50).max(60_000).default(250),
-  /** A worker silent this long is gone: another hands its jobs back without waiting out the ack wait. */
-  AGENT_DEAD_AFTER_MS: z.coerce.number().int().min(100).max(600_000).default(1_000),
+  /**
+   * A job whose worker stops renewing it (a crash, a lost connection) goes to another worker after
+   * this; a worker renews each job it holds four times per ack wait. Short, so a run resumes within
+   * about this long after its worker dies; a renewal late past it (a stalled process) lets a second
+   * worker take the run, and the WAL's fencing stops one of the two.
+   */
+  AGENT_ACK_WAIT_MS: z.coerce.number().int().min(400).max(600_000).default(1_500),
+  /** How often a worker says it is alive, naming the jobs it holds (agentctl cluster lists the workers heard). */
+  AGENT_BEAT_MS: z.coerce.number().int().min(50).max(60_000).default(500),
   AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
   AGENT_CHECKPOINT_EVERY: z.coerce.number().int().min(1).max(10_000).default(10),
   AGENT_RETRY_DELAY_MS: millis(5_000),
@@ -42,10 +46,6 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_CANCEL_SETTLE_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 })
-  .refine((env) => env.AGENT_DEAD_AFTER_MS >= 2 * env.AGENT_BEAT_MS, {
-    message: "AGENT_DEAD_AFTER_MS must be at least twice AGENT_BEAT_MS (one late beat is not a death)",
-    path: ["AGENT_DEAD_AFTER_MS"],
-  })
   // A breaker open longer than runs wait out an outage fails them before its first try, however
   // short the outage.
   .refine(

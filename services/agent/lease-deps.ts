@@ -12,10 +12,12 @@ import type { IterationLeases } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 
 /**
- * How a lease on a run ended: the job is acked (`done`), handed back (`release`), lost to another
- * writer (`fenced`), or can never start a run (`unstartable`: no spec and no WAL).
+ * How a lease on a run ended: the job is acked (`done`), handed back (`release`), can never start
+ * a run (`unstartable`: no spec and no WAL), or lost to another writer. That writer drives the run
+ * with another delivery of this very job (`fenced`: the job is left to it, since nats-server takes
+ * an ack or a NAK of any delivery for the job's), or with another job of the run (`superseded`).
  */
-export type LeaseOutcome = "done" | "release" | "fenced" | "unstartable";
+export type LeaseOutcome = "done" | "release" | "fenced" | "superseded" | "unstartable";
 
 export interface LeaseDeps {
   bus: ActorBus;
@@ -37,13 +39,14 @@ export interface LeaseDeps {
   writerId: string;
   /** The stream sequence of the job's message on the work queue. */
   jobSeq: number;
-  /** Whether a live worker, this one included, holds the job message with this stream sequence. */
-  jobHeld: (jobSeq: number) => boolean;
   /** How many times JetStream has delivered the job, this time included (1: never taken before). */
   deliveryCount: number;
   logger: Logger;
   metrics: ActorMetrics;
-  /** Called every `heartbeatMs` while the lease lasts, so JetStream knows the job is alive (`working()`). */
+  /**
+   * Called every `heartbeatMs` while the lease lasts (`working()`): the job's ack wait starts over,
+   * and JetStream gives it to another worker only once this worker stops renewing it.
+   */
   heartbeat: () => void;
   heartbeatMs: number;
   /** Aborted when the worker drains: the lease hands the run back after the current step. */

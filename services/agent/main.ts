@@ -31,7 +31,6 @@ const worker = new AgentWorker(
     workerId: env.WORKER_ID,
     ackWaitMs: env.AGENT_ACK_WAIT_MS,
     beatMs: env.AGENT_BEAT_MS,
-    deadAfterMs: env.AGENT_DEAD_AFTER_MS,
     concurrency: env.AGENT_CONCURRENCY,
     checkpointEvery: env.AGENT_CHECKPOINT_EVERY,
     statusEveryMs: env.AGENT_STATUS_EVERY_MS,

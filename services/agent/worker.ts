@@ -2,7 +2,7 @@ import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import { RunJob } from "../../shared/contracts/cluster.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
-import { linkOf, whenLinked } from "../../shared/bus/link.js";
+import { whenLinked } from "../../shared/bus/link.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";
@@ -26,18 +26,19 @@ import { logLeaseFailure, retryDelay } from "./lease-failure.js";
 import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { bindJobIntake, pullJobs } from "./job-intake.js";
-import { WorkerPresence } from "./presence.js";
+import { ackSubjectOf, WorkerBeats } from "./beat.js";
 import { storageFull } from "../../shared/bus/storage-full.js";
-import { ackSubjectOf, nakJobs } from "./strays.js";
 import { leaseWriterId } from "./writer-id.js";
 import { Reconciler } from "./reconcile.js";
+
+/** How many times a run's job is renewed (`working()`) per ack wait. */
+export const RENEWALS_PER_ACK_WAIT = 4;
 
 export interface WorkerOptions {
   workerId: string;
   ackWaitMs: number;
-  /** See AGENT_BEAT_MS and AGENT_DEAD_AFTER_MS. */
+  /** See AGENT_BEAT_MS. */
   beatMs: number;
-  deadAfterMs: number;
   /** Runs this worker drives at once. */
   concurrency: number;
   checkpointEvery: number;
@@ -70,18 +71,14 @@ export interface WorkerOptions {
 /**
  * An agent worker: pulls jobs from the shared durable consumer on the work queue and drives each
  * run for as long as it holds the job. Any number of workers may share the consumer; JetStream
- * gives each job to one of them and hands it to another if the holder stops heartbeating.
+ * gives each job to one of them, and to another once the holder stops renewing its ack wait (a
+ * crash, a lost connection). A worker that drains hands its jobs back at once.
  */
 export class AgentWorker {
   private readonly inFlight = new Set<Promise<void>>();
-  /** The ack subjects of the jobs held now: the beats name them, for whoever outlives this worker. */
+  /** The ack subjects of the jobs held now, which the beats name. */
   private readonly held = new Set<string>();
-  /**
-   * Jobs handed back with a delay, named until it passes: unnamed, a survivor's search for stranded
-   * jobs would take them for some and cut the delay short.
-   */
-  private readonly deferred = new Map<string, ReturnType<typeof setTimeout>>();
-  private presence!: WorkerPresence;
+  private beats!: WorkerBeats;
   private readonly drain = new AbortController();
   private readonly killSwitch = new KillSwitchView();
   private leasesOf!: IterationLeases;
@@ -89,7 +86,6 @@ export class AgentWorker {
   private fanOut!: FanOutHandler;
   private readonly spawnTool = fanOutSpawnTool();
   private consumer!: Consumer;
-  private consumerName!: string;
   private loop: Promise<void> | undefined;
   private leases = 0;
   /** One store for every run: a recall window remembers where each agent's last recall began. */
@@ -110,12 +106,11 @@ export class AgentWorker {
   }
 
   async start(): Promise<void> {
-    const { name, consumer } = await bindJobIntake(this.bus, this.options.ackWaitMs, {
+    const { consumer } = await bindJobIntake(this.bus, this.options.ackWaitMs, {
       killSwitch: this.killSwitch,
       breakers: this.breakers,
     });
     this.consumer = consumer;
-    this.consumerName = name;
     this.leasesOf = new IterationLeases(
       this.bus,
       this.options.iterationLease,
@@ -129,20 +124,16 @@ export class AgentWorker {
       sharedDescriptors(this.bus.buckets.toolDescriptors),
     );
     this.fanOut = new FanOutHandler(this.bus, this.serviceWait("supervisor"));
-    this.presence = new WorkerPresence(
+    this.beats = new WorkerBeats(
       this.bus,
       {
         workerId: this.options.workerId,
         instance: `${this.options.workerId}-${this.ids.next("i").slice(-8)}`,
         beatMs: this.options.beatMs,
-        deadAfterMs: this.options.deadAfterMs,
-        ackWaitMs: this.options.ackWaitMs,
-        consumer: name,
       },
-      () => [...this.held, ...this.deferred.keys()],
-      this.options.metrics,
+      () => [...this.held],
     );
-    this.presence.start();
+    this.beats.start();
     this.loop = this.pull();
   }
 
@@ -155,9 +146,7 @@ export class AgentWorker {
     this.drain.abort();
     await this.loop;
     await Promise.all(this.inFlight);
-    await this.presence.stop();
-    for (const timer of this.deferred.values()) clearTimeout(timer);
-    this.deferred.clear();
+    this.beats.stop();
     this.killSwitch.stop();
     this.breakers.stop();
   }
@@ -173,19 +162,14 @@ export class AgentWorker {
     });
   }
 
-  /** A job the pull brought: driven from now on, announced at once; handed back when draining. */
+  /** A job the pull brought: driven from now on; handed back at once when draining. */
   private take(msg: JsMsg): void {
     if (this.drain.signal.aborted) {
-      // Awaited by stop() as a lease is: the NAK leaves before the connection closes.
-      const handing: Promise<void> = this.handBack(msg).finally(() => this.inFlight.delete(handing));
-      this.inFlight.add(handing);
+      this.handBack(msg);
       return;
     }
     const held = ackSubjectOf(msg);
-    if (held) {
-      this.held.add(held);
-      this.presence.announce(held);
-    }
+    if (held) this.held.add(held);
     const task = this.handle(msg).finally(() => {
       this.inFlight.delete(task);
       if (held) this.held.delete(held);
@@ -249,51 +233,34 @@ export class AgentWorker {
         break;
       case "release":
         log.info("handing the run back to the queue");
-        await this.handBack(msg);
+        this.handBack(msg);
         break;
       case "fenced":
-        // Another worker drives the run, mostly on this very job, redelivered to it after this
-        // worker was taken for dead: the job is left alone. nats-server 2.9 ignores the delivery
-        // count in an ack subject, so a NAK here would hand the winner's job on again: with a step
-        // longer than the retry delay, each new holder was fenced in turn, before it could finish,
-        // for ever. A separate copy of the job (a re-queue) is offered again after its ack wait,
-        // and dropped then if the winner still holds its own (see RunLease).
+        // Another delivery of this job drives the run (this worker was late renewing it): an ack
+        // or a NAK from here would settle the job under that worker, so it is left alone.
+        break;
+      case "superseded":
+        // Another job of the run drives it: this one is done with, but for an outside event it
+        // carries (a halt, a decision), which goes back to be applied or found stale.
+        log.info({ event: job.event?.type }, "another job of the run drives it: this one is settled");
+        if (job.event) this.handBack(msg);
+        else whenLinked(this.bus.nc, () => msg.ack());
         break;
     }
   }
 
-  /**
-   * Hands a job back to be offered at once, under the consumer's last delivery (see nakJobs): on
-   * its own ack subject the NAK is dropped once the ack floor has passed it (nats-server 2.9 after
-   * a restart), and another worker would resume the run only after the ack wait. Settles once sent,
-   * so a draining worker closes its connection after it; sent on reconnecting when the connection
-   * is down now.
-   */
-  private async handBack(msg: JsMsg): Promise<void> {
-    const job = ackSubjectOf(msg);
-    if (!job) {
-      whenLinked(this.bus.nc, () => msg.nak());
-      return;
-    }
-    const send = (): Promise<void> => nakJobs(this.bus, this.consumerName, [job]);
-    if (linkOf(this.bus.nc).connected()) await send();
-    else whenLinked(this.bus.nc, () => void send());
+  /** Hands a job back to be offered at once (a drain, a run released); a draining connection sends it before closing. */
+  private handBack(msg: JsMsg): void {
+    whenLinked(this.bus.nc, () => msg.nak());
   }
 
   /**
-   * Hands a job back to be offered again in `delayMs`, still naming it in the beats until then.
-   * Like every settlement of a job here, it waits for the connection: a NAK the client dropped
-   * while it reconnected left the job to the ack wait (a lease failed in a JetStream outage longer
-   * than the writes' retries, say).
+   * Hands a job back to be offered again in `delayMs`. Like every settlement of a job here, it
+   * waits for the connection: a NAK the client dropped while it reconnected left the job to the
+   * ack wait (a lease failed in a JetStream outage longer than the writes' retries, say).
    */
   private defer(msg: JsMsg, delayMs: number): void {
     whenLinked(this.bus.nc, () => msg.nak(delayMs));
-    const job = ackSubjectOf(msg);
-    if (!job || this.drain.signal.aborted) return;
-    clearTimeout(this.deferred.get(job));
-    const timer = setTimeout(() => this.deferred.delete(job), delayMs);
-    timer.unref();
-    this.deferred.set(job, timer);
   }
 
   /** How a request to a service nobody serves yet waits for one (AGENT_SERVICE_WAIT_MS). */
@@ -360,14 +327,15 @@ export class AgentWorker {
         workerId: this.options.workerId,
         writerId,
         jobSeq,
-        jobHeld: (seq) => this.presence.names(seq),
         deliveryCount: msg.info.deliveryCount,
         retryDelay: (error) =>
           retryDelay(error, msg.info.deliveryCount, this.options.retryDelayMs, bus.clock.now()),
         logger: bus.logger,
         metrics: this.options.metrics,
         heartbeat: () => msg.working(),
-        heartbeatMs: Math.max(100, Math.floor(this.options.ackWaitMs / 3)),
+        // Several renewals per ack wait: a busy event loop may delay one or two without the job
+        // going to another worker (and if it does, the WAL's fencing stops one of the two).
+        heartbeatMs: Math.max(100, Math.floor(this.options.ackWaitMs / RENEWALS_PER_ACK_WAIT)),
         modelOutageMs: this.options.modelOutageMs ?? 0,
         ...(this.options.childrenEndWaitMs === undefined
           ? {}

@@ -8,8 +8,8 @@ export const SupervisorEnv = ActorEnv.extend({
   SUPERVISOR_MAX_DEPTH: z.coerce.number().int().min(0).max(16).default(3),
   SUPERVISOR_TREE_ITERATION_CAP: z.coerce.number().int().min(1).max(10_000_000).default(1_000),
   /**
-   * A running run unchanged this long gets a fresh job, and an admission stopped midway this long
-   * ago is settled (LostAdmissions); 0 turns the watchdog off. Longer than any step or admission.
+   * An admission stopped midway this long ago is settled (LostAdmissions), from a scan of the held
+   * pool slots a few times per period; 0 turns the watchdog off. Longer than any admission.
    */
   SUPERVISOR_STALL_MS: z.coerce.number().int().min(0).max(86_400_000).default(600_000),
   /** A committed or failed run's WAL is removed this long after it finished (0 keeps every WAL for ever). */

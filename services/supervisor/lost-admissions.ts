@@ -7,7 +7,7 @@ import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatus } from "../../shared/contracts/run-status.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, type ErrorCode } from "../../shared/runtime/errors.js";
-import type { SlotScan } from "./stalls.js";
+import type { SlotScan } from "./slot-scan.js";
 
 /** The code a run failed as a lost admission carries, first in its terminal reason and in its `run.failed`. */
 export const ADMISSION_LOST = "ADMISSION_LOST" satisfies ErrorCode;

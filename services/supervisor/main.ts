@@ -22,7 +22,7 @@ import { Admission } from "./admission.js";
 import { SupervisorEnv } from "./env.js";
 import { LostAdmissions } from "./lost-admissions.js";
 import { auditOutlivesStatuses, sweepFinishedRuns } from "./retention.js";
-import { requeueStalled } from "./stalls.js";
+import { watchSlots } from "./slot-scan.js";
 import { controlFailure } from "./control-failure.js";
 import { decideApproval } from "./approval.js";
 import { leaseIterations, releaseSlots, setKillSwitch } from "./control.js";
@@ -134,11 +134,10 @@ const released = releaseSlots(bus, pool, stopping.signal, metrics.orphansCancell
 });
 const watchdog =
   env.SUPERVISOR_STALL_MS > 0
-    ? requeueStalled(
+    ? watchSlots(
         bus,
-        { staleMs: env.SUPERVISOR_STALL_MS },
+        env.SUPERVISOR_STALL_MS,
         {
-          requeued: metrics.stalledRequeues,
           holding: metrics.runsHoldingSlot,
           lost: new LostAdmissions(bus, pool, env.SUPERVISOR_STALL_MS, metrics.lostAdmissions),
         },

@@ -75,7 +75,7 @@ export async function queuedJobs(
   const subject = deps.subjects.runQueue(runId);
   const jobs: (RunJob | undefined)[] = [];
   for (let seq = 1; jobs.length < max;) {
-    // STREAM.MSG.GET takes `next_by_subj` since nats-server 2.9 (see strays.ts).
+    // STREAM.MSG.GET takes `next_by_subj`; the client types it for direct gets only.
     const query = { seq, next_by_subj: subject } as unknown as MsgRequest;
     const msg = await withBusRetry(`reading the jobs on ${subject}`, deps, () =>
       deps.jsm.streams.getMessage(deps.subjects.streams().runs, query),

@@ -179,20 +179,6 @@ export class Subjects {
     return `${this.prefix}.workers.beat.*`;
   }
 
-  /** Where a worker instance names the jobs it has just taken, between its beats (see WorkerPresence). */
-  workerTook(instance: string): string {
-    return `${this.prefix}.workers.took.${token("worker instance", instance)}`;
-  }
-
-  workerTookAll(): string {
-    return `${this.prefix}.workers.took.*`;
-  }
-
-  /** Where a worker instance answers "are you there?" with its beat (see WorkerPresence). */
-  workerPing(instance: string): string {
-    return `${this.prefix}.workers.ping.${token("worker instance", instance)}`;
-  }
-
   /** Where every supervisor answers a roll call with its settings (see SupervisorHello). */
   supervisorPing(): string {
     return `${this.prefix}.control.ping`;

@@ -23,7 +23,7 @@ export interface WorkerRoll {
 }
 
 /**
- * Listens to the workers' beats (every AGENT_BEAT_MS, 250 ms by default) for `listenMs`: every
+ * Listens to the workers' beats (every AGENT_BEAT_MS, 500 ms by default) for `listenMs`: every
  * live worker is heard in that time unless its beats are further apart. Nothing is asked of the
  * workers; a beat that cannot be read is left out.
  */

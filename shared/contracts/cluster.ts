@@ -197,9 +197,8 @@ export const LeaseReply = z.discriminatedUnion("ok", [
 export type LeaseReply = z.infer<typeof LeaseReply>;
 
 /**
- * What a live agent worker publishes on `<prefix>.workers.beat.<instance>` every few hundred
- * milliseconds. A worker that stops beating (kill -9, a lost node) is gone: one of the others
- * hands its jobs back to the queue at once, instead of letting them wait out the ack wait.
+ * What a live agent worker publishes on `<prefix>.workers.beat.<instance>` every AGENT_BEAT_MS:
+ * who it is and the jobs it holds, for `agentctl cluster`'s list of the workers.
  */
 export const WorkerBeat = z.object({
   schemaVersion: SchemaVersion,
@@ -208,9 +207,9 @@ export const WorkerBeat = z.object({
   instance: RunId,
   /** The sender counts as gone after this long without a beat (it says so itself). */
   deadAfterMs: z.number().int().positive().max(600_000),
-  /** The ack subjects of the jobs it holds, which whoever outlives it negatively acknowledges. */
+  /** The ack subjects of the jobs it holds. */
   jobs: z.array(z.string().startsWith("$JS.ACK.")).max(1_000),
-  /** On the last beat of a worker that drained: it handed its jobs back itself. */
+  /** On the last beat of a worker that drained: it handed its jobs back. */
   leaving: z.boolean().optional(),
 });
 export type WorkerBeat = z.infer<typeof WorkerBeat>;

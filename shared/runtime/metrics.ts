@@ -16,11 +16,7 @@ export class ActorMetrics {
   readonly serviceWaits: Counter<"service">;
   readonly redeliveries: Counter;
   readonly fencingConflicts: Counter;
-  readonly jobsHandedBack: Counter;
-  readonly strayJobsHandedBack: Counter;
-  readonly duplicateJobsDropped: Counter;
   readonly leaseFailures: Counter<"code">;
-  readonly stalledRequeues: Counter;
   readonly runsHoldingSlot: Gauge;
   readonly lostAdmissions: Counter<"outcome">;
   readonly walsRemoved: Counter;
@@ -74,27 +70,12 @@ export class ActorMetrics {
     });
     this.redeliveries = new Counter({
       name: "agents_job_redeliveries_total",
-      help: "Jobs delivered more than once (a worker died, drained or lost its lease)",
+      help: "Jobs delivered more than once (a worker died, drained, or renewed a job too late)",
       registers,
     });
     this.fencingConflicts = new Counter({
       name: "agents_fencing_conflicts_total",
       help: "WAL appends refused because another worker wrote first",
-      registers,
-    });
-    this.jobsHandedBack = new Counter({
-      name: "agents_jobs_handed_back_total",
-      help: "Jobs of a worker that stopped beating, handed back to the queue by this one",
-      registers,
-    });
-    this.strayJobsHandedBack = new Counter({
-      name: "agents_stray_jobs_handed_back_total",
-      help: "Jobs no live worker named (delivered to a gone worker's pull, or held by workers gone before this one started), handed back by this one",
-      registers,
-    });
-    this.duplicateJobsDropped = new Counter({
-      name: "agents_duplicate_jobs_dropped_total",
-      help: "Jobs dropped because another copy of the run's job, held by a live worker, drives the run (a stall re-queue of a long step)",
       registers,
     });
     this.leaseFailures = new Counter({
@@ -103,14 +84,9 @@ export class ActorMetrics {
       labelNames: ["code"],
       registers,
     });
-    this.stalledRequeues = new Counter({
-      name: "agents_stalled_runs_requeued_total",
-      help: "Running runs with no progress for SUPERVISOR_STALL_MS that the supervisor queued again",
-      registers,
-    });
     this.runsHoldingSlot = new Gauge({
       name: "agents_runs_holding_slot",
-      help: "Runs holding a pool slot, by their status as the supervisor's last stall scan read it (every SUPERVISOR_STALL_MS / 4, at most a minute); `unrecorded`: a slot whose admission has not recorded its run",
+      help: "Runs holding a pool slot, by their status as the supervisor's last scan of the held slots read it (every SUPERVISOR_STALL_MS / 4, at most a minute); `unrecorded`: a slot whose admission has not recorded its run",
       labelNames: ["status"],
       registers,
     });

@@ -18,7 +18,6 @@ import {
   settled,
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
-import { FAST_PRESENCE_ENV } from "../helpers/fake-worker.js";
 import { connectRetrying } from "../helpers/nats-server.js";
 import { until } from "../helpers/until.js";
 
@@ -30,8 +29,8 @@ const SUBMITS = 14;
 
 /**
  * The only nats-server is killed with SIGKILL while runs pay, and started again on the same store
- * (a pod restarted; its volume kept). What it acknowledged is on disk; every actor reconnects. The
- * ack wait (60 s) is longer than the test allows for recovery.
+ * (a pod restarted; its volume kept). What it acknowledged is on disk; every actor reconnects, and
+ * the workers renew the jobs they held across the restart.
  */
 const suite = useClusterSuite("server-restart", {
   own: true,
@@ -43,7 +42,7 @@ const suite = useClusterSuite("server-restart", {
     { kind: "agent", name: "agent-1" },
     { kind: "agent", name: "agent-2" },
   ],
-  env: FAST_PRESENCE_ENV,
+  env: { AGENT_STATUS_EVERY_MS: "0" },
 });
 
 /** How long a model actor's turn takes: the restart comes while every run's turn is in flight. */

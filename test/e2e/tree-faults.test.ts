@@ -10,7 +10,7 @@ import {
   serveCharge,
   settled,
 } from "../helpers/cluster-suite.js";
-import { FAULT_ACK_WAIT_MS, useFaultSuite } from "../helpers/fault-suite.js";
+import { useFaultSuite } from "../helpers/fault-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
@@ -57,7 +57,6 @@ describe("run trees: workers killed, the nats-server restarted and the superviso
     serveModel(PLANNER, planner.complete, { ...suite.bus, logger: silentLogger });
     const parents: string[] = [];
     for (let p = 0; p < PARENTS; p += 1) parents.push((await suite.client.submit(parentRun(p))).runId);
-    const startedAt = Date.now();
     let next = 4;
     // When the last fault struck: its kills, not its replacements' start, which a loaded host can
     // take seconds over while the other workers go on (a tree committed meanwhile was struck too).
@@ -81,7 +80,6 @@ describe("run trees: workers killed, the nats-server restarted and the superviso
     await replace("agent-2", a4 as string);
 
     const statuses = await Promise.all(parents.map((id) => suite.waitFor(id, settled, 60_000)));
-    expect(Date.now() - startedAt).toBeLessThan(FAULT_ACK_WAIT_MS / 2);
     // Nothing settled before the last fault: every fault struck trees at work.
     expect(lastFaultAt).toBeLessThan(Math.min(...statuses.map((s) => Date.parse(s.updatedAt))));
     let resumed = 0;

@@ -10,7 +10,7 @@ import { RunSpec } from "../../shared/contracts/run-spec.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { releaseSlots } from "../../services/supervisor/control.js";
 import { LostAdmissions } from "../../services/supervisor/lost-admissions.js";
-import { scanSlots } from "../../services/supervisor/stalls.js";
+import { scanSlots } from "../../services/supervisor/slot-scan.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 import { queuedStatus, spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
