@@ -7,13 +7,12 @@
  * `node bench/micro/stall-scan.ts [recorded] [rounds]` after `npm run build`.
  */
 import { Kvm } from "@nats-io/kv";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
 import { findStalled, stalledRuns, type StallScanBus } from "../../dist/services/supervisor/stalls.js";
 import { connectBus } from "../../dist/shared/bus/connect.js";
 import { PoolLedger } from "../../dist/shared/bus/pool.js";
 import { provision } from "../../dist/shared/bus/provision.js";
-import { readsClient } from "../../dist/shared/bus/read-range.js";
 import { readRunsBucket, RunStatusStore } from "../../dist/shared/bus/run-status.js";
 import { Subjects } from "../../dist/shared/bus/subjects.js";
 import type { RunStatus } from "../../dist/shared/contracts/run-status.js";
@@ -37,7 +36,7 @@ const runs = await kvm.open(names.runs);
 const bus: StallScanBus = {
   nc,
   subjects,
-  reads: readsClient(nc),
+  reads: jetstream(nc),
   jsm: await jetstreamManager(nc),
   buckets: { runs, pool: await kvm.open(names.pool) },
   clock: systemClock,
