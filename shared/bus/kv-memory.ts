@@ -7,7 +7,7 @@ import type { Clock } from "../runtime/clock.js";
 import { sha256 } from "../runtime/hash.js";
 import { decode, encode } from "./codec.js";
 import { readHeld } from "./read-range.js";
-import { readRecent } from "./recent-window.js";
+import { RecentWindow } from "./recent-window.js";
 import { isWrongLastSequence } from "./wal.js";
 import { bucketStream, kvSubject, type Subjects } from "./subjects.js";
 
@@ -50,11 +50,17 @@ function keyOf(namespace: string, id: string): string {
  * run that remembers something on one worker recalls it on any other.
  */
 export class KvMemory implements MemoryStore {
+  /** With a window: where each namespace's last read began, so the next starts there. */
+  private readonly recent: RecentWindow | undefined;
+
   constructor(
     private readonly kv: KV,
     private readonly clock: Clock,
     private readonly reads: MemoryReads,
-  ) {}
+  ) {
+    const { jsm, bucket, window } = reads;
+    this.recent = window ? new RecentWindow(jsm, bucketStream(bucket), window) : undefined;
+  }
 
   /**
    * The same text again is the same key, and the entry already there is kept: rewriting it would
@@ -88,14 +94,15 @@ export class KvMemory implements MemoryStore {
    * The `limit` entries most relevant to `query` among the namespace's memories: every one of
    * them, each key at its latest revision in one read (a deleted key's latest is its delete
    * marker; an empty namespace costs one request), or with a window only the `window` stored last,
-   * which a recall reads without reading the ones before (see readRecent): an agent's thousandth
-   * run and its millionth start about as fast.
+   * which a recall reads without reading the ones before (see RecentWindow): an agent's thousandth
+   * run and its millionth start as fast.
    */
   async recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {
-    const { jsm, bucket, window } = this.reads;
+    const { jsm, bucket } = this.reads;
     const filter = kvSubject(bucket, `${prefixOf(namespace)}.*`);
-    const stream = bucketStream(bucket);
-    const messages = window ? await readRecent(jsm, stream, filter, window) : readHeld(jsm, stream, filter);
+    const messages = this.recent
+      ? await this.recent.read(filter)
+      : readHeld(jsm, bucketStream(bucket), filter);
     // A key rewritten during the read can come twice: its latest message wins.
     const entries = new Map<string, MemoryEntry>();
     for await (const msg of messages) {

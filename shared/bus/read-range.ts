@@ -4,8 +4,12 @@ import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
 import { withBusRetry } from "./retry.js";
 
-/** Messages per direct get: one request for a typical run's WAL or audit trail. */
-const PAGE = 256;
+/**
+ * Messages, and bytes, per direct get: one request for a typical run's WAL or audit trail. A
+ * batched direct get costs the server more per message than a consumer does, so pages are large.
+ */
+const PAGE = 1024;
+const PAGE_BYTES = 4 * 1024 * 1024;
 /**
  * A page not answered whole within this is given up and asked again: the client's own wait ends
  * at the first message, and a server that dies mid-answer would leave the read waiting for ever.
@@ -99,7 +103,12 @@ export async function directPage(
   seq: number,
   batch: number,
 ): Promise<(RangeMessage & { pending: number })[]> {
-  const messages = await jsm.direct.getBatch(stream, { seq, next_by_subj: filter, batch });
+  const messages = await jsm.direct.getBatch(stream, {
+    seq,
+    next_by_subj: filter,
+    batch,
+    max_bytes: PAGE_BYTES,
+  });
   const timer = setTimeout(
     () => messages.stop(new Error(`a direct get of ${filter} from ${stream} unanswered for ${PAGE_MS} ms`)),
     PAGE_MS,

@@ -34,13 +34,19 @@ const facts = (agent: string, from: number, to: number): string[] =>
   Array.from({ length: to - from }, (_, k) => fact(agent, from + k)).sort();
 
 /**
- * The direct gets made on the memory bucket's stream while `during` runs, the consumers created
- * there (none: a recall reads without one), the messages the connection took in meanwhile (each
- * request is one of them: the counts see it), and the stream's length then.
+ * Counts the direct gets made on the memory bucket's stream while `during` runs (a count, or a
+ * page of memories), and the messages the connection took in meanwhile (each request is one of
+ * them: the count sees it). No recall makes a consumer: those are counted too.
  */
+async function getsMade(during: () => Promise<unknown>): Promise<number> {
+  const { gets, consumers } = await traffic(during);
+  expect(consumers).toBe(0);
+  return gets;
+}
+
 async function traffic(
   during: () => Promise<unknown>,
-): Promise<{ gets: number; consumers: number; taken: number; log2: number }> {
+): Promise<{ gets: number; consumers: number; taken: number }> {
   let gets = 0;
   let consumers = 0;
   const sub = suite.nc.subscribe("$JS.API.>", {
@@ -54,12 +60,11 @@ async function traffic(
   await during();
   await suite.nc.flush();
   sub.unsubscribe();
-  const length = (await suite.jsm.streams.info(stream())).state.last_seq;
-  return { gets, consumers, taken: suite.nc.stats().inMsgs - before, log2: Math.ceil(Math.log2(length)) };
+  return { gets, consumers, taken: suite.nc.stats().inMsgs - before };
 }
 
 describe("memory recall window", () => {
-  it("reads an agent's latest memories only: a one-message get per halving of the stream, then the window", async () => {
+  it("reads an agent's latest memories only, finds where they start once, then starts there", async () => {
     await store("agent/w", 0, 60, "agent/x");
     const store5 = windowed(5);
     let recall: string[] = [];
@@ -67,19 +72,26 @@ describe("memory recall window", () => {
     const first = await traffic(async () => (recall = await recalled(store5, "agent/w")));
     expect(recall).toEqual(facts("agent/w", 55, 60));
     expect(first.consumers).toBe(0);
-    expect(first.gets).toBeLessThanOrEqual(first.log2 + 2);
-    // Per get its request (seen by the count), a message and its end; the stream's info; the 5
-    // memories of the window: not the 60 memories of reading everything.
-    expect(first.taken).toBeLessThanOrEqual(3 * first.gets + 2 + 5);
+    expect(first.gets).toBeLessThanOrEqual(10);
+    // Per get its request (seen by the count), a message and the batch's end; the stream's info; at
+    // most 2 × 5 memories: not the 60 memories of reading everything.
+    expect(first.taken).toBeLessThanOrEqual(3 * first.gets + 2 + 10);
     // Reading everything still finds every memory.
     expect(await recalled(everything(), "agent/w")).toEqual(facts("agent/w", 0, 60));
 
-    await store("agent/w", 60, 80, "agent/x");
-    expect(await recalled(store5, "agent/w")).toEqual(facts("agent/w", 75, 80));
+    // A few new memories: a count and a page, from where the window began.
+    await store("agent/w", 60, 63, "agent/x");
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/w")))).toBe(2);
+    expect(recall).toEqual(facts("agent/w", 58, 63));
+
+    // More than twice the window since: a new search, and the latest again.
+    await store("agent/w", 63, 80, "agent/x");
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/w")))).toBeGreaterThan(2);
+    expect(recall).toEqual(facts("agent/w", 75, 80));
     expect(await recalled(store5, "agent/x")).toEqual(facts("agent/x", 75, 80));
   });
 
-  it("finds the window's start among many older memories and a busier agent's", async () => {
+  it("halves back to the window's start when a look back overshoots it (many old memories, few new)", async () => {
     await store("agent/d", 0, 40);
     await store("agent/busy", 0, 30);
     await store("agent/d", 40, 42);
@@ -87,16 +99,23 @@ describe("memory recall window", () => {
     let recall: string[] = [];
     const first = await traffic(async () => (recall = await recalled(store5, "agent/d")));
     expect(recall).toEqual(facts("agent/d", 37, 42));
-    expect(first.gets).toBeLessThanOrEqual(first.log2 + 2);
-    expect(first.taken).toBeLessThanOrEqual(3 * first.gets + 2 + 5);
+    expect(first.gets).toBeGreaterThan(3);
+    expect(first.gets).toBeLessThanOrEqual(13);
+    // As above: counts, the stream's info, and at most 2 × 5 memories, not the 42.
+    expect(first.taken).toBeLessThanOrEqual(3 * first.gets + 2 + 10);
+    // The next read starts where this window began: a count and a page, not the look back again.
+    await store("agent/busy", 30, 40);
+    await store("agent/d", 42, 43);
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/d")))).toBe(2);
+    expect(recall).toEqual(facts("agent/d", 38, 43));
   });
 
   it("leaves out a memory forgotten inside the window, and an agent with few memories reads them all", async () => {
     await store("agent/f", 0, 3);
     const store5 = windowed(5);
     let recall: string[] = [];
-    // Three memories among the earlier tests' hundreds: one get finds them, one more reads them.
-    expect((await traffic(async () => (recall = await recalled(store5, "agent/f")))).gets).toBe(2);
+    // Three memories among the earlier tests' hundreds: a look back to the stream's start.
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/f")))).toBeLessThanOrEqual(11);
     expect(recall).toEqual(facts("agent/f", 0, 3));
     const [gone] = await store5.recall("agent/f", fact("agent/f", 1), 1);
     expect(gone?.text).toBe(fact("agent/f", 1));
@@ -105,13 +124,18 @@ describe("memory recall window", () => {
     expect(await recalled(windowed(5), "agent/f")).toEqual([fact("agent/f", 0), fact("agent/f", 2)]);
   });
 
-  it("an agent with no memories yet costs one get", async () => {
+  it("an agent with no memories yet looks back once, then reads from where the stream ended", async () => {
     const store5 = windowed(5);
     let recall: string[] = [];
-    expect((await traffic(async () => (recall = await recalled(store5, "agent/new")))).gets).toBe(1);
+    // The whole stream (the earlier tests' memories) looked through, a few steps back.
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/new")))).toBeGreaterThan(2);
+    expect(recall).toEqual([]);
+    // Then one count finds nothing new, and nothing is read.
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/new")))).toBe(1);
     expect(recall).toEqual([]);
     await store("agent/new", 0, 2, "agent/busy");
-    expect(await recalled(store5, "agent/new")).toEqual(facts("agent/new", 0, 2));
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/new")))).toBe(2);
+    expect(recall).toEqual(facts("agent/new", 0, 2));
   });
 
   it("finds the latest memories whatever the interleaving, the window and the writes between reads (property)", async () => {
@@ -135,6 +159,7 @@ describe("memory recall window", () => {
         await write(before);
         const reader = windowed(size);
         expect(await recalled(reader, agent)).toEqual(latest());
+        // Then from the start the first read kept, after whatever came since.
         await write(between);
         expect(await recalled(reader, agent)).toEqual(latest());
         expect(await recalled(reader, agent)).toEqual(latest());

@@ -58,16 +58,16 @@ async function collect(
 }
 
 // A filtered subject's messages are interleaved with others' in the stream: sparse sequences.
-const stored = Array.from({ length: 600 }, (_, i) => 2 * i + 1);
+const stored = Array.from({ length: 1_500 }, (_, i) => 2 * i + 1);
 
 describe("readRange", () => {
   it("reads a range larger than one page, in order, up to the last sequence, each page after the last", async () => {
     const { jsm, starts } = fakeDirect(stored);
-    expect(await collect(jsm, { fromSeq: 201, untilSeq: 999 })).toEqual(
-      stored.filter((s) => s >= 201 && s <= 999),
+    expect(await collect(jsm, { fromSeq: 201, untilSeq: 2_799 })).toEqual(
+      stored.filter((s) => s >= 201 && s <= 2_799),
     );
-    // The 256th message is 711: the second page asks from just after it.
-    expect(starts).toEqual([201, 712]);
+    // The 1,024th message is 2,247: the second page asks from just after it.
+    expect(starts).toEqual([201, 2_248]);
   });
 
   it("stops after a count of messages, and without an end reads what the server holds", async () => {
@@ -78,7 +78,7 @@ describe("readRange", () => {
   });
 
   it("asks again when the answering replica holds less than the end it must reach, and gets there", async () => {
-    const behind = fakeDirect(stored, { held: 500, caughtUpAfter: 5 });
+    const behind = fakeDirect(stored, { held: 1_200, caughtUpAfter: 5 });
     expect(await collect(behind.jsm, { untilSeq: stored.at(-1) ?? 0 })).toEqual(stored);
     expect(behind.starts.length).toBeGreaterThan(5);
     const counted = fakeDirect(stored, { held: 100, caughtUpAfter: 3 });
@@ -87,7 +87,7 @@ describe("readRange", () => {
 
   it("rides out failed requests, and gives up with BUS_UNAVAILABLE when the end never comes", async () => {
     const { jsm } = fakeDirect(stored, { failFirst: 3 });
-    expect(await collect(jsm, { count: 600 })).toEqual(stored);
+    expect(await collect(jsm, { count: 1_500 })).toEqual(stored);
     const stuck = fakeDirect(stored, { held: 10 });
     await expect(collect(stuck.jsm, { count: 600 })).rejects.toMatchObject({ code: "BUS_UNAVAILABLE" });
     // Every new request starts after the last message delivered: nothing twice.
