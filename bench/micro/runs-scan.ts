@@ -1,6 +1,6 @@
 /**
  * The supervisor's stall scan reads the whole runs bucket. Side by side in one process on one
- * nats-server: the runtime's `readRunsBucket` (one consumer, a page of keys per request) against
+ * nats-server: the runtime's `readRunsBucket` (batched direct gets, a page of keys per request) against
  * what the scan did before (the bucket's key listing from the stream's subject index, then a `get`
  * per key), over N recorded runs, rounds interleaved; medians and their ratio.
  * `node bench/micro/runs-scan.ts [runs] [rounds]` after `npm run build`.
@@ -10,7 +10,6 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
 import { connectBus } from "../../dist/shared/bus/connect.js";
 import { provision } from "../../dist/shared/bus/provision.js";
-import { readsClient } from "../../dist/shared/bus/read-range.js";
 import { readRunsBucket, RunStatusStore } from "../../dist/shared/bus/run-status.js";
 import { bucketStream, kvSubject, Subjects } from "../../dist/shared/bus/subjects.js";
 import type { RunStatus } from "../../dist/shared/contracts/run-status.js";
@@ -27,7 +26,6 @@ await provision(nc, { subjects, replicas: 1 });
 const bucket = subjects.buckets().runs;
 const store = new RunStatusStore(await new Kvm(nc).open(bucket));
 const jsm = await jetstreamManager(nc);
-const reads = readsClient(nc);
 
 const status = (i: number): RunStatus => ({
   runId: `run-${i}`,
@@ -52,7 +50,7 @@ async function perKey(): Promise<number> {
 
 const variants: Record<string, () => Promise<number>> = {
   "listing + get per key": perKey,
-  readRunsBucket: async () => (await readRunsBucket({ reads, subjects })).statuses.length,
+  readRunsBucket: async () => (await readRunsBucket({ jsm, subjects })).statuses.length,
 };
 const ms = new Map<string, number[]>();
 for (let r = 0; r < ROUNDS; r += 1) {

@@ -6,7 +6,7 @@ import { readRange } from "../../shared/bus/read-range.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 
 /** What reading the audit stream takes (an actor's bus has it). */
-export type AuditReads = Pick<ActorBus, "subjects" | "jsm" | "reads" | "clock" | "random">;
+export type AuditReads = Pick<ActorBus, "subjects" | "jsm" | "js" | "clock" | "random">;
 
 /** How many of the whole stream's events `audit tail` prints unless told (a run's trail is printed whole). */
 export const STREAM_TAIL_DEFAULT = 100;
@@ -59,7 +59,7 @@ async function* lastOfStream(
     stream,
     filter: bus.subjects.auditAll(),
     fromSeq,
-    end: { count: keep },
+    count: keep,
   }))
     yield decode(AuditEvent, msg.data);
 }
@@ -74,7 +74,7 @@ async function* lastOfRun(
 ): AsyncGenerator<AuditEvent> {
   const skip = held - keep;
   let index = 0;
-  for await (const msg of readRange(bus, { stream, filter, fromSeq: 1, end: { count: held } })) {
+  for await (const msg of readRange(bus, { stream, filter, count: held })) {
     if (index++ >= skip) yield decode(AuditEvent, msg.data);
   }
 }
@@ -86,7 +86,7 @@ async function* follow(
   fromSeq: number,
   signal: AbortSignal | undefined,
 ): AsyncGenerator<AuditEvent> {
-  const consumer = await bus.reads.consumers.get(stream, {
+  const consumer = await bus.js.consumers.get(stream, {
     filter_subjects: filter,
     deliver_policy: DeliverPolicy.StartSequence,
     opt_start_seq: fromSeq,

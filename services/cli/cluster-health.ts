@@ -38,7 +38,7 @@ export async function readClusterHealth(
     readClusterState(bus),
     callSupervisorRoll(bus.nc, bus.subjects, listenMs),
     callCriticRoll(bus.nc, bus.subjects, listenMs),
-    askTools(bus.nc, bus.subjects, bus.reads, listenMs),
+    askTools(bus.nc, bus.subjects, bus.jsm, listenMs),
     listenForWorkers(bus.nc, bus.subjects, listenMs, bus.clock),
   ]);
   const clustered = state.server.cluster !== undefined;

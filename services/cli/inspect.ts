@@ -113,11 +113,11 @@ export type BreakerView = ModelBreaker & { waitingRuns: number };
  * each with the runs it holds up (see waitingRuns). The runs bucket is read, in one streamed read,
  * only when some breaker is open.
  */
-export async function openBreakers(bus: Pick<ActorBus, "reads" | "subjects">): Promise<BreakerView[]> {
+export async function openBreakers(bus: Pick<ActorBus, "jsm" | "subjects">): Promise<BreakerView[]> {
   // One streamed read (see readBucket): an outage rewrites its breaker every cooldown, and the
   // key listing this replaced could wait 30 s then.
   const breakers: ModelBreaker[] = [];
-  for await (const { data } of readBucket(bus.reads, bus.subjects.buckets().modelBreakers))
+  for await (const { data } of readBucket(bus.jsm, bus.subjects.buckets().modelBreakers))
     breakers.push(decode(ModelBreaker, data));
   if (breakers.length === 0) return [];
   const waiting = waitingRuns((await readRunsBucket(bus)).statuses);

@@ -14,10 +14,9 @@ const REMOVALS_IN_FLIGHT = 16;
  * committed or failed run never calls a tool again, so nothing reads them any more, and they would
  * otherwise stay for ever. Each key's one message (history 1) is read for its sequence and removed
  * by it, leaving no delete marker behind, and only keys the run's own calls name: another run's
- * records are never touched. (A purge of the key's subject would take one request, but
- * nats-server 2.9 spends time on every subject in the bucket for each: a client removing 500 runs'
- * records that way managed a fifth of the runs a second, see bench/micro/wal-retention.ts.) A NATS
- * user that may not remove them leaves them, said once: the WAL retention goes on without.
+ * records are never touched. By sequence, not by a purge of the key's subject: the supervisor's
+ * NATS user may remove single messages from the bucket but not purge it (permissions.conf). A
+ * NATS user that may not remove them leaves them, said once: the WAL retention goes on without.
  */
 export class ToolRecords {
   private deniedSaid = false;

@@ -14,14 +14,13 @@ import { whenJetStreamAnswers, type JetStreamWait } from "./jetstream-silent.js"
 import { DEFAULT_JETSTREAM_WATCH, JetStreamWatch } from "./jetstream-watch.js";
 import { deniedByPermissions, linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
-import { readsClient } from "./read-range.js";
 import { DEFAULT_PREFIX, Subjects } from "./subjects.js";
 
 /** What every actor holds once connected: the bus, its streams and buckets, and its clock. */
 export interface ActorBus {
   nc: NatsConnection;
   js: JetStreamClient;
-  /** For reads of stream ranges: a short API timeout (see readRange). */
+  /** The same client as `js`: goes once the stall scan, its last user, is gone. */
   reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
@@ -101,11 +100,12 @@ export async function openActorBus(
     kvm.open(names.modelBreakers),
     kvm.open(names.toolDescriptors),
   ]);
+  const js = jetstream(nc);
   return {
     nc,
     connected: () => linkOf(nc).connected(),
-    js: jetstream(nc),
-    reads: readsClient(nc),
+    js,
+    reads: js,
     jsm: await jetstreamManager(nc),
     subjects,
     buckets: { runs, pool, idempotency, memory, toolState, modelBreakers, toolDescriptors },

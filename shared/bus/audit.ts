@@ -1,4 +1,4 @@
-import { type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { AuditEvent } from "../contracts/audit.js";
 import type { Clock } from "../runtime/clock.js";
@@ -48,7 +48,7 @@ export async function publishAudit(
  * the beginning; at most `limit` events. It rides out a leader election like a publish does.
  */
 export async function* readAudit(
-  deps: Pick<AuditDeps, "subjects" | "clock" | "random"> & { jsm: JetStreamManager; reads: JetStreamClient },
+  deps: AuditQueries,
   options: { runId?: string; limit?: number } = {},
 ): AsyncGenerator<AuditEvent> {
   const stream = deps.subjects.streams().audit;
@@ -56,7 +56,7 @@ export async function* readAudit(
   const held = await heldBy(deps, filter);
   const count = Math.min(held, options.limit ?? held);
   if (count === 0) return;
-  for await (const msg of readRange(deps, { stream, filter, fromSeq: 1, end: { count } })) {
+  for await (const msg of readRange(deps, { stream, filter, count })) {
     yield decode(AuditEvent, msg.data);
   }
 }

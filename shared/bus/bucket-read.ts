@@ -1,5 +1,5 @@
-import type { JetStreamClient } from "@nats-io/jetstream";
-import { readLatest } from "./read-range.js";
+import type { JetStreamManager } from "@nats-io/jetstream";
+import { readHeld } from "./read-range.js";
 import { bucketStream, kvSubject } from "./subjects.js";
 
 /** A KV bucket's live key and the value it holds now. */
@@ -9,14 +9,16 @@ export interface BucketEntry {
 }
 
 /**
- * Every live key of a KV bucket with its latest value (deleted and purged keys left out), in one
- * streamed read: a page of entries per request, not a get per key. Not `kv.keys()`: that listing
- * ends only when a message reports nothing pending, and a key rewritten while it lists (an open
- * breaker tried again, a run's status) can make it wait out a 30 s heartbeat.
+ * Every live key of a KV bucket (history 1) with its latest value, deleted and purged keys left
+ * out, a page of entries per request rather than a get per key. A key rewritten during the read
+ * comes once, at whichever revision came first.
  */
-export async function* readBucket(reads: JetStreamClient, bucket: string): AsyncGenerator<BucketEntry> {
+export async function* readBucket(jsm: JetStreamManager, bucket: string): AsyncGenerator<BucketEntry> {
   const prefix = kvSubject(bucket, "");
-  for await (const msg of readLatest(reads, bucketStream(bucket), `${prefix}>`)) {
+  const seen = new Set<string>();
+  for await (const msg of readHeld(jsm, bucketStream(bucket), `${prefix}>`)) {
+    if (seen.has(msg.subject)) continue;
+    seen.add(msg.subject);
     if (msg.headers?.get("KV-Operation")) continue;
     yield { key: msg.subject.slice(prefix.length), data: msg.data };
   }

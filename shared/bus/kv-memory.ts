@@ -1,4 +1,4 @@
-import type { JetStreamClient } from "@nats-io/jetstream";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { z } from "zod";
 import type { MemoryEntry, MemoryStore } from "../memory/memory.js";
@@ -6,26 +6,26 @@ import { memoryId, relevance } from "../memory/memory.js";
 import type { Clock } from "../runtime/clock.js";
 import { sha256 } from "../runtime/hash.js";
 import { decode, encode } from "./codec.js";
-import { readLatest } from "./read-range.js";
+import { readHeld } from "./read-range.js";
 import { RecentWindow } from "./recent-window.js";
 import { isWrongLastSequence } from "./wal.js";
 import { bucketStream, kvSubject, type Subjects } from "./subjects.js";
 
 /**
- * Where recalls read the bucket from: the reads client and the bucket's name; and how many of a
+ * Where recalls read the bucket from: its stream's manager and the bucket's name; and how many of a
  * namespace's most recently stored memories a recall reads (`window`; 0 or absent: all of them).
  */
 export interface MemoryReads {
-  client: JetStreamClient;
+  jsm: JetStreamManager;
   bucket: string;
   window?: number;
 }
 
 export function memoryReads(
-  bus: { reads: JetStreamClient; subjects: Subjects },
+  bus: { jsm: JetStreamManager; subjects: Subjects },
   window?: number,
 ): MemoryReads {
-  return { client: bus.reads, bucket: bus.subjects.buckets().memory, ...(window ? { window } : {}) };
+  return { jsm: bus.jsm, bucket: bus.subjects.buckets().memory, ...(window ? { window } : {}) };
 }
 
 const StoredMemory = z.object({
@@ -58,8 +58,8 @@ export class KvMemory implements MemoryStore {
     private readonly clock: Clock,
     private readonly reads: MemoryReads,
   ) {
-    const { client, bucket, window } = reads;
-    this.recent = window ? new RecentWindow(client, bucketStream(bucket), window) : undefined;
+    const { jsm, bucket, window } = reads;
+    this.recent = window ? new RecentWindow(jsm, bucketStream(bucket), window) : undefined;
   }
 
   /**
@@ -98,12 +98,12 @@ export class KvMemory implements MemoryStore {
    * run and its millionth start as fast.
    */
   async recall(namespace: string, query: string, limit: number): Promise<MemoryEntry[]> {
-    const { client, bucket } = this.reads;
+    const { jsm, bucket } = this.reads;
     const filter = kvSubject(bucket, `${prefixOf(namespace)}.*`);
     const messages = this.recent
       ? await this.recent.read(filter)
-      : readLatest(client, bucketStream(bucket), filter);
-    // A key rewritten during a windowed read can come twice: its latest message wins.
+      : readHeld(jsm, bucketStream(bucket), filter);
+    // A key rewritten during the read can come twice: its latest message wins.
     const entries = new Map<string, MemoryEntry>();
     for await (const msg of messages) {
       if (msg.headers?.get("KV-Operation")) {

@@ -1,235 +1,134 @@
-import {
-  AckPolicy,
-  DeliverPolicy,
-  jetstream,
-  type Consumer,
-  type ConsumerConfig,
-  type JetStreamClient,
-  type JetStreamManager,
-} from "@nats-io/jetstream";
-import { nanos, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import type { JetStreamManager, StoredMsg } from "@nats-io/jetstream";
+import type { MsgHdrs } from "@nats-io/transport-node";
 import type { Clock } from "../runtime/clock.js";
-import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
-import { fullJitterDelay } from "../tools/backoff.js";
-import { BACKOFF, BUDGET_MS } from "./retry.js";
-
-/** Messages per pull: one round trip for a typical run's WAL or audit trail. */
-const BATCH = 256;
-/** A pull that returns nothing for this long, while messages are known to be there, has stalled. */
-const STALL_MS = 3_000;
+import { withBusRetry } from "./retry.js";
 
 /**
- * How long a read waits for JetStream to answer an API request (creating its consumer). Creating
- * one takes milliseconds, but after a server dies nats-server 2.9 keeps placing about a third of
- * new ephemeral consumers on the dead peer, and those requests never get an answer: a short
- * timeout and a new attempt beat waiting out the default 5 s each time.
+ * Messages, and bytes, per direct get: one request for a typical run's WAL or audit trail. A
+ * batched direct get costs the server more per message than a consumer does, so pages are large.
  */
-const READ_API_TIMEOUT_MS = 1_000;
-
-/** The JetStream client reads use (see READ_API_TIMEOUT_MS). */
-export function readsClient(nc: NatsConnection): JetStreamClient {
-  return jetstream(nc, { timeout: READ_API_TIMEOUT_MS });
-}
-
+const PAGE = 1024;
+const PAGE_BYTES = 4 * 1024 * 1024;
 /**
- * A read's consumer outlives a reader that died before deleting it by this much: the server then
- * drops it. (The library's ordered consumers linger five minutes, one per read.)
+ * A page not answered whole within this is given up and asked again: the client's own wait ends
+ * at the first message, and a server that dies mid-answer would leave the read waiting for ever.
  */
-const ABANDONED_READER_MS = 30_000;
+const PAGE_MS = 5_000;
 
-const managers = new WeakMap<JetStreamClient, Promise<JetStreamManager>>();
-
-/** The manager of a reads client (see readsClient), made once per client. */
-export function readsManager(reads: JetStreamClient): Promise<JetStreamManager> {
-  let manager = managers.get(reads);
-  if (!manager) managers.set(reads, (manager = reads.jetstreamManager(false)));
-  return manager;
-}
-
-/** A read's consumer, how many messages it had to deliver when made, and its removal. */
-export interface Reader {
-  consumer: Consumer;
-  pending: number;
-  close: () => void;
-}
-
-/**
- * One read's own consumer, created with a single request whose answer says how many messages match
- * (the library's ordered consumer asks for the stream's info first, and is left on the server for
- * five minutes). `close` deletes it, without waiting.
- */
-export async function openReader(
-  reads: JetStreamClient,
-  stream: string,
-  config: Pick<ConsumerConfig, "filter_subject" | "deliver_policy" | "opt_start_seq">,
-): Promise<Reader> {
-  const jsm = await readsManager(reads);
-  const info = await jsm.consumers.add(stream, {
-    ...config,
-    ack_policy: AckPolicy.None,
-    mem_storage: true,
-    num_replicas: 1,
-    inactive_threshold: nanos(ABANDONED_READER_MS),
-  });
-  const close = (): void => void jsm.consumers.delete(stream, info.name).catch(() => undefined);
-  return { consumer: reads.consumers.getConsumerFromInfo(info), pending: info.num_pending, close };
+/** What a read takes: the stream's manager (direct gets), and a clock for retries. */
+export interface ReadDeps {
+  jsm: JetStreamManager;
+  clock: Clock;
+  random: Random;
 }
 
 export interface RangeQuery {
   stream: string;
   /** A subject filter (wildcards allowed). */
   filter: string;
-  /** The stream sequence to start at. */
-  fromSeq: number;
+  /** The stream sequence to start at (1 when absent). */
+  fromSeq?: number;
   /**
-   * Where the range ends: the stream sequence of its last message, a number of messages, or
-   * `pending`: whatever matches when the read starts (the count its consumer is created with,
-   * which spares asking the server where the subject ends first).
+   * Where the read must get to, known from the stream's leader: the sequence of the filter's last
+   * message, or a number of messages. Absent: whatever the answering server holds.
    */
-  end: { untilSeq: number } | { count: number } | "pending";
+  untilSeq?: number;
+  count?: number;
 }
 
 export interface RangeMessage {
+  subject: string;
   seq: number;
   data: Uint8Array;
   headers?: MsgHdrs;
 }
 
-/** Where a read has got to, and whether it is done. */
-class Cursor {
-  next: number;
-  private delivered = 0;
-  /** For `pending`: what the current consumer has left to deliver (unknown until it exists). */
-  private left = Number.POSITIVE_INFINITY;
-
-  constructor(
-    private readonly end: RangeQuery["end"],
-    from: number,
-  ) {
-    this.next = from;
-  }
-
-  get done(): boolean {
-    const { end } = this;
-    if (end === "pending") return this.left <= 0;
-    return "count" in end ? this.delivered >= end.count : this.next > end.untilSeq;
-  }
-
-  /** How many messages the next pull asks for. */
-  get wanted(): number {
-    const { end } = this;
-    if (end === "pending") return Math.min(BATCH, this.left);
-    return "count" in end ? Math.min(BATCH, end.count - this.delivered) : BATCH;
-  }
-
-  /** A fresh consumer counted this many messages from `next` on. */
-  counted(pending: number): void {
-    if (this.end === "pending") this.left = pending;
-  }
-
-  advance(seq: number): void {
-    this.delivered += 1;
-    this.left -= 1;
-    this.next = seq + 1;
-  }
-}
-
 /**
- * Reads a range of a stream in order. A read must not fail, nor hang, while the stream's leader is
- * re-elected or this client's server dies: when a pull fails or stalls, the read starts a fresh
- * ordered consumer just after the last message it delivered, so nothing is skipped or repeated. It
- * gives up with BUS_UNAVAILABLE only after the retry budget (15 s) passes without progress.
+ * Reads a range of a stream in order, a page of batched direct gets per request (no consumer).
+ * Any replica may answer a direct get, one behind its leader too: a read that has an end to reach
+ * (`untilSeq`, `count`) and finds nothing more short of it asks again from where it got to, as it
+ * does through a leader election, until 15 s pass without progress (BUS_UNAVAILABLE).
  */
-export async function* readRange(
-  deps: { reads: JetStreamClient; clock: Clock; random: Random },
-  query: RangeQuery,
-): AsyncGenerator<RangeMessage> {
-  const cursor = new Cursor(query.end, query.fromSeq);
-  let lastProgress = deps.clock.now();
-  for (let failures = 0; !cursor.done;) {
-    let close: (() => void) | undefined;
-    try {
-      const reader = await openReader(deps.reads, query.stream, {
-        filter_subject: query.filter,
-        deliver_policy: DeliverPolicy.StartSequence,
-        opt_start_seq: cursor.next,
-      });
-      close = reader.close;
-      const { consumer } = reader;
-      cursor.counted(reader.pending);
-      while (!cursor.done) {
-        const batch = await consumer.fetch({ max_messages: cursor.wanted, expires: STALL_MS });
-        let got = 0;
-        for await (const msg of batch) {
-          got += 1;
-          cursor.advance(msg.seq);
-          yield { seq: msg.seq, data: msg.data, ...(msg.headers ? { headers: msg.headers } : {}) };
-          if (cursor.done) return;
-        }
-        if (got === 0) throw new Error(`no message from ${query.stream} within ${STALL_MS} ms`);
-        failures = 0;
-        lastProgress = deps.clock.now();
-      }
-    } catch (err) {
-      if (deps.clock.now() - lastProgress >= BUDGET_MS)
-        throw new AgentError(
-          "BUS_UNAVAILABLE",
-          `reading ${query.filter} from ${query.stream} made no progress for ${BUDGET_MS} ms`,
-          { cause: err },
-        );
-      await deps.clock.sleep(fullJitterDelay(failures++, BACKOFF, deps.random));
-    } finally {
-      close?.();
+export async function* readRange(deps: ReadDeps, query: RangeQuery): AsyncGenerator<RangeMessage> {
+  const until = query.untilSeq ?? Number.POSITIVE_INFINITY;
+  let left = query.count ?? Number.POSITIVE_INFINITY;
+  let next = query.fromSeq ?? 1;
+  const bounded = query.untilSeq !== undefined || query.count !== undefined;
+  while (left > 0 && next <= until) {
+    const what = `reading ${query.filter} from ${query.stream}`;
+    const got = await withBusRetry(what, deps, async () => {
+      const page = await directPage(deps.jsm, query.stream, query.filter, next, Math.min(PAGE, left));
+      if (page.length === 0 && bounded) throw new Error(`${what}: nothing from ${next} on, short of its end`);
+      return page;
+    });
+    for (const msg of got) {
+      if (msg.seq > until) return;
+      yield msg;
+      left -= 1;
+      next = msg.seq + 1;
     }
+    if (!bounded && (got.at(-1)?.pending ?? 0) === 0) return;
   }
 }
 
 /**
- * The latest message of every subject matching `filter` (a KV bucket's entries, a deleted key as
- * its delete marker), through one consumer, a page of BATCH messages per request rather than a
- * request per key. Ends after the count the consumer was created with; a subject rewritten during
- * the read is delivered once, at whichever revision comes. A page that brings nothing for STALL_MS
- * fails the read (BUS_UNAVAILABLE): callers read again rather than wait.
+ * Every message of a filter that the answering server holds from `fromSeq` on, in order, without
+ * retries: in a KV bucket (history 1) each key's latest entry, a deleted key as its marker. A key
+ * rewritten during the read may come again at its new revision (callers keep the first or the last).
  */
-export async function* readLatest(
-  reads: JetStreamClient,
+export async function* readHeld(
+  jsm: JetStreamManager,
   stream: string,
   filter: string,
-): AsyncGenerator<RangeMessage & { subject: string }> {
-  const reader = await openReader(reads, stream, {
-    filter_subject: filter,
-    deliver_policy: DeliverPolicy.LastPerSubject,
-  });
-  yield* drainReader(reader, `reading ${filter} from ${stream}`);
+  fromSeq = 1,
+): AsyncGenerator<RangeMessage> {
+  for (let next = fromSeq; ;) {
+    const page = await directPage(jsm, stream, filter, next, PAGE);
+    yield* page;
+    const last = page.at(-1);
+    if (!last || last.pending === 0) return;
+    next = last.seq + 1;
+  }
 }
 
 /**
- * Every message `reader` was made with, a page of BATCH messages per request; closes it at the end.
- * A page that brings nothing for STALL_MS fails the read (BUS_UNAVAILABLE, `what` in the message).
+ * One batched direct get: up to `batch` messages of `filter` from `seq` on, each with how many
+ * match after it (`pending`). Nothing there is an empty page.
  */
-export async function* drainReader(
-  reader: Reader,
-  what: string,
-): AsyncGenerator<RangeMessage & { subject: string }> {
+export async function directPage(
+  jsm: JetStreamManager,
+  stream: string,
+  filter: string,
+  seq: number,
+  batch: number,
+): Promise<(RangeMessage & { pending: number })[]> {
+  const messages = await jsm.direct.getBatch(stream, {
+    seq,
+    next_by_subj: filter,
+    batch,
+    max_bytes: PAGE_BYTES,
+  });
+  const timer = setTimeout(
+    () => messages.stop(new Error(`a direct get of ${filter} from ${stream} unanswered for ${PAGE_MS} ms`)),
+    PAGE_MS,
+  );
+  const page: (RangeMessage & { pending: number })[] = [];
   try {
-    let left = reader.pending;
-    while (left > 0) {
-      const batch = await reader.consumer.fetch({ max_messages: Math.min(BATCH, left), expires: STALL_MS });
-      const before = left;
-      for await (const msg of batch) {
-        left -= 1;
-        yield {
-          subject: msg.subject,
-          seq: msg.seq,
-          data: msg.data,
-          ...(msg.headers ? { headers: msg.headers } : {}),
-        };
-        if (left === 0) break;
-      }
-      if (left === before) throw new AgentError("BUS_UNAVAILABLE", `${what}: nothing within ${STALL_MS} ms`);
-    }
+    for await (const msg of messages) page.push(fromStored(msg));
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
   } finally {
-    reader.close();
+    clearTimeout(timer);
   }
+  return page;
+}
+
+function fromStored(msg: StoredMsg): RangeMessage & { pending: number } {
+  return { subject: msg.subject, seq: msg.seq, data: msg.data, headers: msg.header, pending: msg.pending };
+}
+
+/** A direct get's answer when nothing matches from its start on. */
+function isNotFound(err: unknown): boolean {
+  return (err as { code?: unknown }).code === 404;
 }

@@ -1,4 +1,4 @@
-import type { JetStreamClient } from "@nats-io/jetstream";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { RunStatus } from "../contracts/run-status.js";
 import type { Clock } from "../runtime/clock.js";
@@ -20,11 +20,11 @@ export interface RunsBucket {
  * scan then made a round trip per run ever recorded, every scan.
  */
 export async function readRunsBucket(deps: {
-  reads: JetStreamClient;
+  jsm: JetStreamManager;
   subjects: Subjects;
 }): Promise<RunsBucket> {
   const held: RunsBucket = { statuses: [], keys: new Set() };
-  for await (const { key, data } of readBucket(deps.reads, deps.subjects.buckets().runs)) {
+  for await (const { key, data } of readBucket(deps.jsm, deps.subjects.buckets().runs)) {
     const status = parseStatus(data);
     if (status) held.statuses.push(status);
     else held.keys.add(key);

@@ -1,5 +1,5 @@
 import { PermissionViolationError, type NatsConnection } from "@nats-io/transport-node";
-import type { JetStreamClient } from "@nats-io/jetstream";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import { CriticHello } from "../contracts/cluster.js";
 import { readBucket } from "./bucket-read.js";
 import { linkOf } from "./link.js";
@@ -49,12 +49,12 @@ export interface ToolRoll {
 export async function askTools(
   nc: NatsConnection,
   subjects: Subjects,
-  reads: JetStreamClient,
+  jsm: JetStreamManager,
   listenMs: number,
 ): Promise<ToolRoll> {
   const names: string[] = [];
   try {
-    for await (const { key } of readBucket(reads, subjects.buckets().toolDescriptors)) names.push(key);
+    for await (const { key } of readBucket(jsm, subjects.buckets().toolDescriptors)) names.push(key);
   } catch (err) {
     // The bucket has no leader (a server lost, an election under way): the rest of the report stands.
     const unlisted = `the workers' tool descriptors could not be read: ${err instanceof Error ? err.message : String(err)}`;

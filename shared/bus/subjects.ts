@@ -97,7 +97,7 @@ export class Subjects {
     return runId === undefined ? `${this.prefix}.audit.>` : `${this.prefix}.audit.${token("runId", runId)}.>`;
   }
 
-  /** The run lifecycle events of every run (`run.admitted`, `run.committed`…): one wildcard, fine on 2.9. */
+  /** The run lifecycle events of every run (`run.admitted`, `run.committed`…). */
   auditRunLifecycle(): string {
     return `${this.prefix}.audit.*.run.*`;
   }

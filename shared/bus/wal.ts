@@ -1,4 +1,4 @@
-import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { WalBatch, WalRecord } from "../contracts/wal.js";
 import type { Clock } from "../runtime/clock.js";
@@ -37,7 +37,6 @@ export interface StoredRecord {
 export interface WalDeps {
   /** Appends are published on it (AckPublisher); its server's `max_payload` decides when a record is split. */
   nc: NatsConnection;
-  reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
   clock: Clock;
@@ -157,22 +156,14 @@ export function writerOfMessageId(msgId: string | undefined): string | undefined
 }
 
 /**
- * Reads a run's WAL in order from `fromSeq` (a checkpoint's sequence, for a flat resume cost). From
- * a checkpoint the read takes what its consumer finds pending: asking the server first for the
- * subject's last message costs more the longer the run's history is (nats-server 2.9 looks it up
- * through the subject's older blocks). From the start, that question is what answers "empty" at
- * once for a new run.
+ * Reads a run's WAL in order from `fromSeq` (a checkpoint's sequence, for a flat resume cost), up
+ * to the last message the stream's leader holds for the run: a new run's is answered at once.
  */
 export async function readWal(deps: WalDeps, runId: string, fromSeq = 1): Promise<WalRead> {
   const subject = deps.subjects.wal(runId);
-  const stream = deps.subjects.streams().wal;
-  if (fromSeq > 1) {
-    const tail = await collect(deps, { stream, filter: subject, fromSeq, end: "pending" });
-    if (tail.messages > 0) return tail;
-  }
   const last = await lastWalSeq(deps, subject);
   if (last < fromSeq) return { records: [], lastSeq: last, messages: 0 };
-  return collect(deps, { stream, filter: subject, fromSeq, end: { untilSeq: last } });
+  return collect(deps, { stream: deps.subjects.streams().wal, filter: subject, fromSeq, untilSeq: last });
 }
 
 /**
@@ -183,18 +174,13 @@ export async function* scanWal(deps: WalDeps, runId: string): AsyncGenerator<Wal
   const subject = deps.subjects.wal(runId);
   const last = await lastWalSeq(deps, subject);
   if (last === 0) return;
-  const range: RangeQuery = {
-    stream: deps.subjects.streams().wal,
-    filter: subject,
-    fromSeq: 1,
-    end: { untilSeq: last },
-  };
+  const range: RangeQuery = { stream: deps.subjects.streams().wal, filter: subject, untilSeq: last };
   const parts = new PartAssembler();
   for await (const msg of readRange(deps, range))
     for (const { record } of recordsOf(parts, msg)) yield record;
 }
 
-/** The stream sequence of a WAL subject's last message; 0 when it has none. */
+/** The stream sequence of a WAL subject's last message, asked of the stream's leader; 0 when it has none. */
 async function lastWalSeq(deps: WalDeps, subject: string): Promise<number> {
   // Only "no message" means an empty WAL; a timeout must not pass for one (the run would restart).
   const last = await withBusRetry(`reading the end of ${subject}`, deps, () =>

@@ -82,8 +82,7 @@ describe("a finished run's status, with SUPERVISOR_STATUS_RETAIN_MS set", () => 
     });
     // Removed by its sequence: no delete marker, and the pool bucket keeps nothing of the tree.
     const keys: string[] = [];
-    for await (const { key } of readBucket(suite.bus.reads, suite.bus.subjects.buckets().pool))
-      keys.push(key);
+    for await (const { key } of readBucket(suite.bus.jsm, suite.bus.subjects.buckets().pool)) keys.push(key);
     expect(keys).not.toContain(tree);
     // The status goes next (after the fan-out record): a sweep stopped between the two does both again.
     await until(async () => (await suite.bus.buckets.runs.get(rootId)) === null, 5_000, {

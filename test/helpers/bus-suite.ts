@@ -4,7 +4,6 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll } from "vitest";
 import { connectBus } from "../../shared/bus/connect.js";
 import { provision } from "../../shared/bus/provision.js";
-import { readsClient } from "../../shared/bus/read-range.js";
 import { Subjects } from "../../shared/bus/subjects.js";
 import { InstantClock } from "../../shared/runtime/clock.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
@@ -15,6 +14,7 @@ export interface BusSuite {
   server: TestNats;
   nc: NatsConnection;
   js: JetStreamClient;
+  /** The same client as `js` (what the stall scan still names). */
   reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
@@ -45,7 +45,7 @@ export function useBusSuite(name: string, options: { own?: boolean } = {}): BusS
     });
     await provision(suite.nc, { subjects: suite.subjects, replicas: 1 });
     suite.js = jetstream(suite.nc);
-    suite.reads = readsClient(suite.nc);
+    suite.reads = suite.js;
     suite.jsm = await jetstreamManager(suite.nc);
     const kvm = new Kvm(suite.nc);
     const names = suite.subjects.buckets();

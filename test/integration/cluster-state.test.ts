@@ -60,8 +60,8 @@ describe("cluster state in KV", () => {
       "the ledger listens on 4222",
     ]);
     expect(await store.restore("agent/d", "never forgotten", storedAt)).toBe(true);
-    // Each recall deletes the consumer it read with: none is left on the bucket's stream.
-    const jsm = await suite.reads.jetstreamManager(false);
+    // A recall reads with direct gets: no consumer is left on the bucket's stream.
+    const jsm = suite.jsm;
     const stream = bucketStream(suite.subjects.buckets().memory);
     await expect
       .poll(async () => (await jsm.streams.info(stream)).state.consumer_count, { timeout: 5_000 })

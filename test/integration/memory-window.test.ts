@@ -34,19 +34,25 @@ const facts = (agent: string, from: number, to: number): string[] =>
   Array.from({ length: to - from }, (_, k) => fact(agent, from + k)).sort();
 
 /**
- * Counts the consumers made on the memory bucket's stream while `during` runs, and the messages
- * the connection took in meanwhile (each create is one of them: the count sees it).
+ * Counts the direct gets made on the memory bucket's stream while `during` runs (a count, or a
+ * page of memories), and the messages the connection took in meanwhile (each request is one of
+ * them: the count sees it). No recall makes a consumer: those are counted too.
  */
-async function consumersMade(during: () => Promise<unknown>): Promise<number> {
-  return (await traffic(during)).made;
+async function getsMade(during: () => Promise<unknown>): Promise<number> {
+  const { gets, consumers } = await traffic(during);
+  expect(consumers).toBe(0);
+  return gets;
 }
 
-async function traffic(during: () => Promise<unknown>): Promise<{ made: number; taken: number }> {
-  const create = `$JS.API.CONSUMER.CREATE.${stream()}`;
-  let made = 0;
-  const sub = suite.nc.subscribe("$JS.API.CONSUMER.CREATE.>", {
+async function traffic(
+  during: () => Promise<unknown>,
+): Promise<{ gets: number; consumers: number; taken: number }> {
+  let gets = 0;
+  let consumers = 0;
+  const sub = suite.nc.subscribe("$JS.API.>", {
     callback: (_err, msg) => {
-      if (msg.subject === create || msg.subject.startsWith(`${create}.`)) made += 1;
+      if (msg.subject === `$JS.API.DIRECT.GET.${stream()}`) gets += 1;
+      if (msg.subject.startsWith(`$JS.API.CONSUMER.CREATE.${stream()}`)) consumers += 1;
     },
   });
   await suite.nc.flush();
@@ -54,7 +60,7 @@ async function traffic(during: () => Promise<unknown>): Promise<{ made: number; 
   await during();
   await suite.nc.flush();
   sub.unsubscribe();
-  return { made, taken: suite.nc.stats().inMsgs - before };
+  return { gets, consumers, taken: suite.nc.stats().inMsgs - before };
 }
 
 describe("memory recall window", () => {
@@ -65,21 +71,22 @@ describe("memory recall window", () => {
     // 60 memories, 120 with the other agent's: more than twice the window, so a search.
     const first = await traffic(async () => (recall = await recalled(store5, "agent/w")));
     expect(recall).toEqual(facts("agent/w", 55, 60));
-    expect(first.made).toBeLessThanOrEqual(10);
-    // Per probe the create (seen by the count), its reply and its delete's; the stream's info; at
-    // most 2 × 5 memories and a pull's reply: not the 60 memories of reading everything.
-    expect(first.taken).toBeLessThanOrEqual(3 * first.made + 2 + 10);
+    expect(first.consumers).toBe(0);
+    expect(first.gets).toBeLessThanOrEqual(10);
+    // Per get its request (seen by the count), a message and the batch's end; the stream's info; at
+    // most 2 × 5 memories: not the 60 memories of reading everything.
+    expect(first.taken).toBeLessThanOrEqual(3 * first.gets + 2 + 10);
     // Reading everything still finds every memory.
     expect(await recalled(everything(), "agent/w")).toEqual(facts("agent/w", 0, 60));
 
-    // A few new memories: one consumer, from where the window began.
+    // A few new memories: a count and a page, from where the window began.
     await store("agent/w", 60, 63, "agent/x");
-    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/w")))).toBe(1);
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/w")))).toBe(2);
     expect(recall).toEqual(facts("agent/w", 58, 63));
 
     // More than twice the window since: a new search, and the latest again.
     await store("agent/w", 63, 80, "agent/x");
-    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/w")))).toBeGreaterThan(1);
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/w")))).toBeGreaterThan(2);
     expect(recall).toEqual(facts("agent/w", 75, 80));
     expect(await recalled(store5, "agent/x")).toEqual(facts("agent/x", 75, 80));
   });
@@ -92,14 +99,14 @@ describe("memory recall window", () => {
     let recall: string[] = [];
     const first = await traffic(async () => (recall = await recalled(store5, "agent/d")));
     expect(recall).toEqual(facts("agent/d", 37, 42));
-    expect(first.made).toBeGreaterThan(2);
-    expect(first.made).toBeLessThanOrEqual(12);
-    // As above: probes, the stream's info, and at most 2 × 5 memories, not the 42.
-    expect(first.taken).toBeLessThanOrEqual(3 * first.made + 2 + 10);
-    // The next read starts where this window began: one consumer, not the look back again.
+    expect(first.gets).toBeGreaterThan(3);
+    expect(first.gets).toBeLessThanOrEqual(13);
+    // As above: counts, the stream's info, and at most 2 × 5 memories, not the 42.
+    expect(first.taken).toBeLessThanOrEqual(3 * first.gets + 2 + 10);
+    // The next read starts where this window began: a count and a page, not the look back again.
     await store("agent/busy", 30, 40);
     await store("agent/d", 42, 43);
-    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/d")))).toBe(1);
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/d")))).toBe(2);
     expect(recall).toEqual(facts("agent/d", 38, 43));
   });
 
@@ -108,9 +115,7 @@ describe("memory recall window", () => {
     const store5 = windowed(5);
     let recall: string[] = [];
     // Three memories among the earlier tests' hundreds: a look back to the stream's start.
-    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/f")))).toBeLessThanOrEqual(
-      10,
-    );
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/f")))).toBeLessThanOrEqual(11);
     expect(recall).toEqual(facts("agent/f", 0, 3));
     const [gone] = await store5.recall("agent/f", fact("agent/f", 1), 1);
     expect(gone?.text).toBe(fact("agent/f", 1));
@@ -123,14 +128,13 @@ describe("memory recall window", () => {
     const store5 = windowed(5);
     let recall: string[] = [];
     // The whole stream (the earlier tests' memories) looked through, a few steps back.
-    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/new")))).toBeGreaterThan(
-      2,
-    );
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/new")))).toBeGreaterThan(2);
     expect(recall).toEqual([]);
-    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/new")))).toBe(1);
+    // Then one count finds nothing new, and nothing is read.
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/new")))).toBe(1);
     expect(recall).toEqual([]);
     await store("agent/new", 0, 2, "agent/busy");
-    expect(await consumersMade(async () => (recall = await recalled(store5, "agent/new")))).toBe(1);
+    expect(await getsMade(async () => (recall = await recalled(store5, "agent/new")))).toBe(2);
     expect(recall).toEqual(facts("agent/new", 0, 2));
   });
 

@@ -72,7 +72,7 @@ describe("roll calls", () => {
   });
 
   it("asking the tools the workers described says which a service answers now", async () => {
-    expect(await askTools(suite.nc, suite.subjects, suite.reads, 300)).toEqual({
+    expect(await askTools(suite.nc, suite.subjects, suite.jsm, 300)).toEqual({
       listenedMs: 300,
       tools: [],
     });
@@ -98,7 +98,7 @@ describe("roll calls", () => {
     try {
       await suite.nc.flush();
       const began = Date.now();
-      const roll = await askTools(suite.nc, suite.subjects, suite.reads, 1_000);
+      const roll = await askTools(suite.nc, suite.subjects, suite.jsm, 1_000);
       expect(roll).toEqual({
         listenedMs: 1_000,
         tools: [...hungTools.map((name) => ({ name, answered: false })), { name: "served", answered: true }],
