@@ -187,7 +187,7 @@ async function provisionOrWait(
       const off = noJetStream(err, nc.getServer());
       if (off) throw off;
       if (!deniedByPermissions(err)) throw err;
-      const missing = `streams or buckets missing, or with fewer replicas than AGENTS_REPLICAS (${replicas}), and this user may not create or change them`;
+      const missing = `streams or buckets missing, with fewer replicas than AGENTS_REPLICAS (${replicas}) or without settings this build needs (a supervisor of an older build provisioned them), and this user may not create or change them`;
       const awaited = `a supervisor under AGENTS_PREFIX '${subjects.prefix}' with the same AGENTS_REPLICAS`;
       if (supervisor && deps.clock.now() - started >= supervisor.waitMs)
         throw new AgentError(

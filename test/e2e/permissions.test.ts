@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, StoreCompression } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -217,6 +217,32 @@ describe("nats.conf: least privilege per actor kind", () => {
       true,
     );
     expect(await pool.get("tree.finished-run")).toBeNull();
+  });
+
+  it("streams an older supervisor made (no direct reads, no compression) are updated by this build's supervisor only, their messages kept; then every user reads them with direct gets", async () => {
+    const supervisor = await jetstreamManager(await as("supervisor"));
+    const { config } = await supervisor.streams.info("AGENT_WAL");
+    await supervisor.streams.update("AGENT_WAL", {
+      ...config,
+      allow_direct: false,
+      compression: StoreCompression.None,
+    });
+    const wal = subjects.wal("older-run");
+    const { seq } = await jetstream(await as("agent")).publish(wal, "{}");
+    // A worker of this build cannot change them: it is refused, and waits for the supervisor.
+    await expect(provision(await as("agent"), { subjects, replicas: 1 })).rejects.toThrow(/permission/i);
+    expect((await provision(await as("supervisor"), { subjects, replicas: 1 })).streams.AGENT_WAL).toBe(
+      "updated",
+    );
+    expect(Object.values((await provision(await as("agent"), { subjects, replicas: 1 })).streams)).toEqual([
+      "unchanged",
+      "unchanged",
+      "unchanged",
+    ]);
+    for (const kind of KINDS) {
+      const jsm = await jetstreamManager(await as(kind));
+      expect((await jsm.direct.getMessage("AGENT_WAL", { seq }))?.subject, kind).toBe(wal);
+    }
   });
 
   it("agentctl, on a server no supervisor has provisioned, says it waits for one and gives up after AGENTCTL_WAIT_MS instead of hanging", async () => {

@@ -1,5 +1,5 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { readRange, type RangeQuery } from "../../shared/bus/read-range.js";
 import { InstantClock } from "../../shared/runtime/clock.js";
 import { seededRandom } from "../../shared/runtime/random.js";
@@ -12,10 +12,11 @@ import { seededRandom } from "../../shared/runtime/random.js";
  */
 function fakeDirect(
   stored: number[],
-  replica: { held?: number; caughtUpAfter?: number; failFirst?: number } = {},
+  replica: { held?: number; caughtUpAfter?: number; failFirst?: number; hangFirst?: boolean } = {},
 ) {
   const starts: number[] = [];
   let failures = replica.failFirst ?? 0;
+  let hang = replica.hangFirst ?? false;
   const jsm = {
     direct: {
       getBatch: (_stream: string, { seq, batch }: { seq: number; batch: number }) => {
@@ -34,12 +35,20 @@ function fakeDirect(
           header: undefined,
           pending: from.length - i - 1,
         }));
-        return Promise.resolve(
-          (function* () {
-            if (page.length === 0) throw Object.assign(new Error("message not found"), { code: 404 });
-            yield* page;
-          })(),
-        );
+        // A server that dies after its first message: the answer stops until the reader gives up.
+        let giveUp: (err: Error) => void = () => undefined;
+        const stopped = new Promise<never>((_, reject) => (giveUp = reject));
+        const hangs = hang;
+        hang = false;
+        const messages = (async function* () {
+          if (page.length === 0) throw Object.assign(new Error("message not found"), { code: 404 });
+          if (hangs) {
+            yield page[0];
+            await stopped;
+          }
+          yield* page;
+        })();
+        return Promise.resolve(Object.assign(messages, { stop: (err: Error) => giveUp(err) }));
       },
     },
   } as unknown as JetStreamManager;
@@ -61,6 +70,19 @@ async function collect(
 const stored = Array.from({ length: 1_500 }, (_, i) => 2 * i + 1);
 
 describe("readRange", () => {
+  it("asks again for a page left unanswered for 5 s (its server died mid-answer), from the same place", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const { jsm, starts } = fakeDirect(stored, { hangFirst: true });
+      const reading = collect(jsm, { count: 10 });
+      await vi.advanceTimersByTimeAsync(5_000);
+      expect(await reading).toEqual(stored.slice(0, 10));
+      expect(starts).toEqual([1, 1]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("reads a range larger than one page, in order, up to the last sequence, each page after the last", async () => {
     const { jsm, starts } = fakeDirect(stored);
     expect(await collect(jsm, { fromSeq: 201, untilSeq: 2_799 })).toEqual(
