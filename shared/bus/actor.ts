@@ -20,8 +20,6 @@ import { DEFAULT_PREFIX, Subjects } from "./subjects.js";
 export interface ActorBus {
   nc: NatsConnection;
   js: JetStreamClient;
-  /** The same client as `js`: goes once the stall scan, its last user, is gone. */
-  reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
   buckets: {
@@ -105,7 +103,6 @@ export async function openActorBus(
     nc,
     connected: () => linkOf(nc).connected(),
     js,
-    reads: js,
     jsm: await jetstreamManager(nc),
     subjects,
     buckets: { runs, pool, idempotency, memory, toolState, modelBreakers, toolDescriptors },

@@ -14,8 +14,6 @@ export interface BusSuite {
   server: TestNats;
   nc: NatsConnection;
   js: JetStreamClient;
-  /** The same client as `js` (what the stall scan still names). */
-  reads: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
   clock: InstantClock;
@@ -45,7 +43,6 @@ export function useBusSuite(name: string, options: { own?: boolean } = {}): BusS
     });
     await provision(suite.nc, { subjects: suite.subjects, replicas: 1 });
     suite.js = jetstream(suite.nc);
-    suite.reads = suite.js;
     suite.jsm = await jetstreamManager(suite.nc);
     const kvm = new Kvm(suite.nc);
     const names = suite.subjects.buckets();
