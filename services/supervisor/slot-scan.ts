@@ -20,7 +20,7 @@ const ACTIVE_SHARE_FOR_GETS = 0.2;
 const GETS_IN_FLIGHT = 64;
 
 /** What the scan reads: the pool ledger, the runs bucket and its stream. */
-export type SlotScanBus = Pick<ActorBus, "nc" | "jsm" | "reads" | "subjects" | "clock" | "random"> & {
+export type SlotScanBus = Pick<ActorBus, "nc" | "jsm" | "subjects" | "clock" | "random"> & {
   buckets: Pick<ActorBus["buckets"], "runs" | "pool">;
   logger?: Logger;
 };
