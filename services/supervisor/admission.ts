@@ -72,6 +72,9 @@ export class Admission {
       // tells a run whose status retention removed (see SUPERVISOR_STATUS_RETAIN_MS).
       const tally = named ? await auditTally(this.bus, runId) : undefined;
       if (tally?.finished) {
+        // Another copy of this submit may have admitted the run, which then finished, since the read.
+        const since = await this.status.read(runId);
+        if (since) return await this.answerKnown(request, ids, since);
         throw new AgentError(
           "RUN_REMOVED",
           `run ${runId} finished, and its status was removed after the cluster's retention: its id cannot start a run again (its audit trail keeps what it did; submit under a new id)`,

@@ -127,6 +127,18 @@ describe("copies of one named submit admitted at once", () => {
     expect(await auditCount(suite.bus, runId)).toBe(1);
   }, 30_000);
 
+  it("a copy that read no status while the run went on to commit, its trail closed, is answered existing: no rejection after the commit", async () => {
+    const runId = "closed-meanwhile";
+    const committed = treeStatus(runId, "committed", { reason: "done" });
+    const copy = slowCopy(runId, async () => {
+      await admittedAndMoved(runId, committed, true);
+      await suite.bus.js.publish(suite.bus.subjects.audit(runId, "run.committed"), "{}");
+    });
+    expect(await copy.submit(request(runId))).toMatchObject({ ok: true, status: "existing" });
+    expect(await statuses.get(runId)).toEqual(committed);
+    expect(await auditCount(suite.bus, runId)).toBe(2);
+  }, 30_000);
+
   it("a copy with another spec that read no status before the other copy admitted the run is refused, not answered existing", async () => {
     const runId = "other-spec-late";
     const copy = slowCopy(runId, () => admitted(runId));
