@@ -97,7 +97,6 @@ export class RunLease {
     const { bus } = this.deps;
     const now = bus.clock.now();
     const { spec: jobSpec, event } = this.job;
-    if (await this.heldByEarlierDelivery()) return "held";
     // A round trip saved on every lease the job can place (see checkpointFromJob).
     const fromJob = checkpointFromJob(this.job, this.deps.deliveryCount);
     // A job with no outside event (a run's first, or a takeover) mostly leads to a model call once
@@ -114,6 +113,8 @@ export class RunLease {
     const status = fromJob
       ? undefined
       : await statusUnlessWaiting(bus.buckets.runs, this.job, this.deps.breakerOf, now);
+    // Past a run left waiting (its job comes back often, and cheaply), before anything is asked.
+    if (await this.heldByEarlierDelivery()) return "held";
     if (!fromJob) prefetch();
     // A halt handed back while its run is queued waits again without reading the run's log.
     if (status?.status === "queued") await waitForStart(bus.buckets.runs, this.job, status);
