@@ -16,8 +16,8 @@ export interface RunsBucket {
 }
 
 /**
- * Reads the whole runs bucket in one streamed read (see readBucket). Not a `get` per key: the stall
- * scan then made a round trip per run ever recorded, every scan.
+ * Reads the whole runs bucket in one streamed read (see readBucket). Not a `get` per key: a round
+ * trip per run ever recorded.
  */
 export async function readRunsBucket(deps: {
   reads: JetStreamClient;
