@@ -18,7 +18,7 @@ export const AgentEnv = ActorEnv.extend({
    * about this long after its worker dies. A job renewed too late goes to a second worker, which
    * leaves it to the first when that one says it still holds it (see stillHeldBy).
    */
-  AGENT_ACK_WAIT_MS: z.coerce.number().int().min(400).max(600_000).default(1_500),
+  AGENT_ACK_WAIT_MS: z.coerce.number().int().min(400).max(600_000).default(1_200),
   /** How often a worker says it is alive, naming the jobs it holds (agentctl cluster lists the workers heard). */
   AGENT_BEAT_MS: z.coerce.number().int().min(50).max(60_000).default(500),
   AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),

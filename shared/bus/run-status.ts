@@ -69,10 +69,13 @@ export class RunStatusStore {
     return { status: decode(RunStatus, entry.value), revision: entry.revision };
   }
 
-  /** Writes the status only if it is still at `revision`: false when another write came first. */
-  update(status: RunStatus, revision: number): Promise<boolean> {
+  /**
+   * Writes the status only if it is still at `revision`: the revision written, or false when
+   * another write came first.
+   */
+  update(status: RunStatus, revision: number): Promise<number | false> {
     return this.io(`writing the status of ${status.runId}`, () =>
-      this.kv.update(status.runId, encode(RunStatus, status), revision).then(() => true, refusedOnly),
+      this.kv.update(status.runId, encode(RunStatus, status), revision).then((next) => next, refusedOnly),
     );
   }
 
