@@ -60,8 +60,8 @@ export function deferral(
  * says waits on its provider's open breaker (see deferral) is left queued, unread: the lease ends
  * with `leftWaiting`. Taken over, the breaker would refuse its turn again, after a takeover that
  * read its log and asked its lease for nothing. A later end of the breaker's wait is written to
- * the status, unless another write came first (the watchdog counts from it; the wait stands
- * without it, so a failed write is let go).
+ * the status, unless another write came first (the wait stands without it, so a failed write is
+ * let go).
  */
 export async function statusUnlessWaiting(
   runs: KV,

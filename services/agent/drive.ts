@@ -21,7 +21,7 @@ import { handBackOnOutage } from "./outage-hand-back.js";
 import { waitForStart } from "./not-started.js";
 import { sameTools, specOf } from "./spec-of.js";
 import { undoChildren } from "./undo-children.js";
-import { drivingJob, jobOfWriter } from "./writer-id.js";
+import { jobOfWriter, lastWriterOf } from "./writer-id.js";
 import type { LeaseDeps, LeaseOutcome } from "./lease-deps.js";
 
 /**
@@ -62,6 +62,7 @@ export class RunLease {
     try {
       const first = await this.open();
       if (first === "unstartable") return first;
+      if (first === "held") return "fenced";
       const outcome = first ? await this.drive(first) : "done";
       // The job is acked only once everything the lease wrote is acknowledged: a finished run's
       // takeover too, which publishes the events its last worker died before publishing.
@@ -72,7 +73,7 @@ export class RunLease {
       if (err instanceof AgentError && err.code === "FENCED") {
         fenced = true;
         this.deps.metrics.fencingConflicts.inc();
-        const driving = await drivingJob(this.deps.bus, this.job.runId);
+        const driving = jobOfWriter(await lastWriterOf(this.deps.bus, this.job.runId));
         const superseded = driving !== undefined && driving !== this.deps.jobSeq;
         this.log.warn(
           { writerId: this.deps.writerId, job: this.deps.jobSeq, drivenWith: driving },
@@ -88,8 +89,11 @@ export class RunLease {
     }
   }
 
-  /** The transition to continue from, or nothing when the run needs no worker now. */
-  private async open(): Promise<Transition | "unstartable" | undefined> {
+  /**
+   * The transition to continue from, or nothing when the run needs no worker now; `held` when an
+   * earlier delivery of this job still drives the run.
+   */
+  private async open(): Promise<Transition | "unstartable" | "held" | undefined> {
     const { bus } = this.deps;
     const now = bus.clock.now();
     const { spec: jobSpec, event } = this.job;
@@ -109,6 +113,8 @@ export class RunLease {
     const status = fromJob
       ? undefined
       : await statusUnlessWaiting(bus.buckets.runs, this.job, this.deps.breakerOf, now);
+    // Past a run left waiting (its job comes back often, and cheaply), before anything is asked.
+    if (await this.heldByEarlierDelivery()) return "held";
     if (!fromJob) prefetch();
     // A halt handed back while its run is queued waits again without reading the run's log.
     if (status?.status === "queued") await waitForStart(bus.buckets.runs, this.job, status);
@@ -162,6 +168,23 @@ export class RunLease {
     const endsAtCheckpoint = endsWithCheckpoint([...records, ...replayed.unwritten]);
     await this.journal.catchUp(replayed.unwritten, replayed.audits, endsAtCheckpoint);
     return this.resume(replayed.state, now);
+  }
+
+  /**
+   * Whether the lease that wrote the run last, with an earlier delivery of this job, still drives
+   * it: its worker renewed the job too late (a busy event loop) and still holds it. Taking over
+   * would fence that worker and ask its step again (a model call paid twice); the job is left to it.
+   */
+  private async heldByEarlierDelivery(): Promise<boolean> {
+    const { bus, deliveryCount, jobSeq } = this.deps;
+    if (deliveryCount === 1) return false;
+    // The head alone, before the run is read: a job offered again while its holder still drives
+    // the run costs one read, not the WAL's tail.
+    const lastWriter = await lastWriterOf(bus, this.job.runId);
+    if (lastWriter === undefined || jobOfWriter(lastWriter) !== jobSeq) return false;
+    if (!(await this.deps.heldElsewhere(lastWriter))) return false;
+    this.log.info({ writer: lastWriter }, "an earlier delivery of this job still drives the run: left to it");
+    return true;
   }
 
   /** Asks for a fresh run's tools; the answer is what is returned. */

@@ -14,11 +14,11 @@ export const AgentEnv = ActorEnv.extend({
     ),
   /**
    * A job whose worker stops renewing it (a crash, a lost connection) goes to another worker after
-   * this; a worker renews each job it holds four times per ack wait. Short, so a run resumes within
-   * about this long after its worker dies; a renewal late past it (a stalled process) lets a second
-   * worker take the run, and the WAL's fencing stops one of the two.
+   * this; a worker renews each job it holds three times per ack wait. Short, so a run resumes within
+   * about this long after its worker dies. A job renewed too late goes to a second worker, which
+   * leaves it to the first when that one says it still holds it (see stillHeldBy).
    */
-  AGENT_ACK_WAIT_MS: z.coerce.number().int().min(400).max(600_000).default(1_500),
+  AGENT_ACK_WAIT_MS: z.coerce.number().int().min(400).max(600_000).default(1_200),
   /** How often a worker says it is alive, naming the jobs it holds (agentctl cluster lists the workers heard). */
   AGENT_BEAT_MS: z.coerce.number().int().min(50).max(60_000).default(500),
   AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),

@@ -72,6 +72,8 @@ export class RunJournal {
   private afterCheckpoint = false;
   /** What the status view last showed and when, to skip writes that change only counters. */
   private lastStatus: { status: string; phase: string; at: number } | undefined;
+  /** The status revision this lease last wrote or read (see putStatus). */
+  private statusRevision: number | undefined;
   /** The latest state whose status write was skipped: written when the lease settles. */
   private statusOwed: LoopState | undefined;
 
@@ -152,9 +154,26 @@ export class RunJournal {
     for (const event of audits) if (event.seq > held) await this.audit(event, context);
   }
 
-  /** Writes the run's status now; `wait`: what it waits out (its provider's breaker, or retries). */
+  /**
+   * Writes the run's status now; `wait`: what it waits out (its provider's breaker, or retries).
+   * Each write is a compare-and-set on the revision this lease last wrote or read, and never takes
+   * a finished run back: a lease that lost its run while its worker was stopped may still have a
+   * write under way, retried when the worker runs again, after the run's new worker finished it.
+   */
   async putStatus(state: LoopState, wait?: OutageWait): Promise<void> {
-    await this.status.put(this.statusRecord(state, wait));
+    const record = this.statusRecord(state, wait);
+    for (let tries = 0; tries < 3; tries += 1) {
+      if (this.statusRevision === undefined) {
+        const stored = await this.status.read(state.runId);
+        if (!stored) return this.status.put(record);
+        if (isFinished(stored.status) && !isFinished(state)) return;
+        this.statusRevision = stored.revision;
+      }
+      const written = await this.status.update(record, this.statusRevision);
+      // Refused: written meanwhile (another lease, an operator, or this write's first try, its ack lost).
+      this.statusRevision = written === false ? undefined : written;
+      if (written !== false) return;
+    }
   }
 
   /**

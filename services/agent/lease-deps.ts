@@ -39,6 +39,11 @@ export interface LeaseDeps {
   writerId: string;
   /** The stream sequence of the job's message on the work queue. */
   jobSeq: number;
+  /**
+   * Whether the worker whose lease wrote the run last, with another delivery of this job, still
+   * holds it (see stillHeldBy).
+   */
+  heldElsewhere: (writerId: string) => Promise<boolean>;
   /** How many times JetStream has delivered the job, this time included (1: never taken before). */
   deliveryCount: number;
   logger: Logger;

@@ -1,4 +1,5 @@
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { Subscription } from "@nats-io/transport-node";
 import { RunJob } from "../../shared/contracts/cluster.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
@@ -27,12 +28,13 @@ import { IterationLeases } from "./leases.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { bindJobIntake, pullJobs } from "./job-intake.js";
 import { ackSubjectOf, WorkerBeats } from "./beat.js";
+import { answerHolds, stillHeldBy } from "./holder.js";
 import { storageFull } from "../../shared/bus/storage-full.js";
 import { leaseWriterId } from "./writer-id.js";
 import { Reconciler } from "./reconcile.js";
 
 /** How many times a run's job is renewed (`working()`) per ack wait. */
-export const RENEWALS_PER_ACK_WAIT = 4;
+export const RENEWALS_PER_ACK_WAIT = 3;
 
 export interface WorkerOptions {
   workerId: string;
@@ -76,9 +78,10 @@ export interface WorkerOptions {
  */
 export class AgentWorker {
   private readonly inFlight = new Set<Promise<void>>();
-  /** The ack subjects of the jobs held now, which the beats name. */
-  private readonly held = new Set<string>();
+  /** The jobs held now, by ack subject, each with its stream sequence: the beats name them. */
+  private readonly held = new Map<string, number>();
   private beats!: WorkerBeats;
+  private holds: Subscription | undefined;
   private readonly drain = new AbortController();
   private readonly killSwitch = new KillSwitchView();
   private leasesOf!: IterationLeases;
@@ -131,9 +134,10 @@ export class AgentWorker {
         instance: `${this.options.workerId}-${this.ids.next("i").slice(-8)}`,
         beatMs: this.options.beatMs,
       },
-      () => [...this.held],
+      () => [...this.held.keys()],
     );
     this.beats.start();
+    this.holds = answerHolds(this.bus, this.options.workerId, () => this.held);
     this.loop = this.pull();
   }
 
@@ -147,6 +151,7 @@ export class AgentWorker {
     await this.loop;
     await Promise.all(this.inFlight);
     this.beats.stop();
+    this.holds?.unsubscribe();
     this.killSwitch.stop();
     this.breakers.stop();
   }
@@ -169,7 +174,7 @@ export class AgentWorker {
       return;
     }
     const held = ackSubjectOf(msg);
-    if (held) this.held.add(held);
+    if (held) this.held.set(held, msg.info.streamSequence);
     const task = this.handle(msg).finally(() => {
       this.inFlight.delete(task);
       if (held) this.held.delete(held);
@@ -327,6 +332,12 @@ export class AgentWorker {
         workerId: this.options.workerId,
         writerId,
         jobSeq,
+        heldElsewhere: (writer) => {
+          const except = ackSubjectOf(msg);
+          if (!except) return Promise.resolve(false);
+          // Past the ack wait an answer comes too late to matter: the job would be offered again.
+          return stillHeldBy(bus, writer, { jobSeq, except }, this.options.ackWaitMs);
+        },
         deliveryCount: msg.info.deliveryCount,
         retryDelay: (error) =>
           retryDelay(error, msg.info.deliveryCount, this.options.retryDelayMs, bus.clock.now()),

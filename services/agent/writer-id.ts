@@ -18,19 +18,21 @@ export function jobOfWriter(writerId: string | undefined): number | undefined {
   return Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
 }
 
-/**
- * The job message the run's last WAL write was driven with, read from the WAL's head; undefined
- * when its writer names none (or the head cannot be read now).
- */
-export async function drivingJob(
+/** The worker id a lease's writer id names; undefined for an older build's writer ids. */
+export function workerOfWriter(writerId: string): string | undefined {
+  return /^(.+)-\d+-.{8}\.j\d+$/.exec(writerId)?.[1];
+}
+
+/** The writer id of the run's last WAL message; undefined when there is none (or it cannot be read now). */
+export async function lastWriterOf(
   bus: Pick<ActorBus, "jsm" | "subjects" | "logger">,
   runId: string,
-): Promise<number | undefined> {
+): Promise<string | undefined> {
   try {
     const head = await bus.jsm.streams.getMessage(bus.subjects.streams().wal, {
       last_by_subj: bus.subjects.wal(runId),
     });
-    return jobOfWriter(writerOfMessageId(head?.header.get(MSG_ID_HEADER)));
+    return writerOfMessageId(head?.header.get(MSG_ID_HEADER));
   } catch (err) {
     bus.logger.warn({ err, runId }, "the WAL's last writer could not be read");
     return undefined;

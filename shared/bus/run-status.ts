@@ -16,8 +16,8 @@ export interface RunsBucket {
 }
 
 /**
- * Reads the whole runs bucket in one streamed read (see readBucket). Not a `get` per key: the stall
- * scan then made a round trip per run ever recorded, every scan.
+ * Reads the whole runs bucket in one streamed read (see readBucket). Not a `get` per key: a round
+ * trip per run ever recorded.
  */
 export async function readRunsBucket(deps: {
   jsm: JetStreamManager;
@@ -69,10 +69,13 @@ export class RunStatusStore {
     return { status: decode(RunStatus, entry.value), revision: entry.revision };
   }
 
-  /** Writes the status only if it is still at `revision`: false when another write came first. */
-  update(status: RunStatus, revision: number): Promise<boolean> {
+  /**
+   * Writes the status only if it is still at `revision`: the revision written, or false when
+   * another write came first.
+   */
+  update(status: RunStatus, revision: number): Promise<number | false> {
     return this.io(`writing the status of ${status.runId}`, () =>
-      this.kv.update(status.runId, encode(RunStatus, status), revision).then(() => true, refusedOnly),
+      this.kv.update(status.runId, encode(RunStatus, status), revision).then((next) => next, refusedOnly),
     );
   }
 

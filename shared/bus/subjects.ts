@@ -179,6 +179,11 @@ export class Subjects {
     return `${this.prefix}.workers.beat.*`;
   }
 
+  /** Where a worker answers whether it still holds a job (see HoldsQuery). */
+  workerHolds(workerId: string): string {
+    return `${this.prefix}.workers.holds.${token("worker id", workerId)}`;
+  }
+
   /** Where every supervisor answers a roll call with its settings (see SupervisorHello). */
   supervisorPing(): string {
     return `${this.prefix}.control.ping`;

@@ -215,6 +215,21 @@ export const WorkerBeat = z.object({
 export type WorkerBeat = z.infer<typeof WorkerBeat>;
 
 /**
+ * Asked on `<prefix>.workers.holds.<workerId>` by a worker handed a job again whose run that
+ * worker wrote last with the same job: whether it still holds the job by another delivery than
+ * `except` (it renewed the job late, and drives the run still).
+ */
+export const HoldsQuery = z.object({
+  schemaVersion: SchemaVersion,
+  jobSeq: z.number().int().positive(),
+  except: z.string().startsWith("$JS.ACK."),
+});
+export type HoldsQuery = z.infer<typeof HoldsQuery>;
+
+export const HoldsReply = z.object({ schemaVersion: SchemaVersion, held: z.boolean() });
+export type HoldsReply = z.infer<typeof HoldsReply>;
+
+/**
  * A supervisor's answer on `<prefix>.control.ping` (every replica answers): who it is, and the
  * settings its admissions and leases apply. Replicas share the pool and the tree budgets, so
  * replicas with different settings decide the same run differently (agentctl cluster says so).

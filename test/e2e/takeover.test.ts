@@ -79,7 +79,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
       },
     });
     suite.serveTool(pause);
-    // 10 steps of ~300 ms: over 3 s on one lease, with the default ack wait (1.5 s) renewed 4 times in it.
+    // 10 steps of ~300 ms: over 3 s on one lease, with the default ack wait (1.2 s) renewed 3 times in it.
     const script = [
       ...Array.from({ length: 10 }, (_, n) => ({ toolCalls: [{ name: "pause", input: { n } }] })),
       { toolCalls: [{ name: "finish", input: { answer: "paused 10 times" } }] },

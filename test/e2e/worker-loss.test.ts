@@ -92,4 +92,35 @@ describe("a worker lost mid-run: its job goes to another worker after the ack wa
     // The job is acknowledged by the worker that committed the run: none is left queued.
     await expect.poll(() => queuedJobKinds(suite.bus, runId), { timeout: 10_000 }).toEqual([]);
   }, 60_000);
+
+  it("a worker that renews its job late (stopped just past the ack wait) keeps its run: the job's next holder asks it, and leaves the run to it; no takeover, the side effect once", async () => {
+    const { runId, holder, executions } = await charging("refund", 500);
+    // The job's next holder asks the run's last writer whether it still holds the job: the holder
+    // runs again as the question goes out, and answers it.
+    const asked = new Promise<void>((resolve) => {
+      const sub = suite.bus.nc.subscribe(suite.bus.subjects.workerHolds(holder), {
+        callback: () => {
+          sub.unsubscribe();
+          resolve();
+        },
+      });
+    });
+    await suite.bus.nc.flush();
+    suite.cluster.signal(holder, "SIGSTOP");
+    await asked;
+    suite.cluster.signal(holder, "SIGCONT");
+
+    const status = await suite.waitFor(runId, settled, 25_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "charged 3" } });
+    expect([...executions.values()]).toEqual([1]);
+    const events = await suite.audit(runId);
+    expect(events.filter((e) => e.kind === "run.resumed")).toHaveLength(0);
+    const logs = await suite.logs();
+    expect(logs).toMatch(
+      new RegExp(`"runId":"${runId}"[^\\n]*an earlier delivery of this job still drives the run`),
+    );
+    expect(logs).not.toMatch(new RegExp(`"runId":"${runId}"[^\\n]*fenced`));
+    expect(await suite.lastWriter(runId)).toBe(holder);
+    await expect.poll(() => queuedJobKinds(suite.bus, runId), { timeout: 10_000 }).toEqual([]);
+  }, 60_000);
 });

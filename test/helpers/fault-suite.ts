@@ -1,7 +1,8 @@
 import { useClusterSuite, type ClusterSuite } from "./cluster-suite.js";
+import { WORKER_ACK_WAIT_MS } from "./fake-worker.js";
 
 /** The ack wait of the fault suites: the product's default, by which a dead worker's jobs move on. */
-export const FAULT_ACK_WAIT_MS = 1_500;
+export const FAULT_ACK_WAIT_MS = WORKER_ACK_WAIT_MS;
 
 /**
  * A cluster for tests of faults: a supervisor and three workers at first, on a nats-server of the

@@ -107,7 +107,9 @@ describe("cluster state in KV", () => {
     expect(await store.update({ ...base, status: "queued" }, read?.revision ?? 0)).toBe(false);
     expect(await store.get("st1")).toMatchObject({ status: "running" });
     const latest = await store.read("st1");
-    expect(await store.update({ ...base, status: "halted" }, latest?.revision ?? 0)).toBe(true);
+    expect(await store.update({ ...base, status: "halted" }, latest?.revision ?? 0)).toBe(
+      (latest?.revision ?? 0) + 1,
+    );
     expect(await store.get("st1")).toMatchObject({ status: "halted" });
   });
 

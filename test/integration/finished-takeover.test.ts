@@ -30,7 +30,7 @@ function leaseOf(bus: LeaseDeps["bus"], job: RunJob): RunLease {
     workerId: "agent-t",
     writerId: "agent-t-1-00000000.j1",
     jobSeq: 1,
-    jobHeld: () => false,
+    heldElsewhere: () => Promise.resolve(false),
     deliveryCount: 2,
     logger: silentLogger,
     metrics: new ActorMetrics("agent"),

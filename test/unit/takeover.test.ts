@@ -22,7 +22,7 @@ import {
 } from "../../services/agent/model-outage.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { initialGuardState, type GuardLimits } from "../../shared/loop/guard.js";
-import { jobOfWriter, leaseWriterId } from "../../services/agent/writer-id.js";
+import { jobOfWriter, leaseWriterId, workerOfWriter } from "../../services/agent/writer-id.js";
 import { writerOfMessageId } from "../../shared/bus/wal.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
 
@@ -349,6 +349,10 @@ describe("a WAL writer names the job it drives the run with", () => {
     expect(jobOfWriter(writer)).toBe(4_051);
     expect(writerOfMessageId(`run-1:38:${writer}`)).toBe(writer);
     expect(jobOfWriter(writerOfMessageId(`run-1:38:${writer}`))).toBe(4_051);
+    // The worker to ask whether it still holds the job (see stillHeldBy), dashes in its id and all.
+    expect(workerOfWriter(writer)).toBe("agent-7");
+    expect(workerOfWriter(leaseWriterId("pod-a1-9", 3, "0f-e-d-c", 7))).toBe("pod-a1-9");
+    expect(workerOfWriter("agent-7-12-ab12cd34")).toBeUndefined();
   });
 
   it("an older build's writer id, or a message id of another shape, names no job", () => {
