@@ -37,7 +37,7 @@ export const JOB_PULL_MS = 1_000;
  * capped a busy worker's intake at one job per turn of its event loop: at C = 1,000 on two cores
  * the queue kept 800 jobs waiting while the workers, with room for 1,000, held 170, and a run
  * waited 7.6 s (median) for its first step. Workers still share a burst: the server hands its
- * messages to the open pulls in turn, one each (FIFO per message since nats-server 2.9). 32 did
+ * messages to the open pulls in turn, one each (FIFO per message). 32 did
  * better than 8 at C = 1,000 and worse at C = 100 (side by side, two pairs each).
  */
 export const JOB_PULL_BATCH = 8;

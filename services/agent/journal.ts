@@ -146,8 +146,7 @@ export class RunJournal {
     const { writer, bus } = this.deps;
     // A few events this recent were published, if at all, within the audit stream's duplicate
     // window: publishing them again stores only the missing ones. That spares asking the stream how
-    // many it holds, which nats-server 2.9 answers by walking every subject it has: the more runs it
-    // records, the slower every takeover. An event is never published before its timestamp.
+    // many it holds, which costs the server more the more runs it records. An event is never published before its timestamp.
     const oldest = Math.min(...audits.map((e) => Date.parse(e.timestamp)));
     const recent = audits.length <= REPUBLISH_AT_MOST && bus.clock.now() - oldest < DUPLICATE_WINDOW_MS / 2;
     const held = recent ? 0 : await auditCount(bus, writer.runId);

@@ -10,8 +10,7 @@ const TEMPORARILY_UNAVAILABLE = 10008;
 /**
  * Whether `err` (or an error it caused, a few causes deep) says the NATS server answers but its
  * JetStream does not: a request to its API timed out, or JetStream said it is temporarily
- * unavailable. Seen on a JetStream cluster that lost the quorum of its servers, and on a
- * nats-server 2.9 whose store's disk filled (its JetStream stops answering until it is restarted).
+ * unavailable. Seen on a JetStream cluster that lost the quorum of its servers.
  */
 export function isJetStreamSilent(err: unknown, depth = 0): boolean {
   if (err instanceof errors.TimeoutError) return true;
@@ -22,7 +21,7 @@ export function isJetStreamSilent(err: unknown, depth = 0): boolean {
 
 /** What to check when JetStream does not answer, said once for every place that meets it. */
 export const JETSTREAM_SILENT_CAUSES =
-  "a JetStream cluster without a quorum of its servers (start the ones that are down), or a server whose JetStream stopped (nats-server 2.9 stops answering JetStream after a write fails on a full disk: make room, then restart it)";
+  "a JetStream cluster without a quorum of its servers (start the ones that are down), or a server whose JetStream stopped (its log says why: a full disk, say)";
 
 /**
  * `what` failed because the server at `server` answers and its JetStream does not, as

@@ -15,9 +15,8 @@ export const DEFAULT_JETSTREAM_WATCH: JetStreamWatchOptions = { everyMs: 5_000, 
 
 /**
  * Whether the NATS server's JetStream answers this actor, asked every few seconds while the
- * connection is up. A JetStream cluster that lost its quorum, or a nats-server 2.9 whose disk
- * filled, keeps the connection up and answers nothing on JetStream: every actor stayed "ready"
- * while no run moved, and all an operator read was a WAL append failing after three attempts. Once
+ * connection is up. A JetStream cluster that lost its quorum keeps the connection up and answers
+ * nothing on JetStream, so a connection alone cannot tell an actor's readiness. Once
  * JetStream has not answered for `silentAfterMs`, the actor logs one error saying what to check,
  * its `/readyz` says not ready and `agents_jetstream_answering` is 0, until it answers again.
  */

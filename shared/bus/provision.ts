@@ -227,8 +227,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
   const version = nc.info?.version ?? "unknown";
   const clustered = nc.info?.cluster !== undefined;
   if (options.replicas > 1 && !clustered) {
-    // nats-server refuses to create a stream or bucket with more replicas here, and 2.9 takes a
-    // raise of an existing one that it cannot keep: the streams would say 3 and hold one copy.
+    // A single server keeps one copy whatever a stream asks for: say so rather than pretend.
     throw new AgentError(
       "INVALID_INPUT",
       `invalid configuration: AGENTS_REPLICAS is ${options.replicas} and the NATS server at ${nc.getServer()} is not in a cluster, so it keeps one copy of every stream and bucket: set AGENTS_REPLICAS=1, or connect to a JetStream cluster of at least ${options.replicas} servers`,

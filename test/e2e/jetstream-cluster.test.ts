@@ -77,8 +77,6 @@ describe("a 3-node JetStream cluster loses a server mid-workload", () => {
       AGENTS_REPLICAS: "3",
       AGENT_ACK_WAIT_MS: "3000",
       AGENT_RETRY_DELAY_MS: "500",
-      // nats-server 2.9 can strand a job after its consumer's leader dies: the watchdog re-queues it.
-      SUPERVISOR_STALL_MS: "10000",
       // The test waits for every run's status to show a tool call: status on every transition.
       AGENT_STATUS_EVERY_MS: "0",
     };
