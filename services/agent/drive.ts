@@ -59,10 +59,15 @@ export class RunLease {
     // For the whole lease, not per step: a run of many short steps outlives the ack wait too.
     const heartbeat = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
     let fenced = false;
+    let held = false;
     try {
       const first = await this.open();
       if (first === "unstartable") return first;
-      if (first === "held") return "fenced";
+      if (first === "held") {
+        // The delivery driving the run may be this worker's own: its iteration budget is not ours.
+        held = true;
+        return "fenced";
+      }
       const outcome = first ? await this.drive(first) : "done";
       // The job is acked only once everything the lease wrote is acknowledged: a finished run's
       // takeover too, which publishes the events its last worker died before publishing.
@@ -85,7 +90,7 @@ export class RunLease {
     } finally {
       clearInterval(heartbeat);
       if (fenced) this.deps.leases.drop(this.job);
-      else this.deps.leases.release(this.job, this.last);
+      else if (!held) this.deps.leases.release(this.job, this.last);
     }
   }
 

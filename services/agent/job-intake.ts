@@ -91,7 +91,7 @@ export async function pullJobs(consumer: Consumer, pulls: JobPulls): Promise<voi
     } catch (err) {
       if (pullWentSilent(err)) {
         // The pull is over, not broken: a pause before the next one only adds to the wait of a
-        // job the silent second already held up (a W3 takeover took 1.5 s: that second, then it).
+        // job the silent second already held up.
         const said = silent.again();
         if (said)
           pulls.logger.warn(said, "the server answered a job pull with nothing for 1 s; pulling again");

@@ -178,8 +178,7 @@ export class RunJournal {
   /**
    * Writes the status of a run as this lease read it, where the lease goes no further (an event
    * found stale, a run parked): unless the stored one says the run finished, and only over the
-   * status it read. The log the lease read may be older than another lease's last write: a plain
-   * put took a run finished since back to running (and its parent's fan-in waited on it).
+   * status it read: the log the lease read may be older than another lease's last write.
    */
   async refreshStatus(state: LoopState): Promise<void> {
     const stored = await this.status.read(state.runId);

@@ -194,7 +194,7 @@ export class AgentWorker {
     }
     const log = this.bus.logger.child({ runId: job.runId });
     if (msg.redelivered) this.options.metrics.redeliveries.inc();
-    let outcome: LeaseOutcome;
+    let outcome: LeaseOutcome | undefined;
     try {
       outcome = await this.lease(job, msg).run();
     } catch (err) {
@@ -226,7 +226,8 @@ export class AgentWorker {
       this.defer(msg, delayMs);
       return;
     } finally {
-      this.leasesOf.release(job);
+      // A fenced lease spent nothing; the run's budget here may be another lease's of this worker.
+      if (outcome !== "fenced") this.leasesOf.release(job);
     }
     switch (outcome) {
       case "done":

@@ -107,14 +107,20 @@ function fetchFromDebian(dir: string): string | undefined {
   if (failed) return failed;
   const deb = readdirSync(apt).find((name) => /^nats-server_.*\.deb$/.test(name));
   if (!deb) return "apt-get download left no nats-server package";
-  // Unpacked beside, then moved into place: a process looking meanwhile never sees half a tree.
+  // Unpacked beside, then moved into place: a process looking meanwhile sees no tree or a whole one.
   const staging = join(dir, `root.${process.pid}`);
   rmSync(staging, { recursive: true, force: true });
   const unpacked = step(["dpkg-deb", "-x", join(apt, deb), staging]);
   if (unpacked) return unpacked;
   rmSync(join(dir, "root"), { recursive: true, force: true });
-  renameSync(staging, join(dir, "root"));
-  rmSync(join(apt, deb));
+  try {
+    renameSync(staging, join(dir, "root"));
+  } catch (err) {
+    // Another process put its own copy there first: the same package, so this one is not needed.
+    rmSync(staging, { recursive: true, force: true });
+    if (!existsSync(join(dir, "root"))) return `cannot move the package into place: ${String(err)}`;
+  }
+  rmSync(join(apt, deb), { force: true });
   return undefined;
 }
 

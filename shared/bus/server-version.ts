@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { AgentError } from "../runtime/errors.js";
 
-/** The oldest nats-server the wire contract runs on (wildcard fences, counters, fence before dedupe). */
+/** The oldest nats-server the wire contract runs on: batched direct gets (2.11), the fence checked before dedupe (2.12). */
 export const MIN_SERVER_VERSION = "2.12.0";
 
 /** Where a newer server comes from, said wherever an old one is refused. */

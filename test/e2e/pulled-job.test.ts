@@ -3,7 +3,7 @@ import { chargeRun, serveCharge, settled, useClusterSuite } from "../helpers/clu
 import { fakeWorker, WORKER_ACK_WAIT_MS } from "../helpers/fake-worker.js";
 
 /** No agent worker at first: the job can only go to the test's own pull, a worker about to die. */
-const suite = useClusterSuite("stray-job", {
+const suite = useClusterSuite("pulled-job", {
   actors: [{ kind: "supervisor" }],
   env: { AGENT_ACK_WAIT_MS: String(WORKER_ACK_WAIT_MS) },
 });
