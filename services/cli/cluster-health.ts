@@ -83,9 +83,10 @@ export function supervisorProblems(roll: SupervisorRoll): string[] {
   for (const [name, valueOf] of SHARED_SETTINGS) {
     const byValue = Map.groupBy(roll.supervisors, valueOf);
     if (byValue.size < 2) continue;
-    const values = [...byValue].map(
-      ([value, holders]) => `${value} (${holders.map((h) => h.instance).join(", ")})`,
-    );
+    // The setting most replicas share first: the odd ones out are what an operator fixes.
+    const values = [...byValue]
+      .sort(([a, has], [b, other]) => other.length - has.length || String(a).localeCompare(String(b)))
+      .map(([value, holders]) => `${value} (${holders.map((h) => h.instance).join(", ")})`);
     problems.push(
       `the supervisors disagree on ${name}: ${values.join(", ")}; they share the pool and the tree budgets, so a run is decided by whichever answers`,
     );

@@ -185,6 +185,10 @@ describe("agentctl cluster: what needs an operator", () => {
       "the supervisors disagree on SUPERVISOR_POOL_CAPACITY: 16 (a, c), 32 (b); they share the pool and the tree budgets, so a run is decided by whichever answers",
       "the supervisors disagree on SUPERVISOR_STALL_MS: 600000 (a, c), 0 (b); they share the pool and the tree budgets, so a run is decided by whichever answers",
     ]);
+    // The setting most replicas share comes first, whichever instance names sort first.
+    expect(
+      supervisorProblems(roll(supervisor("a", { poolCapacity: 7 }), supervisor("b"), supervisor("c")))[0],
+    ).toMatch(/^the supervisors disagree on SUPERVISOR_POOL_CAPACITY: 16 \(b, c\), 7 \(a\);/);
     expect(supervisorProblems({ ...roll(), refused: "the NATS server refused a publish" })).toEqual([
       "the supervisors could not be asked: the NATS server refused a publish",
     ]);
