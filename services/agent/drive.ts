@@ -59,15 +59,13 @@ export class RunLease {
     // For the whole lease, not per step: a run of many short steps outlives the ack wait too.
     const heartbeat = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
     let fenced = false;
+    // Set when an earlier delivery drives the run, maybe this worker's own: its budget is not ours.
     let held = false;
     try {
       const first = await this.open();
       if (first === "unstartable") return first;
-      if (first === "held") {
-        // The delivery driving the run may be this worker's own: its iteration budget is not ours.
-        held = true;
-        return "fenced";
-      }
+      held = first === "held";
+      if (first === "held") return "fenced";
       const outcome = first ? await this.drive(first) : "done";
       // The job is acked only once everything the lease wrote is acknowledged: a finished run's
       // takeover too, which publishes the events its last worker died before publishing.
