@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { ActorEnv, memoryRecallWindow, millis } from "../../shared/runtime/config.js";
 
-/** An agent worker's environment (the README's table; the Kubernetes manifests are checked against it). */
+/** An agent worker's environment (docs/running-a-cluster.md's table; the Kubernetes manifests are checked against it). */
 export const AgentEnv = ActorEnv.extend({
   WORKER_ID: z
     .string()

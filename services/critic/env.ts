@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ActorEnv } from "../../shared/runtime/config.js";
 
-/** The critic's environment (the README's table; the Kubernetes manifests are checked against it). */
+/** The critic's environment (docs/running-a-cluster.md's table; the Kubernetes manifests are checked against it). */
 export const CriticEnv = ActorEnv.extend({
   /**
    * Outages in a row among one model provider's reviews through a critic replica that open the

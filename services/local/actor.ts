@@ -1,6 +1,6 @@
 /**
  * `npm run actor -- <supervisor|agent|critic|tools|trading-executor|trading-planner>`: starts one actor in this process, the same
- * entry point a container runs. Configuration comes from the environment (README).
+ * entry point a container runs. Configuration comes from the environment (docs/running-a-cluster.md).
  */
 import { pathToFileURL } from "node:url";
 import { ACTOR_KINDS, EXAMPLE_KINDS, actorEntry, type LocalActorKind } from "./cluster.js";

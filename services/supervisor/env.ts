@@ -2,7 +2,7 @@ import { z } from "zod";
 import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 
-/** The supervisor's environment (the README's table; the Kubernetes manifests are checked against it). */
+/** The supervisor's environment (docs/running-a-cluster.md's table; the Kubernetes manifests are checked against it). */
 export const SupervisorEnv = ActorEnv.extend({
   SUPERVISOR_POOL_CAPACITY: z.coerce.number().int().min(1).max(100_000).default(16),
   SUPERVISOR_MAX_DEPTH: z.coerce.number().int().min(0).max(16).default(3),

@@ -3,7 +3,7 @@ import { ActorEnv, memoryRecallWindow } from "../../shared/runtime/config.js";
 
 export const BUILT_IN = ["echo", "http_fetch", "memory"] as const;
 
-/** The tool services' environment (the README's table; the Kubernetes manifests are checked against it). */
+/** The tool services' environment (docs/running-a-cluster.md's table; the Kubernetes manifests are checked against it). */
 export const ToolsEnv = ActorEnv.extend({
   TOOLS: z
     .string()

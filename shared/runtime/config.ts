@@ -14,7 +14,7 @@ export const millis = (defaultMs: number) =>
  */
 export const memoryRecallWindow = z.coerce.number().int().min(0).max(100_000).default(1_000);
 
-/** Settings every actor reads from its environment (documented in the README's table). */
+/** Settings every actor reads from its environment (documented in docs/running-a-cluster.md's table). */
 /**
  * MODEL_KEY_ENVS: the environment variables a spec's model may name as its key (`apiKeyEnv`),
  * comma-separated, `*` matching any run of name characters (`TEAM_*_KEY`); see key-envs.ts.
