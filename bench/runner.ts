@@ -71,7 +71,7 @@ async function ours(plan: Plan, natsUrl: string, traceFile: string): Promise<voi
   }
 }
 
-async function floor(plan: Plan, natsUrl: string, traceFile: string, only?: "wal"): Promise<void> {
+async function floor(plan: Plan, natsUrl: string, traceFile: string, only?: "log"): Promise<void> {
   const trace = JSON.parse(await readFile(traceFile, "utf8")) as TraceEntry[];
   const f = await Floor.start(natsUrl);
   try {
@@ -79,7 +79,7 @@ async function floor(plan: Plan, natsUrl: string, traceFile: string, only?: "wal
       Object.values(await f.storedBytes()).reduce((a, b) => a + b, 0);
     await levels(
       only ? "floor: raw JetStream" : "floor: our protocol",
-      only ? "WAL appends" : "all messages",
+      only ? "log appends" : "all messages",
       plan,
       {
         runLoop: () => f.runLoop(trace, only),
@@ -125,7 +125,7 @@ const plan = PLANS[mode as Plan["mode"]];
 if (!plan) throw new Error(`unknown plan '${mode}' (full or quick)`);
 const runs: Record<string, () => Promise<void>> = {
   ours: () => ours(plan, natsUrl, traceFile),
-  "floor-raw": () => floor(plan, natsUrl, traceFile, "wal"),
+  "floor-raw": () => floor(plan, natsUrl, traceFile, "log"),
   "floor-protocol": () => floor(plan, natsUrl, traceFile),
   "langgraph-sqlite": () => langgraph(plan, "sqlite-sync"),
   "langgraph-memory": () => langgraph(plan, "memory"),

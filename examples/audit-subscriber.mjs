@@ -1,12 +1,15 @@
-// Subscribe to the audit stream from another system with plain nats.js: a durable consumer on
-// AGENT_AUDIT, so a restarted subscriber continues where it stopped. Each event carries a per-run
-// `seq`, gapless from 1: the subscriber checks it and would report a gap.
+// Subscribe to the run log from another system with plain nats.js: a durable consumer on AGENT_LOG,
+// so a restarted subscriber continues where it stopped. Each message is one durable step of one
+// run, `{ records, events }`; this prints its audit events, one JSON line each. Each event carries
+// a per-run `seq`, gapless from 1: the subscriber checks it and would report a gap.
 //
 //   NATS_URL=nats://127.0.0.1:4222 NATS_USER=cli NATS_PASSWORD=cli-dev \
 //     npm exec -- node examples/audit-subscriber.mjs [runId] [--until-final]
 //
-// With a runId it follows that run only; with --until-final it exits after the run's
-// run.committed or run.failed event.
+// With a runId it follows that run's log only; without, every run's, and the refused submits
+// (`run.rejected` on agents.rejected.<runId>: a refused run id names no run, so it has no log).
+// With --until-final it exits after the run's run.committed or run.failed event.
+import { Buffer } from "node:buffer";
 import { setTimeout as delay } from "node:timers/promises";
 import { connect } from "@nats-io/transport-node";
 import {
@@ -22,42 +25,71 @@ const args = process.argv.slice(2);
 const runId = args.find((a) => !a.startsWith("--"));
 const untilFinal = args.includes("--until-final");
 const prefix = process.env.AGENTS_PREFIX ?? "agents";
-const stream = prefix === "agents" ? "AGENT_AUDIT" : `${prefix.toUpperCase().replaceAll("-", "_")}_AUDIT`;
+const stream = prefix === "agents" ? "AGENT_LOG" : `${prefix.toUpperCase().replaceAll("-", "_")}_LOG`;
 const durable = process.env.AUDIT_CONSUMER ?? `audit-subscriber-${runId ?? "all"}`;
 
 const nc = await connect({
   servers: (process.env.NATS_URL ?? "nats://127.0.0.1:4222").split(","),
   ...(process.env.NATS_USER ? { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD ?? "" } : {}),
 });
+const jsm = await jetstreamManager(nc);
 const consumer = await bind();
 console.error(`subscribed to ${stream} as ${durable}`);
 const lastSeq = new Map();
 const messages = await consumer.consume();
 for await (const msg of messages) {
-  const event = msg.json();
-  // A restarted subscriber resumes mid-run, so gaps are checked from the first event it sees.
-  const previous = lastSeq.get(event.runId);
-  if (previous !== undefined && event.seq <= previous) {
-    msg.ack(); // a redelivery of an event already handled (its ack was lost): at-least-once
+  if (msg.subject.startsWith(`${prefix}.rejected.`)) {
+    console.log(JSON.stringify(msg.json()));
+    msg.ack();
     continue;
   }
-  if (previous !== undefined && event.seq !== previous + 1) {
-    console.error(`GAP in ${event.runId}: expected seq ${previous + 1}, got ${event.seq}`);
-  }
-  lastSeq.set(event.runId, event.seq);
-  console.log(JSON.stringify(event));
+  const entry = await entryOf(msg);
   msg.ack();
-  if (untilFinal && (event.kind === "run.committed" || event.kind === "run.failed")) break;
+  let final = false;
+  for (const event of entry?.events ?? []) {
+    // A restarted subscriber resumes mid-run, so gaps are checked from the first event it sees.
+    const previous = lastSeq.get(event.runId);
+    // A redelivery of a message already handled (its ack was lost): at-least-once.
+    if (previous !== undefined && event.seq <= previous) continue;
+    if (previous !== undefined && event.seq !== previous + 1) {
+      console.error(`GAP in ${event.runId}: expected seq ${previous + 1}, got ${event.seq}`);
+    }
+    lastSeq.set(event.runId, event.seq);
+    console.log(JSON.stringify(event));
+    final ||= event.kind === "run.committed" || event.kind === "run.failed";
+  }
+  if (untilFinal && final) break;
 }
 await messages.close();
 await nc.drain();
+
+/**
+ * The log entry a message holds. A message too large for one NATS message is split into parts on
+ * one subject: each carries `Agents-Wal-Part: <k>/<n>`, the later ones `Agents-Part-Of: <sequence
+ * of part 1>`. Only the last part yields the entry, read whole from part 1 (direct gets): a
+ * subscriber restarted between the parts still gets it.
+ */
+async function entryOf(msg) {
+  const part = msg.headers?.get("Agents-Wal-Part");
+  if (!part) return msg.json();
+  const [at, of] = part.split("/").map(Number);
+  if (at !== of) return undefined;
+  const chunks = [];
+  let seq = Number(msg.headers.get("Agents-Part-Of"));
+  for (let i = 1; i < of; i++) {
+    const earlier = await jsm.direct.getMessage(stream, { seq, next_by_subj: msg.subject });
+    chunks.push(earlier.data);
+    seq = earlier.seq + 1;
+  }
+  chunks.push(msg.data);
+  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+}
 
 /**
  * Finds or creates the durable consumer. A server lost or a stream re-electing its leader answers
  * nothing for a few seconds: keep trying (for up to a minute) rather than die at start.
  */
 async function bind() {
-  const jsm = await jetstreamManager(nc);
   for (let attempt = 1; ; attempt++) {
     try {
       const existing = await jsm.consumers.info(stream, durable).catch((err) => {
@@ -79,10 +111,10 @@ function consumerConfig() {
     durable_name: durable,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
-    // One event in flight at a time keeps each run's events in order even across a redelivery (an
-    // ack lost while a NATS server fails over comes back after ack_wait, before anything newer).
+    // One message in flight at a time keeps each run's messages in order even across a redelivery
+    // (an ack lost while a NATS server fails over comes back after ack_wait, before anything newer).
     max_ack_pending: 1,
     ack_wait: 5_000_000_000,
-    filter_subject: runId ? `${prefix}.audit.${runId}.>` : `${prefix}.audit.>`,
+    filter_subjects: runId ? [`${prefix}.log.${runId}.>`] : [`${prefix}.log.>`, `${prefix}.rejected.>`],
   };
 }

@@ -1,6 +1,6 @@
 /**
- * What the soak reads back from the cluster once the runs settled: the whole audit stream, and the
- * status of every child run it names.
+ * What the soak reads back from the cluster once the runs settled: every run's audit events (the
+ * whole run log), and the status of every child run they name.
  */
 import type { ClusterClient } from "../../dist/services/cli/client.js";
 import { readAudit } from "../../dist/shared/bus/audit.js";
@@ -8,7 +8,7 @@ import type { AuditEvent } from "../../dist/shared/contracts/audit.js";
 import type { Outcome } from "./driver.ts";
 
 const CLOSING: Record<string, string> = { committed: "run.committed", failed: "run.failed" };
-/** A run's closing event is published just after its status changes: it is waited for this long. */
+/** A run's closing event can follow its status (a lost admission's `run.failed`): it is waited for this long. */
 const CLOSING_WAIT_MS = 5_000;
 
 export async function readTrails(client: ClusterClient, outcomes: readonly Outcome[]): Promise<AuditEvent[]> {

@@ -12,7 +12,7 @@ import { groupBy, longestStall, resumeWaits, runTime, trailProblem } from "./tra
 
 export interface Evidence {
   outcomes: readonly Outcome[];
-  /** The whole audit stream. */
+  /** Every run's audit events, as the run log holds them. */
   events: readonly AuditEvent[];
   /** Status of every child run (by runId), read at the end. */
   children: ReadonlyMap<string, string>;

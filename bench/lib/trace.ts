@@ -1,8 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { walMessage } from "./wal-message.ts";
+import { logMessage } from "./log-message.ts";
 
-/** The floor's streams: the WAL, the audit trail, the job queue, and KV writes by how long values last. */
-export type FloorStream = "wal" | "audit" | "status" | "queue" | "kv";
+/** The floor's streams: the run log, the job queue, and KV writes by how long values last. */
+export type FloorStream = "log" | "status" | "queue" | "kv";
 
 /** One message our runtime sent for a loop, by what it is: a stream append or a request/reply. */
 export type TraceEntry =
@@ -11,8 +11,7 @@ export type TraceEntry =
   | { kind: "request"; service: string; bytes: number; replyBytes: number };
 
 const STREAM_OF: [RegExp, FloorStream][] = [
-  [/^agents\.wal\./, "wal"],
-  [/^agents\.audit\./, "audit"],
+  [/^agents\.log\./, "log"],
   // Buckets whose keys are rewritten (run status, the pool ledger): the floor keeps one value.
   [/^\$KV\.agents-(runs|pool)\./, "status"],
   // A value per key, kept: the tool services' idempotency records, agent memory, tool state.
@@ -20,7 +19,7 @@ const STREAM_OF: [RegExp, FloorStream][] = [
   [/^agents\.runs\.queue\./, "queue"],
 ];
 /**
- * Requests of our protocol: the services', and the JetStream reads the runtime makes (KV and WAL
+ * Requests of our protocol: the services', and the JetStream reads the runtime makes (KV and log
  * gets, a read's consumer, a worker's pull for its next job).
  */
 const SERVICES =
@@ -46,12 +45,12 @@ export async function captureTrace(
         pending.delete(msg.subject);
         continue;
       }
-      // A consumer's delivery of a stored message (the supervisor's audit watch, a worker's job)
+      // A consumer's delivery of a stored message (the supervisor's lifecycle watch, a worker's job)
       // carries the message's own subject: it is not a second append.
       if (msg.reply?.startsWith("$JS.ACK.")) continue;
       const stream = STREAM_OF.find(([pattern]) => pattern.test(msg.subject))?.[1];
       if (stream) {
-        const step = stream === "wal" && walMessage(msg).types.includes("MODEL");
+        const step = stream === "log" && logMessage(msg).types.includes("MODEL");
         entries.push({
           kind: "append",
           stream,

@@ -43,7 +43,7 @@ const DISTS = values.dist ?? [fileURLToPath(new URL("../../dist", import.meta.ur
 
 interface Trial {
   orphaned: number;
-  /** Per orphaned run that resumed: ms from the first newcomer's readiness to its next WAL record. */
+  /** Per orphaned run that resumed: ms from the first newcomer's readiness to its next log message. */
   resumedMs: number[];
   committed: number;
 }
@@ -62,7 +62,7 @@ async function trial(natsUrl: string, dist: string): Promise<Trial> {
     let models = 0;
     let kill!: () => void;
     const half = new Promise<void>((resolve) => (kill = resolve));
-    ours.walListeners.add(({ runId, types, writer, at }) => {
+    ours.logListeners.add(({ runId, types, writer, at }) => {
       if (!killed) {
         lastWriter.set(runId, types.includes("TERMINAL") ? "" : writer);
         if (types.includes("MODEL") && (models += 1) >= (LOOPS * STEPS) / 2) kill();

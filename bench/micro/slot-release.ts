@@ -1,8 +1,8 @@
 /**
  * The supervisor's slot releases, before and now, side by side in one process on one nats-server:
- * a backlog of `backlog` settled runs' lifecycle events (as after a burst of runs finishing), with
+ * a backlog of `backlog` settled runs' lifecycle messages (as after a burst of runs finishing), with
  * `held` other runs holding slots (parked or running), drained by the loop as it was (each release
- * awaited before the next event: one ledger write per run) and by `releaseSlots` (up to 64 events
+ * awaited before the next message: one ledger write per run) and by `releaseSlots` (up to 64 messages
  * at once: releases queued together share a write). Rounds interleaved; medians and their ratio.
  * `node bench/micro/slot-release.ts [backlog] [rounds]` after `npm run build`.
  */
@@ -10,10 +10,10 @@ import { AckPolicy, DeliverPolicy, jetstream } from "@nats-io/jetstream";
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
 import { RELEASE_CONSUMER, releaseSlots } from "../../dist/services/supervisor/control.js";
 import { openActorBus } from "../../dist/shared/bus/actor.js";
-import { publishAudit } from "../../dist/shared/bus/audit.js";
+import { appendEvent } from "../../dist/shared/bus/audit.js";
 import { decode } from "../../dist/shared/bus/codec.js";
 import { POOL_KEY, PoolLedger } from "../../dist/shared/bus/pool.js";
-import { AuditEvent } from "../../dist/shared/contracts/audit.js";
+import { LogEntry } from "../../dist/shared/contracts/log.js";
 import { systemClock } from "../../dist/shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../dist/shared/runtime/config.js";
 import { silentLogger } from "../../dist/shared/runtime/logger.js";
@@ -31,17 +31,17 @@ const bus = await openActorBus(parseEnv(ActorEnv, { NATS_URL: nats.url }), "benc
   random: systemRandom,
   logger: silentLogger,
 });
-const stream = bus.subjects.streams().audit;
+const stream = bus.subjects.streams().log;
 const pool = PoolLedger.of(bus);
 const js = jetstream(bus.nc);
 
-/** The loop as it was: one lifecycle event at a time, its release awaited before the next. */
+/** The loop as it was: one lifecycle message at a time, its release awaited before the next. */
 async function oneAtATime(signal: AbortSignal): Promise<void> {
   const consumer = await js.consumers.get(stream, BEFORE_CONSUMER);
   const messages = await consumer.consume({ max_messages: 64 });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
   for await (const msg of messages) {
-    await pool.release(decode(AuditEvent, msg.data).runId);
+    for (const event of decode(LogEntry, msg.data).events) await pool.release(event.runId);
     msg.ack();
   }
 }
@@ -73,25 +73,30 @@ async function drain(name: string): Promise<{ ms: number; writes: number }> {
     durable_name: consumer,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.New,
-    filter_subject: bus.subjects.auditRunLifecycle(),
+    filter_subject: bus.subjects.logLifecycle(),
   });
   for (let i = 0; i < ids.length; i += 200) {
     await Promise.all(
       ids.slice(i, i + 200).map((runId) =>
-        publishAudit(bus, {
-          schemaVersion: 1,
-          auditId: `${runId}:2`,
-          runId,
-          rootRunId: runId,
-          seq: 2,
-          iteration: 1,
-          phase: "COMMIT",
-          kind: "run.committed",
-          actor: "agent",
-          status: "passed",
-          artifacts: [],
-          timestamp: new Date().toISOString(),
-        }),
+        // The run's only message: a log fenced at 0, as a fresh run id's is.
+        appendEvent(
+          bus,
+          {
+            schemaVersion: 1,
+            auditId: `${runId}:2`,
+            runId,
+            rootRunId: runId,
+            seq: 2,
+            iteration: 1,
+            phase: "COMMIT",
+            kind: "run.committed",
+            actor: "agent",
+            status: "passed",
+            artifacts: [],
+            timestamp: new Date().toISOString(),
+          },
+          0,
+        ),
       ),
     );
   }
@@ -135,7 +140,7 @@ for (const held of HELD) {
   process.stderr.write(`${held} held done\n`);
 }
 process.stdout.write(
-  `${BACKLOG} settled runs' events as one backlog, ${ROUNDS} rounds, medians\n\n` +
+  `${BACKLOG} settled runs' messages as one backlog, ${ROUNDS} rounds, medians\n\n` +
     `| runs holding slots | one at a time, ms | releaseSlots, ms | ratio | ledger writes, one at a time | ledger writes, releaseSlots |\n` +
     `|---:|---:|---:|---:|---:|---:|\n${rows.join("\n")}\n`,
 );

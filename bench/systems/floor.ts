@@ -4,12 +4,12 @@ import type { LoopTiming } from "../lib/drive.ts";
 import type { FloorStream, TraceEntry } from "../lib/trace.ts";
 import { STEPS } from "../lib/workload.ts";
 
-const STREAMS = ["wal", "audit", "status", "queue", "kv"] as const satisfies readonly FloorStream[];
+const STREAMS = ["log", "status", "queue", "kv"] as const satisfies readonly FloorStream[];
 
 /**
  * The floors: what the same messages cost when a bare client sends them and does nothing else.
- * `raw` replays only the WAL appends (one publish-with-ack per record, file storage); `protocol`
- * replays every message our runtime sends for a loop (appends, status, audit, the tool services'
+ * `raw` replays only the run log's appends (one publish-with-ack per message, file storage);
+ * `protocol` replays every message our runtime sends for a loop (appends, status, the tool services'
  * idempotency records and the other KV writes, the tool, lease and critic requests and the
  * runtime's JetStream reads, answered by a bare responder with replies of the recorded size).
  */
@@ -51,9 +51,9 @@ export class Floor {
 
   /**
    * Replays one loop's trace, each message awaited in order as our runtime sends them; a step
-   * ends where our runtime's does, at a model turn's WAL record.
+   * ends where our runtime's does, at the log message holding a model turn's record.
    */
-  async runLoop(trace: readonly TraceEntry[], only?: "wal"): Promise<LoopTiming> {
+  async runLoop(trace: readonly TraceEntry[], only?: "log"): Promise<LoopTiming> {
     const id = `l${(this.next += 1)}`;
     const t0 = performance.now();
     let last = t0;

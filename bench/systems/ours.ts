@@ -1,9 +1,10 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Subscription } from "@nats-io/transport-node";
+import type { Msg, Subscription } from "@nats-io/transport-node";
 import { openActorBus, type ActorBus } from "../../dist/shared/bus/actor.js";
 import { publishJob } from "../../dist/shared/bus/jobs.js";
+import { PART_HEADER } from "../../dist/shared/bus/wal-parts.js";
 import type { RunJob } from "../../dist/shared/contracts/cluster.js";
 import { ClusterClient } from "../../dist/services/cli/client.js";
 import { LocalCluster } from "../../dist/services/local/cluster.js";
@@ -12,7 +13,7 @@ import { ActorEnv, parseEnv } from "../../dist/shared/runtime/config.js";
 import { createLogger } from "../../dist/shared/runtime/logger.js";
 import { systemRandom } from "../../dist/shared/runtime/random.js";
 import type { LoopTiming } from "../lib/drive.ts";
-import { walMessage } from "../lib/wal-message.ts";
+import { logMessage } from "../lib/log-message.ts";
 import { STEPS, ourLoopSpec } from "../lib/workload.ts";
 
 /** One loop's timings: step latencies (submit → 1st model turn, then turn → turn) and the whole loop. */
@@ -43,20 +44,35 @@ export const OUR_BENCH_ENV: Record<string, string> = {
 };
 const now = (): number => performance.now();
 
+/** The headlines that settle a loop for the bench, and the status each stands for. */
+const SETTLING: Record<string, string> = {
+  "run.committed": "committed",
+  "run.failed": "failed",
+  "run.halted": "halted",
+  "approval.requested": "awaiting_approval",
+};
+
+/** A part of a split message but its last (see wal-parts.ts). */
+function isEarlierPart(msg: Msg): boolean {
+  const [at, of] = (msg.headers?.get(PART_HEADER) ?? "").split("/");
+  return at !== undefined && at !== "" && at !== of;
+}
+
 /**
  * Our runtime as users run it: a supervisor, the tool service, a critic and two agent workers,
- * each its own process, on one nats-server. The bench watches the WAL and run lifecycle subjects
- * with plain subscriptions to time each step as it becomes durable.
+ * each its own process, on one nats-server. The bench watches the run log with a plain
+ * subscription to time each step as it becomes durable, and each run's end by its message's
+ * subject (its headline event).
  */
 export class OurCluster {
   private readonly trackers = new Map<string, Tracker>();
-  /** WAL messages this process has taken in, per run (its subscription can lag behind a burst). */
-  private readonly walTaken = new Map<string, number>();
+  /** Log messages this process has taken in, per run (its subscription can lag behind a burst). */
+  private readonly logTaken = new Map<string, number>();
   private readonly subs: Subscription[] = [];
   /** Runs the bench no longer follows (see forget). */
   private readonly forgotten = new Set<string>();
-  /** Called for every WAL message as it becomes durable: its run, record types and writer (from the message id). */
-  readonly walListeners = new Set<
+  /** Called for every log message as it becomes durable: its run, record types and writer (from the message id). */
+  readonly logListeners = new Set<
     (message: { runId: string; types: string[]; writer: string; at: number }) => void
   >();
 
@@ -109,41 +125,37 @@ export class OurCluster {
 
   private watch(): void {
     const { nc, subjects } = this.bus;
-    const wal = nc.subscribe(subjects.walAll());
-    const lifecycle = nc.subscribe(subjects.auditRunLifecycle());
-    const approvals = nc.subscribe(`${subjects.prefix}.audit.*.approval.requested`);
-    this.subs.push(wal, lifecycle, approvals);
+    const log = nc.subscribe(subjects.logAll());
+    this.subs.push(log);
     void (async () => {
-      for await (const msg of wal) {
-        const { runId, types } = walMessage(msg);
+      for await (const msg of log) {
+        const { runId, types } = logMessage(msg);
         const at = now();
-        if (this.walListeners.size > 0) {
+        if (this.logListeners.size > 0) {
           const writer = msg.headers?.get("Nats-Msg-Id").split(":")[2] ?? "";
-          for (const listener of this.walListeners) listener({ runId, types, writer, at });
+          for (const listener of this.logListeners) listener({ runId, types, writer, at });
         }
         if (this.forgotten.has(runId)) continue;
-        this.walTaken.set(runId, (this.walTaken.get(runId) ?? 0) + 1);
-        if (!types.includes("MODEL")) continue;
-        const t = this.tracker(runId);
-        t.stepsMs.push(at - t.lastAt);
-        t.lastAt = at;
+        this.logTaken.set(runId, (this.logTaken.get(runId) ?? 0) + 1);
+        if (types.includes("MODEL")) {
+          const t = this.tracker(runId);
+          t.stepsMs.push(at - t.lastAt);
+          t.lastAt = at;
+        }
+        // Every part of a split message carries its headline: the run settles with the last.
+        if (!isEarlierPart(msg)) this.settled(runId, msg.subject.split(".").slice(3).join("."));
       }
     })();
-    const settles = async (sub: Subscription): Promise<void> => {
-      for await (const msg of sub) {
-        const [, , runId, scope, kind] = msg.subject.split(".");
-        const status = scope === "approval" ? "awaiting_approval" : kind;
-        if (!runId || !["committed", "failed", "halted", "awaiting_approval"].includes(status ?? ""))
-          continue;
-        if (this.forgotten.has(runId)) continue;
-        const t = this.tracker(runId);
-        t.status = status;
-        t.endedAt = now();
-        this.settle(runId, t);
-      }
-    };
-    void settles(lifecycle);
-    void settles(approvals);
+  }
+
+  /** A run whose message is headed `kind`: settled when that ends it or leaves it to a human. */
+  private settled(runId: string, kind: string): void {
+    const status = SETTLING[kind];
+    if (!status) return;
+    const t = this.tracker(runId);
+    t.status = status;
+    t.endedAt = now();
+    this.settle(runId, t);
   }
 
   private settle(runId: string, t: Tracker): void {
@@ -152,7 +164,7 @@ export class OurCluster {
     const ok = status === "committed" && t.stepsMs.length === STEPS;
     t.done({ runId, stepsMs: t.stepsMs, loopMs: t.endedAt - t.submittedAt, status, ok });
     this.trackers.delete(runId);
-    this.walTaken.delete(runId);
+    this.logTaken.delete(runId);
   }
 
   /** Submits one W1 loop and resolves when it settles (terminal, halted or waiting for approval). */
@@ -171,15 +183,15 @@ export class OurCluster {
   }
 
   /**
-   * Resolves once this process has taken in `count` WAL messages of the run: a timing that starts
+   * Resolves once this process has taken in `count` log messages of the run: a timing that starts
    * earlier would count the backlog of a burst the bench itself wrote.
    */
   async caughtUp(runId: string, count: number, timeoutMs = 60_000): Promise<void> {
     const until = now() + timeoutMs;
-    while ((this.walTaken.get(runId) ?? 0) < count) {
+    while ((this.logTaken.get(runId) ?? 0) < count) {
       if (now() > until)
         throw new Error(
-          `the bench took in only ${this.walTaken.get(runId) ?? 0}/${count} WAL messages of ${runId}`,
+          `the bench took in only ${this.logTaken.get(runId) ?? 0}/${count} log messages of ${runId}`,
         );
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
@@ -193,10 +205,10 @@ export class OurCluster {
   forget(runId: string): void {
     this.forgotten.add(runId);
     this.trackers.delete(runId);
-    this.walTaken.delete(runId);
+    this.logTaken.delete(runId);
   }
 
-  /** Hands a run to the workers with `job` and times it until the run's next WAL record is durable. */
+  /** Hands a run to the workers with `job` and times it until the run's next log message is durable. */
   async timeResume(runId: string, job: RunJob): Promise<number> {
     const t0 = now();
     const appended = new Promise<number>((resolve, reject) => {
@@ -204,16 +216,16 @@ export class OurCluster {
       const listener = (record: { runId: string; at: number }): void => {
         if (record.runId !== runId) return;
         clearTimeout(timer);
-        this.walListeners.delete(listener);
+        this.logListeners.delete(listener);
         resolve(record.at - t0);
       };
-      this.walListeners.add(listener);
+      this.logListeners.add(listener);
     });
     await publishJob(this.bus, job, `${runId}:resume:${Date.now()}`);
     return appended;
   }
 
-  /** Bytes JetStream holds for the runtime: WAL, audit, job queue and every KV bucket it writes. */
+  /** Bytes JetStream holds for the runtime: the run log, the job queue and every KV bucket it writes. */
   async storedBytes(): Promise<number> {
     let total = 0;
     for (const name of this.bus.subjects.storeStreams())

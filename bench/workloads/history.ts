@@ -4,6 +4,8 @@ import type { AuditEvent } from "../../dist/shared/contracts/audit.js";
 import { headers } from "@nats-io/transport-node";
 import { continuationJob } from "../../dist/shared/bus/jobs.js";
 import { PART_HEADER, recordMessages } from "../../dist/shared/bus/wal-parts.js";
+import { PART_OF_HEADER } from "../../dist/shared/bus/run-log.js";
+import { EVENTS_HEADER, headlineOf } from "../../dist/shared/contracts/log.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
 import { startRun, transition } from "../../dist/shared/loop/fsm.js";
 import type { LoopConfig, Transition } from "../../dist/shared/loop/state.js";
@@ -37,13 +39,16 @@ const COLD_ROUNDS = 4;
 export const W3_CONTEXT_MESSAGES = 32;
 const encoder = new TextEncoder();
 
-/** One thing a worker wrote for a run: a WAL record, or an audit event it published. */
-type Written = { wal: WalRecord } | { audit: AuditEvent };
+/** One transition as a worker writes it to the run's log: one message, its records and its events. */
+interface Written {
+  records: WalRecord[];
+  events: AuditEvent[];
+}
 
 /**
- * The WAL and audit events of a run that has recorded `steps` model turns, each with an echo call,
- * as the loop core writes them; generated lazily (a long history's checkpoints are large). Returns
- * the final transition: the run then waits on the model.
+ * The log of a run that has recorded `steps` model turns, each with an echo call, as the loop core
+ * writes it, a transition at a time; generated lazily (a long history's checkpoints are large).
+ * Returns the final transition: the run then waits on the model.
  */
 function* history(
   runId: string,
@@ -55,10 +60,9 @@ function* history(
   const at = Date.now();
   let t = startRun({ type: "start", at, spec, runId, rootRunId: runId, depth: 0, auditSeq: 0 }, config);
   for (let step = 0; ;) {
-    for (const e of t.effects) {
-      if (e.type === "wal") yield { wal: e.record };
-      else if (e.type === "audit") yield { audit: e.event };
-    }
+    const records = t.effects.flatMap((e) => (e.type === "wal" ? [e.record] : []));
+    const events = t.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
+    if (records.length > 0 || events.length > 0) yield { records, events };
     const event = nextEchoEvent(t, step, steps, at);
     if (!event) return t;
     if (event.type === "modelResponded") step += 1;
@@ -66,16 +70,26 @@ function* history(
   }
 }
 
+/** One message to publish: a whole log entry, or a part of a split one. */
+interface Outgoing {
+  subject: string;
+  data: Uint8Array;
+  kinds: string;
+  checkpoint: boolean;
+  part?: string;
+  partOf?: number;
+}
+
 /**
- * Writes a generated history to the run's WAL and its events to the audit stream (as the worker
- * that died had published them), 256 messages in flight at a time, one record per message. A
- * record over the server's max_payload is split into parts exactly as the product's WAL writer
- * does it.
+ * Writes a generated history to the run's log (as the worker that died had written it), one
+ * message per transition, 256 in flight at a time. A message over the server's max_payload is
+ * split into parts exactly as the product's log writer does it, its first part acknowledged
+ * before the others (they name its sequence).
  */
 async function writeHistory(
   cluster: OurCluster,
   runId: string,
-  records: Generator<Written, Transition>,
+  transitions: Generator<Written, Transition>,
 ): Promise<{
   last: Transition;
   count: number;
@@ -86,53 +100,57 @@ async function writeHistory(
   tail: number;
 }> {
   const { bus } = cluster;
-  const subject = bus.subjects.wal(runId);
   let checkpointSeq = 0;
   let checkpointBytes = 0;
   let count = 0;
   let tail = 0;
   let messages = 0;
-  let batch: { checkpoint: boolean; data: Uint8Array; part?: string; audit?: AuditEvent }[] = [];
+  let batch: Outgoing[] = [];
+  const publish = (o: Outgoing): Promise<{ seq: number }> => {
+    const h = headers();
+    if (o.kinds !== "") h.set(EVENTS_HEADER, o.kinds);
+    if (o.part !== undefined) h.set(PART_HEADER, o.part);
+    if (o.partOf !== undefined) h.set(PART_OF_HEADER, String(o.partOf));
+    messages += 1;
+    return bus.js.publish(o.subject, o.data, { headers: h });
+  };
   const flush = async (): Promise<void> => {
-    const acks = await Promise.all(
-      batch.map((b) => {
-        if (b.audit) {
-          return bus.js.publish(bus.subjects.audit(runId, b.audit.kind), b.data, { msgID: b.audit.auditId });
-        }
-        if (b.part === undefined) return bus.js.publish(subject, b.data);
-        const h = headers();
-        h.set(PART_HEADER, b.part);
-        return bus.js.publish(subject, b.data, { headers: h });
-      }),
-    );
+    const acks = await Promise.all(batch.map(publish));
     acks.forEach((ack, i) => {
-      // A checkpoint is read back from its first message.
+      // A checkpoint is read back from its (first) message.
       if (batch[i]!.checkpoint) checkpointSeq = ack.seq;
     });
     batch = [];
   };
   for (;;) {
-    const next = records.next();
+    const next = transitions.next();
     if (next.done) {
       await flush();
       return { last: next.value, count, messages, checkpointSeq, checkpointBytes, tail };
     }
-    if ("audit" in next.value) {
-      const audit = next.value.audit;
-      batch.push({ checkpoint: false, data: encoder.encode(JSON.stringify(audit)), audit });
+    const { records, events } = next.value;
+    const data = encoder.encode(JSON.stringify({ records, events }));
+    const checkpoint = records.find((r) => r.type === "CHECKPOINT");
+    if (checkpoint) checkpointBytes = encoder.encode(JSON.stringify(checkpoint)).length;
+    const after = records.length - 1 - records.findLastIndex((r) => r.type === "CHECKPOINT");
+    tail = checkpoint ? after : tail + records.length;
+    count += records.length;
+    const message = {
+      subject: bus.subjects.log(runId, headlineOf(events)),
+      kinds: events.map((e) => e.kind).join(","),
+      checkpoint: checkpoint !== undefined,
+    };
+    const split = recordMessages(data, bus.nc.info?.max_payload);
+    if (split.length === 1) {
+      batch.push({ ...message, data });
       if (batch.length >= 256) await flush();
       continue;
     }
-    const data = encoder.encode(JSON.stringify(next.value.wal));
-    const checkpoint = next.value.wal.type === "CHECKPOINT";
-    if (checkpoint) checkpointBytes = data.length;
-    tail = checkpoint ? 0 : tail + 1;
-    count += 1;
-    recordMessages(data, bus.nc.info?.max_payload).forEach((message, i) => {
-      messages += 1;
-      batch.push({ checkpoint: checkpoint && i === 0, ...message });
-    });
-    if (batch.length >= 256) await flush();
+    await flush();
+    const [first, ...rest] = split;
+    const { seq } = await publish({ ...message, ...first! });
+    if (message.checkpoint) checkpointSeq = seq;
+    await Promise.all(rest.map((part) => publish({ ...message, ...part, checkpoint: false, partOf: seq })));
   }
 }
 
@@ -199,9 +217,9 @@ const FILLER_CHUNK = 64 * 1024;
 
 async function writeFiller(cluster: OurCluster, round: number): Promise<void> {
   const { bus } = cluster;
-  const subject = bus.subjects.wal(`history-filler-${round}-${Date.now().toString(36)}`);
-  // JSON, as the bench's WAL watcher parses every message; its type is no record's.
-  const data = encoder.encode(JSON.stringify({ type: "FILLER", pad: "x".repeat(FILLER_CHUNK) }));
+  const subject = bus.subjects.log(`history-filler-${round}-${Date.now().toString(36)}`, "step");
+  // A log entry, as the bench's log watcher parses every message, with neither records nor events.
+  const data = encoder.encode(JSON.stringify({ records: [], events: [], pad: "x".repeat(FILLER_CHUNK) }));
   for (let sent = 0; sent < FILLER_BYTES; sent += 32 * data.length) {
     await Promise.all(Array.from({ length: 32 }, () => bus.js.publish(subject, data)));
   }
@@ -211,7 +229,7 @@ async function writeFiller(cluster: OurCluster, round: number): Promise<void> {
  * W3: how long a worker takes to resume a run with a long history. The history is written by
  * the product's own loop core (as a worker would have, checkpoints included) and left waiting on
  * the model, as if its worker had died; a job then hands it to a live worker, and the bench times
- * the job → first new WAL record. Checkpoints should keep this flat: they do when the state they
+ * the job → first new log message. Checkpoints should keep this flat: they do when the state they
  * hold stops growing, which a context window makes so (see W3_CONTEXT_MESSAGES).
  *
  * Two conditions. Hot: each history is resumed as soon as it is written, as a run is taken over

@@ -14,7 +14,7 @@ const VICTIM = "agent-1";
 
 /**
  * W2: `kill -9` one of two workers while W1 loops run, then time, for every run it held, the gap
- * between the kill and that run's next WAL record written by the other worker.
+ * between the kill and that run's next log message written by the other worker.
  */
 export async function measureResume(
   plan: Plan,
@@ -30,7 +30,7 @@ export async function measureResume(
     let kill!: () => void;
     const killed = new Promise<void>((resolve) => (kill = resolve));
     const half = (plan.resumeLoops * STEPS) / 2;
-    cluster.walListeners.add(({ runId, types, writer, at }) => {
+    cluster.logListeners.add(({ runId, types, writer, at }) => {
       if (killedAt === undefined) {
         lastWriter.set(runId, types.includes("TERMINAL") ? "" : writer);
         if (types.includes("MODEL") && (records += 1) >= half) kill();

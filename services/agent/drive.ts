@@ -3,9 +3,8 @@ import type { CancelEvent, LoopEvent } from "../../shared/contracts/loop-event.j
 import { isFinished } from "../../shared/contracts/run-status.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
-import { auditTally } from "../../shared/bus/audit.js";
 import { checkpointFromJob } from "../../shared/bus/jobs.js";
-import { readWal, writerAfter } from "../../shared/bus/wal.js";
+import { readLog, writerAfter } from "../../shared/bus/run-log.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
 import { UNDO_CHILDREN_TOOL } from "../../shared/loop/saga.js";
@@ -25,9 +24,9 @@ import { jobOfWriter, lastWriterOf } from "./writer-id.js";
 import type { LeaseDeps, LeaseOutcome } from "./lease-deps.js";
 
 /**
- * One worker's lease on one run: rebuild the run from its last checkpoint and WAL tail, then
+ * One worker's lease on one run: rebuild the run from its last checkpoint and log tail, then
  * drive the loop, writing the records that lead to anything done outside the run before doing it
- * (see RunJournal). A conflicting WAL append (another writer) ends the lease at once; a drain ends
+ * (see RunJournal). A conflicting log append (another writer) ends the lease at once; a drain ends
  * it after the current step.
  */
 export class RunLease {
@@ -68,7 +67,7 @@ export class RunLease {
       if (first === "held") return "fenced";
       const outcome = first ? await this.drive(first) : "done";
       // The job is acked only once everything the lease wrote is acknowledged: a finished run's
-      // takeover too, which publishes the events its last worker died before publishing.
+      // takeover too, which brings its status up to date.
       await this.journal?.settle();
       return outcome;
     } catch (err) {
@@ -122,10 +121,10 @@ export class RunLease {
     // A halt handed back while its run is queued waits again without reading the run's log.
     if (status?.status === "queued") await waitForStart(bus.buckets.runs, this.job, status);
     const checkpointSeq = (fromJob ?? status)?.checkpointSeq;
-    let read = await readWal(bus, this.job.runId, checkpointSeq ?? 1);
+    let read = await readLog(bus, this.job.runId, checkpointSeq ?? 1);
     // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).
     const tailless = read.records.length === 0 || endsWithCheckpoint(read.records.map((r) => r.record));
-    if (tailless && checkpointSeq !== undefined) read = await readWal(bus, this.job.runId);
+    if (tailless && checkpointSeq !== undefined) read = await readLog(bus, this.job.runId);
     this.drovePreviously = jobOfWriter(read.lastWriter) === this.deps.jobSeq;
     this.journal = new RunJournal({
       bus,
@@ -142,34 +141,28 @@ export class RunLease {
     const spec = specOf(records) ?? this.job.spec;
     if (!spec) {
       await waitForStart(bus.buckets.runs, this.job);
-      this.log.error("job dropped: it has no spec and the run has no WAL, so it can never start");
+      this.log.error("job dropped: it has no spec and the run has no log, so it can never start");
       return "unstartable";
     }
     this.config = {
-      // A redelivered first job names the tools the WAL's spec names (the run's spec never changes).
+      // A redelivered first job names the tools the log's spec names (the run's spec never changes).
       tools: await (early && sameTools(spec, jobSpec) && fresh
         ? early
         : this.deps.discover(spec.agent.tools, fresh)),
       checkpointEvery: this.deps.checkpointEvery,
     };
     if (records.length === 0) {
-      // A finished run's WAL is removed after SUPERVISOR_WAL_RETAIN_MS; its first job delivered
-      // again after that (an ack lost with its worker) must not start it afresh. Only a job whose
-      // WAL place the job itself could not name reads the status, so only such a job is checked,
-      // and the audit trail too when the status is gone (SUPERVISOR_STATUS_RETAIN_MS).
-      const removed = !fromJob && !status && (await auditTally(bus, this.job.runId)).finished;
-      if (isFinished(status) || removed) {
-        this.log.warn(
-          { status: status?.status ?? "removed" },
-          "job dropped: its run finished and its WAL was removed",
-        );
+      // A run whose status says it finished and whose log holds no record: its log expired with
+      // the stream's max_age, and its first job delivered again after that (an ack lost with its
+      // worker) must not start it afresh.
+      if (isFinished(status)) {
+        this.log.warn({ status: status.status }, "job dropped: its run finished and its log expired");
         return undefined;
       }
       return this.start(spec, now);
     }
     const replayed = replay(records, this.config, { fromCheckpoint: true, snapshots: "skip" });
-    const endsAtCheckpoint = endsWithCheckpoint([...records, ...replayed.unwritten]);
-    await this.journal.catchUp(replayed.unwritten, replayed.audits, endsAtCheckpoint);
+    await this.journal.catchUp(replayed.unwritten);
     return this.resume(replayed.state, now);
   }
 
@@ -182,7 +175,7 @@ export class RunLease {
     const { bus, deliveryCount, jobSeq } = this.deps;
     if (deliveryCount === 1) return false;
     // The head alone, before the run is read: a job offered again while its holder still drives
-    // the run costs one read, not the WAL's tail.
+    // the run costs one read, not the log's tail.
     const lastWriter = await lastWriterOf(bus, this.job.runId);
     if (lastWriter === undefined || jobOfWriter(lastWriter) !== jobSeq) return false;
     if (!(await this.deps.heldElsewhere(lastWriter))) return false;
@@ -193,7 +186,7 @@ export class RunLease {
   /** Asks for a fresh run's tools; the answer is what is returned. */
   private askEarly(spec: RunSpec): Promise<ToolDescriptor[]> {
     const tools = this.deps.discover(spec.agent.tools, true);
-    // Awaited in open(), unless the WAL shows another spec; a failure then must not go unhandled.
+    // Awaited in open(), unless the log shows another spec; a failure then must not go unhandled.
     tools.catch(() => undefined);
     return tools;
   }
@@ -223,6 +216,14 @@ export class RunLease {
     const event = this.job.event ? ({ ...this.job.event, at: now } as LoopEvent) : undefined;
     if (terminal) {
       if (event) this.log.warn({ event: event.type }, "run already finished; event ignored");
+      // Every run has a status from its admission on: none now means status retention removed it
+      // (SUPERVISOR_STATUS_RETAIN_MS), and the run is done with for good.
+      if (!(await this.journal.hasStatus(state.runId))) {
+        this.log.info(
+          "job dropped: its run finished and its status was removed after the cluster's retention",
+        );
+        return undefined;
+      }
       // Its worker may have died, or lost the connection, between writing the commit and storing
       // the run's memory, the commit's one effect outside the log: stored again, it is found as
       // it is (a memory's key is its text), or written if it never was; one forgotten since the

@@ -2,10 +2,8 @@ import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
 import { isFinished, type RunStatus } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditCount, publishAudit } from "../../shared/bus/audit.js";
-import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import type { WalWriter } from "../../shared/bus/wal.js";
+import type { LogWriter } from "../../shared/bus/run-log.js";
 import type { LoopState, Transition } from "../../shared/loop/state.js";
 import { statusOf } from "../../shared/loop/status.js";
 import type { Logger } from "../../shared/runtime/logger.js";
@@ -13,7 +11,7 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 
 export interface JournalDeps {
   bus: ActorBus;
-  writer: WalWriter;
+  writer: LogWriter;
   /** The stream sequence of the run's last checkpoint, carried by its status for a flat resume. */
   checkpointSeq: number | undefined;
   /** A status write that would change only counters waits until this long after the last one. */
@@ -31,45 +29,35 @@ export type LogContext = Record<string, unknown>;
 /** What a run handed back for a model outage waits out, as its status tells it. */
 export type OutageWait = Pick<RunStatus, "waiting"> | Pick<RunStatus, "retrying">;
 
-/** What a recorded transition still owes the audit stream and the status view. */
-interface Owed {
-  state: LoopState;
-  audits: AuditEvent[];
-  checkpoint: boolean;
-}
-
 /**
- * Transitions whose events may trail the WAL at once: bounds what a crash leaves to re-publish
- * and what a slow audit stream can hold up in memory.
+ * Transitions whose status writes may trail the log at once: bounds what a slow status bucket can
+ * hold up in memory.
  */
 const MAX_TRAILING = 32;
 
 /**
- * Where a lease writes what its run does: the WAL (the durable truth), the audit stream and the
- * status view.
+ * Where a lease writes what its run does: the run's log (the durable truth, and the audit trail)
+ * and the status view.
  *
- * - One append per transition: its records travel as one message.
- * - A transition whose only effect is a model call may hold its records back, to ride with the
+ * - One append per transition: its records and its audit events travel as one message, so a
+ *   subscriber sees an event exactly when what it reports is durable, and a crash leaves nothing
+ *   to publish again.
+ * - A transition whose only effect is a model call may hold its message back, to ride with the
  *   next transition's. A model call changes nothing outside, so a crash before that append costs a
  *   repeated model call, never a repeated side effect: the run resumes from the records before,
  *   and a tool outcome that was not written yet is settled by its idempotency key.
- * - Audit events and the status trail the WAL: they travel while the next model or tool call runs
- *   and the next records are written, in order, one transition after another, and only once the
- *   transition's records are durable. A crash can cut them short; the successor replays the WAL
- *   since the last checkpoint, which yields the same events, and publishes those the stream lacks
- *   (`catchUp`). Replay from a checkpoint cannot yield what came before it, so a checkpoint is a
- *   barrier: everything before it, and its own events, are acknowledged before any record follows
- *   it. Until then the log ends with the checkpoint, and a successor replays from the one before.
+ * - The status trails the log: it is written while the next model or tool call runs, one
+ *   transition after another, and only once the transition is durable.
  */
 export class RunJournal {
   private readonly status: RunStatusStore;
-  /** The WAL sequence of the run's last checkpoint, which the status carries. */
+  /** The log sequence of the run's last checkpoint, which the status carries. */
   private checkpointSeq: number | undefined;
   private held: WalRecord[] = [];
-  private owed: Owed[] = [];
+  private heldEvents: AuditEvent[] = [];
+  private heldStates: { state: LoopState; checkpoint: boolean }[] = [];
   private trailing: Promise<void> | undefined;
   private trailingCount = 0;
-  private afterCheckpoint = false;
   /** What the status view last showed and when, to skip writes that change only counters. */
   private lastStatus: { status: string; phase: string; at: number } | undefined;
   /** The status revision this lease last wrote or read (see putStatus). */
@@ -82,34 +70,39 @@ export class RunJournal {
     this.checkpointSeq = deps.checkpointSeq;
   }
 
-  /** Records one transition; with `hold`, its records may wait for the next transition's append. */
+  /** Records one transition; with `hold`, its message may wait for the next transition's append. */
   async record(t: Transition, hold: boolean): Promise<void> {
-    const records = t.effects.flatMap((e) => (e.type === "wal" ? [e.record] : []));
-    const checkpoint = records.some((r) => r.type === "CHECKPOINT");
-    this.held.push(...records);
-    const audits = t.effects.flatMap((e) => (e.type === "audit" ? [e.event] : []));
-    this.owed.push({ state: t.state, audits, checkpoint });
+    let checkpoint = false;
+    for (const effect of t.effects) {
+      if (effect.type === "wal") {
+        this.held.push(effect.record);
+        if (effect.record.type === "CHECKPOINT") checkpoint = true;
+      } else if (effect.type === "audit") this.heldEvents.push(effect.event);
+    }
+    this.heldStates.push({ state: t.state, checkpoint });
     if (!hold || checkpoint) await this.flush();
   }
 
-  /** Writes the held records in one append, then queues what their transitions owe. */
+  /** Writes the held records and events in one append, then queues the status writes they owe. */
   private async flush(): Promise<void> {
-    if (this.owed.length === 0) return;
+    if (this.heldStates.length === 0) return;
     const records = this.held;
-    const owed = this.owed;
-    const checkpoint = owed.some((o) => o.checkpoint);
-    if (this.afterCheckpoint || this.trailingCount >= MAX_TRAILING) await this.settleTrailing();
-    this.afterCheckpoint = checkpoint;
-    if (records.length > 0) {
-      const seq = await this.deps.writer.appendBatch(records);
-      if (checkpoint) this.checkpointSeq = seq;
+    const events = this.heldEvents;
+    const states = this.heldStates;
+    if (this.trailingCount >= MAX_TRAILING) await this.settleTrailing();
+    if (records.length > 0 || events.length > 0) {
+      const seq = await this.deps.writer.append(records, events);
+      if (states.some((s) => s.checkpoint)) this.checkpointSeq = seq;
     }
     this.held = [];
-    this.owed = [];
-    for (const o of owed) this.trail(o.state, o.audits, this.statusDue(o.state, o.checkpoint));
+    this.heldEvents = [];
+    this.heldStates = [];
+    const context = this.deps.logContext();
+    for (const event of events) this.observe(event, context);
+    for (const { state, checkpoint } of states) this.trail(state, this.statusDue(state, checkpoint));
   }
 
-  /** Everything recorded is durable and published: the lease's last act before its job is acked. */
+  /** Everything recorded is durable and the status written: the lease's last act before its job is acked. */
   async settle(): Promise<void> {
     await this.flush();
     await this.settleTrailing();
@@ -123,34 +116,11 @@ export class RunJournal {
   }
 
   /**
-   * Catches up on what the previous writer did not get to: records the replay produced past the
-   * end of the log (a log written one record per message, cut in the middle of a transition),
-   * written now, and the audit events of the replayed transitions that the stream lacks, which
-   * trail like a transition's own (ahead of the events of every transition this lease records).
-   * When the log then ends with a checkpoint, those events came before it: a successor could not
-   * replay them once a record follows it, so the next append waits for them (see flush).
+   * Writes what the replay produced past the end of the log: a message the previous writer split
+   * into parts and died in the middle of is written again whole.
    */
-  async catchUp(
-    unwritten: WalRecord[],
-    audits: readonly AuditEvent[],
-    endsWithCheckpoint: boolean,
-  ): Promise<void> {
-    if (unwritten.length > 0) await this.deps.writer.appendBatch(unwritten);
-    if (audits.length === 0) return;
-    this.enqueue((context) => this.republish(audits, context));
-    if (endsWithCheckpoint) this.afterCheckpoint = true;
-  }
-
-  /** Publishes the owed events the stream lacks, in order. */
-  private async republish(audits: readonly AuditEvent[], context: LogContext): Promise<void> {
-    const { writer, bus } = this.deps;
-    // A few events this recent were published, if at all, within the audit stream's duplicate
-    // window: publishing them again stores only the missing ones. That spares asking the stream how
-    // many it holds, which costs the server more the more runs it records. An event is never published before its timestamp.
-    const oldest = Math.min(...audits.map((e) => Date.parse(e.timestamp)));
-    const recent = audits.length <= REPUBLISH_AT_MOST && bus.clock.now() - oldest < DUPLICATE_WINDOW_MS / 2;
-    const held = recent ? 0 : await auditCount(bus, writer.runId);
-    for (const event of audits) if (event.seq > held) await this.audit(event, context);
+  async catchUp(unwritten: WalRecord[]): Promise<void> {
+    if (unwritten.length > 0) await this.deps.writer.append(unwritten);
   }
 
   /**
@@ -173,6 +143,11 @@ export class RunJournal {
       this.statusRevision = written === false ? undefined : written;
       if (written !== false) return;
     }
+  }
+
+  /** Whether the run has a status at all (every admitted run has one until retention removes it). */
+  async hasStatus(runId: string): Promise<boolean> {
+    return (await this.status.read(runId)) !== undefined;
   }
 
   /**
@@ -198,37 +173,15 @@ export class RunJournal {
     };
   }
 
-  /** Queues a transition's status and audit events behind the previous transition's. */
-  private trail(state: LoopState, audits: AuditEvent[], status: boolean): void {
-    if (!status && audits.length === 0) return;
-    this.enqueue((context) => this.publish(state, audits, status, context));
-  }
-
-  /** Runs `work` once everything queued before it is done (whatever its outcome, see settleTrailing). */
-  private enqueue(work: (context: LogContext) => Promise<void>): void {
+  /** Queues a transition's status write behind the previous transition's. */
+  private trail(state: LoopState, status: boolean): void {
+    if (!status) return;
     const previous = this.trailing ?? Promise.resolve();
-    const context = this.deps.logContext();
-    const next = previous.then(() => work(context));
+    const next = previous.then(() => this.putStatus(state));
     // Rejections are awaited later (settleTrailing); until then they must not count as unhandled.
     next.catch(() => undefined);
     this.trailing = next;
     this.trailingCount += 1;
-  }
-
-  /**
-   * The status, then the audit events one after another, each acknowledged before the next: a
-   * publish retried in a failover must not land after the event that followed it (a consumer
-   * reads a run's events in stream order). Whoever reacts to an audit event (the supervisor
-   * freeing a slot, completing a fan-in) finds the status already updated.
-   */
-  private async publish(
-    state: LoopState,
-    audits: AuditEvent[],
-    status: boolean,
-    context: LogContext,
-  ): Promise<void> {
-    if (status) await this.putStatus(state);
-    for (const event of audits) await this.audit(event, context);
   }
 
   /**
@@ -257,14 +210,11 @@ export class RunJournal {
     await trailing;
   }
 
-  private async audit(event: AuditEvent, context: LogContext): Promise<void> {
-    const { duplicate } = await publishAudit(this.deps.bus, event);
-    // Published by the run's previous writer: counted and logged there.
-    if (duplicate) return;
+  /** An event now durable: counted, and logged at its level (every one is in the run's log). */
+  private observe(event: AuditEvent, context: LogContext): void {
     this.deps.metrics.observeAudit(event);
-    // Every event is in the audit stream; the log keeps the run's milestones at info. The child
-    // logger is made only for a line that is written: one per transition (its bindings serialised
-    // and redacted) took about 1 % of a worker's CPU at C = 100, for lines mostly below the level.
+    // The child logger is made only for a line that is written: one per transition (its bindings
+    // serialised and redacted) took about 1 % of a worker's CPU at C = 100, for lines mostly below the level.
     const level = event.status === "failed" ? "warn" : STEP_KINDS.has(event.kind) ? "debug" : "info";
     const { logger } = this.deps;
     if (!logger.isLevelEnabled(level)) return;
@@ -273,10 +223,7 @@ export class RunJournal {
   }
 }
 
-/** Past this many owed events, one count of the stream beats publishing each again (one by one). */
-const REPUBLISH_AT_MOST = 64;
-
-/** Audit kinds every step emits: logged at debug (the audit stream has them all). */
+/** Audit kinds every step emits: logged at debug (the run's log has them all). */
 export const STEP_KINDS: ReadonlySet<AuditKind> = new Set<AuditKind>([
   "model.called",
   "model.responded",

@@ -3,7 +3,7 @@ import { DEFAULT_TOOL_TIMEOUT_MS, type ToolDescriptor } from "../../shared/contr
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { childOf } from "../../shared/bus/fanout.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { readWal } from "../../shared/bus/wal.js";
+import { readLog } from "../../shared/bus/run-log.js";
 import { idempotencyKeyFor } from "../../shared/loop/action.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
 import { replay } from "../../shared/loop/replay.js";
@@ -173,11 +173,11 @@ async function finalState(
 ): Promise<{ state: LoopState; tools: ToolDescriptor[] } | undefined> {
   const status = await new RunStatusStore(deps.bus.buckets.runs, deps.bus).get(runId);
   if (status && (status.status !== "committed" || !childOf(status, parentRunId))) return undefined;
-  const records = (await readWal(deps.bus, runId)).records.map((r) => r.record);
+  const records = (await readLog(deps.bus, runId)).records.map((r) => r.record);
   const spec = specOf(records);
   if (!spec) {
     const reason =
-      "its log is gone (a finished run's log is removed after SUPERVISOR_WAL_RETAIN_MS): its audit trail says what it did";
+      "its log is gone (a finished run's log expires with the run log's max_age, SUPERVISOR_LOG_MAX_AGE_MS)";
     // No status and no log: a child that never started (or one retention removed entirely).
     if (status) outcome.manual.push({ runId, reason });
     return undefined;

@@ -1,6 +1,6 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { MSG_ID_HEADER } from "../../shared/bus/ack-publisher.js";
-import { writerOfMessageId } from "../../shared/bus/wal.js";
+import { writerOfMessageId } from "../../shared/bus/run-log.js";
 
 /**
  * A lease's WAL writer id: `<workerId>-<lease>-<suffix>.j<jobSeq>`. Unique per lease (see
@@ -23,18 +23,18 @@ export function workerOfWriter(writerId: string): string | undefined {
   return /^(.+)-\d+-.{8}\.j\d+$/.exec(writerId)?.[1];
 }
 
-/** The writer id of the run's last WAL message; undefined when there is none (or it cannot be read now). */
+/** The writer id of the run's last log message; undefined when there is none (or it cannot be read now). */
 export async function lastWriterOf(
   bus: Pick<ActorBus, "jsm" | "subjects" | "logger">,
   runId: string,
 ): Promise<string | undefined> {
   try {
-    const head = await bus.jsm.streams.getMessage(bus.subjects.streams().wal, {
-      last_by_subj: bus.subjects.wal(runId),
+    const head = await bus.jsm.streams.getMessage(bus.subjects.streams().log, {
+      last_by_subj: bus.subjects.logAll(runId),
     });
     return writerOfMessageId(head?.header.get(MSG_ID_HEADER));
   } catch (err) {
-    bus.logger.warn({ err, runId }, "the WAL's last writer could not be read");
+    bus.logger.warn({ err, runId }, "the log's last writer could not be read");
     return undefined;
   }
 }

@@ -11,7 +11,7 @@ import { auditTally } from "../../shared/bus/audit.js";
 import { parentTakesNoResult } from "../../shared/bus/cancel-job.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
-import { readWal } from "../../shared/bus/wal.js";
+import { readLog } from "../../shared/bus/run-log.js";
 import { type CheckpointReport, replay } from "../../shared/loop/replay.js";
 import { SPAWN_AGENT_TOOL } from "../../shared/loop/saga.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -46,7 +46,7 @@ export async function replayRun(
   runId: string,
   options: { models?: boolean; strict?: boolean; checkpointEvery?: number } = {},
 ): Promise<ReplayReport> {
-  const read = await readWal(bus, runId);
+  const read = await readLog(bus, runId);
   const records: WalRecord[] = read.records.map((r) => r.record);
   const first = records[0];
   if (first?.type !== "EVENT" || first.event.type !== "start") {
@@ -219,11 +219,11 @@ export async function contracts(path: string): Promise<string[]> {
   return lines;
 }
 
-/** Why a run has no WAL: it finished and retention removed it (its status, or its audit trail, says so), or it never had one. */
+/** Why a run has no records: its log expired with the stream's max_age after it finished, or it never had one. */
 async function whyNoWal(bus: ActorBus, runId: string): Promise<string> {
   const status = await new RunStatusStore(bus.buckets.runs).get(runId);
   const finished = isFinished(status) ? status.status : (await auditTally(bus, runId)).finished && "finished";
   return finished
-    ? `run '${runId}' ${finished}, and its WAL was removed after it finished (SUPERVISOR_WAL_RETAIN_MS); its audit trail is kept`
-    : `run '${runId}' has no WAL`;
+    ? `run '${runId}' ${finished}, and its log holds no record of it: the run log keeps messages for SUPERVISOR_LOG_MAX_AGE_MS`
+    : `run '${runId}' has no log`;
 }

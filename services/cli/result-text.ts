@@ -91,7 +91,7 @@ function haltLines(runId: string, record: HaltRecordView): string[] {
 
 function fromAuditLines(result: Extract<RunResult, { source: "audit" }>): string[] {
   const lines = [
-    "from its audit trail: its WAL, and the artifact in full with it, was removed after the cluster's retention (SUPERVISOR_WAL_RETAIN_MS)",
+    "from its closing event: its log holds no TERMINAL record (a run failed before a worker started it), so no artifact in full",
   ];
   if (result.diagnosis !== undefined) lines.push(`diagnosis: ${result.diagnosis || "(none)"}`);
   if (result.needsHuman !== undefined)

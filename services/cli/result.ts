@@ -10,7 +10,7 @@ import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { lastAuditEvent } from "../../shared/bus/audit.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { readWal, scanWal } from "../../shared/bus/wal.js";
+import { readLog, scanWal } from "../../shared/bus/run-log.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 
@@ -144,7 +144,7 @@ export async function runResult(bus: ActorBus, runId: string): Promise<RunResult
   throw new AgentError(
     "NOT_FOUND",
     status
-      ? `run '${runId}' ${status.status}, but neither its WAL nor its audit trail holds its outcome`
+      ? `run '${runId}' ${status.status}, but its log does not hold its outcome`
       : `no run '${runId}'`,
   );
 }
@@ -156,7 +156,7 @@ async function lastTerminal(
   runId: string,
   checkpointSeq: number | undefined,
 ): Promise<TerminalRecord | undefined> {
-  const tail = await readWal(bus, runId, checkpointSeq ?? 1);
+  const tail = await readLog(bus, runId, checkpointSeq ?? 1);
   let found = findLast(tail.records.map((r) => r.record));
   if (found || checkpointSeq === undefined || tail.records.length === 0) return found;
   for await (const record of scanWal(bus, runId)) if (record.type === "TERMINAL") found = record;

@@ -4,7 +4,7 @@ import type { RunJob, SubmitRequest } from "../../shared/contracts/cluster.js";
 import type { SubmitReply } from "../../shared/contracts/control.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditCount, auditTally, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
+import { appendEvent, auditTally, lastAuditEvent, recordRejection } from "../../shared/bus/audit.js";
 import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
@@ -59,7 +59,7 @@ export class Admission {
       return rejected(error);
     }
     const runId = request.runId ?? this.ids.next("run").replaceAll(/[^A-Za-z0-9_-]/g, "_");
-    // Only a run named by its submitter can have audit events already (an earlier rejected submit).
+    // Only a run named by its submitter can have a log already.
     const named = request.runId !== undefined;
     const rootRunId = await this.rootOf(request, runId);
     const depth = request.parent ? request.parent.depth + 1 : 0;
@@ -68,8 +68,8 @@ export class Admission {
       // An id this supervisor just made names no run yet: only a named run is looked up (a round trip less).
       const known = named ? await this.status.read(runId) : undefined;
       if (known) return await this.answerKnown(request, ids, known);
-      // A named run's events are counted anyway (its next event's seq): asked now, the count also
-      // tells a run whose status retention removed (see SUPERVISOR_STATUS_RETAIN_MS).
+      // A named run without a status may be one whose status retention removed (see
+      // SUPERVISOR_STATUS_RETAIN_MS): its log tells.
       const tally = named ? await auditTally(this.bus, runId) : undefined;
       if (tally?.finished) {
         // Another copy of this submit may have admitted the run, which then finished, since the read.
@@ -93,7 +93,7 @@ export class Admission {
         if (await this.finishAdmission(request, ids)) return existing(runId);
         return await this.lostToCopy(request, ids);
       }
-      if (await this.admit(request, ids, { held: tally?.events })) {
+      if (await this.admit(request, ids)) {
         this.metrics?.runsAdmitted.inc();
         return { schemaVersion: 1, ok: true, runId, status: "admitted" };
       }
@@ -103,8 +103,8 @@ export class Admission {
       this.metrics?.runsRejected.inc({ code: error.code });
       if (isUndecided(error)) return this.undecided(error, runId);
       const ids = { runId, rootRunId, parentRunId: request.parent?.runId, named };
-      await this.record(ids, "run.rejected", "failed", error.message, { code: error.code }).catch(
-        (e: unknown) => this.bus.logger.error({ err: e, runId }, "could not audit a rejection"),
+      await this.reject(ids, error).catch((e: unknown) =>
+        this.bus.logger.error({ err: e, runId }, "could not record a rejection"),
       );
       this.bus.logger.warn({ runId, code: error.code }, `run rejected: ${error.message}`);
       return rejected(error);
@@ -262,7 +262,7 @@ export class Admission {
    * Records the run as queued, audits its admission and queues its first job; false, doing nothing
    * else, when the status was written meanwhile (see below). `recorded`: the seq of the run's
    * `run.admitted` when an interrupted admission being finished got that far, which the job
-   * continues from instead of auditing it again; `held`: the run's events, when counted.
+   * continues from instead of auditing it again.
    *
    * The status is created, or for an admission being finished written over the revision read
    * (`revision`), never put: a copy of the submit that read no status (or a queued one) could
@@ -271,7 +271,7 @@ export class Admission {
   private async admit(
     request: SubmitRequest,
     ids: AdmittedIds,
-    o: { recorded?: number; held?: number; revision?: number | undefined } = {},
+    o: { recorded?: number; revision?: number | undefined } = {},
   ): Promise<boolean> {
     const { parent, ...rest } = request;
     const spec: RunSpec = { ...rest, runId: ids.runId };
@@ -298,13 +298,9 @@ export class Admission {
     const seq =
       recorded > 0
         ? recorded
-        : await this.record(
+        : await this.recordAdmitted(
             { ...ids, parentRunId: parent?.runId },
-            "run.admitted",
-            "passed",
-            undefined,
             { depth: ids.depth, agent: spec.agent.name, specHash: ids.specHash },
-            o.held,
           );
     const job: RunJob = {
       schemaVersion: 1,
@@ -345,21 +341,34 @@ export class Admission {
   }
 
   /**
-   * Publishes a supervisor audit event as the run's next `seq`; returns that seq. Counting a run's
-   * events asks the server to tally the audit stream's subjects, so it is done only for a named run
-   * (a run id minted here has none yet), and only when the caller has not (`held`).
+   * Writes the run's first log message, `run.admitted` (seq 1), fenced at an empty log; returns its
+   * seq. Refused, the log has its admission already (a copy of this submit, or an admission being
+   * finished): that one's seq is continued from.
    */
-  private async record(
-    ids: { runId: string; rootRunId: string; parentRunId: string | undefined; named: boolean },
+  private async recordAdmitted(ids: EventIds, data: Record<string, unknown>): Promise<number> {
+    const event = this.event(ids, 1, "run.admitted", "passed", undefined, data);
+    if ((await appendEvent(this.bus, event, 0)) !== "refused") return 1;
+    const admitted = await lastAuditEvent(this.bus, ids.runId, "run.admitted");
+    return admitted?.event.seq ?? 1;
+  }
+
+  /** A refused submit, recorded outside the run's log (see recordRejection). */
+  private async reject(ids: EventIds, error: AgentError): Promise<void> {
+    const event = this.event(ids, 1, "run.rejected", "failed", error.message, { code: error.code });
+    const auditId = `${ids.runId}:rejected:${this.bus.clock.now()}`;
+    await recordRejection(this.bus, { ...event, auditId });
+  }
+
+  private event(
+    ids: EventIds,
+    seq: number,
     kind: "run.admitted" | "run.rejected",
     status: AuditEvent["status"],
     reason: string | undefined,
     data: Record<string, unknown>,
-    held?: number,
-  ): Promise<number> {
+  ): AuditEvent {
     const { runId, rootRunId, parentRunId } = ids;
-    const seq = (held ?? (ids.named ? await auditCount(this.bus, runId) : 0)) + 1;
-    await publishAudit(this.bus, {
+    return {
       schemaVersion: 1,
       auditId: `${runId}:${seq}`,
       runId,
@@ -375,9 +384,15 @@ export class Admission {
       artifacts: [],
       data,
       timestamp: toRfc3339(this.bus.clock.now()),
-    });
-    return seq;
+    };
   }
+}
+
+/** Who an event of the supervisor's is about. */
+interface EventIds {
+  runId: string;
+  rootRunId: string;
+  parentRunId: string | undefined;
 }
 
 /** A run being admitted: who it is, where in its tree, and the hash of the spec it was asked with. */

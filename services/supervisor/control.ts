@@ -6,8 +6,10 @@ import {
   type ControlReply,
   type LeaseReply,
 } from "../../shared/contracts/cluster.js";
-import { AuditEvent } from "../../shared/contracts/audit.js";
-import { takesNoChildResults } from "../../shared/contracts/run-status.js";
+import { entryOfMessage } from "../../shared/bus/run-log.js";
+import { type AuditEvent } from "../../shared/contracts/audit.js";
+import { isFinished, takesNoChildResults } from "../../shared/contracts/run-status.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
@@ -48,11 +50,11 @@ const RELEASES_IN_FLIGHT = 64;
 
 /**
  * Frees a run's pool slot when it commits, fails or halts, and cancels the children a failed run
- * leaves going (see cancelOrphans). Reads the audit stream's lifecycle events through one durable
+ * leaves going (see cancelOrphans). Reads the run log's lifecycle messages through one durable
  * consumer shared by all supervisor replicas, so a slot is freed even if the supervisor that
  * admitted the run is gone. Events are handled up to RELEASES_IN_FLIGHT at a time and in any
  * order: each concerns its own run, and a fan-in is queued by whichever of a parent's children
- * settles last (its status is written before its event).
+ * settles last (see statusCaughtUp).
  */
 export async function releaseSlots(
   bus: ActorBus,
@@ -60,13 +62,13 @@ export async function releaseSlots(
   signal: AbortSignal,
   orphansCancelled?: Counter,
 ): Promise<void> {
-  const stream = bus.subjects.streams().audit;
+  const stream = bus.subjects.streams().log;
   const messages = await whenJetStreamAnswers("the pool release loop's consumer", bus, async () => {
     await ensureDurable(bus.jsm, stream, {
       durable_name: RELEASE_CONSUMER,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.New,
-      filter_subject: bus.subjects.auditRunLifecycle(),
+      filter_subject: bus.subjects.logLifecycle(),
     });
     const consumer = await bus.js.consumers.get(stream, RELEASE_CONSUMER);
     return consumer.consume({ max_messages: RELEASES_IN_FLIGHT });
@@ -89,25 +91,64 @@ export async function releaseSlots(
  */
 async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg, orphans?: Counter): Promise<void> {
   try {
-    const event = decode(AuditEvent, msg.data);
-    if (RELEASING_KINDS.has(event.kind)) {
-      const released = await pool.release(event.runId, msg.seq);
-      if (released === "released") {
-        bus.logger.info({ runId: event.runId, kind: event.kind }, "pool slot released");
-      } else if (released === "earlier") {
-        bus.logger.info(
-          { runId: event.runId, kind: event.kind, seq: msg.seq },
-          "lifecycle event delivered again after its run was resumed: the resumed run keeps its slot",
-        );
-      }
-      // A halted run has not ended (see fanInResults): only a commit or a failure, which no resume
-      // follows, may complete its parent's fan-in.
-      if (event.parentRunId && event.kind !== "run.halted") await fanIn(bus, event.parentRunId);
-      if (event.kind === "run.failed") await cancelChildren(bus, event, orphans);
-    }
+    const entry = await entryOfMessage(bus, msg);
+    for (const event of entry?.events ?? [])
+      if (RELEASING_KINDS.has(event.kind)) await onEnded(bus, pool, event, msg.seq, orphans);
     msg.ack();
   } catch (err) {
     onEventFailure(bus, msg, err, "could not release a pool slot");
+  }
+}
+
+/** A run committed, failed or halted: its slot freed, its parent's fan-in checked, a failed run's children cancelled. */
+async function onEnded(
+  bus: ActorBus,
+  pool: PoolLedger,
+  event: AuditEvent,
+  seq: number,
+  orphans?: Counter,
+): Promise<void> {
+  const released = await pool.release(event.runId, seq);
+  if (released === "released") {
+    bus.logger.info({ runId: event.runId, kind: event.kind }, "pool slot released");
+  } else if (released === "earlier") {
+    bus.logger.info(
+      { runId: event.runId, kind: event.kind, seq },
+      "lifecycle event delivered again after its run was resumed: the resumed run keeps its slot",
+    );
+  }
+  // A halted run has not ended (see fanInResults): only a commit or a failure, which no resume
+  // follows, may complete its parent's fan-in.
+  const ended = event.kind !== "run.halted";
+  if (ended && (event.parentRunId || event.kind === "run.failed")) await statusCaughtUp(bus, event.runId);
+  if (event.parentRunId && ended) await fanIn(bus, event.parentRunId);
+  if (event.kind === "run.failed") await cancelChildren(bus, event, orphans);
+}
+
+/** How long a run's status may trail its log before its lifecycle message is offered again. */
+const STATUS_LAG_MS = 5_000;
+const STATUS_POLL_MS = 20;
+
+/**
+ * Waits until the run's status says it finished: its worker writes the status just after the log
+ * message that finished it. Whoever handles the last of a parent's children to finish then finds
+ * every sibling's status final (each handler waited for its own run's), and a child admitted as its
+ * parent fails finds the parent failed, or is found by the parent's cancel. Past STATUS_LAG_MS (its
+ * worker died between the two writes; its successor writes the status) the message is offered again.
+ */
+async function statusCaughtUp(bus: ActorBus, runId: string): Promise<void> {
+  const store = new RunStatusStore(bus.buckets.runs, bus);
+  const deadline = bus.clock.now() + STATUS_LAG_MS;
+  for (;;) {
+    // No status at all: nothing to wait for (one that retention removed, say).
+    const status = await store.get(runId);
+    if (!status || isFinished(status)) return;
+    if (bus.clock.now() >= deadline)
+      throw new AgentError(
+        "BUS_UNAVAILABLE",
+        `run ${runId} finished in its log, and its status has not caught up yet`,
+      );
+    await bus.clock.sleep(STATUS_POLL_MS);
   }
 }
 

@@ -12,22 +12,23 @@ export const SupervisorEnv = ActorEnv.extend({
    * pool slots a few times per period; 0 turns the watchdog off. Longer than any admission.
    */
   SUPERVISOR_STALL_MS: z.coerce.number().int().min(0).max(86_400_000).default(600_000),
-  /** A committed or failed run's WAL is removed this long after it finished (0 keeps every WAL for ever). */
-  SUPERVISOR_WAL_RETAIN_MS: z.coerce.number().int().min(0).max(31_536_000_000).default(0),
   /**
-   * A committed or failed run's status is removed this long after it finished, with its WAL if
-   * that is still kept (0 keeps every status for ever). A submit naming the run is then refused.
+   * A committed or failed run's status is removed this long after it finished, with its tool
+   * calls' idempotency records (0 keeps every status for ever). A submit naming the run is then refused.
    */
   SUPERVISOR_STATUS_RETAIN_MS: z.coerce.number().int().min(0).max(315_360_000_000).default(0),
-  /** How long the audit stream keeps an event (0: for ever; at most 10 years); unset leaves the stream as it is. */
-  SUPERVISOR_AUDIT_MAX_AGE_MS: z.coerce
+  /**
+   * How long the run log keeps a message (0: for ever; at most 10 years); unset leaves the stream as
+   * it is. Longer than any run lives: a run's log is also what it resumes from.
+   */
+  SUPERVISOR_LOG_MAX_AGE_MS: z.coerce
     .number()
     .int()
     .min(0)
     .max(315_360_000_000)
     // JetStream refuses a max_age shorter than the stream's message-id dedupe window.
     .refine((ms) => ms === 0 || ms >= DUPLICATE_WINDOW_MS, {
-      message: `0 (for ever) or at least the audit stream's dedupe window, ${DUPLICATE_WINDOW_MS} ms`,
+      message: `0 (for ever) or at least the run log's dedupe window, ${DUPLICATE_WINDOW_MS} ms`,
     })
     .optional(),
 });

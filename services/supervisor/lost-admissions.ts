@@ -1,6 +1,6 @@
 import type { Counter } from "prom-client";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditCount, lastAuditEvent, publishAudit } from "../../shared/bus/audit.js";
+import { appendEvent, lastAuditEvent, logHead } from "../../shared/bus/audit.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { hasQueuedJob } from "../../shared/bus/jobs.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
@@ -94,25 +94,34 @@ export class LostAdmissions {
     if (!(await lastAuditEvent(this.bus, run.runId, "run.failed"))) await this.publishFailed(run);
   }
 
+  /**
+   * Appends the run's `run.failed` to its log, fenced at the log's head: a run whose worker wrote
+   * meanwhile (it was not lost after all) is left to it.
+   */
   private async publishFailed(run: RunStatus): Promise<void> {
-    const seq = (await auditCount(this.bus, run.runId)) + 1;
-    await publishAudit(this.bus, {
-      schemaVersion: 1,
-      auditId: `${run.runId}:${seq}`,
-      runId: run.runId,
-      rootRunId: run.rootRunId ?? run.runId,
-      ...(run.parentRunId ? { parentRunId: run.parentRunId } : {}),
-      seq,
-      iteration: run.iteration,
-      phase: run.phase,
-      kind: "run.failed",
-      actor: "supervisor",
-      status: "failed",
-      ...(run.terminal ? { reason: run.terminal.reason } : {}),
-      artifacts: [],
-      data: { code: ADMISSION_LOST },
-      timestamp: toRfc3339(this.bus.clock.now()),
-    });
+    const head = await logHead(this.bus, run.runId);
+    const seq = head.events + 1;
+    await appendEvent(
+      this.bus,
+      {
+        schemaVersion: 1,
+        auditId: `${run.runId}:${seq}`,
+        runId: run.runId,
+        rootRunId: run.rootRunId ?? run.runId,
+        ...(run.parentRunId ? { parentRunId: run.parentRunId } : {}),
+        seq,
+        iteration: run.iteration,
+        phase: run.phase,
+        kind: "run.failed",
+        actor: "supervisor",
+        status: "failed",
+        ...(run.terminal ? { reason: run.terminal.reason } : {}),
+        artifacts: [],
+        data: { code: ADMISSION_LOST },
+        timestamp: toRfc3339(this.bus.clock.now()),
+      },
+      head.seq,
+    );
   }
 
   private async releaseUnrecorded(unrecorded: readonly string[], now: number): Promise<void> {

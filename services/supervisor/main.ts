@@ -8,7 +8,7 @@ import { SubmitReply } from "../../shared/contracts/control.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { failureReply, serve, type Served } from "../../shared/bus/serve.js";
 import { ledgerLimit, ledgerRoom, PoolLedger } from "../../shared/bus/pool.js";
-import { setAuditMaxAge } from "../../shared/bus/provision.js";
+import { setLogMaxAge } from "../../shared/bus/provision.js";
 import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
@@ -21,7 +21,7 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { Admission } from "./admission.js";
 import { SupervisorEnv } from "./env.js";
 import { LostAdmissions } from "./lost-admissions.js";
-import { auditOutlivesStatuses, sweepFinishedRuns } from "./retention.js";
+import { logOutlivesStatuses, sweepFinishedRuns } from "./retention.js";
 import { watchSlots } from "./slot-scan.js";
 import { controlFailure } from "./control-failure.js";
 import { decideApproval } from "./approval.js";
@@ -43,14 +43,14 @@ const bus = await openActorBus(env, "supervisor", {
   fatal,
 });
 const metrics = new ActorMetrics("supervisor");
-if (env.SUPERVISOR_AUDIT_MAX_AGE_MS !== undefined) {
-  const changed = await setAuditMaxAge(bus.nc, bus.subjects, env.SUPERVISOR_AUDIT_MAX_AGE_MS);
-  if (changed) logger.warn({ maxAgeMs: env.SUPERVISOR_AUDIT_MAX_AGE_MS }, "audit stream's max_age set");
+if (env.SUPERVISOR_LOG_MAX_AGE_MS !== undefined) {
+  const changed = await setLogMaxAge(bus.nc, bus.subjects, env.SUPERVISOR_LOG_MAX_AGE_MS);
+  if (changed) logger.warn({ maxAgeMs: env.SUPERVISOR_LOG_MAX_AGE_MS }, "run log's max_age set");
 }
 if (env.SUPERVISOR_STATUS_RETAIN_MS > 0) {
-  // What the stream keeps, whoever set it: an earlier SUPERVISOR_AUDIT_MAX_AGE_MS stays on it.
-  const { config } = await bus.jsm.streams.info(bus.subjects.streams().audit);
-  const refused = auditOutlivesStatuses(config.max_age, env.SUPERVISOR_STATUS_RETAIN_MS);
+  // What the stream keeps, whoever set it: an earlier SUPERVISOR_LOG_MAX_AGE_MS stays on it.
+  const { config } = await bus.jsm.streams.info(bus.subjects.streams().log);
+  const refused = logOutlivesStatuses(config.max_age, env.SUPERVISOR_STATUS_RETAIN_MS);
   if (refused) throw refused;
 }
 // The pool's ledger is one KV value: past what the server lets a message carry, admissions are
@@ -144,31 +144,22 @@ const watchdog =
         stopping.signal,
       )
     : Promise.resolve();
-const retention = Promise.all(
-  (
-    [
-      ["wal", env.SUPERVISOR_WAL_RETAIN_MS],
-      ["status", env.SUPERVISOR_STATUS_RETAIN_MS],
-    ] as const
-  )
-    .filter(([, retainMs]) => retainMs > 0)
-    .map(([removes, retainMs]) =>
-      sweepFinishedRuns(
+const retention =
+  env.SUPERVISOR_STATUS_RETAIN_MS > 0
+    ? sweepFinishedRuns(
         bus,
-        { retainMs, removes },
+        { retainMs: env.SUPERVISOR_STATUS_RETAIN_MS },
         {
-          wals: metrics.walsRemoved,
           toolRecords: metrics.toolRecordsRemoved,
           statuses: metrics.statusesRemoved,
           treeBudgets: metrics.treeBudgetsRemoved,
         },
         stopping.signal,
       ).catch((err: unknown) => {
-        logger.fatal({ err, removes }, "retention loop stopped");
+        logger.fatal({ err }, "retention loop stopped");
         process.exit(1);
-      }),
-    ),
-);
+      })
+    : Promise.resolve();
 await registerStoreGauges(bus, metrics.registry);
 const health = await startActorHealth(bus, env, metrics);
 // Last: a supervisor that answers the roll call serves everything else already.
@@ -182,7 +173,6 @@ logger.info(
     maxDepth: env.SUPERVISOR_MAX_DEPTH,
     treeIterationCap: env.SUPERVISOR_TREE_ITERATION_CAP,
     stallMs: env.SUPERVISOR_STALL_MS,
-    walRetainMs: env.SUPERVISOR_WAL_RETAIN_MS,
     statusRetainMs: env.SUPERVISOR_STATUS_RETAIN_MS,
   },
   "supervisor ready",

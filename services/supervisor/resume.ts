@@ -161,7 +161,7 @@ async function takeSlotAfterHalt(
 }
 
 /**
- * The audit stream sequence of the run's latest `run.halted`: the halt whose release the resume
+ * The run log sequence of the message holding the run's latest `run.halted`: the halt whose release the resume
  * waited for. Its event may be delivered to the release loop again (its ack lost, or NAK'd after
  * the release); the slot the resume takes follows it, so that delivery must not free it.
  */

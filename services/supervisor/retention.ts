@@ -10,17 +10,14 @@ import { withBusRetry } from "../../shared/bus/retry.js";
 import { treeBudgetKey } from "../../shared/bus/tree-budget.js";
 import { isFinished, RunStatus } from "../../shared/contracts/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
-import { AuditEvent } from "../../shared/contracts/audit.js";
+import { entryOfMessage } from "../../shared/bus/run-log.js";
 import { onEventFailure } from "./event-failure.js";
 import { ToolRecords } from "./tool-records.js";
 import { bucketStream } from "../../shared/bus/subjects.js";
 
-/** Each sweep's durable consumer, shared by the supervisor replicas. */
-export const RETENTION_CONSUMERS = {
-  wal: "supervisor-wal-retention",
-  status: "supervisor-status-retention",
-} as const;
-/** The events after which a run never runs again (a halted run may resume: its WAL stays). */
+/** The sweep's durable consumer, shared by the supervisor replicas. */
+export const RETENTION_CONSUMER = "supervisor-status-retention";
+/** The events after which a run never runs again (a halted run may resume: its status stays). */
 const FINAL_KINDS = new Set<string>(["run.committed", "run.failed"]);
 /**
  * The longest a not-yet-due event is put back for: a shorter retention set later takes effect
@@ -31,20 +28,20 @@ export const MAX_PUT_BACK_MS = 3_600_000;
 const MAX_RETIRE_ATTEMPTS = 5;
 
 /**
- * Refused when the audit stream keeps events (`max_age`, in nanoseconds as JetStream says it; 0
- * for ever) no longer than a finished run's status: once both are gone, nothing remembers that
- * the run's id ran, and a submit naming it would start it afresh. Pure.
+ * Refused when the run log keeps messages (`max_age`, in nanoseconds as JetStream says it; 0 for
+ * ever) no longer than a finished run's status: once both are gone, nothing remembers that the
+ * run's id ran, and a submit naming it would start it afresh. Pure.
  */
-export function auditOutlivesStatuses(maxAgeNanos: number, statusRetainMs: number): AgentError | undefined {
-  const auditMs = maxAgeNanos / 1_000_000;
-  if (statusRetainMs === 0 || maxAgeNanos === 0 || auditMs > statusRetainMs) return undefined;
+export function logOutlivesStatuses(maxAgeNanos: number, statusRetainMs: number): AgentError | undefined {
+  const logMs = maxAgeNanos / 1_000_000;
+  if (statusRetainMs === 0 || maxAgeNanos === 0 || logMs > statusRetainMs) return undefined;
   return new AgentError(
     "INVALID_INPUT",
-    `invalid configuration: the audit stream keeps events ${auditMs} ms (its max_age, see SUPERVISOR_AUDIT_MAX_AGE_MS), no longer than SUPERVISOR_STATUS_RETAIN_MS (${statusRetainMs}): a finished run's id is refused a new run only while its audit trail remembers it`,
+    `invalid configuration: the run log keeps messages ${logMs} ms (its max_age, see SUPERVISOR_LOG_MAX_AGE_MS), no longer than SUPERVISOR_STATUS_RETAIN_MS (${statusRetainMs}): a finished run's id is refused a new run only while its log remembers it`,
   );
 }
 
-/** How long to wait before a run that finished at `finishedAt` may lose its WAL; 0 when due. Pure. */
+/** How long to wait before a run that finished at `finishedAt` may lose its status; 0 when due. Pure. */
 export function putBackFor(finishedAt: number, now: number, retainMs: number): number {
   return Math.min(MAX_PUT_BACK_MS, Math.max(0, finishedAt + retainMs - now));
 }
@@ -52,16 +49,10 @@ export function putBackFor(finishedAt: number, now: number, retainMs: number): n
 export interface RetentionOptions {
   /** How long after its `run.committed` or `run.failed` a finished run loses what the sweep removes. */
   retainMs: number;
-  /**
-   * `wal`: the run's WAL and its tool calls' idempotency records (SUPERVISOR_WAL_RETAIN_MS);
-   * `status`: those if still there, then the run's status (SUPERVISOR_STATUS_RETAIN_MS).
-   */
-  removes: keyof typeof RETENTION_CONSUMERS;
 }
 
-/** What the sweeps count: runs whose WAL or status they removed, and the idempotency records removed with a WAL. */
+/** What the sweep counts: the statuses, idempotency records and tree budget keys it removed. */
 export interface RetentionCounters {
-  wals: Counter;
   toolRecords: Counter;
   statuses?: Counter;
   /** Root runs whose tree budget key went with their status. */
@@ -69,15 +60,14 @@ export interface RetentionCounters {
 }
 
 /**
- * Removes what a finished run no longer needs, `retainMs` after it finished. A committed or failed
- * run never runs again, and its audit trail keeps what it did; its WAL, most of what a run leaves
- * in the file store, and its status would otherwise stay for ever. The run lifecycle events are
- * read in stream order through one durable consumer per sweep, shared by the supervisor replicas,
- * one at a time: an event not yet due is put back until it is (NAK with a delay), which holds the
- * later ones back too, since they finished later. The status is read first: nothing is removed for
- * a run that is not committed or failed. The idempotency records of the run's tool calls go first
- * (see ToolRecords: its WAL is what names them), the WAL next, the status last: a sweep stopped
- * midway finds the run as finished as before when the event comes again.
+ * Removes what a finished run no longer needs from the buckets, `retainMs` after it finished
+ * (SUPERVISOR_STATUS_RETAIN_MS): its tool calls' idempotency records, its tree's budget key, its
+ * fan-out record and its status. Its log stays until the stream's max_age. The run lifecycle
+ * messages are read in stream order through one durable consumer, shared by the supervisor
+ * replicas, one at a time: one not yet due is put back until it is (NAK with a delay), which holds
+ * the later ones back too, since they finished later. The status is read first: nothing is removed
+ * for a run that is not committed or failed, and it goes last, so a sweep stopped midway finds the
+ * run as finished as before when the message comes again.
  */
 export async function sweepFinishedRuns(
   bus: ActorBus,
@@ -85,18 +75,17 @@ export async function sweepFinishedRuns(
   counters: RetentionCounters,
   signal: AbortSignal,
 ): Promise<void> {
-  const stream = bus.subjects.streams().audit;
-  const durable = RETENTION_CONSUMERS[options.removes];
-  const messages = await whenJetStreamAnswers(`the ${options.removes} retention consumer`, bus, async () => {
+  const stream = bus.subjects.streams().log;
+  const messages = await whenJetStreamAnswers("the retention consumer", bus, async () => {
     await ensureDurable(bus.jsm, stream, {
-      durable_name: durable,
+      durable_name: RETENTION_CONSUMER,
       ack_policy: AckPolicy.Explicit,
       // Runs that finished before retention was turned on are swept too, oldest first.
       deliver_policy: DeliverPolicy.All,
-      filter_subject: bus.subjects.auditRunLifecycle(),
+      filter_subject: bus.subjects.logLifecycle(),
       max_ack_pending: 1,
     });
-    const consumer = await bus.js.consumers.get(stream, durable);
+    const consumer = await bus.js.consumers.get(stream, RETENTION_CONSUMER);
     return consumer.consume({ max_messages: 1 });
   });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
@@ -116,12 +105,12 @@ class FinishedRuns {
     this.records = new ToolRecords(bus);
   }
 
-  /** One lifecycle event: the run's remains removed when due, or the event put back until it is. Never rejects. */
+  /** One lifecycle message: the run's remains removed when due, or the message put back until it is. Never rejects. */
   async onEvent(msg: JsMsg): Promise<void> {
     const { bus, options } = this;
     try {
-      const event = decode(AuditEvent, msg.data);
-      if (!FINAL_KINDS.has(event.kind)) {
+      const event = (await entryOfMessage(bus, msg))?.events.find((e) => FINAL_KINDS.has(e.kind));
+      if (!event) {
         msg.ack();
         return;
       }
@@ -136,32 +125,22 @@ class FinishedRuns {
       );
       const status = entry?.operation === "PUT" ? decode(RunStatus, entry.value) : undefined;
       if (entry && isFinished(status)) {
-        await this.removeWal(event.runId);
-        if (options.removes === "status") {
-          // The tree's count goes before the status, so a sweep stopped between the two does it again.
-          if ((status.rootRunId ?? status.runId) === status.runId) await this.retireTree(status.runId);
-          await this.removeFanOut(event.runId);
-          await this.removeStatus(event.runId, entry.revision);
-        }
+        await this.removeToolRecords(event.runId);
+        // The tree's count goes before the status, so a sweep stopped between the two does it again.
+        if ((status.rootRunId ?? status.runId) === status.runId) await this.retireTree(status.runId);
+        await this.removeFanOut(event.runId);
+        await this.removeStatus(event.runId, entry.revision);
       }
       msg.ack();
     } catch (err) {
-      onEventFailure(bus, msg, err, `could not remove a finished run's ${options.removes}`);
+      onEventFailure(bus, msg, err, "could not remove a finished run's status");
     }
   }
 
-  private async removeWal(runId: string): Promise<void> {
-    const { bus, counters } = this;
-    const toolRecords = await this.records.removeFor(runId);
-    counters.toolRecords.inc(toolRecords);
-    const subject = bus.subjects.wal(runId);
-    const reply = await withBusRetry(`removing ${subject}`, bus, () =>
-      bus.jsm.streams.purge(bus.subjects.streams().wal, { filter: subject }),
-    );
-    if (reply.purged > 0) {
-      counters.wals.inc();
-      bus.logger.info({ runId, messages: reply.purged, toolRecords }, "finished run's WAL removed");
-    }
+  private async removeToolRecords(runId: string): Promise<void> {
+    const removed = await this.records.removeFor(runId);
+    this.counters.toolRecords.inc(removed);
+    if (removed > 0) this.bus.logger.info({ runId, toolRecords: removed }, "finished run's tool records removed");
   }
 
   /**

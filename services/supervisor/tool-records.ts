@@ -2,7 +2,7 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import { removeMessage, type Removal } from "../../shared/bus/remove-message.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
-import { scanWal } from "../../shared/bus/wal.js";
+import { scanWal } from "../../shared/bus/run-log.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { bucketStream } from "../../shared/bus/subjects.js";
 
@@ -10,20 +10,20 @@ import { bucketStream } from "../../shared/bus/subjects.js";
 const REMOVALS_IN_FLIGHT = 16;
 
 /**
- * Removes the idempotency records of finished runs' tool calls, one per INTENT in the run's WAL. A
+ * Removes the idempotency records of finished runs' tool calls, one per INTENT in the run's log. A
  * committed or failed run never calls a tool again, so nothing reads them any more, and they would
  * otherwise stay for ever. Each key's one message (history 1) is read for its sequence and removed
  * by it, leaving no delete marker behind, and only keys the run's own calls name: another run's
  * records are never touched. By sequence, not by a purge of the key's subject: the supervisor's
  * NATS user may remove single messages from the bucket but not purge it (permissions.conf). A
- * NATS user that may not remove them leaves them, said once: the WAL retention goes on without.
+ * NATS user that may not remove them leaves them, said once: the status retention goes on without.
  */
 export class ToolRecords {
   private deniedSaid = false;
 
   constructor(private readonly bus: ActorBus) {}
 
-  /** Removes the run's records; returns how many it removed. Call it before the WAL is purged. */
+  /** Removes the run's records; returns how many it removed. */
   async removeFor(runId: string): Promise<number> {
     const keys = [...(await this.keysOf(runId))];
     let removed = 0;
@@ -49,7 +49,7 @@ export class ToolRecords {
     return bucketStream(this.bus.subjects.buckets().idempotency);
   }
 
-  /** The bucket keys of the calls the run's WAL names; as far as it reads, if it cannot be read whole. */
+  /** The bucket keys of the calls the run's log names; as far as it reads, if it cannot be read whole. */
   private async keysOf(runId: string): Promise<Set<string>> {
     const keys = new Set<string>();
     try {
@@ -60,7 +60,7 @@ export class ToolRecords {
       if (!(err instanceof AgentError) || err.code !== "INVALID_INPUT") throw err;
       this.bus.logger.warn(
         { err, runId },
-        "a finished run's WAL is unreadable: its later tool calls' idempotency records are left",
+        "a finished run's log is unreadable: its later tool calls' idempotency records are left",
       );
     }
     return keys;

@@ -13,6 +13,8 @@ export interface AckedPublishOptions {
   msgID?: string;
   /** The fencing token: the stream sequence the subject's last message must have. */
   expectLastSubjectSequence?: number;
+  /** The subject (wildcards allowed) whose last message the fence names; the published one when absent. */
+  expectLastSubjectSequenceSubject?: string;
   headers?: MsgHdrs;
 }
 
@@ -60,13 +62,15 @@ export class AckPublisher {
    * `max_payload`, connection closed).
    */
   async publish(subject: string, data: Uint8Array, options: AckedPublishOptions = {}): Promise<PubAck> {
-    const { msgID, expectLastSubjectSequence } = options;
+    const { msgID, expectLastSubjectSequence, expectLastSubjectSequenceSubject } = options;
     let h = options.headers;
     if (msgID !== undefined || expectLastSubjectSequence !== undefined) {
       h ??= headers();
       if (msgID !== undefined) h.set(MSG_ID_HEADER, msgID);
       if (expectLastSubjectSequence !== undefined)
         h.set("Nats-Expected-Last-Subject-Sequence", String(expectLastSubjectSequence));
+      if (expectLastSubjectSequenceSubject !== undefined)
+        h.set("Nats-Expected-Last-Subject-Sequence-Subject", expectLastSubjectSequenceSubject);
     }
     let msg: Msg;
     try {

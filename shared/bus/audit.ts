@@ -1,21 +1,15 @@
-import type { JetStreamManager } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { JetStreamManager, StoredMsg } from "@nats-io/jetstream";
+import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { AuditEvent } from "../contracts/audit.js";
+import { EVENTS_HEADER, headlineOf, LogEntry } from "../contracts/log.js";
 import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
-import { AckPublisher } from "./ack-publisher.js";
+import { AckPublisher, MSG_ID_HEADER } from "./ack-publisher.js";
 import { decode, encode } from "./codec.js";
-import { readRange } from "./read-range.js";
+import { readHeld } from "./read-range.js";
+import { isWrongLastSequence, scanLog } from "./run-log.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
-
-export interface AuditDeps {
-  /** Events are published on it (AckPublisher). */
-  nc: NatsConnection;
-  subjects: Subjects;
-  clock: Clock;
-  random: Random;
-}
 
 /** What a question about a run's events needs: the stream's manager, and retries through a leader election. */
 export interface AuditQueries {
@@ -25,86 +19,175 @@ export interface AuditQueries {
   random: Random;
 }
 
-/**
- * Publishes one audit event on `<prefix>.audit.<runId>.<kind>`. The message id is the event's
- * `auditId` (`runId:seq`), so a retry, or a resumed worker re-emitting an event it cannot know
- * was published, never stores it twice.
- */
-export async function publishAudit(
-  deps: AuditDeps,
-  event: AuditEvent,
-): Promise<{ seq: number; duplicate: boolean }> {
-  const data = encode(AuditEvent, event);
-  const subject = deps.subjects.audit(event.runId, event.kind);
-  const publisher = AckPublisher.of(deps.nc);
-  const ack = await withBusRetry(`audit publish of ${event.auditId}`, deps, () =>
-    publisher.publish(subject, data, { msgID: event.auditId }),
-  );
-  return { seq: ack.seq, duplicate: ack.duplicate };
+export interface AuditDeps extends AuditQueries {
+  /** Events are published on it (AckPublisher). */
+  nc: NatsConnection;
 }
 
 /**
- * Reads what the audit stream holds when called, in stream order (one run's events, or all), from
- * the beginning; at most `limit` events. It rides out a leader election like a publish does.
+ * Appends one event of the supervisor's as a message of the run's log, fenced at `after` (the
+ * sequence of the run's last message, 0 for a run with none): the admission's `run.admitted`
+ * is the run's first message, so a second admission of the same run id is refused. The message
+ * id is the event's `auditId`. Returns the message's sequence, or "refused" when the run's log
+ * has moved on (someone else wrote first).
+ */
+export async function appendEvent(
+  deps: AuditDeps,
+  event: AuditEvent,
+  after: number,
+): Promise<number | "refused"> {
+  const data = encode(LogEntry, { records: [], events: [event] });
+  const subject = deps.subjects.log(event.runId, headlineOf([event]));
+  const fence = deps.subjects.logAll(event.runId);
+  const publisher = AckPublisher.of(deps.nc);
+  try {
+    const ack = await withBusRetry(`log append of ${event.auditId}`, deps, async () => {
+      const h = headers();
+      h.set(EVENTS_HEADER, event.kind);
+      try {
+        return await publisher.publish(subject, data, {
+          msgID: event.auditId,
+          expectLastSubjectSequence: after,
+          expectLastSubjectSequenceSubject: fence,
+          headers: h,
+        });
+      } catch (err) {
+        // Since 2.12 the fence is checked before the message id: this append's own earlier try
+        // that landed is refused too, and told apart by its id at the head.
+        const head = isWrongLastSequence(err) ? await lastMessage(deps, fence) : undefined;
+        if (head?.header.get(MSG_ID_HEADER) === event.auditId) return { seq: head.seq };
+        throw err;
+      }
+    });
+    return ack.seq;
+  } catch (err) {
+    if (isWrongLastSequence(err)) return "refused";
+    throw err;
+  }
+}
+
+/**
+ * Records a refused submit on `<prefix>.rejected.<runId>`, outside the run's log: the run id
+ * names no run, and may be submitted again.
+ */
+export async function recordRejection(deps: AuditDeps, event: AuditEvent): Promise<void> {
+  const data = encode(AuditEvent, event);
+  const publisher = AckPublisher.of(deps.nc);
+  await withBusRetry(`recording ${event.auditId}`, deps, () =>
+    publisher.publish(deps.subjects.rejected(event.runId), data, { msgID: event.auditId }),
+  );
+}
+
+/**
+ * Reads the events the run log holds when called, in order (one run's, or every run's), from the
+ * beginning; at most `limit` events. A run's refused submits (see recordRejection) come in their
+ * place among its events. It rides out a leader election like a publish does.
  */
 export async function* readAudit(
   deps: AuditQueries,
   options: { runId?: string; limit?: number } = {},
 ): AsyncGenerator<AuditEvent> {
-  const stream = deps.subjects.streams().audit;
-  const filter = deps.subjects.auditAll(options.runId);
-  const held = await heldBy(deps, filter);
-  const count = Math.min(held, options.limit ?? held);
-  if (count === 0) return;
-  for await (const msg of readRange(deps, { stream, filter, count })) {
-    yield decode(AuditEvent, msg.data);
+  let left = options.limit ?? Number.POSITIVE_INFINITY;
+  if (left <= 0) return;
+  const refused = options.runId === undefined ? [] : await rejections(deps, options.runId);
+  const stored = async function* (): AsyncGenerator<{ seq: number; events: AuditEvent[] }> {
+    for await (const { seq, entry } of scanLog(deps, options.runId)) {
+      while (refused.length > 0 && refused[0]!.seq < seq) yield refused.shift()!;
+      yield { seq, events: entry.events };
+    }
+    yield* refused;
+  };
+  for await (const { events } of stored()) {
+    for (const event of events) {
+      yield event;
+      if (--left <= 0) return;
+    }
   }
 }
 
+/** A run id's refused submits, with their stream sequences. */
+async function rejections(deps: AuditQueries, runId: string): Promise<{ seq: number; events: AuditEvent[] }[]> {
+  const refused: { seq: number; events: AuditEvent[] }[] = [];
+  const stream = deps.subjects.streams().log;
+  const read = withBusRetry(`reading ${runId}'s refused submits`, deps, async () => {
+    refused.length = 0;
+    for await (const msg of readHeld(deps.jsm, stream, deps.subjects.rejected(runId)))
+      refused.push({ seq: msg.seq, events: [decode(AuditEvent, msg.data)] });
+  });
+  await read;
+  return refused;
+}
+
 /**
- * The run's latest audit event of one kind, with its audit stream sequence; undefined when it has
- * none. One `last_by_subj` read: each kind has a subject of its own.
+ * The run's latest audit event of one kind, with the stream sequence of the message holding it;
+ * undefined when it has none. A message's subject names its headline (see headlineOf), so one
+ * `last_by_subj` read finds the latest message headed by `kind`; the messages after it are read
+ * for a later event of that kind under another headline (an approval decided and the commit it
+ * led to, in one transition).
  */
 export async function lastAuditEvent(
   deps: AuditQueries,
   runId: string,
   kind: AuditEvent["kind"],
 ): Promise<{ streamSeq: number; event: AuditEvent } | undefined> {
-  const subject = deps.subjects.audit(runId, kind);
-  const last = await withBusRetry(`reading the last ${subject}`, deps, () =>
-    deps.jsm.streams.getMessage(deps.subjects.streams().audit, { last_by_subj: subject }),
-  );
-  return last ? { streamSeq: last.seq, event: decode(AuditEvent, last.data) } : undefined;
+  const headed = await lastMessage(deps, deps.subjects.log(runId, kind));
+  let found: { streamSeq: number; event: AuditEvent } | undefined;
+  if (headed) {
+    const event = decode(LogEntry, headed.data).events.findLast((e) => e.kind === kind);
+    if (event) found = { streamSeq: headed.seq, event };
+  }
+  // Final events always head their message: nothing can follow them in it.
+  if (FINAL_HEADLINES.has(kind)) return found;
+  for await (const { seq, entry } of scanLog(deps, runId, (headed?.seq ?? 0) + 1)) {
+    const event = entry.events.findLast((e) => e.kind === kind);
+    if (event) found = { streamSeq: seq, event };
+  }
+  return found;
 }
 
-/** How many audit events the stream holds for one run: the next event's `seq` is this plus one. */
+const FINAL_HEADLINES: ReadonlySet<string> = new Set(["run.committed", "run.failed", "run.halted", "run.admitted"]);
+
+/**
+ * The `seq` of the run's last audit event: the next event's is this plus one. Its last message
+ * says, unless that holds records only; then the whole log is read.
+ */
 export async function auditCount(deps: AuditQueries, runId: string): Promise<number> {
-  return heldBy(deps, deps.subjects.auditAll(runId));
+  return (await logHead(deps, runId)).events;
+}
+
+/** The run's last message's stream sequence (0 with none: what a fence on its log names), and its events' count. */
+export async function logHead(deps: AuditQueries, runId: string): Promise<{ seq: number; events: number }> {
+  const last = await lastMessage(deps, deps.subjects.logAll(runId));
+  if (!last) return { seq: 0, events: 0 };
+  const event = decode(LogEntry, last.data).events.at(-1);
+  if (event) return { seq: last.seq, events: event.seq };
+  let events = 0;
+  for await (const { entry } of scanLog(deps, runId)) events = entry.events.at(-1)?.seq ?? events;
+  return { seq: last.seq, events };
 }
 
 /**
- * One run's audit events as the stream holds them, in the one request auditCount makes: how many,
- * and whether one says the run finished (`run.committed` or `run.failed`).
+ * One run's log as the stream holds it, in one request: how many messages, and whether one says
+ * the run finished (`run.committed` or `run.failed`).
  */
 export async function auditTally(
   deps: AuditQueries,
   runId: string,
-): Promise<{ events: number; finished: boolean }> {
-  const bySubject = await subjectsHeld(deps, deps.subjects.auditAll(runId));
-  const finals = new Set(["run.committed", "run.failed"].map((kind) => deps.subjects.audit(runId, kind)));
+): Promise<{ messages: number; finished: boolean }> {
+  const filter = deps.subjects.logAll(runId);
+  const info = await withBusRetry(`counting ${filter}`, deps, () =>
+    deps.jsm.streams.info(deps.subjects.streams().log, { subjects_filter: filter }),
+  );
+  const bySubject = info.state.subjects ?? {};
+  const finals = new Set(["run.committed", "run.failed"].map((kind) => deps.subjects.log(runId, kind)));
   return {
-    events: Object.values(bySubject).reduce((sum, n) => sum + n, 0),
+    messages: Object.values(bySubject).reduce((sum, n) => sum + n, 0),
     finished: Object.keys(bySubject).some((subject) => finals.has(subject)),
   };
 }
 
-async function heldBy(deps: AuditQueries, filter: string): Promise<number> {
-  return Object.values(await subjectsHeld(deps, filter)).reduce((sum, n) => sum + n, 0);
-}
-
-async function subjectsHeld(deps: AuditQueries, filter: string): Promise<Record<string, number>> {
-  const info = await withBusRetry(`counting ${filter}`, deps, () =>
-    deps.jsm.streams.info(deps.subjects.streams().audit, { subjects_filter: filter }),
+async function lastMessage(deps: AuditQueries, subject: string): Promise<StoredMsg | null> {
+  return withBusRetry(`reading the last ${subject}`, deps, () =>
+    deps.jsm.streams.getMessage(deps.subjects.streams().log, { last_by_subj: subject }),
   );
-  return info.state.subjects ?? {};
 }

@@ -9,7 +9,7 @@ import { AckPublisher } from "./ack-publisher.js";
 import { decode } from "./codec.js";
 import { withBusRetry } from "./retry.js";
 import { kvSubject, type Subjects } from "./subjects.js";
-import { isWrongLastSequence } from "./wal.js";
+import { isWrongLastSequence } from "./run-log.js";
 
 /** What the idempotency bucket holds per key: a claim while the tool runs, then its reply. */
 export const IdempotencyRecord = z.discriminatedUnion("status", [

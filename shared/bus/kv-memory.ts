@@ -8,7 +8,7 @@ import { sha256 } from "../runtime/hash.js";
 import { decode, encode } from "./codec.js";
 import { readHeld } from "./read-range.js";
 import { RecentWindow } from "./recent-window.js";
-import { isWrongLastSequence } from "./wal.js";
+import { isWrongLastSequence } from "./run-log.js";
 import { bucketStream, kvSubject, type Subjects } from "./subjects.js";
 
 /**

@@ -9,7 +9,7 @@ import { KnownRevisions } from "./known-revisions.js";
 
 /**
  * The runs holding a pool slot; one key, so one compare-and-set decides every admission.
- * `resumedAfter` names, for a run resumed after a halt, the audit stream sequence of the halt its
+ * `resumedAfter` names, for a run resumed after a halt, the run log sequence of the halt its
  * slot follows: a lifecycle event at or before it belongs to the slot the run held before (a
  * `run.halted` delivered again after its release), and must not free the one it holds now.
  */
@@ -207,7 +207,7 @@ export class PoolLedger {
 
   /**
    * Frees `runId`'s slot ("absent" when it holds none: releasing twice is harmless). With the
-   * audit stream sequence of the lifecycle event that asks for it, a slot taken by a resume after
+   * run log sequence of the lifecycle message that asks for it, a slot taken by a resume after
    * that event is kept ("earlier"): the event is a late delivery of one its old slot already answered.
    */
   release(runId: string, eventSeq?: number): Promise<ReleaseOutcome> {

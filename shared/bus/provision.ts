@@ -55,20 +55,18 @@ export function streamConfigs(subjects: Subjects, replicas: number): WantedStrea
     num_replicas: replicas,
     duplicate_window: DUPLICATE_WINDOW_MS * NANOS_PER_MS,
   };
-  // Read with batched direct gets (see readRange); JSON compresses to ~0.4x once a block is sealed.
-  const logs = {
-    ...common,
-    retention: RetentionPolicy.Limits,
-    allow_direct: true,
-    compression: StoreCompression.S2,
-  };
   return [
     { ...common, name: names.runs, subjects: [subjects.runQueueAll()], retention: RetentionPolicy.Workqueue },
-    { ...logs, name: names.wal, subjects: [subjects.walAll()] },
     {
-      ...logs,
-      name: names.audit,
-      subjects: [subjects.auditAll()],
+      // The run log: read with batched direct gets (see readRange); its JSON compresses to ~0.4x
+      // once a block is sealed. Nothing is ever removed by hand: what it keeps, it keeps until its
+      // max_age (SUPERVISOR_LOG_MAX_AGE_MS).
+      ...common,
+      name: names.log,
+      subjects: [subjects.logAll(), subjects.rejectedAll()],
+      retention: RetentionPolicy.Limits,
+      allow_direct: true,
+      compression: StoreCompression.S2,
       deny_delete: true,
       deny_purge: true,
     },
@@ -194,17 +192,17 @@ async function converge(
 }
 
 /**
- * Sets how long the audit stream keeps an event (`max_age`; 0 keeps every event for ever), when it
- * differs; returns whether it changed. The supervisor's alone (SUPERVISOR_AUDIT_MAX_AGE_MS): other
+ * Sets how long the run log keeps a message (`max_age`; 0 keeps every one for ever), when it
+ * differs; returns whether it changed. The supervisor's alone (SUPERVISOR_LOG_MAX_AGE_MS): other
  * actors provision without it, and so leave what the stream has.
  */
-export async function setAuditMaxAge(
+export async function setLogMaxAge(
   nc: NatsConnection,
   subjects: Subjects,
   maxAgeMs: number,
 ): Promise<boolean> {
   const jsm = await jetstreamManager(nc);
-  const name = subjects.streams().audit;
+  const name = subjects.streams().log;
   const wanted = maxAgeMs * NANOS_PER_MS;
   const { config } = await jsm.streams.info(name);
   if (config.max_age === wanted) return false;

@@ -6,7 +6,7 @@ import type { Random } from "../runtime/random.js";
 import { decode, encode } from "./codec.js";
 import { readBucket } from "./bucket-read.js";
 import { withBusRetry } from "./retry.js";
-import { refusedOnly } from "./wal.js";
+import { refusedOnly } from "./run-log.js";
 import type { Subjects } from "./subjects.js";
 
 /** What the runs bucket holds now: every run's status, and the other live keys (fan-outs). */

@@ -34,7 +34,7 @@ export function kvSubject(bucket: string, key: string): string {
   return `$KV.${bucket}.${key}`;
 }
 
-/** A stream of this prefix, and whether it is one of the three streams or a bucket's. */
+/** A stream of this prefix, and whether it is one of the streams or a bucket's. */
 export interface StoreName {
   name: string;
   kind: "stream" | "bucket";
@@ -42,8 +42,8 @@ export interface StoreName {
 
 export interface StreamNames {
   runs: string;
-  wal: string;
-  audit: string;
+  /** The run log: every run's write-ahead records and audit events (DESIGN.md §3). */
+  log: string;
 }
 
 export interface BucketNames {
@@ -78,28 +78,33 @@ export class Subjects {
     return `${this.prefix}.runs.queue.>`;
   }
 
-  wal(runId: string): string {
-    return `${this.prefix}.wal.${token("runId", runId)}`;
-  }
-
-  walAll(): string {
-    return `${this.prefix}.wal.>`;
-  }
-
-  audit(runId: string, kind: string): string {
+  /**
+   * One message of a run's log: `<kind>` is its headline event (`run.committed`, `approval.requested`,
+   * … or `step`), so a subscriber filters by it (see headlineOf).
+   */
+  log(runId: string, kind: string): string {
     if (!DOTTED.test(kind))
-      throw new AgentError("INVALID_INPUT", `audit kind '${kind}' is not a dotted lowercase name`);
-    return `${this.prefix}.audit.${token("runId", runId)}.${kind}`;
+      throw new AgentError("INVALID_INPUT", `log kind '${kind}' is not a dotted lowercase name`);
+    return `${this.prefix}.log.${token("runId", runId)}.${kind}`;
   }
 
-  /** Every audit event, or one run's when `runId` is given. */
-  auditAll(runId?: string): string {
-    return runId === undefined ? `${this.prefix}.audit.>` : `${this.prefix}.audit.${token("runId", runId)}.>`;
+  /** Every run's log, or one run's when `runId` is given: the fence's subject for that run. */
+  logAll(runId?: string): string {
+    return runId === undefined ? `${this.prefix}.log.>` : `${this.prefix}.log.${token("runId", runId)}.>`;
   }
 
-  /** The run lifecycle events of every run (`run.admitted`, `run.committed`…). */
-  auditRunLifecycle(): string {
-    return `${this.prefix}.audit.*.run.*`;
+  /** The messages of every run whose headline is a run lifecycle event (`run.admitted`, `run.committed`…). */
+  logLifecycle(): string {
+    return `${this.prefix}.log.*.run.*`;
+  }
+
+  /** A refused submit's record: outside the run's log, so the refused run id may be submitted again. */
+  rejected(runId: string): string {
+    return `${this.prefix}.rejected.${token("runId", runId)}`;
+  }
+
+  rejectedAll(): string {
+    return `${this.prefix}.rejected.>`;
   }
 
   tool(name: string): string {
@@ -196,7 +201,7 @@ export class Subjects {
   /** Stream names: upper-cased prefix, so a second prefix on one server gets its own streams. */
   streams(): StreamNames {
     const p = this.prefix === DEFAULT_PREFIX ? "AGENT" : `${this.prefix.toUpperCase().replaceAll("-", "_")}`;
-    return { runs: `${p}_RUNS`, wal: `${p}_WAL`, audit: `${p}_AUDIT` };
+    return { runs: `${p}_RUNS`, log: `${p}_LOG` };
   }
 
   buckets(): BucketNames {
@@ -218,11 +223,11 @@ export class Subjects {
     return [b.runs, b.pool, b.idempotency, b.memory, b.toolState, b.modelBreakers, b.toolDescriptors];
   }
 
-  /** Every stream this prefix has: the three streams, then each bucket's (see bucketStream). */
+  /** Every stream this prefix has: the streams, then each bucket's (see bucketStream). */
   stores(): StoreName[] {
     const s = this.streams();
     return [
-      ...[s.runs, s.wal, s.audit].map((name): StoreName => ({ name, kind: "stream" })),
+      ...[s.runs, s.log].map((name): StoreName => ({ name, kind: "stream" })),
       ...this.bucketList().map((bucket): StoreName => ({ name: bucketStream(bucket), kind: "bucket" })),
     ];
   }

@@ -21,7 +21,7 @@ import { BUDGET_MS, withBusRetry } from "./retry.js";
 import { storageFull } from "./storage-full.js";
 import { serveSettle } from "./tool-settle.js";
 import { nowOrWhenRoom } from "./when-room.js";
-import { refusedOnly } from "./wal.js";
+import { refusedOnly } from "./run-log.js";
 
 export interface ToolServiceDeps extends IdempotencyBucketDeps {
   invoker: ToolInvoker;

@@ -15,7 +15,7 @@ import {
 import { requestJson, type ServiceWait } from "./request.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
-import { isWrongLastSequence } from "./wal.js";
+import { isWrongLastSequence } from "./run-log.js";
 
 type SettleDeps = IdempotencyBucketDeps & {
   logger: Logger;

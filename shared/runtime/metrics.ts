@@ -19,7 +19,6 @@ export class ActorMetrics {
   readonly leaseFailures: Counter<"code">;
   readonly runsHoldingSlot: Gauge;
   readonly lostAdmissions: Counter<"outcome">;
-  readonly walsRemoved: Counter;
   readonly toolRecordsRemoved: Counter;
   readonly statusesRemoved: Counter;
   readonly treeBudgetsRemoved: Counter;
@@ -96,14 +95,9 @@ export class ActorMetrics {
       labelNames: ["outcome"],
       registers,
     });
-    this.walsRemoved = new Counter({
-      name: "agents_wals_removed_total",
-      help: "Finished runs whose WAL was removed after SUPERVISOR_WAL_RETAIN_MS",
-      registers,
-    });
     this.toolRecordsRemoved = new Counter({
       name: "agents_tool_records_removed_total",
-      help: "Idempotency records of finished runs' tool calls removed with their WAL",
+      help: "Idempotency records of finished runs' tool calls removed with their status",
       registers,
     });
     this.statusesRemoved = new Counter({

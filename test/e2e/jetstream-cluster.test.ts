@@ -11,7 +11,7 @@ import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { WORKER_CONSUMER } from "../../shared/bus/jobs.js";
 import { provision } from "../../shared/bus/provision.js";
 import { Subjects } from "../../shared/bus/subjects.js";
-import { readWal, type StoredRecord } from "../../shared/bus/wal.js";
+import { readLog, type StoredRecord } from "../../shared/bus/run-log.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
@@ -137,13 +137,13 @@ describe("a 3-node JetStream cluster loses a server mid-workload", () => {
     const before = new Map<string, { wal: StoredRecord[]; audit: AuditEvent[] }>();
     for (const id of runIds) {
       before.set(id, {
-        wal: (await readWal(bus, id)).records,
+        wal: (await readLog(bus, id)).records,
         audit: await client.audit(id),
       });
     }
-    const leader = (await bus.jsm.streams.info(streams.wal)).cluster?.leader;
+    const leader = (await bus.jsm.streams.info(streams.log)).cluster?.leader;
     const victim = nats.nodes.find((n) => n.name === leader);
-    expect(victim, `WAL leader ${String(leader)}`).toBeDefined();
+    expect(victim, `log leader ${String(leader)}`).toBeDefined();
     await victim?.kill();
 
     for (const id of runIds) {
@@ -154,7 +154,7 @@ describe("a 3-node JetStream cluster loses a server mid-workload", () => {
       expect(status, id).toMatchObject({ status: "committed" });
     }
     for (const id of runIds) {
-      const wal = (await readWal(bus, id)).records;
+      const wal = (await readLog(bus, id)).records;
       const audit = await client.audit(id);
       const earlier = before.get(id);
       // Everything acknowledged before the crash is still there, unchanged, at the same sequence.

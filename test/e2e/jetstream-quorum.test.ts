@@ -221,7 +221,7 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
       expect(new Set([...Object.values(again.streams), ...Object.values(again.buckets)])).toEqual(
         new Set(["unchanged"]),
       );
-      expect(again.notes.filter((note) => note.includes("kept 3"))).toHaveLength(10);
+      expect(again.notes.filter((note) => note.includes("kept 3"))).toHaveLength(9);
       expect(await replicasOf(moved)).toEqual(everyStream(moved, 3));
 
       // A bucket missing (new in a build, or said missing by a cluster in trouble) is created with
@@ -289,12 +289,12 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     const healthy = await untilHealthy("a healthy cluster before one server is lost");
     expect(healthy.code).toBe(0);
     expect(healthy.health.problems).toEqual([]);
-    expect(healthy.health.stores).toHaveLength(10);
+    expect(healthy.health.stores).toHaveLength(9);
 
     // The supervisor's gauges say the same: three replicas, three current copies, of each store.
-    const wal = new Subjects(prefix).streams().wal;
-    expect(await gauge("agents_store_replicas", wal)).toBe("3");
-    expect(await gauge("agents_store_copies_current", wal)).toBe("3");
+    const log = new Subjects(prefix).streams().log;
+    expect(await gauge("agents_store_replicas", log)).toBe("3");
+    expect(await gauge("agents_store_copies_current", log)).toBe("3");
 
     const lost = nats.nodes[2];
     await lost?.kill();
@@ -317,12 +317,12 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
       { what: "a problem naming each store's copy on the lost server", everyMs: 1_000 },
     );
     expect(down?.code).toBe(1);
-    expect(await gauge("agents_store_copies_current", wal)).toBe("2");
-    expect(await gauge("agents_store_replicas", wal)).toBe("3");
+    expect(await gauge("agents_store_copies_current", log)).toBe("2");
+    expect(await gauge("agents_store_replicas", log)).toBe("3");
 
     await lost?.start();
     await untilHealthy("healthy again");
-    await until(async () => (await gauge("agents_store_copies_current", wal)) === "3", 10_000, {
+    await until(async () => (await gauge("agents_store_copies_current", log)) === "3", 10_000, {
       what: "three current copies again",
       everyMs: 500,
     });

@@ -52,7 +52,7 @@ describe("runs whose checkpoints exceed max_payload", () => {
     const { jsm, subjects } = suite.bus;
     const checkpointSeq = (await suite.client.status.get(reply.runId))?.checkpointSeq;
     expect(checkpointSeq).toBeGreaterThan(0);
-    const first = await jsm.streams.getMessage(subjects.streams().wal, { seq: checkpointSeq as number });
+    const first = await jsm.streams.getMessage(subjects.streams().log, { seq: checkpointSeq as number });
     expect(first?.header?.get(PART_HEADER)).toMatch(/^1\/[2-9]$/);
     const holder = await suite.lastWriter(reply.runId);
     expect(holder).toMatch(/^agent-\d$/);

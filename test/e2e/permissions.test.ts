@@ -53,29 +53,39 @@ describe("nats.conf: least privilege per actor kind", () => {
     );
   });
 
-  it("a tool service cannot write the WAL or the audit stream", async () => {
-    const js = jetstream(await as("tools"), { timeout: 2_000 });
-    const [wal, audit] = [await count("AGENT_WAL"), await count("AGENT_AUDIT")];
-    await expect(js.publish(subjects.wal("run-1"), "{}")).rejects.toThrow(/permission/i);
-    await expect(js.publish(subjects.audit("run-1", "run.committed"), "{}")).rejects.toThrow(/permission/i);
+  it("only agent workers and the supervisor write the run log; only the supervisor records a refused submit", async () => {
+    const before = await count("AGENT_LOG");
+    for (const kind of ["tools", "critic", "cli"] as const) {
+      const js = jetstream(await as(kind), { timeout: 2_000 });
+      await expect(js.publish(subjects.log("run-1", "step"), "{}"), kind).rejects.toThrow(/permission/i);
+      await expect(js.publish(subjects.log("run-1", "run.committed"), "{}"), kind).rejects.toThrow(
+        /permission/i,
+      );
+      await expect(js.publish(subjects.rejected("run-1"), "{}"), kind).rejects.toThrow(/permission/i);
+    }
+    const agent = jetstream(await as("agent"), { timeout: 2_000 });
+    await expect(agent.publish(subjects.rejected("run-1"), "{}")).rejects.toThrow(/permission/i);
     // The runtime's own publisher is refused at once too, not after its ack timeout.
     const t0 = performance.now();
     const publisher = AckPublisher.of(await as("tools"));
-    await expect(publisher.publish(subjects.wal("run-1"), new Uint8Array(2))).rejects.toThrow(/permission/i);
+    await expect(publisher.publish(subjects.log("run-1", "step"), new Uint8Array(2))).rejects.toThrow(
+      /permission/i,
+    );
     expect(performance.now() - t0).toBeLessThan(PUBLISH_ACK_TIMEOUT_MS / 2);
-    expect([await count("AGENT_WAL"), await count("AGENT_AUDIT")]).toEqual([wal, audit]);
+    expect(await count("AGENT_LOG")).toBe(before);
+    await agent.publish(subjects.log("run-1", "step"), "{}");
+    const supervisor = jetstream(await as("supervisor"), { timeout: 2_000 });
+    await supervisor.publish(subjects.log("run-2", "run.admitted"), "{}");
+    await supervisor.publish(subjects.rejected("run-3"), "{}");
+    expect(await count("AGENT_LOG")).toBe(before + 3);
   });
 
-  it("agentctl's user cannot write the WAL, nor acknowledge a worker's job (an audit event, it may)", async () => {
+  it("agentctl's user may acknowledge what its consumer on the run log delivers, never a worker's job", async () => {
     const cli = await as("cli");
-    const js = jetstream(cli, { timeout: 2_000 });
-    const before = await count("AGENT_WAL");
-    await expect(js.publish(subjects.wal("run-1"), "{}")).rejects.toThrow(/permission/i);
-    expect(await count("AGENT_WAL")).toBe(before);
     const ack = (stream: string) => cli.request(`$JS.ACK.${stream}.c.1.1.1.1.1`, "", { timeout: 500 });
     await expect(ack("AGENT_RUNS")).rejects.toThrow(/permission/i);
-    // Allowed, an audit ack no consumer waits for goes unanswered: a timeout, not a refusal.
-    await expect(ack("AGENT_AUDIT")).rejects.toThrow(/timeout|no responders/i);
+    // Allowed, an ack no consumer waits for goes unanswered: a timeout, not a refusal.
+    await expect(ack("AGENT_LOG")).rejects.toThrow(/timeout|no responders/i);
   });
 
   it("the critic and agentctl's user cannot call a tool, or settle a call, as the agent can", async () => {
@@ -162,20 +172,18 @@ describe("nats.conf: least privilege per actor kind", () => {
     }
   });
 
-  it("nobody can delete or purge a stream or remove a message, but the supervisor a finished run's WAL, its calls' records, its status and its tree's budget, and only the supervisor creates or changes them", async () => {
+  it("nobody can delete or purge a stream or remove a message, but the supervisor a finished run's calls' records, its fan-out, its status and its tree's budget, and only the supervisor creates or changes them", async () => {
     const buckets = subjects.buckets();
-    const streams = ["AGENT_AUDIT", "AGENT_WAL", "AGENT_RUNS", ...subjects.bucketList().map(bucketStream)];
+    const streams = ["AGENT_LOG", "AGENT_RUNS", ...subjects.bucketList().map(bucketStream)];
     for (const kind of KINDS) {
       const jsm = await jetstreamManager(await as(kind), { timeout: 2_000 });
       for (const stream of streams) {
         await expect(jsm.streams.delete(stream), `${kind} ${stream}`).rejects.toThrow();
-        // The supervisor's WAL retention purges a finished run's subject (SUPERVISOR_WAL_RETAIN_MS).
-        if (kind === "supervisor" && stream === "AGENT_WAL") continue;
         await expect(jsm.streams.purge(stream), `${kind} ${stream}`).rejects.toThrow();
       }
       for (const stream of streams) {
-        // The supervisor's retention removes a finished run's tool call records and its status,
-        // and a root run's tree budget, each by its sequence.
+        // The supervisor's retention removes a finished run's tool call records, its fan-out and
+        // its status, and a root run's tree budget, each by its sequence.
         const retained = [
           bucketStream(buckets.idempotency),
           bucketStream(buckets.runs),
@@ -194,11 +202,17 @@ describe("nats.conf: least privilege per actor kind", () => {
       }
     }
     const jsm = await jetstreamManager(await as("cli"));
-    expect((await jsm.streams.info("AGENT_AUDIT")).config.name).toBe("AGENT_AUDIT");
-    const wal = subjects.wal("finished-run");
-    await jetstream(await as("agent")).publish(wal, "{}");
-    const supervisor = await jetstreamManager(await as("supervisor"));
-    expect((await supervisor.streams.purge("AGENT_WAL", { filter: wal })).purged).toBe(1);
+    expect((await jsm.streams.info("AGENT_LOG")).config.name).toBe("AGENT_LOG");
+    // A finished run's log stays until the stream's max_age: not even the supervisor removes it.
+    const { seq } = await jetstream(await as("agent")).publish(subjects.log("finished-run", "step"), "{}");
+    const supervisor = await jetstreamManager(await as("supervisor"), { timeout: 2_000 });
+    await expect(
+      supervisor.streams.purge("AGENT_LOG", { filter: subjects.logAll("finished-run") }),
+    ).rejects.toThrow(/permission/i);
+    await expect(supervisor.streams.deleteMessage("AGENT_LOG", seq, false)).rejects.toThrow(/permission/i);
+    expect((await jsm.direct.getMessage("AGENT_LOG", { seq }))?.subject).toBe(
+      subjects.log("finished-run", "step"),
+    );
     const records = await new Kvm(await as("tools")).open(buckets.idempotency);
     const revision = await records.put("echo.finished-run-call", "{}");
     expect(await supervisor.streams.deleteMessage(bucketStream(buckets.idempotency), revision, false)).toBe(
@@ -221,27 +235,26 @@ describe("nats.conf: least privilege per actor kind", () => {
 
   it("streams an older supervisor made (no direct reads, no compression) are updated by this build's supervisor only, their messages kept; then every user reads them with direct gets", async () => {
     const supervisor = await jetstreamManager(await as("supervisor"));
-    const { config } = await supervisor.streams.info("AGENT_WAL");
-    await supervisor.streams.update("AGENT_WAL", {
+    const { config } = await supervisor.streams.info("AGENT_LOG");
+    await supervisor.streams.update("AGENT_LOG", {
       ...config,
       allow_direct: false,
       compression: StoreCompression.None,
     });
-    const wal = subjects.wal("older-run");
-    const { seq } = await jetstream(await as("agent")).publish(wal, "{}");
+    const subject = subjects.log("older-run", "step");
+    const { seq } = await jetstream(await as("agent")).publish(subject, "{}");
     // A worker of this build cannot change them: it is refused, and waits for the supervisor.
     await expect(provision(await as("agent"), { subjects, replicas: 1 })).rejects.toThrow(/permission/i);
-    expect((await provision(await as("supervisor"), { subjects, replicas: 1 })).streams.AGENT_WAL).toBe(
+    expect((await provision(await as("supervisor"), { subjects, replicas: 1 })).streams.AGENT_LOG).toBe(
       "updated",
     );
     expect(Object.values((await provision(await as("agent"), { subjects, replicas: 1 })).streams)).toEqual([
       "unchanged",
       "unchanged",
-      "unchanged",
     ]);
     for (const kind of KINDS) {
       const jsm = await jetstreamManager(await as(kind));
-      expect((await jsm.direct.getMessage("AGENT_WAL", { seq }))?.subject, kind).toBe(wal);
+      expect((await jsm.direct.getMessage("AGENT_LOG", { seq }))?.subject, kind).toBe(subject);
     }
   });
 

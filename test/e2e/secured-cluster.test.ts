@@ -22,6 +22,8 @@ import { startNats, type TestNats } from "../helpers/nats-server.js";
 import { until } from "../helpers/until.js";
 
 const SUBSCRIBER = fileURLToPath(new URL("../../examples/audit-subscriber.mjs", import.meta.url));
+/** SUPERVISOR_STATUS_RETAIN_MS here. */
+const RETAIN_MS = 10_000;
 
 // A key planted in the workers' environment; a hostile model endpoint echoes it back in its error.
 const PLANTED = `sk-planted-${process.pid}-${Date.now().toString(36)}-do-not-leak`;
@@ -79,8 +81,9 @@ describe("a cluster under the shipped permission model", () => {
     ];
     // Give them time to find the streams missing and start waiting.
     await new Promise((r) => setTimeout(r, 1_500));
-    // Finished runs' WALs and tool calls' records are removed a second after they finish.
-    await cluster.start("supervisor", "supervisor", { SUPERVISOR_WAL_RETAIN_MS: "1000" });
+    // A finished run's status and tool calls' records are removed ten seconds after it finished:
+    // after the tests that read them, before the one that checks they are gone.
+    await cluster.start("supervisor", "supervisor", { SUPERVISOR_STATUS_RETAIN_MS: String(RETAIN_MS) });
     await Promise.all(early);
   }, 60_000);
   afterAll(async () => {
@@ -93,7 +96,7 @@ describe("a cluster under the shipped permission model", () => {
     const { stdout } = await cli("cluster", "--json");
     const health = JSON.parse(stdout) as ClusterHealth;
     expect(health.problems).toEqual([]);
-    expect(health.stores.map((store) => store.replicas)).toEqual(Array.from({ length: 10 }, () => 1));
+    expect(health.stores.map((store) => store.replicas)).toEqual(Array.from({ length: 9 }, () => 1));
     // The workers created their consumer (a report without it says no worker has started).
     expect(health.jobs).toMatchObject({ waiting: 0, pulls: expect.any(Number) as number });
     // agentctl's user may hear the workers' beats: the one worker is listed.
@@ -167,7 +170,8 @@ describe("a cluster under the shipped permission model", () => {
       .map((line) => (JSON.parse(line) as { kind: string }).kind);
     expect(kinds).toContain("tool.completed");
     expect(kinds.at(-1)).toBe("run.committed");
-    // The audit subscriber the README gives, as agentctl's user: a durable consumer that acks each event.
+    // The audit subscriber the README gives, as agentctl's user: a durable consumer on the run log
+    // that acks each message.
     const subscriber = await runProcess(process.execPath, [SUBSCRIBER, "secured-1", "--until-final"], {
       env: {
         ...process.env,
@@ -186,15 +190,6 @@ describe("a cluster under the shipped permission model", () => {
       (err: { stdout: string; stderr: string }) => err,
     );
     expect(cancel.stderr).toMatch(/"code":"INVALID_INPUT".*cannot be cancelled: it is committed/);
-    // The supervisor's retention may purge the idempotency bucket as well as the WAL: it removes the
-    // echo call's record first, so a denied purge would leave the WAL there.
-    const removed = async (): Promise<boolean> => {
-      const replay = await cli("replay", "secured-1").catch((err: { stdout: string; stderr: string }) => err);
-      return /WAL was removed/.test(replay.stdout + replay.stderr);
-    };
-    await until(removed, 20_000, { what: "secured-1's WAL removed", everyMs: 250 });
-    const log = await readFile(join(logDir, "supervisor.log"), "utf8");
-    expect(log).toMatch(/"runId":"secured-1".*"toolRecords":[1-9].*finished run's WAL removed/);
   });
 
   it("agentctl's user replays a run that called a tool (asking the tool's service to describe it) and reads its result", async () => {
@@ -209,7 +204,6 @@ describe("a cluster under the shipped permission model", () => {
         }),
       ),
     );
-    // Awaiting approval, its WAL is kept (a finished run's goes a second after it finishes here).
     const watched = await cli("submit", file, "--run-id", "asking-1", "--watch");
     expect(watched.stdout).toMatch(/awaiting_approval[\s\S]*`agentctl approve asking-1`/);
     const replay = await cli("replay", "asking-1");
@@ -304,6 +298,24 @@ describe("a cluster under the shipped permission model", () => {
     // The provider was never asked.
     expect(seenKeys.length).toBe(asked);
     for (const user of Object.values(NATS_USERS)) expect(seenKeys.join("\n")).not.toContain(user.password);
+  });
+
+  it("the supervisor's retention, under its own user, removes a finished run's status and its calls' records and tree budget; its log stays", async () => {
+    const gone = async (): Promise<boolean> => {
+      const status = await cli("status", "secured-1").catch((err: { stdout: string; stderr: string }) => err);
+      return /"code":"NOT_FOUND".*its status was removed after the cluster's retention/.test(status.stderr);
+    };
+    await until(gone, 3 * RETAIN_MS, { what: "secured-1's status removed", everyMs: 250 });
+    const log = await readFile(join(logDir, "supervisor.log"), "utf8");
+    // Each removal is one the supervisor's NATS user may make: none was refused.
+    expect(log).not.toMatch(/may not remove messages/);
+    expect(log).toMatch(/"runId":"secured-1".*"toolRecords":[1-9].*finished run's tool records removed/);
+    expect(log).toMatch(/"rootRunId":"secured-1".*finished run tree's budget removed/);
+    expect(log).toMatch(/"runId":"secured-1".*finished run's status removed/);
+    const replay = await cli("replay", "secured-1");
+    expect(replay.stdout).toMatch(/transitions reproduced identically/);
+    const audit = await cli("audit", "tail", "secured-1", "--json");
+    expect(audit.stdout.trim().split("\n").at(-1)).toMatch(/"kind":"run.committed"/);
   });
 
   it("an actor whose user may not subscribe to its subjects (an AGENTS_PREFIX the permissions do not cover) stops, saying why, instead of running deaf", async () => {

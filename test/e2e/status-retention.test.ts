@@ -1,12 +1,12 @@
+import { firstJobHandledAgain } from "../helpers/first-job-again.js";
 import { describe, expect, it } from "vitest";
 import { readBucket } from "../../shared/bus/bucket-read.js";
 import { requestJson } from "../../shared/bus/request.js";
 import { treeBudgetKey } from "../../shared/bus/tree-budget.js";
 import { readFanOut } from "../../shared/bus/fanout.js";
 import { LeaseReply, LeaseRequest } from "../../shared/contracts/cluster.js";
-import { agentctlFails, useClusterSuite } from "../helpers/cluster-suite.js";
-import { walMessages } from "../helpers/finished-runs.js";
-import { firstJobAgain } from "../helpers/first-job-again.js";
+import { AGENTCTL, agentctlFails, runProcess, useClusterSuite } from "../helpers/cluster-suite.js";
+import { logMessages } from "../helpers/finished-runs.js";
 import { spec } from "../helpers/fixtures.js";
 import { until } from "../helpers/until.js";
 
@@ -14,22 +14,25 @@ const suite = useClusterSuite("status-retention", {
   actors: [
     {
       kind: "supervisor",
-      env: { SUPERVISOR_WAL_RETAIN_MS: "300", SUPERVISOR_STATUS_RETAIN_MS: "1000" },
+      env: { SUPERVISOR_STATUS_RETAIN_MS: "1000" },
     },
   ],
 });
 
 describe("a finished run's status, with SUPERVISOR_STATUS_RETAIN_MS set", () => {
-  it("is removed after the retention, no marker left; agentctl says so; its id is refused a new run, and its first job delivered again is dropped", async () => {
+  it("is removed after the retention, no marker left, its log kept; agentctl says so; its id is refused a new run, and its first job delivered again starts nothing and brings no status back", async () => {
     const agent = await suite.cluster.start("agent", "agent-1");
     const runSpec = spec({ tools: [], script: [{ text: "gone from the runs bucket" }] });
     const runId = "status-removed";
     await suite.client.submit({ ...runSpec, runId });
     await suite.waitFor(runId, (s) => s.status === "committed");
+    const written = await logMessages(suite.bus, runId);
+    expect(written).toBeGreaterThan(0);
     await until(async () => (await suite.bus.buckets.runs.get(runId)) === null, 10_000, {
       what: "the status removed",
     });
-    expect(await walMessages(suite.bus, runId)).toBe(0);
+    // The log is kept whole: the stream refuses purges, and only its max_age removes a message.
+    expect(await logMessages(suite.bus, runId)).toBe(written);
     const trail = await suite.audit(runId);
     expect(trail.at(-1)?.kind).toBe("run.committed");
 
@@ -39,20 +42,27 @@ describe("a finished run's status, with SUPERVISOR_STATUS_RETAIN_MS set", () => 
     expect(status.error?.message).toMatch(/status was removed/);
     const never = await agentctlFails(suite, ["status", "never-submitted"]);
     expect(never.error).toMatchObject({ code: "NOT_FOUND", message: "no run 'never-submitted'" });
-    const replay = await agentctlFails(suite, ["replay", runId]);
-    expect(replay.error?.message).toMatch(/finished, and its WAL was removed/);
+    // What it did stays readable from its log: replay reproduces it.
+    const replay = await runProcess(process.execPath, [AGENTCTL, "replay", runId], { env: suite.env() });
+    expect(replay.stdout).toMatch(
+      new RegExp(`replay of ${runId}: .*reproduced identically.*\\(committed, COMMIT\\)`),
+    );
 
     // Started again, it would call its tools again under keys whose records are gone.
     await expect(suite.client.submit({ ...runSpec, runId })).rejects.toMatchObject({ code: "RUN_REMOVED" });
     expect(await suite.bus.buckets.runs.get(runId)).toBeNull();
     const refused = await suite.audit(runId);
     expect(refused.slice(0, -1)).toEqual(trail);
-    expect(refused.at(-1)).toMatchObject({ kind: "run.rejected", seq: trail.length + 1 });
+    // Recorded beside the run's log, not in it: the log is the run's own.
+    expect(refused.at(-1)).toMatchObject({ kind: "run.rejected", seq: 1, data: { code: "RUN_REMOVED" } });
+    expect(await logMessages(suite.bus, runId)).toBe(written);
 
     agent.child.kill("SIGTERM");
     await agent.exited;
-    expect(await firstJobAgain(suite, runSpec, runId, "agent-2")).toEqual({ dropped: true, walMessages: 0 });
+    await firstJobHandledAgain(suite, runSpec, runId, "agent-2");
+    expect(await logMessages(suite.bus, runId)).toBe(written);
     expect(await suite.audit(runId)).toEqual(refused);
+    // A status written back would never be removed again (the run's commit was swept already).
     expect(await suite.bus.buckets.runs.get(runId)).toBeNull();
   }, 40_000);
 

@@ -1,11 +1,12 @@
 import { readdir } from "node:fs/promises";
+import { appendEach } from "../helpers/log.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { RunJob } from "../../shared/contracts/cluster.js";
 import { continuationJob, publishJob, queuedJobKinds } from "../../shared/bus/jobs.js";
 import { KvMemory, memoryReads, prefixOf } from "../../shared/bus/kv-memory.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { WalWriter } from "../../shared/bus/wal.js";
+import { LogWriter } from "../../shared/bus/run-log.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { LoopState } from "../../shared/loop/state.js";
 import { statusOf } from "../../shared/loop/status.js";
@@ -200,8 +201,8 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     const log = recorded.wal.slice(0, cut + 1).map(olderCheckpoint);
     const checkpoint = log[cut] as Extract<WalRecord, { type: "CHECKPOINT" }>;
     expect((checkpoint.state as LoopState).guard.toolCalls).toBeGreaterThan(5);
-    const writer = new WalWriter(suite.bus, runId, "agent-0-older", 0, 0);
-    const checkpointSeq = await writer.appendAll(log);
+    const writer = new LogWriter(suite.bus, runId, "agent-0-older", 0, 0);
+    const checkpointSeq = await appendEach(writer, log);
     const status = { ...statusOf(checkpoint.state as LoopState, Date.now()), checkpointSeq };
     await new RunStatusStore(suite.bus.buckets.runs).put(status);
     await publishJob(suite.bus, continuationJob(status), `${runId}:upgrade`);
@@ -238,19 +239,20 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     const script = [...Array.from({ length: 12 }, (_, i) => echoCall(`step ${i}`)), { text: "done" }];
     const recorded = await runner({ checkpointEvery: 4 }).run(spec({ script }), { runId });
     const cut = recorded.wal.flatMap((r, i) => (r.type === "CHECKPOINT" ? [i] : []))[1]!;
-    const before = await new WalWriter(suite.bus, runId, "agent-0-a", 0, 0).appendAll(
+    const before = await appendEach(
+      new LogWriter(suite.bus, runId, "agent-0-a", 0, 0),
       recorded.wal.slice(0, cut),
     );
     // A message no build can decode, before the checkpoint: a read from the start fails on it.
     const junk = await suite.bus.js.publish(
-      suite.bus.subjects.wal(runId),
+      suite.bus.subjects.log(runId, "step"),
       new TextEncoder().encode("{not json"),
     );
     expect(junk.seq).toBeGreaterThan(before);
     // The checkpoint and the next step up to its tool call's INTENT: its worker died in that call.
-    const after = new WalWriter(suite.bus, runId, "agent-0-b", junk.seq, cut + 1);
-    const checkpointSeq = await after.append(recorded.wal[cut]!);
-    await after.appendAll(recorded.wal.slice(cut + 1, cut + 4));
+    const after = new LogWriter(suite.bus, runId, "agent-0-b", junk.seq, cut + 1);
+    const checkpointSeq = await after.append([recorded.wal[cut]!]);
+    await appendEach(after, recorded.wal.slice(cut + 1, cut + 4));
     // No run status at all: the job is all the worker has to go on.
     expect(await new RunStatusStore(suite.bus.buckets.runs).get(runId)).toBeUndefined();
     const checkpoint = recorded.wal[cut] as Extract<WalRecord, { type: "CHECKPOINT" }>;
@@ -272,7 +274,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
       .map((r, i) =>
         i === second && r.type === "INTENT" ? { ...r, idempotencyKey: `${r.idempotencyKey}-other` } : r,
       );
-    await new WalWriter(suite.bus, runId, "agent-0-other", 0, 0).appendAll(log);
+    await appendEach(new LogWriter(suite.bus, runId, "agent-0-other", 0, 0), log);
     const status = statusOf(recorded.state, Date.now());
     await new RunStatusStore(suite.bus.buckets.runs).put({ ...status, status: "running" });
     await publishJob(suite.bus, continuationJob({ ...status, status: "running" }), `${runId}:diverged`);

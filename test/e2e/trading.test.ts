@@ -4,7 +4,7 @@ import { tickSpec } from "../../services/trading-planner/spec.js";
 import { controlSpec } from "../../services/trading-executor/control-spec.js";
 import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { serveModel } from "../../shared/bus/model-actor.js";
-import { readWal } from "../../shared/bus/wal.js";
+import { readLog } from "../../shared/bus/run-log.js";
 import { replay } from "../../shared/loop/replay.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
@@ -192,7 +192,7 @@ describe("trading ticks on the cluster", () => {
     const asked = Number(/models: (\d+) answers asked again, identical/.exec(stdout)?.[1]);
     expect(asked).toBeGreaterThanOrEqual(7);
 
-    const records = (await readWal(suite.bus, "tick-1")).records.map((r) => r.record);
+    const records = (await readLog(suite.bus, "tick-1")).records.map((r) => r.record);
     const first = records[0];
     if (first?.type !== "EVENT" || first.event.type !== "start") throw new Error("tick-1 has no start");
     const tools = await discoverTools(first.event.spec.agent.tools, { ...suite.bus, logger: silentLogger });

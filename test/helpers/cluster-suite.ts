@@ -11,7 +11,7 @@ import type { ModelRequest, ModelResponse } from "../../shared/contracts/model.j
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { serveTool, type ToolServiceDeps } from "../../shared/bus/tool-service.js";
-import { readWal, type StoredRecord } from "../../shared/bus/wal.js";
+import { readLog, type StoredRecord } from "../../shared/bus/run-log.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { AgentError } from "../../shared/runtime/errors.js";
@@ -176,10 +176,10 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
     );
   };
   suite.audit = (runId) => suite.client.audit(runId);
-  suite.wal = async (runId) => (await readWal(suite.bus, runId)).records;
+  suite.wal = async (runId) => (await readLog(suite.bus, runId)).records;
   suite.lastWriter = async (runId) => {
-    const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().wal, {
-      last_by_subj: suite.bus.subjects.wal(runId),
+    const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().log, {
+      last_by_subj: suite.bus.subjects.logAll(runId),
     });
     return /^[^:]+:\d+:(agent-\w+)-/.exec(last?.header?.get("Nats-Msg-Id") ?? "")?.[1];
   };

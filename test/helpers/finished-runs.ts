@@ -1,16 +1,16 @@
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { publishAudit, readAudit } from "../../shared/bus/audit.js";
-import { encode } from "../../shared/bus/codec.js";
+import { appendEvent, logHead, readAudit } from "../../shared/bus/audit.js";
+import { LogWriter } from "../../shared/bus/run-log.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
 import type { AuditKind } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
-import { WalRecord } from "../../shared/contracts/wal.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
 
-/** How many messages the WAL stream holds for one run. */
-export async function walMessages(bus: ActorBus, runId: string): Promise<number> {
-  const info = await bus.jsm.streams.info(bus.subjects.streams().wal, {
-    subjects_filter: bus.subjects.wal(runId),
+/** How many messages the run log holds for one run. */
+export async function logMessages(bus: ActorBus, runId: string): Promise<number> {
+  const info = await bus.jsm.streams.info(bus.subjects.streams().log, {
+    subjects_filter: bus.subjects.logAll(runId),
   });
   return Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
 }
@@ -22,29 +22,35 @@ export async function auditKinds(bus: ActorBus, runId: string): Promise<string[]
   return kinds;
 }
 
-/** A run's lifecycle event (seq 1, or `seq`), with `data` when given. */
+/** A run's lifecycle event (seq 1, or `seq`), with `data` when given, appended to its log. */
 export async function lifecycle(
-  bus: Parameters<typeof publishAudit>[0],
+  bus: Parameters<typeof appendEvent>[0],
   runId: string,
   kind: AuditKind,
   seq = 1,
   data: Record<string, unknown> = {},
 ): Promise<void> {
-  await publishAudit(bus, {
-    schemaVersion: 1,
-    auditId: `${runId}:${seq}`,
-    runId,
-    rootRunId: runId,
-    seq,
-    iteration: 1,
-    phase: kind === "run.admitted" ? "PLAN" : "COMMIT",
-    kind,
-    actor: kind === "run.admitted" ? "supervisor" : "agent",
-    status: kind === "run.failed" ? "failed" : "passed",
-    artifacts: [],
-    data,
-    timestamp: new Date().toISOString(),
-  });
+  const head = await logHead(bus, runId);
+  const appended = await appendEvent(
+    bus,
+    {
+      schemaVersion: 1,
+      auditId: `${runId}:${seq}`,
+      runId,
+      rootRunId: runId,
+      seq,
+      iteration: 1,
+      phase: kind === "run.admitted" ? "PLAN" : "COMMIT",
+      kind,
+      actor: kind === "run.admitted" ? "supervisor" : "agent",
+      status: kind === "run.failed" ? "failed" : "passed",
+      artifacts: [],
+      data,
+      timestamp: new Date().toISOString(),
+    },
+    head.seq,
+  );
+  if (appended === "refused") throw new Error(`${runId}'s log moved on while ${kind} was appended`);
 }
 
 /** The bucket keys of a run's two tool calls (see `finishedRun`). */
@@ -60,8 +66,8 @@ export async function toolRecords(bus: ActorBus, runId: string): Promise<number>
 }
 
 /**
- * A run with a WAL of 3 messages (two tool calls' INTENTs and a PHASE; `garbled`: 3 bytes no record
- * reads as), the calls' idempotency records (the second one's a delete marker, as a freed claim
+ * A run with a log message of 3 records (two tool calls' INTENTs and a PHASE; `garbled`: 3 bytes no
+ * record reads as), the calls' idempotency records (the second one's a delete marker, as a freed claim
  * leaves), a status, and its lifecycle event (the retention sweeps read only these).
  */
 export async function finishedRun(
@@ -86,10 +92,8 @@ export async function finishedRun(
     intent("act-2", "ship"),
     { ...base, type: "PHASE", from: "ACT", to: "COMMIT" },
   ];
-  for (const [i, record] of records.entries()) {
-    const data = options.garbled ? new Uint8Array([i]) : encode(WalRecord, record);
-    await bus.js.publish(bus.subjects.wal(runId), data);
-  }
+  if (options.garbled) await bus.js.publish(bus.subjects.log(runId, "step"), new Uint8Array([1, 2, 3]));
+  else await new LogWriter(bus, runId, "w1", 0, 0).append(records);
   const [paid, shipped] = toolKeys(runId) as [string, string];
   await bus.buckets.idempotency.put(paid, new TextEncoder().encode("done"));
   await bus.buckets.idempotency.put(shipped, new TextEncoder().encode("claimed"));

@@ -9,7 +9,7 @@ const data = (text: string): Uint8Array => new TextEncoder().encode(text);
 
 /** A file stream of the suite's own on `<prefix>.ap.>`. */
 async function stream(): Promise<{ name: string; subject: (s: string) => string }> {
-  const name = `${suite.subjects.streams().wal}_AP`;
+  const name = `${suite.subjects.streams().log}_AP`;
   const base = `${suite.subjects.prefix}.ap`;
   await suite.jsm.streams.add({ name, subjects: [`${base}.>`], storage: "file" });
   return { name, subject: (s) => `${base}.${s}` };

@@ -101,7 +101,7 @@ describe("an actor that cannot start", () => {
     await bare.close();
   });
 
-  it("with statuses kept as long as the audit stream keeps events, whoever set its max_age, logs why and exits 1", async () => {
+  it("with statuses kept as long as the run log keeps messages, whoever set its max_age, logs why and exits 1", async () => {
     const server = await startNats();
     try {
       const base = {
@@ -109,20 +109,20 @@ describe("an actor that cannot start", () => {
         AGENTS_PREFIX: `keep${process.pid}x${Date.now().toString(36)}`,
         ...(server.user ? { NATS_USER: server.user, NATS_PASSWORD: server.pass ?? "" } : {}),
       };
-      // Its own SUPERVISOR_AUDIT_MAX_AGE_MS sets the stream's max_age, then refuses it.
+      // Its own SUPERVISOR_LOG_MAX_AGE_MS sets the stream's max_age, then refuses it.
       const ran = await supervisor({
         ...base,
-        SUPERVISOR_AUDIT_MAX_AGE_MS: "600000",
+        SUPERVISOR_LOG_MAX_AGE_MS: "600000",
         SUPERVISOR_STATUS_RETAIN_MS: "600000",
       });
       expect(ran.code).toBe(1);
       const last = logLines(ran.stdout).at(-1);
       expect(last).toMatchObject({ level: 60, code: "INVALID_INPUT" });
-      expect(last?.msg).toMatch(/keeps events 600000 ms .*no longer than SUPERVISOR_STATUS_RETAIN_MS/);
+      expect(last?.msg).toMatch(/keeps messages 600000 ms .*no longer than SUPERVISOR_STATUS_RETAIN_MS/);
       // A later one whose env leaves the stream as it is: what the stream keeps is what counts.
       const again = await supervisor({ ...base, SUPERVISOR_STATUS_RETAIN_MS: "900000" });
       expect(again.code).toBe(1);
-      expect(logLines(again.stdout).at(-1)?.msg).toMatch(/keeps events 600000 ms/);
+      expect(logLines(again.stdout).at(-1)?.msg).toMatch(/keeps messages 600000 ms/);
     } finally {
       await server.stop();
     }

@@ -63,22 +63,22 @@ describe("a run whose admission a supervisor did not finish", () => {
     expect(await jobsOf(queued)).toMatchObject({ count: 1, last: { runId: queued, auditSeq: 1 } });
   }, 30_000);
 
-  it("audits the admission it finishes even when the run has an earlier event (a refused submit)", async () => {
+  it("audits the admission it finishes even when the run id was refused before (kept outside its log)", async () => {
     const runId = "refused-then-cut";
     const killSwitch = { reason: "drill", by: "test" };
     await writeKillSwitch(suite.bus.buckets.pool, { ...killSwitch, active: true, at: Date.now() });
     expect(await submit(runId)).toMatchObject({ ok: false, error: { code: "KILL_SWITCH_ACTIVE" } });
     await writeKillSwitch(suite.bus.buckets.pool, { ...killSwitch, active: false, at: Date.now() });
-    // Submitted again, and cut after the slot: the refusal is the run's only event.
+    // Submitted again, and cut after the slot: the refusal is all there is, outside the run's log.
     expect(await pool.acquire(runId, 100)).toBe("admitted");
     expect(await submit(runId)).toMatchObject({ ok: true, status: "existing" });
     const trail = [];
     for await (const event of readAudit(suite.bus, { runId })) trail.push([event.seq, event.kind]);
     expect(trail).toEqual([
       [1, "run.rejected"],
-      [2, "run.admitted"],
+      [1, "run.admitted"],
     ]);
-    expect(await jobsOf(runId)).toMatchObject({ count: 1, last: { runId, auditSeq: 2 } });
+    expect(await jobsOf(runId)).toMatchObject({ count: 1, last: { runId, auditSeq: 1 } });
   }, 30_000);
 
   it("a queued run whose job waits is left alone when submitted again: one job, one admission event", async () => {

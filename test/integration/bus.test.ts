@@ -32,20 +32,19 @@ const apiCode = (err: unknown): number | undefined =>
   err instanceof JetStreamApiError ? err.code : undefined;
 
 describe("provisioning on a real nats-server", () => {
-  it("creates the three streams and seven buckets, then changes nothing on a second run", async () => {
+  it("creates the two streams and seven buckets, then changes nothing on a second run", async () => {
     const first = await provision(nc, { subjects, replicas: 1 });
     const names = subjects.streams();
     expect(first.streams).toEqual({
       [names.runs]: "created",
-      [names.wal]: "created",
-      [names.audit]: "created",
+      [names.log]: "created",
     });
     expect(first.buckets).toEqual(
       Object.fromEntries(subjects.bucketList().map((bucket) => [bucket, "created"])),
     );
     expect(first.serverVersion).toMatch(/^\d+\.\d+\.\d+/);
     const second = await provision(nc, { subjects, replicas: 1 });
-    expect(Object.values(second.streams)).toEqual(["unchanged", "unchanged", "unchanged"]);
+    expect(Object.values(second.streams)).toEqual(["unchanged", "unchanged"]);
     expect(new Set(Object.values(second.buckets))).toEqual(new Set(["unchanged"]));
 
     const jsm = await jetstreamManager(nc);
@@ -55,33 +54,48 @@ describe("provisioning on a real nats-server", () => {
       storage: "file",
       subjects: [subjects.runQueueAll()],
     });
-    const audit = (await jsm.streams.info(names.audit)).config;
-    expect(audit).toMatchObject({ deny_delete: true, deny_purge: true, storage: "file" });
-    for (const log of [names.wal, names.audit]) {
-      expect((await jsm.streams.info(log)).config).toMatchObject({ allow_direct: true, compression: "s2" });
-    }
+    // One stream for every run's records and events, and the refused submits beside them.
+    const log = (await jsm.streams.info(names.log)).config;
+    expect(log).toMatchObject({
+      subjects: [subjects.logAll(), subjects.rejectedAll()],
+      retention: "limits",
+      storage: "file",
+      duplicate_window: 120_000_000_000,
+      deny_delete: true,
+      deny_purge: true,
+      allow_direct: true,
+      compression: "s2",
+    });
+    // Kept until the supervisor sets a max_age (SUPERVISOR_LOG_MAX_AGE_MS).
+    expect(log.max_age).toBe(0);
   });
 
   it("converges a stream whose configuration drifted", async () => {
     const jsm = await jetstreamManager(nc);
     const names = subjects.streams();
-    const info = await jsm.streams.info(names.wal);
-    // A stream made before direct reads and compression: both are switched on in place, data kept.
-    await jsm.streams.update(names.wal, {
+    const info = await jsm.streams.info(names.log);
+    // A log made before direct reads, compression and refused submits: each is put right in place, data kept.
+    await jsm.streams.update(names.log, {
       ...info.config,
+      subjects: [subjects.logAll()],
       duplicate_window: 5_000_000_000,
       allow_direct: false,
       compression: StoreCompression.None,
     });
-    const ack = await jetstream(nc).publish(subjects.wal("drifted"), "{}");
+    const ack = await jetstream(nc).publish(subjects.log("drifted", "step"), "{}");
     const report = await provision(nc, { subjects, replicas: 1 });
-    expect(report.streams[names.wal]).toBe("updated");
-    expect((await jsm.streams.info(names.wal)).config).toMatchObject({
+    expect(report.streams[names.log]).toBe("updated");
+    expect((await jsm.streams.info(names.log)).config).toMatchObject({
+      subjects: [subjects.logAll(), subjects.rejectedAll()],
       duplicate_window: 120_000_000_000,
       allow_direct: true,
       compression: "s2",
+      deny_delete: true,
+      deny_purge: true,
     });
-    expect((await jsm.direct.getMessage(names.wal, { seq: ack.seq }))?.subject).toBe(subjects.wal("drifted"));
+    expect((await jsm.direct.getMessage(names.log, { seq: ack.seq }))?.subject).toBe(
+      subjects.log("drifted", "step"),
+    );
   });
 
   it("refuses more than one replica on a server not in a cluster (INVALID_INPUT, nothing created)", async () => {
@@ -99,45 +113,59 @@ describe("provisioning on a real nats-server", () => {
     await alone.close();
   });
 
-  it("the audit stream refuses purge and message deletion", async () => {
-    // deny_delete/deny_purge guard the stream's messages. Deleting the stream itself is not refused by
-    // its configuration on any server version: the per-user permissions in nats.conf must deny
-    // $JS.API.STREAM.DELETE for the audit stream (the cluster's least-privilege accounts).
+  it("the run log refuses purge, a run's purge and message deletion", async () => {
+    // deny_delete/deny_purge guard the stream's messages: a finished run's log is never removed by
+    // hand, only by the stream's max_age. Deleting the stream itself is not refused by its
+    // configuration on any server version: the per-user permissions in nats.conf must deny
+    // $JS.API.STREAM.DELETE for the run log (the cluster's least-privilege accounts).
     const js = jetstream(nc);
     const jsm = await jetstreamManager(nc);
-    const audit = subjects.streams().audit;
-    const ack = await js.publish(subjects.audit("run1", "phase.entered"), "{}");
-    await expect(jsm.streams.purge(audit)).rejects.toThrow();
-    await expect(jsm.streams.deleteMessage(audit, ack.seq)).rejects.toThrow();
-    expect((await jsm.streams.info(audit)).state.messages).toBeGreaterThanOrEqual(1);
+    const log = subjects.streams().log;
+    const ack = await js.publish(subjects.log("run1", "run.committed"), "{}");
+    const count = async () =>
+      Object.values(
+        (await jsm.streams.info(log, { subjects_filter: subjects.logAll("run1") })).state.subjects ?? {},
+      );
+    await expect(jsm.streams.purge(log)).rejects.toThrow();
+    await expect(jsm.streams.purge(log, { filter: subjects.logAll("run1") })).rejects.toThrow();
+    await expect(jsm.streams.deleteMessage(log, ack.seq)).rejects.toThrow();
+    await expect(jsm.streams.deleteMessage(log, ack.seq, false)).rejects.toThrow();
+    expect(await count()).toEqual([1]);
   });
 });
 
-describe("WAL primitives the cluster relies on", () => {
+describe("run log primitives the cluster relies on", () => {
   it("a repeated message id is acknowledged as a duplicate and stored once", async () => {
     const js = jetstream(nc);
-    const subject = subjects.wal("dedupe-run");
+    const subject = subjects.log("dedupe-run", "step");
     const a = await js.publish(subject, "{}", { msgID: "dedupe-run:1" });
     const b = await js.publish(subject, "{}", { msgID: "dedupe-run:1" });
     expect(b.duplicate).toBe(true);
     expect(b.seq).toBe(a.seq);
   });
 
-  it("the expected last subject sequence fences a stale writer (error 10071)", async () => {
+  it("the expected last sequence of a run's whole log fences a stale writer, whatever headline it writes under (error 10071)", async () => {
     const js = jetstream(nc);
-    const subject = subjects.wal("fenced-run");
-    const first = await js.publish(subject, "{}", {
+    const fence = subjects.logAll("fenced-run");
+    const after = (seq: number) => ({ lastSubjectSequence: seq, lastSubjectSequenceSubject: fence });
+    const first = await js.publish(subjects.log("fenced-run", "run.admitted"), "{}", {
       msgID: "fenced-run:1",
-      expect: { lastSubjectSequence: 0 },
+      expect: after(0),
     });
-    await js.publish(subject, "{}", { msgID: "fenced-run:2", expect: { lastSubjectSequence: first.seq } });
-    const stale = await js
-      .publish(subject, "{}", { msgID: "fenced-run:2b", expect: { lastSubjectSequence: first.seq } })
-      .then(
+    // Another run's message does not move this run's fence.
+    await js.publish(subjects.log("other-run", "step"), "{}", { msgID: "other-run:1" });
+    await js.publish(subjects.log("fenced-run", "step"), "{}", {
+      msgID: "fenced-run:2",
+      expect: after(first.seq),
+    });
+    // The stale writer's subject last had the message it names: the fence is the run's whole log.
+    const stale = (kind: string, msgID: string) =>
+      js.publish(subjects.log("fenced-run", kind), "{}", { msgID, expect: after(first.seq) }).then(
         () => undefined,
         (e: unknown) => e,
       );
-    expect(apiCode(stale)).toBe(10071);
+    expect(apiCode(await stale("run.admitted", "fenced-run:2b"))).toBe(10071);
+    expect(apiCode(await stale("run.committed", "fenced-run:2c"))).toBe(10071);
   });
 
   it("KV create and update compare-and-set on the revision", async () => {

@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
-import { auditCount, publishAudit } from "../../shared/bus/audit.js";
+import { auditCount } from "../../shared/bus/audit.js";
+import { publishEvent } from "../helpers/log.js";
 import { encode } from "../../shared/bus/codec.js";
 import { remoteCritic } from "../../shared/bus/critic-client.js";
 import { ensureWorkerConsumer, WORKER_CONSUMER } from "../../shared/bus/jobs.js";
@@ -386,8 +387,8 @@ describe("workers' plumbing", () => {
       artifacts: [],
       timestamp: new Date(START).toISOString(),
     };
-    await publishAudit(suite, event);
-    await publishAudit(suite, { ...event, auditId: "ac1:2", seq: 2, kind: "run.committed" });
+    await publishEvent(suite, event);
+    await publishEvent(suite, { ...event, auditId: "ac1:2", seq: 2, kind: "run.committed" });
     expect(await auditCount(suite, "ac1")).toBe(2);
   });
 });

@@ -2,9 +2,10 @@ import { describe, expect, it } from "vitest";
 import { RunLease } from "../../services/agent/drive.js";
 import type { LeaseDeps } from "../../services/agent/lease-deps.js";
 import { IterationLeases } from "../../services/agent/leases.js";
-import { publishAudit } from "../../shared/bus/audit.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
-import { WalWriter } from "../../shared/bus/wal.js";
+import { LogWriter, readLog } from "../../shared/bus/run-log.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { statusOf } from "../../shared/loop/status.js";
 import type { RunJob } from "../../shared/contracts/cluster.js";
 import { silentLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
@@ -12,7 +13,7 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { useActorBus } from "../helpers/actor-bus.js";
-import { auditGate, auditTrail, within } from "../helpers/audit-gate.js";
+import { auditTrail } from "../helpers/audit-trail.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
 
 const suite = useActorBus("ft", { random: systemRandom });
@@ -45,29 +46,34 @@ function leaseOf(bus: LeaseDeps["bus"], job: RunJob): RunLease {
 }
 
 describe("a job for a run that committed while its worker died", () => {
-  it("ends only once the events that worker did not publish are stored: its job is not acknowledged before", async () => {
+  it("ends at once: the log holds the run's events with its records, and the status is brought up to date", async () => {
     const runId = "ft-committed";
     const result = await runner({ checkpointEvery: 3 }).run(
       spec({ script: [echoCall("one"), echoCall("two"), { text: "done" }] }),
       { runId },
     );
     expect(result.state.status).toBe("committed");
-    // The dead worker wrote the whole log, then published all but the run's last three events.
-    await new WalWriter(suite.bus, runId, "agent-d-1-00000000.j1", 0, 0).appendBatch(result.wal);
-    const published = result.audit.length - 3;
-    for (const event of result.audit.slice(0, published)) await publishAudit(suite.bus, event);
-
-    const gate = auditGate(suite.bus.nc);
+    // The dead worker wrote the whole run, records and events, and died before its status write.
+    const { terminal: _, ...running } = statusOf(result.state, Date.now());
+    await new RunStatusStore(suite.bus.buckets.runs).put({ ...running, status: "running", phase: "ACT" });
+    await new LogWriter(suite.bus, runId, "agent-d-1-00000000.j1", 0, 0).append(result.wal, result.audit);
     const job: RunJob = { schemaVersion: 1, runId, rootRunId: runId, depth: 0, auditSeq: 1 };
-    const run = leaseOf({ ...suite.bus, nc: gate.nc }, job).run();
-    const early = await within(run, 500);
-    // Acknowledged now, the job would be gone with the events still missing if this worker died.
-    expect(early).toBe("waiting");
-    expect((await auditTrail(suite.bus, runId)).length).toBe(published);
-    gate.open();
-    expect(await run).toBe("done");
+    expect(await leaseOf(suite.bus, job).run()).toBe("done");
+    expect(await new RunStatusStore(suite.bus.buckets.runs).get(runId)).toMatchObject({
+      status: "committed",
+    });
+    // Nothing written twice: the trail is the run's, once.
     const events = await auditTrail(suite.bus, runId);
-    expect(events.map((e) => e.seq)).toEqual(result.audit.map((e) => e.seq));
-    expect(events.at(-1)?.kind).toBe("run.committed");
+    expect(events).toEqual(result.audit);
+    expect((await readLog(suite.bus, runId)).messages).toBe(1);
+  });
+
+  it("is dropped when the run's status is gone (removed by retention): nothing is written back", async () => {
+    const runId = "ft-removed";
+    const result = await runner().run(spec(), { runId });
+    await new LogWriter(suite.bus, runId, "agent-d-1-00000000.j1", 0, 0).append(result.wal, result.audit);
+    const job: RunJob = { schemaVersion: 1, runId, rootRunId: runId, depth: 0, auditSeq: 1 };
+    expect(await leaseOf(suite.bus, job).run()).toBe("done");
+    expect(await new RunStatusStore(suite.bus.buckets.runs).get(runId)).toBeUndefined();
   });
 });

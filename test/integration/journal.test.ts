@@ -2,10 +2,8 @@ import { Writable } from "node:stream";
 import { describe, expect, it, vi } from "vitest";
 import { RunJournal, STEP_KINDS } from "../../services/agent/journal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { auditCount, publishAudit } from "../../shared/bus/audit.js";
-import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { readWal, WalWriter } from "../../shared/bus/wal.js";
+import { readLog, LogWriter } from "../../shared/bus/run-log.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
@@ -19,7 +17,7 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
-import { auditGate, auditTrail, within } from "../helpers/audit-gate.js";
+import { auditTrail } from "../helpers/audit-trail.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 3 };
 const clock = new ManualClock(START);
@@ -66,7 +64,7 @@ function journal(
 ): RunJournal {
   return new RunJournal({
     bus: via,
-    writer: new WalWriter(suite.bus, runId, "w1", after.lastSeq, after.count),
+    writer: new LogWriter(suite.bus, runId, "w1", after.lastSeq, after.count),
     checkpointSeq: undefined,
     statusEveryMs,
     metrics: new ActorMetrics("agent"),
@@ -75,62 +73,37 @@ function journal(
   });
 }
 
-describe("the run journal: WAL, audit and status of a lease", () => {
-  it("writes one WAL message per step and publishes each event once its records are durable, in order", async () => {
+describe("the run journal: the log and status of a lease", () => {
+  it("writes one log message per step, carrying its transitions' records and events together, in order", async () => {
     const runId = "journal-steps";
     const ts = await transitionsOf(runId, 7);
     const j = journal(runId, 1_000);
-    let published: AuditEvent[] = [];
     let flushes = 0;
     for (const [i, t] of ts.entries()) {
-      const before = (await readWal(suite.bus, runId)).lastSeq;
+      const before = (await readLog(suite.bus, runId)).lastSeq;
       await j.record(t, holds(t));
-      const after = await readWal(suite.bus, runId);
+      const after = await readLog(suite.bus, runId);
       if (holds(t) && !walOf(t).some((r) => r.type === "CHECKPOINT")) {
         expect(after.lastSeq, `transition ${i} held`).toBe(before);
         continue;
       }
       flushes += 1;
-      // Everything recorded so far is durable, and in the order it was recorded.
+      // Everything recorded so far is durable, events with their records, in the order recorded.
       expect(after.records.map((r) => r.record)).toEqual(ts.slice(0, i + 1).flatMap(walOf));
-      published = ts.slice(0, i + 1).flatMap(auditsOf);
+      expect(after.events).toEqual(ts.slice(0, i + 1).flatMap(auditsOf));
     }
     await j.settle();
-    const read = await readWal(suite.bus, runId);
+    const read = await readLog(suite.bus, runId);
     expect(read.messages).toBe(flushes);
     expect(read.messages).toBeLessThan(ts.length);
     expect(read.records.map((r) => r.record)).toEqual(ts.flatMap(walOf));
-    expect(await auditTrail(suite.bus, runId)).toEqual(published);
-  });
-
-  it("events trail the WAL: no record waits for them, except the first after a checkpoint, which waits for every event up to it", async () => {
-    const runId = "journal-barrier";
-    const ts = await transitionsOf(runId, 4);
-    const at = ts.findIndex((t) => walOf(t).some((r) => r.type === "CHECKPOINT"));
-    const next = ts.findIndex((t, i) => i > at && !holds(t));
-    expect(at).toBeGreaterThan(2);
-    expect(next).toBeGreaterThan(at);
-    const { nc, open } = auditGate(suite.bus.nc);
-    const j = journal(runId, 1_000, { ...suite.bus, nc });
-    // Up to the checkpoint, nothing waits for the events: the checkpoint itself is written.
-    for (const t of ts.slice(0, next)) await j.record(t, holds(t));
-    const before = await readWal(suite.bus, runId);
-    expect(before.records.map((r) => r.record)).toEqual(ts.slice(0, at + 1).flatMap(walOf));
-    expect(await auditCount(suite.bus, runId)).toBe(0);
-    // The next records would follow the checkpoint: they wait for every event up to it.
-    const recording = j.record(ts[next] as Transition, false);
-    expect(await within(recording)).toBe("waiting");
-    expect((await readWal(suite.bus, runId)).lastSeq).toBe(before.lastSeq);
-    open();
-    await recording;
-    expect(await auditCount(suite.bus, runId)).toBeGreaterThanOrEqual(
-      ts.slice(0, at + 1).flatMap(auditsOf).length,
-    );
-    expect((await readWal(suite.bus, runId)).records.map((r) => r.record)).toEqual(
-      ts.slice(0, next + 1).flatMap(walOf),
-    );
-    await j.settle();
-    expect(await auditTrail(suite.bus, runId)).toEqual(ts.slice(0, next + 1).flatMap(auditsOf));
+    expect(await auditTrail(suite.bus, runId)).toEqual(ts.flatMap(auditsOf));
+    // Each message is on its headline's subject: the commit's, for the last one.
+    const last = await suite.bus.jsm.streams.getMessage(suite.bus.subjects.streams().log, {
+      last_by_subj: suite.bus.subjects.logAll(runId),
+    });
+    expect(last?.subject).toBe(suite.bus.subjects.log(runId, "run.committed"));
+    expect(last?.header.get("Agents-Events")?.split(",").at(-1)).toBe("run.committed");
   });
 
   it("writes the status on every change of status or phase, counters at most every statusEveryMs, and what it skipped when the lease settles", async () => {
@@ -168,7 +141,8 @@ describe("the run journal: WAL, audit and status of a lease", () => {
 
   it("logs a run's milestones at info with the lease's context, and no line for a step's events", async () => {
     const runId = "journal-log-lines";
-    const events = (await transitionsOf(runId, 2)).flatMap(auditsOf);
+    const ts = await transitionsOf(runId, 2);
+    const events = ts.flatMap(auditsOf);
     const lines: { level: number; runId?: string; phase?: string; kind: string }[] = [];
     const destination = new Writable({
       write(chunk: Buffer, _encoding, done) {
@@ -178,72 +152,20 @@ describe("the run journal: WAL, audit and status of a lease", () => {
     });
     const j = new RunJournal({
       bus: suite.bus,
-      writer: new WalWriter(suite.bus, runId, "w1", 0, 0),
+      writer: new LogWriter(suite.bus, runId, "w1", 0, 0),
       checkpointSeq: undefined,
       statusEveryMs: 1_000,
       metrics: new ActorMetrics("agent"),
       logger: createLogger({ actor: "agent", level: "info", destination }),
       logContext: () => ({ runId, phase: "ACT" }),
     });
-    await j.catchUp([], events, false);
+    for (const t of ts) await j.record(t, holds(t));
     await j.settle();
     const milestones = events.filter((e) => !STEP_KINDS.has(e.kind));
     expect(milestones.length).toBeGreaterThan(0);
     expect(events.length).toBeGreaterThan(milestones.length);
     expect(lines.map((l) => l.kind)).toEqual(milestones.map((e) => e.kind));
     for (const line of lines) expect(line).toMatchObject({ level: 30, runId, phase: "ACT" });
-  });
-
-  it.each([
-    ["recent: re-published, the duplicate window drops those already there", 0, false],
-    ["older than half the duplicate window: counted first", DUPLICATE_WINDOW_MS, true],
-  ])(
-    "catches up on exactly the events the stream lacks (%s), so every seq is there once",
-    async (_, age, counted) => {
-      const runId = `journal-catch-up-${age}`;
-      const events = (await transitionsOf(runId, 2)).flatMap(auditsOf);
-      expect(events.length).toBeGreaterThan(6);
-      for (const event of events.slice(0, 4)) await publishAudit(suite.bus, event);
-      await clock.advance(age);
-      const info = vi.spyOn(suite.bus.jsm.streams, "info");
-      try {
-        const j = journal(runId, 1_000);
-        await j.catchUp([], events, false);
-        await j.settle();
-        expect(info.mock.calls.some(([, query]) => query?.subjects_filter !== undefined)).toBe(counted);
-      } finally {
-        info.mockRestore();
-      }
-      const stored = await auditTrail(suite.bus, runId);
-      expect(stored.map((e) => e.seq)).toEqual(events.map((e) => e.seq));
-      expect(stored).toEqual(events);
-    },
-  );
-  it.each([
-    ["a log that ends with a transition: the next record does not wait for them", 2, false],
-    ["a log that ends with a checkpoint: the next record waits for them", 3, true],
-  ])("a takeover's owed events trail like its own, ahead of them (%s)", async (_, upTo, waits) => {
-    const runId = `journal-owed-${upTo}`;
-    const ts = await transitionsOf(runId, 4);
-    // The previous writer wrote the records of the first transitions, and no event.
-    const previous = new WalWriter(suite.bus, runId, "w0", 0, 0);
-    const end = ts.findIndex((t) => t.state.step === upTo && !holds(t));
-    for (const t of ts.slice(0, end + 1)) await previous.appendBatch(walOf(t));
-    const logged = ts.slice(0, end + 1).flatMap(walOf);
-    expect(logged.at(-1)?.type === "CHECKPOINT").toBe(waits);
-    const { nc, open } = auditGate(suite.bus.nc);
-    const j = journal(runId, 1_000, { ...suite.bus, nc }, previous.position);
-    expect(await within(j.catchUp([], ts.slice(0, end + 1).flatMap(auditsOf), waits))).toBe("settled");
-    const recording = j.record(ts[end + 1] as Transition, false);
-    expect(await within(recording)).toBe(waits ? "waiting" : "settled");
-    expect(await auditCount(suite.bus, runId)).toBe(0);
-    open();
-    await recording;
-    await j.settle();
-    expect((await readWal(suite.bus, runId)).records.map((r) => r.record)).toEqual(
-      ts.slice(0, end + 2).flatMap(walOf),
-    );
-    expect(await auditTrail(suite.bus, runId)).toEqual(ts.slice(0, end + 2).flatMap(auditsOf));
   });
 
   it("a status refreshed from an older read of the log leaves a finished run's status as it is, and does not write over one written since the read", async () => {

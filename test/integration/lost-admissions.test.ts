@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { auditCount, publishAudit, readAudit } from "../../shared/bus/audit.js";
+import { auditCount, readAudit } from "../../shared/bus/audit.js";
+import { publishEvent } from "../helpers/log.js";
 import { writeFanOut } from "../../shared/bus/fanout.js";
 import { publishJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
@@ -38,7 +39,7 @@ async function cutBeforeJob(status: RunStatus, event = true): Promise<void> {
   await pool.acquire(status.runId, 100);
   await store.put(status);
   if (!event) return;
-  await publishAudit(suite.bus, {
+  await publishEvent(suite.bus, {
     schemaVersion: 1,
     auditId: `${status.runId}:1`,
     runId: status.runId,

@@ -5,29 +5,91 @@ import { pino } from "pino";
 import { Counter } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
-import { provision, setAuditMaxAge } from "../../shared/bus/provision.js";
+import { appendEvent, logHead } from "../../shared/bus/audit.js";
+import { LogWriter } from "../../shared/bus/run-log.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import type { AuditEvent } from "../../shared/contracts/audit.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import { provision, setLogMaxAge } from "../../shared/bus/provision.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { seededRandom } from "../../shared/runtime/random.js";
-import { sweepFinishedRuns } from "../../services/supervisor/retention.js";
+import { RETENTION_CONSUMER, sweepFinishedRuns } from "../../services/supervisor/retention.js";
 import { ToolRecords } from "../../services/supervisor/tool-records.js";
 import { useActorBus } from "../helpers/actor-bus.js";
-import { finishedRun, lifecycle, toolRecords, walMessages } from "../helpers/finished-runs.js";
+import { finishedRun, lifecycle, logMessages, toolKeys, toolRecords } from "../helpers/finished-runs.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
 import { until } from "../helpers/until.js";
 
 const suite = useActorBus("retain", { random: seededRandom(5) });
 const RETAIN_MS = 2_000;
-const removed = new Counter({ name: "test_wals_removed", help: "-", registers: [] });
+const statusesRemoved = new Counter({ name: "test_statuses_removed", help: "-", registers: [] });
 const toolRecordsRemoved = new Counter({ name: "test_tool_records_removed", help: "-", registers: [] });
 const stopping = new AbortController();
 let sweeping: Promise<void>;
 
+/**
+ * A committed run, as finishedRun makes one, written after whatever its log holds (finishedRun's
+ * writer starts a log): its records' message (`garbled`: 3 bytes no log entry reads as), its two
+ * calls' idempotency records (the second a delete marker), its status, then its `run.committed`.
+ */
+async function committedAfter(bus: ActorBus, runId: string, options: { seq: number; garbled?: boolean }) {
+  const head = (await logHead(bus, runId)).seq;
+  const base = { schemaVersion: 1 as const, runId, iteration: 1, at: Date.now() };
+  const intent = (actionId: string, tool: string): WalRecord => ({
+    ...base,
+    type: "INTENT",
+    actionId,
+    tool,
+    input: { amount: 1 },
+    idempotencyKey: `${runId}:${actionId}`,
+    purpose: "act",
+  });
+  const fence = { lastSubjectSequence: head, lastSubjectSequenceSubject: bus.subjects.logAll(runId) };
+  const written = options.garbled
+    ? (await bus.js.publish(bus.subjects.log(runId, "step"), new Uint8Array([1, 2, 3]), { expect: fence }))
+        .seq
+    : await new LogWriter(bus, runId, "w1", head, 0).append([
+        intent("act-1", "pay"),
+        intent("act-2", "ship"),
+        { ...base, type: "PHASE", from: "ACT", to: "COMMIT" },
+      ]);
+  const [paid, shipped] = toolKeys(runId) as [string, string];
+  await bus.buckets.idempotency.put(paid, new TextEncoder().encode("done"));
+  await bus.buckets.idempotency.put(shipped, new TextEncoder().encode("claimed"));
+  await bus.buckets.idempotency.delete(shipped);
+  await new RunStatusStore(bus.buckets.runs).put({
+    runId,
+    status: "committed",
+    phase: "COMMIT",
+    iteration: 1,
+    usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
+    updatedAt: new Date().toISOString(),
+  });
+  const committed: AuditEvent = {
+    schemaVersion: 1,
+    auditId: `${runId}:${options.seq}`,
+    runId,
+    rootRunId: runId,
+    seq: options.seq,
+    iteration: 1,
+    phase: "COMMIT",
+    kind: "run.committed",
+    actor: "agent",
+    status: "passed",
+    artifacts: [],
+    timestamp: new Date().toISOString(),
+  };
+  expect(await appendEvent(bus, committed, written)).toBeGreaterThan(written);
+}
+
+const hasStatus = async (bus: ActorBus, runId: string) => (await bus.buckets.runs.get(runId)) !== null;
+
 beforeAll(() => {
   sweeping = sweepFinishedRuns(
     suite.bus,
-    { retainMs: RETAIN_MS, removes: "wal" },
-    { wals: removed, toolRecords: toolRecordsRemoved },
+    { retainMs: RETAIN_MS },
+    { statuses: statusesRemoved, toolRecords: toolRecordsRemoved },
     stopping.signal,
   );
 });
@@ -36,53 +98,56 @@ afterAll(async () => {
   await sweeping;
 });
 
-describe("the retention of finished runs' WALs", () => {
-  it("removes a committed or failed run's WAL and its tool calls' idempotency records once the retention has passed since it finished, and only then", async () => {
+describe("the retention of finished runs", () => {
+  it("removes a committed or failed run's status and its tool calls' idempotency records once the retention has passed since it finished, and only then; its log is kept", async () => {
     const sleepUntil = (at: number) => systemClock.sleep(Math.max(0, at - Date.now()));
     const started = Date.now();
     await finishedRun(suite.bus, "done", "committed", "run.committed");
     await finishedRun(suite.bus, "broke", "failed", "run.failed");
     await finishedRun(suite.bus, "paused", "halted", "run.halted");
-    // A run whose status says it is not finished (its event is stale): its WAL is not touched.
+    // A run whose status says it is not finished (its event is stale): nothing of it is touched.
     await finishedRun(suite.bus, "moving", "running", "run.committed");
-    // A WAL no record reads as: removed all the same, its calls' records left (it cannot name them).
-    await finishedRun(suite.bus, "garbled", "committed", "run.committed", { garbled: true });
+    // A log no record reads as: its status removed all the same, its calls' records left (it cannot name them).
+    await committedAfter(suite.bus, "garbled", { seq: 1, garbled: true });
     // Admitted now, finished a second later: its retention counts from the finish.
     await lifecycle(suite.bus, "later", "run.admitted");
     await sleepUntil(started + 1_000);
     const laterAt = Date.now();
-    await finishedRun(suite.bus, "later", "committed", "run.committed", { seq: 2 });
+    await committedAfter(suite.bus, "later", { seq: 2 });
+    // Each run's log: its records' message and its lifecycle event's (the later run's admission too).
+    const logs = { done: 2, broke: 2, paused: 2, moving: 2, garbled: 2, later: 3 };
 
     // Not before the retention has passed (half a second of slack for a loaded machine).
     await sleepUntil(started + RETAIN_MS - 500);
     for (const runId of ["done", "broke", "later"]) {
-      expect(await walMessages(suite.bus, runId)).toBe(3);
+      expect(await hasStatus(suite.bus, runId)).toBe(true);
       expect(await toolRecords(suite.bus, runId)).toBe(2);
     }
     await until(
-      async () =>
-        (await walMessages(suite.bus, "done")) === 0 && (await walMessages(suite.bus, "broke")) === 0,
+      async () => !(await hasStatus(suite.bus, "done")) && !(await hasStatus(suite.bus, "broke")),
       10_000,
-      {
-        what: "the first two WALs removed",
-      },
+      { what: "the first two statuses removed" },
     );
     // Finished later, removed later: put back until its own retention has passed.
     await sleepUntil(laterAt + RETAIN_MS - 500);
-    expect(await walMessages(suite.bus, "later")).toBe(3);
-    await until(async () => (await walMessages(suite.bus, "later")) === 0, 10_000, {
-      what: "the later WAL removed",
+    expect(await hasStatus(suite.bus, "later")).toBe(true);
+    expect(await toolRecords(suite.bus, "later")).toBe(2);
+    await until(async () => !(await hasStatus(suite.bus, "later")), 10_000, {
+      what: "the later status removed",
     });
-    expect(await walMessages(suite.bus, "garbled")).toBe(0);
-    // The idempotency records of the removed WALs' calls went with them, markers and all.
+    expect(await hasStatus(suite.bus, "garbled")).toBe(false);
+    // The idempotency records of the finished runs' calls went with their statuses, markers and all.
     for (const runId of ["done", "broke", "later"]) expect(await toolRecords(suite.bus, runId)).toBe(0);
     expect(await toolRecords(suite.bus, "garbled")).toBe(2);
-    // A run that may run again keeps its WAL and its calls' records.
+    // A run that may run again keeps its status and its calls' records.
     for (const runId of ["paused", "moving"]) {
-      expect(await walMessages(suite.bus, runId)).toBe(3);
+      expect(await hasStatus(suite.bus, runId)).toBe(true);
       expect(await toolRecords(suite.bus, runId)).toBe(2);
     }
-    expect((await removed.get()).values[0]?.value).toBe(4);
+    // Every run's log is kept whole: only the stream's max_age removes it.
+    for (const [runId, messages] of Object.entries(logs))
+      expect(await logMessages(suite.bus, runId)).toBe(messages);
+    expect((await statusesRemoved.get()).values[0]?.value).toBe(4);
     expect((await toolRecordsRemoved.get()).values[0]?.value).toBe(6);
   }, 30_000);
 
@@ -96,30 +161,30 @@ describe("the retention of finished runs' WALs", () => {
     expect(await toolRecords(suite.bus, "twice")).toBe(0);
   }, 10_000);
 
-  it("sets the audit stream's max_age for the supervisor; an actor provisioning later leaves it", async () => {
+  it("sets the run log's max_age for the supervisor; an actor provisioning later leaves it", async () => {
     const { bus } = suite;
-    const maxAge = async () => (await bus.jsm.streams.info(bus.subjects.streams().audit)).config.max_age;
+    const maxAge = async () => (await bus.jsm.streams.info(bus.subjects.streams().log)).config.max_age;
     const ninetyDays = 90 * 86_400_000;
-    expect(await setAuditMaxAge(bus.nc, bus.subjects, ninetyDays)).toBe(true);
+    expect(await setLogMaxAge(bus.nc, bus.subjects, ninetyDays)).toBe(true);
     expect(await maxAge()).toBe(ninetyDays * 1_000_000);
-    expect(await setAuditMaxAge(bus.nc, bus.subjects, ninetyDays)).toBe(false);
+    expect(await setLogMaxAge(bus.nc, bus.subjects, ninetyDays)).toBe(false);
     await provision(bus.nc, { subjects: bus.subjects, replicas: 1 });
     expect(await maxAge()).toBe(ninetyDays * 1_000_000);
-    // Still an audit stream nobody can delete from or purge.
-    const { config } = await bus.jsm.streams.info(bus.subjects.streams().audit);
+    // Still a log nobody can delete from or purge.
+    const { config } = await bus.jsm.streams.info(bus.subjects.streams().log);
     expect(config).toMatchObject({ deny_delete: true, deny_purge: true });
-    expect(await setAuditMaxAge(bus.nc, bus.subjects, 0)).toBe(true);
+    expect(await setLogMaxAge(bus.nc, bus.subjects, 0)).toBe(true);
     expect(await maxAge()).toBe(0);
   });
 });
 
 describe("the retention under a NATS user that may not remove single messages", () => {
-  // A supervisor upgraded before its permissions.conf: removing a record is refused.
+  // A supervisor upgraded before its permissions.conf: removing a record or a status is refused.
   const lines: string[] = [];
   let server: TestNats;
   let bus: ActorBus;
   let dir: string;
-  const wals = new Counter({ name: "test_denied_wals_removed", help: "-", registers: [] });
+  const statuses = new Counter({ name: "test_denied_statuses_removed", help: "-", registers: [] });
   const records = new Counter({ name: "test_denied_records_removed", help: "-", registers: [] });
   const stop = new AbortController();
   let sweep: Promise<void>;
@@ -144,12 +209,7 @@ describe("the retention under a NATS user that may not remove single messages", 
       "retention-denied-test",
       { clock: systemClock, random: seededRandom(7), logger },
     );
-    sweep = sweepFinishedRuns(
-      bus,
-      { retainMs: 1, removes: "wal" },
-      { wals, toolRecords: records },
-      stop.signal,
-    );
+    sweep = sweepFinishedRuns(bus, { retainMs: 1 }, { statuses, toolRecords: records }, stop.signal);
   }, 30_000);
   afterAll(async () => {
     stop.abort();
@@ -163,20 +223,32 @@ describe("the retention under a NATS user that may not remove single messages", 
     }
   });
 
-  it("still removes finished runs' WALs, keeps their calls' records and says so once", async () => {
+  it("keeps finished runs' statuses and their calls' records, says so once for each bucket, and goes on to the next run", async () => {
+    const runs = ["first", "second", "third"];
     await finishedRun(bus, "first", "committed", "run.committed");
     await finishedRun(bus, "second", "failed", "run.failed");
+    await finishedRun(bus, "third", "committed", "run.committed");
+    // Every lifecycle message handled and acknowledged: the sweep is not stuck on a refused removal.
+    const stream = bus.subjects.streams().log;
+    const last = (await bus.jsm.streams.info(stream)).state.last_seq;
     await until(
-      async () => (await walMessages(bus, "first")) + (await walMessages(bus, "second")) === 0,
-      20_000,
-      {
-        what: "both WALs removed",
+      async () => {
+        const info = await bus.jsm.consumers.info(stream, RETENTION_CONSUMER).catch(() => undefined);
+        return info !== undefined && info.num_ack_pending === 0 && info.ack_floor.stream_seq >= last;
       },
+      20_000,
+      { what: "the three finished runs swept" },
     );
-    for (const runId of ["first", "second"]) expect(await toolRecords(bus, runId)).toBe(2);
-    expect((await wals.get()).values[0]?.value).toBe(2);
+    for (const runId of runs) {
+      expect(await hasStatus(bus, runId)).toBe(true);
+      expect(await toolRecords(bus, runId)).toBe(2);
+      expect(await logMessages(bus, runId)).toBe(2);
+    }
+    expect((await statuses.get()).values[0]?.value ?? 0).toBe(0);
     expect((await records.get()).values[0]?.value ?? 0).toBe(0);
-    const said = lines.filter((line) => line.includes("may not remove messages from the idempotency bucket"));
-    expect(said).toHaveLength(1);
+    const said = (what: string) =>
+      lines.filter((line) => line.includes(`may not remove messages from ${what}`));
+    expect(said("the idempotency bucket")).toHaveLength(1);
+    expect(said("the runs bucket")).toHaveLength(1);
   }, 30_000);
 });

@@ -1,8 +1,8 @@
 import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { publishAudit } from "../../shared/bus/audit.js";
+import { publishEvent } from "../helpers/log.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { WalWriter } from "../../shared/bus/wal.js";
+import { LogWriter } from "../../shared/bus/run-log.js";
 import type { ScriptStep } from "../../shared/contracts/model.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
@@ -25,7 +25,7 @@ async function recorded(runId: string, script: ScriptStep[], resources = {}): Pr
     spec({ script, tools: ["book", "unbook", "charge"], resources }),
     { runId },
   );
-  await new WalWriter(suite.bus, runId, "w1", 0, 0).appendBatch(result.wal);
+  await new LogWriter(suite.bus, runId, "w1", 0, 0).append(result.wal);
   const status: RunStatus = {
     runId,
     status: result.state.status,
@@ -140,9 +140,9 @@ describe("agentctl result: what a run ended with", () => {
       stateHash: "s1",
       state: {},
     };
-    const writer = new WalWriter(suite.bus, runId, "w1", 0, 0);
-    await writer.append(halt);
-    const checkpointSeq = await writer.append(checkpoint);
+    const writer = new LogWriter(suite.bus, runId, "w1", 0, 0);
+    await writer.append([halt]);
+    const checkpointSeq = await writer.append([checkpoint]);
     await putStatus(runId, { status: "halted", phase: "HALT", iteration: 1, checkpointSeq });
     const result = await runResult(suite.bus, runId);
     expect(result).toMatchObject({
@@ -158,7 +158,7 @@ describe("agentctl result: what a run ended with", () => {
     ]);
   });
 
-  it("once retention removed its WAL, what the run's closing audit event says, and that the report went with the WAL", async () => {
+  it("with no TERMINAL record in its log (a run failed before a worker started it), what its closing event says", async () => {
     const runId = "swept-run";
     await putStatus(runId, {
       status: "failed",
@@ -166,7 +166,7 @@ describe("agentctl result: what a run ended with", () => {
       iteration: 3,
       terminal: { kind: "FAIL", reason: "maxToolCalls" },
     });
-    await publishAudit(suite.bus, {
+    await publishEvent(suite.bus, {
       schemaVersion: 1,
       auditId: `${runId}:9`,
       runId,
@@ -194,7 +194,7 @@ describe("agentctl result: what a run ended with", () => {
       needsHuman: 2,
     });
     const text = resultLines(result).join("\n");
-    expect(text).toMatch(/from its audit trail: its WAL, and the artifact in full with it, was removed/);
+    expect(text).toMatch(/from its closing event: its log holds no TERMINAL record/);
     expect(text).toMatch(/left to a human: 2 calls/);
     expect(failureSummary(result)).toEqual([
       "diagnosis: tool call 3 exceeds maxToolCalls 2",

@@ -1,6 +1,5 @@
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
-import { publishAudit } from "../../shared/bus/audit.js";
 import { POOL_KEY, PoolLedger } from "../../shared/bus/pool.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { decode, encode } from "../../shared/bus/codec.js";
@@ -14,7 +13,10 @@ import { resumeRun } from "../../services/supervisor/resume.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { LogWriter } from "../../shared/bus/run-log.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
 import { useActorBus } from "../helpers/actor-bus.js";
+import { publishEvent } from "../helpers/log.js";
 
 const suite = useActorBus("sr", { random: seededRandom(5) });
 
@@ -101,7 +103,7 @@ describe("the supervisor's slot release loop", () => {
     // the events then wait for the second start as one backlog, as after a burst of settling runs.
     const first = new AbortController();
     const starting = releaseSlots(suite.bus, pool, first.signal);
-    const stream = suite.bus.subjects.streams().audit;
+    const stream = suite.bus.subjects.streams().log;
     await expect
       .poll(() => suite.bus.jsm.consumers.info(stream, RELEASE_CONSUMER).catch(() => null), { interval: 20 })
       .toBeTruthy();
@@ -109,7 +111,7 @@ describe("the supervisor's slot release loop", () => {
     await starting;
     const kinds = ["run.committed", "run.failed", "run.halted"] as const;
     for (const [i, id] of ids.slice(0, 300).entries())
-      await publishAudit(suite.bus, settled(id, kinds[i % 3]!));
+      await publishEvent(suite.bus, settled(id, kinds[i % 3]!));
     const before = await ledgerRevision();
     const stopping = new AbortController();
     const loop = releaseSlots(suite.bus, pool, stopping.signal);
@@ -125,18 +127,83 @@ describe("the supervisor's slot release loop", () => {
     expect(writes).toBeLessThan(100);
   });
 
+  it("a run's last transition frees its slot whatever it carries with its commit, written whole or in parts; its other messages leave the slot held", async () => {
+    const pool = PoolLedger.of(suite.bus);
+    const [whole, split, going] = ["run-log-whole", "run-log-split", "run-log-going"];
+    for (const runId of [whole, split, going]) await pool.acquire(runId, 1_000);
+    const event = (runId: string, seq: number, kind: AuditEvent["kind"]): AuditEvent => ({
+      ...settled(runId, "run.committed"),
+      auditId: `${runId}:${seq}`,
+      seq,
+      kind,
+      status: "passed",
+    });
+    const phase = (runId: string): WalRecord => ({
+      schemaVersion: 1,
+      runId,
+      iteration: 1,
+      at: Date.now(),
+      type: "PHASE",
+      from: "ACT",
+      to: "COMMIT",
+    });
+    // A record past the server's max_payload: the message is written as parts on one subject.
+    const large = (runId: string): WalRecord => ({
+      schemaVersion: 1,
+      runId,
+      iteration: 1,
+      at: Date.now(),
+      type: "INTENT",
+      actionId: "act-1",
+      tool: "pay",
+      input: { note: "x".repeat(1_500_000) },
+      idempotencyKey: `${runId}:act-1`,
+      purpose: "act",
+    });
+    const stream = suite.bus.subjects.streams().log;
+    await whileReleasing(pool, async () => {
+      // Messages of a run still going: a step, and a resume (a run.* headline that frees nothing).
+      const goingLog = new LogWriter(suite.bus, going, "w1", 0, 0);
+      await goingLog.append([phase(going)], [event(going, 1, "tool.completed")]);
+      await goingLog.append([], [event(going, 2, "run.resumed")]);
+      // The commit comes last among the transition's events, its headline all the same.
+      const wholeLog = new LogWriter(suite.bus, whole, "w1", 0, 0);
+      await wholeLog.append(
+        [phase(whole)],
+        [
+          event(whole, 1, "approval.decided"),
+          event(whole, 2, "phase.entered"),
+          event(whole, 3, "run.committed"),
+        ],
+      );
+      const splitLog = new LogWriter(suite.bus, split, "w1", 0, 0);
+      const first = await splitLog.append([large(split), phase(split)], [event(split, 1, "run.committed")]);
+      const parts = await suite.bus.jsm.streams.info(stream, {
+        subjects_filter: suite.bus.subjects.logAll(split),
+      });
+      expect(parts.state.subjects?.[suite.bus.subjects.log(split, "run.committed")]).toBe(2);
+      expect(first).toBeGreaterThan(0);
+      const held = async () => (await pool.active()).filter((id) => id === whole || id === split);
+      await expect.poll(held, { timeout: 10_000 }).toEqual([]);
+      await drained(stream);
+      expect(await pool.active()).toContain(going);
+    });
+    expect(await pool.active()).toContain(going);
+    await pool.release(going);
+  });
+
   it("a resume that comes before the halt's release waits for it: the resumed run keeps a slot", async () => {
     const pool = PoolLedger.of(suite.bus);
     const runId = "run-halt-resume";
     await haltedHoldingSlot(pool, runId);
-    // The halt is on the audit stream, but the release loop has not read it yet (it lags behind,
+    // The halt is in the run's log, but the release loop has not read it yet (it lags behind,
     // or its supervisor restarts): the run's slot is still held when the operator resumes it.
-    await publishAudit(suite.bus, settled(runId, "run.halted"));
+    await publishEvent(suite.bus, settled(runId, "run.halted"));
     const resuming = resumeRun(suite.bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" }));
     await new Promise((resolve) => setTimeout(resolve, 300));
     await whileReleasing(pool, async () => {
       await expect(resuming).resolves.toMatchObject({ ok: true });
-      await drained(suite.bus.subjects.streams().audit);
+      await drained(suite.bus.subjects.streams().log);
       // The halt's release came first and the resume's slot after it, not the other way round.
       expect(await pool.active()).toContain(runId);
     });
@@ -145,10 +212,10 @@ describe("the supervisor's slot release loop", () => {
   it("a halt delivered again after its run was resumed leaves the resumed run its slot, and hands its parent nothing", async () => {
     const pool = PoolLedger.of(suite.bus);
     const runId = "run-halt-again";
-    const stream = suite.bus.subjects.streams().audit;
+    const stream = suite.bus.subjects.streams().log;
     await haltedHoldingSlot(pool, runId);
     const parentRunId = "run-halt-again-parent";
-    const halt = await publishAudit(suite.bus, { ...settled(runId, "run.halted"), parentRunId });
+    const halt = await publishEvent(suite.bus, { ...settled(runId, "run.halted"), parentRunId });
     await whileReleasing(pool, async () => {
       await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
       const resumed = resumeRun(suite.bus, pool, 1_000, encode(ResumeRequest, { runId, by: "oncall" }));
@@ -184,7 +251,7 @@ describe("the supervisor's slot release loop", () => {
       expect(await pool.active()).toContain(runId);
       expect(await queued(parentRunId)).toBe(0);
       // The resumed run's own end still frees it.
-      await publishAudit(suite.bus, { ...settled(runId, "run.committed"), auditId: `${runId}:10`, seq: 10 });
+      await publishEvent(suite.bus, { ...settled(runId, "run.committed"), auditId: `${runId}:10`, seq: 10 });
       await expect.poll(async () => (await pool.active()).includes(runId), { timeout: 10_000 }).toBe(false);
     });
   });
@@ -242,11 +309,13 @@ describe("the supervisor's slot release loop", () => {
       reason: "[RUN_CANCELLED] cancelled by oncall: x",
     };
     await whileReleasing(pool, async () => {
-      await publishAudit(suite.bus, failed);
-      await drained(suite.bus.subjects.streams().audit);
+      await publishEvent(suite.bus, failed);
+      // Its worker writes the status just after the log message that failed the run.
+      await store.put({ ...child("self", "failed", "FAIL"), runId: parentRunId, depth: 0 });
+      await drained(suite.bus.subjects.streams().log);
       // Its failure read again (another event, as a redelivery is): the same cancels, deduplicated.
-      await publishAudit(suite.bus, { ...failed, auditId: `${parentRunId}:10`, seq: 10 });
-      await drained(suite.bus.subjects.streams().audit);
+      await publishEvent(suite.bus, { ...failed, auditId: `${parentRunId}:10`, seq: 10 });
+      await drained(suite.bus.subjects.streams().log);
     });
     const ids = [...children.map((c) => c.runId), unknown];
     const cancelled = new Set(["going", "asking", "queued"].map((n) => `${parentRunId}-${n}`));
@@ -286,7 +355,7 @@ describe("the supervisor's slot release loop", () => {
     const runId = "run-resume-midway";
     await haltedHoldingSlot(pool, runId);
     await pool.release(runId);
-    const halted = await publishAudit(suite.bus, settled(runId, "run.halted"));
+    const halted = await publishEvent(suite.bus, settled(runId, "run.halted"));
     const resume = encode(ResumeRequest, { runId, by: "oncall" });
     // Its supervisor fails between the slot and the job (killed, in production).
     const jobless = { ...suite.bus, js: failingJobs(suite.bus.js, suite.bus.subjects.runQueue(runId)) };

@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { auditCount } from "../../shared/bus/audit.js";
+import { auditCount, lastAuditEvent } from "../../shared/bus/audit.js";
+import { publishEvent } from "../helpers/log.js";
 import { encode } from "../../shared/bus/codec.js";
 import { hasQueuedJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
@@ -132,7 +133,14 @@ describe("copies of one named submit admitted at once", () => {
     const committed = treeStatus(runId, "committed", { reason: "done" });
     const copy = slowCopy(runId, async () => {
       await admittedAndMoved(runId, committed, true);
-      await suite.bus.js.publish(suite.bus.subjects.audit(runId, "run.committed"), "{}");
+      const admittedEvent = (await lastAuditEvent(suite.bus, runId, "run.admitted"))?.event;
+      if (!admittedEvent) throw new Error(`${runId} has no run.admitted`);
+      await publishEvent(suite.bus, {
+        ...admittedEvent,
+        auditId: `${runId}:2`,
+        seq: 2,
+        kind: "run.committed",
+      });
     });
     expect(await copy.submit(request(runId))).toMatchObject({ ok: true, status: "existing" });
     expect(await statuses.get(runId)).toEqual(committed);

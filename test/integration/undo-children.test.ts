@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { remoteTool } from "../../shared/bus/remote-tool.js";
 import { serveToolsOf } from "../../shared/bus/tool-service.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { WalWriter } from "../../shared/bus/wal.js";
+import { LogWriter } from "../../shared/bus/run-log.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
 import type { AwaitingEffect } from "../../shared/loop/state.js";
@@ -64,7 +64,7 @@ async function committedChild(
     { runId, parentRunId: parentOf(runId), undoChildren: true },
   );
   expect(result.state.status).toBe("committed");
-  await new WalWriter(suite.bus, runId, "w1", 0, 0).appendBatch(result.wal);
+  await new LogWriter(suite.bus, runId, "w1", 0, 0).append(result.wal);
   await statusOf(runId, "committed");
 }
 

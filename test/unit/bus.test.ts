@@ -1,3 +1,5 @@
+import { headlineOf } from "../../shared/contracts/log.js";
+import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decode, encode } from "../../shared/bus/codec.js";
@@ -16,17 +18,19 @@ describe("subjects", () => {
   it("builds every subject of the wire contract under the prefix", () => {
     expect(s.runsSubmit()).toBe("agents.runs.submit");
     expect(s.runQueue("r-1")).toBe("agents.runs.queue.r-1");
-    expect(s.wal("r_1")).toBe("agents.wal.r_1");
-    expect(s.audit("r1", "tool.intent")).toBe("agents.audit.r1.tool.intent");
-    expect(s.auditAll()).toBe("agents.audit.>");
-    expect(s.auditAll("r1")).toBe("agents.audit.r1.>");
+    expect(s.log("r_1", "step")).toBe("agents.log.r_1.step");
+    expect(s.log("r1", "run.committed")).toBe("agents.log.r1.run.committed");
+    expect(s.logAll()).toBe("agents.log.>");
+    expect(s.logAll("r1")).toBe("agents.log.r1.>");
+    expect(s.logLifecycle()).toBe("agents.log.*.run.*");
+    expect(s.rejected("r1")).toBe("agents.rejected.r1");
     expect(s.tool("http_fetch")).toBe("agents.tools.http_fetch");
     expect(s.criticReview()).toBe("agents.critic.review");
     expect(s.criticPing()).toBe("agents.critic.ping");
     expect(s.approvals("r1")).toBe("agents.approvals.r1");
     expect(s.killSwitch()).toBe("agents.control.killswitch");
     expect(s.supervisorPing()).toBe("agents.control.ping");
-    expect(s.streams()).toEqual({ runs: "AGENT_RUNS", wal: "AGENT_WAL", audit: "AGENT_AUDIT" });
+    expect(s.streams()).toEqual({ runs: "AGENT_RUNS", log: "AGENT_LOG" });
     expect(s.buckets()).toEqual({
       runs: "agents-runs",
       pool: "agents-pool",
@@ -38,32 +42,30 @@ describe("subjects", () => {
     });
     expect(s.storeStreams()).toEqual([
       "AGENT_RUNS",
-      "AGENT_WAL",
-      "AGENT_AUDIT",
+      "AGENT_LOG",
       ...s.bucketList().map((bucket) => `KV_${bucket}`),
     ]);
-    expect(s.storeStreams()).toHaveLength(10);
+    expect(s.storeStreams()).toHaveLength(9);
     expect(
       s
         .stores()
         .filter((store) => store.kind === "stream")
         .map((store) => store.name),
-    ).toEqual(["AGENT_RUNS", "AGENT_WAL", "AGENT_AUDIT"]);
+    ).toEqual(["AGENT_RUNS", "AGENT_LOG"]);
     expect(s.stores().filter((store) => store.kind === "bucket")).toHaveLength(7);
     expect(bucketStream("agents-runs")).toBe("KV_agents-runs");
     expect(new Subjects("team-a").streams()).toEqual({
       runs: "TEAM_A_RUNS",
-      wal: "TEAM_A_WAL",
-      audit: "TEAM_A_AUDIT",
+      log: "TEAM_A_LOG",
     });
   });
 
   it("refuses tokens that would widen or break a subject", () => {
     for (const bad of ["a.b", "*", ">", "", "x y", "a".repeat(65)]) {
-      expect(() => s.wal(bad), bad).toThrow(expect.objectContaining({ code: "INVALID_INPUT" }));
+      expect(() => s.logAll(bad), bad).toThrow(expect.objectContaining({ code: "INVALID_INPUT" }));
     }
-    expect(() => s.audit("r1", "Tool.Intent")).toThrow(/dotted lowercase/);
-    expect(() => s.audit("r1", "tool.>")).toThrow();
+    expect(() => s.log("r1", "Tool.Intent")).toThrow(/dotted lowercase/);
+    expect(() => s.log("r1", "tool.>")).toThrow();
     expect(() => new Subjects("a.b")).toThrow(/prefix/);
   });
 });
@@ -191,5 +193,19 @@ describe("WAL parts", () => {
     expect(a.push(7, bytes(4), undefined)).toEqual({ seq: 7, data: bytes(4) });
     expect(a.push(8, parts[2]!, header(3, 3))).toBeUndefined();
     expect(() => a.push(9, bytes(1), "3/2")).toThrow(/bad part header/);
+  });
+});
+
+describe("a log message's headline", () => {
+  const of = (...kinds: string[]) => headlineOf(kinds.map((kind) => ({ kind }) as Pick<AuditEvent, "kind">));
+
+  it("names the run's lifecycle before a human's part, and a plain step as step", () => {
+    expect(of("model.called", "model.responded")).toBe("step");
+    expect(of()).toBe("step");
+    expect(of("run.admitted")).toBe("run.admitted");
+    expect(of("approval.decided", "tool.intent", "run.committed")).toBe("run.committed");
+    expect(of("run.resumed", "model.called", "run.halted")).toBe("run.halted");
+    expect(of("phase.entered", "approval.requested")).toBe("approval.requested");
+    expect(of("run.resumed", "approval.decided")).toBe("run.resumed");
   });
 });

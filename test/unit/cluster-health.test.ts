@@ -40,7 +40,7 @@ const clustered = { storage: { used: 1_000, limit: 10_000 }, clustered: true };
 
 describe("agentctl cluster: what needs an operator", () => {
   it("a cluster with every store led, every copy current and room left is healthy", () => {
-    expect(problemsOf([store("AGENT_WAL"), store("KV_agents-runs")], clustered, 3)).toEqual([]);
+    expect(problemsOf([store("AGENT_LOG"), store("KV_agents-runs")], clustered, 3)).toEqual([]);
   });
 
   it("names a missing store, one with fewer replicas than AGENTS_REPLICAS, one without a leader, a copy offline and one behind", () => {
@@ -48,8 +48,8 @@ describe("agentctl cluster: what needs an operator", () => {
       [
         store("AGENT_RUNS", { replicas: undefined, followers: [] }),
         store("KV_agents-idempotency", { replicas: 1, followers: [] }),
-        store("AGENT_AUDIT", { leader: undefined }),
-        store("AGENT_WAL", {
+        store("KV_agents-pool", { leader: undefined }),
+        store("AGENT_LOG", {
           followers: [
             { server: "n2", current: false, offline: true, lag: 0 },
             { server: "n3", current: false, offline: false, lag: 42 },
@@ -64,16 +64,16 @@ describe("agentctl cluster: what needs an operator", () => {
     expect(problems).toEqual([
       expect.stringMatching(/^AGENT_RUNS is missing: start a supervisor/),
       expect.stringMatching(/^KV_agents-idempotency has 1 replica\(s\), AGENTS_REPLICAS is 3/),
-      expect.stringMatching(/^AGENT_AUDIT has no leader/),
-      "AGENT_WAL: its copy on n2 is offline",
-      "AGENT_WAL: its copy on n3 is not current (42 operations behind)",
-      "AGENT_WAL: its copy on n4 is not current (last heard 12.3 s ago)",
+      expect.stringMatching(/^KV_agents-pool has no leader/),
+      "AGENT_LOG: its copy on n2 is offline",
+      "AGENT_LOG: its copy on n3 is not current (42 operations behind)",
+      "AGENT_LOG: its copy on n4 is not current (last heard 12.3 s ago)",
     ]);
   });
 
   it("a store with fewer replicas than the others is named even when AGENTS_REPLICAS is the default 1", () => {
     const problems = problemsOf(
-      [store("AGENT_WAL"), store("KV_agents-idempotency", { replicas: 1, followers: [] })],
+      [store("AGENT_LOG"), store("KV_agents-idempotency", { replicas: 1, followers: [] })],
       clustered,
       1,
     );
@@ -92,11 +92,11 @@ describe("agentctl cluster: what needs an operator", () => {
 
   it("a single server has no leader to expect", () => {
     const single = { storage: { used: 0 }, clustered: false };
-    const unled = store("AGENT_WAL", { leader: undefined, followers: [] });
+    const unled = store("AGENT_LOG", { leader: undefined, followers: [] });
     expect(problemsOf([unled], single, 1)).toEqual([]);
     expect(problemsOf([unled], clustered, 1)).toEqual([expect.stringMatching(/has no leader/)]);
     expect(
-      problemsOf([store("AGENT_WAL", { replicas: 1, leader: undefined, followers: [] })], single, 1),
+      problemsOf([store("AGENT_LOG", { replicas: 1, leader: undefined, followers: [] })], single, 1),
     ).toEqual([]);
   });
 
@@ -105,7 +105,7 @@ describe("agentctl cluster: what needs an operator", () => {
       server: { version: "2.9.10", cluster: "agents" },
       storage: { used: 3 * 1024 * 1024, limit: 1024 * 1024 * 1024 },
       stores: [
-        store("AGENT_WAL", { followers: [{ server: "n2", current: false, offline: true, lag: 0 }] }),
+        store("AGENT_LOG", { followers: [{ server: "n2", current: false, offline: true, lag: 0 }] }),
         store("KV_agents-runs", { replicas: undefined }),
       ],
       jobs: { waiting: 2, held: 5, redelivered: 1, pulls: 4 },
@@ -130,11 +130,11 @@ describe("agentctl cluster: what needs an operator", () => {
           { workerId: "agent-10", instance: "i2", jobs: 0, leaving: true },
         ],
       },
-      problems: ["AGENT_WAL: its copy on n2 is offline"],
+      problems: ["AGENT_LOG: its copy on n2 is offline"],
     };
     expect(healthLines(health)).toEqual([
       "nats-server 2.9.10 (cluster agents); JetStream storage 3.0 MiB of 1.0 GiB",
-      "AGENT_WAL       R3  10 msgs  2.0 KiB  leader n1, n2 offline",
+      "AGENT_LOG       R3  10 msgs  2.0 KiB  leader n1, n2 offline",
       "KV_agents-runs  missing",
       "jobs: 2 waiting, 5 held by workers, 1 redelivered, 4 open pulls",
       "supervisors: 1 answered in 1.5 s",
@@ -146,7 +146,7 @@ describe("agentctl cluster: what needs an operator", () => {
       "  agent-1   3 job(s)  instance i1",
       "  agent-10  0 job(s)  leaving  instance i2",
       "1 problem(s):",
-      "  - AGENT_WAL: its copy on n2 is offline",
+      "  - AGENT_LOG: its copy on n2 is offline",
     ]);
     const idle = {
       ...health,

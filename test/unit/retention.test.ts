@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MAX_PUT_BACK_MS, auditOutlivesStatuses, putBackFor } from "../../services/supervisor/retention.js";
+import { MAX_PUT_BACK_MS, logOutlivesStatuses, putBackFor } from "../../services/supervisor/retention.js";
 import { SupervisorEnv } from "../../services/supervisor/env.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 
@@ -20,24 +20,24 @@ describe("when a finished run's WAL may go", () => {
 });
 
 describe("the status retention's configuration", () => {
-  it("refuses an audit trail kept no longer than the statuses: a removed run's id would be free to start again", () => {
+  it("refuses a run log kept no longer than the statuses: a removed run's id would be free to start again", () => {
     const ms = 1_000_000;
-    expect(auditOutlivesStatuses(0, 1_000)).toBeUndefined();
-    expect(auditOutlivesStatuses(1_001 * ms, 1_000)).toBeUndefined();
-    expect(auditOutlivesStatuses(500 * ms, 0)).toBeUndefined();
-    const refused = auditOutlivesStatuses(1_000 * ms, 1_000);
+    expect(logOutlivesStatuses(0, 1_000)).toBeUndefined();
+    expect(logOutlivesStatuses(1_001 * ms, 1_000)).toBeUndefined();
+    expect(logOutlivesStatuses(500 * ms, 0)).toBeUndefined();
+    const refused = logOutlivesStatuses(1_000 * ms, 1_000);
     expect(refused?.code).toBe("INVALID_INPUT");
     expect(refused?.message).toMatch(
-      /keeps events 1000 ms .* no longer than SUPERVISOR_STATUS_RETAIN_MS \(1000\)/,
+      /keeps messages 1000 ms .* no longer than SUPERVISOR_STATUS_RETAIN_MS \(1000\)/,
     );
   });
 
-  it("refuses an audit max_age JetStream would refuse: shorter than the stream's dedupe window", () => {
-    const parse = (ms: string) => parseEnv(SupervisorEnv, { SUPERVISOR_AUDIT_MAX_AGE_MS: ms });
+  it("refuses a log max_age JetStream would refuse: shorter than the stream's dedupe window", () => {
+    const parse = (ms: string) => parseEnv(SupervisorEnv, { SUPERVISOR_LOG_MAX_AGE_MS: ms });
     expect(() => parse("60000")).toThrow(
-      /SUPERVISOR_AUDIT_MAX_AGE_MS: 0 \(for ever\) or at least .* 120000 ms/,
+      /SUPERVISOR_LOG_MAX_AGE_MS: 0 \(for ever\) or at least .* 120000 ms/,
     );
-    expect(parse("0").SUPERVISOR_AUDIT_MAX_AGE_MS).toBe(0);
-    expect(parse("120000").SUPERVISOR_AUDIT_MAX_AGE_MS).toBe(120_000);
+    expect(parse("0").SUPERVISOR_LOG_MAX_AGE_MS).toBe(0);
+    expect(parse("120000").SUPERVISOR_LOG_MAX_AGE_MS).toBe(120_000);
   });
 });

@@ -23,7 +23,7 @@ import {
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { initialGuardState, type GuardLimits } from "../../shared/loop/guard.js";
 import { jobOfWriter, leaseWriterId, workerOfWriter } from "../../services/agent/writer-id.js";
-import { writerOfMessageId } from "../../shared/bus/wal.js";
+import { writerOfMessageId } from "../../shared/bus/run-log.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)] };

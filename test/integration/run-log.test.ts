@@ -1,5 +1,7 @@
+import { appendEach } from "../helpers/log.js";
 import { describe, expect, it } from "vitest";
-import { readWal, WalWriter, writerAfter, type WalDeps } from "../../shared/bus/wal.js";
+import { entryOfMessage, readLog, LogWriter, writerAfter, type LogDeps } from "../../shared/bus/run-log.js";
+import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import { replay } from "../../shared/loop/replay.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
@@ -7,7 +9,22 @@ import { describeTool } from "../../shared/tools/tool.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
 
-const deps: WalDeps = useBusSuite("w");
+const deps: LogDeps = useBusSuite("w");
+
+const event = (runId: string, seq: number): AuditEvent => ({
+  schemaVersion: 1,
+  auditId: `${runId}:${seq}`,
+  runId,
+  rootRunId: runId,
+  seq,
+  iteration: 1,
+  phase: "COMMIT",
+  kind: "phase.entered",
+  actor: "agent",
+  status: "passed",
+  artifacts: [],
+  timestamp: new Date(0).toISOString(),
+});
 
 const phase = (runId: string, n: number): WalRecord => ({
   schemaVersion: 1,
@@ -19,7 +36,7 @@ const phase = (runId: string, n: number): WalRecord => ({
   to: "ACT",
 });
 
-describe("the WAL on JetStream", () => {
+describe("the run log on JetStream", () => {
   it("a run's WAL written to JetStream and read back replays to the same state", async () => {
     const result = await runner({ checkpointEvery: 2 }).run(
       spec({ script: [echoCall("a"), echoCall("b"), echoCall("c"), { text: "done" }] }),
@@ -27,9 +44,9 @@ describe("the WAL on JetStream", () => {
         runId: "replayed-run",
       },
     );
-    const writer = new WalWriter(deps, "replayed-run", "worker-a", 0, 0);
-    await writer.appendAll(result.wal);
-    const read = await readWal(deps, "replayed-run");
+    const writer = new LogWriter(deps, "replayed-run", "worker-a", 0, 0);
+    await appendEach(writer, result.wal);
+    const read = await readLog(deps, "replayed-run");
     expect(read.records.map((r) => r.record)).toEqual(result.wal);
     expect(read.records.map((r) => r.seq)).toEqual([...read.records.map((r) => r.seq)].sort((a, b) => a - b));
     const config = { tools: [describeTool(echoTool)], checkpointEvery: 2 };
@@ -42,7 +59,7 @@ describe("the WAL on JetStream", () => {
     // Reading from the last checkpoint's sequence resumes with a short tail and the same state.
     const checkpoint = read.records.filter((r) => r.record.type === "CHECKPOINT").at(-1);
     expect(checkpoint).toBeDefined();
-    const tail = await readWal(deps, "replayed-run", checkpoint?.seq);
+    const tail = await readLog(deps, "replayed-run", checkpoint?.seq);
     expect(tail.records.length).toBeLessThan(read.records.length);
     expect(
       replay(
@@ -54,37 +71,37 @@ describe("the WAL on JetStream", () => {
   });
 
   it("two writers at the same position: exactly one append lands, the other is FENCED", async () => {
-    const a = new WalWriter(deps, "contended", "worker-a", 0, 0);
-    await a.append(phase("contended", 1));
-    const read = await readWal(deps, "contended");
+    const a = new LogWriter(deps, "contended", "worker-a", 0, 0);
+    await a.append([phase("contended", 1)]);
+    const read = await readLog(deps, "contended");
     const w1 = writerAfter(deps, "contended", "worker-b", read);
     const w2 = writerAfter(deps, "contended", "worker-c", read);
-    await w1.append(phase("contended", 2));
-    await expect(w2.append(phase("contended", 3))).rejects.toMatchObject({
+    await w1.append([phase("contended", 2)]);
+    await expect(w2.append([phase("contended", 3)])).rejects.toMatchObject({
       code: "FENCED",
       retryable: false,
     });
-    const after = await readWal(deps, "contended");
+    const after = await readLog(deps, "contended");
     expect(after.records.map((r) => r.record.iteration)).toEqual([1, 2]);
   });
 
   it("a read names the writer of the WAL's last message, from the start and from a checkpoint's sequence", async () => {
-    const a = new WalWriter(deps, "last-writer", "agent-1-1-ab12cd34.j17", 0, 0);
-    const first = await a.append(phase("last-writer", 1));
-    const b = writerAfter(deps, "last-writer", "agent-2-4-ef56ab78.j23", await readWal(deps, "last-writer"));
-    await b.appendBatch([phase("last-writer", 2), phase("last-writer", 3)]);
-    expect((await readWal(deps, "last-writer")).lastWriter).toBe("agent-2-4-ef56ab78.j23");
-    expect((await readWal(deps, "last-writer", first + 1)).lastWriter).toBe("agent-2-4-ef56ab78.j23");
-    expect((await readWal(deps, "no-such-run")).lastWriter).toBeUndefined();
+    const a = new LogWriter(deps, "last-writer", "agent-1-1-ab12cd34.j17", 0, 0);
+    const first = await a.append([phase("last-writer", 1)]);
+    const b = writerAfter(deps, "last-writer", "agent-2-4-ef56ab78.j23", await readLog(deps, "last-writer"));
+    await b.append([phase("last-writer", 2), phase("last-writer", 3)]);
+    expect((await readLog(deps, "last-writer")).lastWriter).toBe("agent-2-4-ef56ab78.j23");
+    expect((await readLog(deps, "last-writer", first + 1)).lastWriter).toBe("agent-2-4-ef56ab78.j23");
+    expect((await readLog(deps, "no-such-run")).lastWriter).toBeUndefined();
   });
 
   it("re-sending an appended record (a retry after a lost ack) is deduplicated, not fenced", async () => {
-    const w = new WalWriter(deps, "retried", "worker-a", 0, 0);
-    const seq = await w.append(phase("retried", 1));
+    const w = new LogWriter(deps, "retried", "worker-a", 0, 0);
+    const seq = await w.append([phase("retried", 1)]);
     // The same writer position again: same message id, same expected sequence as the first try.
-    const again = new WalWriter(deps, "retried", "worker-a", 0, 0);
-    expect(await again.append(phase("retried", 1))).toBe(seq);
-    expect((await readWal(deps, "retried")).records).toHaveLength(1);
+    const again = new LogWriter(deps, "retried", "worker-a", 0, 0);
+    expect(await again.append([phase("retried", 1)])).toBe(seq);
+    expect((await readLog(deps, "retried")).records).toHaveLength(1);
   });
 
   it("a record over the server's max_payload (a checkpoint of a long transcript) is written in parts and read back whole", async () => {
@@ -105,38 +122,38 @@ describe("the WAL on JetStream", () => {
       state: { messages: transcript },
     };
     expect(JSON.stringify(big).length).toBeGreaterThan(2 * max);
-    const w = new WalWriter(deps, "big", "worker-a", 0, 0);
-    await w.append(phase("big", 1));
-    const seq = await w.append(big);
-    await w.append(phase("big", 3));
-    const read = await readWal(deps, "big");
+    const w = new LogWriter(deps, "big", "worker-a", 0, 0);
+    await w.append([phase("big", 1)]);
+    const seq = await w.append([big]);
+    await w.append([phase("big", 3)]);
+    const read = await readLog(deps, "big");
     expect(read.records.map((r) => r.record)).toEqual([phase("big", 1), big, phase("big", 3)]);
     expect(read.records[1]?.seq).toBe(seq);
     expect(read.messages).toBeGreaterThanOrEqual(5);
     // The sequence append returned is where a resume reads from to get the whole record back.
-    const tail = await readWal(deps, "big", seq);
+    const tail = await readLog(deps, "big", seq);
     expect(tail.records.map((r) => r.record)).toEqual([big, phase("big", 3)]);
     // A writer positioned after this read appends without being fenced.
-    await writerAfter(deps, "big", "worker-b", read).append(phase("big", 4));
-    expect((await readWal(deps, "big")).records).toHaveLength(4);
+    await writerAfter(deps, "big", "worker-b", read).append([phase("big", 4)]);
+    expect((await readLog(deps, "big")).records).toHaveLength(4);
   });
 
   it("one transition's records travel as one message, share its sequence and read back in order, beside single-record messages", async () => {
-    const w = new WalWriter(deps, "batched", "worker-a", 0, 0);
-    const first = await w.append(phase("batched", 1));
+    const w = new LogWriter(deps, "batched", "worker-a", 0, 0);
+    const first = await w.append([phase("batched", 1)]);
     const batch = [phase("batched", 2), phase("batched", 3), phase("batched", 4)];
-    const seq = await w.appendBatch(batch);
-    await w.append(phase("batched", 5));
-    const read = await readWal(deps, "batched");
+    const seq = await w.append(batch);
+    await w.append([phase("batched", 5)]);
+    const read = await readLog(deps, "batched");
     expect(read.messages).toBe(3);
     expect(read.records.map((r) => r.record.iteration)).toEqual([1, 2, 3, 4, 5]);
     expect(read.records.map((r) => r.seq)).toEqual([first, seq, seq, seq, seq + 1]);
     // Reading from the batch's sequence gets the whole batch back.
-    const tail = await readWal(deps, "batched", seq);
+    const tail = await readLog(deps, "batched", seq);
     expect(tail.records.map((r) => r.record.iteration)).toEqual([2, 3, 4, 5]);
     // A batch is fenced like a single record.
     const stale = writerAfter(deps, "batched", "worker-b", { ...read, lastSeq: first, messages: 1 });
-    await expect(stale.appendBatch([phase("batched", 6), phase("batched", 7)])).rejects.toMatchObject({
+    await expect(stale.append([phase("batched", 6), phase("batched", 7)])).rejects.toMatchObject({
       code: "FENCED",
     });
   });
@@ -153,24 +170,51 @@ describe("the WAL on JetStream", () => {
       to: "ACT",
       reason: "r".padEnd(max / 2, "x"),
     });
-    const w = new WalWriter(deps, "wide", "worker-a", 0, 0);
-    const seq = await w.appendBatch([wide(1), wide(2), wide(3)]);
-    const read = await readWal(deps, "wide");
+    const w = new LogWriter(deps, "wide", "worker-a", 0, 0);
+    const committed = { ...event("wide", 1), kind: "run.committed" as const };
+    const seq = await w.append([wide(1), wide(2), wide(3)], [committed]);
+    const read = await readLog(deps, "wide");
     expect(read.messages).toBeGreaterThanOrEqual(2);
     expect(read.records.map((r) => [r.seq, r.record.iteration])).toEqual([
       [seq, 1],
       [seq, 2],
       [seq, 3],
     ]);
+    expect(read.events).toEqual([committed]);
+    // A consumer filtering by headline gets every part: the last one reads the whole message.
+    const stream = deps.subjects.streams().log;
+    const parts = [];
+    for (let at = seq; at <= read.lastSeq; at++)
+      parts.push(await deps.jsm.streams.getMessage(stream, { seq: at }));
+    const got = await Promise.all(
+      parts.map((m) =>
+        entryOfMessage(deps, { subject: m!.subject, seq: m!.seq, data: m!.data, headers: m!.header }),
+      ),
+    );
+    expect(got.slice(0, -1)).toEqual(parts.slice(0, -1).map(() => undefined));
+    expect(got.at(-1)?.events).toEqual([committed]);
+    expect(got.at(-1)?.records).toHaveLength(3);
+  });
+
+  it("the fence covers the run's every subject: a write under another headline fences a stale writer", async () => {
+    const a = new LogWriter(deps, "fenced-wide", "worker-a", 0, 0);
+    const b = new LogWriter(deps, "fenced-wide", "worker-b", 0, 0);
+    await a.append([], [{ ...event("fenced-wide", 1), kind: "run.halted" }]);
+    await expect(b.append([phase("fenced-wide", 1)])).rejects.toMatchObject({ code: "FENCED" });
   });
 
   it("an empty batch is refused before anything is sent", async () => {
-    const w = new WalWriter(deps, "nothing", "worker-a", 0, 0);
-    await expect(w.appendBatch([])).rejects.toMatchObject({ code: "INTERNAL" });
-    expect(await readWal(deps, "nothing")).toEqual({ records: [], lastSeq: 0, messages: 0 });
+    const w = new LogWriter(deps, "nothing", "worker-a", 0, 0);
+    await expect(w.append([])).rejects.toMatchObject({ code: "INTERNAL" });
+    expect(await readLog(deps, "nothing")).toEqual({ records: [], events: [], lastSeq: 0, messages: 0 });
   });
 
   it("an empty WAL reads as no records", async () => {
-    expect(await readWal(deps, "never-written")).toEqual({ records: [], lastSeq: 0, messages: 0 });
+    expect(await readLog(deps, "never-written")).toEqual({
+      records: [],
+      events: [],
+      lastSeq: 0,
+      messages: 0,
+    });
   });
 });

@@ -1,27 +1,27 @@
 /**
- * The supervisor's retention of finished runs against a bare client doing only the removals, side by
- * side in one process on one nats-server. Each round records `runs` finished runs (a WAL of
- * `messages` messages of about 1 KB each, like a W1 loop's, the first `calls` of them tool calls'
- * INTENTs with an idempotency record each, a committed status and a `run.committed`), then removes
- * their WALs and records: with `sweepFinishedRuns` (its durable consumer, one event at a time, a
- * status read, the WAL read for the calls it names, their records' removal, the WAL's purge, the
- * ack), or with the same removals and purges in a loop by a client that knows the keys (the floor),
- * or by that client purging each record's subject instead (floorByPurge). Rounds rotate the order;
- * medians of runs removed per second, ours over the floor, and the file store's bytes before and
- * after. With `status` last (SUPERVISOR_STATUS_RETAIN_MS's sweep), each run's status goes too,
- * and its tree budget key (every run here is a root): the sweep's and the floor's, by sequence. `node bench/micro/wal-retention.ts [runs]
- * [messages] [rounds] [calls] [wal|status]` after `npm run build`.
+ * The supervisor's retention of finished runs (SUPERVISOR_STATUS_RETAIN_MS) against a bare client
+ * doing only the removals, side by side in one process on one nats-server. Each round records
+ * `runs` finished runs (a log of `messages` messages of about 1 KB each, like a W1 loop's, the first
+ * `calls` of them tool calls' INTENTs with an idempotency record each, a tree budget key, a committed
+ * status and a `run.committed` message), then removes their records, tree keys and statuses: with
+ * `sweepFinishedRuns` (its durable consumer, one message at a time, a status read, the log read for
+ * the calls it names, their records' removal, the tree key's and the status's, the ack), or with the
+ * same removals by sequence in a loop by a client that knows the keys (the floor), or by that client
+ * purging each record's subject instead (floorByPurge). The run logs stay (only their max_age
+ * removes them). Rounds rotate the order; medians of runs removed per second, ours over the floor,
+ * and the buckets' bytes before and after. `node bench/micro/status-retention.ts [runs] [messages]
+ * [rounds] [calls]` after `npm run build`.
  */
 import { Counter } from "prom-client";
 import { openActorBus } from "../../dist/shared/bus/actor.js";
-import { publishAudit } from "../../dist/shared/bus/audit.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
 import { treeBudgetKey } from "../../dist/shared/bus/tree-budget.js";
 import { idempotencyBucketKey } from "../../dist/shared/bus/idempotency-record.js";
 import { encode } from "../../dist/shared/bus/codec.js";
-import { WalRecord } from "../../dist/shared/contracts/wal.js";
+import { LogEntry } from "../../dist/shared/contracts/log.js";
+import type { WalRecord } from "../../dist/shared/contracts/wal.js";
 import { startLocalNats } from "../../dist/services/local/nats-server.js";
-import { RETENTION_CONSUMERS, sweepFinishedRuns } from "../../dist/services/supervisor/retention.js";
+import { RETENTION_CONSUMER, sweepFinishedRuns } from "../../dist/services/supervisor/retention.js";
 import { systemClock } from "../../dist/shared/runtime/clock.js";
 import { ActorEnv } from "../../dist/shared/runtime/config.js";
 import { silentLogger } from "../../dist/shared/runtime/logger.js";
@@ -33,7 +33,6 @@ const RUNS = Number(process.argv[2] ?? 500);
 const MESSAGES = Number(process.argv[3] ?? 60);
 const ROUNDS = Number(process.argv[4] ?? 3);
 const CALLS = Math.min(MESSAGES, Number(process.argv[5] ?? 19));
-const REMOVES = process.argv[6] === "status" ? "status" : "wal";
 const PAD = "x".repeat(850);
 const RECORD_OF_A_CALL = new TextEncoder().encode(
   JSON.stringify({ status: "done", reply: { ok: true, pad: PAD } }),
@@ -45,11 +44,10 @@ const bus = await openActorBus(ActorEnv.parse({ NATS_URL: nats.url }), "bench-re
   random: systemRandom,
   logger: silentLogger,
 });
-const walStream = bus.subjects.streams().wal;
 const bucket = bus.subjects.buckets().idempotency;
 const runsStream = bucketStream(bus.subjects.buckets().runs);
 const poolStream = bucketStream(bus.subjects.buckets().pool);
-/** A root run's tree budget as its last give-back leaves it: what the status sweep removes with a root. */
+/** A root run's tree budget as its last give-back leaves it: what the sweep removes with a root. */
 const TREE_BUDGET = new TextEncoder().encode(JSON.stringify({ used: 20, recent: {}, paid: {} }));
 const store = new RunStatusStore(bus.buckets.runs);
 
@@ -57,8 +55,8 @@ const store = new RunStatusStore(bus.buckets.runs);
 const keysOf = (runId: string): string[] =>
   Array.from({ length: CALLS }, (_, m) => idempotencyBucketKey("echo", `${runId}:act-${m}`));
 
-/** WAL message `m` of a run: a tool call's INTENT for the first CALLS, then PHASE records; about 1 KB each. */
-function walMessage(runId: string, m: number): Uint8Array {
+/** Log message `m` of a run: a tool call's INTENT for the first CALLS, then PHASE records; about 1 KB each. */
+function logMessage(runId: string, m: number): Uint8Array {
   const base = { schemaVersion: 1 as const, runId, iteration: m, at: Date.now() };
   const record: WalRecord =
     m < CALLS
@@ -72,7 +70,7 @@ function walMessage(runId: string, m: number): Uint8Array {
           purpose: "act",
         }
       : { ...base, type: "PHASE", from: "ACT", to: "ACT", reason: PAD };
-  return encode(WalRecord, record);
+  return encode(LogEntry, { records: [record], events: [] });
 }
 
 async function record(prefix: string): Promise<string[]> {
@@ -81,9 +79,9 @@ async function record(prefix: string): Promise<string[]> {
     await Promise.all(
       ids.slice(i, i + 50).map(async (runId) => {
         for (let m = 0; m < MESSAGES; m += 1)
-          await bus.js.publish(bus.subjects.wal(runId), walMessage(runId, m));
+          await bus.js.publish(bus.subjects.log(runId, "step"), logMessage(runId, m));
         for (const key of keysOf(runId)) await bus.buckets.idempotency.put(key, RECORD_OF_A_CALL);
-        if (REMOVES === "status") await bus.buckets.pool.put(treeBudgetKey(runId), TREE_BUDGET);
+        await bus.buckets.pool.put(treeBudgetKey(runId), TREE_BUDGET);
         const at = new Date().toISOString();
         await store.put({
           runId,
@@ -93,49 +91,48 @@ async function record(prefix: string): Promise<string[]> {
           usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 20, toolCalls: 19 },
           updatedAt: at,
         });
-        await publishAudit(bus, {
-          schemaVersion: 1,
-          auditId: `${runId}:1`,
-          runId,
-          rootRunId: runId,
-          seq: 1,
-          iteration: 20,
-          phase: "COMMIT",
-          kind: "run.committed",
-          actor: "agent",
-          status: "passed",
-          artifacts: [],
-          data: {},
-          timestamp: at,
+        const committed = encode(LogEntry, {
+          records: [],
+          events: [
+            {
+              schemaVersion: 1,
+              auditId: `${runId}:1`,
+              runId,
+              rootRunId: runId,
+              seq: 1,
+              iteration: 20,
+              phase: "COMMIT",
+              kind: "run.committed",
+              actor: "agent",
+              status: "passed",
+              artifacts: [],
+              data: {},
+              timestamp: at,
+            },
+          ],
         });
+        await bus.js.publish(bus.subjects.log(runId, "run.committed"), committed);
       }),
     );
   }
   return ids;
 }
 
-/** What the file store holds of WALs, idempotency records, statuses and tree budgets. */
+/** What the buckets hold of idempotency records, statuses and tree budgets. */
 const storedBytes = async (): Promise<number> =>
-  (await bus.jsm.streams.info(walStream)).state.bytes +
   (await bus.jsm.streams.info(bucketStream(bucket))).state.bytes +
   (await bus.jsm.streams.info(runsStream)).state.bytes +
   (await bus.jsm.streams.info(poolStream)).state.bytes;
 
-/** Removes the WALs with the retention loop; resolves once every one is gone. */
+/** Removes the runs' remains with the retention loop; resolves once every status is gone. */
 async function sweep(ids: string[]): Promise<number> {
-  const wals = new Counter({ name: "bench_removed", help: "-", registers: [] });
   const toolRecords = new Counter({ name: "bench_tool_records_removed", help: "-", registers: [] });
   const statuses = new Counter({ name: "bench_statuses_removed", help: "-", registers: [] });
-  const done = REMOVES === "status" ? statuses : wals;
+  const treeBudgets = new Counter({ name: "bench_tree_budgets_removed", help: "-", registers: [] });
   const stop = new AbortController();
   const began = performance.now();
-  const loop = sweepFinishedRuns(
-    bus,
-    { retainMs: 1, removes: REMOVES },
-    { wals, toolRecords, statuses },
-    stop.signal,
-  );
-  while ((await done.get()).values[0]?.value !== ids.length) await systemClock.sleep(5);
+  const loop = sweepFinishedRuns(bus, { retainMs: 1 }, { toolRecords, statuses, treeBudgets }, stop.signal);
+  while ((await statuses.get()).values[0]?.value !== ids.length) await systemClock.sleep(5);
   const ms = performance.now() - began;
   stop.abort();
   await loop;
@@ -143,9 +140,9 @@ async function sweep(ids: string[]): Promise<number> {
 }
 
 /**
- * The floor: a run at a time, its records removed 16 at once (as the sweep's), then its WAL purged.
- * Each record is read for its sequence and deleted by it, as the sweep does; `byPurge` purges each
- * record's subject instead, one request rather than two, to show what nats-server 2.9 makes of that.
+ * The floor: a run at a time, its records removed 16 at once (as the sweep's), then its tree key
+ * and its status. Each is read for its sequence and deleted by it, as the sweep does; `byPurge`
+ * purges each record's subject instead, one request rather than two.
  */
 async function removeAll(ids: string[], byPurge: boolean): Promise<number> {
   const began = performance.now();
@@ -161,13 +158,10 @@ async function removeAll(ids: string[], byPurge: boolean): Promise<number> {
   for (const runId of ids) {
     const keys = keysOf(runId);
     for (let i = 0; i < keys.length; i += 16) await Promise.all(keys.slice(i, i + 16).map(remove));
-    await bus.jsm.streams.purge(walStream, { filter: bus.subjects.wal(runId) });
-    if (REMOVES === "status") {
-      const tree = await bus.buckets.pool.get(treeBudgetKey(runId));
-      if (tree) await bus.jsm.streams.deleteMessage(poolStream, tree.revision, false);
-      const status = await bus.buckets.runs.get(runId);
-      if (status) await bus.jsm.streams.deleteMessage(runsStream, status.revision, false);
-    }
+    const tree = await bus.buckets.pool.get(treeBudgetKey(runId));
+    if (tree) await bus.jsm.streams.deleteMessage(poolStream, tree.revision, false);
+    const status = await bus.buckets.runs.get(runId);
+    if (status) await bus.jsm.streams.deleteMessage(runsStream, status.revision, false);
   }
   return performance.now() - began;
 }
@@ -185,7 +179,7 @@ for (let round = 0; round < ROUNDS; round += 1) {
     bytes.push({ before, after: await storedBytes() });
     perSecond[variant].push((ids.length / ms) * 1_000);
     console.log(
-      `round ${round} ${variant}: ${ids.length} runs' WALs and records${REMOVES === "status" ? " and statuses" : ""} removed in ${ms.toFixed(0)} ms`,
+      `round ${round} ${variant}: ${ids.length} runs' records, tree keys and statuses removed in ${ms.toFixed(0)} ms`,
     );
   }
 }
@@ -201,8 +195,7 @@ console.log(
     floorByPurgeRunsPerSec: Math.round(byPurge),
     ratio: Number((ours / floor).toFixed(2)),
     storedBytesBeforeAfter: bytes.map((b) => `${b.before} -> ${b.after}`),
-    removes: REMOVES,
-    consumer: RETENTION_CONSUMERS[REMOVES],
+    consumer: RETENTION_CONSUMER,
   }),
 );
 await bus.nc.drain();

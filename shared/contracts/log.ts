@@ -1,0 +1,43 @@
+import { z } from "zod";
+import { AuditEvent, type AuditKind } from "./audit.js";
+import { WalRecord } from "./wal.js";
+
+/**
+ * One message of a run's log (`<prefix>.log.<runId>.<kind>`): one durable transition, its records
+ * (what replay needs) and its audit events (what subscribers read) together, written in one
+ * fenced append by the run's owner. Either list may be empty: the supervisor's admission carries
+ * only `run.admitted`.
+ */
+export const LogEntry = z.object({
+  records: z.array(WalRecord),
+  events: z.array(AuditEvent),
+});
+export type LogEntry = z.infer<typeof LogEntry>;
+
+/** The header listing every event kind a log message carries, comma-separated, in order. */
+export const EVENTS_HEADER = "Agents-Events";
+
+/**
+ * The events a message's subject may name, the first present winning: a run's lifecycle, then a
+ * human's part in it. Final events end their transition, so a message holding
+ * `run.committed`, `run.failed` or `run.halted` is always on that event's subject.
+ */
+const HEADLINES: readonly AuditKind[] = [
+  "run.committed",
+  "run.failed",
+  "run.halted",
+  "run.resumed",
+  "approval.requested",
+  "approval.decided",
+  "run.admitted",
+];
+
+/** The subject kind of a message carrying `events`: its most telling event, or `step`. Pure. */
+export function headlineOf(events: readonly Pick<AuditEvent, "kind">[]): string {
+  let best = HEADLINES.length;
+  for (const { kind } of events) {
+    const rank = HEADLINES.indexOf(kind);
+    if (rank >= 0 && rank < best) best = rank;
+  }
+  return HEADLINES[best] ?? "step";
+}
