@@ -143,9 +143,7 @@ export async function runResult(bus: ActorBus, runId: string): Promise<RunResult
   }
   throw new AgentError(
     "NOT_FOUND",
-    status
-      ? `run '${runId}' ${status.status}, but its log does not hold its outcome`
-      : `no run '${runId}'`,
+    status ? `run '${runId}' ${status.status}, but its log does not hold its outcome` : `no run '${runId}'`,
   );
 }
 

@@ -140,7 +140,8 @@ class FinishedRuns {
   private async removeToolRecords(runId: string): Promise<void> {
     const removed = await this.records.removeFor(runId);
     this.counters.toolRecords.inc(removed);
-    if (removed > 0) this.bus.logger.info({ runId, toolRecords: removed }, "finished run's tool records removed");
+    if (removed > 0)
+      this.bus.logger.info({ runId, toolRecords: removed }, "finished run's tool records removed");
   }
 
   /**

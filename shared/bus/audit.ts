@@ -106,7 +106,10 @@ export async function* readAudit(
 }
 
 /** A run id's refused submits, with their stream sequences. */
-async function rejections(deps: AuditQueries, runId: string): Promise<{ seq: number; events: AuditEvent[] }[]> {
+async function rejections(
+  deps: AuditQueries,
+  runId: string,
+): Promise<{ seq: number; events: AuditEvent[] }[]> {
   const refused: { seq: number; events: AuditEvent[] }[] = [];
   const stream = deps.subjects.streams().log;
   const read = withBusRetry(`reading ${runId}'s refused submits`, deps, async () => {
@@ -145,7 +148,12 @@ export async function lastAuditEvent(
   return found;
 }
 
-const FINAL_HEADLINES: ReadonlySet<string> = new Set(["run.committed", "run.failed", "run.halted", "run.admitted"]);
+const FINAL_HEADLINES: ReadonlySet<string> = new Set([
+  "run.committed",
+  "run.failed",
+  "run.halted",
+  "run.admitted",
+]);
 
 /**
  * The `seq` of the run's last audit event: the next event's is this plus one. Its last message

@@ -109,7 +109,11 @@ export class LogWriter {
   ): Promise<number> {
     const msgID = `${this.runId}:${this.count + 1}:${this.writerId}`;
     const fence = this.deps.subjects.logAll(this.runId);
-    const options = { msgID, expectLastSubjectSequence: this.lastSeq, expectLastSubjectSequenceSubject: fence };
+    const options = {
+      msgID,
+      expectLastSubjectSequence: this.lastSeq,
+      expectLastSubjectSequenceSubject: fence,
+    };
     const publisher = AckPublisher.of(this.deps.nc);
     const ack = await withBusRetry(
       `log append for run ${this.runId}`,
@@ -130,9 +134,13 @@ export class LogWriter {
       },
       (err) =>
         isWrongLastSequence(err)
-          ? new AgentError("FENCED", `another writer appended to the log of run ${this.runId}; letting it go`, {
-              cause: err,
-            })
+          ? new AgentError(
+              "FENCED",
+              `another writer appended to the log of run ${this.runId}; letting it go`,
+              {
+                cause: err,
+              },
+            )
           : undefined,
     );
     this.lastSeq = ack.seq;
@@ -221,7 +229,11 @@ async function lastLogSeq(deps: LogReadDeps, filter: string): Promise<number> {
   return last?.seq ?? 0;
 }
 
-async function* entries(deps: LogReadDeps, range: RangeQuery, counted?: () => void): AsyncGenerator<StoredEntry> {
+async function* entries(
+  deps: LogReadDeps,
+  range: RangeQuery,
+  counted?: () => void,
+): AsyncGenerator<StoredEntry> {
   const parts = new PartAssembler();
   for await (const msg of readRange(deps, range)) {
     counted?.();
