@@ -2,7 +2,7 @@ import type { LoopEvent, StartEvent } from "../contracts/loop-event.js";
 import { TERMINAL_PHASES } from "../contracts/audit.js";
 import type { ToolAuditNote } from "../contracts/tool.js";
 import { AgentError } from "../runtime/errors.js";
-import { sha256 } from "../runtime/hash.js";
+import { xxh64 } from "../runtime/hash.js";
 import { onModelResponse, recordActResult } from "./act.js";
 import { Draft } from "./draft.js";
 import { initialGuardState, type GuardLimits } from "./guard.js";
@@ -74,7 +74,7 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
     auditSeq: event.auditSeq ?? 0,
     critiques: 0,
     transitions: 0,
-    transitionHash: sha256(event.runId),
+    transitionHash: xxh64(event.runId),
     lastCheckpoint: null,
     startedAt: event.at,
     updatedAt: event.at,

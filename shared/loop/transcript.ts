@@ -1,7 +1,7 @@
 import type { Message } from "../contracts/model.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
 import { AgentError } from "../runtime/errors.js";
-import { sha256 } from "../runtime/hash.js";
+import { xxh64 } from "../runtime/hash.js";
 import { carriedCounts, storedCounts } from "./call-counts.js";
 import type { Effect, LoopState, TranscriptDigest } from "./state.js";
 
@@ -24,10 +24,10 @@ export function digestTranscript(
   if (!usable && elided > 0) {
     throw new AgentError("INTERNAL", "transcript digest lost: messages left the context window unhashed");
   }
-  let { count, hash, bytes } = usable ? previous : { count: 0, hash: sha256("transcript"), bytes: 0 };
+  let { count, hash, bytes } = usable ? previous : { count: 0, hash: xxh64("transcript"), bytes: 0 };
   for (; count < total; count += 1) {
     const json = canonicalJson(messages[count === 0 ? 0 : count - elided]);
-    hash = sha256(`${hash}\n${sha256(json)}`);
+    hash = xxh64(`${hash}\n${xxh64(json)}`);
     bytes += json.length;
   }
   return { count, hash, bytes };

@@ -294,8 +294,9 @@ describe("transcript digest and checkpoint size", () => {
       expect(Math.max(...sizes) / Math.min(...sizes)).toBeLessThan(1.05);
       // A steady size and steady steps make a steady interval, however long the run.
       const at = late.map((c) => (c.state as LoopState).step);
-      const gaps = new Set(at.slice(1).map((s, i) => s - at[i]!));
-      expect(gaps.size).toBe(1);
+      const gaps = at.slice(1).map((s, i) => s - at[i]!);
+      // Steady as the size is: within the few percent a checkpoint's size varies by.
+      expect(Math.max(...gaps) / Math.min(...gaps)).toBeLessThan(1.05);
       const final = result.state;
       expect(final.invocations).toHaveLength(INVOCATION_LIMIT);
       expect(final.invocations.at(-1)!.actionId).toBe(`act-${3 * steps}`);
