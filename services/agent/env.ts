@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { ActorEnv, memoryRecallWindow, millis } from "../../shared/runtime/config.js";
+import { localToolProblem } from "./local-tools.js";
 
 /** An agent worker's environment (docs/running-a-cluster.md's table; the Kubernetes manifests are checked against it). */
 export const AgentEnv = ActorEnv.extend({
@@ -44,6 +45,23 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_CHILDREN_END_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(600_000),
   /** How long a cancel waits for the tool service of the call its run halted on to answer (handed back and asked again) before it leaves the call to a human. */
   AGENT_CANCEL_SETTLE_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
+  /**
+   * The built-in tools a worker runs in-process instead of asking their services (comma list; empty:
+   * every tool remote). Only idempotent ones: the worker refuses to start on another (see localToolProblem).
+   */
+  AGENT_LOCAL_TOOLS: z
+    .string()
+    .default("echo,memory")
+    .transform((s) =>
+      s
+        .split(",")
+        .map((t) => t.trim())
+        .filter(Boolean),
+    )
+    .superRefine((names, ctx) => {
+      for (const problem of names.map(localToolProblem))
+        if (problem) ctx.addIssue({ code: "custom", message: problem });
+    }),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 })
   // A breaker open longer than runs wait out an outage fails them before its first try, however

@@ -68,4 +68,6 @@ export interface LeaseDeps {
   breakerOf: (provider: string) => ModelBreaker | undefined;
   /** How long a call's settling waits for the tool's service when none serves it yet. */
   serviceWait?: (tool: string) => ServiceWait | undefined;
+  /** Whether the worker runs a tool in-process (AGENT_LOCAL_TOOLS): no service has its calls. */
+  localTool?: (name: string) => boolean;
 }

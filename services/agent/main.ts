@@ -46,6 +46,7 @@ const worker = new AgentWorker(
       failures: env.AGENT_MODEL_BREAKER_FAILURES,
       cooldownMs: env.AGENT_MODEL_BREAKER_COOLDOWN_MS,
     },
+    localTools: env.AGENT_LOCAL_TOOLS,
     memoryRecallWindow: env.MEMORY_RECALL_WINDOW,
     env: process.env,
     metrics,
@@ -56,7 +57,12 @@ await worker.start();
 // Not ready while draining: a drained worker takes no new jobs, so the pod leaves the Service.
 const health = await startActorHealth(bus, env, metrics, () => !worker.draining);
 logger.info(
-  { concurrency: env.AGENT_CONCURRENCY, ackWaitMs: env.AGENT_ACK_WAIT_MS, healthPort: health.port },
+  {
+    concurrency: env.AGENT_CONCURRENCY,
+    ackWaitMs: env.AGENT_ACK_WAIT_MS,
+    localTools: env.AGENT_LOCAL_TOOLS,
+    healthPort: health.port,
+  },
   "agent worker ready",
 );
 onShutdown(logger, async () => {

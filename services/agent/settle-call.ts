@@ -34,6 +34,8 @@ export interface SettleCallDeps {
   queuedAt?: number;
   /** See CANCEL_SETTLE_WAIT_MS, its default. */
   cancelSettleWaitMs?: number;
+  /** Whether the worker runs a tool in-process (AGENT_LOCAL_TOOLS): no service has its calls. */
+  localTool?: (name: string) => boolean;
 }
 
 /**
@@ -57,7 +59,7 @@ export async function settleHaltedCall(
   const settling = event.type === "cancel" || (event.type === "resume" && event.settle);
   // A cancel fits a run still going too (it stops it first); a resume only a halted one.
   if (!settling || (event.type === "resume" && state.phase !== "HALT")) return event;
-  const waited = waitedCall(state, deps.config);
+  const waited = waitedCall(state, deps.config, deps.localTool);
   if (!waited) return event;
   if (event.type === "cancel") return settleWaitedOn(state, event, waited, deps);
   return event.settle ? settleByHand(state, { ...event, settle: event.settle }, waited, deps) : event;
@@ -65,18 +67,21 @@ export async function settleHaltedCall(
 
 /**
  * The call the run waits on (or waited on when it halted), when it has a side effect (and is not a
- * fan-out).
+ * fan-out). A tool this worker runs in-process is not asked of a service, which never saw its
+ * calls and would say they never ran: the cancel leaves such a call to a human (see cancel).
  */
 function waitedCall(
   state: LoopState,
   config: LoopConfig,
+  localTool: ((name: string) => boolean) | undefined,
 ): { effect: ToolCall; tool: ToolDescriptor } | undefined {
   const pending = state.phase === "HALT" ? state.haltedFrom?.pending : state.pending;
   const effect = state.awaiting;
   if (pending?.kind !== "tool" || effect?.type !== "callTool" || effect.actionId !== pending.actionId)
     return undefined;
   const tool = config.tools.find((t) => t.name === effect.tool);
-  if (!tool || tool.reversibility === "pure" || tool.name === SPAWN_TOOL) return undefined;
+  if (!tool || tool.reversibility === "pure" || tool.name === SPAWN_TOOL || localTool?.(tool.name))
+    return undefined;
   return { effect, tool };
 }
 

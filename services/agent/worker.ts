@@ -13,12 +13,13 @@ import { actorModelDriver } from "../../shared/bus/model-actor.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
 import { toAgentError } from "../../shared/runtime/errors.js";
 import { fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
+import type { AnyTool } from "../../shared/tools/tool.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import { RunLease } from "./drive.js";
 import type { LeaseOutcome } from "./lease-deps.js";
-import { FanOutHandler, SPAWN_TOOL } from "./fanout.js";
+import { FanOutHandler } from "./fanout.js";
 import type { BreakerSettings } from "../../shared/models/breaker-policy.js";
 import { ModelBreakers } from "../../shared/bus/model-breakers.js";
 import { sharedDescriptors } from "../../shared/bus/tool-descriptors.js";
@@ -32,6 +33,7 @@ import { answerHolds, stillHeldBy } from "./holder.js";
 import { storageFull } from "../../shared/bus/storage-full.js";
 import { leaseWriterId } from "./writer-id.js";
 import { Reconciler } from "./reconcile.js";
+import { localTools, registerRunTools } from "./local-tools.js";
 
 /** How many times a run's job is renewed (`working()`) per ack wait. */
 export const RENEWALS_PER_ACK_WAIT = 3;
@@ -54,6 +56,8 @@ export interface WorkerOptions {
   toolOutageMs: number;
   /** See AGENT_SERVICE_WAIT_MS (0 when absent). */
   serviceWaitMs?: number;
+  /** See AGENT_LOCAL_TOOLS (absent: none, every tool is asked of its service). */
+  localTools?: readonly string[];
   /** See MEMORY_RECALL_WINDOW (absent or 0: a recall reads every memory of its agent). */
   memoryRecallWindow?: number;
   /** How long a FENCED or failing job waits before it is offered again. */
@@ -93,6 +97,8 @@ export class AgentWorker {
   private leases = 0;
   /** One store for every run: a recall window remembers where each agent's last recall began. */
   private readonly memory: KvMemory;
+  /** The built-in tools this worker runs in-process (AGENT_LOCAL_TOOLS), shared by every run. */
+  private readonly local: ReadonlyMap<string, AnyTool>;
   private readonly breakers: ModelBreakers;
 
   constructor(
@@ -101,6 +107,7 @@ export class AgentWorker {
     private readonly ids: IdGenerator,
   ) {
     this.memory = new KvMemory(bus.buckets.memory, bus.clock, memoryReads(bus, options.memoryRecallWindow));
+    this.local = localTools(options.localTools ?? [], { memory: this.memory });
     this.breakers = new ModelBreakers(
       bus.buckets.modelBreakers,
       options.modelBreaker ?? { failures: 0, cooldownMs: 1 },
@@ -312,13 +319,15 @@ export class AgentWorker {
         statusEveryMs: this.options.statusEveryMs,
         // Asked twice by a lease that asked early and then found the run started (see open).
         discover: async (names, fresh) => {
-          const remote = names.filter((name) => name !== SPAWN_TOOL);
-          for (const descriptor of await this.tools.lookup(remote, fresh))
-            if (!registry.get(descriptor.name)) registry.register(remoteTool(descriptor, bus));
-          // spawn_agent is the worker's own: it parks the run instead of waiting on a service.
-          if (names.includes(SPAWN_TOOL) && !registry.get(SPAWN_TOOL)) registry.register(this.spawnTool);
+          await registerRunTools(registry, names, {
+            local: this.local,
+            describe: (remote) => this.tools.lookup(remote, fresh),
+            remote: (descriptor) => remoteTool(descriptor, bus),
+            spawn: this.spawnTool,
+          });
           return registry.descriptors();
         },
+        localTool: (name) => this.local.has(name),
         performer,
         reconciler: new Reconciler({
           idempotency: bus.buckets.idempotency,

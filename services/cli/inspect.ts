@@ -15,7 +15,7 @@ import { readLog } from "../../shared/bus/run-log.js";
 import { type CheckpointReport, replay } from "../../shared/loop/replay.js";
 import { SPAWN_AGENT_TOOL } from "../../shared/loop/saga.js";
 import { AgentError } from "../../shared/runtime/errors.js";
-import { fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
+import { builtInTool } from "../../shared/tools/builtin/built-ins.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { type ModelReplay, replayModels } from "./model-replay.js";
 
@@ -55,13 +55,17 @@ export async function replayRun(
       records.length === 0 ? await whyNoWal(bus, runId) : `run '${runId}' has no WAL`,
     );
   }
-  // spawn_agent is no service's: the workers' own, described as they describe it.
+  // spawn_agent is no service's: the workers' own, described as they describe it, and so is a
+  // built-in tool no service describes (the workers run it in-process: AGENT_LOCAL_TOOLS). In the
+  // order a worker registers them (see registerRunTools).
   const names = first.event.spec.agent.tools;
-  const served = await discoverTools(
-    names.filter((name) => name !== SPAWN_AGENT_TOOL),
-    bus,
-  );
-  const tools = names.includes(SPAWN_AGENT_TOOL) ? [...served, fanOutSpawnTool()] : served;
+  const asked = names.filter((name) => name !== SPAWN_AGENT_TOOL);
+  const served = new Map((await discoverTools(asked, bus)).map((tool) => [tool.name, tool]));
+  const order = names.includes(SPAWN_AGENT_TOOL) ? [...asked, SPAWN_AGENT_TOOL] : asked;
+  const tools = order.flatMap((name) => {
+    const tool = served.get(name) ?? builtInTool(name);
+    return tool ? [tool] : [];
+  });
   const replayed = replay(
     records,
     {

@@ -2,7 +2,8 @@
  * The built-in tool services: `npm run actor -- tools`. Each tool is its own NATS service on
  * `<prefix>.tools.<name>` (a queue group: run as many replicas as the load needs). TOOLS picks
  * which to serve. (`spawn_agent` is not among them: agent workers perform it themselves, parking the
- * parent run instead of holding a worker while the children run.)
+ * parent run instead of holding a worker while the children run.) Workers run the tools in their
+ * AGENT_LOCAL_TOOLS in-process (echo and memory by default): these serve the workers that do not.
  */
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { KvMemory, memoryReads } from "../../shared/bus/kv-memory.js";

@@ -1,10 +1,10 @@
 import type { Msg, Subscription } from "@nats-io/transport-node";
-import { SIMPLE_CAPABILITY_KINDS, type CapabilityObject } from "../contracts/capability.js";
 import { ToolCallReply, ToolCallRequest, ToolDescriptor } from "../contracts/tool.js";
 import type { Random } from "../runtime/random.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
 import type { ActorMetrics } from "../runtime/metrics.js";
+import { callGrant } from "../tools/capabilities.js";
 import { ToolInvoker } from "../tools/invoke.js";
 import { describeTool, outputExtras, type AnyTool } from "../tools/tool.js";
 import type { ActorBus } from "./actor.js";
@@ -47,7 +47,9 @@ const late = (tool: string): ToolCallReply =>
  * except a timeout of a non-idempotent tool, whose outcome is unknown: its claim stays.
  * A pure tool (no side effect) skips the claim: running it twice costs only time, so it runs
  * first and its outcome is recorded with a create, and a twin call that recorded first wins (the
- * caller gets the recorded reply all the same). One KV write per call instead of two.
+ * caller gets the recorded reply all the same). One KV write per call instead of two. A pure tool
+ * that is idempotent too keeps no record at all: a repeated call runs again and gets the same
+ * answer, and nobody reads its record (a cancel asks after calls with a side effect only).
  * Bad payloads get a structured INVALID_INPUT reply and the service keeps serving. Beside the
  * call, the service answers its descriptor and settles calls halted runs waited on (see serveSettle).
  */
@@ -60,6 +62,7 @@ export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] 
       if (!err && msg.reply) msg.respond(descriptor);
     },
   });
+  const handler = tool.reversibility === "pure" && tool.idempotent ? handleUnrecorded : handle;
   const calls = deps.nc.subscribe(subject, {
     queue: `tools.${tool.name}`,
     callback: (err, msg) => {
@@ -67,7 +70,7 @@ export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] 
         deps.logger.error({ err, tool: tool.name }, "tool subscription failed");
         return;
       }
-      const handled = handle(tool, deps, msg).catch((e: unknown) => {
+      const handled = handler(tool, deps, msg).catch((e: unknown) => {
         deps.logger.error({ err: e, tool: tool.name }, "tool call handler failed");
         respond(msg, failure(toAgentError(e)));
       });
@@ -87,31 +90,49 @@ function respond(msg: Msg, reply: ToolCallReply): void {
  */
 type ServiceOutcome = "ok" | "failed" | "unknown" | "replayed" | "in_progress" | "late" | "invalid";
 
-async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<void> {
-  const count = (outcome: ServiceOutcome): void => deps.metrics?.toolCalls.inc({ tool: tool.name, outcome });
+/** The call's request; undefined when it is answered already: unreadable, or past its caller's deadline. */
+function admitted(
+  tool: AnyTool,
+  deps: ToolServiceDeps,
+  msg: Msg,
+  count: (outcome: ServiceOutcome) => void,
+): ToolCallRequest | undefined {
   let request: ToolCallRequest;
   try {
     request = decode(ToolCallRequest, msg.data);
   } catch (err) {
     count("invalid");
     respond(msg, failure(toAgentError(err, "INVALID_INPUT")));
-    return;
+    return undefined;
   }
+  if (request.deadline > deps.clock.now()) return request;
+  count("late");
+  respond(msg, late(tool.name));
+  return undefined;
+}
+
+/** A call of a tool that is pure and idempotent: run and answered, with no record (see serveTool). */
+async function handleUnrecorded(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<void> {
+  const count = (outcome: ServiceOutcome): void => deps.metrics?.toolCalls.inc({ tool: tool.name, outcome });
+  const request = admitted(tool, deps, msg, count);
+  if (!request) return;
+  const reply = await run(tool, deps, request);
+  count(reply.ok ? "ok" : "failed");
+  respond(msg, reply);
+}
+
+async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<void> {
+  const count = (outcome: ServiceOutcome): void => deps.metrics?.toolCalls.inc({ tool: tool.name, outcome });
+  const request = admitted(tool, deps, msg, count);
+  if (!request) return;
   // Made only when a line is written: a pino child per call costs more than the call's own logging.
   const log = (): Logger =>
     deps.logger.child({ runId: request.runId, actionId: request.actionId, tool: tool.name });
-  if (request.deadline <= deps.clock.now()) {
-    count("late");
-    respond(msg, late(tool.name));
-    return;
-  }
-  const key = idempotencyBucketKey(tool.name, request.idempotencyKey);
   const pure = tool.reversibility === "pure";
+  const key = idempotencyBucketKey(tool.name, request.idempotencyKey);
   const claimed = pure ? undefined : await claimToRun(tool, deps, { msg, request, key, count, log });
   if (claimed === "answered") return;
-  const timed = deps.metrics?.phaseSeconds.startTimer({ phase: `tool:${tool.name}` });
   const reply = await run(tool, deps, request);
-  timed?.();
   const unknown = !reply.ok && !tool.idempotent && reply.error.code === "TOOL_TIMEOUT";
   if (unknown) {
     // The effect may or may not have happened: the claim stays, so no retry can run it again, and
@@ -319,32 +340,10 @@ async function claim(
   return prior.record;
 }
 
-/**
- * The grant a call runs under: the one it carries, or for parameterless capabilities (compute,
- * inference…) the bare kind. Allowlist kinds (network, shell, files, spawn, mcp) need the caller's
- * grant: without it the tool could not know what it may touch, so the call is refused.
- */
-function grantFor(tool: AnyTool, request: ToolCallRequest): CapabilityObject {
-  if (request.grant) {
-    if (request.grant.kind !== tool.capability.kind) {
-      throw new AgentError(
-        "CAPABILITY_DENIED",
-        `the call's grant is '${request.grant.kind}', tool '${tool.name}' needs capability '${tool.capability.kind}'`,
-      );
-    }
-    return request.grant;
-  }
-  const kind = tool.capability.kind;
-  if ((SIMPLE_CAPABILITY_KINDS as readonly string[]).includes(kind)) return { kind } as CapabilityObject;
-  throw new AgentError(
-    "CAPABILITY_DENIED",
-    `tool '${tool.name}' needs the caller's '${kind}' capability grant, and the call carries none`,
-  );
-}
-
 async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallRequest): Promise<ToolCallReply> {
+  const timed = deps.metrics?.phaseSeconds.startTimer({ phase: `tool:${tool.name}` });
   try {
-    const granted = grantFor(tool, request);
+    const granted = callGrant(tool, request.grant);
     const result = await deps.invoker.invoke(tool, request.input, {
       runId: request.runId,
       actionId: request.actionId,
@@ -358,6 +357,8 @@ async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallReques
   } catch (err) {
     // A tool writing to this cluster's JetStream (memory) that found no room: the bus, not the tool.
     return failure(storageFull(`tool '${tool.name}'`, err) ?? toAgentError(err, "TOOL_FAILED"));
+  } finally {
+    timed?.();
   }
 }
 

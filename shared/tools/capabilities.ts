@@ -1,4 +1,9 @@
-import type { CapabilityObject, PrivacyTier, RequiredCapability } from "../contracts/capability.js";
+import {
+  SIMPLE_CAPABILITY_KINDS,
+  type CapabilityObject,
+  type PrivacyTier,
+  type RequiredCapability,
+} from "../contracts/capability.js";
 import { AgentError } from "../runtime/errors.js";
 
 const wildcard = (pattern: string, value: string | undefined): boolean =>
@@ -40,6 +45,33 @@ export function authorizeTool(
     );
   }
   return grant;
+}
+
+/**
+ * The grant a tool service runs a call under: the one the call carries, or for parameterless
+ * capabilities (compute, inference…) the bare kind. Allowlist kinds (network, shell, files, spawn,
+ * mcp) need the caller's grant: without it the tool could not know what it may touch, so the call
+ * is refused.
+ */
+export function callGrant(
+  tool: { name: string; capability: RequiredCapability },
+  grant: CapabilityObject | undefined,
+): CapabilityObject {
+  if (grant) {
+    if (grant.kind !== tool.capability.kind) {
+      throw new AgentError(
+        "CAPABILITY_DENIED",
+        `the call's grant is '${grant.kind}', tool '${tool.name}' needs capability '${tool.capability.kind}'`,
+      );
+    }
+    return grant;
+  }
+  const kind = tool.capability.kind;
+  if ((SIMPLE_CAPABILITY_KINDS as readonly string[]).includes(kind)) return { kind } as CapabilityObject;
+  throw new AgentError(
+    "CAPABILITY_DENIED",
+    `tool '${tool.name}' needs the caller's '${kind}' capability grant, and the call carries none`,
+  );
 }
 
 /** Host allowlist: exact host names (case-insensitive) or "*" for any. */

@@ -13,7 +13,8 @@ const suite = useClusterSuite("health", {
     { kind: "supervisor" },
     { kind: "tools", env: { TOOLS: "echo" } },
     { kind: "critic" },
-    { kind: "agent", name: "agent-1" },
+    // Every tool remote: the tools actor's metrics count the echo call.
+    { kind: "agent", name: "agent-1", env: { AGENT_LOCAL_TOOLS: "" } },
   ],
 });
 

@@ -75,7 +75,8 @@ describe("a cluster under the shipped permission model", () => {
       env: { PLANTED_MODEL_KEY: PLANTED, MODEL_KEY_ENVS: "PLANTED_MODEL_KEY", AGENT_RETRY_DELAY_MS: "500" },
     });
     const early: Promise<ActorProcess>[] = [
-      cluster.start("agent", "agent-1"),
+      // Every tool remote: the tools actor serves the calls, under its own user.
+      cluster.start("agent", "agent-1", { AGENT_LOCAL_TOOLS: "" }),
       cluster.start("critic"),
       cluster.start("tools", "tools", { TOOLS: "echo,memory" }),
     ];
@@ -153,9 +154,16 @@ describe("a cluster under the shipped permission model", () => {
         spec({
           script: [
             { toolCalls: [{ name: "echo", input: { text: "secured" } }] },
+            // A call with a side effect: its service keeps a record, which the retention removes.
+            {
+              toolCalls: [
+                { name: "memory", input: { action: "remember", namespace: "secured", text: "All secured." } },
+              ],
+            },
             { toolCalls: [{ name: "finish", input: { answer: "All secured." } }] },
           ],
           tools: ["echo", "memory"],
+          capabilities: ["compute", "memory"],
           verifiers: [],
           critic: { checks: [{ kind: "nonEmpty" }] },
         }),

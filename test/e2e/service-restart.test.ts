@@ -34,8 +34,9 @@ const suite = useClusterSuite("svc-restart", {
     { kind: "agent", name: "agent-2" },
     { kind: "critic", name: "critic-1" },
   ],
-  // Past one unanswered describe (2 s), short of two with the retry delay between (5 s).
-  env: { AGENT_TOOL_OUTAGE_MS: String(TOOL_OUTAGE_MS) },
+  // Past one unanswered describe (2 s), short of two with the retry delay between (5 s). Every
+  // tool remote, echo included: the services are what restarts.
+  env: { AGENT_TOOL_OUTAGE_MS: String(TOOL_OUTAGE_MS), AGENT_LOCAL_TOOLS: "" },
 });
 
 /** What the model was told about the run's tool calls: none may have failed. */

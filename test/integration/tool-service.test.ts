@@ -36,12 +36,16 @@ const charge = defineTool({
 });
 
 let lookups = 0;
-/** A pure tool whose answer changes from call to call (a price, a search), to tell runs apart. */
+/**
+ * A pure tool whose answer changes from call to call (a price, a search), to tell runs apart: not
+ * idempotent, since a repeated call would not get the same answer.
+ */
 const quote = defineTool({
   name: "quote",
   description: "a pure lookup",
   input: z.object({ symbol: z.string() }),
   capability: { kind: "compute" },
+  idempotent: false,
   execute: async () => {
     const n = ++lookups;
     await new Promise((r) => setTimeout(r, 50));
@@ -196,6 +200,20 @@ describe("tools as NATS services", () => {
     });
     // A retry after the record exists gets the recorded reply as well.
     expect(await call("quote", encode(ToolCallRequest, req))).toEqual({ ok: true, output: { n: 1 } });
+  });
+
+  it("a pure, idempotent tool keeps no record: a repeated key runs again, and the bucket has nothing of it", async () => {
+    const key = "r1:echo-again";
+    const req = encode(ToolCallRequest, request({ input: { text: "again" }, idempotencyKey: key }));
+    const ran = async (): Promise<number> =>
+      (await metrics.toolCalls.get()).values.find(
+        (v) => v.labels.tool === "echo" && v.labels.outcome === "ok",
+      )?.value ?? 0;
+    const before = await ran();
+    expect(await call("echo", req)).toEqual({ ok: true, output: { text: "again" } });
+    expect(await call("echo", req)).toEqual({ ok: true, output: { text: "again" } });
+    expect((await ran()) - before).toBe(2);
+    expect(await idempotency.get(idempotencyBucketKey("echo", key))).toBeNull();
   });
 
   it("malformed JSON and schema-invalid payloads get INVALID_INPUT and the service keeps serving", async () => {
