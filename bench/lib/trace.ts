@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { logMessage } from "./log-message.ts";
 
 /** The floor's streams: the run log, the job queue, and KV writes by how long values last. */
-export type FloorStream = "log" | "status" | "queue" | "kv";
+export type FloorStream = "log" | "status" | "queue" | "kv" | "counter";
 
 /** One message our runtime sent for a loop, by what it is: a stream append or a request/reply. */
 export type TraceEntry =
@@ -17,6 +17,8 @@ const STREAM_OF: [RegExp, FloorStream][] = [
   // A value per key, kept: the tool services' idempotency records, agent memory, tool state.
   [/^\$KV\.agents-(idempotency|memory|tool-state)\./, "kv"],
   [/^agents\.runs\.queue\./, "queue"],
+  // A run tree's budget: `Nats-Incr` adds to one counter per tree.
+  [/^agents\.counters\./, "counter"],
 ];
 /**
  * Requests of our protocol: the services', and the JetStream reads the runtime makes (KV and log

@@ -2,7 +2,7 @@
  * The supervisor's retention of finished runs (SUPERVISOR_STATUS_RETAIN_MS) against a bare client
  * doing only the removals, side by side in one process on one nats-server. Each round records
  * `runs` finished runs (a log of `messages` messages of about 1 KB each, like a W1 loop's, the first
- * `calls` of them tool calls' INTENTs with an idempotency record each, a tree budget key, a committed
+ * `calls` of them tool calls' INTENTs with an idempotency record each, a tree cap key, a committed
  * status and a `run.committed` message), then removes their records, tree keys and statuses: with
  * `sweepFinishedRuns` (its durable consumer, one message at a time, a status read, the log read for
  * the calls it names, their records' removal, the tree key's and the status's, the ack), or with the
@@ -15,7 +15,7 @@
 import { Counter } from "prom-client";
 import { openActorBus } from "../../dist/shared/bus/actor.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
-import { treeBudgetKey } from "../../dist/shared/bus/tree-budget.js";
+import { treeCapKey } from "../../dist/shared/bus/tree-iterations.js";
 import { idempotencyBucketKey } from "../../dist/shared/bus/idempotency-record.js";
 import { encode } from "../../dist/shared/bus/codec.js";
 import { LogEntry } from "../../dist/shared/contracts/log.js";
@@ -48,7 +48,7 @@ const bucket = bus.subjects.buckets().idempotency;
 const runsStream = bucketStream(bus.subjects.buckets().runs);
 const poolStream = bucketStream(bus.subjects.buckets().pool);
 /** A root run's tree budget as its last give-back leaves it: what the sweep removes with a root. */
-const TREE_BUDGET = new TextEncoder().encode(JSON.stringify({ used: 20, recent: {}, paid: {} }));
+const TREE_BUDGET = new TextEncoder().encode(JSON.stringify({ cap: 1_000 }));
 const store = new RunStatusStore(bus.buckets.runs);
 
 /** The bucket keys of a run's tool calls. */
@@ -81,7 +81,7 @@ async function record(prefix: string): Promise<string[]> {
         for (let m = 0; m < MESSAGES; m += 1)
           await bus.js.publish(bus.subjects.log(runId, "step"), logMessage(runId, m));
         for (const key of keysOf(runId)) await bus.buckets.idempotency.put(key, RECORD_OF_A_CALL);
-        await bus.buckets.pool.put(treeBudgetKey(runId), TREE_BUDGET);
+        await bus.buckets.pool.put(treeCapKey(runId), TREE_BUDGET);
         const at = new Date().toISOString();
         await store.put({
           runId,
@@ -158,7 +158,7 @@ async function removeAll(ids: string[], byPurge: boolean): Promise<number> {
   for (const runId of ids) {
     const keys = keysOf(runId);
     for (let i = 0; i < keys.length; i += 16) await Promise.all(keys.slice(i, i + 16).map(remove));
-    const tree = await bus.buckets.pool.get(treeBudgetKey(runId));
+    const tree = await bus.buckets.pool.get(treeCapKey(runId));
     if (tree) await bus.jsm.streams.deleteMessage(poolStream, tree.revision, false);
     const status = await bus.buckets.runs.get(runId);
     if (status) await bus.jsm.streams.deleteMessage(runsStream, status.revision, false);

@@ -1,6 +1,6 @@
 /**
- * The supervisor's compare-and-sets for one loop, as W1 makes them: a pool slot taken, 8 iteration
- * leases on the run's tree budget, the slot released; `--loops` loops at once (100: W1b's C), each
+ * The supervisor's compare-and-sets for one loop, as W1 makes them: a pool slot taken and released
+ * (a tree's iterations are counted by the workers, on JetStream counters); `--loops` loops at once (100: W1b's C), each
  * a new tree, in 5 waves a round. Each `--dist DIR` (a build's `dist`, the default this
  * repository's) runs in turns in one process on one nats-server, so an older build (`git worktree
  * add`, `npm run build` there) runs side by side with this one. Per loop: messages the client sent (a KV read, a write or a
@@ -17,7 +17,6 @@ import { connectBus } from "../../dist/shared/bus/connect.js";
 import { provision } from "../../dist/shared/bus/provision.js";
 import { Subjects } from "../../dist/shared/bus/subjects.js";
 import type * as Pool from "../../dist/shared/bus/pool.js";
-import type * as Budget from "../../dist/shared/bus/tree-budget.js";
 import { systemClock } from "../../dist/shared/runtime/clock.js";
 import { silentLogger } from "../../dist/shared/runtime/logger.js";
 import { systemRandom } from "../../dist/shared/runtime/random.js";
@@ -33,7 +32,6 @@ const { values } = parseArgs({
 });
 const ROUNDS = Number(values.rounds);
 const LOOPS = Number(values.loops);
-const LEASES = 8;
 /** Waves of `--loops` per round: enough CPU per round for /proc's 10 ms ticks. */
 const WAVES = 5;
 const DISTS = values.dist ?? [fileURLToPath(new URL("../../dist", import.meta.url))];
@@ -46,22 +44,18 @@ await provision(admin, { subjects, replicas: 1 });
 interface Build {
   dist: string;
   nc: NatsConnection;
-  /** One supervisor's loops: every loop's slot, leases and release. */
+  /** One supervisor's loops: every loop's slot and release. */
   loops: (round: number) => Promise<void>;
 }
 
 async function load(dist: string, index: number): Promise<Build> {
   const { PoolLedger } = (await import(`${dist}/shared/bus/pool.js`)) as typeof Pool;
-  const { TreeBudget } = (await import(`${dist}/shared/bus/tree-budget.js`)) as typeof Budget;
   const nc = await connectBus({ servers: nats.url, name: `bench-cas-${index}`, logger: silentLogger });
   const pool = await new Kvm(nc).open(subjects.buckets().pool);
-  const deps = { kv: pool, clock: systemClock, random: systemRandom };
-  // One ledger and one budget per build, as one supervisor holds them for its lifetime.
+  // One ledger per build, as one supervisor holds it for its lifetime.
   const ledger = PoolLedger.of({ buckets: { pool }, clock: systemClock, random: systemRandom, nc });
-  const budget = new TreeBudget(deps);
   const loop = async (runId: string): Promise<void> => {
     await ledger.acquire(runId, 100_000);
-    for (let i = 0; i < LEASES; i++) await budget.lease(runId, runId, 4, 10_000);
     await ledger.release(runId);
   };
   return {
@@ -102,9 +96,7 @@ for (let r = 0; r < ROUNDS; r++) {
 
 const first = samples[0]!;
 const ratio = (a: number[], b: number[]): string => `${round(median(a) / median(b))}×`;
-console.log(
-  `${ROUNDS} rounds of ${WAVES} × ${LOOPS} loops at once (a slot, ${LEASES} leases, a release each), medians\n`,
-);
+console.log(`${ROUNDS} rounds of ${WAVES} × ${LOOPS} loops at once (a slot and its release each), medians\n`);
 console.log("| build | messages / loop | client CPU µs / loop | nats-server CPU µs / loop | round ms |");
 console.log("|---|---:|---:|---:|---:|");
 for (const [i, build] of builds.entries()) {

@@ -4,7 +4,7 @@ import type { LoopTiming } from "../lib/drive.ts";
 import type { FloorStream, TraceEntry } from "../lib/trace.ts";
 import { STEPS } from "../lib/workload.ts";
 
-const STREAMS = ["log", "status", "queue", "kv"] as const satisfies readonly FloorStream[];
+const STREAMS = ["log", "status", "queue", "kv", "counter"] as const satisfies readonly FloorStream[];
 
 /**
  * The floors: what the same messages cost when a bare client sends them and does nothing else.
@@ -36,6 +36,8 @@ export class Floor {
         storage: "file",
         // Rewritten keys (run status, the pool ledger) keep one value, like a KV bucket with history 1.
         ...(name === "status" ? { max_msgs_per_subject: 1 } : {}),
+        // A tree's budget is a counter: an add carries a header and no body.
+        ...(name === "counter" ? { allow_msg_counter: true } : {}),
       });
     }
     const sub = responder.subscribe("floor.rpc.>");
@@ -61,7 +63,11 @@ export class Floor {
     for (const entry of trace) {
       if (entry.kind === "append") {
         if (only && entry.stream !== only) continue;
-        await this.js.publish(`floor.${entry.stream}.${id}`, new Uint8Array(entry.bytes));
+        if (entry.stream === "counter") {
+          const add = headers();
+          add.set("Nats-Incr", "+1");
+          await this.js.publish(`floor.counter.${id}`, new Uint8Array(0), { headers: add });
+        } else await this.js.publish(`floor.${entry.stream}.${id}`, new Uint8Array(entry.bytes));
         if (entry.step) {
           const at = performance.now();
           stepsMs.push(at - last);

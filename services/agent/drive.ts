@@ -34,8 +34,6 @@ export class RunLease {
   /** Set when this lease took over a run mid-step: its first tool call is reconciled first. */
   private tookOver = false;
   private config!: LoopConfig;
-  /** The run as this lease last knew it: what it tells the tree it spent when the lease ends. */
-  private last: LoopState | undefined;
   /** When the run took over last recorded a step: how long it has waited on the turn it asks again. */
   private resumedFrom = 0;
   /** Whether an earlier delivery of this job wrote the run's log last (see resume). */
@@ -57,13 +55,9 @@ export class RunLease {
   async run(): Promise<LeaseOutcome> {
     // For the whole lease, not per step: a run of many short steps outlives the ack wait too.
     const heartbeat = setInterval(this.deps.heartbeat, this.deps.heartbeatMs);
-    let fenced = false;
-    // Set when an earlier delivery drives the run, maybe this worker's own: its budget is not ours.
-    let held = false;
     try {
       const first = await this.open();
       if (first === "unstartable") return first;
-      held = first === "held";
       if (first === "held") return "fenced";
       const outcome = first ? await this.drive(first) : "done";
       // The job is acked only once everything the lease wrote is acknowledged: a finished run's
@@ -73,7 +67,6 @@ export class RunLease {
     } catch (err) {
       await this.journal?.abandon();
       if (err instanceof AgentError && err.code === "FENCED") {
-        fenced = true;
         this.deps.metrics.fencingConflicts.inc();
         const driving = jobOfWriter(await lastWriterOf(this.deps.bus, this.job.runId));
         const superseded = driving !== undefined && driving !== this.deps.jobSeq;
@@ -86,8 +79,8 @@ export class RunLease {
       throw err;
     } finally {
       clearInterval(heartbeat);
-      if (fenced) this.deps.leases.drop(this.job);
-      else if (!held) this.deps.leases.release(this.job, this.last);
+      // The lease's own reservations: whoever drives the run now reserves its own.
+      this.deps.leases.release();
     }
   }
 
@@ -102,14 +95,12 @@ export class RunLease {
     // A round trip saved on every lease the job can place (see checkpointFromJob).
     const fromJob = checkpointFromJob(this.job, this.deps.deliveryCount);
     // A job with no outside event (a run's first, or a takeover) mostly leads to a model call once
-    // the run is read: its lease, and a first run's tools, are asked for now, while that happens,
-    // rather than one after another. A lease the run turns out not to need goes back on release.
+    // the run is read: its iterations are reserved, and a first run's tools asked for, now, while
+    // that happens, rather than one after another. Iterations it turns out not to need go back.
     const prefetch = (): void => {
-      if (event) return;
-      const fresh = jobSpec !== undefined && this.deps.deliveryCount === 1;
-      this.deps.leases.prefetch({ runId: this.job.runId, rootRunId: this.job.rootRunId }, fresh);
+      if (!event) this.deps.leases.prefetch();
     };
-    // A redelivered job asks its lease once the status says the run is not left waiting.
+    // A redelivered job reserves once the status says the run is not left waiting.
     if (fromJob) prefetch();
     const early = jobSpec && !event ? this.askEarly(jobSpec) : undefined;
     const status = fromJob
@@ -210,7 +201,6 @@ export class RunLease {
   }
 
   private async resume(state: LoopState, now: number): Promise<Transition | undefined> {
-    this.last = state;
     this.resumedFrom = state.updatedAt;
     const terminal = state.status === "committed" || state.status === "failed";
     const event = this.job.event ? ({ ...this.job.event, at: now } as LoopEvent) : undefined;
@@ -274,7 +264,6 @@ export class RunLease {
     const halted = await this.continueWith(state, halt);
     if (!halted) return undefined;
     await this.apply(halted);
-    this.last = halted.state;
     return halted.state;
   }
 
@@ -299,7 +288,6 @@ export class RunLease {
     for (;;) {
       const awaiting = await this.apply(current);
       const state = current.state;
-      this.last = state;
       if (!awaiting || awaiting.type === "requestApproval") return "done";
       if (this.deps.stopping.aborted) return "release";
       // A run undoing its calls before it fails (FAIL) goes on: the kill switch stops new work, and
@@ -378,11 +366,8 @@ export class RunLease {
         const { reconciler, performer, stopping } = this.deps;
         return await reconciler.call(awaiting, takeover, () => performer.perform(awaiting, state), stopping);
       }
-      if (awaiting.type === "callModel") {
-        const refused = await this.deps.leases.take(state);
-        if (refused) return refused;
-      }
-      const event = await this.deps.performer.perform(awaiting, state);
+      const perform = () => this.deps.performer.perform(awaiting, state);
+      const event = awaiting.type === "callModel" ? await this.deps.leases.call(perform) : await perform();
       // The log is made only if a line is written (see apply).
       const lease = { deps: this.deps, journal: this.journal, log: () => this.log };
       return await handBackOnOutage(event, { state, since, takeover }, lease);

@@ -27,7 +27,7 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_RETRY_DELAY_MS: millis(5_000),
   /** A run's status is rewritten on every change of status or phase; counters alone at most this often. */
   AGENT_STATUS_EVERY_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
-  /** Most iterations leased per request (1, 2, 4… up to this): fewer round trips; unspent ones go back. */
+  /** Most iterations one reservation adds to its tree's counter (1, 2, 4… up to this); unspent ones go back. */
   AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(5),
   /** How long a tool's descriptor is reused before its service is asked again (0: every run lease). */
   AGENT_TOOL_DESCRIBE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(5_000),

@@ -8,7 +8,7 @@ import type { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import type { FanOutHandler } from "./fanout.js";
-import type { IterationLeases } from "./leases.js";
+import type { RunIterations } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 
 /**
@@ -28,7 +28,8 @@ export interface LeaseDeps {
   discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
   performer: EffectPerformer;
   reconciler: Reconciler;
-  leases: IterationLeases;
+  /** The iterations this lease reserves of the run tree's budget, and spends on model calls. */
+  leases: RunIterations;
   fanOut: FanOutHandler;
   killSwitch: KillSwitchView;
   workerId: string;

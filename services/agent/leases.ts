@@ -1,164 +1,208 @@
-import { LeaseReply, LeaseRequest } from "../../shared/contracts/cluster.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
+import {
+  addIterations,
+  capReached,
+  grantOf,
+  readTreeCap,
+  retired,
+} from "../../shared/bus/tree-iterations.js";
 import type { LoopState } from "../../shared/loop/state.js";
-import { fromErrorPayload } from "../../shared/runtime/errors.js";
+import type { Clock } from "../../shared/runtime/clock.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 
+/** Trees whose cap a worker keeps: far more than it drives runs of at once. */
+const MAX_CAPS = 4_096;
 /**
- * The run's model calls that were answered: the iterations that stay spent when a worker lets the
- * run go. A call still out is asked again by the run's next worker, which pays for it then.
+ * Reservations refused while the tree's counter held others' overshoots on their way back, and
+ * found room once they were: asked again up to this many times before the run is refused.
  */
-export function answeredCalls(state: Pick<LoopState, "guard" | "awaiting">): number {
-  return state.guard.iteration - (state.awaiting?.type === "callModel" ? 1 : 0);
-}
+const MAX_RESERVE_ATTEMPTS = 5;
+
+type Run = Pick<LoopState, "runId" | "rootRunId">;
+type Bus = Pick<ActorBus, "nc" | "subjects" | "clock" | "buckets" | "logger">;
 
 /**
- * Whether the run has ended for good (committed, or failed with nothing left to undo): it never
- * leases again, so the tree may forget it. A halted or parked run may be resumed.
- */
-export function runEnded(state: Pick<LoopState, "phase" | "pending">): boolean {
-  return (state.phase === "COMMIT" || state.phase === "FAIL") && state.pending === null;
-}
-
-/**
- * Iterations leased from the run tree's global budget (kept by the supervisors), spent one per model
- * call. Each lease asks for twice what it asked before, up to `chunk` (1, 2, 4… per run lease): a
- * short run asks for about what it spends, a long one makes one request per `chunk` model calls.
- * The next lease is asked for as soon as the last leased iteration is spent, so its round trip
- * overlaps the step's tool call instead of delaying the next model call. When the worker's lease
- * on the run ends, what it leased and did not spend (the rest of a lease, the lease asked ahead) is
- * given back to the tree's budget. A refused lease becomes the loop's `globalCapReached` event,
- * which circuit-breaks the run; a supervisor that cannot be reached is an error, and the job is
- * retried. Every lease asked for while the run is known, and every give-back, says how many of the
- * run's iterations are spent (see LeaseRequest.spent): a worker that dies gives nothing back, and
- * what it held goes back to the tree when the run's next worker asks.
+ * The run trees' iteration budgets as one worker spends them: each tree's cap, read from the pool
+ * bucket once and kept (a tree's cap never changes), and its JetStream counter, to which a
+ * reservation adds what it asks for. The supervisor writes the cap at the root's admission and has
+ * no part after it: the counter is exact however many workers add to it at once.
  */
 export class IterationLeases {
-  private readonly balance = new Map<string, number>();
-  private readonly nextAsk = new Map<string, number>();
-  /** The lease asked for ahead of need, per run (its rejection is kept for the `take` that needs it). */
-  private readonly ahead = new Map<string, Promise<LeaseReply>>();
+  private readonly caps = new Map<string, number>();
 
   constructor(
-    private readonly bus: Pick<ActorBus, "nc" | "subjects" | "clock">,
+    private readonly bus: Bus,
+    /** The most iterations one reservation asks for (AGENT_ITERATION_LEASE). */
     private readonly chunk: number,
-    /** Waits for a supervisor when none serves leases (one restarting), instead of failing the lease. */
-    private readonly wait?: ServiceWait,
   ) {}
 
-  async take(state: LoopState): Promise<LoopEvent | undefined> {
-    const left = this.balance.get(state.runId) ?? 0;
-    if (left > 0) {
-      this.spend(state, left);
+  /** The iterations one lease on `run` reserves and spends. */
+  forRun(run: Run): RunIterations {
+    return new RunIterations(this, run, { chunk: this.chunk, clock: this.bus.clock });
+  }
+
+  /**
+   * Reserves up to `asked` iterations of the run's tree with one add to its counter, and gives
+   * back at once what went past the cap; resolves with how many were granted, or rejects with
+   * GLOBAL_CAP when none were. The cap is read alongside the first add for its tree.
+   */
+  async reserve(run: Run, asked: number): Promise<number> {
+    const { rootRunId } = run;
+    for (let attempt = 1; ; attempt++) {
+      const [read, added] = await Promise.allSettled([
+        this.caps.get(rootRunId) ?? readTreeCap(this.bus.buckets.pool, rootRunId),
+        addIterations(this.bus, rootRunId, asked),
+      ]);
+      // An add that failed may have landed: what it asked stays counted, never granted.
+      if (added.status === "rejected") throw added.reason;
+      const total = added.value;
+      const cap = await this.capOf(run, read, total - asked).catch(async (err: unknown) => {
+        await this.giveBack(rootRunId, asked);
+        throw err;
+      });
+      const granted = grantOf(cap, total, asked);
+      if (granted === asked) return granted;
+      // Given back before the grant is used, so that it says whether the tree has room after all.
+      const after = await this.giveBack(rootRunId, asked - granted);
+      if (granted > 0) return granted;
+      // Refused for overshoots of others still on their way back: the tree had room.
+      if (after === undefined || after >= cap || attempt >= MAX_RESERVE_ATTEMPTS)
+        throw capReached(rootRunId, cap, total - asked);
+    }
+  }
+
+  /**
+   * Gives back iterations reserved and never spent (a negative add); resolves with the counter's
+   * total after it, or undefined when it failed, which leaves them counted: the tree can only
+   * come out short of its cap, never over it.
+   */
+  async giveBack(rootRunId: string, count: number): Promise<number | undefined> {
+    try {
+      return await addIterations(this.bus, rootRunId, -count);
+    } catch (err) {
+      this.bus.logger.warn(
+        { err, rootRunId, count },
+        "iterations not given back: they stay counted in the tree",
+      );
       return undefined;
     }
-    // Asked now, the lease pays for the call it is asked for: the calls before it are paid for.
-    const pending = this.ahead.get(state.runId) ?? this.ask(state, state.guard.iteration - 1);
-    this.ahead.delete(state.runId);
-    const reply = await pending;
-    if (reply.ok) {
-      this.spend(state, reply.granted);
-      return undefined;
+  }
+
+  /**
+   * The tree's cap as read alongside an add (kept from then on), or GLOBAL_CAP when the tree was
+   * retired: it has no cap, or, for a run that is not its root, the counter held nothing before
+   * the add (the parent's model call that spawned the run counts before any child runs) and the
+   * cap this worker kept is gone on a read made after the add (the counter was purged with it).
+   */
+  private async capOf(
+    run: Run,
+    read: PromiseSettledResult<number | undefined>,
+    before: number,
+  ): Promise<number> {
+    if (read.status === "rejected") throw read.reason;
+    const cap = read.value;
+    if (cap === undefined) throw retired(run.rootRunId);
+    const child = run.runId !== run.rootRunId;
+    if (child && before === 0 && (await readTreeCap(this.bus.buckets.pool, run.rootRunId)) === undefined)
+      throw retired(run.rootRunId);
+    if (!this.caps.has(run.rootRunId)) {
+      this.caps.set(run.rootRunId, cap);
+      if (this.caps.size > MAX_CAPS) this.caps.delete(this.caps.keys().next().value ?? run.rootRunId);
     }
-    if (reply.error.code === "GLOBAL_CAP") {
-      return { type: "globalCapReached", at: this.bus.clock.now(), message: reply.error.message };
+    return cap;
+  }
+}
+
+/**
+ * The iterations of one lease on one run, spent one per model call. Each reservation asks for
+ * twice what the last asked, up to AGENT_ITERATION_LEASE (1, 2, 4…): a short run reserves about
+ * what it spends, a long one adds to its tree's counter once per that many calls. The next
+ * reservation is made as the last reserved iteration is spent, so its round trip overlaps the
+ * step's tool call. When the lease ends, what it reserved and did not spend goes back, and so does
+ * the iteration of a model call it made and got no answer to (the run's next worker asks it
+ * again, and pays then). A refused reservation is the loop's `globalCapReached` event, which
+ * circuit-breaks the run; a counter that cannot be reached is an error, and the job is retried.
+ */
+export class RunIterations {
+  private balance = 0;
+  private nextAsk = 1;
+  /** The reservation made ahead of need (its rejection is kept for the call that needs it). */
+  private ahead: Promise<number> | undefined;
+  /** The last model call was paid for and not answered (cut off, or failed). */
+  private unanswered = false;
+  private ended = false;
+
+  constructor(
+    private readonly leases: IterationLeases,
+    private readonly run: Run,
+    private readonly options: { chunk: number; clock: Clock },
+  ) {}
+
+  /**
+   * Reserves now, ahead of the model call that needs it (a run's first, while the run is read):
+   * the add overlaps that work instead of delaying the call. Nothing when iterations are held.
+   */
+  prefetch(): void {
+    if (this.balance === 0 && !this.ahead) this.askAhead();
+  }
+
+  /** A model call, paid for with one iteration; the loop's `globalCapReached` instead when the tree is spent. */
+  async call(perform: () => Promise<LoopEvent | undefined>): Promise<LoopEvent | undefined> {
+    const refused = await this.take();
+    if (refused) return refused;
+    this.unanswered = true;
+    const event = await perform();
+    this.unanswered = event?.type === "modelFailed";
+    return event;
+  }
+
+  /**
+   * The lease ended: what it reserved and did not spend (a reservation still on its way included)
+   * is given back, without waiting.
+   */
+  release(): void {
+    if (this.ended) return;
+    this.ended = true;
+    const held = this.balance + (this.unanswered ? 1 : 0);
+    const ahead = this.ahead ?? Promise.resolve(0);
+    this.balance = 0;
+    this.ahead = undefined;
+    void ahead
+      .catch(() => 0)
+      .then((granted) =>
+        held + granted > 0 ? this.leases.giveBack(this.run.rootRunId, held + granted) : undefined,
+      );
+  }
+
+  private async take(): Promise<LoopEvent | undefined> {
+    // A call made before this one is not asked again: answered or not, it stays paid for.
+    this.unanswered = false;
+    if (this.balance === 0) {
+      const pending = this.ahead ?? this.reserve();
+      this.ahead = undefined;
+      try {
+        this.balance = await pending;
+      } catch (err) {
+        if (!(err instanceof AgentError) || err.code !== "GLOBAL_CAP") throw err;
+        return { type: "globalCapReached", at: this.options.clock.now(), message: err.message };
+      }
     }
-    throw fromErrorPayload(reply.error);
+    this.balance -= 1;
+    if (this.balance === 0) this.askAhead();
+    return undefined;
   }
 
-  /**
-   * Asks for a run's next lease now, ahead of the model call that needs it (a fresh run's first,
-   * asked while the run is read and started): the round trip overlaps that work instead of
-   * delaying the call. Nothing is asked when the run holds iterations or an ask is already out.
-   * The run is not read yet: the ask says it spent nothing only when the job is `fresh` (a run's
-   * first, delivered the first time), and says nothing otherwise (a count lower than one told
-   * before would take nothing back anyway).
-   */
-  prefetch(state: Pick<LoopState, "runId" | "rootRunId">, fresh = false): void {
-    if ((this.balance.get(state.runId) ?? 0) > 0 || this.ahead.has(state.runId)) return;
-    this.askAhead(state, fresh ? 0 : undefined);
+  private reserve(): Promise<number> {
+    const asked = this.nextAsk;
+    this.nextAsk = Math.min(this.options.chunk, asked * 2);
+    return this.leases.reserve(this.run, asked);
   }
 
-  /**
-   * The worker's lease on the run ended: what it kept for the run is dropped, and the iterations it
-   * leased and did not spend (an answer still on its way included) are given back, without waiting.
-   * With the run's `last` state (the lease read the run), the give-back says the run's answered
-   * model calls, which lets the tree take back what the run's earlier workers left unspent too, and
-   * whether the run ended, which lets the tree forget it. A give-back that fails leaves them counted
-   * as used until the run's next worker asks.
-   */
-  release(
-    run: Pick<LoopState, "runId" | "rootRunId">,
-    last?: Pick<LoopState, "guard" | "awaiting" | "phase" | "pending">,
-  ): void {
-    const held = this.balance.get(run.runId) ?? 0;
-    const ahead = this.ahead.get(run.runId);
-    this.drop(run);
-    if (held === 0 && !ahead && !last) return;
-    const unspent = (ahead ?? Promise.resolve(undefined)).then(
-      (reply) => held + (reply?.ok ? reply.granted : 0),
-      () => held,
-    );
-    const spent = last && answeredCalls(last);
-    const ended = last !== undefined && runEnded(last);
-    void unspent
-      .then((count) =>
-        count > 0 || spent !== undefined ? this.request(run, 0, count, spent, ended) : undefined,
-      )
-      .catch(() => undefined);
-  }
-
-  /**
-   * Forgets what the worker kept for the run without giving it back: another worker drives the run
-   * now, and the tree takes it back when that one asks (a give-back from here would be counted
-   * against the iterations the other was granted).
-   */
-  drop(state: Pick<LoopState, "runId">): void {
-    this.balance.delete(state.runId);
-    this.nextAsk.delete(state.runId);
-    this.ahead.delete(state.runId);
-  }
-
-  /** Spends one of `available` iterations; spending the last asks for the next lease at once. */
-  private spend(state: LoopState, available: number): void {
-    this.balance.set(state.runId, available - 1);
-    if (available > 1 || this.ahead.has(state.runId)) return;
-    // Every call up to the one this iteration pays for is paid for.
-    this.askAhead(state, state.guard.iteration);
-  }
-
-  private askAhead(state: Pick<LoopState, "runId" | "rootRunId">, spent?: number): void {
-    const next = this.ask(state, spent);
-    // Rejections are awaited by the next `take`; until then they must not count as unhandled.
+  private askAhead(): void {
+    const next = this.reserve();
+    // Rejections are awaited by the next call; until then they must not count as unhandled.
     next.catch(() => undefined);
-    this.ahead.set(state.runId, next);
-  }
-
-  private ask(state: Pick<LoopState, "runId" | "rootRunId">, spent: number | undefined): Promise<LeaseReply> {
-    const count = this.nextAsk.get(state.runId) ?? 1;
-    this.nextAsk.set(state.runId, Math.min(this.chunk, count * 2));
-    return this.request(state, count, undefined, spent);
-  }
-
-  private request(
-    state: Pick<LoopState, "runId" | "rootRunId">,
-    count: number,
-    unspent?: number,
-    spent?: number,
-    ended = false,
-  ): Promise<LeaseReply> {
-    const { runId, rootRunId } = state;
-    const told = spent === undefined ? {} : { spent: Math.max(0, spent), ...(ended ? { ended: true } : {}) };
-    return requestJson(
-      this.bus.nc,
-      this.bus.subjects.iterationLease(),
-      {
-        schema: LeaseRequest,
-        value: { schemaVersion: 1, runId, rootRunId, count, ...(unspent ? { unspent } : {}), ...told },
-      },
-      LeaseReply,
-      { timeoutMs: 10_000, wait: this.wait },
-    );
+    this.ahead = next;
   }
 }

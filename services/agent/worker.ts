@@ -48,7 +48,7 @@ export interface WorkerOptions {
   checkpointEvery: number;
   /** See AGENT_STATUS_EVERY_MS. */
   statusEveryMs: number;
-  /** Iterations leased from the run tree's global budget per request. */
+  /** The most iterations of the run tree's budget one reservation asks for (AGENT_ITERATION_LEASE). */
   iterationLease: number;
   /** See AGENT_TOOL_DESCRIBE_TTL_MS. */
   toolDescribeTtlMs: number;
@@ -121,11 +121,7 @@ export class AgentWorker {
       breakers: this.breakers,
     });
     this.consumer = consumer;
-    this.leasesOf = new IterationLeases(
-      this.bus,
-      this.options.iterationLease,
-      this.serviceWait("supervisor"),
-    );
+    this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
     this.tools = new ToolCatalog(
       (name) => describeRemoteTool(name, { ...this.bus, wait: this.serviceWait(`tool:${name}`) }),
       this.bus.clock,
@@ -201,7 +197,7 @@ export class AgentWorker {
     }
     const log = this.bus.logger.child({ runId: job.runId });
     if (msg.redelivered) this.options.metrics.redeliveries.inc();
-    let outcome: LeaseOutcome | undefined;
+    let outcome: LeaseOutcome;
     try {
       outcome = await this.lease(job, msg).run();
     } catch (err) {
@@ -232,9 +228,6 @@ export class AgentWorker {
       }
       this.defer(msg, delayMs);
       return;
-    } finally {
-      // A fenced lease spent nothing; the run's budget here may be another lease's of this worker.
-      if (outcome !== "fenced") this.leasesOf.release(job);
     }
     switch (outcome) {
       case "done":
@@ -337,7 +330,7 @@ export class AgentWorker {
           tool: (name) => registry.get(name),
         }),
         killSwitch: this.killSwitch,
-        leases: this.leasesOf,
+        leases: this.leasesOf.forRun(job),
         fanOut: this.fanOut,
         workerId: this.options.workerId,
         writerId,

@@ -68,7 +68,7 @@ const SHARED_SETTINGS: [string, (hello: SupervisorHello) => number][] = [
 ];
 
 /**
- * No supervisor: nothing is admitted, no run leases iterations, no operator control is answered.
+ * No supervisor: nothing is admitted, no operator control is answered.
  * Replicas with different settings: they share the pool and the tree budgets, so a run's
  * admission or lease depends on which replica answers it.
  */
@@ -76,7 +76,7 @@ export function supervisorProblems(roll: SupervisorRoll): string[] {
   if (roll.refused) return [`the supervisors could not be asked: ${roll.refused}`];
   if (roll.supervisors.length === 0) {
     return [
-      `no supervisor answered in ${seconds(roll.listenedMs)}: no run is admitted or leases iterations, and approvals, halts and cancels go unanswered; start one under this AGENTS_PREFIX, or see why it cannot reach NATS`,
+      `no supervisor answered in ${seconds(roll.listenedMs)}: no run is admitted, and approvals, halts and cancels go unanswered; start one under this AGENTS_PREFIX, or see why it cannot reach NATS`,
     ];
   }
   const problems: string[] = [];

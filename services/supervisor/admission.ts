@@ -11,7 +11,13 @@ import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { isUndecided } from "../../shared/bus/decided.js";
 import { isFinished, takesNoChildResults, type RunStatus } from "../../shared/contracts/run-status.js";
-import { retired, TreeBudget } from "../../shared/bus/tree-budget.js";
+import {
+  capReached,
+  openTree,
+  readIterations,
+  readTreeCap,
+  retired,
+} from "../../shared/bus/tree-iterations.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
@@ -24,7 +30,10 @@ export interface AdmissionLimits {
   poolCapacity: number;
   /** Deepest spawn allowed: a root run is depth 0. */
   maxDepth: number;
-  /** Model calls a whole run tree may make; a child of a spent tree is refused with GLOBAL_CAP. */
+  /**
+   * Model calls a whole run tree may make, written for the tree as its root is admitted; a child of
+   * a spent tree is refused with GLOBAL_CAP.
+   */
   treeIterationCap: number;
 }
 
@@ -35,7 +44,6 @@ export interface AdmissionLimits {
  */
 export class Admission {
   private readonly status: RunStatusStore;
-  private readonly budget: TreeBudget;
 
   constructor(
     private readonly bus: ActorBus,
@@ -45,7 +53,6 @@ export class Admission {
     private readonly metrics?: ActorMetrics,
   ) {
     this.status = new RunStatusStore(bus.buckets.runs);
-    this.budget = new TreeBudget({ kv: bus.buckets.pool, clock: bus.clock, random: bus.random });
   }
 
   async submit(data: Uint8Array): Promise<SubmitReply> {
@@ -208,16 +215,17 @@ export class Admission {
     }
   }
 
+  /**
+   * A child's tree must have a cap (its root's admission wrote it; a tree without one was retired)
+   * and iterations left on its counter.
+   */
   private async checkBudget(rootRunId: string): Promise<void> {
-    const used = await this.budget.used(rootRunId);
-    // A parent leased before the model call that spawned this child: a tree with no count is retired.
-    if (used === undefined) throw retired(rootRunId);
-    if (used >= this.limits.treeIterationCap) {
-      throw new AgentError(
-        "GLOBAL_CAP",
-        `run tree ${rootRunId} used its global budget of ${this.limits.treeIterationCap} iterations`,
-      );
-    }
+    const [cap, used] = await Promise.all([
+      readTreeCap(this.bus.buckets.pool, rootRunId),
+      readIterations(this.bus, rootRunId),
+    ]);
+    if (cap === undefined) throw retired(rootRunId);
+    if (used >= cap) throw capReached(rootRunId, cap, used);
   }
 
   private async check(depth: number): Promise<void> {
@@ -259,10 +267,11 @@ export class Admission {
   }
 
   /**
-   * Records the run as queued, audits its admission and queues its first job; false, doing nothing
-   * else, when the status was written meanwhile (see below). `recorded`: the seq of the run's
-   * `run.admitted` when an interrupted admission being finished got that far, which the job
-   * continues from instead of auditing it again.
+   * Records the run as queued, audits its admission, gives a root run's tree its cap (see
+   * TreeCap) and queues its first job; false, doing nothing else, when the status was written
+   * meanwhile (see below). `recorded`: the seq of the run's `run.admitted` when an interrupted
+   * admission being finished got that far, which the job continues from instead of auditing it
+   * again.
    *
    * The status is created, or for an admission being finished written over the revision read
    * (`revision`), never put: a copy of the submit that read no status (or a queued one) could
@@ -311,6 +320,8 @@ export class Admission {
       spec,
       auditSeq: seq,
     };
+    // Before the job: its worker reads the cap before the run's first model call.
+    if (!parent) await openTree(this.bus.buckets.pool, ids.runId, this.limits.treeIterationCap);
     await publishJob(this.bus, job, `${ids.runId}:start`);
     this.bus.logger.info({ runId: ids.runId, depth: ids.depth }, "run admitted");
     if (parent) await this.cancelIfOrphaned(parent.runId, ids.runId);

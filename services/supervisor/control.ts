@@ -1,11 +1,6 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
 import type { Counter } from "prom-client";
-import {
-  KillSwitchRequest,
-  LeaseRequest,
-  type ControlReply,
-  type LeaseReply,
-} from "../../shared/contracts/cluster.js";
+import { KillSwitchRequest, type ControlReply } from "../../shared/contracts/cluster.js";
 import { entryOfMessage } from "../../shared/bus/run-log.js";
 import { type AuditEvent } from "../../shared/contracts/audit.js";
 import { isFinished, takesNoChildResults } from "../../shared/contracts/run-status.js";
@@ -19,7 +14,6 @@ import { publishJob } from "../../shared/bus/jobs.js";
 import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import type { GiveBack, TreeBudget } from "../../shared/bus/tree-budget.js";
 import { contentHash } from "../../shared/runtime/hash.js";
 import { cancelOrphans } from "./cancel.js";
 import { onEventFailure } from "./event-failure.js";
@@ -161,52 +155,6 @@ async function cancelChildren(bus: ActorBus, failed: AuditEvent, counted?: Count
     { runId: failed.runId, children },
     "run failed with children still going: they are cancelled",
   );
-}
-
-/**
- * Leases iterations of a run tree's global budget to a worker (GLOBAL_CAP when it is spent), after
- * taking back those the run was paid and did not spend (see TreeBudget).
- */
-export async function leaseIterations(
-  bus: ActorBus,
-  budget: TreeBudget,
-  cap: number,
-  data: Uint8Array,
-): Promise<LeaseReply> {
-  const request = decode(LeaseRequest, data);
-  const { runId, rootRunId, spent } = request;
-  if (request.unspent !== undefined || request.count === 0) {
-    const offered = request.unspent ?? 0;
-    const back = await budget.giveBack(rootRunId, runId, offered, spent, request.ended);
-    logGiveBack(bus, request, back);
-    if (request.count === 0) return { schemaVersion: 1, ok: true, granted: 0, used: back.used, cap };
-  }
-  const { granted, used, returned } = await budget.lease(rootRunId, runId, request.count, cap, spent);
-  if (returned > 0) {
-    bus.logger.info(
-      { runId, rootRunId, returned, spent },
-      "took back iterations the run was paid and did not spend (a worker that held it died, or lost it)",
-    );
-  }
-  return { schemaVersion: 1, ok: true, granted, used, cap };
-}
-
-function logGiveBack(bus: ActorBus, request: LeaseRequest, back: GiveBack): void {
-  const { runId, rootRunId, spent } = request;
-  const offered = request.unspent ?? 0;
-  if (back.stale) {
-    // A worker that lost the run to another gives back after the other leased: its count is old.
-    bus.logger.info(
-      { runId, rootRunId, offered, spent },
-      "a give-back behind the run's latest lease was not taken",
-    );
-  } else if (spent === undefined && back.returned < offered) {
-    // An honest worker offers at most what its run was last granted; more is a fault or abuse.
-    bus.logger.warn(
-      { runId, rootRunId, offered, returned: back.returned },
-      "iterations given back beyond the run's recent grants were not taken",
-    );
-  }
 }
 
 /**

@@ -3,13 +3,12 @@
  * switch and approvals live in JetStream KV, so any number of replicas can run side by side.
  */
 import type { Msg } from "@nats-io/transport-node";
-import { ControlReply, LeaseReply } from "../../shared/contracts/cluster.js";
+import { ControlReply } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { failureReply, serve, type Served } from "../../shared/bus/serve.js";
 import { ledgerLimit, ledgerRoom, PoolLedger } from "../../shared/bus/pool.js";
 import { setLogMaxAge } from "../../shared/bus/provision.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { RUN_ID_MAX_LENGTH, uuidIds } from "../../shared/runtime/ids.js";
@@ -25,7 +24,7 @@ import { logOutlivesStatuses, sweepFinishedRuns } from "./retention.js";
 import { watchSlots } from "./slot-scan.js";
 import { controlFailure } from "./control-failure.js";
 import { decideApproval } from "./approval.js";
-import { leaseIterations, releaseSlots, setKillSwitch } from "./control.js";
+import { releaseSlots, setKillSwitch } from "./control.js";
 import { cancelRun } from "./cancel.js";
 import { haltRun } from "./halt.js";
 import { resumeRun } from "./resume.js";
@@ -116,17 +115,6 @@ for (const [subject, handle] of controls) {
     }),
   );
 }
-const budget = new TreeBudget({ kv: bus.buckets.pool, clock: systemClock, random: systemRandom });
-served.push(
-  serve(bus.nc, subjects.iterationLease(), {
-    queue,
-    reply: LeaseReply,
-    logger,
-    handle: (msg) => leaseIterations(bus, budget, env.SUPERVISOR_TREE_ITERATION_CAP, msg.data),
-    onError: failureReply,
-    onFailure,
-  }),
-);
 const stopping = new AbortController();
 const released = releaseSlots(bus, pool, stopping.signal, metrics.orphansCancelled).catch((err: unknown) => {
   logger.fatal({ err }, "pool release loop stopped");

@@ -7,13 +7,14 @@ import { whenJetStreamAnswers } from "../../shared/bus/jetstream-silent.js";
 import { fanOutKey } from "../../shared/bus/fanout.js";
 import { removeMessage } from "../../shared/bus/remove-message.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
-import { treeBudgetKey } from "../../shared/bus/tree-budget.js";
+import { treeCapKey } from "../../shared/bus/tree-iterations.js";
 import { isFinished, RunStatus } from "../../shared/contracts/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { entryOfMessage } from "../../shared/bus/run-log.js";
 import { onEventFailure } from "./event-failure.js";
 import { ToolRecords } from "./tool-records.js";
 import { bucketStream } from "../../shared/bus/subjects.js";
+import { deniedByPermissions } from "../../shared/bus/link.js";
 
 /** The sweep's durable consumer, shared by the supervisor replicas. */
 export const RETENTION_CONSUMER = "supervisor-status-retention";
@@ -51,23 +52,23 @@ export interface RetentionOptions {
   retainMs: number;
 }
 
-/** What the sweep counts: the statuses, idempotency records and tree budget keys it removed. */
+/** What the sweep counts: the statuses, idempotency records and tree caps it removed. */
 export interface RetentionCounters {
   toolRecords: Counter;
   statuses?: Counter;
-  /** Root runs whose tree budget key went with their status. */
+  /** Root runs whose tree's cap (and iteration counter) went with their status. */
   treeBudgets?: Counter;
 }
 
 /**
  * Removes what a finished run no longer needs from the buckets, `retainMs` after it finished
- * (SUPERVISOR_STATUS_RETAIN_MS): its tool calls' idempotency records, its tree's budget key, its
- * fan-out record and its status. Its log stays until the stream's max_age. The run lifecycle
- * messages are read in stream order through one durable consumer, shared by the supervisor
- * replicas, one at a time: one not yet due is put back until it is (NAK with a delay), which holds
- * the later ones back too, since they finished later. The status is read first: nothing is removed
- * for a run that is not committed or failed, and it goes last, so a sweep stopped midway finds the
- * run as finished as before when the message comes again.
+ * (SUPERVISOR_STATUS_RETAIN_MS): its tool calls' idempotency records, a root run's tree cap and
+ * iteration counter, its fan-out record and its status. Its log stays until the stream's max_age.
+ * The run lifecycle messages are read in stream order through one durable consumer, shared by the
+ * supervisor replicas, one at a time: one not yet due is put back until it is (NAK with a delay),
+ * which holds the later ones back too, since they finished later. The status is read first:
+ * nothing is removed for a run that is not committed or failed, and it goes last, so a sweep
+ * stopped midway finds the run as finished as before when the message comes again.
  */
 export async function sweepFinishedRuns(
   bus: ActorBus,
@@ -126,7 +127,7 @@ class FinishedRuns {
       const status = entry?.operation === "PUT" ? decode(RunStatus, entry.value) : undefined;
       if (entry && isFinished(status)) {
         await this.removeToolRecords(event.runId);
-        // The tree's count goes before the status, so a sweep stopped between the two does it again.
+        // The tree goes before the status, so a sweep stopped between the two does it again.
         if ((status.rootRunId ?? status.runId) === status.runId) await this.retireTree(status.runId);
         await this.removeFanOut(event.runId);
         await this.removeStatus(event.runId, entry.revision);
@@ -145,34 +146,50 @@ class FinishedRuns {
   }
 
   /**
-   * A root run's tree budget key, removed by its sequence (no marker left) once the root's status
-   * goes: the key would otherwise stay for ever, one per root run. A run of the tree asking for a
-   * lease afterwards is refused (see TreeBudget.lease), so removing it never lets a tree count
-   * afresh. A lease written between the read and the removal leaves a newer message: read again.
+   * A root run's tree cap, removed by its sequence (no marker left) once the root's status goes,
+   * then the tree's iteration counter: both would otherwise stay for ever, one per root run. The
+   * cap goes first: a run of the tree reserving afterwards finds none and is refused (GLOBAL_CAP),
+   * as is a child submitted naming a run of it, so removing them never lets a tree count afresh.
    */
   private async retireTree(rootRunId: string): Promise<void> {
     const { bus } = this;
-    const key = treeBudgetKey(rootRunId);
+    const key = treeCapKey(rootRunId);
     const stream = bucketStream(bus.subjects.buckets().pool);
     for (let attempt = 0; attempt < MAX_RETIRE_ATTEMPTS; attempt++) {
       const entry = await withBusRetry(`reading ${key}`, bus, () => bus.buckets.pool.get(key));
       if (entry?.operation !== "PUT") {
+        await this.purgeCounter(rootRunId);
         if (attempt > 0) {
           this.counters.treeBudgets?.inc();
           bus.logger.info({ rootRunId }, "finished run tree's budget removed");
         }
         return;
       }
-      const removal = await removeMessage(bus, stream, entry.revision, `${rootRunId}'s tree budget`);
+      const removal = await removeMessage(bus, stream, entry.revision, `${rootRunId}'s tree cap`);
       if (removal === "denied") {
-        this.deniedOnce(stream, "the pool bucket", "run trees' budget keys are kept");
+        this.deniedOnce(stream, "the pool bucket", "run trees' caps and counters are kept");
         return;
       }
     }
-    bus.logger.warn(
-      { rootRunId, key },
-      "a finished run tree's budget kept changing while it was removed: kept",
+    bus.logger.warn({ rootRunId, key }, "a finished run tree's cap kept changing while it was removed: kept");
+  }
+
+  /** The tree's iteration counter, purged by its subject (a sweep that comes again purges nothing). */
+  private async purgeCounter(rootRunId: string): Promise<void> {
+    const { bus } = this;
+    const stream = bus.subjects.streams().counters;
+    const filter = bus.subjects.treeCounter(rootRunId, "iterations");
+    const purged = await withBusRetry(`purging ${filter}`, bus, () =>
+      bus.jsm.streams.purge(stream, { filter }).then(
+        () => true,
+        (err: unknown) => {
+          if (deniedByPermissions(err)) return false;
+          throw err;
+        },
+      ),
     );
+    if (!purged)
+      this.deniedOnce(stream, "the counters stream", "run trees' iteration counters are kept", "PURGE");
   }
 
   /**
@@ -207,13 +224,13 @@ class FinishedRuns {
     }
   }
 
-  /** A removal this NATS user may not make (an older permissions.conf): said once for each bucket. */
-  private deniedOnce(stream: string, what: string, consequence: string): void {
+  /** A removal this NATS user may not make (an older permissions.conf): said once for each stream. */
+  private deniedOnce(stream: string, what: string, consequence: string, api = "MSG.DELETE"): void {
     if (this.deniedSaid.has(stream)) return;
     this.deniedSaid.add(stream);
     this.bus.logger.warn(
       { stream },
-      `this NATS user may not remove messages from ${what}: ${consequence} (allow the supervisor $JS.API.STREAM.MSG.DELETE on it, see permissions.conf)`,
+      `this NATS user may not remove messages from ${what}: ${consequence} (allow the supervisor $JS.API.STREAM.${api} on it, see permissions.conf)`,
     );
   }
 }

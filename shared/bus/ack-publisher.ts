@@ -33,6 +33,9 @@ export class PublishAckError extends Error {
   }
 }
 
+/** A stream's ack; `val` is a counter's new total, as a decimal string (a `Nats-Incr` publish). */
+export type Ack = PubAck & { val?: string };
+
 const publishers = new WeakMap<NatsConnection, AckPublisher>();
 
 /**
@@ -61,7 +64,7 @@ export class AckPublisher {
    * no ack comes, and with the client's own error when the message cannot be sent at all (over
    * `max_payload`, connection closed).
    */
-  async publish(subject: string, data: Uint8Array, options: AckedPublishOptions = {}): Promise<PubAck> {
+  async publish(subject: string, data: Uint8Array, options: AckedPublishOptions = {}): Promise<Ack> {
     const { msgID, expectLastSubjectSequence, expectLastSubjectSequenceSubject } = options;
     let h = options.headers;
     if (msgID !== undefined || expectLastSubjectSequence !== undefined) {
@@ -91,8 +94,8 @@ export class AckPublisher {
   }
 }
 
-function parseAck(msg: Msg): PubAck {
-  let ack: { error?: ApiError } & Partial<PubAck>;
+function parseAck(msg: Msg): Ack {
+  let ack: { error?: ApiError } & Partial<Ack>;
   try {
     ack = msg.json();
   } catch {

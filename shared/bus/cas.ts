@@ -31,8 +31,8 @@ export interface CasDeps {
  * and so is everything after a refused write.
  *
  * A write whose answer never came (a timeout, a connection lost while the server restarts) may
- * have landed: deciding again on a value that holds it would apply the change twice (a lease
- * granted once and counted twice). So the key is read again first, and when it holds exactly what
+ * have landed: deciding again on a value that holds it would apply the change twice (a slot
+ * taken once and counted twice). So the key is read again first, and when it holds exactly what
  * was written, at a later revision, the write landed and its result stands. Only a change by
  * someone else on top of it, before that read, is not recognised.
  */

@@ -4,7 +4,7 @@ export interface KnownValue<T> {
   state: T;
 }
 
-/** How many keys are remembered by default: every run tree in flight on a busy supervisor. */
+/** How many keys are remembered by default: far more than a supervisor changes by compare-and-set. */
 const DEFAULT_MAX_KEYS = 4_096;
 /** Weight of the newest outcome in the running share of known revisions that were still current. */
 const WEIGHT = 1 / 16;
@@ -13,14 +13,14 @@ const WEIGHT = 1 / 16;
  * What this process last wrote to the keys it changes by compare-and-set, so that its next change
  * of a key can be decided on that value and written against its revision straight away, instead
  * of reading the key back first: one round trip per change instead of two when this process is
- * the key's only writer (one supervisor: every lease of a run tree, every change of the pool
- * ledger). A value someone else has changed since only costs a refused write and the read.
+ * the key's only writer (one supervisor: every change of the pool ledger). A value someone else
+ * has changed since only costs a refused write and the read.
  *
- * With several writers (supervisor replicas answering one tree's leases in turn) a known revision
- * is often stale, and a refused write plus the read costs more than the read alone: the values are
- * used only while they have been current at least half the time. Whether they would have been is
- * also counted on each read made without them, so the values come back into use once this
- * process is the keys' only writer again.
+ * With several writers (supervisor replicas admitting runs in turn) a known revision is often
+ * stale, and a refused write plus the read costs more than the read alone: the values are used
+ * only while they have been current at least half the time. Whether they would have been is also
+ * counted on each read made without them, so the values come back into use once this process is
+ * the keys' only writer again.
  */
 export class KnownRevisions<T> {
   private readonly values = new Map<string, KnownValue<T>>();

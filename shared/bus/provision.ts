@@ -70,6 +70,17 @@ export function streamConfigs(subjects: Subjects, replicas: number): WantedStrea
       deny_delete: true,
       deny_purge: true,
     },
+    {
+      // Run trees' counters: workers add to them with `Nats-Incr` publishes, the supervisor reads
+      // them with direct gets. A counter's last message holds its total, so one is all it keeps.
+      ...common,
+      name: names.counters,
+      subjects: [subjects.countersAll()],
+      retention: RetentionPolicy.Limits,
+      allow_msg_counter: true,
+      allow_direct: true,
+      max_msgs_per_subject: 1,
+    },
   ];
 }
 
@@ -84,6 +95,8 @@ const CHECKED: (keyof StreamConfig)[] = [
   "deny_purge",
   "allow_direct",
   "compression",
+  "allow_msg_counter",
+  "max_msgs_per_subject",
 ];
 
 function differences(wanted: Partial<StreamConfig>, actual: StreamConfig): string[] {
@@ -250,7 +263,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
   const buckets: Record<string, ProvisionAction> = {};
   for (const bucket of options.subjects.bucketList()) {
     // A bucket is a stream underneath: its replicas are raised like the streams' (a cluster moved
-    // to R3 kept its idempotency records, leases and budgets on one server), never lowered. An
+    // to R3 kept its idempotency records, pool and tree caps on one server), never lowered. An
     // actor without the right to create or update streams (every one but the supervisor under
     // nats.conf) changes nothing once the supervisor has provisioned with the same replicas.
     buckets[bucket] = await converge(

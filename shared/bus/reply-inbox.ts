@@ -3,7 +3,7 @@ import { linkOf, whenLinked, type Link } from "./link.js";
 
 /**
  * How often requests whose reply is overdue are failed: a timeout fires up to this late. Requests
- * here wait hundreds of milliseconds or more (tool calls, leases, acks), and one timer for all of
+ * here wait hundreds of milliseconds or more (tool calls, acks), and one timer for all of
  * them is what spares the client's timer per request.
  */
 const SWEEP_MS = 50;
@@ -35,7 +35,7 @@ interface Waiter {
 const inboxes = new WeakMap<NatsConnection, ReplyInbox>();
 
 /**
- * Request/reply for everything an actor asks on every step (tool calls, leases, JetStream acks).
+ * Request/reply for everything an actor asks on every step (tool calls, JetStream acks).
  * The same wire exchange as the client's `nc.request` (a message with a reply subject), but every
  * reply of a connection arrives on one subscription and overdue requests are failed by one sweep:
  * the client's request makes its own timer and mux entry, and an error object with a stack trace

@@ -44,7 +44,12 @@ export interface StreamNames {
   runs: string;
   /** The run log: every run's write-ahead records and audit events (DESIGN.md §3). */
   log: string;
+  /** Run trees' counters (`allow_msg_counter`): what each tree's runs used of its caps. */
+  counters: string;
 }
+
+/** What a run tree counts. */
+export type TreeCounter = "iterations";
 
 export interface BucketNames {
   runs: string;
@@ -107,6 +112,18 @@ export class Subjects {
     return `${this.prefix}.rejected.>`;
   }
 
+  /**
+   * One counter of a run tree (a JetStream counter: publishes with `Nats-Incr` add to it), e.g.
+   * the model calls its runs reserved against its cap.
+   */
+  treeCounter(rootRunId: string, what: TreeCounter): string {
+    return `${this.prefix}.counters.${token("rootRunId", rootRunId)}.${token("counter", what)}`;
+  }
+
+  countersAll(): string {
+    return `${this.prefix}.counters.>`;
+  }
+
   tool(name: string): string {
     return `${this.prefix}.tools.${token("tool name", name)}`;
   }
@@ -155,11 +172,6 @@ export class Subjects {
     return token("runId", subject.slice(head.length));
   }
 
-  /** Where workers lease iterations of their run tree's global budget from the supervisors. */
-  iterationLease(): string {
-    return `${this.prefix}.control.lease`;
-  }
-
   /** Where an operator halts one run (see HaltRequest). */
   halt(): string {
     return `${this.prefix}.control.halt`;
@@ -201,7 +213,7 @@ export class Subjects {
   /** Stream names: upper-cased prefix, so a second prefix on one server gets its own streams. */
   streams(): StreamNames {
     const p = this.prefix === DEFAULT_PREFIX ? "AGENT" : `${this.prefix.toUpperCase().replaceAll("-", "_")}`;
-    return { runs: `${p}_RUNS`, log: `${p}_LOG` };
+    return { runs: `${p}_RUNS`, log: `${p}_LOG`, counters: `${p}_COUNTERS` };
   }
 
   buckets(): BucketNames {
@@ -227,7 +239,7 @@ export class Subjects {
   stores(): StoreName[] {
     const s = this.streams();
     return [
-      ...[s.runs, s.log].map((name): StoreName => ({ name, kind: "stream" })),
+      ...[s.runs, s.log, s.counters].map((name): StoreName => ({ name, kind: "stream" })),
       ...this.bucketList().map((bucket): StoreName => ({ name: bucketStream(bucket), kind: "bucket" })),
     ];
   }

@@ -159,44 +159,6 @@ export const ControlReply = z.discriminatedUnion("ok", [
 export type ControlReply = z.infer<typeof ControlReply>;
 
 /**
- * The request on `<prefix>.control.lease`: a worker asks for iterations of its run tree's budget,
- * or gives back (`unspent`, with `count` 0) those a lease on the run leased and did not spend.
- */
-export const LeaseRequest = z
-  .object({
-    schemaVersion: SchemaVersion,
-    runId: RunId,
-    rootRunId: RunId,
-    count: z.number().int().min(0).max(1_000),
-    // Up to a whole lease and the one asked ahead.
-    unspent: z.number().int().min(1).max(2_000).optional(),
-    // How many of the run's iterations stay spent: the model calls made (a lease asked for), or
-    // answered (a give-back: a call cut off is asked again, and paid for, by the run's next
-    // worker). The tree takes back what the run was paid beyond it (see TreeBudget).
-    spent: z.number().int().nonnegative().max(1_000_000).optional(),
-    // With `spent`, on a give-back: the run committed or failed, so the tree may forget it. Any
-    // other run stays told, its next lease checked against this count (see TreeBudget.giveBack).
-    ended: z.boolean().optional(),
-  })
-  .refine((r) => r.count > 0 || r.unspent !== undefined || r.spent !== undefined, {
-    message: "a lease request asks for iterations (count > 0) or gives some back (unspent, spent)",
-  });
-export type LeaseRequest = z.infer<typeof LeaseRequest>;
-
-/** `granted` is 0 only for a request that asked for none (it gave some back). */
-export const LeaseReply = z.discriminatedUnion("ok", [
-  z.object({
-    schemaVersion: SchemaVersion,
-    ok: z.literal(true),
-    granted: z.number().int().nonnegative(),
-    used: z.number().int().nonnegative(),
-    cap: z.number().int().positive(),
-  }),
-  z.object({ schemaVersion: SchemaVersion, ok: z.literal(false), error: ErrorPayload }),
-]);
-export type LeaseReply = z.infer<typeof LeaseReply>;
-
-/**
  * What a live agent worker publishes on `<prefix>.workers.beat.<instance>` every AGENT_BEAT_MS:
  * who it is and the jobs it holds, for `agentctl cluster`'s list of the workers.
  */
@@ -231,8 +193,9 @@ export type HoldsReply = z.infer<typeof HoldsReply>;
 
 /**
  * A supervisor's answer on `<prefix>.control.ping` (every replica answers): who it is, and the
- * settings its admissions and leases apply. Replicas share the pool and the tree budgets, so
- * replicas with different settings decide the same run differently (agentctl cluster says so).
+ * settings its admissions apply. Replicas share the pool, and a tree's cap is the one its root was
+ * admitted with, so replicas with different settings decide runs differently (agentctl cluster
+ * says so).
  */
 export const SupervisorHello = z.object({
   schemaVersion: SchemaVersion,

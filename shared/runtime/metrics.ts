@@ -107,7 +107,7 @@ export class ActorMetrics {
     });
     this.treeBudgetsRemoved = new Counter({
       name: "agents_tree_budgets_removed_total",
-      help: "Run trees whose iteration budget key was removed with their root run's status",
+      help: "Run trees whose iteration cap and counter were removed with their root run's status",
       registers,
     });
     this.orphansCancelled = new Counter({

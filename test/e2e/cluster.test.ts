@@ -207,12 +207,6 @@ describe("cluster: actors as processes on a real nats-server", () => {
       [subjects.resume(), JSON.stringify({ runId: "nobody", by: "x" }), "NOT_FOUND"],
       [subjects.cancel(), JSON.stringify({ runId: "nobody", by: "x" }), "INVALID_INPUT"],
       [subjects.cancel(), JSON.stringify({ runId: "nobody", by: "x", reason: "r", tree: true }), "NOT_FOUND"],
-      [subjects.iterationLease(), "null", "INVALID_INPUT"],
-      [
-        subjects.iterationLease(),
-        JSON.stringify({ schemaVersion: 1, runId: "r", rootRunId: "r", count: 0 }),
-        "INVALID_INPUT",
-      ],
       [subjects.criticReview(), "\u0000", "INVALID_INPUT"],
       [subjects.criticReview(), JSON.stringify({ schemaVersion: 1 }), "INVALID_INPUT"],
       [subjects.tool("echo"), "nope", "INVALID_INPUT"],

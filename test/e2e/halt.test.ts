@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { publishJob } from "../../shared/bus/jobs.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { openTree } from "../../shared/bus/tree-iterations.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
 import {
   agentctlOf,
@@ -150,6 +151,7 @@ describe("agentctl halt: one run stopped where it is", () => {
       });
       // Its first job is taken now: the run starts on a 5 s model turn, and the stop lands in it.
       const script = [{ text: "too late", delayMs: 5_000 }];
+      await openTree(suite.bus.buckets.pool, queued, 1_000);
       await publishJob(
         suite.bus,
         {

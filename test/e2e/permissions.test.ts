@@ -8,6 +8,7 @@ import { AckPublisher, PUBLISH_ACK_TIMEOUT_MS } from "../../shared/bus/ack-publi
 import { provision } from "../../shared/bus/provision.js";
 import { bucketStream, Subjects } from "../../shared/bus/subjects.js";
 import { settleCall } from "../../shared/bus/tool-settle.js";
+import { addIterations, readIterations } from "../../shared/bus/tree-iterations.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { actorEntry, NATS_USERS } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
@@ -172,13 +173,15 @@ describe("nats.conf: least privilege per actor kind", () => {
     }
   });
 
-  it("nobody can delete or purge a stream or remove a message, but the supervisor a finished run's calls' records, its fan-out, its status and its tree's budget, and only the supervisor creates or changes them", async () => {
+  it("nobody can delete or purge a stream or remove a message, but the supervisor a finished run's calls' records, its fan-out, its status and its tree's cap and counter, and only the supervisor creates or changes them", async () => {
     const buckets = subjects.buckets();
-    const streams = ["AGENT_LOG", "AGENT_RUNS", ...subjects.bucketList().map(bucketStream)];
+    const streams = ["AGENT_LOG", "AGENT_RUNS", "AGENT_COUNTERS", ...subjects.bucketList().map(bucketStream)];
     for (const kind of KINDS) {
       const jsm = await jetstreamManager(await as(kind), { timeout: 2_000 });
       for (const stream of streams) {
         await expect(jsm.streams.delete(stream), `${kind} ${stream}`).rejects.toThrow();
+        // The supervisor's retention purges a retired tree's counter (see below).
+        if (kind === "supervisor" && stream === "AGENT_COUNTERS") continue;
         await expect(jsm.streams.purge(stream), `${kind} ${stream}`).rejects.toThrow();
       }
       for (const stream of streams) {
@@ -231,6 +234,26 @@ describe("nats.conf: least privilege per actor kind", () => {
       true,
     );
     expect(await pool.get("tree.finished-run")).toBeNull();
+    const counter = subjects.treeCounter("finished-run", "iterations");
+    await addIterations({ nc: await as("agent"), subjects }, "finished-run", 3);
+    expect(await supervisor.streams.purge("AGENT_COUNTERS", { filter: counter })).toMatchObject({
+      purged: 1,
+    });
+  });
+
+  it("only agent workers add to run trees' counters; every actor reads them", async () => {
+    for (const kind of KINDS.filter((k) => k !== "agent")) {
+      await expect(addIterations({ nc: await as(kind), subjects }, "tree-p", 1), kind).rejects.toThrow(
+        /permission/i,
+      );
+    }
+    expect(await addIterations({ nc: await as("agent"), subjects }, "tree-p", 2)).toBe(2);
+    for (const kind of KINDS) {
+      expect(
+        await readIterations({ jsm: await jetstreamManager(await as(kind)), subjects }, "tree-p"),
+        kind,
+      ).toBe(2);
+    }
   });
 
   it("streams an older supervisor made (no direct reads, no compression) are updated by this build's supervisor only, their messages kept; then every user reads them with direct gets", async () => {
@@ -249,6 +272,7 @@ describe("nats.conf: least privilege per actor kind", () => {
       "updated",
     );
     expect(Object.values((await provision(await as("agent"), { subjects, replicas: 1 })).streams)).toEqual([
+      "unchanged",
       "unchanged",
       "unchanged",
     ]);

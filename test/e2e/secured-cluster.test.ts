@@ -97,7 +97,7 @@ describe("a cluster under the shipped permission model", () => {
     const { stdout } = await cli("cluster", "--json");
     const health = JSON.parse(stdout) as ClusterHealth;
     expect(health.problems).toEqual([]);
-    expect(health.stores.map((store) => store.replicas)).toEqual(Array.from({ length: 9 }, () => 1));
+    expect(health.stores.map((store) => store.replicas)).toEqual(Array.from({ length: 10 }, () => 1));
     // The workers created their consumer (a report without it says no worker has started).
     expect(health.jobs).toMatchObject({ waiting: 0, pulls: expect.any(Number) as number });
     // agentctl's user may hear the workers' beats: the one worker is listed.
@@ -308,7 +308,7 @@ describe("a cluster under the shipped permission model", () => {
     for (const user of Object.values(NATS_USERS)) expect(seenKeys.join("\n")).not.toContain(user.password);
   });
 
-  it("the supervisor's retention, under its own user, removes a finished run's status and its calls' records and tree budget; its log stays", async () => {
+  it("the supervisor's retention, under its own user, removes a finished run's status, its calls' records and its tree's cap and counter; its log stays", async () => {
     const gone = async (): Promise<boolean> => {
       const status = await cli("status", "secured-1").catch((err: { stdout: string; stderr: string }) => err);
       return /"code":"NOT_FOUND".*its status was removed after the cluster's retention/.test(status.stderr);

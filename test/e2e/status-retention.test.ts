@@ -1,10 +1,9 @@
 import { firstJobHandledAgain } from "../helpers/first-job-again.js";
 import { describe, expect, it } from "vitest";
 import { readBucket } from "../../shared/bus/bucket-read.js";
-import { requestJson } from "../../shared/bus/request.js";
-import { treeBudgetKey } from "../../shared/bus/tree-budget.js";
+import { treeCapKey } from "../../shared/bus/tree-iterations.js";
 import { readFanOut } from "../../shared/bus/fanout.js";
-import { LeaseReply, LeaseRequest } from "../../shared/contracts/cluster.js";
+import { IterationLeases } from "../../services/agent/leases.js";
 import { AGENTCTL, agentctlFails, runProcess, useClusterSuite } from "../helpers/cluster-suite.js";
 import { logMessages } from "../helpers/finished-runs.js";
 import { spec } from "../helpers/fixtures.js";
@@ -66,7 +65,7 @@ describe("a finished run's status, with SUPERVISOR_STATUS_RETAIN_MS set", () => 
     expect(await suite.bus.buckets.runs.get(runId)).toBeNull();
   }, 40_000);
 
-  it("a run tree's budget key goes with its root's status; a run of the retired tree is leased nothing, and no child of it is admitted", async () => {
+  it("a run tree's cap and counter go with its root's status; a run of the retired tree is granted nothing, and no child of it is admitted", async () => {
     await suite.cluster.start("agent", "agent-3");
     const child = spec({ tools: [], script: [{ text: "child done" }] });
     const rootId = "retired-tree";
@@ -86,9 +85,9 @@ describe("a finished run's status, with SUPERVISOR_STATUS_RETAIN_MS set", () => 
     });
     const [childId] = (await readFanOut(suite.bus.buckets.runs, rootId))?.children ?? [];
     await suite.waitFor(rootId, (s) => s.status === "committed", 20_000);
-    const tree = treeBudgetKey(rootId);
+    const tree = treeCapKey(rootId);
     await until(async () => (await suite.bus.buckets.pool.get(tree)) === null, 10_000, {
-      what: "the tree's budget key removed",
+      what: "the tree's cap removed",
     });
     // Removed by its sequence: no delete marker, and the pool bucket keeps nothing of the tree.
     const keys: string[] = [];
@@ -99,19 +98,17 @@ describe("a finished run's status, with SUPERVISOR_STATUS_RETAIN_MS set", () => 
       what: "the root's status removed",
     });
     expect(await suite.log("supervisor")).toMatch(/finished run tree's budget removed/);
+    // The tree's counter was purged before: the counters stream keeps nothing of the tree.
+    const counter = suite.bus.subjects.treeCounter(rootId, "iterations");
+    const counters = suite.bus.subjects.streams().counters;
+    expect(await suite.bus.jsm.direct.getMessage(counters, { last_by_subj: counter })).toBeNull();
 
-    // The child, were it resumed now, asks for a lease: the tree is not counted afresh.
-    const lease = await requestJson(
-      suite.bus.nc,
-      suite.bus.subjects.iterationLease(),
-      {
-        schema: LeaseRequest,
-        value: { schemaVersion: 1, runId: childId ?? "", rootRunId: rootId, count: 1 },
-      },
-      LeaseReply,
-      { timeoutMs: 5_000 },
+    // The child, were it resumed now, reserves iterations: the tree is not counted afresh.
+    const reserved = new IterationLeases(suite.bus, 4).reserve(
+      { runId: childId ?? "", rootRunId: rootId },
+      1,
     );
-    expect(lease).toMatchObject({ ok: false, error: { code: "GLOBAL_CAP" } });
+    await expect(reserved).rejects.toMatchObject({ code: "GLOBAL_CAP", details: { retired: true } });
     expect(await suite.bus.buckets.pool.get(tree)).toBeNull();
     await expect(
       suite.client.submit({ ...child, parent: { runId: rootId, rootRunId: rootId, depth: 0 } }),

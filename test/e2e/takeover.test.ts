@@ -22,6 +22,10 @@ import {
 } from "../helpers/cluster-suite.js";
 import { echoCall, olderCheckpoint, runner, spec } from "../helpers/fixtures.js";
 import { bucketStream } from "../../shared/bus/subjects.js";
+import { openTree } from "../../shared/bus/tree-iterations.js";
+
+/** A root run's tree cap, as the supervisor writes it at admission before the run's first job. */
+const openRunTree = (runId: string): Promise<void> => openTree(suite.bus.buckets.pool, runId, 1_000);
 
 /** A root run's first job, as the supervisor queues it at admission. */
 function firstJob(runId: string, runSpec: unknown): RunJob {
@@ -138,6 +142,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     });
     await suite.bus.buckets.runs.delete(runId).catch(() => undefined);
     const job = firstJob(runId, runSpec);
+    await openRunTree(runId);
     await publishJob(suite.bus, job, `${runId}:copy-1`);
     await publishJob(suite.bus, job, `${runId}:copy-2`);
     const status = await suite.waitFor(runId, settled, 30_000);
@@ -205,6 +210,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     const checkpointSeq = await appendEach(writer, log);
     const status = { ...statusOf(checkpoint.state as LoopState, Date.now()), checkpointSeq };
     await new RunStatusStore(suite.bus.buckets.runs).put(status);
+    await openRunTree(runId);
     await publishJob(suite.bus, continuationJob(status), `${runId}:upgrade`);
     const final = await suite.waitFor(runId, settled);
     expect(final.status).toBe("committed");
@@ -257,6 +263,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     expect(await new RunStatusStore(suite.bus.buckets.runs).get(runId)).toBeUndefined();
     const checkpoint = recorded.wal[cut] as Extract<WalRecord, { type: "CHECKPOINT" }>;
     const status = { ...statusOf(checkpoint.state as LoopState, Date.now()), checkpointSeq };
+    await openRunTree(runId);
     await publishJob(suite.bus, continuationJob(status), `${runId}:named`);
     const final = await suite.waitFor(runId, settled);
     expect(final.status).toBe("committed");

@@ -1,12 +1,10 @@
 import type { KV } from "@nats-io/kv";
 import { childRunId } from "../../shared/bus/fanout.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
+import { openTree } from "../../shared/bus/tree-iterations.js";
 import type { ScriptStep } from "../../shared/contracts/model.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
 import { startRun } from "../../shared/loop/fsm.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
-import { systemClock } from "../../shared/runtime/clock.js";
-import { seededRandom } from "../../shared/runtime/random.js";
 import type { ClusterSuite } from "./cluster-suite.js";
 import { spec } from "./fixtures.js";
 
@@ -46,8 +44,8 @@ type SpawnEffect = Extract<AwaitingEffect, { type: "callTool" }>;
 
 /**
  * A parent run's state at its model's call of `spawn_agent` for one child (`spec()`), for a
- * FanOutHandler driven by the test: leased before that call, as a worker does (its tree has a
- * count), the call as its effect, and the child's id.
+ * FanOutHandler driven by the test: its tree given a cap, as its admission does, the call as its
+ * effect, and the child's id.
  */
 export async function spawnCall(
   pool: KV,
@@ -60,12 +58,7 @@ export async function spawnCall(
     { type: "start", at: Date.now(), spec: parentSpec, runId: parentId, rootRunId: parentId, depth: 0 },
     { tools: [] },
   );
-  await new TreeBudget({ kv: pool, clock: systemClock, random: seededRandom(4) }).lease(
-    parentId,
-    parentId,
-    5,
-    100,
-  );
+  await openTree(pool, parentId, 100);
   const effect: SpawnEffect = {
     type: "callTool",
     actionId: "act-1",

@@ -32,19 +32,20 @@ const apiCode = (err: unknown): number | undefined =>
   err instanceof JetStreamApiError ? err.code : undefined;
 
 describe("provisioning on a real nats-server", () => {
-  it("creates the two streams and seven buckets, then changes nothing on a second run", async () => {
+  it("creates the three streams and seven buckets, then changes nothing on a second run", async () => {
     const first = await provision(nc, { subjects, replicas: 1 });
     const names = subjects.streams();
     expect(first.streams).toEqual({
       [names.runs]: "created",
       [names.log]: "created",
+      [names.counters]: "created",
     });
     expect(first.buckets).toEqual(
       Object.fromEntries(subjects.bucketList().map((bucket) => [bucket, "created"])),
     );
     expect(first.serverVersion).toMatch(/^\d+\.\d+\.\d+/);
     const second = await provision(nc, { subjects, replicas: 1 });
-    expect(Object.values(second.streams)).toEqual(["unchanged", "unchanged"]);
+    expect(Object.values(second.streams)).toEqual(["unchanged", "unchanged", "unchanged"]);
     expect(new Set(Object.values(second.buckets))).toEqual(new Set(["unchanged"]));
 
     const jsm = await jetstreamManager(nc);
@@ -68,6 +69,14 @@ describe("provisioning on a real nats-server", () => {
     });
     // Kept until the supervisor sets a max_age (SUPERVISOR_LOG_MAX_AGE_MS).
     expect(log.max_age).toBe(0);
+    // Run trees' counters: one message per counter, its total.
+    expect((await jsm.streams.info(names.counters)).config).toMatchObject({
+      subjects: [subjects.countersAll()],
+      storage: "file",
+      allow_msg_counter: true,
+      allow_direct: true,
+      max_msgs_per_subject: 1,
+    });
   });
 
   it("converges a stream whose configuration drifted", async () => {

@@ -26,7 +26,7 @@ function leaseOf(bus: LeaseDeps["bus"], job: RunJob): RunLease {
     statusEveryMs: 1_000,
     discover: () => Promise.resolve([describeTool(echoTool)]),
     performer: { restore: () => Promise.resolve(true) },
-    leases: new IterationLeases(bus, 4),
+    leases: new IterationLeases(bus, 4).forRun(job),
     killSwitch: new KillSwitchView(),
     workerId: "agent-t",
     writerId: "agent-t-1-00000000.j1",

@@ -3,7 +3,7 @@ import { encode } from "../../shared/bus/codec.js";
 import { writeFanOut } from "../../shared/bus/fanout.js";
 import { PoolLedger } from "../../shared/bus/pool.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
-import { TreeBudget } from "../../shared/bus/tree-budget.js";
+import { openTree } from "../../shared/bus/tree-iterations.js";
 import { SubmitRequest } from "../../shared/contracts/cluster.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
@@ -21,20 +21,16 @@ beforeAll(() => {
   store = new RunStatusStore(suite.bus.buckets.runs);
 });
 
-/** The tree's budget, opened as its root's first lease would. */
+/** The tree's cap, as its root's admission writes it. */
 async function openTreeBudget(rootRunId: string): Promise<void> {
-  await new TreeBudget({
-    kv: suite.bus.buckets.pool,
-    clock: suite.bus.clock,
-    random: suite.bus.random,
-  }).lease(rootRunId, rootRunId, 5, 100);
+  await openTree(suite.bus.buckets.pool, rootRunId, 100);
 }
 
 /**
- * A parent with a fan-out of one child, and the tree's budget opened as its root's first lease
- * would. `failsWhile`: the parent fails while the child's admission is between reading it and
- * writing the child's status (the pool's acquire, which comes in between), and the supervisor's
- * pass over its children runs then, as its `run.failed` would make it.
+ * A parent with a fan-out of one child, and the tree's cap as its root's admission writes it.
+ * `failsWhile`: the parent fails while the child's admission is between reading it and writing the
+ * child's status (the pool's acquire, which comes in between), and the supervisor's pass over its
+ * children runs then, as its `run.failed` would make it.
  */
 async function admitChild(parentRunId: string, failsWhile: boolean | "failing") {
   const childRunId = `${parentRunId}-child`;

@@ -30,7 +30,9 @@ describe("subjects", () => {
     expect(s.approvals("r1")).toBe("agents.approvals.r1");
     expect(s.killSwitch()).toBe("agents.control.killswitch");
     expect(s.supervisorPing()).toBe("agents.control.ping");
-    expect(s.streams()).toEqual({ runs: "AGENT_RUNS", log: "AGENT_LOG" });
+    expect(s.treeCounter("r1", "iterations")).toBe("agents.counters.r1.iterations");
+    expect(s.countersAll()).toBe("agents.counters.>");
+    expect(s.streams()).toEqual({ runs: "AGENT_RUNS", log: "AGENT_LOG", counters: "AGENT_COUNTERS" });
     expect(s.buckets()).toEqual({
       runs: "agents-runs",
       pool: "agents-pool",
@@ -43,26 +45,29 @@ describe("subjects", () => {
     expect(s.storeStreams()).toEqual([
       "AGENT_RUNS",
       "AGENT_LOG",
+      "AGENT_COUNTERS",
       ...s.bucketList().map((bucket) => `KV_${bucket}`),
     ]);
-    expect(s.storeStreams()).toHaveLength(9);
+    expect(s.storeStreams()).toHaveLength(10);
     expect(
       s
         .stores()
         .filter((store) => store.kind === "stream")
         .map((store) => store.name),
-    ).toEqual(["AGENT_RUNS", "AGENT_LOG"]);
+    ).toEqual(["AGENT_RUNS", "AGENT_LOG", "AGENT_COUNTERS"]);
     expect(s.stores().filter((store) => store.kind === "bucket")).toHaveLength(7);
     expect(bucketStream("agents-runs")).toBe("KV_agents-runs");
     expect(new Subjects("team-a").streams()).toEqual({
       runs: "TEAM_A_RUNS",
       log: "TEAM_A_LOG",
+      counters: "TEAM_A_COUNTERS",
     });
   });
 
   it("refuses tokens that would widen or break a subject", () => {
     for (const bad of ["a.b", "*", ">", "", "x y", "a".repeat(65)]) {
       expect(() => s.logAll(bad), bad).toThrow(expect.objectContaining({ code: "INVALID_INPUT" }));
+      expect(() => s.treeCounter(bad, "iterations"), bad).toThrow(/rootRunId/);
     }
     expect(() => s.log("r1", "Tool.Intent")).toThrow(/dotted lowercase/);
     expect(() => s.log("r1", "tool.>")).toThrow();

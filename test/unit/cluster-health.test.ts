@@ -176,7 +176,7 @@ describe("agentctl cluster: what needs an operator", () => {
     const roll = (...supervisors: ReturnType<typeof supervisor>[]) => ({ listenedMs: 1_500, supervisors });
     expect(supervisorProblems(roll(supervisor("a"), supervisor("b")))).toEqual([]);
     expect(supervisorProblems(roll())).toEqual([
-      "no supervisor answered in 1.5 s: no run is admitted or leases iterations, and approvals, halts and cancels go unanswered; start one under this AGENTS_PREFIX, or see why it cannot reach NATS",
+      "no supervisor answered in 1.5 s: no run is admitted, and approvals, halts and cancels go unanswered; start one under this AGENTS_PREFIX, or see why it cannot reach NATS",
     ]);
     const odd = supervisorProblems(
       roll(supervisor("a"), supervisor("b", { poolCapacity: 32, stallMs: 0 }), supervisor("c")),
