@@ -156,24 +156,30 @@ export function targets(rows: readonly Row[], findings: readonly Finding[]): Tar
         ),
     pairedVsLanggraph === undefined
       ? t(
-          "W1a ≥ 5× faster than LangGraph + SqliteSaver",
+          "W1a ≥ 3× faster than LangGraph + SqliteSaver",
           ratio(lgs1?.msPerStep, ours1?.msPerStep),
           "×",
-          (v) => v >= 5,
+          (v) => v >= 3,
         )
       : t(
-          "W1a ≥ 5× faster than LangGraph + SqliteSaver (loop by loop)",
+          "W1a ≥ 3× faster than LangGraph + SqliteSaver (loop by loop)",
           pairedVsLanggraph,
           "×",
-          (v) => v >= 5,
+          (v) => v >= 3,
         ),
     t(
-      "W1b C=100 ≥ 10× LangGraph + SqliteSaver",
+      "W1b C=100 ≥ 8× LangGraph + SqliteSaver",
       ratio(ours100?.stepsPerSec, lgs100?.stepsPerSec),
       "×",
-      (v) => v >= 10,
+      (v) => v >= 8,
     ),
     t("W1b C=100 ≥ 2× Restate", ratio(ours100?.stepsPerSec, rs100?.stepsPerSec), "×", (v) => v >= 2),
+    t(
+      "messages per W1 loop (the trace) ≤ 50",
+      pairedFigures?.traceMessages === undefined ? undefined : Number(pairedFigures.traceMessages),
+      "",
+      (v) => v <= 50,
+    ),
     t(
       "durable bytes/loop ≤ 1/10 of LangGraph's",
       ratio(oursBytes, lgBytes),
