@@ -14,7 +14,15 @@ import { markdown, type Results } from "./lib/report.ts";
 import { RESULT_PREFIX, type Finding, type Row } from "./lib/row.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const W1_SYSTEMS = ["ours", "floor-raw", "floor-protocol", "langgraph-sqlite", "langgraph-memory", "restate"];
+const W1_SYSTEMS = [
+  "ours",
+  "ours-fsync",
+  "floor-raw",
+  "floor-protocol",
+  "langgraph-sqlite",
+  "langgraph-memory",
+  "restate",
+];
 const OTHER = ["paired", "resume", "history", "parked"];
 const ALL = [...W1_SYSTEMS, ...OTHER];
 
@@ -63,6 +71,22 @@ function runSystem(
   });
 }
 
+/**
+ * Ours on a server of its own that fsyncs every write (`sync_interval: always`, what a single node
+ * holding the data runs in production): like for like with Restate, which fsyncs.
+ */
+async function onFsyncServer(system: string): Promise<{ results: (Row | Finding)[]; error?: string }> {
+  const dir = await mkdtemp(join(tmpdir(), "bench-fsync-"));
+  const configFile = join(dir, "nats.conf");
+  await writeFile(configFile, "jetstream { sync_interval: always }\n");
+  const fsync = await startLocalNats({ configFile });
+  try {
+    return await runSystem(system, fsync, "");
+  } finally {
+    await fsync.stop();
+  }
+}
+
 const started = performance.now();
 const nats = await startLocalNats({});
 const traceFile = join(await mkdtemp(join(tmpdir(), "bench-trace-")), "trace.json");
@@ -72,7 +96,8 @@ const failures: string[] = [];
 try {
   for (const system of systems) {
     process.stderr.write(`${system}…\n`);
-    const { results, error } = await runSystem(system, nats, traceFile);
+    const { results, error } =
+      system === "ours-fsync" ? await onFsyncServer(system) : await runSystem(system, nats, traceFile);
     for (const r of results) {
       if ("workload" in r) findings.push(r);
       else rows.push(r);

@@ -113,10 +113,10 @@ interface Target {
 
 /** The targets, each computed from this run's rows (undefined when a row is missing). */
 export function targets(rows: readonly Row[], findings: readonly Finding[]): Target[] {
-  const ours1 = find(rows, "ours", 1);
+  const ours1 = find(rows, "ours", 1, "2 workers");
   const proto1 = find(rows, PROTOCOL_FLOOR, 1);
   const lgs1 = find(rows, "langgraph", 1, "SqliteSaver");
-  const ours100 = find(rows, "ours", 100);
+  const ours100 = find(rows, "ours", 100, "2 workers");
   const lgs100 = find(rows, "langgraph", 100, "SqliteSaver");
   const rs100 = find(rows, "restate", 100);
   const oursBytes = ours1?.bytesPerLoop;

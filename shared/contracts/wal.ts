@@ -62,11 +62,3 @@ export const WalRecord = z.discriminatedUnion("type", [
 ]);
 export type WalRecord = z.infer<typeof WalRecord>;
 export type WalRecordType = WalRecord["type"];
-
-/**
- * One WAL message holding the records of one transition (a JSON array), written in one
- * acknowledged append so the transition is durable all at once. A transition with one record
- * is stored as that record alone, as logs written before batches were.
- */
-export const WalBatch = z.array(WalRecord).min(2);
-export type WalBatch = z.infer<typeof WalBatch>;
