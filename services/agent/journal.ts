@@ -116,8 +116,8 @@ export class RunJournal {
   }
 
   /**
-   * Writes what the replay produced past the end of the log: a message the previous writer split
-   * into parts and died in the middle of is written again whole.
+   * Writes what the replay produced past the end of the log (see Replayed.unwritten): a log that
+   * ends in the middle of a transition is completed before the run goes on.
    */
   async catchUp(unwritten: WalRecord[]): Promise<void> {
     if (unwritten.length > 0) await this.deps.writer.append(unwritten);

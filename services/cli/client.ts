@@ -151,8 +151,8 @@ export class ClusterClient {
   }
 
   /**
-   * A run's audit events. A settled run's last event is published just after its status changes,
-   * so for a settled run this waits (up to `waitMs`) until its closing event is there.
+   * A run's audit events. A settled run's closing event is in its log before its status changes;
+   * a status written by hand ahead of its log is waited on (up to `waitMs`) for its closing event.
    */
   async audit(runId: string, waitMs = 5_000): Promise<AuditEvent[]> {
     const closing = CLOSING[(await this.status.get(runId))?.status ?? ""];
@@ -191,8 +191,8 @@ export class ClusterClient {
   }
 
   /**
-   * Whether the run's latest `kind` event came after its first `held` events and is `ours`: the
-   * run's worker writes it just after the status it moved on, so it is waited for a moment.
+   * Whether the run's latest `kind` event came after its first `held` events and is `ours`: a
+   * decision or a resume reaches the run's log once a worker takes its job, so it is waited for a moment.
    */
   private async inTrailSince(
     runId: string,

@@ -69,8 +69,8 @@ const SHARED_SETTINGS: [string, (hello: SupervisorHello) => number][] = [
 
 /**
  * No supervisor: nothing is admitted, no operator control is answered.
- * Replicas with different settings: they share the pool and the tree budgets, so a run's
- * admission or lease depends on which replica answers it.
+ * Replicas with different settings: they share the pool and write the trees' caps, so a run's
+ * admission depends on which replica answers it.
  */
 export function supervisorProblems(roll: SupervisorRoll): string[] {
   if (roll.refused) return [`the supervisors could not be asked: ${roll.refused}`];

@@ -62,7 +62,7 @@ export type ArtifactView = z.infer<typeof ArtifactView>;
 export type Outcome = "COMMIT" | "FAIL" | "HALT";
 
 /**
- * A run's outcome: from its TERMINAL record (`wal`); once retention removed its WAL, from its
+ * A run's outcome: from its TERMINAL record (`wal`); when its log holds none (a run failed before a worker started it), from its
  * closing audit event (`audit`); with neither, from its status (`status`).
  */
 export type RunResult = {
@@ -81,14 +81,14 @@ export type RunResult = {
       view: ArtifactView | undefined;
     }
   | {
-      /** Neither a WAL nor a closing audit event: what the status says (a child refused at its submit never ran). */
+      /** Neither a TERMINAL record nor a closing audit event: what the status says (a child refused at its submit never ran). */
       source: "status";
     }
   | {
       source: "audit";
       /** run.failed's diagnosis. */
       diagnosis?: string;
-      /** run.failed's count of the calls left to a human (the report that named them went with the WAL). */
+      /** run.failed's count of the calls left to a human (the report that names them is the TERMINAL record's). */
       needsHuman?: number;
       /** run.committed's output. */
       output?: string;

@@ -333,7 +333,7 @@ export class Admission {
    * what cancels its children then may have read them without finding this one: the undo of a
    * parent this build started, which cancels its children still going before it reads which
    * committed (it writes the parent's FAIL status first, see awaitChildrenEnd), or the supervisor's
-   * pass on its `run.failed` (cancelOrphans; a parent's status is written before its `run.failed`).
+   * pass on its `run.failed` (cancelOrphans, once the parent's status says it failed: see statusCaughtUp).
    * Read again now that the child's status is written, the parent tells: either that read found the
    * child, or this one finds the parent failing and cancels the child, with the message id of the
    * other's cancel (nothing is queued twice).
@@ -358,7 +358,7 @@ export class Admission {
    */
   private async recordAdmitted(ids: EventIds, data: Record<string, unknown>): Promise<number> {
     const event = this.event(ids, 1, "run.admitted", "passed", undefined, data);
-    if ((await appendEvent(this.bus, event, 0)) !== "refused") return 1;
+    if ((await appendEvent(this.bus, event, 0, `${ids.runId}:admitted`)) !== "refused") return 1;
     const admitted = await lastAuditEvent(this.bus, ids.runId, "run.admitted");
     return admitted?.event.seq ?? 1;
   }

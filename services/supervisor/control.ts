@@ -1,10 +1,9 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
 import type { Counter } from "prom-client";
 import { KillSwitchRequest, type ControlReply } from "../../shared/contracts/cluster.js";
-import { entryOfMessage } from "../../shared/bus/run-log.js";
+import { eventsOfMessage } from "../../shared/bus/run-log.js";
 import { type AuditEvent } from "../../shared/contracts/audit.js";
 import { isFinished, takesNoChildResults } from "../../shared/contracts/run-status.js";
-import { AgentError } from "../../shared/runtime/errors.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { ensureDurable } from "../../shared/bus/durable.js";
@@ -80,28 +79,37 @@ export async function releaseSlots(
 }
 
 /**
- * One lifecycle event: the run's slot freed, its parent's fan-in checked, a failed run's children
- * still going cancelled, then the ack. Never rejects.
+ * One lifecycle message: the run's slot freed, its parent's fan-in checked, a failed run's children
+ * still going cancelled, then the ack; offered again shortly when the run's status has not caught
+ * up with its log yet (see statusCaughtUp). Never rejects.
  */
 async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg, orphans?: Counter): Promise<void> {
   try {
-    const entry = await entryOfMessage(bus, msg);
-    for (const event of entry?.events ?? [])
-      if (RELEASING_KINDS.has(event.kind)) await onEnded(bus, pool, event, msg.seq, orphans);
-    msg.ack();
+    const events = await eventsOfMessage(bus, msg);
+    let done = true;
+    for (const event of events ?? [])
+      if (RELEASING_KINDS.has(event.kind)) done = (await onEnded(bus, pool, event, msg.seq, orphans)) && done;
+    if (done) msg.ack();
+    else msg.nak(STATUS_LAG_RETRY_MS);
   } catch (err) {
     onEventFailure(bus, msg, err, "could not release a pool slot");
   }
 }
 
-/** A run committed, failed or halted: its slot freed, its parent's fan-in checked, a failed run's children cancelled. */
+/** How soon a lifecycle message whose run's status trails its log is offered again. */
+const STATUS_LAG_RETRY_MS = 100;
+
+/**
+ * A run committed, failed or halted: its slot freed, its parent's fan-in checked, a failed run's
+ * children cancelled. False when the fan-in and the cancel must wait for the run's status.
+ */
 async function onEnded(
   bus: ActorBus,
   pool: PoolLedger,
   event: AuditEvent,
   seq: number,
   orphans?: Counter,
-): Promise<void> {
+): Promise<boolean> {
   const released = await pool.release(event.runId, seq);
   if (released === "released") {
     bus.logger.info({ runId: event.runId, kind: event.kind }, "pool slot released");
@@ -114,36 +122,23 @@ async function onEnded(
   // A halted run has not ended (see fanInResults): only a commit or a failure, which no resume
   // follows, may complete its parent's fan-in.
   const ended = event.kind !== "run.halted";
-  if (ended && (event.parentRunId || event.kind === "run.failed")) await statusCaughtUp(bus, event.runId);
-  if (event.parentRunId && ended) await fanIn(bus, event.parentRunId);
+  if (!ended || (!event.parentRunId && event.kind !== "run.failed")) return true;
+  if (!(await statusCaughtUp(bus, event.runId))) return false;
+  if (event.parentRunId) await fanIn(bus, event.parentRunId);
   if (event.kind === "run.failed") await cancelChildren(bus, event, orphans);
+  return true;
 }
 
-/** How long a run's status may trail its log before its lifecycle message is offered again. */
-const STATUS_LAG_MS = 5_000;
-const STATUS_POLL_MS = 20;
-
 /**
- * Waits until the run's status says it finished: its worker writes the status just after the log
- * message that finished it. Whoever handles the last of a parent's children to finish then finds
- * every sibling's status final (each handler waited for its own run's), and a child admitted as its
- * parent fails finds the parent failed, or is found by the parent's cancel. Past STATUS_LAG_MS (its
- * worker died between the two writes; its successor writes the status) the message is offered again.
+ * Whether the run's status says it finished (or it has none: one retention removed): its worker
+ * writes the status just after the log message that finished it. Each handler of a child's end
+ * goes on only once its own child's status is final, so whoever goes on last finds every
+ * sibling's final too; and a child admitted as its parent fails finds the parent failed, or is
+ * found by the parent's cancel.
  */
-async function statusCaughtUp(bus: ActorBus, runId: string): Promise<void> {
-  const store = new RunStatusStore(bus.buckets.runs, bus);
-  const deadline = bus.clock.now() + STATUS_LAG_MS;
-  for (;;) {
-    // No status at all: nothing to wait for (one that retention removed, say).
-    const status = await store.get(runId);
-    if (!status || isFinished(status)) return;
-    if (bus.clock.now() >= deadline)
-      throw new AgentError(
-        "BUS_UNAVAILABLE",
-        `run ${runId} finished in its log, and its status has not caught up yet`,
-      );
-    await bus.clock.sleep(STATUS_POLL_MS);
-  }
+async function statusCaughtUp(bus: ActorBus, runId: string): Promise<boolean> {
+  const status = await new RunStatusStore(bus.buckets.runs, bus).get(runId);
+  return !status || isFinished(status);
 }
 
 /** A failed run's children still going have nobody to take their results: they are cancelled. */

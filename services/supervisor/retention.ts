@@ -10,7 +10,7 @@ import { withBusRetry } from "../../shared/bus/retry.js";
 import { treeCapKey } from "../../shared/bus/tree-iterations.js";
 import { isFinished, RunStatus } from "../../shared/contracts/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
-import { entryOfMessage } from "../../shared/bus/run-log.js";
+import { eventsOfMessage } from "../../shared/bus/run-log.js";
 import { onEventFailure } from "./event-failure.js";
 import { ToolRecords } from "./tool-records.js";
 import { bucketStream } from "../../shared/bus/subjects.js";
@@ -110,7 +110,7 @@ class FinishedRuns {
   async onEvent(msg: JsMsg): Promise<void> {
     const { bus, options } = this;
     try {
-      const event = (await entryOfMessage(bus, msg))?.events.find((e) => FINAL_KINDS.has(e.kind));
+      const event = (await eventsOfMessage(bus, msg))?.find((e) => FINAL_KINDS.has(e.kind));
       if (!event) {
         msg.ack();
         return;

@@ -7,7 +7,7 @@ import type { Random } from "../runtime/random.js";
 import { AckPublisher, MSG_ID_HEADER } from "./ack-publisher.js";
 import { decode, encode } from "./codec.js";
 import { readHeld } from "./read-range.js";
-import { isWrongLastSequence, scanLog } from "./run-log.js";
+import { eventsOfMessage, isWrongLastSequence, scanLog, type LogMessage } from "./run-log.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
@@ -27,14 +27,16 @@ export interface AuditDeps extends AuditQueries {
 /**
  * Appends one event of the supervisor's as a message of the run's log, fenced at `after` (the
  * sequence of the run's last message, 0 for a run with none): the admission's `run.admitted`
- * is the run's first message, so a second admission of the same run id is refused. The message
- * id is the event's `auditId`. Returns the message's sequence, or "refused" when the run's log
- * has moved on (someone else wrote first).
+ * is the run's first message, so a second admission of the same run id is refused. `msgID` names
+ * the writer (an admission, a lost admission's failure): a retry after a lost ack finds its own
+ * message at the head by it. Returns the message's sequence, or "refused" when the run's log has
+ * moved on (someone else wrote first).
  */
 export async function appendEvent(
   deps: AuditDeps,
   event: AuditEvent,
   after: number,
+  msgID: string,
 ): Promise<number | "refused"> {
   const data = encode(LogEntry, { records: [], events: [event] });
   const subject = deps.subjects.log(event.runId, headlineOf([event]));
@@ -46,7 +48,7 @@ export async function appendEvent(
       h.set(EVENTS_HEADER, event.kind);
       try {
         return await publisher.publish(subject, data, {
-          msgID: event.auditId,
+          msgID,
           expectLastSubjectSequence: after,
           expectLastSubjectSequenceSubject: fence,
           headers: h,
@@ -55,7 +57,7 @@ export async function appendEvent(
         // Since 2.12 the fence is checked before the message id: this append's own earlier try
         // that landed is refused too, and told apart by its id at the head.
         const head = isWrongLastSequence(err) ? await lastMessage(deps, fence) : undefined;
-        if (head?.header.get(MSG_ID_HEADER) === event.auditId) return { seq: head.seq };
+        if (head?.header.get(MSG_ID_HEADER) === msgID) return { seq: head.seq };
         throw err;
       }
     });
@@ -134,14 +136,14 @@ export async function lastAuditEvent(
   kind: AuditEvent["kind"],
 ): Promise<{ streamSeq: number; event: AuditEvent } | undefined> {
   const headed = await lastMessage(deps, deps.subjects.log(runId, kind));
-  let found: { streamSeq: number; event: AuditEvent } | undefined;
-  if (headed) {
-    const event = decode(LogEntry, headed.data).events.findLast((e) => e.kind === kind);
-    if (event) found = { streamSeq: headed.seq, event };
-  }
+  // A split message is read whole (its last part's sequence is the one consumers saw); an earlier
+  // part at the head (its writer died mid-message) is passed over, and the log read through.
+  const events = headed ? await eventsOfMessage(deps, storedAsLog(headed)) : undefined;
+  const event = events?.findLast((e) => e.kind === kind);
+  let found = headed && event ? { streamSeq: headed.seq, event } : undefined;
   // Final events always head their message: nothing can follow them in it.
-  if (FINAL_HEADLINES.has(kind)) return found;
-  for await (const { seq, entry } of scanLog(deps, runId, (headed?.seq ?? 0) + 1)) {
+  if (found && FINAL_HEADLINES.has(kind)) return found;
+  for await (const { seq, entry } of scanLog(deps, runId, found ? found.streamSeq + 1 : 1)) {
     const event = entry.events.findLast((e) => e.kind === kind);
     if (event) found = { streamSeq: seq, event };
   }
@@ -167,7 +169,7 @@ export async function auditCount(deps: AuditQueries, runId: string): Promise<num
 export async function logHead(deps: AuditQueries, runId: string): Promise<{ seq: number; events: number }> {
   const last = await lastMessage(deps, deps.subjects.logAll(runId));
   if (!last) return { seq: 0, events: 0 };
-  const event = decode(LogEntry, last.data).events.at(-1);
+  const event = (await eventsOfMessage(deps, storedAsLog(last)))?.at(-1);
   if (event) return { seq: last.seq, events: event.seq };
   let events = 0;
   for await (const { entry } of scanLog(deps, runId)) events = entry.events.at(-1)?.seq ?? events;
@@ -192,6 +194,10 @@ export async function auditTally(
     messages: Object.values(bySubject).reduce((sum, n) => sum + n, 0),
     finished: Object.keys(bySubject).some((subject) => finals.has(subject)),
   };
+}
+
+function storedAsLog(msg: StoredMsg): LogMessage {
+  return { subject: msg.subject, seq: msg.seq, data: msg.data, headers: msg.header };
 }
 
 async function lastMessage(deps: AuditQueries, subject: string): Promise<StoredMsg | null> {

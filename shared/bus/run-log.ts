@@ -1,7 +1,7 @@
 import { JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import { headers, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import type { AuditEvent } from "../contracts/audit.js";
-import { EVENTS_HEADER, headlineOf, LogEntry } from "../contracts/log.js";
+import { EVENTS_HEADER, headlineOf, LogEntry, LogEvents } from "../contracts/log.js";
 import type { WalRecord } from "../contracts/wal.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
@@ -90,7 +90,8 @@ export class LogWriter {
     const entry: LogEntry = { records: [...records], events: [...events] };
     const data = encoder.encode(JSON.stringify(entry));
     const subject = this.deps.subjects.log(this.runId, headlineOf(events));
-    const kinds = events.map((e) => e.kind).join(",");
+    // Each kind once: the header stays small however many events a transition holds.
+    const kinds = [...new Set(events.map((e) => e.kind))].join(",");
     const messages = recordMessages(data, this.deps.nc.info?.max_payload);
     let first = 0;
     for (const [i, message] of messages.entries()) {
@@ -234,9 +235,12 @@ async function* entries(
   range: RangeQuery,
   counted?: () => void,
 ): AsyncGenerator<StoredEntry> {
-  const parts = new PartAssembler();
+  // One assembler per subject: runs' messages interleave in the stream, a message's parts share one.
+  const assemblers = new Map<string, PartAssembler>();
   for await (const msg of readRange(deps, range)) {
     counted?.();
+    let parts = assemblers.get(msg.subject);
+    if (!parts) assemblers.set(msg.subject, (parts = new PartAssembler()));
     const whole = parts.push(msg.seq, msg.data, msg.headers?.get(PART_HEADER));
     if (!whole) continue;
     const writer = writerOfMessageId(msg.headers?.get(MSG_ID_HEADER));
@@ -249,18 +253,39 @@ async function* entries(
  * The entry a message a consumer got holds: itself, or for the last part of a split message the
  * whole message, read again from its first part; undefined for an earlier part.
  */
-export async function entryOfMessage(
-  deps: LogReadDeps,
-  msg: { subject: string; seq: number; data: Uint8Array; headers?: MsgHdrs | undefined },
-): Promise<LogEntry | undefined> {
+export async function entryOfMessage(deps: LogReadDeps, msg: LogMessage): Promise<LogEntry | undefined> {
+  const whole = await wholeMessage(deps, msg);
+  return whole && decode(LogEntry, whole);
+}
+
+/**
+ * The events of a message a consumer got (see entryOfMessage), its records left unread: a reader of
+ * events does not depend on the record types of the build that wrote them.
+ */
+export async function eventsOfMessage(deps: LogReadDeps, msg: LogMessage): Promise<AuditEvent[] | undefined> {
+  const whole = await wholeMessage(deps, msg);
+  return whole && decode(LogEvents, whole).events;
+}
+
+/** A message of the run log as a consumer or a direct get hands it over. */
+export interface LogMessage {
+  subject: string;
+  seq: number;
+  data: Uint8Array;
+  headers?: MsgHdrs | undefined;
+}
+
+async function wholeMessage(deps: LogReadDeps, msg: LogMessage): Promise<Uint8Array | undefined> {
   const part = msg.headers?.get(PART_HEADER);
-  if (!part) return decode(LogEntry, msg.data);
+  if (!part) return msg.data;
   const [at, of] = part.split("/");
   if (at !== of) return undefined;
   const fromSeq = Number(msg.headers?.get(PART_OF_HEADER));
   const range = { stream: deps.subjects.streams().log, filter: msg.subject, fromSeq, untilSeq: msg.seq };
-  let whole: LogEntry | undefined;
-  for await (const stored of entries(deps, range)) whole = stored.entry;
+  const parts = new PartAssembler();
+  let whole: Uint8Array | undefined;
+  for await (const m of readRange(deps, range))
+    whole = parts.push(m.seq, m.data, m.headers?.get(PART_HEADER))?.data ?? whole;
   return whole;
 }
 

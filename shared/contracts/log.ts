@@ -14,7 +14,11 @@ export const LogEntry = z.object({
 });
 export type LogEntry = z.infer<typeof LogEntry>;
 
-/** The header listing every event kind a log message carries, comma-separated, in order. */
+/** A log message as a reader of its events alone sees it: its records are not read. */
+export const LogEvents = z.object({ events: z.array(AuditEvent) });
+export type LogEvents = z.infer<typeof LogEvents>;
+
+/** The header listing the event kinds a log message carries, comma-separated, each once, in order. */
 export const EVENTS_HEADER = "Agents-Events";
 
 /**

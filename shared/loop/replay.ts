@@ -26,15 +26,12 @@ export interface Replayed {
   last: Transition;
   transitions: string[];
   /**
-   * Records the replay produced past the end of the log: a worker that died in the middle of
-   * writing one transition's records left these out, and its successor writes them first.
+   * Records the replay produced past the end of the log: a log written a record per message (by
+   * hand, or a test) that ends in the middle of a transition; its successor writes them first. A
+   * worker writes a transition in one message, so it leaves none.
    */
   unwritten: WalRecord[];
-  /**
-   * The audit events of every replayed transition, in order. They trail the WAL when written, so
-   * a worker that died may not have published the last ones; its successor publishes those the
-   * stream lacks.
-   */
+  /** The audit events of every replayed transition, in order (the log holds them beside the records). */
   audits: AuditEvent[];
   /** Each model request the replayed run made, in order: what `agentctl replay --models` asks again. */
   modelRequests: Extract<Transition["effects"][number], { type: "callModel" }>[];
@@ -124,8 +121,8 @@ export function replay(
 
 /**
  * The last checkpoint with an event after it. A checkpoint is the last record of the transition
- * that wrote it, so a log that ends with one (a crash right after it) must be replayed from the
- * checkpoint before: only that replay knows the last transition, whose audit events may be owed.
+ * that wrote it, so a log that ends with one (a crash right after it) is replayed from the
+ * checkpoint before: only that replay knows the last transition.
  */
 function lastCheckpointIndex(records: readonly WalRecord[]): number {
   let eventAfter = false;

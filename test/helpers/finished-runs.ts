@@ -49,6 +49,7 @@ export async function lifecycle(
       timestamp: new Date().toISOString(),
     },
     head.seq,
+    `${runId}:${seq}`,
   );
   if (appended === "refused") throw new Error(`${runId}'s log moved on while ${kind} was appended`);
 }

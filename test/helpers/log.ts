@@ -16,7 +16,7 @@ export async function appendEach(writer: LogWriter, records: readonly WalRecord[
  */
 export async function publishEvent(deps: AuditDeps, event: AuditEvent): Promise<{ seq: number }> {
   const head = await logHead(deps, event.runId);
-  const seq = await appendEvent(deps, event, head.seq);
+  const seq = await appendEvent(deps, event, head.seq, event.auditId);
   if (seq === "refused") throw new Error(`${event.runId}'s log moved on while ${event.kind} was appended`);
   return { seq };
 }

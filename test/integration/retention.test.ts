@@ -80,7 +80,7 @@ async function committedAfter(bus: ActorBus, runId: string, options: { seq: numb
     artifacts: [],
     timestamp: new Date().toISOString(),
   };
-  expect(await appendEvent(bus, committed, written)).toBeGreaterThan(written);
+  expect(await appendEvent(bus, committed, written, committed.auditId)).toBeGreaterThan(written);
 }
 
 const hasStatus = async (bus: ActorBus, runId: string) => (await bus.buckets.runs.get(runId)) !== null;

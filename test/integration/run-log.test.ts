@@ -2,6 +2,7 @@ import { appendEach } from "../helpers/log.js";
 import { describe, expect, it } from "vitest";
 import { entryOfMessage, readLog, LogWriter, writerAfter, type LogDeps } from "../../shared/bus/run-log.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
+import { auditCount, lastAuditEvent } from "../../shared/bus/audit.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import { replay } from "../../shared/loop/replay.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
@@ -194,6 +195,12 @@ describe("the run log on JetStream", () => {
     expect(got.slice(0, -1)).toEqual(parts.slice(0, -1).map(() => undefined));
     expect(got.at(-1)?.events).toEqual([committed]);
     expect(got.at(-1)?.records).toHaveLength(3);
+    // Looked up by its headline, it is read whole, at its last part's sequence (the one consumers see).
+    expect(await lastAuditEvent(deps, "wide", "run.committed")).toEqual({
+      streamSeq: read.lastSeq,
+      event: committed,
+    });
+    expect(await auditCount(deps, "wide")).toBe(1);
   });
 
   it("the fence covers the run's every subject: a write under another headline fences a stale writer", async () => {
