@@ -3,6 +3,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { natsServerBinary } from "../../services/local/nats-binary.js";
 
 /** A free TCP port on loopback (the kernel's pick, released for the server to take). */
@@ -38,10 +40,54 @@ export interface NatsCluster {
  * its own data). Server names are `n1`…`n3`, which stream infos report as leaders and replicas.
  */
 export async function startNatsCluster(size = 3): Promise<NatsCluster> {
+  // A cluster whose JetStream elects no meta leader (a port taken between its pick and the
+  // server's bind, a loaded machine) is started afresh once, rather than failing the suite.
+  for (let attempt = 1; ; attempt++) {
+    const cluster = await launchCluster(size);
+    if (await jetStreamAnswers(cluster.urls, READY_WITHIN_MS)) return cluster;
+    await cluster.stop();
+    if (attempt >= 2)
+      throw new Error(
+        `a ${size}-node JetStream cluster answered no JetStream request within ${READY_WITHIN_MS} ms, twice`,
+      );
+  }
+}
+
+const READY_WITHIN_MS = 30_000;
+
+/** Whether JetStream answers a request (it has a meta leader) within `ms`. */
+async function jetStreamAnswers(urls: string, ms: number): Promise<boolean> {
+  const nc = await connect({ servers: urls.split(",") });
+  try {
+    const deadline = Date.now() + ms;
+    while (Date.now() < deadline) {
+      try {
+        await jetstreamManager(nc, { timeout: 2_000 });
+        return true;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+    return false;
+  } finally {
+    await nc.close();
+  }
+}
+
+/** Distinct free ports: two picks released in turn may otherwise be the same one. */
+async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
+}
+
+async function launchCluster(size: number): Promise<NatsCluster> {
   const root = await mkdtemp(join(tmpdir(), "nats-cluster-"));
-  const ports = await Promise.all(
-    Array.from({ length: size }, async () => ({ client: await freePort(), route: await freePort() })),
-  );
+  const picked = await freePorts(2 * size);
+  const ports = Array.from({ length: size }, (_, i) => ({
+    client: picked[2 * i]!,
+    route: picked[2 * i + 1]!,
+  }));
   const routes = ports.map((p) => `nats://127.0.0.1:${p.route}`);
   const nodes = await Promise.all(
     ports.map(async (port, i) => {
