@@ -96,6 +96,7 @@ async function drain(name: string): Promise<{ ms: number; writes: number }> {
             timestamp: new Date().toISOString(),
           },
           0,
+          `${runId}:2`,
         ),
       ),
     );
