@@ -1,10 +1,9 @@
 import { z } from "zod";
-import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunJob, SubmitRequest } from "../../shared/contracts/cluster.js";
 import type { SubmitReply } from "../../shared/contracts/control.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { appendEvent, auditTally, lastAuditEvent, recordRejection } from "../../shared/bus/audit.js";
+import { auditTally, lastAuditEvent } from "../../shared/bus/audit.js";
 import { hasQueuedJob, publishJob } from "../../shared/bus/jobs.js";
 import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import type { PoolLedger } from "../../shared/bus/pool.js";
@@ -22,6 +21,7 @@ import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
+import { recordAdmitted, recordRejected } from "./admission-events.js";
 import { cancelOrphans } from "./cancel.js";
 import { checkPrivacy, existing, notParentOf, parseSubmit, rejected } from "./submit-request.js";
 
@@ -110,7 +110,7 @@ export class Admission {
       this.metrics?.runsRejected.inc({ code: error.code });
       if (isUndecided(error)) return this.undecided(error, runId);
       const ids = { runId, rootRunId, parentRunId: request.parent?.runId, named };
-      await this.reject(ids, error).catch((e: unknown) =>
+      await recordRejected(this.bus, ids, error).catch((e: unknown) =>
         this.bus.logger.error({ err: e, runId }, "could not record a rejection"),
       );
       this.bus.logger.warn({ runId, code: error.code }, `run rejected: ${error.message}`);
@@ -307,7 +307,8 @@ export class Admission {
     const seq =
       recorded > 0
         ? recorded
-        : await this.recordAdmitted(
+        : await recordAdmitted(
+            this.bus,
             { ...ids, parentRunId: parent?.runId },
             { depth: ids.depth, agent: spec.agent.name, specHash: ids.specHash },
           );
@@ -350,60 +351,6 @@ export class Admission {
       "child admitted as its parent failed: cancelled with it",
     );
   }
-
-  /**
-   * Writes the run's first log message, `run.admitted` (seq 1), fenced at an empty log; returns its
-   * seq. Refused, the log has its admission already (a copy of this submit, or an admission being
-   * finished): that one's seq is continued from.
-   */
-  private async recordAdmitted(ids: EventIds, data: Record<string, unknown>): Promise<number> {
-    const event = this.event(ids, 1, "run.admitted", "passed", undefined, data);
-    if ((await appendEvent(this.bus, event, 0, `${ids.runId}:admitted`)) !== "refused") return 1;
-    const admitted = await lastAuditEvent(this.bus, ids.runId, "run.admitted");
-    return admitted?.event.seq ?? 1;
-  }
-
-  /** A refused submit, recorded outside the run's log (see recordRejection). */
-  private async reject(ids: EventIds, error: AgentError): Promise<void> {
-    const event = this.event(ids, 1, "run.rejected", "failed", error.message, { code: error.code });
-    const auditId = `${ids.runId}:rejected:${this.bus.clock.now()}`;
-    await recordRejection(this.bus, { ...event, auditId });
-  }
-
-  private event(
-    ids: EventIds,
-    seq: number,
-    kind: "run.admitted" | "run.rejected",
-    status: AuditEvent["status"],
-    reason: string | undefined,
-    data: Record<string, unknown>,
-  ): AuditEvent {
-    const { runId, rootRunId, parentRunId } = ids;
-    return {
-      schemaVersion: 1,
-      auditId: `${runId}:${seq}`,
-      runId,
-      rootRunId,
-      ...(parentRunId ? { parentRunId } : {}),
-      seq,
-      iteration: 0,
-      phase: "PLAN",
-      kind,
-      actor: "supervisor",
-      status,
-      ...(reason !== undefined ? { reason } : {}),
-      artifacts: [],
-      data,
-      timestamp: toRfc3339(this.bus.clock.now()),
-    };
-  }
-}
-
-/** Who an event of the supervisor's is about. */
-interface EventIds {
-  runId: string;
-  rootRunId: string;
-  parentRunId: string | undefined;
 }
 
 /** A run being admitted: who it is, where in its tree, and the hash of the spec it was asked with. */

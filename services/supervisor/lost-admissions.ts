@@ -121,7 +121,7 @@ export class LostAdmissions {
         timestamp: toRfc3339(this.bus.clock.now()),
       },
       head.seq,
-      `${run.runId}:lost-admission`,
+      "lost-admission",
     );
   }
 

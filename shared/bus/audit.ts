@@ -1,13 +1,13 @@
 import type { JetStreamManager, StoredMsg } from "@nats-io/jetstream";
-import { headers, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { AuditEvent } from "../contracts/audit.js";
-import { EVENTS_HEADER, headlineOf, LogEntry } from "../contracts/log.js";
 import type { Clock } from "../runtime/clock.js";
+import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
-import { AckPublisher, MSG_ID_HEADER } from "./ack-publisher.js";
+import { AckPublisher } from "./ack-publisher.js";
 import { decode, encode } from "./codec.js";
 import { readHeld } from "./read-range.js";
-import { eventsOfMessage, isWrongLastSequence, scanLog, type LogMessage } from "./run-log.js";
+import { eventsOfMessage, LogWriter, scanLog, type LogMessage } from "./run-log.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
@@ -27,43 +27,21 @@ export interface AuditDeps extends AuditQueries {
 /**
  * Appends one event of the supervisor's as a message of the run's log, fenced at `after` (the
  * sequence of the run's last message, 0 for a run with none): the admission's `run.admitted`
- * is the run's first message, so a second admission of the same run id is refused. `msgID` names
- * the writer (an admission, a lost admission's failure): a retry after a lost ack finds its own
- * message at the head by it. Returns the message's sequence, or "refused" when the run's log has
- * moved on (someone else wrote first).
+ * is the run's first message, so a second admission of the same run id is refused. `writer` names
+ * who writes it (an admission, a lost admission's failure), in the message id a retry after a lost
+ * ack finds its own message by (see LogWriter). Returns the message's sequence, or "refused" when
+ * the run's log has moved on (someone else wrote first).
  */
 export async function appendEvent(
   deps: AuditDeps,
   event: AuditEvent,
   after: number,
-  msgID: string,
+  writer: string,
 ): Promise<number | "refused"> {
-  const data = encode(LogEntry, { records: [], events: [event] });
-  const subject = deps.subjects.log(event.runId, headlineOf([event]));
-  const fence = deps.subjects.logAll(event.runId);
-  const publisher = AckPublisher.of(deps.nc);
   try {
-    const ack = await withBusRetry(`log append of ${event.auditId}`, deps, async () => {
-      const h = headers();
-      h.set(EVENTS_HEADER, event.kind);
-      try {
-        return await publisher.publish(subject, data, {
-          msgID,
-          expectLastSubjectSequence: after,
-          expectLastSubjectSequenceSubject: fence,
-          headers: h,
-        });
-      } catch (err) {
-        // Since 2.12 the fence is checked before the message id: this append's own earlier try
-        // that landed is refused too, and told apart by its id at the head.
-        const head = isWrongLastSequence(err) ? await lastMessage(deps, fence) : undefined;
-        if (head?.header.get(MSG_ID_HEADER) === msgID) return { seq: head.seq };
-        throw err;
-      }
-    });
-    return ack.seq;
+    return await new LogWriter(deps, event.runId, writer, after, 0).append([], [event]);
   } catch (err) {
-    if (isWrongLastSequence(err)) return "refused";
+    if (err instanceof AgentError && err.code === "FENCED") return "refused";
     throw err;
   }
 }

@@ -3,7 +3,7 @@ import { appendEvent, logHead, readAudit } from "../../shared/bus/audit.js";
 import { LogWriter } from "../../shared/bus/run-log.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
-import type { AuditKind } from "../../shared/contracts/audit.js";
+import type { AuditEvent, AuditKind } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 
@@ -22,35 +22,41 @@ export async function auditKinds(bus: ActorBus, runId: string): Promise<string[]
   return kinds;
 }
 
-/** A run's lifecycle event (seq 1, or `seq`), with `data` when given, appended to its log. */
+/** A run's lifecycle event as its writer makes one (seq 1, or `seq`; `data` when given). */
+export function lifecycleEvent(
+  runId: string,
+  kind: AuditKind,
+  seq = 1,
+  data: Record<string, unknown> = {},
+): AuditEvent {
+  return {
+    schemaVersion: 1,
+    auditId: `${runId}:${seq}`,
+    runId,
+    rootRunId: runId,
+    seq,
+    iteration: 1,
+    phase: kind === "run.admitted" ? "PLAN" : "COMMIT",
+    kind,
+    actor: kind === "run.admitted" ? "supervisor" : "agent",
+    status: kind === "run.failed" ? "failed" : "passed",
+    artifacts: [],
+    data,
+    timestamp: new Date().toISOString(),
+  };
+}
+
+/** A run's lifecycle event appended to its log after what it holds (`after`: that message's sequence). */
 export async function lifecycle(
   bus: Parameters<typeof appendEvent>[0],
   runId: string,
   kind: AuditKind,
   seq = 1,
   data: Record<string, unknown> = {},
+  after?: number,
 ): Promise<void> {
-  const head = await logHead(bus, runId);
-  const appended = await appendEvent(
-    bus,
-    {
-      schemaVersion: 1,
-      auditId: `${runId}:${seq}`,
-      runId,
-      rootRunId: runId,
-      seq,
-      iteration: 1,
-      phase: kind === "run.admitted" ? "PLAN" : "COMMIT",
-      kind,
-      actor: kind === "run.admitted" ? "supervisor" : "agent",
-      status: kind === "run.failed" ? "failed" : "passed",
-      artifacts: [],
-      data,
-      timestamp: new Date().toISOString(),
-    },
-    head.seq,
-    `${runId}:${seq}`,
-  );
+  const head = after ?? (await logHead(bus, runId)).seq;
+  const appended = await appendEvent(bus, lifecycleEvent(runId, kind, seq, data), head, `${runId}:${seq}`);
   if (appended === "refused") throw new Error(`${runId}'s log moved on while ${kind} was appended`);
 }
 
@@ -69,7 +75,8 @@ export async function toolRecords(bus: ActorBus, runId: string): Promise<number>
 /**
  * A run with a log message of 3 records (two tool calls' INTENTs and a PHASE; `garbled`: 3 bytes no
  * record reads as), the calls' idempotency records (the second one's a delete marker, as a freed claim
- * leaves), a status, and its lifecycle event (the retention sweeps read only these).
+ * leaves), a status, and its lifecycle event (the retention sweeps read only these), written after
+ * whatever the run's log holds.
  */
 export async function finishedRun(
   bus: ActorBus,
@@ -93,8 +100,12 @@ export async function finishedRun(
     intent("act-2", "ship"),
     { ...base, type: "PHASE", from: "ACT", to: "COMMIT" },
   ];
-  if (options.garbled) await bus.js.publish(bus.subjects.log(runId, "step"), new Uint8Array([1, 2, 3]));
-  else await new LogWriter(bus, runId, "w1", 0, 0).append(records);
+  const head = (await logHead(bus, runId)).seq;
+  const fence = { lastSubjectSequence: head, lastSubjectSequenceSubject: bus.subjects.logAll(runId) };
+  const written = options.garbled
+    ? (await bus.js.publish(bus.subjects.log(runId, "step"), new Uint8Array([1, 2, 3]), { expect: fence }))
+        .seq
+    : await new LogWriter(bus, runId, "w1", head, 0).append(records);
   const [paid, shipped] = toolKeys(runId) as [string, string];
   await bus.buckets.idempotency.put(paid, new TextEncoder().encode("done"));
   await bus.buckets.idempotency.put(shipped, new TextEncoder().encode("claimed"));
@@ -107,5 +118,5 @@ export async function finishedRun(
     usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
     updatedAt: new Date().toISOString(),
   });
-  await lifecycle(bus, runId, kind, options.seq ?? 1);
+  await lifecycle(bus, runId, kind, options.seq ?? 1, {}, written);
 }

@@ -5,11 +5,6 @@ import { pino } from "pino";
 import { Counter } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
-import { appendEvent, logHead } from "../../shared/bus/audit.js";
-import { LogWriter } from "../../shared/bus/run-log.js";
-import { RunStatusStore } from "../../shared/bus/run-status.js";
-import type { AuditEvent } from "../../shared/contracts/audit.js";
-import type { WalRecord } from "../../shared/contracts/wal.js";
 import { provision, setLogMaxAge } from "../../shared/bus/provision.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
@@ -17,7 +12,7 @@ import { seededRandom } from "../../shared/runtime/random.js";
 import { RETENTION_CONSUMER, sweepFinishedRuns } from "../../services/supervisor/retention.js";
 import { ToolRecords } from "../../services/supervisor/tool-records.js";
 import { useActorBus } from "../helpers/actor-bus.js";
-import { finishedRun, lifecycle, logMessages, toolKeys, toolRecords } from "../helpers/finished-runs.js";
+import { finishedRun, lifecycle, logMessages, toolRecords } from "../helpers/finished-runs.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
 import { until } from "../helpers/until.js";
 
@@ -27,61 +22,6 @@ const statusesRemoved = new Counter({ name: "test_statuses_removed", help: "-", 
 const toolRecordsRemoved = new Counter({ name: "test_tool_records_removed", help: "-", registers: [] });
 const stopping = new AbortController();
 let sweeping: Promise<void>;
-
-/**
- * A committed run, as finishedRun makes one, written after whatever its log holds (finishedRun's
- * writer starts a log): its records' message (`garbled`: 3 bytes no log entry reads as), its two
- * calls' idempotency records (the second a delete marker), its status, then its `run.committed`.
- */
-async function committedAfter(bus: ActorBus, runId: string, options: { seq: number; garbled?: boolean }) {
-  const head = (await logHead(bus, runId)).seq;
-  const base = { schemaVersion: 1 as const, runId, iteration: 1, at: Date.now() };
-  const intent = (actionId: string, tool: string): WalRecord => ({
-    ...base,
-    type: "INTENT",
-    actionId,
-    tool,
-    input: { amount: 1 },
-    idempotencyKey: `${runId}:${actionId}`,
-    purpose: "act",
-  });
-  const fence = { lastSubjectSequence: head, lastSubjectSequenceSubject: bus.subjects.logAll(runId) };
-  const written = options.garbled
-    ? (await bus.js.publish(bus.subjects.log(runId, "step"), new Uint8Array([1, 2, 3]), { expect: fence }))
-        .seq
-    : await new LogWriter(bus, runId, "w1", head, 0).append([
-        intent("act-1", "pay"),
-        intent("act-2", "ship"),
-        { ...base, type: "PHASE", from: "ACT", to: "COMMIT" },
-      ]);
-  const [paid, shipped] = toolKeys(runId) as [string, string];
-  await bus.buckets.idempotency.put(paid, new TextEncoder().encode("done"));
-  await bus.buckets.idempotency.put(shipped, new TextEncoder().encode("claimed"));
-  await bus.buckets.idempotency.delete(shipped);
-  await new RunStatusStore(bus.buckets.runs).put({
-    runId,
-    status: "committed",
-    phase: "COMMIT",
-    iteration: 1,
-    usage: { inputTokens: 0, outputTokens: 0, costUsd: 0, modelCalls: 1, toolCalls: 0 },
-    updatedAt: new Date().toISOString(),
-  });
-  const committed: AuditEvent = {
-    schemaVersion: 1,
-    auditId: `${runId}:${options.seq}`,
-    runId,
-    rootRunId: runId,
-    seq: options.seq,
-    iteration: 1,
-    phase: "COMMIT",
-    kind: "run.committed",
-    actor: "agent",
-    status: "passed",
-    artifacts: [],
-    timestamp: new Date().toISOString(),
-  };
-  expect(await appendEvent(bus, committed, written, committed.auditId)).toBeGreaterThan(written);
-}
 
 const hasStatus = async (bus: ActorBus, runId: string) => (await bus.buckets.runs.get(runId)) !== null;
 
@@ -108,12 +48,12 @@ describe("the retention of finished runs", () => {
     // A run whose status says it is not finished (its event is stale): nothing of it is touched.
     await finishedRun(suite.bus, "moving", "running", "run.committed");
     // A log no record reads as: its status removed all the same, its calls' records left (it cannot name them).
-    await committedAfter(suite.bus, "garbled", { seq: 1, garbled: true });
+    await finishedRun(suite.bus, "garbled", "committed", "run.committed", { garbled: true });
     // Admitted now, finished a second later: its retention counts from the finish.
     await lifecycle(suite.bus, "later", "run.admitted");
     await sleepUntil(started + 1_000);
     const laterAt = Date.now();
-    await committedAfter(suite.bus, "later", { seq: 2 });
+    await finishedRun(suite.bus, "later", "committed", "run.committed", { seq: 2 });
     // Each run's log: its records' message and its lifecycle event's (the later run's admission too).
     const logs = { done: 2, broke: 2, paused: 2, moving: 2, garbled: 2, later: 3 };
 

@@ -1,31 +1,16 @@
 import { appendEach } from "../helpers/log.js";
 import { describe, expect, it } from "vitest";
 import { entryOfMessage, readLog, LogWriter, writerAfter, type LogDeps } from "../../shared/bus/run-log.js";
-import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { auditCount, lastAuditEvent } from "../../shared/bus/audit.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import { replay } from "../../shared/loop/replay.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
+import { lifecycleEvent } from "../helpers/finished-runs.js";
 import { useBusSuite } from "../helpers/bus-suite.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
 
 const deps: LogDeps = useBusSuite("w");
-
-const event = (runId: string, seq: number): AuditEvent => ({
-  schemaVersion: 1,
-  auditId: `${runId}:${seq}`,
-  runId,
-  rootRunId: runId,
-  seq,
-  iteration: 1,
-  phase: "COMMIT",
-  kind: "phase.entered",
-  actor: "agent",
-  status: "passed",
-  artifacts: [],
-  timestamp: new Date(0).toISOString(),
-});
 
 const phase = (runId: string, n: number): WalRecord => ({
   schemaVersion: 1,
@@ -172,7 +157,7 @@ describe("the run log on JetStream", () => {
       reason: "r".padEnd(max / 2, "x"),
     });
     const w = new LogWriter(deps, "wide", "worker-a", 0, 0);
-    const committed = { ...event("wide", 1), kind: "run.committed" as const };
+    const committed = lifecycleEvent("wide", "run.committed");
     const seq = await w.append([wide(1), wide(2), wide(3)], [committed]);
     const read = await readLog(deps, "wide");
     expect(read.messages).toBeGreaterThanOrEqual(2);
@@ -206,7 +191,7 @@ describe("the run log on JetStream", () => {
   it("the fence covers the run's every subject: a write under another headline fences a stale writer", async () => {
     const a = new LogWriter(deps, "fenced-wide", "worker-a", 0, 0);
     const b = new LogWriter(deps, "fenced-wide", "worker-b", 0, 0);
-    await a.append([], [{ ...event("fenced-wide", 1), kind: "run.halted" }]);
+    await a.append([], [lifecycleEvent("fenced-wide", "run.halted")]);
     await expect(b.append([phase("fenced-wide", 1)])).rejects.toMatchObject({ code: "FENCED" });
   });
 
