@@ -5,7 +5,7 @@ import { headers } from "@nats-io/transport-node";
 import { continuationJob } from "../../dist/shared/bus/jobs.js";
 import { PART_HEADER, recordMessages } from "../../dist/shared/bus/wal-parts.js";
 import { PART_OF_HEADER } from "../../dist/shared/bus/run-log.js";
-import { EVENTS_HEADER, headlineOf } from "../../dist/shared/contracts/log.js";
+import { CHECKPOINT_HEADER, EVENTS_HEADER, headlineOf } from "../../dist/shared/contracts/log.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
 import { startRun, transition } from "../../dist/shared/loop/fsm.js";
 import type { LoopConfig, Transition } from "../../dist/shared/loop/state.js";
@@ -94,12 +94,12 @@ async function writeHistory(
   last: Transition;
   count: number;
   messages: number;
-  checkpointSeq: number;
   checkpointBytes: number;
   /** Records after the last checkpoint: what a resume replays. */
   tail: number;
 }> {
   const { bus } = cluster;
+  // The latest checkpoint's sequence, named on each later message as the product's writer does.
   let checkpointSeq = 0;
   let checkpointBytes = 0;
   let count = 0;
@@ -111,6 +111,7 @@ async function writeHistory(
     if (o.kinds !== "") h.set(EVENTS_HEADER, o.kinds);
     if (o.part !== undefined) h.set(PART_HEADER, o.part);
     if (o.partOf !== undefined) h.set(PART_OF_HEADER, String(o.partOf));
+    if (checkpointSeq > 0) h.set(CHECKPOINT_HEADER, String(checkpointSeq));
     messages += 1;
     return bus.js.publish(o.subject, o.data, { headers: h });
   };
@@ -126,7 +127,7 @@ async function writeHistory(
     const next = transitions.next();
     if (next.done) {
       await flush();
-      return { last: next.value, count, messages, checkpointSeq, checkpointBytes, tail };
+      return { last: next.value, count, messages, checkpointBytes, tail };
     }
     const { records, events } = next.value;
     const data = encoder.encode(JSON.stringify({ records, events }));
@@ -143,14 +144,15 @@ async function writeHistory(
     const split = recordMessages(data, bus.nc.info?.max_payload);
     if (split.length === 1) {
       batch.push({ ...message, data });
-      if (batch.length >= 256) await flush();
+      // A checkpoint's sequence is known once it is acknowledged: the messages after it name it.
+      if (batch.length >= 256 || message.checkpoint) await flush();
       continue;
     }
     await flush();
     const [first, ...rest] = split;
     const { seq } = await publish({ ...message, ...first! });
-    if (message.checkpoint) checkpointSeq = seq;
     await Promise.all(rest.map((part) => publish({ ...message, ...part, checkpoint: false, partOf: seq })));
+    if (message.checkpoint) checkpointSeq = seq;
   }
 }
 
@@ -184,7 +186,7 @@ function vsShortest(c: Case, base: Case): number | undefined {
 /** A history written and left waiting on the model, as a dead worker would leave it. */
 interface Parked {
   runId: string;
-  status: ReturnType<typeof statusOf> & { checkpointSeq: number };
+  status: ReturnType<typeof statusOf>;
 }
 
 /** Writes one history of the case's length and its run status; the worker resumes it later. */
@@ -194,7 +196,7 @@ async function writeCase(cluster: OurCluster, config: LoopConfig, c: Case, round
   c.walRecords = written.count;
   c.checkpointBytes = written.checkpointBytes;
   c.tailRecords = written.tail;
-  const status = { ...statusOf(written.last.state, Date.now()), checkpointSeq: written.checkpointSeq };
+  const status = statusOf(written.last.state, Date.now());
   await new RunStatusStore(cluster.bus.buckets.runs).put(status);
   await cluster.caughtUp(runId, written.messages);
   return { runId, status };

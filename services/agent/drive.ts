@@ -3,10 +3,9 @@ import type { CancelEvent, LoopEvent } from "../../shared/contracts/loop-event.j
 import { isFinished } from "../../shared/contracts/run-status.js";
 import type { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
-import { checkpointFromJob } from "../../shared/bus/jobs.js";
 import { readLog, writerAfter } from "../../shared/bus/run-log.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
-import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
+import { replay, resumableFromCheckpoint } from "../../shared/loop/replay.js";
 import { UNDO_CHILDREN_TOOL } from "../../shared/loop/saga.js";
 import { commitMemory } from "../../shared/loop/terminal.js";
 import type { AwaitingEffect, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
@@ -92,8 +91,8 @@ export class RunLease {
     const { bus } = this.deps;
     const now = bus.clock.now();
     const { spec: jobSpec, event } = this.job;
-    // A round trip saved on every lease the job can place (see checkpointFromJob).
-    const fromJob = checkpointFromJob(this.job, this.deps.deliveryCount);
+    // A job's first delivery needs no status: the run has not been left waiting since it was made.
+    const firstDelivery = this.deps.deliveryCount === 1;
     // A job with no outside event (a run's first, or a takeover) mostly leads to a model call once
     // the run is read: its iterations are reserved, and a first run's tools asked for, now, while
     // that happens, rather than one after another. Iterations it turns out not to need go back.
@@ -101,27 +100,24 @@ export class RunLease {
       if (!event) this.deps.leases.prefetch();
     };
     // A redelivered job reserves once the status says the run is not left waiting.
-    if (fromJob) prefetch();
+    if (firstDelivery) prefetch();
     const early = jobSpec && !event ? this.askEarly(jobSpec) : undefined;
-    const status = fromJob
+    const status = firstDelivery
       ? undefined
       : await statusUnlessWaiting(bus.buckets.runs, this.job, this.deps.breakerOf, now);
     // Past a run left waiting (its job comes back often, and cheaply), before anything is asked.
     if (await this.heldByEarlierDelivery()) return "held";
-    if (!fromJob) prefetch();
+    if (!firstDelivery) prefetch();
     // A halt handed back while its run is queued waits again without reading the run's log.
     if (status?.status === "queued") await waitForStart(bus.buckets.runs, this.job, status);
-    const checkpointSeq = (fromJob ?? status)?.checkpointSeq;
-    let read = await readLog(bus, this.job.runId, checkpointSeq ?? 1);
-    // Read from the start when the checkpoint is gone, or is all there is (a crash right after it).
-    const tailless = read.records.length === 0 || endsWithCheckpoint(read.records.map((r) => r.record));
-    if (tailless && checkpointSeq !== undefined) read = await readLog(bus, this.job.runId);
+    let read = await readLog(bus, this.job.runId, "checkpoint");
+    // Read from the start when the checkpoint is gone, or has no event after it (a crash right after it).
+    if (read.fromSeq > 1 && !resumableFromCheckpoint(read.records.map((r) => r.record)))
+      read = await readLog(bus, this.job.runId);
     this.drovePreviously = jobOfWriter(read.lastWriter) === this.deps.jobSeq;
     this.journal = new RunJournal({
       bus,
       writer: writerAfter(bus, this.job.runId, this.deps.writerId, read),
-      checkpointSeq,
-      statusEveryMs: this.deps.statusEveryMs,
       metrics: this.deps.metrics,
       logger: this.deps.logger,
       logContext: () => this.logContext,

@@ -25,8 +25,6 @@ export const AgentEnv = ActorEnv.extend({
   AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
   AGENT_CHECKPOINT_EVERY: z.coerce.number().int().min(1).max(10_000).default(10),
   AGENT_RETRY_DELAY_MS: millis(5_000),
-  /** A run's status is rewritten on every change of status or phase; counters alone at most this often. */
-  AGENT_STATUS_EVERY_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   /** Most iterations one reservation adds to its tree's counter (1, 2, 4… up to this); unspent ones go back. */
   AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(5),
   /** How long a tool's descriptor is reused before its service is asked again (0: every run lease). */

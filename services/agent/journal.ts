@@ -12,10 +12,6 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 export interface JournalDeps {
   bus: ActorBus;
   writer: LogWriter;
-  /** The stream sequence of the run's last checkpoint, carried by its status for a flat resume. */
-  checkpointSeq: number | undefined;
-  /** A status write that would change only counters waits until this long after the last one. */
-  statusEveryMs: number;
   metrics: ActorMetrics;
   /** The worker's logger: a line about an event is written by a child carrying `logContext`. */
   logger: Logger;
@@ -47,27 +43,24 @@ const MAX_TRAILING = 32;
  *   repeated model call, never a repeated side effect: the run resumes from the records before,
  *   and a tool outcome that was not written yet is settled by its idempotency key.
  * - The status trails the log: it is written while the next model or tool call runs, one
- *   transition after another, and only once the transition is durable.
+ *   transition after another, and only once the transition is durable. It is written when the
+ *   run's status changes, or the run starts to fail (see takesNoChildResults); each message of the
+ *   log carries the run's progress (phase, iteration, usage) in between.
  */
 export class RunJournal {
   private readonly status: RunStatusStore;
-  /** The log sequence of the run's last checkpoint, which the status carries. */
-  private checkpointSeq: number | undefined;
   private held: WalRecord[] = [];
   private heldEvents: AuditEvent[] = [];
-  private heldStates: { state: LoopState; checkpoint: boolean }[] = [];
+  private heldStates: LoopState[] = [];
   private trailing: Promise<void> | undefined;
   private trailingCount = 0;
-  /** What the status view last showed and when, to skip writes that change only counters. */
-  private lastStatus: { status: string; phase: string; at: number } | undefined;
+  /** What the status view last showed, to write it only when that changes. */
+  private lastStatus: Pick<LoopState, "status" | "phase"> | undefined;
   /** The status revision this lease last wrote or read (see putStatus). */
   private statusRevision: number | undefined;
-  /** The latest state whose status write was skipped: written when the lease settles. */
-  private statusOwed: LoopState | undefined;
 
   constructor(private readonly deps: JournalDeps) {
     this.status = new RunStatusStore(deps.bus.buckets.runs, deps.bus);
-    this.checkpointSeq = deps.checkpointSeq;
   }
 
   /** Records one transition; with `hold`, its message may wait for the next transition's append. */
@@ -79,7 +72,7 @@ export class RunJournal {
         if (effect.record.type === "CHECKPOINT") checkpoint = true;
       } else if (effect.type === "audit") this.heldEvents.push(effect.event);
     }
-    this.heldStates.push({ state: t.state, checkpoint });
+    this.heldStates.push(t.state);
     if (!hold || checkpoint) await this.flush();
   }
 
@@ -90,24 +83,23 @@ export class RunJournal {
     const events = this.heldEvents;
     const states = this.heldStates;
     if (this.trailingCount >= MAX_TRAILING) await this.settleTrailing();
-    if (records.length > 0 || events.length > 0) {
-      const seq = await this.deps.writer.append(records, events);
-      if (states.some((s) => s.checkpoint)) this.checkpointSeq = seq;
+    const last = states.at(-1);
+    if (last && (records.length > 0 || events.length > 0)) {
+      const { phase, guard, usage } = last;
+      await this.deps.writer.append(records, events, { phase, iteration: guard.iteration, usage });
     }
     this.held = [];
     this.heldEvents = [];
     this.heldStates = [];
     const context = this.deps.logContext();
     for (const event of events) this.observe(event, context);
-    for (const { state, checkpoint } of states) this.trail(state, this.statusDue(state, checkpoint));
+    for (const state of states) if (this.statusDue(state)) this.trail(state);
   }
 
   /** Everything recorded is durable and the status written: the lease's last act before its job is acked. */
   async settle(): Promise<void> {
     await this.flush();
     await this.settleTrailing();
-    const owed = this.statusOwed;
-    if (owed) await this.putStatus(owed);
   }
 
   /** After a failure: waits for what is in flight, whatever its outcome; held records are dropped. */
@@ -165,17 +157,11 @@ export class RunJournal {
   }
 
   private statusRecord(state: LoopState, wait?: OutageWait): RunStatus {
-    const checkpointSeq = this.checkpointSeq;
-    return {
-      ...statusOf(state, this.deps.bus.clock.now()),
-      ...wait,
-      ...(checkpointSeq !== undefined ? { checkpointSeq } : {}),
-    };
+    return { ...statusOf(state, this.deps.bus.clock.now()), ...wait };
   }
 
   /** Queues a transition's status write behind the previous transition's. */
-  private trail(state: LoopState, status: boolean): void {
-    if (!status) return;
+  private trail(state: LoopState): void {
     const previous = this.trailing ?? Promise.resolve();
     const next = previous.then(() => this.putStatus(state));
     // Rejections are awaited later (settleTrailing); until then they must not count as unhandled.
@@ -185,22 +171,15 @@ export class RunJournal {
   }
 
   /**
-   * The status view is written when the run's status or phase changes, with a checkpoint (whose
-   * sequence it carries), and otherwise at most every `statusEveryMs`: a fast run's counters are
-   * shown a little late rather than costing a write per step.
+   * Whether the status view must be written: the lease's first transition, a change of the run's
+   * status, and the run entering FAIL (it takes no child's result from then on).
    */
-  private statusDue(state: LoopState, checkpoint: boolean): boolean {
+  private statusDue(state: LoopState): boolean {
     const last = this.lastStatus;
-    const now = this.deps.bus.clock.now();
     const { status, phase } = state;
-    const changed = !last || last.status !== status || last.phase !== phase;
-    if (changed || checkpoint || now - last.at >= this.deps.statusEveryMs) {
-      this.lastStatus = { status, phase, at: now };
-      this.statusOwed = undefined;
-      return true;
-    }
-    this.statusOwed = state;
-    return false;
+    const due = !last || last.status !== status || (phase === "FAIL" && last.phase !== "FAIL");
+    if (due) this.lastStatus = { status, phase };
+    return due;
   }
 
   private async settleTrailing(): Promise<void> {

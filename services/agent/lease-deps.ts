@@ -22,8 +22,6 @@ export type LeaseOutcome = "done" | "release" | "fenced" | "superseded" | "unsta
 export interface LeaseDeps {
   bus: ActorBus;
   checkpointEvery: number;
-  /** A status write that would change only counters waits until this long after the last one. */
-  statusEveryMs: number;
   /** The named tools' served descriptors (`fresh`: a run not yet started; see ToolCatalog). */
   discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
   performer: EffectPerformer;

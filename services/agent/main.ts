@@ -33,7 +33,6 @@ const worker = new AgentWorker(
     beatMs: env.AGENT_BEAT_MS,
     concurrency: env.AGENT_CONCURRENCY,
     checkpointEvery: env.AGENT_CHECKPOINT_EVERY,
-    statusEveryMs: env.AGENT_STATUS_EVERY_MS,
     retryDelayMs: env.AGENT_RETRY_DELAY_MS,
     iterationLease: env.AGENT_ITERATION_LEASE,
     toolDescribeTtlMs: env.AGENT_TOOL_DESCRIBE_TTL_MS,

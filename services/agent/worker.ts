@@ -46,8 +46,6 @@ export interface WorkerOptions {
   /** Runs this worker drives at once. */
   concurrency: number;
   checkpointEvery: number;
-  /** See AGENT_STATUS_EVERY_MS. */
-  statusEveryMs: number;
   /** The most iterations of the run tree's budget one reservation asks for (AGENT_ITERATION_LEASE). */
   iterationLease: number;
   /** See AGENT_TOOL_DESCRIBE_TTL_MS. */
@@ -309,7 +307,6 @@ export class AgentWorker {
       {
         bus,
         checkpointEvery: this.options.checkpointEvery,
-        statusEveryMs: this.options.statusEveryMs,
         // Asked twice by a lease that asked early and then found the run started (see open).
         discover: async (names, fresh) => {
           await registerRunTools(registry, names, {

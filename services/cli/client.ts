@@ -16,6 +16,7 @@ import { auditCount, auditTally, lastAuditEvent, readAudit } from "../../shared/
 import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import { askUntilDecided } from "../../shared/bus/decided.js";
 import { submitRun } from "../../shared/bus/submit.js";
+import { followRun, statusWithProgress } from "../../shared/bus/run-progress.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
 
@@ -129,7 +130,7 @@ export class ClusterClient {
    * whose status retention removed (its audit trail says it finished) is NOT_FOUND, saying so.
    */
   async statusOf(runId: string): Promise<RunStatus | undefined> {
-    const status = await this.status.get(runId);
+    const status = await statusWithProgress(this.bus, runId);
     if (status || !(await auditTally(this.bus, runId)).finished) return status;
     throw new AgentError(
       "NOT_FOUND",
@@ -137,16 +138,14 @@ export class ClusterClient {
     );
   }
 
-  /** Status changes of one run until it settles (terminal, halted or waiting for a human). */
+  /**
+   * One run's status, with its progress (see followRun), at each change until it settles
+   * (terminal, halted or waiting for a human).
+   */
   async *follow(runId: string, signal?: AbortSignal): AsyncGenerator<RunStatus> {
-    const stop = new AbortController();
-    signal?.addEventListener("abort", () => stop.abort(), { once: true });
-    for await (const status of this.status.watch(runId, stop.signal)) {
+    for await (const status of followRun(this.bus, runId, signal)) {
       yield status;
-      if (SETTLED.has(status.status)) {
-        stop.abort();
-        return;
-      }
+      if (SETTLED.has(status.status)) return;
     }
   }
 

@@ -9,6 +9,7 @@ import { decode } from "../../shared/bus/codec.js";
 import { discoverTools } from "../../shared/bus/remote-tool.js";
 import { auditTally } from "../../shared/bus/audit.js";
 import { parentTakesNoResult } from "../../shared/bus/cancel-job.js";
+import { readProgress, withProgress } from "../../shared/bus/run-progress.js";
 import { readRunsBucket, RunStatusStore } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
 import { readLog } from "../../shared/bus/run-log.js";
@@ -202,9 +203,18 @@ export function selectRuns(statuses: readonly RunStatus[], filter: RunFilter): R
   return { runs, more: Math.max(0, kept.length - filter.limit), children, orphans };
 }
 
-/** The runs the cluster's status bucket holds that `filter` keeps (see selectRuns), in one streamed read. */
+/**
+ * The runs the cluster's status bucket holds that `filter` keeps (see selectRuns), in one streamed
+ * read; a running run's progress is read from the end of its log (see withProgress).
+ */
 export async function listRuns(bus: ActorBus, filter: RunFilter): Promise<RunsListing> {
-  return selectRuns((await readRunsBucket(bus)).statuses, filter);
+  const listing = selectRuns((await readRunsBucket(bus)).statuses, filter);
+  listing.runs = await Promise.all(
+    listing.runs.map(async (run) =>
+      run.status === "running" ? withProgress(run, await readProgress(bus, run.runId)) : run,
+    ),
+  );
+  return listing;
 }
 
 const Invariants = z.object({

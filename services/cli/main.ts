@@ -191,7 +191,7 @@ export function program(): Command {
     );
   cmd
     .command("status")
-    .description("the run's status record as JSON")
+    .description("the run's status record as JSON, a running run's progress read from its log")
     .argument("<runId>", "the run", runIdArg)
     .action((runId: string) =>
       withClient(async (client) => {

@@ -133,7 +133,7 @@ export async function runResult(bus: ActorBus, runId: string): Promise<RunResult
       `run '${runId}' is ${status.status.replaceAll("_", " ")} (${status.phase}): it has no result yet; ${next}`,
     );
   }
-  const terminal = await lastTerminal(bus, runId, status?.checkpointSeq);
+  const terminal = await lastTerminal(bus, runId);
   if (terminal) return fromWal(runId, terminal);
   const closing = await closingEvent(bus, runId, expected);
   if (closing) return fromAudit(closing);
@@ -149,14 +149,11 @@ export async function runResult(bus: ActorBus, runId: string): Promise<RunResult
 
 type TerminalRecord = Extract<WalRecord, { type: "TERMINAL" }>;
 
-async function lastTerminal(
-  bus: ActorBus,
-  runId: string,
-  checkpointSeq: number | undefined,
-): Promise<TerminalRecord | undefined> {
-  const tail = await readLog(bus, runId, checkpointSeq ?? 1);
+/** The run's last TERMINAL record: looked for after its latest checkpoint, then in its whole log. */
+async function lastTerminal(bus: ActorBus, runId: string): Promise<TerminalRecord | undefined> {
+  const tail = await readLog(bus, runId, "checkpoint");
   let found = findLast(tail.records.map((r) => r.record));
-  if (found || checkpointSeq === undefined || tail.records.length === 0) return found;
+  if (found || tail.fromSeq === 1 || tail.records.length === 0) return found;
   for await (const record of scanWal(bus, runId)) if (record.type === "TERMINAL") found = record;
   return found;
 }

@@ -111,25 +111,8 @@ export function continuationJob(run: RunStatus, event?: RunJob["event"]): RunJob
     ...(run.parentRunId ? { parentRunId: run.parentRunId } : {}),
     depth: run.depth ?? 0,
     auditSeq: 0,
-    checkpointSeq: run.checkpointSeq ?? 0,
     ...(event ? { event } : {}),
   };
-}
-
-/**
- * Where the run's latest checkpoint is, when the job alone can say: on its first delivery, a run's
- * first job has nothing written before it, and a continuation job names the checkpoint its run
- * status held when it was made. `undefined` when the run status must be asked: a redelivered job's
- * run may have moved on since (its worker died after checkpointing), and a job made without a
- * status (a fan-in, an older supervisor's) names no checkpoint.
- */
-export function checkpointFromJob(
-  job: RunJob,
-  deliveryCount: number,
-): { checkpointSeq: number | undefined } | undefined {
-  if (deliveryCount !== 1) return undefined;
-  if (job.checkpointSeq !== undefined) return { checkpointSeq: job.checkpointSeq || undefined };
-  return job.spec && !job.event ? { checkpointSeq: undefined } : undefined;
 }
 
 export interface WorkerConsumerOptions {

@@ -1,7 +1,14 @@
-import { JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
+import { JetStreamApiError, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
 import { headers, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import type { AuditEvent } from "../contracts/audit.js";
-import { EVENTS_HEADER, headlineOf, LogEntry, LogEvents } from "../contracts/log.js";
+import {
+  CHECKPOINT_HEADER,
+  EVENTS_HEADER,
+  headlineOf,
+  LogEntry,
+  LogEvents,
+  type RunProgress,
+} from "../contracts/log.js";
 import type { WalRecord } from "../contracts/wal.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
@@ -72,6 +79,8 @@ export class LogWriter {
     readonly writerId: string,
     private lastSeq: number,
     private count: number,
+    /** The sequence of the run's latest checkpoint (see CHECKPOINT_HEADER). */
+    private checkpointSeq?: number,
   ) {}
 
   get position(): { lastSeq: number; count: number } {
@@ -84,10 +93,14 @@ export class LogWriter {
    * inputs, and this is every step's path. A message larger than the server's `max_payload` is
    * written as consecutive parts (see wal-parts.ts), each fenced and deduplicated like a whole one.
    */
-  async append(records: readonly WalRecord[], events: readonly AuditEvent[] = []): Promise<number> {
+  async append(
+    records: readonly WalRecord[],
+    events: readonly AuditEvent[] = [],
+    progress?: RunProgress,
+  ): Promise<number> {
     if (records.length === 0 && events.length === 0)
       throw new AgentError("INTERNAL", `an empty log append for run ${this.runId}`);
-    const entry: LogEntry = { records: [...records], events: [...events] };
+    const entry: LogEntry = { records: [...records], events: [...events], ...(progress ? { progress } : {}) };
     const data = encoder.encode(JSON.stringify(entry));
     const subject = this.deps.subjects.log(this.runId, headlineOf(events));
     // Each kind once: the header stays small however many events a transition holds.
@@ -98,6 +111,7 @@ export class LogWriter {
       const seq = await this.publish(subject, message.data, message.part, kinds, i === 0 ? undefined : first);
       if (i === 0) first = seq;
     }
+    if (records.some((r) => r.type === "CHECKPOINT")) this.checkpointSeq = first;
     return first;
   }
 
@@ -125,6 +139,7 @@ export class LogWriter {
         if (part !== undefined) h.set(PART_HEADER, part);
         if (partOf !== undefined) h.set(PART_OF_HEADER, String(partOf));
         if (kinds !== "") h.set(EVENTS_HEADER, kinds);
+        if (this.checkpointSeq !== undefined) h.set(CHECKPOINT_HEADER, String(this.checkpointSeq));
         try {
           return await publisher.publish(subject, data, { ...options, headers: h });
         } catch (err) {
@@ -168,6 +183,10 @@ export interface LogRead {
   messages: number;
   /** The writer id the last message read names in its message id (see LogWriter). */
   lastWriter?: string;
+  /** The stream sequence of the last checkpoint read. */
+  checkpointSeq?: number;
+  /** Where the read started: 1, or the checkpoint the run's last message named. */
+  fromSeq: number;
 }
 
 /** The writer id in a log message id, `runId:index:writerId`; undefined for any other shape. */
@@ -187,17 +206,27 @@ export interface StoredEntry {
 }
 
 /**
- * Reads a run's log in order from `fromSeq` (a checkpoint's sequence, for a flat resume cost), up
- * to the last message the stream's leader holds for the run: a new run's is answered at once.
+ * Reads a run's log in order, up to the last message the stream's leader holds for the run (a new
+ * run's is answered at once): from `from`, a stream sequence, or from the latest checkpoint before
+ * the run's last message, which that message names, for a resume whose cost stays flat.
  */
-export async function readLog(deps: LogReadDeps, runId: string, fromSeq = 1): Promise<LogRead> {
+export async function readLog(
+  deps: LogReadDeps,
+  runId: string,
+  from: number | "checkpoint" = 1,
+): Promise<LogRead> {
   const filter = deps.subjects.logAll(runId);
-  const last = await lastLogSeq(deps, filter);
-  const read: LogRead = { records: [], events: [], lastSeq: last, messages: 0 };
+  const head = await lastLogMessage(deps, filter);
+  const last = head?.seq ?? 0;
+  const fromSeq = from === "checkpoint" ? Number(head?.header.get(CHECKPOINT_HEADER) || 1) : from;
+  const read: LogRead = { records: [], events: [], lastSeq: last, messages: 0, fromSeq };
   if (last < fromSeq) return read;
   const range = { stream: deps.subjects.streams().log, filter, fromSeq, untilSeq: last };
   for await (const stored of entries(deps, range, () => (read.messages += 1))) {
-    for (const record of stored.entry.records) read.records.push({ seq: stored.seq, record });
+    for (const record of stored.entry.records) {
+      read.records.push({ seq: stored.seq, record });
+      if (record.type === "CHECKPOINT") read.checkpointSeq = stored.seq;
+    }
     read.events.push(...stored.entry.events);
     if (stored.writer === undefined) delete read.lastWriter;
     else read.lastWriter = stored.writer;
@@ -211,7 +240,7 @@ export async function readLog(deps: LogReadDeps, runId: string, fromSeq = 1): Pr
  */
 export async function* scanLog(deps: LogReadDeps, runId?: string, fromSeq = 1): AsyncGenerator<StoredEntry> {
   const filter = deps.subjects.logAll(runId);
-  const last = await lastLogSeq(deps, filter);
+  const last = (await lastLogMessage(deps, filter))?.seq ?? 0;
   if (last < fromSeq) return;
   yield* entries(deps, { stream: deps.subjects.streams().log, filter, fromSeq, untilSeq: last });
 }
@@ -221,13 +250,12 @@ export async function* scanWal(deps: LogReadDeps, runId: string): AsyncGenerator
   for await (const stored of scanLog(deps, runId)) yield* stored.entry.records;
 }
 
-/** The stream sequence of the last message under `filter`, asked of the stream's leader; 0 when none. */
-async function lastLogSeq(deps: LogReadDeps, filter: string): Promise<number> {
+/** The last message under `filter`, asked of the stream's leader; null when none. */
+async function lastLogMessage(deps: LogReadDeps, filter: string): Promise<StoredMsg | null> {
   // Only "no message" means an empty log; a timeout must not pass for one (the run would restart).
-  const last = await withBusRetry(`reading the end of ${filter}`, deps, () =>
+  return withBusRetry(`reading the end of ${filter}`, deps, () =>
     deps.jsm.streams.getMessage(deps.subjects.streams().log, { last_by_subj: filter }),
   );
-  return last?.seq ?? 0;
 }
 
 async function* entries(
@@ -263,8 +291,13 @@ export async function entryOfMessage(deps: LogReadDeps, msg: LogMessage): Promis
  * events does not depend on the record types of the build that wrote them.
  */
 export async function eventsOfMessage(deps: LogReadDeps, msg: LogMessage): Promise<AuditEvent[] | undefined> {
+  return (await logEventsOfMessage(deps, msg))?.events;
+}
+
+/** The events of a message a consumer got, with the progress it carries (see eventsOfMessage). */
+export async function logEventsOfMessage(deps: LogReadDeps, msg: LogMessage): Promise<LogEvents | undefined> {
   const whole = await wholeMessage(deps, msg);
-  return whole && decode(LogEvents, whole).events;
+  return whole && decode(LogEvents, whole);
 }
 
 /** A message of the run log as a consumer or a direct get hands it over. */
@@ -294,8 +327,8 @@ export function writerAfter(
   deps: LogDeps,
   runId: string,
   writerId: string,
-  read: Pick<LogRead, "lastSeq" | "messages">,
-  countBefore = 0,
+  read: Pick<LogRead, "lastSeq" | "messages" | "checkpointSeq">,
 ): LogWriter {
-  return new LogWriter(deps, runId, writerId, read.lastSeq, countBefore + read.messages);
+  const { lastSeq, messages, checkpointSeq } = read;
+  return new LogWriter(deps, runId, writerId, lastSeq, messages, checkpointSeq);
 }

@@ -45,12 +45,6 @@ export const RunJob = z.object({
   /** Audit events the supervisor already published for this run. */
   auditSeq: z.number().int().nonnegative(),
   /**
-   * The stream sequence of the run's latest checkpoint when the job was made from its status (0:
-   * none yet). A worker taking the job on its first delivery reads the WAL from there instead of
-   * asking the run status first; an older checkpoint only means a longer tail to replay.
-   */
-  checkpointSeq: z.number().int().nonnegative().optional(),
-  /**
    * The outside event to continue with: a human's decision, a halt, resume or cancel, or a fan-in's
    * results.
    */

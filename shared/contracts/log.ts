@@ -1,6 +1,15 @@
 import { z } from "zod";
-import { AuditEvent, type AuditKind } from "./audit.js";
+import { AuditEvent, type AuditKind, Phase } from "./audit.js";
+import { RunUsage } from "./run-status.js";
 import { WalRecord } from "./wal.js";
+
+/** Where a run is after a transition: what its status does not follow step by step. */
+export const RunProgress = z.object({
+  phase: Phase,
+  iteration: z.number().int().nonnegative(),
+  usage: RunUsage,
+});
+export type RunProgress = z.infer<typeof RunProgress>;
 
 /**
  * One message of a run's log (`<prefix>.log.<runId>.<kind>`): one durable transition, its records
@@ -11,12 +20,20 @@ import { WalRecord } from "./wal.js";
 export const LogEntry = z.object({
   records: z.array(WalRecord),
   events: z.array(AuditEvent),
+  /** The run's progress after the transition, on a worker's messages. */
+  progress: RunProgress.optional(),
 });
 export type LogEntry = z.infer<typeof LogEntry>;
 
 /** A log message as a reader of its events alone sees it: its records are not read. */
-export const LogEvents = z.object({ events: z.array(AuditEvent) });
+export const LogEvents = z.object({ events: z.array(AuditEvent), progress: RunProgress.optional() });
 export type LogEvents = z.infer<typeof LogEvents>;
+
+/**
+ * On a worker's messages: the stream sequence of the run's latest checkpoint before the message.
+ * Read with the run's last message, it says where a resume starts reading the log.
+ */
+export const CHECKPOINT_HEADER = "Agents-Checkpoint";
 
 /** The header listing the event kinds a log message carries, comma-separated, each once, in order. */
 export const EVENTS_HEADER = "Agents-Events";

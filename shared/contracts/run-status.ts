@@ -82,6 +82,11 @@ export const RunStatus = z.object({
   parentRunId: RunId.optional(),
   depth: z.number().int().nonnegative().optional(),
   status: RunStatusValue,
+  /**
+   * Progress as of the status's last write: a worker writes the status when it changes, not every
+   * step. `agentctl status` and `watch` show the progress of the run's latest log message (see
+   * LogEntry.usage); a finished run's is exact here.
+   */
   phase: Phase,
   iteration: z.number().int().nonnegative(),
   usage: RunUsage,
@@ -119,8 +124,6 @@ export const RunStatus = z.object({
    * is written, is refused with it instead of being taken for the same run.
    */
   specHash: z.string().optional(),
-  /** WAL sequence of the run's last checkpoint: a resumed run reads its log from there. */
-  checkpointSeq: z.number().int().nonnegative().optional(),
   updatedAt: z.iso.datetime({ offset: true }),
 });
 export type RunStatus = z.infer<typeof RunStatus>;

@@ -134,14 +134,9 @@ function lastCheckpointIndex(records: readonly WalRecord[]): number {
   return -1;
 }
 
-/** True when no record after the log's last checkpoint carries an event (see lastCheckpointIndex). */
-export function endsWithCheckpoint(records: readonly WalRecord[]): boolean {
-  for (let i = records.length - 1; i >= 0; i--) {
-    const record = records[i] as WalRecord;
-    if (record.type === "CHECKPOINT") return true;
-    if (eventOf(record)) return false;
-  }
-  return false;
+/** Whether a replay `fromCheckpoint` starts at a checkpoint of these records (see lastCheckpointIndex). */
+export function resumableFromCheckpoint(records: readonly WalRecord[]): boolean {
+  return lastCheckpointIndex(records) >= 0;
 }
 
 /**

@@ -78,7 +78,6 @@ describe("a 3-node JetStream cluster loses a server mid-workload", () => {
       AGENT_ACK_WAIT_MS: "3000",
       AGENT_RETRY_DELAY_MS: "500",
       // The test waits for every run's status to show a tool call: status on every transition.
-      AGENT_STATUS_EVERY_MS: "0",
     };
     cluster = new LocalCluster({
       natsUrl: nats.urls,
@@ -224,7 +223,7 @@ async function waitFor(
   let last: unknown;
   await until(
     async () => {
-      const status = await client.status.get(runId).catch(() => undefined);
+      const status = await client.statusOf(runId).catch(() => undefined);
       last = status;
       return status !== undefined && done(status);
     },

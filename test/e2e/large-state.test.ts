@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { readLog } from "../../shared/bus/run-log.js";
 import { PART_HEADER } from "../../shared/bus/wal-parts.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { defineTool } from "../../shared/tools/tool.js";
@@ -50,7 +51,7 @@ describe("runs whose checkpoints exceed max_payload", () => {
     );
     await holding;
     const { jsm, subjects } = suite.bus;
-    const checkpointSeq = (await suite.client.status.get(reply.runId))?.checkpointSeq;
+    const { checkpointSeq } = await readLog(suite.bus, reply.runId);
     expect(checkpointSeq).toBeGreaterThan(0);
     const first = await jsm.streams.getMessage(subjects.streams().log, { seq: checkpointSeq as number });
     expect(first?.header?.get(PART_HEADER)).toMatch(/^1\/[2-9]$/);

@@ -15,7 +15,6 @@ const suite = useClusterSuite("localtools", {
   env: {
     AGENT_LOCAL_TOOLS: "echo,memory,http_fetch",
     AGENT_RETRY_DELAY_MS: "500",
-    AGENT_STATUS_EVERY_MS: "0",
   },
 });
 

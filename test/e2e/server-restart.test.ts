@@ -42,7 +42,6 @@ const suite = useClusterSuite("server-restart", {
     { kind: "agent", name: "agent-1" },
     { kind: "agent", name: "agent-2" },
   ],
-  env: { AGENT_STATUS_EVERY_MS: "0" },
 });
 
 /** How long a model actor's turn takes: the restart comes while every run's turn is in flight. */

@@ -158,7 +158,7 @@ describe("a service that restarts, or starts after the runs needing it", () => {
     // Every run is waiting for its review before a critic is back.
     await until(
       async () => {
-        const statuses = await Promise.all(runIds.map((id) => suite.client.status.get(id)));
+        const statuses = await Promise.all(runIds.map((id) => suite.client.statusOf(id)));
         return statuses.every((s) => s?.status === "running" && s.phase === "CRITIQUE");
       },
       15_000,

@@ -27,7 +27,7 @@ const suite = useClusterSuite("storagefull", {
     { kind: "agent", name: "agent-2" },
   ],
   // A run handed back for a full store is offered again after 0.3 s, 0.6 s, 1.2 s…
-  env: { AGENT_RETRY_DELAY_MS: "300", AGENT_STATUS_EVERY_MS: "0" },
+  env: { AGENT_RETRY_DELAY_MS: "300" },
 });
 
 const FILLER = "FILLER";

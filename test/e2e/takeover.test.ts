@@ -43,7 +43,6 @@ const suite = useClusterSuite("takeover", {
   env: {
     AGENT_RETRY_DELAY_MS: "500",
     // The tests act on a run's progress as its status shows it: status on every transition.
-    AGENT_STATUS_EVERY_MS: "0",
   },
 });
 

@@ -10,7 +10,7 @@ import { spec } from "../helpers/fixtures.js";
  */
 const suite = useClusterSuite("worker-loss", {
   actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
-  env: { AGENT_RETRY_DELAY_MS: "500", AGENT_STATUS_EVERY_MS: "0" },
+  env: { AGENT_RETRY_DELAY_MS: "500" },
 });
 
 describe("a worker lost mid-run: its job goes to another worker after the ack wait", () => {

@@ -11,6 +11,7 @@ import type { ModelRequest, ModelResponse } from "../../shared/contracts/model.j
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { serveTool, type ToolServiceDeps } from "../../shared/bus/tool-service.js";
+import { followRun } from "../../shared/bus/run-progress.js";
 import { readLog, type StoredRecord } from "../../shared/bus/run-log.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
@@ -167,7 +168,7 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
   suite.waitFor = async (runId, until, timeoutMs = 20_000) => {
     const stop = AbortSignal.timeout(timeoutMs);
     let last: RunStatus | undefined;
-    for await (const status of suite.client.status.watch(runId, stop)) {
+    for await (const status of followRun(suite.bus, runId, stop)) {
       last = status;
       if (until(status)) return status;
     }

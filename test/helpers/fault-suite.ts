@@ -18,6 +18,6 @@ export function useFaultSuite(name: string, env: Record<string, string>): Cluste
       { kind: "agent", name: "agent-2" },
       { kind: "agent", name: "agent-3" },
     ],
-    env: { AGENT_ACK_WAIT_MS: String(FAULT_ACK_WAIT_MS), AGENT_STATUS_EVERY_MS: "0", ...env },
+    env: { AGENT_ACK_WAIT_MS: String(FAULT_ACK_WAIT_MS), ...env },
   });
 }

@@ -78,17 +78,17 @@ describe("cluster state in KV", () => {
       }
     })();
     await store.put({ ...base, status: "queued" });
-    await store.put({ ...base, status: "committed", checkpointSeq: 7 });
+    await store.put({ ...base, status: "committed", iteration: 7 });
     await watching;
     expect(seen.at(-1)).toBe("committed");
-    expect(await store.get("st1")).toMatchObject({ status: "committed", checkpointSeq: 7 });
+    expect(await store.get("st1")).toMatchObject({ status: "committed", iteration: 7 });
     // The stall scan's read: every status at its latest, the other live keys, deleted ones left out.
     await suite.buckets.runs.put("fanout.st1", "{}");
     await suite.buckets.runs.put("fanout.st2", "{}");
     await suite.buckets.runs.delete("fanout.st1");
     const held = await readRunsBucket(suite);
     expect(held.statuses.filter((s) => s.runId === "st1")).toEqual([
-      expect.objectContaining({ status: "committed", checkpointSeq: 7 }),
+      expect.objectContaining({ status: "committed", iteration: 7 }),
     ]);
     expect([...held.keys].filter((k) => k.includes("st"))).toEqual(["fanout.st2"]);
     // A write that must not land over a newer one (a run left waiting on a breaker): at its revision only.

@@ -4,6 +4,7 @@ import { RunJournal, STEP_KINDS } from "../../services/agent/journal.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { readLog, LogWriter } from "../../shared/bus/run-log.js";
+import { followRun, readProgress, statusWithProgress } from "../../shared/bus/run-progress.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
@@ -56,17 +57,10 @@ const holds = (t: Transition): boolean =>
  * A fresh lease's journal; `via` is the bus it publishes audit events and statuses on, `after` the
  * WAL position it writes after (an empty log by default).
  */
-function journal(
-  runId: string,
-  statusEveryMs: number,
-  via: ActorBus = suite.bus,
-  after = { lastSeq: 0, count: 0 },
-): RunJournal {
+function journal(runId: string, via: ActorBus = suite.bus, after = { lastSeq: 0, count: 0 }): RunJournal {
   return new RunJournal({
     bus: via,
     writer: new LogWriter(suite.bus, runId, "w1", after.lastSeq, after.count),
-    checkpointSeq: undefined,
-    statusEveryMs,
     metrics: new ActorMetrics("agent"),
     logger: silentLogger,
     logContext: () => ({ runId }),
@@ -77,7 +71,7 @@ describe("the run journal: the log and status of a lease", () => {
   it("writes one log message per step, carrying its transitions' records and events together, in order", async () => {
     const runId = "journal-steps";
     const ts = await transitionsOf(runId, 7);
-    const j = journal(runId, 1_000);
+    const j = journal(runId);
     let flushes = 0;
     for (const [i, t] of ts.entries()) {
       const before = (await readLog(suite.bus, runId)).lastSeq;
@@ -106,37 +100,76 @@ describe("the run journal: the log and status of a lease", () => {
     expect(last?.header.get("Agents-Events")?.split(",").at(-1)).toBe("run.committed");
   });
 
-  it("writes the status on every change of status or phase, counters at most every statusEveryMs, and what it skipped when the lease settles", async () => {
-    const writes = async (runId: string, statusEveryMs: number): Promise<number> => {
-      const ts = await transitionsOf(runId, 12);
-      const j = journal(runId, statusEveryMs);
-      // Every write of this run's status, as the KV bucket's subject carries it.
-      let seen = 0;
-      const sub = suite.bus.nc.subscribe(`$KV.${suite.bus.subjects.buckets().runs}.${runId}`, {
-        callback: () => {
-          seen += 1;
-        },
+  it("writes the status when the run's status changes, and each log message carries the run's progress", async () => {
+    const runId = "status-changes";
+    const ts = await transitionsOf(runId, 12);
+    const j = journal(runId);
+    // Every write of this run's status, as the KV bucket's subject carries it.
+    const seen: string[] = [];
+    const sub = suite.bus.nc.subscribe(`$KV.${suite.bus.subjects.buckets().runs}.${runId}`, {
+      callback: (_err, msg) => {
+        seen.push(msg.json<{ status: string }>().status);
+      },
+    });
+    await suite.bus.nc.flush();
+    // All but the last transition, then the lease ends: the run is still running.
+    const going = ts.slice(0, -1);
+    expect(new Set(going.map((t) => t.state.phase)).size).toBeGreaterThan(1);
+    for (const t of going) {
+      await j.record(t, false);
+      const last = t.state;
+      expect(await readProgress(suite.bus, runId)).toEqual({
+        phase: last.phase,
+        iteration: last.guard.iteration,
+        usage: last.usage,
       });
-      await suite.bus.nc.flush();
-      // All but the last transition, then the lease ends: the run is still running.
-      for (const t of ts.slice(0, -1)) await j.record(t, false);
-      await j.settle();
-      await suite.bus.nc.flush();
-      sub.unsubscribe();
-      const shown = await new RunStatusStore(suite.bus.buckets.runs).get(runId);
-      const last = ts.at(-2)?.state;
-      expect(shown).toMatchObject({
-        status: last?.status,
-        phase: last?.phase,
-        iteration: last?.guard.iteration,
-      });
-      return seen;
-    };
-    const everyTransition = await writes("status-always", 0);
-    const throttled = await writes("status-throttled", 60_000);
-    expect(everyTransition).toBe((await transitionsOf("status-count", 12)).length - 1);
-    expect(throttled).toBeLessThan(everyTransition / 2);
-    expect(throttled).toBeGreaterThan(0);
+    }
+    await j.settle();
+    await suite.bus.nc.flush();
+    expect(seen).toEqual(["running"]);
+    // The run's status, then its progress from its log.
+    const status = await statusWithProgress(suite.bus, runId);
+    const last = going.at(-1)!.state;
+    expect(status).toMatchObject({
+      status: "running",
+      phase: last.phase,
+      iteration: last.guard.iteration,
+      usage: last.usage,
+    });
+    await j.record(ts.at(-1)!, false);
+    await j.settle();
+    await suite.bus.nc.flush();
+    sub.unsubscribe();
+    expect(seen).toEqual(["running", "committed"]);
+  });
+
+  it("a run followed shows each step's progress from its log while its status stays running", async () => {
+    const runId = "status-followed";
+    const ts = await transitionsOf(runId, 6);
+    const j = journal(runId);
+    const stop = new AbortController();
+    const seen: { status: string; iteration: number; toolCalls: number }[] = [];
+    const following = (async () => {
+      for await (const s of followRun(suite.bus, runId, stop.signal)) {
+        seen.push({ status: s.status, iteration: s.iteration, toolCalls: s.usage.toolCalls });
+        if (s.status === "committed") return;
+      }
+    })();
+    for (const t of ts) await j.record(t, false);
+    await j.settle();
+    await following;
+    const running = seen.filter((s) => s.status === "running");
+    expect(new Set(running.map((s) => s.iteration)).size).toBeGreaterThan(3);
+    expect(Math.max(...running.map((s) => s.toolCalls))).toBe(6);
+    expect(seen.at(-1)).toMatchObject({ status: "committed", toolCalls: 6 });
+  });
+
+  it("a follow ends when its signal aborts, whether the run has a status or not", async () => {
+    for (const runId of ["status-followed", "never-submitted"]) {
+      const seen: string[] = [];
+      for await (const s of followRun(suite.bus, runId, AbortSignal.timeout(300))) seen.push(s.status);
+      expect(seen).toEqual(runId === "never-submitted" ? [] : ["committed"]);
+    }
   });
 
   it("logs a run's milestones at info with the lease's context, and no line for a step's events", async () => {
@@ -153,8 +186,6 @@ describe("the run journal: the log and status of a lease", () => {
     const j = new RunJournal({
       bus: suite.bus,
       writer: new LogWriter(suite.bus, runId, "w1", 0, 0),
-      checkpointSeq: undefined,
-      statusEveryMs: 1_000,
       metrics: new ActorMetrics("agent"),
       logger: createLogger({ actor: "agent", level: "info", destination }),
       logContext: () => ({ runId, phase: "ACT" }),
@@ -174,12 +205,12 @@ describe("the run journal: the log and status of a lease", () => {
     const going = ts[2]?.state as LoopState;
     expect([done.status, going.status]).toEqual(["committed", "running"]);
     const store = new RunStatusStore(suite.bus.buckets.runs);
-    const j = journal("jr-refresh", 0);
+    const j = journal("jr-refresh");
     // No status yet: written.
     await j.refreshStatus(going);
     expect(await store.get("jr-refresh")).toMatchObject({ status: "running" });
     // Another lease finished the run since this one read its log: the status stays committed.
-    await journal("jr-refresh", 0).putStatus(done);
+    await journal("jr-refresh").putStatus(done);
     await j.refreshStatus(going);
     expect(await store.get("jr-refresh")).toMatchObject({ status: "committed" });
     // A finished state is written over anything.

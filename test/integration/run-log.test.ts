@@ -42,10 +42,13 @@ describe("the run log on JetStream", () => {
     );
     expect(replayed.transitions).toEqual(result.transitions);
     expect(replayed.state).toEqual(result.state);
-    // Reading from the last checkpoint's sequence resumes with a short tail and the same state.
+    // The last message names the latest checkpoint before it: read from there, a resume has a
+    // short tail to replay and reaches the same state.
     const checkpoint = read.records.filter((r) => r.record.type === "CHECKPOINT").at(-1);
     expect(checkpoint).toBeDefined();
-    const tail = await readLog(deps, "replayed-run", checkpoint?.seq);
+    const tail = await readLog(deps, "replayed-run", "checkpoint");
+    expect(tail.fromSeq).toBe(checkpoint?.seq);
+    expect(tail.checkpointSeq).toBe(checkpoint?.seq);
     expect(tail.records.length).toBeLessThan(read.records.length);
     expect(
       replay(
@@ -198,15 +201,22 @@ describe("the run log on JetStream", () => {
   it("an empty batch is refused before anything is sent", async () => {
     const w = new LogWriter(deps, "nothing", "worker-a", 0, 0);
     await expect(w.append([])).rejects.toMatchObject({ code: "INTERNAL" });
-    expect(await readLog(deps, "nothing")).toEqual({ records: [], events: [], lastSeq: 0, messages: 0 });
-  });
-
-  it("an empty WAL reads as no records", async () => {
-    expect(await readLog(deps, "never-written")).toEqual({
+    expect(await readLog(deps, "nothing")).toEqual({
       records: [],
       events: [],
       lastSeq: 0,
       messages: 0,
+      fromSeq: 1,
+    });
+  });
+
+  it("an empty WAL reads as no records", async () => {
+    expect(await readLog(deps, "never-written", "checkpoint")).toEqual({
+      records: [],
+      events: [],
+      lastSeq: 0,
+      messages: 0,
+      fromSeq: 1,
     });
   });
 });

@@ -142,8 +142,10 @@ describe("agentctl result: what a run ended with", () => {
     };
     const writer = new LogWriter(suite.bus, runId, "w1", 0, 0);
     await writer.append([halt]);
-    const checkpointSeq = await writer.append([checkpoint]);
-    await putStatus(runId, { status: "halted", phase: "HALT", iteration: 1, checkpointSeq });
+    // The log's last message names the first checkpoint: the halt is found before it.
+    await writer.append([checkpoint]);
+    await writer.append([{ ...checkpoint, checkpointId: "c2" }]);
+    await putStatus(runId, { status: "halted", phase: "HALT", iteration: 1 });
     const result = await runResult(suite.bus, runId);
     expect(result).toMatchObject({
       outcome: "HALT",

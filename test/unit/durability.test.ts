@@ -4,7 +4,7 @@ import { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { LoopEvent, WaitedOnCall } from "../../shared/contracts/loop-event.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
-import { endsWithCheckpoint, replay } from "../../shared/loop/replay.js";
+import { replay, resumableFromCheckpoint } from "../../shared/loop/replay.js";
 import type { FailureReport, LoopConfig, LoopState, Transition } from "../../shared/loop/state.js";
 import { sha256 } from "../../shared/runtime/hash.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
@@ -73,8 +73,8 @@ describe("durability", () => {
         r.type === "CHECKPOINT" && i > 0 && result.wal.slice(0, i).some((x) => x.type === "CHECKPOINT"),
     );
     const cut = result.wal.slice(0, second + 1);
-    expect(endsWithCheckpoint(cut)).toBe(true);
-    expect(endsWithCheckpoint(result.wal)).toBe(false);
+    expect(resumableFromCheckpoint(cut)).toBe(true);
+    expect(resumableFromCheckpoint(cut.slice(second))).toBe(false);
     const full = replay(cut, config);
     const fromCheckpoint = replay(cut, config, { fromCheckpoint: true });
     expect(fromCheckpoint.state).toEqual(full.state);

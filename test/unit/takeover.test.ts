@@ -1,8 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
-import { RunJob, SubmitRequest } from "../../shared/contracts/cluster.js";
-import { checkpointFromJob, continuationJob } from "../../shared/bus/jobs.js";
+import { SubmitRequest } from "../../shared/contracts/cluster.js";
 import { startRun, transition } from "../../shared/loop/fsm.js";
 import { replay } from "../../shared/loop/replay.js";
 import type { LoopConfig, Transition } from "../../shared/loop/state.js";
@@ -251,27 +250,6 @@ describe("cluster helpers", () => {
       /retrying: review \(BUS_UNAVAILABLE: nobody is serving 'critic\.review'\), since 1970-01-01T00:00:01\.000Z, next try after 1970-01-01T00:00:06\.000Z, until 1970-01-01T00:00:11\.000Z$/,
     );
     expect(statusLine(status)).not.toContain("retrying");
-  });
-
-  it("a job's first delivery says where its run's checkpoint is; a redelivery, or a job made without a status, asks the status", () => {
-    const status = { ...statusOf(untilModel(started()).state, START), checkpointSeq: 42 };
-    const job = continuationJob(status);
-    expect(RunJob.parse(job).checkpointSeq).toBe(42);
-    expect(checkpointFromJob(job, 1)).toEqual({ checkpointSeq: 42 });
-    // Made from a status with no checkpoint yet: read from the start.
-    const early = continuationJob({ ...status, checkpointSeq: undefined });
-    expect(checkpointFromJob(early, 1)).toEqual({ checkpointSeq: undefined });
-    // A run's first job: nothing was written before it.
-    const fresh = { ...job, checkpointSeq: undefined, spec: RunSpec.parse(spec()) };
-    expect(checkpointFromJob(fresh, 1)).toEqual({ checkpointSeq: undefined });
-    // Redelivered: its worker may have checkpointed since the job was made.
-    for (const j of [job, early, fresh]) expect(checkpointFromJob(j, 2)).toBeUndefined();
-    // A fan-in's job, or an older supervisor's, names no checkpoint.
-    const { checkpointSeq: _none, ...unnamed } = job;
-    expect(
-      checkpointFromJob({ ...unnamed, event: { type: "resume", at: START, by: "op" } }, 1),
-    ).toBeUndefined();
-    expect(checkpointFromJob(unnamed, 1)).toBeUndefined();
   });
 
   it("a submit carries an optional parent envelope and still refuses specs without convergence", () => {

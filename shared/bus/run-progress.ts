@@ -1,0 +1,112 @@
+import { DeliverPolicy, type StoredMsg } from "@nats-io/jetstream";
+import type { RunProgress } from "../contracts/log.js";
+import { isFinished, type RunStatus } from "../contracts/run-status.js";
+import type { ActorBus } from "./actor.js";
+import { logEventsOfMessage, type LogMessage } from "./run-log.js";
+import { withBusRetry } from "./retry.js";
+import { RunStatusStore } from "./run-status.js";
+
+/** What reading a run's progress takes (an actor's bus has it). */
+export type ProgressReads = Pick<ActorBus, "js" | "jsm" | "subjects" | "clock" | "random" | "buckets">;
+
+/**
+ * A run's status with its progress (phase, iteration, usage) as its log's latest message tells it:
+ * a worker writes the status only when it changes, and every log message carries the progress. A
+ * finished run's status is exact as it is.
+ */
+export function withProgress(status: RunStatus, progress: RunProgress | undefined): RunStatus {
+  return progress && !isFinished(status) ? { ...status, ...progress } : status;
+}
+
+/** The progress the run's last log message tells; undefined for a run with none from a worker yet. */
+export async function readProgress(deps: ProgressReads, runId: string): Promise<RunProgress | undefined> {
+  const head = await withBusRetry(`reading the end of ${runId}'s log`, deps, () =>
+    deps.jsm.streams.getMessage(deps.subjects.streams().log, { last_by_subj: deps.subjects.logAll(runId) }),
+  );
+  return head ? progressOfMessage(deps, asLogMessage(head)) : undefined;
+}
+
+/** The run's status now, with its progress (see withProgress); undefined for a run with no status. */
+export async function statusWithProgress(deps: ProgressReads, runId: string): Promise<RunStatus | undefined> {
+  const [status, progress] = await Promise.all([
+    new RunStatusStore(deps.buckets.runs).get(runId),
+    readProgress(deps, runId),
+  ]);
+  return status && withProgress(status, progress);
+}
+
+/**
+ * The run's status with its progress, now and at each change of either: its status's changes (a KV
+ * watch) and its log's messages (an ordered consumer, from the latest). Ends when `signal` aborts
+ * or the caller stops reading.
+ */
+export async function* followRun(
+  deps: ProgressReads,
+  runId: string,
+  signal?: AbortSignal,
+): AsyncGenerator<RunStatus> {
+  const stop = new AbortController();
+  const onAbort = (): void => stop.abort();
+  signal?.addEventListener("abort", onAbort, { once: true });
+  let status: RunStatus | undefined;
+  let progress: RunProgress | undefined;
+  let changed = false;
+  let wake: (() => void) | undefined;
+  const changes = (): void => {
+    changed = true;
+    wake?.();
+  };
+  stop.signal.addEventListener("abort", changes, { once: true });
+  const statuses = (async () => {
+    for await (const s of new RunStatusStore(deps.buckets.runs).watch(runId, stop.signal)) {
+      status = s;
+      changes();
+    }
+  })();
+  const messages = (async () => {
+    const consumer = await deps.js.consumers.get(deps.subjects.streams().log, {
+      filter_subjects: [deps.subjects.logAll(runId)],
+      deliver_policy: DeliverPolicy.Last,
+    });
+    const stream = await consumer.consume();
+    // Not awaited: closed before its first pull, an ordered consumer's close never settles.
+    const close = (): void => void stream.close().catch(() => undefined);
+    if (stop.signal.aborted) return close();
+    stop.signal.addEventListener("abort", close, { once: true });
+    for await (const msg of stream) {
+      progress = (await progressOfMessage(deps, msg)) ?? progress;
+      changes();
+    }
+  })();
+  // A failure of either ends the follow, and is thrown to its reader.
+  let failed: { err: unknown } | undefined;
+  const ended = Promise.all([statuses, messages]).catch((err: unknown) => {
+    failed = { err };
+    stop.abort();
+  });
+  let shown = "";
+  try {
+    while (!stop.signal.aborted) {
+      if (!changed) await new Promise<void>((resolve) => (wake = resolve));
+      changed = false;
+      const now = status && withProgress(status, progress);
+      const seen = JSON.stringify(now);
+      if (!now || stop.signal.aborted || seen === shown) continue;
+      shown = seen;
+      yield now;
+    }
+  } finally {
+    stop.abort();
+    signal?.removeEventListener("abort", onAbort);
+    await ended;
+  }
+  if (failed) throw failed.err;
+}
+
+async function progressOfMessage(deps: ProgressReads, msg: LogMessage): Promise<RunProgress | undefined> {
+  return (await logEventsOfMessage(deps, msg))?.progress;
+}
+
+function asLogMessage(msg: StoredMsg): LogMessage {
+  return { subject: msg.subject, seq: msg.seq, data: msg.data, headers: msg.header };
+}
