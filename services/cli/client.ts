@@ -1,13 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import {
-  CancelRequest,
-  ControlReply,
-  HaltRequest,
-  ResumeRequest,
-  SubmitRequest,
-} from "../../shared/contracts/cluster.js";
+import { CancelRequest, ControlReply, HaltRequest, ResumeRequest } from "../../shared/contracts/cluster.js";
 import { Approval, DecidedBy, KillSwitch, type SubmitReply } from "../../shared/contracts/control.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
@@ -15,7 +9,7 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import { auditCount, auditTally, lastAuditEvent, readAudit } from "../../shared/bus/audit.js";
 import { requestJson, type ServiceWait } from "../../shared/bus/request.js";
 import { askUntilDecided } from "../../shared/bus/decided.js";
-import { submitRun } from "../../shared/bus/submit.js";
+import { parseSubmitRequest, submitRun } from "../../shared/bus/submit.js";
 import { followRun, statusWithProgress } from "../../shared/bus/run-progress.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
@@ -46,14 +40,8 @@ export class ClusterClient {
   }
 
   async submit(spec: unknown): Promise<Extract<SubmitReply, { ok: true }>> {
-    const parsed = SubmitRequest.safeParse(spec);
-    if (!parsed.success) {
-      throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${z.prettifyError(parsed.error)}`, {
-        details: parsed.error.issues,
-      });
-    }
     // A named run's submit is asked again when its outcome is not known (see submitRun).
-    const reply = await submitRun(this.bus, parsed.data, this.wait);
+    const reply = await submitRun(this.bus, parseSubmitRequest(spec), this.wait);
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply;
   }

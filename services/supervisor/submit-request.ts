@@ -1,9 +1,10 @@
 import { z } from "zod";
-import { SubmitRequest } from "../../shared/contracts/cluster.js";
+import type { SubmitRequest } from "../../shared/contracts/cluster.js";
 import type { SubmitReply } from "../../shared/contracts/control.js";
 import type { ModelRef } from "../../shared/contracts/model.js";
 import { decode } from "../../shared/bus/codec.js";
 import { childOf } from "../../shared/bus/fanout.js";
+import { parseSubmitRequest } from "../../shared/bus/submit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { privacyRefusal } from "../../shared/models/factory.js";
 import { contentHash } from "../../shared/runtime/hash.js";
@@ -37,16 +38,10 @@ function specHash(raw: unknown): string {
   return contentHash(spec);
 }
 
-/** Not JSON is INVALID_INPUT; JSON that is not a valid RunSpec is INVALID_SPEC with the zod issues. */
+/** Not JSON is INVALID_INPUT; JSON that is not a valid RunSpec, or has fields it does not know, is INVALID_SPEC. */
 export function parseSubmit(data: Uint8Array): { request: SubmitRequest; specHash: string } {
   const raw = decode(z.unknown(), data);
-  const parsed = SubmitRequest.safeParse(raw);
-  if (!parsed.success) {
-    throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${z.prettifyError(parsed.error)}`, {
-      details: parsed.error.issues,
-    });
-  }
-  return { request: parsed.data, specHash: specHash(raw) };
+  return { request: parseSubmitRequest(raw), specHash: specHash(raw) };
 }
 
 export function existing(runId: string): SubmitReply {

@@ -1,10 +1,32 @@
 import type { NatsConnection } from "@nats-io/transport-node";
+import { z } from "zod";
 import { SubmitRequest } from "../contracts/cluster.js";
 import { SubmitReply } from "../contracts/control.js";
+import { describeUnknown, unknownFields } from "../contracts/unknown-fields.js";
+import { AgentError } from "../runtime/errors.js";
 import { askUntilDecided } from "./decided.js";
 import { requestJson, type ServiceWait } from "./request.js";
 
 const SUBMIT_TIMEOUT_MS = 10_000;
+
+/**
+ * A submit's RunSpec as its sender wrote it, checked: INVALID_SPEC with the schema's issues, or
+ * naming the fields no schema knows (a typo would otherwise be dropped without a word).
+ */
+export function parseSubmitRequest(raw: unknown): SubmitRequest {
+  const parsed = SubmitRequest.safeParse(raw);
+  if (!parsed.success) {
+    throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${z.prettifyError(parsed.error)}`, {
+      details: parsed.error.issues,
+    });
+  }
+  const unknown = unknownFields(SubmitRequest, raw);
+  if (unknown.length > 0)
+    throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${describeUnknown(unknown)}`, {
+      details: unknown,
+    });
+  return parsed.data;
+}
 
 /**
  * Submits a run to the supervisors. A named run's submit may be sent twice (its second copy is

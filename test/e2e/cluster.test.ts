@@ -218,6 +218,17 @@ describe("cluster: actors as processes on a real nats-server", () => {
     }
     const spec400 = SubmitReply.parse(await ask(subjects.runsSubmit(), JSON.stringify({ schemaVersion: 1 })));
     expect(spec400.ok).toBe(false);
+    // A field the RunSpec does not know (a typo) is refused, naming it and the field it may mean.
+    const typo = spec();
+    const withTypo = { ...typo, agent: { ...typo.agent, resources: { maxIteration: 5 } }, samples: 3 };
+    expect(await ask(subjects.runsSubmit(), JSON.stringify(withTypo))).toMatchObject({
+      ok: false,
+      error: {
+        code: "INVALID_SPEC",
+        message:
+          "invalid RunSpec: unknown fields 'agent.resources.maxIteration' (did you mean 'maxIterations'?), 'samples': remove them or fix the name",
+      },
+    });
     // Everyone still serves, and a bad job on the queue is dropped without hurting the next run.
     await suite.bus.js.publish(subjects.runQueue("garbage"), encode(z.object({ x: z.number() }), { x: 1 }));
     // A well-formed job that can never start (no spec, no WAL) is dropped once, not retried forever.
