@@ -223,6 +223,9 @@ function noJetStream(err: unknown, server: string): AgentError | undefined {
   );
 }
 
+/** Where an actor serves its health endpoints unless HEALTH_PORT says otherwise. */
+const DEFAULT_HEALTH_PORT = 8080;
+
 /**
  * The actor's metrics and its health server (`/healthz`, `/readyz`, `/metrics`). Ready means
  * connected to NATS, its JetStream answering (see JetStreamWatch) and, when given, whatever else
@@ -248,7 +251,8 @@ export async function startActorHealth(
   );
   const watching = watch.run();
   const server = await startHealthServer({
-    port: env.HEALTH_PORT,
+    port: env.HEALTH_PORT ?? DEFAULT_HEALTH_PORT,
+    fallback: env.HEALTH_PORT === undefined,
     host: env.HEALTH_HOST,
     metrics,
     ready: () => bus.connected() && watch.answering() && alsoReady(),
@@ -257,6 +261,11 @@ export async function startActorHealth(
     await watching;
     throw err;
   });
+  if (server.movedFrom !== undefined)
+    bus.logger.warn(
+      { port: server.port, taken: server.movedFrom },
+      `health port ${server.movedFrom} is taken (another actor on this machine?): /healthz, /readyz and /metrics are on ${server.port}; set HEALTH_PORT to choose`,
+    );
   return {
     port: server.port,
     close: async () => {

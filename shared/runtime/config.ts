@@ -39,8 +39,11 @@ export const ActorEnv = z.object({
     .default(DEFAULT_PREFIX),
   AGENTS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
-  /** `/healthz`, `/readyz` and `/metrics`; 0 picks a free port (several actors on one machine). */
-  HEALTH_PORT: z.coerce.number().int().min(0).max(65_535).default(8080),
+  /**
+   * `/healthz`, `/readyz` and `/metrics`; 0 picks a free port. Unset, 8080, or a free port when 8080
+   * is taken (a second actor on one machine); set, the actor stops if it is taken.
+   */
+  HEALTH_PORT: z.coerce.number().int().min(0).max(65_535).optional(),
   /** Loopback by default; a container sets 0.0.0.0 so the kubelet and Prometheus can reach it. */
   HEALTH_HOST: z.string().min(1).default("127.0.0.1"),
   /** See ModelKeyEnvs: checked here so that a malformed value stops the actor at its start. */

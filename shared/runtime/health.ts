@@ -1,14 +1,22 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { AgentError } from "./errors.js";
 import type { ActorMetrics } from "./metrics.js";
 
 export interface HealthServer {
   port: number;
+  /** The port asked for, when it was taken and a free one was used instead (see `fallback`). */
+  movedFrom?: number;
   close(): Promise<void>;
 }
 
 export interface HealthOptions {
   port: number;
+  /**
+   * When `port` is taken, serve on a free port instead: the default port, which a second actor on
+   * one machine finds taken by the first. A port chosen explicitly is refused instead.
+   */
+  fallback?: boolean;
   host: string;
   metrics: ActorMetrics;
   /** Whether the actor can do its work now (connected, streams and consumers bound). */
@@ -38,12 +46,29 @@ export async function startHealthServer(options: HealthOptions): Promise<HealthS
       res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
     }
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port, options.host, () => resolve());
+  const listen = (port: number): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, options.host, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+  let movedFrom: number | undefined;
+  await listen(options.port).catch(async (err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE") throw err;
+    if (!options.fallback)
+      throw new AgentError(
+        "INVALID_INPUT",
+        `HEALTH_PORT ${options.port} is in use on ${options.host} (another actor on this machine?): set HEALTH_PORT to a free port, or 0 for any`,
+        { cause: err },
+      );
+    movedFrom = options.port;
+    await listen(0);
   });
   return {
     port: (server.address() as AddressInfo).port,
+    ...(movedFrom === undefined ? {} : { movedFrom }),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -37,6 +37,26 @@ describe("an actor's health endpoints", () => {
     await expect(fetch(`http://127.0.0.1:${server.port}/healthz`)).rejects.toThrow();
   });
 
+  it("a taken port: the default one moves to a free port, a port chosen explicitly is refused naming HEALTH_PORT", async () => {
+    const metrics = new ActorMetrics("probe");
+    const first = await startHealthServer({ port: 0, host: "127.0.0.1", metrics, ready: () => true });
+    const taken = first.port;
+    const options = { port: taken, host: "127.0.0.1", metrics, ready: () => true };
+    try {
+      const second = await startHealthServer({ ...options, fallback: true });
+      expect(second.movedFrom).toBe(taken);
+      expect(second.port).not.toBe(taken);
+      expect(await get(second.port, "/healthz")).toEqual({ status: 200, body: "ok\n" });
+      await second.close();
+      await expect(startHealthServer(options)).rejects.toMatchObject({
+        code: "INVALID_INPUT",
+        message: expect.stringMatching(new RegExp(`^HEALTH_PORT ${taken} is in use .*set HEALTH_PORT`)) as string,
+      });
+    } finally {
+      await first.close();
+    }
+  });
+
   it("are ready while the actor is connected to NATS with JetStream answering, not while its server is down, and ready again once it is back", async () => {
     const nats = await startNats({ own: true });
     const env = ActorEnv.parse({
