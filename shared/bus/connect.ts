@@ -60,8 +60,9 @@ async function firstConnection(options: BusConnectOptions): Promise<NatsConnecti
         noAsyncTraces: true,
       });
     } catch (err) {
-      if (!unreachable(err)) throw err;
       const servers = [options.servers].flat().join(",");
+      if (err instanceof errors.AuthorizationError) throw refusedCredentials(servers, options.user, err);
+      if (!unreachable(err)) throw err;
       if (clock.now() >= deadline) {
         throw new AgentError(
           "BUS_UNAVAILABLE",
@@ -79,6 +80,16 @@ async function firstConnection(options: BusConnectOptions): Promise<NatsConnecti
       await clock.sleep(Math.min(FIRST_CONNECT_RETRY_MS, Math.max(0, deadline - clock.now())));
     }
   }
+}
+
+/** The server at `servers` answered and refused who this connection says it is: waiting will not help. */
+function refusedCredentials(servers: string, user: string | undefined, cause: Error): AgentError {
+  const who = user === undefined ? "no user (NATS_USER is unset)" : `user '${user}'`;
+  return new AgentError(
+    "BUS_AUTH",
+    `the NATS server at ${servers} refused ${who}: set NATS_USER and NATS_PASSWORD to a user of that server (\`npm run cluster\` prints its URL and the agentctl user's login)`,
+    { cause },
+  );
 }
 
 /**

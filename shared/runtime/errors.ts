@@ -42,6 +42,8 @@ export const ERROR_CODES = {
   /** Another writer appended to this run's WAL: this worker must stop driving the run. */
   FENCED: { retryable: false },
   BUS_UNAVAILABLE: { retryable: true },
+  /** The NATS server refused the connection's credentials: fix NATS_USER / NATS_PASSWORD. */
+  BUS_AUTH: { retryable: false },
   /** The NATS server is older than the wire contract needs (2.12): upgrade it; waiting will not help. */
   UNSUPPORTED_SERVER: { retryable: false },
   /**

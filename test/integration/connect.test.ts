@@ -91,7 +91,7 @@ describe("connection helper", () => {
     expect(once.ms).toBeLessThan(1_000);
   });
 
-  it("does not wait for a server that answers and refuses the credentials", async () => {
+  it("does not wait for a server that answers and refuses the credentials: BUS_AUTH names the fix", async () => {
     await using server = await startNats({ configFile: NATS_CONF });
     const { logger } = captured();
     const began = Date.now();
@@ -107,7 +107,13 @@ describe("connection helper", () => {
       (err: unknown) => err,
     );
     expect(Date.now() - began).toBeLessThan(3_000);
-    expect(error).toBeInstanceOf(Error);
-    expect((error as { code?: string }).code).not.toBe("BUS_UNAVAILABLE");
+    // Its own code, naming who was refused and what to set.
+    expect(error).toMatchObject({
+      code: "BUS_AUTH",
+      retryable: false,
+      message: expect.stringMatching(
+        new RegExp(`^the NATS server at ${server.url} refused user 'cli': set NATS_USER and NATS_PASSWORD`),
+      ) as string,
+    });
   });
 });
