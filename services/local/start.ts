@@ -6,7 +6,6 @@
 import { ClusterClient } from "../cli/client.js";
 import { auditLine, statusLine } from "../cli/render.js";
 import { clientBus, withLocalCluster, type Booted } from "./boot.js";
-import { NATS_USERS } from "./cluster.js";
 import { demoSpec } from "./demo-spec.js";
 
 const say = (line: string): void => void process.stdout.write(`${line}\n`);
@@ -27,11 +26,9 @@ async function demo(booted: Booted): Promise<boolean> {
     say(`\nresult: ${final?.status ?? "unknown"} — ${terminal?.reason ?? ""}`);
     if (terminal?.output) say(`output: ${terminal.output}`);
     if (terminal?.provenance) say(`provenance: ${JSON.stringify(terminal.provenance, null, 2)}`);
-    const creds = booted.nats.useConfUsers
-      ? `NATS_USER=${NATS_USERS.cli.user} NATS_PASSWORD=${NATS_USERS.cli.password} `
-      : "";
+    // This cluster and its store go when the demo ends: the hint points at one that stays up.
     say(
-      `\ntail its audit on a running cluster (npm run cluster):\n  NATS_URL=<url> ${creds}npm run agentctl -- audit tail ${reply.runId}`,
+      "\nnext: `npm run cluster` keeps a cluster up and prints, for another shell, the agentctl command that submits and watches a run (`agentctl -- audit tail <runId>` then shows its trail)",
     );
     return final?.status === "committed";
   } finally {

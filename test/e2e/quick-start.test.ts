@@ -60,6 +60,9 @@ describe("npm start", () => {
     expect(stdout).toMatch(/result: committed/);
     expect(stdout).toMatch(/"diagnosis": "high safetyViolation: the answer includes a raw credential/);
     expect(stdout).toMatch(/done in [\d.]+ s; everything stopped/);
+    // What to do next points at a cluster that stays up, not at the run in the store just removed.
+    expect(stdout).toMatch(/next: `npm run cluster` keeps a cluster up/);
+    expect(stdout).not.toMatch(/audit tail run-/);
     expect(gone(natsPid)).toBe(true);
     // Its actors' logs, kept only when something fails.
     const logDir = /\(logs in (\S+), removed if all goes well\)/.exec(stdout)?.[1] ?? "";
