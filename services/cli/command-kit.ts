@@ -10,6 +10,7 @@ import { AgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
 import { systemRandom } from "../../shared/runtime/random.js";
+import { localClusterEnv } from "../local/cluster-file.js";
 import { ClusterClient } from "./client.js";
 
 /** One line on stdout: what a command answers. */
@@ -33,7 +34,8 @@ const AgentctlEnv = ActorEnv.extend({
  * supervisor as AGENTCTL_WAIT_MS says.
  */
 export async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise<T> {
-  const env = parseEnv(AgentctlEnv, process.env);
+  // NATS_URL unset, in a checkout whose `npm run cluster` is up: that cluster, with agentctl's login.
+  const env = parseEnv(AgentctlEnv, { ...localClusterEnv(process.env), ...process.env });
   const logger = createLogger({ actor: "cli", level: env.LOG_LEVEL === "info" ? "error" : env.LOG_LEVEL });
   const waitMs = env.AGENTCTL_WAIT_MS;
   // A command waits for a NATS server as it waits for a supervisor (AGENTCTL_WAIT_MS).

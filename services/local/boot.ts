@@ -23,6 +23,8 @@ export interface BootOptions {
   env?: Record<string, string>;
   /** More actors to start with the cluster (the trading example's). */
   extra?: { kind: LocalActorKind; env?: Record<string, string> }[];
+  /** The port a local nats-server takes when it is free (see startLocalNats). */
+  preferPort?: number;
 }
 
 /**
@@ -58,7 +60,7 @@ export async function withLocalCluster(
  * and `agents` workers, each its own OS process, logging to `logDir`.
  */
 export async function bootCluster(say: (line: string) => void, options: BootOptions = {}): Promise<Booted> {
-  const nats = await ensureNats(say);
+  const nats = await ensureNats(say, options.preferPort);
   const prefix = process.env.AGENTS_PREFIX;
   if (nats.useConfUsers && prefix && prefix !== DEFAULT_PREFIX) {
     await nats.stop();

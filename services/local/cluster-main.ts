@@ -5,15 +5,27 @@
 import { toAgentError } from "../../shared/runtime/errors.js";
 import { bootCluster } from "./boot.js";
 import { NATS_USERS } from "./cluster.js";
+import { writeClusterFile } from "./cluster-file.js";
 
 const say = (line: string): void => void process.stdout.write(`${line}\n`);
 try {
-  const booted = await bootCluster(say);
-  const creds = booted.nats.useConfUsers
-    ? `NATS_USER=${NATS_USERS.cli.user} NATS_PASSWORD=${NATS_USERS.cli.password} `
-    : "";
+  // NATS's own port when it is free, so that agentctl's default NATS_URL reaches it from anywhere.
+  const booted = await bootCluster(say, { preferPort: 4222 });
+  const login = booted.nats.useConfUsers ? NATS_USERS.cli : undefined;
+  const removeFile = await writeClusterFile({
+    url: booted.nats.url,
+    ...(login ? { user: login.user, password: login.password } : {}),
+    pid: process.pid,
+  });
+  const creds = login ? `NATS_USER=${login.user} NATS_PASSWORD=${login.password} ` : "";
   say(
-    `\ncluster running. In another shell:\n  NATS_URL=${booted.nats.url} ${creds}npm run agentctl -- submit examples/hello.json --watch`,
+    [
+      "",
+      "cluster running. In another shell, in this checkout (agentctl finds this cluster):",
+      "  npm run agentctl -- submit examples/hello.json --watch",
+      "from anywhere else:",
+      `  NATS_URL=${booted.nats.url} ${creds}npm run agentctl -- runs`,
+    ].join("\n"),
   );
   say("Ctrl-C stops everything.");
   let stopping = false;
@@ -21,7 +33,7 @@ try {
     if (stopping) return;
     stopping = true;
     say("\nstopping the cluster…");
-    booted.stop().then(
+    Promise.all([removeFile(), booted.stop()]).then(
       () => process.exit(0),
       () => process.exit(1),
     );

@@ -32,7 +32,7 @@ async function reachable(url: string, user?: string, pass?: string): Promise<boo
  * The NATS server for a local cluster: NATS_URL when it answers, else a `nats-server` new enough
  * (see natsServerBinary) started with nats.conf on a free loopback port and a temporary store.
  */
-export async function ensureNats(say: (line: string) => void): Promise<NatsTarget> {
+export async function ensureNats(say: (line: string) => void, preferPort?: number): Promise<NatsTarget> {
   const wanted = process.env.NATS_URL;
   if (wanted) {
     if (await reachable(wanted, process.env.NATS_USER, process.env.NATS_PASSWORD)) {
@@ -45,7 +45,11 @@ export async function ensureNats(say: (line: string) => void): Promise<NatsTarge
     }
     say(`NATS_URL ${wanted} does not answer: starting a local nats-server instead`);
   }
-  const local = await startLocalNats({ configFile: NATS_CONF, say });
+  const local = await startLocalNats({
+    configFile: NATS_CONF,
+    say,
+    ...(preferPort === undefined ? {} : { preferPort }),
+  });
   return {
     url: local.url,
     useConfUsers: true,

@@ -26,6 +26,8 @@ export interface LocalNatsOptions {
   readyTimeoutMs?: number;
   /** Told once when a suitable binary must first be fetched. */
   say?: (line: string) => void;
+  /** The port to take when it is free (NATS's 4222, for `npm run cluster`); else a free one. */
+  preferPort?: number;
 }
 
 interface Running {
@@ -34,7 +36,8 @@ interface Running {
 }
 
 /**
- * Starts the `nats-server` binary on 127.0.0.1, on a free port (`-p -1`, read back from its log),
+ * Starts the `nats-server` binary on 127.0.0.1, on `preferPort` when free, else on a free port
+ * (`-p -1`, read back from its log),
  * with JetStream and a store directory of its own, removed on stop. The binary is the one
  * natsServerBinary() finds (fetched once when the machine has none new enough).
  */
@@ -61,7 +64,8 @@ export async function startLocalNats(options: LocalNatsOptions = {}): Promise<Lo
   };
   let running: Running & { port: number };
   try {
-    running = await launch(-1);
+    const preferred = options.preferPort;
+    running = await (preferred === undefined ? launch(-1) : launch(preferred).catch(() => launch(-1)));
   } catch (err) {
     await rm(storeDir, { recursive: true, force: true });
     throw err;

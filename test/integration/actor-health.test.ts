@@ -50,7 +50,9 @@ describe("an actor's health endpoints", () => {
       await second.close();
       await expect(startHealthServer(options)).rejects.toMatchObject({
         code: "INVALID_INPUT",
-        message: expect.stringMatching(new RegExp(`^HEALTH_PORT ${taken} is in use .*set HEALTH_PORT`)) as string,
+        message: expect.stringMatching(
+          new RegExp(`^HEALTH_PORT ${taken} is in use .*set HEALTH_PORT`),
+        ) as string,
       });
     } finally {
       await first.close();
