@@ -36,7 +36,10 @@ const jsm = await jetstreamManager(nc);
 const consumer = await bind();
 console.error(`subscribed to ${stream} as ${durable}`);
 const lastSeq = new Map();
-const messages = await consumer.consume();
+// Pulls that expire after 5 s, not the client's 30 s: a pull lost with its consumer's leader (a NATS
+// server of a cluster fails over) is noticed by two missed idle heartbeats, half an expiry each, and
+// asked again. With 30 s the subscriber sat silent for half a minute after a failover.
+const messages = await consumer.consume({ expires: 5_000 });
 for await (const msg of messages) {
   if (msg.subject.startsWith(`${prefix}.rejected.`)) {
     console.log(JSON.stringify(msg.json()));

@@ -11,7 +11,7 @@ import type { Logger } from "../runtime/logger.js";
 import type { Random } from "../runtime/random.js";
 import { connectBus } from "./connect.js";
 import { whenJetStreamAnswers, type JetStreamWait } from "./jetstream-silent.js";
-import { DEFAULT_JETSTREAM_WATCH, JetStreamWatch } from "./jetstream-watch.js";
+import { JetStreamWatch, jetStreamWatchFor } from "./jetstream-watch.js";
 import { deniedByPermissions, linkOf } from "./link.js";
 import { provision, type ProvisionReport } from "./provision.js";
 import { DEFAULT_PREFIX, Subjects } from "./subjects.js";
@@ -247,7 +247,7 @@ export async function startActorHealth(
       connected: bus.connected,
       gauge: metrics.jetStreamAnswering,
     },
-    DEFAULT_JETSTREAM_WATCH,
+    jetStreamWatchFor(env.JETSTREAM_SILENT_MS),
   );
   const watching = watch.run();
   const server = await startHealthServer({

@@ -13,6 +13,14 @@ export interface JetStreamWatchOptions {
 /** As long as a WAL append rides out a leader election before it gives up (BUDGET_MS). */
 export const DEFAULT_JETSTREAM_WATCH: JetStreamWatchOptions = { everyMs: 5_000, silentAfterMs: 15_000 };
 
+/** The watch for a silence of `silentAfterMs` (JETSTREAM_SILENT_MS): asked three times in it, at most every 5 s. */
+export function jetStreamWatchFor(silentAfterMs: number): JetStreamWatchOptions {
+  return {
+    everyMs: Math.min(DEFAULT_JETSTREAM_WATCH.everyMs, Math.ceil(silentAfterMs / 3)),
+    silentAfterMs,
+  };
+}
+
 /**
  * Whether the NATS server's JetStream answers this actor, asked every few seconds while the
  * connection is up. A JetStream cluster that lost its quorum keeps the connection up and answers

@@ -46,6 +46,11 @@ export const ActorEnv = z.object({
   HEALTH_PORT: z.coerce.number().int().min(0).max(65_535).optional(),
   /** Loopback by default; a container sets 0.0.0.0 so the kubelet and Prometheus can reach it. */
   HEALTH_HOST: z.string().min(1).default("127.0.0.1"),
+  /**
+   * How long JetStream may go unanswered, the connection up, before the actor says so once and its
+   * `/readyz` says not ready (see JetStreamWatch); asked every third of it, at most every 5 s.
+   */
+  JETSTREAM_SILENT_MS: millis(15_000),
   /** See ModelKeyEnvs: checked here so that a malformed value stops the actor at its start. */
   MODEL_KEY_ENVS: ModelKeyEnvs.optional(),
 });

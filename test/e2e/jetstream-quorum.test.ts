@@ -108,7 +108,8 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
       natsUrl: "",
       useConfUsers: false,
       logDir,
-      env: { AGENTS_PREFIX: prefix, AGENTS_REPLICAS: "3" },
+      // JetStream silent for 5 s, not 15 s, is said (and /readyz unready): the quorum lost here is.
+      env: { AGENTS_PREFIX: prefix, AGENTS_REPLICAS: "3", JETSTREAM_SILENT_MS: "5000" },
       readyTimeoutMs: 90_000,
     });
   }, 60_000);
@@ -120,6 +121,17 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
 
   it("agentctl says BUS_UNAVAILABLE naming the quorum after its wait, and an actor started meanwhile waits for JetStream instead of exiting, then starts", async () => {
     await loseQuorum();
+    // The supervisor starts while agentctl waits (both on the survivor): two waits at once, not in turn.
+    const supervisor = cluster.start("supervisor", "supervisor", { NATS_URL: survivor() });
+    let waitingSince = 0;
+    const waiting = until(
+      async () => (await supervisorLog()).includes("its JetStream does not yet: waiting for it"),
+      20_000,
+      { what: "the supervisor waiting for JetStream" },
+    ).then(() => (waitingSince = Date.now()));
+    // Both awaited below: either failing meanwhile fails the test there, not as an unhandled rejection.
+    supervisor.catch(() => undefined);
+    waiting.catch(() => undefined);
     const started = Date.now();
     const failed = await runProcess(process.execPath, [actorEntry("cli"), "runs"], {
       env: {
@@ -144,17 +156,11 @@ describe("a 3-node JetStream cluster that loses servers: two (no quorum), or one
     expect(printed.error?.code).toBe("BUS_UNAVAILABLE");
     expect(printed.error?.message).toMatch(/answers, its JetStream does not .*quorum/);
 
-    const supervisor = cluster.start("supervisor", "supervisor", { NATS_URL: survivor() });
-    await until(
-      async () => (await supervisorLog()).includes("its JetStream does not yet: waiting for it"),
-      20_000,
-      {
-        what: "the supervisor waiting for JetStream",
-      },
-    );
+    await waiting;
+    // Still waiting 3 s after it said so (some of them spent while agentctl waited), not exited.
     const exited = await Promise.race([
       cluster.actors.get("supervisor")?.exited,
-      systemClock.sleep(3_000).then(() => "running"),
+      systemClock.sleep(Math.max(0, waitingSince + 3_000 - Date.now())).then(() => "running"),
     ]);
     expect(exited).toBe("running");
     await regainQuorum();

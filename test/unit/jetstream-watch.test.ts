@@ -8,8 +8,13 @@ import {
   jetStreamSilent,
   whenJetStreamAnswers,
 } from "../../shared/bus/jetstream-silent.js";
-import { JetStreamWatch } from "../../shared/bus/jetstream-watch.js";
+import {
+  DEFAULT_JETSTREAM_WATCH,
+  JetStreamWatch,
+  jetStreamWatchFor,
+} from "../../shared/bus/jetstream-watch.js";
 import { InstantClock, ManualClock } from "../../shared/runtime/clock.js";
+import { ActorEnv } from "../../shared/runtime/config.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 
@@ -117,6 +122,15 @@ describe("a JetStream that stops answering while the connection is up", () => {
     await clock.advance(10_000);
     await settle();
     expect(jetStream.asked).toBe(3);
+  });
+
+  it("waits JETSTREAM_SILENT_MS (15 s unless set), asked three times in it and at most every 5 s", () => {
+    expect(jetStreamWatchFor(ActorEnv.parse({}).JETSTREAM_SILENT_MS)).toEqual(DEFAULT_JETSTREAM_WATCH);
+    expect(jetStreamWatchFor(ActorEnv.parse({ JETSTREAM_SILENT_MS: "3000" }).JETSTREAM_SILENT_MS)).toEqual({
+      everyMs: 1_000,
+      silentAfterMs: 3_000,
+    });
+    expect(jetStreamWatchFor(60_000)).toEqual({ everyMs: 5_000, silentAfterMs: 60_000 });
   });
 });
 
