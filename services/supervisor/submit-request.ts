@@ -42,7 +42,7 @@ export function parseSubmit(data: Uint8Array): { request: SubmitRequest; specHas
   const raw = decode(z.unknown(), data);
   const parsed = SubmitRequest.safeParse(raw);
   if (!parsed.success) {
-    throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${z.prettifyError(parsed.error)}`, {
+    throw new AgentError("INVALID_SPEC", `invalid RunSpec:\n${z.prettifyError(parsed.error)}`, {
       details: parsed.error.issues,
     });
   }
