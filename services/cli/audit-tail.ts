@@ -3,11 +3,16 @@ import { AuditEvent } from "../../shared/contracts/audit.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { decode } from "../../shared/bus/codec.js";
 import { readHeld } from "../../shared/bus/read-range.js";
+import { auditTally, readAudit } from "../../shared/bus/audit.js";
 import { entryOfMessage, scanLog } from "../../shared/bus/run-log.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
+import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { AgentError } from "../../shared/runtime/errors.js";
 
-/** What reading the run log takes (an actor's bus has it). */
-export type AuditReads = Pick<ActorBus, "subjects" | "jsm" | "js" | "clock" | "random">;
+/** What reading the run log takes, and the statuses a run is known by (an actor's bus has them). */
+export type AuditReads = Pick<ActorBus, "subjects" | "jsm" | "js" | "clock" | "random"> & {
+  buckets: Pick<ActorBus["buckets"], "runs">;
+};
 
 /** How many of the whole stream's events `audit tail` prints unless told (a run's trail is printed whole). */
 export const STREAM_TAIL_DEFAULT = 100;
@@ -15,7 +20,7 @@ export const STREAM_TAIL_DEFAULT = 100;
 export interface TailOptions {
   /** Only this run's events. */
   runId?: string;
-  /** Only the last this many of the events held now (all of them when undefined). */
+  /** Only the last this many of the events held now (all of them when undefined; none when 0). */
   last?: number;
   /** Then wait for new events (an ordered consumer) until aborted. */
   follow: boolean;
@@ -25,35 +30,64 @@ export interface TailOptions {
    * how many earlier messages, each one transition's events).
    */
   onLeftOut?: (count: number) => void;
+  /** Following a run the cluster does not know (yet): told before waiting for its first event. */
+  onUnknownRun?: () => void;
 }
 
 /**
  * Audit events in stream order: the last `last` of those held now (of one run, or of the whole
  * log, refused submits included), then, with `follow`, every new one. Following starts just after
  * what the stream held when the read began, so nothing is shown twice or missed in between, and a
- * log of millions of messages is not replayed before the first new one.
+ * log of millions of messages is not replayed before the first new one. A run the cluster does not
+ * know is NOT_FOUND, unless followed (it may be submitted yet): an empty trail would read as a run
+ * that did nothing.
  */
 export async function* tailAudit(bus: AuditReads, options: TailOptions): AsyncGenerator<AuditEvent> {
   const stream = bus.subjects.streams().log;
   const { state } = await withBusRetry(`reading the state of ${stream}`, bus, () =>
     bus.jsm.streams.info(stream),
   );
+  // `-n 0`: only what comes next, so nothing held is read (a run's whole trail included).
+  const none = options.last === 0;
   const { events: held, before } = options.runId
-    ? { events: await runEvents(bus, options.runId), before: 0 }
+    ? { events: none ? [] : await runEvents(bus, options.runId), before: 0 }
     : await lastEvents(bus, state, options.last);
+  if (options.runId && held.length === 0 && !(await known(bus, options.runId))) {
+    if (!options.follow)
+      throw new AgentError(
+        "NOT_FOUND",
+        `no run '${options.runId}' under AGENTS_PREFIX '${bus.subjects.prefix}': no log, status or refused submit names it`,
+      );
+    options.onUnknownRun?.();
+  }
   const keep = Math.min(held.length, options.last ?? held.length);
-  if (keep < held.length || before > 0) options.onLeftOut?.(held.length - keep + before);
+  if (!none && (keep < held.length || before > 0)) options.onLeftOut?.(held.length - keep + before);
   yield* held.slice(held.length - keep);
   const filters = options.runId
-    ? [bus.subjects.logAll(options.runId)]
+    ? [bus.subjects.logAll(options.runId), bus.subjects.rejected(options.runId)]
     : [bus.subjects.logAll(), bus.subjects.rejectedAll()];
   if (options.follow) yield* follow(bus, stream, filters, state.last_seq + 1, options.signal);
 }
 
+/** A run's trail: its log's events, its refused submits among them in their place. */
 async function runEvents(bus: AuditReads, runId: string): Promise<AuditEvent[]> {
   const events: AuditEvent[] = [];
-  for await (const { entry } of scanLog(bus, runId)) events.push(...entry.events);
+  for await (const event of readAudit(bus, { runId })) events.push(event);
   return events;
+}
+
+/**
+ * Whether the cluster knows the run: it has a log (one of records only, or whose status
+ * retention removed, too), a status (admitted, its first message not read yet) or a refused submit.
+ */
+async function known(bus: AuditReads, runId: string): Promise<boolean> {
+  if ((await auditTally(bus, runId)).messages > 0) return true;
+  if (await new RunStatusStore(bus.buckets.runs, bus).get(runId)) return true;
+  const stream = bus.subjects.streams().log;
+  const { state } = await withBusRetry(`looking for ${runId}'s refused submits`, bus, () =>
+    bus.jsm.streams.info(stream, { subjects_filter: bus.subjects.rejected(runId) }),
+  );
+  return Object.keys(state.subjects ?? {}).length > 0;
 }
 
 /**

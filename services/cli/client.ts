@@ -1,5 +1,3 @@
-import { readFile } from "node:fs/promises";
-import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { CancelRequest, ControlReply, HaltRequest, ResumeRequest } from "../../shared/contracts/cluster.js";
 import { Approval, DecidedBy, KillSwitch, type SubmitReply } from "../../shared/contracts/control.js";
@@ -232,24 +230,5 @@ export class ClusterClient {
       });
     if (!repeatable || !this.wait) return { reply: await ask(this.wait), resent: false };
     return askUntilDecided(this.wait, ask);
-  }
-}
-
-/** A spec file in JSON or YAML. */
-export async function readSpecFile(path: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch (cause) {
-    throw new AgentError("INVALID_INPUT", `cannot read spec file '${path}'`, { cause });
-  }
-  try {
-    return parseYaml(text) as unknown;
-  } catch (cause) {
-    // YAML's message says where (line and column), which a file's author needs to fix it.
-    const where = cause instanceof Error ? `: ${cause.message.split("\n")[0]?.replace(/:$/, "")}` : "";
-    throw new AgentError("INVALID_SPEC", `spec file '${path}' is neither JSON nor YAML${where}`, {
-      cause,
-    });
   }
 }

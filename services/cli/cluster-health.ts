@@ -1,4 +1,6 @@
+import type { KV } from "@nats-io/kv";
 import type { ActorBus } from "../../shared/bus/actor.js";
+import { readKillSwitch } from "../../shared/bus/kill-switch.js";
 import {
   readClusterState,
   type ClusterState,
@@ -8,7 +10,8 @@ import {
 import { askTools, callCriticRoll, type CriticRoll, type ToolRoll } from "../../shared/bus/service-roll.js";
 import { callSupervisorRoll, type SupervisorRoll } from "../../shared/bus/supervisor-roll.js";
 import { listenForWorkers, type WorkerRoll } from "../../shared/bus/worker-roll.js";
-import type { SupervisorHello } from "../../shared/contracts/cluster.js";
+import type { KillSwitchState, SupervisorHello } from "../../shared/contracts/cluster.js";
+import { toAgentError } from "../../shared/runtime/errors.js";
 
 export type { StoreHealth } from "../../shared/bus/cluster-state.js";
 
@@ -21,8 +24,15 @@ export type ClusterHealth = ClusterState & {
   critics: CriticRoll;
   tools: ToolRoll;
   workers: WorkerRoll;
+  killSwitch: KillSwitchReport;
   problems: string[];
 };
+
+/**
+ * The kill switch as read: off when never set; else its last setting (on or off, who, why, when,
+ * as `kill-switch` recorded it); or why it could not be read.
+ */
+export type KillSwitchReport = Partial<KillSwitchState> & { active: boolean; refused?: string };
 
 /** At this share of the account's storage limit a write is about to be refused (STORAGE_FULL). */
 export const STORAGE_WARN_SHARE = 0.9;
@@ -34,12 +44,13 @@ export async function readClusterHealth(
   listenMs: number,
   { critic = true }: { critic?: boolean } = {},
 ): Promise<ClusterHealth> {
-  const [state, supervisors, critics, tools, workers] = await Promise.all([
+  const [state, supervisors, critics, tools, workers, killSwitch] = await Promise.all([
     readClusterState(bus),
     callSupervisorRoll(bus.nc, bus.subjects, listenMs),
     callCriticRoll(bus.nc, bus.subjects, listenMs),
     askTools(bus.nc, bus.subjects, bus.jsm, listenMs),
     listenForWorkers(bus.nc, bus.subjects, listenMs, bus.clock),
+    readKillSwitchReport(bus.buckets.pool),
   ]);
   const clustered = state.server.cluster !== undefined;
   return {
@@ -48,7 +59,9 @@ export async function readClusterHealth(
     critics,
     tools,
     workers,
+    killSwitch,
     problems: [
+      ...killSwitchProblems(killSwitch),
       ...problemsOf(state.stores, { storage: state.storage, clustered }, wantedReplicas),
       ...supervisorProblems(supervisors),
       // A deployment whose runs never name a critic runs none (agentctl cluster --no-critic).
@@ -58,6 +71,36 @@ export async function readClusterHealth(
     ],
   };
 }
+
+/** The kill switch's last setting (see KillSwitchReport). */
+export async function readKillSwitchReport(pool: KV): Promise<KillSwitchReport> {
+  try {
+    return (await readKillSwitch(pool)) ?? { active: false };
+  } catch (err) {
+    return { active: false, refused: toAgentError(err).message };
+  }
+}
+
+/** The kill switch on: nothing is admitted and every running run halts, however sound the rest is. */
+export function killSwitchProblems(report: KillSwitchReport): string[] {
+  if (report.refused) return [`the kill switch could not be read: ${report.refused}`];
+  if (!report.active) return [];
+  return [
+    `the kill switch is on${setBy(report)}: no run is admitted and running runs halt at their next step; \`agentctl kill-switch off\` lifts it, then \`agentctl resume\` continues the runs it halted`,
+  ];
+}
+
+/** One line: on or off, and who set it so, why and when, if recorded. */
+export function killSwitchLine(report: KillSwitchReport): string {
+  if (report.refused) return "kill switch: not read (see the problems)";
+  return `kill switch: ${report.active ? "ON" : "off"}${setBy(report)}`;
+}
+
+const setBy = ({ active, by, reason, at }: KillSwitchReport): string => {
+  if (by === undefined) return "";
+  const when = at === undefined ? "" : ` at ${new Date(at).toISOString()}`;
+  return ` (${active ? "set" : "lifted"} by ${by}${when}${reason ? `: ${reason}` : ""})`;
+};
 
 /** The settings every supervisor replica must share, by the variable that sets them. */
 const SHARED_SETTINGS: [string, (hello: SupervisorHello) => number][] = [
@@ -172,6 +215,7 @@ export function healthLines(health: ClusterHealth): string[] {
   const { server, storage, stores, jobs, problems } = health;
   const lines = [
     `nats-server ${server.version}${server.cluster ? ` (cluster ${server.cluster})` : ""}; JetStream storage ${formatBytes(storage.used)}${storage.limit === undefined ? " (no account limit)" : ` of ${formatBytes(storage.limit)}`}`,
+    killSwitchLine(health.killSwitch),
   ];
   const width = Math.max(...stores.map((store) => store.name.length));
   for (const store of stores) {

@@ -11,17 +11,18 @@ import { endQuietlyWhenStdoutCloses, jsonErrors, reportCliError } from "../../sh
 import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
-import { readSpecFile, type ClusterClient } from "./client.js";
+import { readSpecFile } from "./spec-file.js";
 import { healthLines, readClusterHealth } from "./cluster-health.js";
 import { out, runIdArg, withClient } from "./command-kit.js";
 import { addControlCommands } from "./control-commands.js";
 import { checkpointLine, contracts, listRuns, openBreakers, replayRun, UNFINISHED } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
-import { auditLine, breakerLine, nextSteps, RUN_ID_WIDTH, runLine, statusLine } from "./render.js";
+import { auditLine, breakerLine, RUN_ID_WIDTH, runLine } from "./render.js";
 import { STREAM_TAIL_DEFAULT, tailAudit } from "./audit-tail.js";
 import { resultJson, runResult } from "./result.js";
-import { failureSummary, resultLines } from "./result-text.js";
+import { resultLines } from "./result-text.js";
 import { SPEC_FLAGS, specFromFlags, type SpecFlags } from "./spec-flags.js";
+import { watch, WATCH_EXIT_HELP } from "./watch.js";
 
 interface ReplayFlags {
   models?: boolean;
@@ -80,24 +81,6 @@ function refuseSpecFlags(command: Command): void {
 
 const flagName = (key: string): string => `--${key.replaceAll(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
-async function watch(client: ClusterClient, runId: string): Promise<void> {
-  // A run whose status retention removed would be watched for ever; one not yet submitted is waited for.
-  if (!(await client.statusOf(runId)))
-    process.stderr.write(`no run '${runId}' yet: waiting for it to be submitted (Ctrl-C stops)\n`);
-  for await (const status of client.follow(runId)) out(statusLine(status));
-  const last = await client.status.get(runId);
-  if (last?.terminal)
-    out(
-      `${last.terminal.kind}: ${last.terminal.reason}${last.terminal.output ? `\n${last.terminal.output}` : ""}`,
-    );
-  // A failure's status says only its reason: why, and what a human must check, are in its report
-  // (a summary the watch can go without: one it cannot read does not fail the watch).
-  const report =
-    last?.status === "failed" ? await runResult(client.bus, runId).catch(() => undefined) : undefined;
-  if (report) for (const line of failureSummary(report)) out(line);
-  if (last) for (const line of nextSteps(last)) out(line);
-}
-
 export function program(): Command {
   const cmd = jsonErrors(new Command("agentctl")).description(
     "Operate a bounded agent cluster on NATS (NATS_URL, AGENTS_PREFIX).",
@@ -111,7 +94,7 @@ export function program(): Command {
       "use this runId (re-submitting it returns the existing run; default: the spec's, else run-<uuid>)",
       runIdArg,
     )
-    .option("-w, --watch", "follow the run until it settles")
+    .option("-w, --watch", "follow the run until it settles; the exit code says how (below)")
     .option("--prompt <text>", "the task (instead of a spec file)")
     .option("--name <name>", "agent name", "cli-agent")
     .option(
@@ -134,6 +117,7 @@ export function program(): Command {
       ).choices(PrivacyTier.options),
     )
     .option("--requires-approval", "a human approves the commit")
+    .addHelpText("after", WATCH_EXIT_HELP)
     .action(async (path: string | undefined, opts: SubmitFlags, command: Command) => {
       if (path) refuseSpecFlags(command);
       const spec = path ? ((await readSpecFile(path)) as Record<string, unknown>) : specFromFlags(opts);
@@ -148,8 +132,11 @@ export function program(): Command {
     });
   cmd
     .command("watch")
-    .description("live phase, iteration and budget bars until the run settles")
+    .description(
+      "live phase, iteration and budget bars until the run settles; the exit code says how it settled (below)",
+    )
     .argument("<runId>", "the run", runIdArg)
+    .addHelpText("after", WATCH_EXIT_HELP)
     .action((runId: string) => withClient((client) => watch(client, runId)));
   cmd
     .command("runs")
@@ -225,7 +212,7 @@ export function program(): Command {
     .argument("[runId]", "only this run", runIdArg)
     .option("--json", "one JSON event per line")
     .option("-f, --follow", "then keep waiting for new events")
-    .option("-n, --last <n>", "only the last n events", positiveInt)
+    .option("-n, --last <n>", "only the last n events (0, with -f: only new ones)", nonNegativeInt)
     .option("--all", "every event the stream holds, from the first")
     .action(
       (
@@ -234,6 +221,11 @@ export function program(): Command {
       ) => {
         if (opts.all && opts.last !== undefined)
           throw new AgentError("INVALID_INPUT", "--all and --last: give one of them");
+        if (opts.last === 0 && !opts.follow)
+          throw new AgentError(
+            "INVALID_INPUT",
+            "-n 0 prints nothing without -f (which then prints only new events)",
+          );
         const last = opts.last ?? (runId || opts.all ? undefined : STREAM_TAIL_DEFAULT);
         return withClient(async (client) => {
           for await (const event of tailAudit(client.bus, {
@@ -244,6 +236,8 @@ export function program(): Command {
               process.stderr.write(
                 `${count} earlier events left out (-n <count> shows more, --all every one)\n`,
               ),
+            onUnknownRun: () =>
+              process.stderr.write(`no run '${runId}' yet: waiting for its first event (Ctrl-C stops)\n`),
           }))
             out(opts.json ? JSON.stringify(event) : auditLine(event));
         });
@@ -308,7 +302,7 @@ export function program(): Command {
   cmd
     .command("cluster")
     .description(
-      "the streams and buckets (replicas, leader, copies behind or offline), JetStream storage, the work queue, the supervisors and critics that answer, the tools runs have listed and whether a service answers each, and the agent workers heard; exit code 1 when something needs an operator",
+      "the kill switch (on or off, who set it and why), the streams and buckets (replicas, leader, copies behind or offline), JetStream storage, the work queue, the supervisors and critics that answer, the tools runs have listed and whether a service answers each, and the agent workers heard; exit code 1 when something needs an operator (the kill switch on among them)",
     )
     .option("--json", "the report as one JSON object")
     .option(

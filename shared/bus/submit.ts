@@ -16,7 +16,7 @@ const SUBMIT_TIMEOUT_MS = 10_000;
 export function parseSubmitRequest(raw: unknown): SubmitRequest {
   const parsed = SubmitRequest.safeParse(raw);
   if (!parsed.success) {
-    throw new AgentError("INVALID_SPEC", `invalid RunSpec: ${z.prettifyError(parsed.error)}`, {
+    throw new AgentError("INVALID_SPEC", `invalid RunSpec:\n${z.prettifyError(parsed.error)}`, {
       details: parsed.error.issues,
     });
   }

@@ -32,8 +32,9 @@ export function retryAfterMs(header: string | null, now: number): number | undef
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
-function classify(status: number, body: string): AgentError {
-  const snippet = body.slice(0, 500);
+/** An HTTP error reply; one that names no URL (a 404 from a wrong `baseUrl`) is told where it came from. */
+function classify(status: number, body: string, url: string): AgentError {
+  const snippet = `${body.slice(0, 500)} (POST ${shownUrl(url)})`;
   if (status === 429) return new AgentError("MODEL_RATE_LIMITED", `rate limited (429): ${snippet}`);
   if (status === 401 || status === 403)
     return new AgentError("MODEL_AUTH", `authentication failed (${status}): ${snippet}`);
@@ -68,10 +69,10 @@ export async function postJson(
       });
       const text = await response.text();
       if (response.ok) return parseJson(text);
-      error = classify(response.status, scrub(text, headers));
+      error = classify(response.status, scrub(text, headers), url);
       wait = retryAfterMs(response.headers.get("retry-after"), deps.clock.now());
     } catch (err) {
-      error = fromThrown(err, signal);
+      error = fromThrown(err, url, signal);
     }
     if (!error.retryable || attempt >= policy.retries) throw error;
     const backoff = fullJitterDelay(attempt, policy, deps.random);
@@ -100,13 +101,32 @@ function parseJson(text: string): unknown {
   }
 }
 
-function fromThrown(err: unknown, signal?: AbortSignal): AgentError {
+/**
+ * A request that got no reply: a timeout or a connection that failed names the URL it tried, the
+ * one thing that tells a wrong `baseUrl` from a provider down (without its credentials or query).
+ */
+function fromThrown(err: unknown, url: string, signal?: AbortSignal): AgentError {
   if (isAgentError(err)) return err;
   if (signal?.aborted) return new AgentError("MODEL_REJECTED", "request cancelled", { cause: err });
   if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) {
-    return new AgentError("MODEL_TIMEOUT", "model request timed out", { cause: err });
+    return new AgentError("MODEL_TIMEOUT", `model request to ${shownUrl(url)} timed out`, { cause: err });
   }
-  return toAgentError(err, "MODEL_NETWORK");
+  // fetch quotes a URL it refuses (one with credentials) whole: it is shown as any other.
+  const message = toAgentError(err, "MODEL_NETWORK").message.replaceAll(url, shownUrl(url));
+  return new AgentError("MODEL_NETWORK", `${message} (POST ${shownUrl(url)})`, { cause: err });
+}
+
+/**
+ * A URL as an error may show it: no user or password (`https://user:key@host`), query (`?key=…`)
+ * or fragment, which can hold a secret; a URL that does not parse is not shown.
+ */
+export function shownUrl(url: string): string {
+  try {
+    const { protocol, host, pathname } = new URL(url);
+    return `${protocol}//${host}${pathname}`;
+  } catch {
+    return "(a URL that does not parse)";
+  }
 }
 
 /** Reads an API key from the environment variable a ModelRef names; the value is never logged. */

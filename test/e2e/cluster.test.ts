@@ -1,6 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import type { ClusterHealth } from "../../services/cli/cluster-health.js";
 import { AuditEvent } from "../../shared/contracts/audit.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import { encode } from "../../shared/bus/codec.js";
@@ -160,6 +161,19 @@ describe("cluster: actors as processes on a real nats-server", () => {
       expect(halted).toMatchObject({ status: "halted" });
       expect(halted.terminal?.reason).toMatch(/incident 42/);
       expect((await suite.audit(slow.runId)).some((e) => e.kind === "run.halted")).toBe(true);
+      // agentctl cluster shows the switch, who threw it and why, and counts it a problem (exit 1).
+      const report = await runProcess(
+        process.execPath,
+        [AGENTCTL, "cluster", "--json", "--listen-ms", "300"],
+        { env: suite.env() },
+      ).then(
+        ({ stdout }) => ({ code: 0, stdout }),
+        (err: { code: number; stdout: string }) => err,
+      );
+      expect(report.code).toBe(1);
+      const health = JSON.parse(report.stdout) as ClusterHealth;
+      expect(health.killSwitch).toMatchObject({ active: true, by: "oncall", reason: "incident 42" });
+      expect(health.problems).toContainEqual(expect.stringMatching(/^the kill switch is on \(set by oncall/));
     } finally {
       await suite.client.killSwitch({ active: false, reason: "resolved", by: "oncall" });
     }

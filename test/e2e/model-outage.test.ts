@@ -110,7 +110,13 @@ describe("a model provider's outage", () => {
     const model = flakyModel("down", planner.complete);
     model.down(60_000);
     const { runId } = await suite.client.submit(payingActorRun("pay", 0, "down", "a long outage"));
-    const watched = agentctlOf(suite).run("watch", runId);
+    // The run fails: its watch exits 1 (see WATCH_EXIT_CODES), its output read all the same.
+    const watched = agentctlOf(suite)
+      .run("watch", runId)
+      .then(
+        () => ({ code: 0, stdout: "" }),
+        (err: { code: number; stdout: string }) => err,
+      );
     // No breaker names the outage: the status says the run retries it, until when.
     const { retrying } = await suite.waitFor(runId, (s) => s.retrying !== undefined, 20_000);
     expect(retrying).toMatchObject({
@@ -127,7 +133,8 @@ describe("a model provider's outage", () => {
     const status = await suite.waitFor(runId, settled, 30_000);
     expect(status).toMatchObject({ status: "failed", terminal: { reason: "modelError" } });
     expect(status.retrying).toBeUndefined();
-    const { stdout } = await watched;
+    const { code, stdout } = await watched;
+    expect(code).toBe(1);
     expect(stdout).toMatch(
       /retrying: model turn \(MODEL_UNAVAILABLE: provider error \(503\): overloaded\), since \S+, next try after \S+, until \S+/,
     );

@@ -212,7 +212,12 @@ describe("a cluster under the shipped permission model", () => {
         }),
       ),
     );
-    const watched = await cli("submit", file, "--run-id", "asking-1", "--watch");
+    // Waiting for approval: submit --watch exits 4 (see WATCH_EXIT_CODES).
+    const watched = await cli("submit", file, "--run-id", "asking-1", "--watch").then(
+      () => ({ code: 0, stdout: "" }),
+      (err: { code: number; stdout: string }) => err,
+    );
+    expect(watched.code).toBe(4);
     expect(watched.stdout).toMatch(/awaiting_approval[\s\S]*`agentctl approve asking-1`/);
     const replay = await cli("replay", "asking-1");
     expect(replay.stdout).toMatch(/transitions reproduced identically/);

@@ -1,6 +1,8 @@
 import { Kvm } from "@nats-io/kv";
 import { describe, expect, it } from "vitest";
 import { currentCopies, readClusterState, type StoreHealth } from "../../shared/bus/cluster-state.js";
+import { writeKillSwitch } from "../../shared/bus/kill-switch.js";
+import { readKillSwitchReport } from "../../services/cli/cluster-health.js";
 import { encode } from "../../shared/bus/codec.js";
 import { ensureWorkerConsumer, publishJob } from "../../shared/bus/jobs.js";
 import { answerRoll } from "../../shared/bus/roll-call.js";
@@ -139,6 +141,22 @@ describe("the cluster's state as agentctl cluster reads it", () => {
     expect(runs?.bytes).toBeGreaterThan(0);
     expect(after.storage.used).toBeGreaterThanOrEqual(runs?.bytes ?? Infinity);
     expect(after.storage.limit).toBeUndefined();
+  });
+
+  it("reads the kill switch from the pool bucket: off when never set, then as last set, who and why", async () => {
+    expect(await readKillSwitchReport(suite.buckets.pool)).toEqual({ active: false });
+    await writeKillSwitch(suite.buckets.pool, {
+      active: true,
+      by: "oncall",
+      reason: "bad deploy",
+      at: 1_000,
+    });
+    expect(await readKillSwitchReport(suite.buckets.pool)).toEqual({
+      active: true,
+      by: "oncall",
+      reason: "bad deploy",
+      at: 1_000,
+    });
   });
 
   it("counts a store's current copies: none when missing, the leader and each current follower online when clustered", () => {

@@ -55,6 +55,14 @@ const putStatus = (runId: string, over: Partial<RunStatus>) =>
 
 const call = (name: string, input: Record<string, unknown>): ScriptStep => ({ toolCalls: [{ name, input }] });
 
+/** agentctl watch of a run: its exit code and output, whether or not it exited 0. */
+async function watchExit(runId: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return runProcess(process.execPath, [AGENTCTL, "watch", runId], { env: env() }).then(
+    ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+    (err: { code: number; stdout: string; stderr: string }) => err,
+  );
+}
+
 /** The artifact the result read for display, asserted to be read from the WAL. */
 function viewOf(result: RunResult) {
   expect(result.source).toBe("wal");
@@ -241,16 +249,53 @@ describe("agentctl result: what a run ended with", () => {
         maxToolCalls: 2,
       },
     );
-    expect(await exited).toBe(0);
+    // A failed run's watch exits 1: a script tells it from a commit without reading the output.
+    expect(await exited).toBe(1);
     expect(stdout).toMatch(/failed +FAIL[^\n]*\nFAIL: maxToolCalls\n/);
     expect(stdout).toMatch(
       /diagnosis: tool call 3 exceeds maxToolCalls 2\n1 call left to a human: `agentctl result later-run`\n$/,
     );
   });
 
+  it("watch exits by how the run settled: 0 committed, 1 failed, 3 halted (4 awaiting approval, below)", async () => {
+    await putStatus("done-run", {
+      status: "committed",
+      phase: "COMMIT",
+      terminal: { kind: "COMMIT", reason: "converged", output: "hi" },
+    });
+    await putStatus("stopped-run", {
+      status: "halted",
+      phase: "ACT",
+      terminal: { kind: "HALT", reason: "stopped by an operator" },
+    });
+    await putStatus("broken-run", {
+      status: "failed",
+      phase: "FAIL",
+      terminal: { kind: "FAIL", reason: "maxIterations" },
+    });
+    const [done, stopped, broken] = await Promise.all(
+      ["done-run", "stopped-run", "broken-run"].map((runId) => watchExit(runId)),
+    );
+    expect(done).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(/COMMIT: converged\nhi\n/) as unknown,
+    });
+    expect(stopped).toMatchObject({
+      code: 3,
+      stdout: expect.stringMatching(/HALT: stopped by an operator/) as unknown,
+    });
+    expect(broken).toMatchObject({ code: 1, stderr: "" });
+    // submit --watch runs the same watch, and its help says the same codes.
+    const help = await runProcess(process.execPath, [AGENTCTL, "submit", "--help"]);
+    expect(help.stdout).toMatch(
+      /Exit codes \(watch, submit --watch\):\n {2}0 +the run committed\n {2}1 +the run failed/,
+    );
+  });
+
   it("a run awaiting approval: watch stops there saying what a human can do, and it has no result yet", async () => {
     await putStatus("asking-run", { status: "awaiting_approval", phase: "VERIFY", iteration: 1 });
-    const watched = await runProcess(process.execPath, [AGENTCTL, "watch", "asking-run"], { env: env() });
+    const watched = await watchExit("asking-run");
+    expect(watched.code).toBe(4);
     expect(watched.stdout.trim().split("\n")).toEqual([
       expect.stringMatching(/^awaiting_approval +VERIFY/),
       "waiting for a human: `agentctl approve asking-run`, `agentctl reject asking-run` or `agentctl modify asking-run --feedback …`",

@@ -6,6 +6,8 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { SubmitRequest } from "../../shared/contracts/cluster.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
+import fc from "fast-check";
+import { jsonProblem } from "../../services/cli/spec-file.js";
 import { specFromFlags } from "../../services/cli/spec-flags.js";
 
 const base = { name: "n", model: "scripted:hi", tools: "", capabilities: "compute" };
@@ -120,8 +122,13 @@ describe("agentctl flags", () => {
       code: "INVALID_INPUT",
       message: "option '--listen-ms <ms>' argument '5' is invalid. expected milliseconds, 100 to 60000",
     });
-    expect(await refusal("audit", "tail", "-n", "0")).toMatchObject({
-      message: expect.stringMatching(/^option '-n, --last <n>' argument '0' is invalid/) as string,
+    // -n 0 means "only new events", which only -f has.
+    expect(await refusal("audit", "tail", "-n", "0")).toEqual({
+      code: "INVALID_INPUT",
+      message: "-n 0 prints nothing without -f (which then prints only new events)",
+    });
+    expect(await refusal("audit", "tail", "-n", "-1")).toMatchObject({
+      message: expect.stringMatching(/^option '-n, --last <n>' argument '-1' is invalid/) as string,
     });
     expect(await refusalOf(TRADING_CONTROL, ["pause"])).toEqual({
       code: "INVALID_INPUT",
@@ -132,17 +139,70 @@ describe("agentctl flags", () => {
     expect(help.stderr).toBe("");
   });
 
-  it("say where a spec file stops being JSON or YAML", async () => {
+  it("print help on stdout and exit 0, however it is asked for (a command left out too)", async () => {
+    for (const args of [[], ["--help"], ["help"], ["audit"], ["help", "audit"], ["watch", "--help"]]) {
+      const help = await runProcess(process.execPath, [AGENTCTL, ...args]);
+      expect({ args, stdout: help.stdout, stderr: help.stderr }).toEqual({
+        args,
+        stdout: expect.stringMatching(/^Usage: agentctl/) as string,
+        stderr: "",
+      });
+    }
+    // watch's help says what its exit codes mean.
+    const watch = await runProcess(process.execPath, [AGENTCTL, "watch", "--help"]);
+    expect(watch.stdout).toMatch(
+      / 1 +the run failed\n.* 3 +the run halted.*\n.* 4 +the run waits for approval/s,
+    );
+  });
+
+  it("read a spec file by its name: .json as JSON, .yaml as YAML, each saying where it breaks", async () => {
     const dir = await mkdtemp(join(tmpdir(), "agentctl-spec-"));
-    const file = join(dir, "spec.yaml");
-    await writeFile(file, "task:\n  prompt: [unclosed\n");
-    expect(await refusal("submit", file)).toEqual({
+    const at = async (name: string, text: string) => {
+      await writeFile(join(dir, name), text);
+      return refusal("submit", join(dir, name));
+    };
+    expect(await at("spec.yaml", "task:\n  prompt: [unclosed\n")).toEqual({
       code: "INVALID_SPEC",
       message: expect.stringMatching(
-        /^spec file '.*spec\.yaml' is neither JSON nor YAML: .* at line \d+, column \d+$/,
+        /^spec file '.*spec\.yaml' is not valid YAML: .* at line \d+, column \d+$/,
       ) as string,
     });
+    // A trailing comma YAML would have taken in its stride (as a flow mapping) is JSON's problem.
+    expect(await at("spec.json", '{\n  "task": { "prompt": "p", },\n  "agent": {}\n}\n')).toEqual({
+      code: "INVALID_SPEC",
+      message: `spec file '${join(dir, "spec.json")}' is not valid JSON: expected a property name in double quotes at line 2, column 28`,
+    });
+    expect(await at("spec.json.txt", "a: [")).toMatchObject({
+      message: expect.stringMatching(/is neither JSON nor YAML: /) as string,
+    });
     await rm(dir, { recursive: true });
+  });
+
+  it("find where a text stops being JSON exactly when JSON.parse refuses it", () => {
+    const texts = fc.oneof(
+      fc.json(),
+      // JSON with one character dropped, doubled or swapped for another: mostly not JSON any more.
+      fc
+        .tuple(fc.json(), fc.nat(), fc.constantFrom("", ",", "}", "]", '"', ":", "\\", "\n", "x", "0"))
+        .map(([text, at, c]) => {
+          const i = at % (text.length + 1);
+          return text.slice(0, i) + c + text.slice(i + (c === "" ? 1 : 0));
+        }),
+    );
+    fc.assert(
+      fc.property(texts, (text) => {
+        let parses = true;
+        try {
+          JSON.parse(text);
+        } catch {
+          parses = false;
+        }
+        const problem = jsonProblem(text);
+        expect(problem === undefined).toBe(parses);
+        if (problem) expect(problem.line).toBe(Math.min(problem.line, text.split("\n").length));
+      }),
+      { numRuns: 2_000 },
+    );
   });
 
   it("end quietly when whoever reads its output stops reading (agentctl … | head)", async () => {

@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import {
   formatBytes,
   healthLines,
+  killSwitchLine,
+  killSwitchProblems,
   problemsOf,
   criticProblems,
   supervisorProblems,
@@ -130,10 +132,12 @@ describe("agentctl cluster: what needs an operator", () => {
           { workerId: "agent-10", instance: "i2", jobs: 0, leaving: true },
         ],
       },
+      killSwitch: { active: false },
       problems: ["AGENT_LOG: its copy on n2 is offline"],
     };
     expect(healthLines(health)).toEqual([
       "nats-server 2.9.10 (cluster agents); JetStream storage 3.0 MiB of 1.0 GiB",
+      "kill switch: off",
       "AGENT_LOG       R3  10 msgs  2.0 KiB  leader n1, n2 offline",
       "KV_agents-runs  missing",
       "jobs: 2 waiting, 5 held by workers, 1 redelivered, 4 open pulls",
@@ -170,6 +174,29 @@ describe("agentctl cluster: what needs an operator", () => {
       "1.5 KiB",
       "50 MiB",
     ]);
+  });
+
+  it("the kill switch on needs an operator, saying who set it and why; off, or never set, does not", () => {
+    const at = Date.parse("2026-12-02T03:04:05Z");
+    const on = { active: true, by: "oncall", reason: "bad deploy", at };
+    expect(killSwitchProblems(on)).toEqual([
+      "the kill switch is on (set by oncall at 2026-12-02T03:04:05.000Z: bad deploy): no run is admitted and running runs halt at their next step; `agentctl kill-switch off` lifts it, then `agentctl resume` continues the runs it halted",
+    ]);
+    expect(killSwitchLine(on)).toBe(
+      "kill switch: ON (set by oncall at 2026-12-02T03:04:05.000Z: bad deploy)",
+    );
+    const lifted = { ...on, active: false, reason: "fixed" };
+    expect(killSwitchProblems(lifted)).toEqual([]);
+    expect(killSwitchLine(lifted)).toBe(
+      "kill switch: off (lifted by oncall at 2026-12-02T03:04:05.000Z: fixed)",
+    );
+    expect([killSwitchProblems({ active: false }), killSwitchLine({ active: false })]).toEqual([
+      [],
+      "kill switch: off",
+    ]);
+    const unread = { active: false, refused: "permissions violation" };
+    expect(killSwitchProblems(unread)).toEqual(["the kill switch could not be read: permissions violation"]);
+    expect(killSwitchLine(unread)).toBe("kill switch: not read (see the problems)");
   });
 
   it("no supervisor answering needs an operator, and so do replicas that disagree on a shared setting", () => {

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { ModelRequest } from "../../shared/contracts/model.js";
 import { AnthropicDriver } from "../../shared/models/anthropic.js";
 import { createDriver } from "../../shared/models/factory.js";
-import { retryAfterMs } from "../../shared/models/http.js";
+import { retryAfterMs, shownUrl } from "../../shared/models/http.js";
 import { OpenAiDriver } from "../../shared/models/openai.js";
 import { ScriptedDriver } from "../../shared/models/scripted.js";
 import { InstantClock } from "../../shared/runtime/clock.js";
@@ -192,7 +192,14 @@ describe("openai-compatible driver", () => {
       policy: fastPolicy,
     });
     const rejected = await driver.complete(request).catch((e: unknown) => e);
-    expect(rejected).toMatchObject({ code: "MODEL_REJECTED", retryable: false });
+    // Where the reply came from, as a 404 from a wrong baseUrl needs.
+    expect(rejected).toMatchObject({
+      code: "MODEL_REJECTED",
+      retryable: false,
+      message: expect.stringMatching(
+        /^request rejected \(400\): .*bad request.* \(POST http:\/\/127\.0\.0\.1:\d+\/(v1\/)?chat\/completions\)$/,
+      ) as unknown,
+    });
     status = 401;
     const auth = await driver.complete(request).catch((e: unknown) => e);
     expect(auth).toMatchObject({ code: "MODEL_AUTH" });
@@ -224,10 +231,11 @@ describe("openai-compatible driver", () => {
       });
     const dead = at("http://127.0.0.1:1");
     // What failed, not only fetch's "fetch failed" (port 1 is one fetch refuses to ask).
+    // What failed, and where: the URL tried, the one thing that shows a wrong baseUrl.
     await expect(dead.complete(request)).rejects.toMatchObject({
       code: "MODEL_NETWORK",
       retryable: true,
-      message: "fetch failed: bad port",
+      message: "fetch failed: bad port (POST http://127.0.0.1:1/chat/completions)",
     });
     // A port nobody listens on: the connection refused, and where.
     const closed = createServer();
@@ -237,8 +245,20 @@ describe("openai-compatible driver", () => {
     const refused = at(`http://127.0.0.1:${port}`);
     await expect(refused.complete(request)).rejects.toMatchObject({
       code: "MODEL_NETWORK",
-      message: `fetch failed: connect ECONNREFUSED 127.0.0.1:${port}`,
+      message: `fetch failed: connect ECONNREFUSED 127.0.0.1:${port} (POST http://127.0.0.1:${port}/chat/completions)`,
     });
+    // A URL's credentials (fetch refuses them, quoting the URL), query and fragment, which may
+    // hold a key, are not shown.
+    const secret = at(`http://user:PLANTED@127.0.0.1:${port}/v1`);
+    const hidden = await secret.complete(request).catch((e: unknown) => e);
+    expect(hidden).toMatchObject({
+      code: "MODEL_NETWORK",
+      message: `Request cannot be constructed from a URL that includes credentials: http://127.0.0.1:${port}/v1/chat/completions (POST http://127.0.0.1:${port}/v1/chat/completions)`,
+    });
+    expect(shownUrl("https://u:PLANTED@host:8443/v1/x?api-key=PLANTED#PLANTED")).toBe(
+      "https://host:8443/v1/x",
+    );
+    expect(shownUrl("not a url PLANTED")).toBe("(a URL that does not parse)");
   });
 
   it("rejects malformed replies and non-JSON tool arguments", async () => {

@@ -1,26 +1,28 @@
 import { Writable } from "node:stream";
 import { Command, CommanderError, InvalidArgumentError } from "commander";
-import { afterEach, describe, expect, it, vi } from "vitest";
-import { jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { jsonErrors, reportCliError, type ErrorStream } from "../../shared/runtime/cli-errors.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { instanceName } from "../../shared/runtime/instance.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 
-/** What a command printed on stderr and the exit code it set, the process's own left as they were. */
-function reported(run: () => void): { stderr: string; exitCode: typeof process.exitCode } {
+/**
+ * What a command printed on an stderr that is a pipe (or, `tty`, a terminal), and the exit code it
+ * set, the process's own left as it was.
+ */
+function reported(
+  run: (stderr: ErrorStream) => void,
+  tty = false,
+): { stderr: string; exitCode: typeof process.exitCode } {
   const before = process.exitCode;
   let stderr = "";
-  const write = vi.spyOn(process.stderr, "write").mockImplementation((chunk) => {
-    stderr += String(chunk);
-    return true;
-  });
+  const stream: ErrorStream = { isTTY: tty, write: (text) => (stderr += text) };
   try {
-    run();
+    run(stream);
     return { stderr, exitCode: process.exitCode };
   } finally {
-    write.mockRestore();
     process.exitCode = before;
   }
 }
@@ -53,7 +55,7 @@ describe("a command-line tool's failure", () => {
       thrown = err;
     }
     expect(thrown).toBeInstanceOf(CommanderError);
-    const { stderr, exitCode } = reported(() => reportCliError(thrown));
+    const { stderr, exitCode } = reported((stderr) => reportCliError(thrown, undefined, stderr));
     expect(exitCode).toBe(2);
     expect(stderr.endsWith("\n")).toBe(true);
     expect(stderr.trim().split("\n")).toHaveLength(1);
@@ -63,15 +65,38 @@ describe("a command-line tool's failure", () => {
   });
 
   it("keeps an AgentError's code, gives anything else the fallback, and treats --help (exit code 0) as no failure", () => {
-    const notFound = reported(() => reportCliError(new AgentError("NOT_FOUND", "no run 'r1'")));
+    const notFound = reported((stderr) =>
+      reportCliError(new AgentError("NOT_FOUND", "no run 'r1'"), undefined, stderr),
+    );
     expect(JSON.parse(notFound.stderr)).toEqual({ error: { code: "NOT_FOUND", message: "no run 'r1'" } });
-    const other = reported(() => reportCliError(new Error("socket closed"), "BUS_UNAVAILABLE"));
+    const other = reported((stderr) => reportCliError(new Error("socket closed"), "BUS_UNAVAILABLE", stderr));
     expect(JSON.parse(other.stderr)).toMatchObject({ error: { code: "BUS_UNAVAILABLE" } });
     expect(other.exitCode).toBe(2);
-    const help = reported(() =>
-      reportCliError(new CommanderError(0, "commander.helpDisplayed", "(outputHelp)")),
+    const help = reported((stderr) =>
+      reportCliError(new CommanderError(0, "commander.helpDisplayed", "(outputHelp)"), undefined, stderr),
     );
     expect(help).toEqual({ stderr: "", exitCode: process.exitCode });
+    // The help commander shows for a command left out (its exit code 1) is no failure either.
+    const left = reported((stderr) =>
+      reportCliError(new CommanderError(1, "commander.help", "(outputHelp)"), undefined, stderr),
+    );
+    expect(left).toEqual({ stderr: "", exitCode: process.exitCode });
+  });
+
+  it("on a terminal, reads as lines: the code, then the message's lines indented; piped, stays one JSON line", () => {
+    const invalid = new AgentError(
+      "INVALID_SPEC",
+      "invalid RunSpec:\n✖ Invalid input: expected string\n  → at task.prompt",
+    );
+    const tty = reported((stderr) => reportCliError(invalid, undefined, stderr), true);
+    expect(tty).toEqual({
+      stderr:
+        "error INVALID_SPEC: invalid RunSpec:\n  ✖ Invalid input: expected string\n    → at task.prompt\n",
+      exitCode: 2,
+    });
+    const piped = reported((stderr) => reportCliError(invalid, undefined, stderr));
+    expect(piped.stderr.split("\n")).toHaveLength(2);
+    expect(JSON.parse(piped.stderr)).toEqual({ error: { code: "INVALID_SPEC", message: invalid.message } });
   });
 });
 
