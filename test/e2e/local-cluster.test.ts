@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,6 +7,21 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { runProcess } from "../helpers/cluster-suite.js";
 import { until } from "../helpers/until.js";
+
+/** The README's tour: each `npm run agentctl -- …` line, its arguments, and the exit code it names. */
+function readmeTour(): { line: string; args: string[]; exits: number }[] {
+  const readme = readFileSync(fileURLToPath(new URL("../../README.md", import.meta.url)), "utf8");
+  const block = /<!-- tour:begin -->([\s\S]*?)<!-- tour:end -->/.exec(readme)?.[1] ?? "";
+  return block
+    .split("\n")
+    .filter((line) => line.startsWith("npm run agentctl -- "))
+    .map((line) => {
+      const [command = "", comment = ""] = line.split(/\s+#\s+/);
+      const words = [...command.slice("npm run agentctl -- ".length).matchAll(/"([^"]*)"|(\S+)/g)];
+      const exits = Number(/exits (\d)/.exec(comment)?.[1] ?? 0);
+      return { line, args: words.map(([, quoted, bare]) => quoted ?? bare ?? ""), exits };
+    });
+}
 
 const dist = (path: string): string => fileURLToPath(new URL(`../../dist/services/${path}`, import.meta.url));
 
@@ -20,7 +35,7 @@ describe("npm run cluster, then agentctl as printed", () => {
     for (const done of cleanup.reverse()) await done();
   });
 
-  it("agentctl finds the local cluster with no NATS_URL and no login; the cluster's file goes when it stops", async () => {
+  it("the README's tour runs as printed: agentctl finds the local cluster with no NATS_URL and no login; the cluster's file goes when it stops", async () => {
     const dir = await mkdtemp(join(tmpdir(), "local-cluster-"));
     cleanup.push(() => rm(dir, { recursive: true, force: true }));
     const file = join(dir, "local-cluster.json");
@@ -43,17 +58,27 @@ describe("npm run cluster, then agentctl as printed", () => {
     expect(existsSync(file)).toBe(true);
 
     const agentctl = (...args: string[]) =>
-      runProcess(process.execPath, [dist("cli/main.js"), ...args], { env, timeout: 60_000 });
-    const submitted = await agentctl("submit", "examples/hello.json", "--watch");
-    expect(submitted.stdout).toMatch(/committed/);
+      runProcess(process.execPath, [dist("cli/main.js"), ...args], { env, timeout: 60_000 }).then(
+        (done) => ({ code: 0, ...done }),
+        (err: { code: number; stdout: string; stderr: string }) => err,
+      );
+    // The README's tour, every line as printed, each with the exit code its comment names (0 else).
+    const tour = readmeTour();
+    expect(tour.length).toBeGreaterThanOrEqual(10);
+    for (const { line, args, exits } of tour) {
+      const { code, stdout, stderr } = await agentctl(...args);
+      expect({ line, code, stderr }).toEqual({ line, code: exits, stderr: "" });
+      expect(stdout.length, line).toBeGreaterThan(0);
+    }
     const runs = await agentctl("runs", "--all", "--json");
-    expect(runs.stdout).toMatch(/"status":"committed"/);
+    expect(runs.stdout).toMatch(
+      /"runId":"hello-1"[^}]*"status":"committed"|"status":"committed"[^}]*"runId":"hello-1"/,
+    );
 
     cluster.kill("SIGINT");
     expect(await exited).toBe(0);
     expect(existsSync(file)).toBe(false);
     // Without it (and with no server on NATS's default port), agentctl says no server answers.
-    const after = await agentctl("runs").catch((err: { code: number; stderr: string }) => err);
-    expect(after).toMatchObject({ code: 2 });
+    expect(await agentctl("runs")).toMatchObject({ code: 2 });
   }, 120_000);
 });
