@@ -85,8 +85,8 @@ export class RunJournal {
     if (this.trailingCount >= MAX_TRAILING) await this.settleTrailing();
     const last = states.at(-1);
     if (last && (records.length > 0 || events.length > 0)) {
-      const { phase, guard, usage } = last;
-      await this.deps.writer.append(records, events, { phase, iteration: guard.iteration, usage });
+      const { phase, guard, usage, updatedAt: at } = last;
+      await this.deps.writer.append(records, events, { phase, iteration: guard.iteration, usage, at });
     }
     this.held = [];
     this.heldEvents = [];

@@ -39,7 +39,7 @@ export class ClusterClient {
 
   async submit(spec: unknown): Promise<Extract<SubmitReply, { ok: true }>> {
     // A named run's submit is asked again when its outcome is not known (see submitRun).
-    const reply = await submitRun(this.bus, parseSubmitRequest(spec), this.wait);
+    const reply = await submitRun(this.bus, parseSubmitRequest(spec), this.wait, spec);
     if (!reply.ok) throw fromErrorPayload(reply.error);
     return reply;
   }

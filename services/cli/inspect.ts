@@ -177,13 +177,14 @@ export interface RunsListing {
   orphans: Map<string, string>;
 }
 
+const byLastChange = (a: RunStatus, b: RunStatus): number =>
+  Date.parse(b.updatedAt) - Date.parse(a.updatedAt) || a.runId.localeCompare(b.runId);
+
 /** The runs a filter keeps, the most recently changed first, at most `limit`; `more`: those left out. */
 export function selectRuns(statuses: readonly RunStatus[], filter: RunFilter): RunsListing {
   const { root } = filter;
   const tree = root === undefined ? statuses : runTree(root, statuses);
-  const kept = tree
-    .filter((s) => filter.statuses.has(s.status))
-    .sort((a, b) => Date.parse(b.updatedAt) - Date.parse(a.updatedAt) || a.runId.localeCompare(b.runId));
+  const kept = tree.filter((s) => filter.statuses.has(s.status)).sort(byLastChange);
   const runs = kept.slice(0, filter.limit);
   const listed = new Set(runs.map((r) => r.runId));
   const children = new Map<string, ChildrenGoing>();
@@ -209,11 +210,13 @@ export function selectRuns(statuses: readonly RunStatus[], filter: RunFilter): R
  */
 export async function listRuns(bus: ActorBus, filter: RunFilter): Promise<RunsListing> {
   const listing = selectRuns((await readRunsBucket(bus)).statuses, filter);
-  listing.runs = await Promise.all(
+  const runs = await Promise.all(
     listing.runs.map(async (run) =>
       run.status === "running" ? withProgress(run, await readProgress(bus, run.runId)) : run,
     ),
   );
+  // A running run's last change is its last step: the page is ordered again by it.
+  listing.runs = runs.sort(byLastChange);
   return listing;
 }
 

@@ -12,10 +12,14 @@ try {
   // NATS's own port when it is free, so that agentctl's default NATS_URL reaches it from anywhere.
   const booted = await bootCluster(say, { preferPort: 4222 });
   const login = booted.nats.useConfUsers ? NATS_USERS.cli : undefined;
+  // Best effort: a checkout it cannot write to only loses agentctl's finding the cluster by itself.
   const removeFile = await writeClusterFile({
     url: booted.nats.url,
     ...(login ? { user: login.user, password: login.password } : {}),
     pid: process.pid,
+  }).catch((err: unknown) => {
+    say(`(agentctl will need NATS_URL: could not write .cache/local-cluster.json: ${String(err)})`);
+    return () => Promise.resolve();
   });
   const creds = login ? `NATS_USER=${login.user} NATS_PASSWORD=${login.password} ` : "";
   say(

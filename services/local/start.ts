@@ -28,7 +28,7 @@ async function demo(booted: Booted): Promise<boolean> {
     if (terminal?.provenance) say(`provenance: ${JSON.stringify(terminal.provenance, null, 2)}`);
     // This cluster and its store go when the demo ends: the hint points at one that stays up.
     say(
-      "\nnext: `npm run cluster` keeps a cluster up and prints, for another shell, the agentctl command that submits and watches a run (`agentctl -- audit tail <runId>` then shows its trail)",
+      "\nnext: `npm run cluster` keeps a cluster up and prints, for another shell, the agentctl command that submits and watches a run (`npm run agentctl -- audit tail <runId>` then shows its trail)",
     );
     return final?.status === "committed";
   } finally {

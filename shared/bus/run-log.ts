@@ -291,13 +291,8 @@ export async function entryOfMessage(deps: LogReadDeps, msg: LogMessage): Promis
  * events does not depend on the record types of the build that wrote them.
  */
 export async function eventsOfMessage(deps: LogReadDeps, msg: LogMessage): Promise<AuditEvent[] | undefined> {
-  return (await logEventsOfMessage(deps, msg))?.events;
-}
-
-/** The events of a message a consumer got, with the progress it carries (see eventsOfMessage). */
-export async function logEventsOfMessage(deps: LogReadDeps, msg: LogMessage): Promise<LogEvents | undefined> {
   const whole = await wholeMessage(deps, msg);
-  return whole && decode(LogEvents, whole);
+  return whole && decode(LogEvents, whole).events;
 }
 
 /** A message of the run log as a consumer or a direct get hands it over. */
@@ -308,7 +303,8 @@ export interface LogMessage {
   headers?: MsgHdrs | undefined;
 }
 
-async function wholeMessage(deps: LogReadDeps, msg: LogMessage): Promise<Uint8Array | undefined> {
+/** A message's bytes whole: itself, or read from its first part at its last; undefined for an earlier part. */
+export async function wholeMessage(deps: LogReadDeps, msg: LogMessage): Promise<Uint8Array | undefined> {
   const part = msg.headers?.get(PART_HEADER);
   if (!part) return msg.data;
   const [at, of] = part.split("/");

@@ -1,8 +1,10 @@
 import { DeliverPolicy, type StoredMsg } from "@nats-io/jetstream";
-import type { RunProgress } from "../contracts/log.js";
-import { isFinished, type RunStatus } from "../contracts/run-status.js";
+import { z } from "zod";
+import { RunProgress } from "../contracts/log.js";
+import type { RunStatus } from "../contracts/run-status.js";
+import { toRfc3339 } from "../runtime/clock.js";
 import type { ActorBus } from "./actor.js";
-import { logEventsOfMessage, type LogMessage } from "./run-log.js";
+import { wholeMessage, type LogMessage } from "./run-log.js";
 import { withBusRetry } from "./retry.js";
 import { RunStatusStore } from "./run-status.js";
 
@@ -10,13 +12,32 @@ import { RunStatusStore } from "./run-status.js";
 export type ProgressReads = Pick<ActorBus, "js" | "jsm" | "subjects" | "clock" | "random" | "buckets">;
 
 /**
- * A run's status with its progress (phase, iteration, usage) as its log's latest message tells it:
- * a worker writes the status only when it changes, and every log message carries the progress. A
- * finished run's status is exact as it is.
+ * A running run's status with its progress (phase, iteration, usage, and when) as its log's latest
+ * message tells it: a worker writes the status only when it changes, and every log message
+ * carries the progress. Any other status is exact as it is.
  */
 export function withProgress(status: RunStatus, progress: RunProgress | undefined): RunStatus {
-  return progress && !isFinished(status) ? { ...status, ...progress } : status;
+  if (!progress || status.status !== "running") return status;
+  const { at, ...rest } = progress;
+  return { ...status, ...rest, updatedAt: toRfc3339(at) };
 }
+
+/**
+ * Only a message's progress is read: a reader of a run's progress need not know the event kinds
+ * and record types of the build that wrote it (a newer worker's, during an upgrade).
+ */
+const LogProgress = z.object({ progress: RunProgress.optional() });
+
+function progressOf(whole: Uint8Array | undefined): RunProgress | undefined {
+  if (!whole) return undefined;
+  try {
+    return LogProgress.safeParse(JSON.parse(decoder.decode(whole))).data?.progress;
+  } catch {
+    return undefined;
+  }
+}
+
+const decoder = new TextDecoder();
 
 /** The progress the run's last log message tells; undefined for a run with none from a worker yet. */
 export async function readProgress(deps: ProgressReads, runId: string): Promise<RunProgress | undefined> {
@@ -47,6 +68,7 @@ export async function* followRun(
 ): AsyncGenerator<RunStatus> {
   const stop = new AbortController();
   const onAbort = (): void => stop.abort();
+  if (signal?.aborted) stop.abort();
   signal?.addEventListener("abort", onAbort, { once: true });
   let status: RunStatus | undefined;
   let progress: RunProgress | undefined;
@@ -78,12 +100,17 @@ export async function* followRun(
       changes();
     }
   })();
-  // A failure of either ends the follow, and is thrown to its reader.
+  // Either ending ends the follow (a connection closed, say); a failure is thrown to its reader.
   let failed: { err: unknown } | undefined;
-  const ended = Promise.all([statuses, messages]).catch((err: unknown) => {
-    failed = { err };
-    stop.abort();
-  });
+  const ended = Promise.all(
+    [statuses, messages].map((source) =>
+      source
+        .catch((err: unknown) => {
+          failed ??= { err };
+        })
+        .finally(() => stop.abort()),
+    ),
+  );
   let shown = "";
   try {
     while (!stop.signal.aborted) {
@@ -104,7 +131,7 @@ export async function* followRun(
 }
 
 async function progressOfMessage(deps: ProgressReads, msg: LogMessage): Promise<RunProgress | undefined> {
-  return (await logEventsOfMessage(deps, msg))?.progress;
+  return progressOf(await wholeMessage(deps, msg));
 }
 
 function asLogMessage(msg: StoredMsg): LogMessage {

@@ -99,6 +99,8 @@ export class RunStatusStore {
   async *watch(runId: string, signal?: AbortSignal): AsyncGenerator<RunStatus> {
     const watcher = await this.kv.watch({ key: runId });
     const stop = (): void => watcher.stop();
+    // Aborted while the watch was being made: no listener added now would hear it.
+    if (signal?.aborted) stop();
     signal?.addEventListener("abort", stop, { once: true });
     try {
       for await (const entry of watcher) {

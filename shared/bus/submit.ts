@@ -38,9 +38,18 @@ export async function submitRun(
   bus: { nc: NatsConnection; subjects: { runsSubmit(): string } },
   request: SubmitRequest,
   wait: ServiceWait | undefined,
+  /**
+   * What goes on the wire, when not `request` itself: the spec as its author wrote it (checked
+   * into `request`), without this build's defaults, which an older supervisor may not know.
+   */
+  asWritten?: unknown,
 ): Promise<SubmitReply> {
+  const body: { schema: z.ZodType; value: unknown } =
+    asWritten === undefined
+      ? { schema: SubmitRequest, value: request }
+      : { schema: z.unknown(), value: asWritten };
   const ask = (w: ServiceWait | undefined): Promise<SubmitReply> =>
-    requestJson(bus.nc, bus.subjects.runsSubmit(), { schema: SubmitRequest, value: request }, SubmitReply, {
+    requestJson(bus.nc, bus.subjects.runsSubmit(), body, SubmitReply, {
       timeoutMs: SUBMIT_TIMEOUT_MS,
       wait: w,
     });

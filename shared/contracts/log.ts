@@ -3,11 +3,13 @@ import { AuditEvent, type AuditKind, Phase } from "./audit.js";
 import { RunUsage } from "./run-status.js";
 import { WalRecord } from "./wal.js";
 
-/** Where a run is after a transition: what its status does not follow step by step. */
+/** Where a run is after a transition, and when: what its status does not follow step by step. */
 export const RunProgress = z.object({
   phase: Phase,
   iteration: z.number().int().nonnegative(),
   usage: RunUsage,
+  /** The transition's time (epoch ms). */
+  at: z.number().int().nonnegative(),
 });
 export type RunProgress = z.infer<typeof RunProgress>;
 
@@ -26,7 +28,7 @@ export const LogEntry = z.object({
 export type LogEntry = z.infer<typeof LogEntry>;
 
 /** A log message as a reader of its events alone sees it: its records are not read. */
-export const LogEvents = z.object({ events: z.array(AuditEvent), progress: RunProgress.optional() });
+export const LogEvents = z.object({ events: z.array(AuditEvent) });
 export type LogEvents = z.infer<typeof LogEvents>;
 
 /**

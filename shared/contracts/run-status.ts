@@ -85,7 +85,7 @@ export const RunStatus = z.object({
   /**
    * Progress as of the status's last write: a worker writes the status when it changes, not every
    * step. `agentctl status` and `watch` show the progress of the run's latest log message (see
-   * LogEntry.usage); a finished run's is exact here.
+   * LogEntry.progress); a finished run's is exact here.
    */
   phase: Phase,
   iteration: z.number().int().nonnegative(),

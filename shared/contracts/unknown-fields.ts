@@ -14,6 +14,10 @@ interface Def {
   element?: Walkable;
   options?: Walkable[];
   in?: Walkable;
+  /** A loose object's (`z.looseObject`, `.catchall`): it takes any other field. */
+  catchall?: Walkable;
+  /** A literal's values. */
+  values?: unknown[];
 }
 type Walkable = { _zod: { def: Def } };
 
@@ -36,14 +40,19 @@ function walk(schema: Walkable, value: unknown, path: string, found: UnknownFiel
     const element = def.element;
     value.forEach((item, i) => walk(element, item, `${path}[${i}]`, found));
   } else if (def.type === "union" && def.options) {
-    // The option that leaves the fewest fields unknown is the one the value meant.
-    const tries = def.options.map((option) => {
+    // Of the options that take an object (for an object), the one that leaves the fewest fields
+    // unknown is the one the value meant: a string option would leave none, and hide a typo.
+    const objects = isObject(value) ? def.options.filter(takesObjects) : def.options;
+    // One whose literal fields (a `kind`) the value has is the one it meant, typos and all.
+    const named = objects.filter((option) => namesLiterals(option, value));
+    const fitting = named.length > 0 ? named : objects;
+    const tries = fitting.map((option) => {
       const inOption: UnknownField[] = [];
       walk(option, value, path, inOption);
       return inOption;
     });
-    found.push(...tries.reduce((best, t) => (t.length < best.length ? t : best)));
-  } else if (def.type === "object" && def.shape && isObject(value)) {
+    if (tries.length > 0) found.push(...tries.reduce((best, t) => (t.length < best.length ? t : best)));
+  } else if (def.type === "object" && def.shape && isObject(value) && !def.catchall) {
     const known = Object.keys(def.shape);
     for (const [key, member] of Object.entries(value)) {
       const at = path === "" ? key : `${path}.${key}`;
@@ -52,6 +61,27 @@ function walk(schema: Walkable, value: unknown, path: string, found: UnknownFiel
       else found.push({ path: at, ...closestOf(key, known) });
     }
   }
+}
+
+/** Whether a schema (through its wrappers) is an object, or a union of objects. */
+function takesObjects(schema: Walkable): boolean {
+  const def = schema._zod.def;
+  const inner = def.innerType ?? def.in;
+  if (inner) return takesObjects(inner);
+  return def.type === "object" || (def.type === "union" && (def.options ?? []).some(takesObjects));
+}
+
+/** Whether an object schema has literal fields, and the value holds each one's value. */
+function namesLiterals(schema: Walkable, value: unknown): boolean {
+  const def = schema._zod.def;
+  const inner = def.innerType ?? def.in;
+  if (inner) return namesLiterals(inner, value);
+  if (def.type !== "object" || !def.shape || !isObject(value)) return false;
+  const literals = Object.entries(def.shape).filter(([, field]) => field._zod.def.type === "literal");
+  return (
+    literals.length > 0 &&
+    literals.every(([key, field]) => (field._zod.def.values ?? []).includes(value[key]))
+  );
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

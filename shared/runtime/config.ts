@@ -50,7 +50,8 @@ export const ActorEnv = z.object({
    * How long JetStream may go unanswered, the connection up, before the actor says so once and its
    * `/readyz` says not ready (see JetStreamWatch); asked every third of it, at most every 5 s.
    */
-  JETSTREAM_SILENT_MS: millis(15_000),
+  // At least a second: the watch asks three times in it, and must not poll JetStream in a loop.
+  JETSTREAM_SILENT_MS: z.coerce.number().int().min(1_000).max(86_400_000).default(15_000),
   /** See ModelKeyEnvs: checked here so that a malformed value stops the actor at its start. */
   MODEL_KEY_ENVS: ModelKeyEnvs.optional(),
 });

@@ -48,11 +48,9 @@ export async function startHealthServer(options: HealthOptions): Promise<HealthS
   });
   const listen = (port: number): Promise<void> =>
     new Promise<void>((resolve, reject) => {
+      // Left on once listening: a later error (an accept that fails) must not crash the actor.
       server.once("error", reject);
-      server.listen(port, options.host, () => {
-        server.off("error", reject);
-        resolve();
-      });
+      server.listen(port, options.host, () => resolve());
     });
   let movedFrom: number | undefined;
   await listen(options.port).catch(async (err: unknown) => {

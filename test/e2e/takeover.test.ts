@@ -42,7 +42,6 @@ const suite = useClusterSuite("takeover", {
   ],
   env: {
     AGENT_RETRY_DELAY_MS: "500",
-    // The tests act on a run's progress as its status shows it: status on every transition.
   },
 });
 
@@ -206,8 +205,8 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     const checkpoint = log[cut] as Extract<WalRecord, { type: "CHECKPOINT" }>;
     expect((checkpoint.state as LoopState).guard.toolCalls).toBeGreaterThan(5);
     const writer = new LogWriter(suite.bus, runId, "agent-0-older", 0, 0);
-    const checkpointSeq = await appendEach(writer, log);
-    const status = { ...statusOf(checkpoint.state as LoopState, Date.now()), checkpointSeq };
+    await appendEach(writer, log);
+    const status = statusOf(checkpoint.state as LoopState, Date.now());
     await new RunStatusStore(suite.bus.buckets.runs).put(status);
     await openRunTree(runId);
     await publishJob(suite.bus, continuationJob(status), `${runId}:upgrade`);
@@ -239,7 +238,7 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     expect(report.checkpoints).toMatchObject({ identical: false, firstDifference: { checkpoint: 1 } });
   });
 
-  it("a continuation job names its run's checkpoint: the worker reads the WAL from there, without the run status", async () => {
+  it("the log's last message names the run's checkpoint: the worker reads the log from there, without the run status", async () => {
     const runId = `named${Date.now().toString(36)}`;
     const script = [...Array.from({ length: 12 }, (_, i) => echoCall(`step ${i}`)), { text: "done" }];
     const recorded = await runner({ checkpointEvery: 4 }).run(spec({ script }), { runId });
@@ -256,12 +255,12 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     expect(junk.seq).toBeGreaterThan(before);
     // The checkpoint and the next step up to its tool call's INTENT: its worker died in that call.
     const after = new LogWriter(suite.bus, runId, "agent-0-b", junk.seq, cut + 1);
-    const checkpointSeq = await after.append([recorded.wal[cut]!]);
+    await after.append([recorded.wal[cut]!]);
     await appendEach(after, recorded.wal.slice(cut + 1, cut + 4));
     // No run status at all: the job is all the worker has to go on.
     expect(await new RunStatusStore(suite.bus.buckets.runs).get(runId)).toBeUndefined();
     const checkpoint = recorded.wal[cut] as Extract<WalRecord, { type: "CHECKPOINT" }>;
-    const status = { ...statusOf(checkpoint.state as LoopState, Date.now()), checkpointSeq };
+    const status = statusOf(checkpoint.state as LoopState, Date.now());
     await openRunTree(runId);
     await publishJob(suite.bus, continuationJob(status), `${runId}:named`);
     const final = await suite.waitFor(runId, settled);

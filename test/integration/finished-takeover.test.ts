@@ -23,7 +23,6 @@ function leaseOf(bus: LeaseDeps["bus"], job: RunJob): RunLease {
   const deps = {
     bus,
     checkpointEvery: 3,
-    statusEveryMs: 1_000,
     discover: () => Promise.resolve([describeTool(echoTool)]),
     performer: { restore: () => Promise.resolve(true) },
     leases: new IterationLeases(bus, 4).forRun(job),

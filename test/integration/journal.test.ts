@@ -19,6 +19,7 @@ import { describeTool } from "../../shared/tools/tool.js";
 import { echoCall, runner, spec, START } from "../helpers/fixtures.js";
 import { useActorBus } from "../helpers/actor-bus.js";
 import { auditTrail } from "../helpers/audit-trail.js";
+import { until } from "../helpers/until.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 3 };
 const clock = new ManualClock(START);
@@ -122,6 +123,7 @@ describe("the run journal: the log and status of a lease", () => {
         phase: last.phase,
         iteration: last.guard.iteration,
         usage: last.usage,
+        at: last.updatedAt,
       });
     }
     await j.settle();
@@ -147,15 +149,23 @@ describe("the run journal: the log and status of a lease", () => {
     const runId = "status-followed";
     const ts = await transitionsOf(runId, 6);
     const j = journal(runId);
-    const stop = new AbortController();
     const seen: { status: string; iteration: number; toolCalls: number }[] = [];
     const following = (async () => {
-      for await (const s of followRun(suite.bus, runId, stop.signal)) {
+      for await (const s of followRun(suite.bus, runId)) {
         seen.push({ status: s.status, iteration: s.iteration, toolCalls: s.usage.toolCalls });
         if (s.status === "committed") return;
       }
     })();
-    for (const t of ts) await j.record(t, false);
+    // Each step is shown before the next is written: none is passed over for a later one.
+    for (const t of ts.slice(0, -1)) {
+      await j.record(t, false);
+      const { status, guard } = t.state;
+      if (status === "running")
+        await until(() => seen.some((s) => s.iteration === guard.iteration), 5_000, {
+          what: "the step shown",
+        });
+    }
+    await j.record(ts.at(-1)!, false);
     await j.settle();
     await following;
     const running = seen.filter((s) => s.status === "running");
@@ -164,12 +174,19 @@ describe("the run journal: the log and status of a lease", () => {
     expect(seen.at(-1)).toMatchObject({ status: "committed", toolCalls: 6 });
   });
 
-  it("a follow ends when its signal aborts, whether the run has a status or not", async () => {
-    for (const runId of ["status-followed", "never-submitted"]) {
+  it("a follow ends when its signal aborts, whether the run has a status or not, or was aborted before", async () => {
+    const runId = "status-followed-ends";
+    const j = journal(runId);
+    for (const t of await transitionsOf(runId, 2)) await j.record(t, false);
+    await j.settle();
+    for (const id of [runId, "never-submitted"]) {
       const seen: string[] = [];
-      for await (const s of followRun(suite.bus, runId, AbortSignal.timeout(300))) seen.push(s.status);
-      expect(seen).toEqual(runId === "never-submitted" ? [] : ["committed"]);
+      for await (const s of followRun(suite.bus, id, AbortSignal.timeout(300))) seen.push(s.status);
+      expect(seen).toEqual(id === runId ? ["committed"] : []);
     }
+    const none: string[] = [];
+    for await (const s of followRun(suite.bus, runId, AbortSignal.abort())) none.push(s.status);
+    expect(none).toEqual([]);
   });
 
   it("logs a run's milestones at info with the lease's context, and no line for a step's events", async () => {

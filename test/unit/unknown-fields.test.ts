@@ -1,3 +1,5 @@
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SubmitRequest } from "../../shared/contracts/cluster.js";
@@ -23,6 +25,19 @@ describe("fields a schema does not know", () => {
       ]),
     );
     expect(found.some((f) => f.path.startsWith("task.verifiers[0]."))).toBe(true);
+  });
+
+  it("finds a typo in an object-form capability, beside its string form; every shipped example has none", async () => {
+    const good = spec({ script: [{ text: "done" }] });
+    const shell = { kind: "shell", allowedCommand: ["ls"] };
+    const withTypo = { ...good, agent: { ...good.agent, capabilities: ["compute", shell] } };
+    expect(unknownFields(SubmitRequest, withTypo)).toEqual([
+      { path: "agent.capabilities[1].allowedCommand", closest: "allowedCommands" },
+    ]);
+    for (const name of (await readdir("examples")).filter((f) => f.endsWith(".json"))) {
+      const example: unknown = JSON.parse(await readFile(join("examples", name), "utf8"));
+      expect({ name, unknown: unknownFields(SubmitRequest, example) }).toEqual({ name, unknown: [] });
+    }
   });
 
   it("looks through optional, default and array wrappers; a record takes any field", () => {
