@@ -204,7 +204,6 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
         "Service",
         "PodDisruptionBudget",
         "Deployment",
-        "ScaledObject",
         "HorizontalPodAutoscaler",
         "NetworkPolicy",
       ]),
@@ -219,12 +218,17 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
     expect(sharedEnv).toContain("HEALTH_HOST");
   });
 
-  it("every actor and NATS has a PodDisruptionBudget; critic and tools an HPA; agents a KEDA ScaledObject", () => {
-    const pdbs = baseObjects.filter((o) => o.kind === "PodDisruptionBudget").map((o) => o.metadata.name);
-    expect(pdbs.sort()).toEqual([...ACTOR_KINDS, "nats"].sort());
+  it("every actor and NATS has a PodDisruptionBudget that lets a drain evict a single replica; critic and tools an HPA; agents a KEDA ScaledObject, opt-in", () => {
+    const pdbs = baseObjects.filter((o) => o.kind === "PodDisruptionBudget");
+    expect(pdbs.map((o) => o.metadata.name).sort()).toEqual([...ACTOR_KINDS, "nats"].sort());
+    for (const pdb of pdbs.filter((o) => o.metadata.name !== "nats"))
+      expect(pdb.spec, pdb.metadata.name).toMatchObject({ maxUnavailable: 1 });
     const hpas = baseObjects.filter((o) => o.kind === "HorizontalPodAutoscaler").map((o) => o.metadata.name);
     expect(hpas.sort()).toEqual(["critic", "tools"]);
-    const scaled = baseObjects.find((o) => o.kind === "ScaledObject");
+    // KEDA is a component: the base needs no CRD beyond Kubernetes' own.
+    const keda = readYaml(join(K8S, "components", "keda", "agent-scaledobject.yaml")) as K8sObject[];
+    for (const object of keda) validateObject(object);
+    const scaled = keda.find((o) => o.kind === "ScaledObject");
     expect(scaled?.spec).toMatchObject({
       scaleTargetRef: { name: "agent" },
       triggers: [{ type: "nats-jetstream", metadata: { stream: "AGENT_RUNS", consumer: "agent-workers" } }],
@@ -325,10 +329,17 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
       const env = configMaps.find((c) => c.metadata.name.startsWith("agents-env"))?.data ?? {};
       expect(env.AGENTS_REPLICAS).toBe(overlay === "prod" ? "3" : "1");
       checkRenderedNats(objects, overlay);
-      const scaled = objects.find((o) => o.kind === "ScaledObject")?.spec as {
-        triggers: { metadata: { natsServerMonitoringEndpoint: string } }[];
-      };
-      expect(scaled.triggers[0]?.metadata.natsServerMonitoringEndpoint).toContain(`.${namespace}.svc`);
+      const agent = deployments.find((d) => d.metadata.name === "agent")?.spec as { replicas?: number };
+      const scaled = objects.find((o) => o.kind === "ScaledObject")?.spec as
+        { triggers: { metadata: { natsServerMonitoringEndpoint: string } }[] } | undefined;
+      if (overlay === "prod") {
+        // KEDA sets the workers' count: the Deployment names none that an apply would reset.
+        expect(agent.replicas).toBeUndefined();
+        expect(scaled?.triggers[0]?.metadata.natsServerMonitoringEndpoint).toContain(`.${namespace}.svc`);
+      } else {
+        expect(scaled).toBeUndefined();
+        expect(agent.replicas).toBe(1);
+      }
       const secretRefs = JSON.stringify(objects).matchAll(/"secretKeyRef":\{"name":"([^"]+)"/g);
       for (const [, name] of secretRefs) {
         const known =
