@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -70,6 +70,15 @@ describe("npm run cluster, then agentctl as printed", () => {
       expect({ line, code, stderr }).toEqual({ line, code: exits, stderr: "" });
       expect(stdout.length, line).toBeGreaterThan(0);
     }
+    // Every shipped example the tour does not run commits, as submitted and watched from here.
+    const toured = new Set(tour.flatMap(({ args }) => args.filter((a) => a.startsWith("examples/"))));
+    const examples = (await readdir("examples")).filter((f) => f.endsWith(".json"));
+    for (const name of examples.filter((f) => !toured.has(`examples/${f}`))) {
+      const { code, stdout } = await agentctl("submit", `examples/${name}`, "--watch");
+      expect({ name, code }).toEqual({ name, code: 0 });
+      expect(stdout, name).toMatch(/committed/);
+    }
+    expect(examples.length).toBeGreaterThanOrEqual(4);
     const runs = await agentctl("runs", "--all", "--json");
     expect(runs.stdout).toMatch(
       /"runId":"hello-1"[^}]*"status":"committed"|"status":"committed"[^}]*"runId":"hello-1"/,
