@@ -8,6 +8,7 @@ import { entryOfMessage, scanLog } from "../../shared/bus/run-log.js";
 import { withBusRetry } from "../../shared/bus/retry.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { closeOnAbort } from "../../shared/bus/close-on-abort.js";
 
 /** What reading the run log takes, and the statuses a run is known by (an actor's bus has them). */
 export type AuditReads = Pick<ActorBus, "subjects" | "jsm" | "js" | "clock" | "random"> & {
@@ -127,7 +128,7 @@ async function* follow(
     opt_start_seq: fromSeq,
   });
   const messages = await consumer.consume();
-  signal?.addEventListener("abort", () => void messages.close(), { once: true });
+  closeOnAbort(messages, signal);
   const rejected = bus.subjects.rejectedAll().slice(0, -1);
   try {
     for await (const msg of messages) {

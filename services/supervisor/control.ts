@@ -16,6 +16,7 @@ import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { contentHash } from "../../shared/runtime/hash.js";
 import { cancelOrphans } from "./cancel.js";
 import { onEventFailure } from "./event-failure.js";
+import { closeOnAbort } from "../../shared/bus/close-on-abort.js";
 
 const RELEASING_KINDS = new Set(["run.committed", "run.failed", "run.halted"]);
 export const RELEASE_CONSUMER = "supervisor-release";
@@ -66,7 +67,7 @@ export async function releaseSlots(
     const consumer = await bus.js.consumers.get(stream, RELEASE_CONSUMER);
     return consumer.consume({ max_messages: RELEASES_IN_FLIGHT });
   });
-  signal.addEventListener("abort", () => void messages.close(), { once: true });
+  closeOnAbort(messages, signal);
   const inFlight = new Set<Promise<void>>();
   for await (const msg of messages) {
     const handled: Promise<void> = onLifecycle(bus, pool, msg, orphansCancelled).finally(() =>

@@ -15,6 +15,7 @@ import { onEventFailure } from "./event-failure.js";
 import { ToolRecords } from "./tool-records.js";
 import { bucketStream } from "../../shared/bus/subjects.js";
 import { deniedByPermissions } from "../../shared/bus/link.js";
+import { closeOnAbort } from "../../shared/bus/close-on-abort.js";
 
 /** The sweep's durable consumer, shared by the supervisor replicas. */
 export const RETENTION_CONSUMER = "supervisor-status-retention";
@@ -89,7 +90,7 @@ export async function sweepFinishedRuns(
     const consumer = await bus.js.consumers.get(stream, RETENTION_CONSUMER);
     return consumer.consume({ max_messages: 1 });
   });
-  signal.addEventListener("abort", () => void messages.close(), { once: true });
+  closeOnAbort(messages, signal);
   const sweep = new FinishedRuns(bus, options, counters);
   for await (const msg of messages) await sweep.onEvent(msg);
 }

@@ -4,6 +4,7 @@ import { RunProgress } from "../contracts/log.js";
 import type { RunStatus } from "../contracts/run-status.js";
 import { toRfc3339 } from "../runtime/clock.js";
 import type { ActorBus } from "./actor.js";
+import { closeOnAbort } from "./close-on-abort.js";
 import { wholeMessage, type LogMessage } from "./run-log.js";
 import { withBusRetry } from "./retry.js";
 import { RunStatusStore } from "./run-status.js";
@@ -91,10 +92,7 @@ export async function* followRun(
       deliver_policy: DeliverPolicy.Last,
     });
     const stream = await consumer.consume();
-    // Not awaited: closed before its first pull, an ordered consumer's close never settles.
-    const close = (): void => void stream.close().catch(() => undefined);
-    if (stop.signal.aborted) return close();
-    stop.signal.addEventListener("abort", close, { once: true });
+    closeOnAbort(stream, stop.signal);
     for await (const msg of stream) {
       progress = (await progressOfMessage(deps, msg)) ?? progress;
       changes();
