@@ -1,7 +1,8 @@
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { z } from "zod";
+import { decode } from "../../shared/bus/codec.js";
 import { repoRoot } from "./paths.js";
 
 /** How to reach the cluster `npm run cluster` keeps up: its server, agentctl's login, its process. */
@@ -34,17 +35,17 @@ export async function writeClusterFile(cluster: LocalClusterFile): Promise<() =>
 export function localClusterEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   if (env.NATS_URL !== undefined) return {};
   const path = pathOf(env);
-  if (!existsSync(path)) return {};
-  const parsed = LocalClusterFile.safeParse(readJson(path));
-  if (!parsed.success || !alive(parsed.data.pid)) return {};
-  const { url, user, password } = parsed.data;
+  const cluster = readClusterFile(path);
+  if (!cluster || !alive(cluster.pid)) return {};
+  const { url, user, password } = cluster;
   const login = env.NATS_USER === undefined && user !== undefined;
   return { NATS_URL: url, ...(login ? { NATS_USER: user, NATS_PASSWORD: password ?? "" } : {}) };
 }
 
-function readJson(path: string): unknown {
+/** The file as written, or undefined for none, or one unreadable or not ours (no cluster then). */
+function readClusterFile(path: string): LocalClusterFile | undefined {
   try {
-    return JSON.parse(readFileSync(path, "utf8"));
+    return decode(LocalClusterFile, readFileSync(path));
   } catch {
     return undefined;
   }

@@ -1,4 +1,4 @@
-import type { JetStreamManager, StoredMsg } from "@nats-io/jetstream";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { AuditEvent } from "../contracts/audit.js";
 import type { Clock } from "../runtime/clock.js";
@@ -7,7 +7,7 @@ import type { Random } from "../runtime/random.js";
 import { AckPublisher } from "./ack-publisher.js";
 import { decode, encode } from "./codec.js";
 import { readHeld } from "./read-range.js";
-import { eventsOfMessage, LogWriter, scanLog, type LogMessage } from "./run-log.js";
+import { eventsOfMessage, lastLogMessage, LogWriter, scanLog, storedAsLog } from "./run-log.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
@@ -113,7 +113,7 @@ export async function lastAuditEvent(
   runId: string,
   kind: AuditEvent["kind"],
 ): Promise<{ streamSeq: number; event: AuditEvent } | undefined> {
-  const headed = await lastMessage(deps, deps.subjects.log(runId, kind));
+  const headed = await lastLogMessage(deps, deps.subjects.log(runId, kind));
   // A split message is read whole (its last part's sequence is the one consumers saw); an earlier
   // part at the head (its writer died mid-message) is passed over, and the log read through.
   const events = headed ? await eventsOfMessage(deps, storedAsLog(headed)) : undefined;
@@ -145,7 +145,7 @@ export async function auditCount(deps: AuditQueries, runId: string): Promise<num
 
 /** The run's last message's stream sequence (0 with none: what a fence on its log names), and its events' count. */
 export async function logHead(deps: AuditQueries, runId: string): Promise<{ seq: number; events: number }> {
-  const last = await lastMessage(deps, deps.subjects.logAll(runId));
+  const last = await lastLogMessage(deps, deps.subjects.logAll(runId));
   if (!last) return { seq: 0, events: 0 };
   const event = (await eventsOfMessage(deps, storedAsLog(last)))?.at(-1);
   if (event) return { seq: last.seq, events: event.seq };
@@ -172,14 +172,4 @@ export async function auditTally(
     messages: Object.values(bySubject).reduce((sum, n) => sum + n, 0),
     finished: Object.keys(bySubject).some((subject) => finals.has(subject)),
   };
-}
-
-function storedAsLog(msg: StoredMsg): LogMessage {
-  return { subject: msg.subject, seq: msg.seq, data: msg.data, headers: msg.header };
-}
-
-async function lastMessage(deps: AuditQueries, subject: string): Promise<StoredMsg | null> {
-  return withBusRetry(`reading the last ${subject}`, deps, () =>
-    deps.jsm.streams.getMessage(deps.subjects.streams().log, { last_by_subj: subject }),
-  );
 }

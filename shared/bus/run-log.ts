@@ -250,8 +250,8 @@ export async function* scanWal(deps: LogReadDeps, runId: string): AsyncGenerator
   for await (const stored of scanLog(deps, runId)) yield* stored.entry.records;
 }
 
-/** The last message under `filter`, asked of the stream's leader; null when none. */
-async function lastLogMessage(deps: LogReadDeps, filter: string): Promise<StoredMsg | null> {
+/** The last message of the run log under `filter`, asked of the stream's leader; null when none. */
+export async function lastLogMessage(deps: LogReadDeps, filter: string): Promise<StoredMsg | null> {
   // Only "no message" means an empty log; a timeout must not pass for one (the run would restart).
   return withBusRetry(`reading the end of ${filter}`, deps, () =>
     deps.jsm.streams.getMessage(deps.subjects.streams().log, { last_by_subj: filter }),
@@ -293,6 +293,11 @@ export async function entryOfMessage(deps: LogReadDeps, msg: LogMessage): Promis
 export async function eventsOfMessage(deps: LogReadDeps, msg: LogMessage): Promise<AuditEvent[] | undefined> {
   const whole = await wholeMessage(deps, msg);
   return whole && decode(LogEvents, whole).events;
+}
+
+/** A stored message (a direct get's) as the readers of log messages take it. */
+export function storedAsLog(msg: StoredMsg): LogMessage {
+  return { subject: msg.subject, seq: msg.seq, data: msg.data, headers: msg.header };
 }
 
 /** A message of the run log as a consumer or a direct get hands it over. */

@@ -1,12 +1,12 @@
-import { DeliverPolicy, type StoredMsg } from "@nats-io/jetstream";
+import { DeliverPolicy } from "@nats-io/jetstream";
 import { z } from "zod";
 import { RunProgress } from "../contracts/log.js";
 import type { RunStatus } from "../contracts/run-status.js";
 import { toRfc3339 } from "../runtime/clock.js";
 import type { ActorBus } from "./actor.js";
 import { closeOnAbort } from "./close-on-abort.js";
-import { wholeMessage, type LogMessage } from "./run-log.js";
-import { withBusRetry } from "./retry.js";
+import { decode } from "./codec.js";
+import { lastLogMessage, storedAsLog, wholeMessage, type LogMessage } from "./run-log.js";
 import { RunStatusStore } from "./run-status.js";
 
 /** What reading a run's progress takes (an actor's bus has it). */
@@ -32,20 +32,17 @@ const LogProgress = z.object({ progress: RunProgress.optional() });
 function progressOf(whole: Uint8Array | undefined): RunProgress | undefined {
   if (!whole) return undefined;
   try {
-    return LogProgress.safeParse(JSON.parse(decoder.decode(whole))).data?.progress;
+    return decode(LogProgress, whole).progress;
   } catch {
+    // Not a message this build can read: no progress, rather than a failed `watch`.
     return undefined;
   }
 }
 
-const decoder = new TextDecoder();
-
 /** The progress the run's last log message tells; undefined for a run with none from a worker yet. */
 export async function readProgress(deps: ProgressReads, runId: string): Promise<RunProgress | undefined> {
-  const head = await withBusRetry(`reading the end of ${runId}'s log`, deps, () =>
-    deps.jsm.streams.getMessage(deps.subjects.streams().log, { last_by_subj: deps.subjects.logAll(runId) }),
-  );
-  return head ? progressOfMessage(deps, asLogMessage(head)) : undefined;
+  const head = await lastLogMessage(deps, deps.subjects.logAll(runId));
+  return head ? progressOfMessage(deps, storedAsLog(head)) : undefined;
 }
 
 /** The run's status now, with its progress (see withProgress); undefined for a run with no status. */
@@ -130,8 +127,4 @@ export async function* followRun(
 
 async function progressOfMessage(deps: ProgressReads, msg: LogMessage): Promise<RunProgress | undefined> {
   return progressOf(await wholeMessage(deps, msg));
-}
-
-function asLogMessage(msg: StoredMsg): LogMessage {
-  return { subject: msg.subject, seq: msg.seq, data: msg.data, headers: msg.header };
 }
