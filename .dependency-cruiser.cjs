@@ -20,6 +20,13 @@ module.exports = {
       to: { path: "^services/" },
     },
     {
+      name: "product-not-to-examples",
+      severity: "error",
+      comment: "Examples are built on the runtime; the runtime never depends on one.",
+      from: { path: "^(shared|services)/" },
+      to: { path: "^examples/" },
+    },
+    {
       name: "core-without-nats",
       severity: "error",
       comment: "The loop core stays pure: NATS adapters live in shared/bus and services/.",

@@ -1,11 +1,11 @@
 /**
- * `npm run actor -- <supervisor|agent|critic|tools|trading-executor|trading-planner>`: starts one actor in this process, the same
+ * `npm run actor -- <supervisor|agent|critic|tools>`: starts one actor in this process, the same
  * entry point a container runs. Configuration comes from the environment (docs/running-a-cluster.md).
  */
 import { pathToFileURL } from "node:url";
-import { ACTOR_KINDS, EXAMPLE_KINDS, actorEntry, type LocalActorKind } from "./cluster.js";
+import { ACTOR_KINDS, actorEntry, type ActorKind } from "./cluster.js";
 
-const KINDS: readonly string[] = [...ACTOR_KINDS, ...EXAMPLE_KINDS];
+const KINDS: readonly string[] = ACTOR_KINDS;
 const kind = process.argv[2] ?? "";
 if (!KINDS.includes(kind)) {
   process.stderr.write(
@@ -13,4 +13,4 @@ if (!KINDS.includes(kind)) {
   );
   process.exit(2);
 }
-await import(pathToFileURL(actorEntry(kind as LocalActorKind)).href);
+await import(pathToFileURL(actorEntry(kind as ActorKind)).href);

@@ -8,7 +8,7 @@ import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
-import { LocalCluster, NATS_USERS, type LocalActorKind } from "./cluster.js";
+import { LocalCluster, NATS_USERS, type ActorLaunch } from "./cluster.js";
 import { ensureNats, type NatsTarget } from "./ensure-nats.js";
 
 export interface Booted {
@@ -21,8 +21,8 @@ export interface Booted {
 export interface BootOptions {
   agents?: number;
   env?: Record<string, string>;
-  /** More actors to start with the cluster (the trading example's). */
-  extra?: { kind: LocalActorKind; env?: Record<string, string> }[];
+  /** More actors to start with the cluster (an example's tool services and model actors). */
+  extra?: ActorLaunch[];
   /** The port a local nats-server takes when it is free (see startLocalNats). */
   preferPort?: number;
 }
@@ -90,7 +90,7 @@ export async function bootCluster(say: (line: string) => void, options: BootOpti
       cluster.start("tools"),
       cluster.start("critic"),
       ...agents.map((name) => cluster.start("agent", name)),
-      ...(options.extra ?? []).map((a) => cluster.start(a.kind, a.kind, a.env)),
+      ...(options.extra ?? []).map((a) => cluster.launch(a)),
     ]);
   } catch (err) {
     await stop();

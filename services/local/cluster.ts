@@ -4,32 +4,39 @@ import { join } from "node:path";
 import { compiledEntry } from "./paths.js";
 
 export const ACTOR_KINDS = ["supervisor", "agent", "critic", "tools"] as const;
-/** The trading example's actors: a tool service and a model actor built on the runtime, not part of it. */
-export const EXAMPLE_KINDS = ["trading-executor", "trading-planner"] as const;
 export type ActorKind = (typeof ACTOR_KINDS)[number];
-/** Anything the launcher can start: the runtime's actors and the example's. */
-export type LocalActorKind = ActorKind | (typeof EXAMPLE_KINDS)[number];
 
-/** The NATS user each actor kind connects as under `nats.conf` (development passwords). */
-export const NATS_USERS: Record<LocalActorKind | "cli", { user: string; password: string }> = {
+/**
+ * The NATS user each actor kind connects as under `nats.conf` (development passwords). A user's
+ * own tool services and model actors connect as `tools` does.
+ */
+export const NATS_USERS: Record<ActorKind | "cli", { user: string; password: string }> = {
   supervisor: { user: "supervisor", password: "supervisor-dev" },
   agent: { user: "agent", password: "agent-dev" },
   critic: { user: "critic", password: "critic-dev" },
   tools: { user: "tool", password: "tool-dev" },
-  // Tool services and model actors run as the tool user.
-  "trading-executor": { user: "tool", password: "tool-dev" },
-  "trading-planner": { user: "tool", password: "tool-dev" },
   cli: { user: "cli", password: "cli-dev" },
 };
 
 /** The compiled entry point of an actor (the same one a container runs). */
-export function actorEntry(kind: LocalActorKind | "cli"): string {
+export function actorEntry(kind: ActorKind | "cli"): string {
   return compiledEntry(kind);
+}
+
+/**
+ * An actor to start: one of the runtime's, or one built on it (an example's tool service or model
+ * actor) given by its compiled `entry` and started with the NATS user of `kind`.
+ */
+export interface ActorLaunch {
+  kind: ActorKind;
+  name?: string;
+  entry?: string;
+  env?: Record<string, string>;
 }
 
 export interface ActorProcess {
   name: string;
-  kind: LocalActorKind;
+  kind: ActorKind;
   child: ChildProcess;
   exited: Promise<number | null>;
   /** Where its `/healthz`, `/readyz` and `/metrics` answer (from its ready line). */
@@ -59,17 +66,18 @@ export class LocalCluster {
 
   constructor(private readonly options: LocalClusterOptions) {}
 
-  async start(
-    kind: LocalActorKind,
-    name: string = kind,
-    env: Record<string, string> = {},
-  ): Promise<ActorProcess> {
+  async start(kind: ActorKind, name: string = kind, env: Record<string, string> = {}): Promise<ActorProcess> {
+    return this.launch({ kind, name, env });
+  }
+
+  async launch(launch: ActorLaunch): Promise<ActorProcess> {
+    const { kind, name = launch.kind, env = {}, entry = actorEntry(kind) } = launch;
     const creds = this.options.useConfUsers
       ? { NATS_USER: NATS_USERS[kind].user, NATS_PASSWORD: NATS_USERS[kind].password }
       : {};
     const log = createWriteStream(join(this.options.logDir, `${name}.log`), { flags: "a" });
     this.logs.push(log);
-    const child = spawn(process.execPath, [actorEntry(kind)], {
+    const child = spawn(process.execPath, [entry], {
       env: {
         ...process.env,
         NATS_URL: this.options.natsUrl,

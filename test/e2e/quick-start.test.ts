@@ -7,7 +7,9 @@ import { startNats, type TestNats } from "../helpers/nats-server.js";
 
 /** The README's first commands, as built: `npm start`, `npm run demo:trading`, `npm run demo:inprocess`. */
 const entry = (name: string): string =>
-  fileURLToPath(new URL(`../../dist/services/local/${name}.js`, import.meta.url));
+  fileURLToPath(
+    new URL(`../../dist/${name.includes("/") ? name : `services/local/${name}`}.js`, import.meta.url),
+  );
 
 /**
  * A newcomer's environment: no NATS_URL (the command starts nats-server itself, with nats.conf),
@@ -116,7 +118,7 @@ describe("npm start", () => {
 
 describe("npm run demo:trading", () => {
   it("trades its 30 ticks on a local cluster, every tick settled, and prints the book", async () => {
-    const { code, stdout, stderr } = await run("trading-demo", newcomerEnv());
+    const { code, stdout, stderr } = await run("examples/trading/demo", newcomerEnv());
     expect(code, stderr).toBe(0);
     const ticks = stdout.split("\n").filter((line) => /^t-\d{3} /.test(line));
     expect(ticks).toHaveLength(30);

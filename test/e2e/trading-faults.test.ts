@@ -1,17 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { TickOutcome } from "../../services/trading-planner/tick.js";
-import { tickSpec } from "../../services/trading-planner/spec.js";
+import { TickOutcome } from "../../examples/trading/planner/tick.js";
+import { tickSpec } from "../../examples/trading/planner/spec.js";
+import { tradingActors } from "../../examples/trading/actors.js";
+import type { ActorLaunch } from "../../services/local/cluster.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { type ClusterSuite, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 
-const actors = (faults: Record<string, number>) => [
-  { kind: "supervisor" as const },
-  { kind: "agent" as const, name: "agent-1" },
-  {
-    kind: "trading-executor" as const,
-    env: { TRADING_CONFIG: JSON.stringify({ seed: "faults-1", faults }) },
-  },
-  { kind: "trading-planner" as const },
+const actors = (faults: Record<string, number>): ActorLaunch[] => [
+  { kind: "supervisor" },
+  { kind: "agent", name: "agent-1" },
+  ...tradingActors({ TRADING_CONFIG: JSON.stringify({ seed: "faults-1", faults }) }),
 ];
 
 const task = (n: number) => ({

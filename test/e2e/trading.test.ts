@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { TickOutcome } from "../../services/trading-planner/tick.js";
-import { tickSpec } from "../../services/trading-planner/spec.js";
-import { controlSpec } from "../../services/trading-executor/control-spec.js";
+import { TickOutcome } from "../../examples/trading/planner/tick.js";
+import { tickSpec } from "../../examples/trading/planner/spec.js";
+import { controlSpec } from "../../examples/trading/executor/control-spec.js";
+import { tradingActors } from "../../examples/trading/actors.js";
 import { AGENTCTL, runProcess, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { serveModel } from "../../shared/bus/model-actor.js";
 import { readLog } from "../../shared/bus/run-log.js";
@@ -20,8 +21,7 @@ const suite = useClusterSuite("trading", {
   actors: [
     { kind: "supervisor" },
     { kind: "agent", name: "agent-1" },
-    { kind: "trading-executor", env: { TRADING_CONFIG: CONFIG, TRADING_API_KEY: SECRET } },
-    { kind: "trading-planner" },
+    ...tradingActors({ TRADING_CONFIG: CONFIG, TRADING_API_KEY: SECRET }),
   ],
 });
 

@@ -21,7 +21,7 @@ import { systemRandom } from "../../shared/runtime/random.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
 import { defineTool, type AnyTool } from "../../shared/tools/tool.js";
 import { ClusterClient } from "../../services/cli/client.js";
-import { LocalCluster, type LocalActorKind } from "../../services/local/cluster.js";
+import { LocalCluster, type ActorLaunch } from "../../services/local/cluster.js";
 import type { RunSpecInput } from "../../shared/contracts/run-spec.js";
 import { spec } from "./fixtures.js";
 import { startNats, type TestNats } from "./nats-server.js";
@@ -85,7 +85,7 @@ export async function agentctlFails(
 }
 
 export interface ClusterSuiteOptions {
-  actors: { kind: LocalActorKind; name?: string; env?: Record<string, string> }[];
+  actors: ActorLaunch[];
   env?: Record<string, string>;
   /** A server of the suite's own, which its tests may restart (TestNats.restart). */
   own?: boolean;
@@ -151,8 +151,8 @@ export function useClusterSuite(name: string, options: ClusterSuiteOptions): Clu
       env: { AGENTS_PREFIX: prefix, LOG_LEVEL: "info", ...credentials(suite.server), ...options.env },
     });
     const [first, ...rest] = options.actors;
-    if (first) await suite.cluster.start(first.kind, first.name, first.env);
-    await Promise.all(rest.map((a) => suite.cluster.start(a.kind, a.name, a.env)));
+    if (first) await suite.cluster.launch(first);
+    await Promise.all(rest.map((a) => suite.cluster.launch(a)));
     suite.bus = await openActorBus(
       ActorEnv.parse({ NATS_URL: suite.server.url, AGENTS_PREFIX: prefix, ...credentials(suite.server) }),
       `${name}-test`,

@@ -1,11 +1,11 @@
-import { TradingConfig } from "../../services/trading-executor/config.js";
-import type { PlanIntent } from "../../services/trading-executor/contract.js";
-import type { ExecutorFunction, ExecutorRequest } from "../../services/trading-executor/control-contract.js";
+import { TradingConfig } from "../../examples/trading/executor/config.js";
+import type { PlanIntent } from "../../examples/trading/executor/contract.js";
+import type { ExecutorFunction, ExecutorRequest } from "../../examples/trading/executor/control-contract.js";
 import type { ToolApproval } from "../../shared/contracts/tool.js";
-import { handle } from "../../services/trading-executor/executor.js";
-import { intentIdAt, orderClientId } from "../../services/trading-executor/ids.js";
-import { MarketModel } from "../../services/trading-executor/market.js";
-import { type ExecutorState, initialState } from "../../services/trading-executor/state.js";
+import { handle } from "../../examples/trading/executor/executor.js";
+import { intentIdAt, orderClientId } from "../../examples/trading/executor/ids.js";
+import { MarketModel } from "../../examples/trading/executor/market.js";
+import { type ExecutorState, initialState } from "../../examples/trading/executor/state.js";
 
 /** Drives the pure executor core the way the tool service does, one call at a time. */
 export function desk(overrides: Record<string, unknown> = {}) {

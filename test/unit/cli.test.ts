@@ -13,7 +13,7 @@ import { specFromFlags } from "../../services/cli/spec-flags.js";
 const base = { name: "n", model: "scripted:hi", tools: "", capabilities: "compute" };
 
 const TRADING_CONTROL = fileURLToPath(
-  new URL("../../dist/services/trading-executor/control-cli.js", import.meta.url),
+  new URL("../../dist/examples/trading/executor/control-cli.js", import.meta.url),
 );
 
 /** The error of an agentctl command that must fail before it connects (no server needed). */

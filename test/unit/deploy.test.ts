@@ -7,9 +7,9 @@ import type { z } from "zod";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { CriticEnv } from "../../services/critic/env.js";
 import { AgentEnv } from "../../services/agent/env.js";
-import { ACTOR_KINDS, NATS_USERS, type LocalActorKind } from "../../services/local/cluster.js";
+import { ACTOR_KINDS, NATS_USERS, type ActorKind } from "../../services/local/cluster.js";
 import { natsServerBinary } from "../../services/local/nats-binary.js";
-import { TradingExecutorEnv } from "../../services/trading-executor/env.js";
+import { TradingExecutorEnv } from "../../examples/trading/executor/env.js";
 import { SupervisorEnv } from "../../services/supervisor/env.js";
 import { ToolsEnv } from "../../services/tools/env.js";
 import {
@@ -25,13 +25,18 @@ import {
   type K8sObject,
 } from "../helpers/k8s.js";
 
-const ENVS: Record<LocalActorKind, z.ZodObject> = {
-  supervisor: SupervisorEnv,
-  agent: AgentEnv,
-  critic: CriticEnv,
-  tools: ToolsEnv,
-  "trading-executor": TradingExecutorEnv,
-  "trading-planner": ActorEnv,
+/** Each Deployment the manifests hold: the env it reads, what it runs, whose NATS user it takes. */
+const DEPLOYMENTS: Record<string, { env: z.ZodObject; entry: string; user: ActorKind } | undefined> = {
+  supervisor: { env: SupervisorEnv, entry: "dist/services/supervisor/main.js", user: "supervisor" },
+  agent: { env: AgentEnv, entry: "dist/services/agent/main.js", user: "agent" },
+  critic: { env: CriticEnv, entry: "dist/services/critic/main.js", user: "critic" },
+  tools: { env: ToolsEnv, entry: "dist/services/tools/main.js", user: "tools" },
+  "trading-executor": {
+    env: TradingExecutorEnv,
+    entry: "dist/examples/trading/executor/main.js",
+    user: "tools",
+  },
+  "trading-planner": { env: ActorEnv, entry: "dist/examples/trading/planner/main.js", user: "tools" },
 };
 /** Created outside git in production (see the prod overlay); model keys are optional. */
 const EXTERNAL_SECRETS = ["nats-credentials", "model-api-keys"];
@@ -155,15 +160,18 @@ function checkRenderedNats(objects: K8sObject[], overlay: string): void {
 
 /** What every actor Deployment must have, wherever it is rendered. */
 function checkActor(deployment: K8sObject, image: string): void {
-  const kind = deployment.metadata.name as LocalActorKind;
+  const kind = deployment.metadata.name;
+  const actor = DEPLOYMENTS[kind];
+  expect(actor, `${kind} is a known actor`).toBeDefined();
+  if (!actor) return;
   const pod = podSpecOf(deployment);
   expect(pod.securityContext?.runAsNonRoot, kind).toBe(true);
   expect(pod.containers, kind).toHaveLength(1);
   const [container] = pod.containers;
   if (!container) return;
   expect(container.image, kind).toBe(image);
-  expect(container.args, kind).toEqual([`dist/services/${kind}/main.js`]);
-  expect(existsSync(join(ROOT, "dist", "services", kind, "main.js")), kind).toBe(true);
+  expect(container.args, kind).toEqual([actor.entry]);
+  expect(existsSync(join(ROOT, actor.entry)), kind).toBe(true);
   expect(container.livenessProbe?.httpGet, kind).toEqual({ path: "/healthz", port: "health" });
   expect(container.readinessProbe?.httpGet, kind).toEqual({ path: "/readyz", port: "health" });
   expect(container.ports, kind).toContainEqual({ name: "health", containerPort: 8080 });
@@ -180,14 +188,14 @@ function checkActor(deployment: K8sObject, image: string): void {
     .annotations;
   expect(annotations, kind).toMatchObject({ "prometheus.io/scrape": "true", "prometheus.io/port": "8080" });
   // Every variable the manifest sets is one the actor reads (a typo would be silently ignored).
-  const known = Object.keys(ENVS[kind].shape);
+  const known = Object.keys(actor.env.shape);
   for (const variable of container.env ?? [])
     expect(known, `${kind} sets ${variable.name}`).toContain(variable.name);
   const env = new Map((container.env ?? []).map((v) => [v.name, v]));
-  expect(env.get("NATS_USER")?.value, kind).toBe(NATS_USERS[kind].user);
+  expect(env.get("NATS_USER")?.value, kind).toBe(NATS_USERS[actor.user].user);
   expect(env.get("NATS_PASSWORD")?.valueFrom?.secretKeyRef, kind).toEqual({
     name: expect.stringMatching(/^nats-credentials/) as unknown,
-    key: NATS_USERS[kind].user,
+    key: NATS_USERS[actor.user].user,
   });
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ApplyControlChangeRequest } from "../../services/trading-executor/control-contract.js";
+import { ApplyControlChangeRequest } from "../../examples/trading/executor/control-contract.js";
 import type { ToolApproval } from "../../shared/contracts/tool.js";
 import { LOW_RUNWAY, buy, desk, smallBuy } from "../helpers/trading.js";
 

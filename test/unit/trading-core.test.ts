@@ -1,11 +1,11 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { TradingConfig } from "../../services/trading-executor/config.js";
-import { handle } from "../../services/trading-executor/executor.js";
-import { orderClientId } from "../../services/trading-executor/ids.js";
-import { riskScale, stopConditions, treasuryView } from "../../services/trading-executor/treasury.js";
-import { openLedger } from "../../services/trading-executor/ledger.js";
+import { TradingConfig } from "../../examples/trading/executor/config.js";
+import { handle } from "../../examples/trading/executor/executor.js";
+import { orderClientId } from "../../examples/trading/executor/ids.js";
+import { riskScale, stopConditions, treasuryView } from "../../examples/trading/executor/treasury.js";
+import { openLedger } from "../../examples/trading/executor/ledger.js";
 import {
   LOW_RUNWAY,
   approved,
@@ -194,7 +194,7 @@ describe("faults, self-financing and stop conditions", () => {
 });
 
 describe("the runtime stays domain-agnostic", () => {
-  it("no trading term appears anywhere under shared/", () => {
+  it("no trading term appears anywhere under shared/ or services/", () => {
     // The runtime's own kill switch (KILL_SWITCH_ACTIVE) is generic: only the domain's field names count.
     const words = /trading|\btrades?\b|portfolio|\bpnl\b|leverage/i;
     const fields = /order_client_id|decision_id|tick_id|exchange_order_id|kill_switch_active/;
@@ -208,6 +208,7 @@ describe("the runtime stays domain-agnostic", () => {
       }
     };
     walk(new URL("../../shared", import.meta.url).pathname);
+    walk(new URL("../../services", import.meta.url).pathname);
     expect(hits).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { TradingConfig } from "../../services/trading-executor/config.js";
-import { ExecutePlanRequest, FUNCTION_NAMES, Plan } from "../../services/trading-executor/contract.js";
+import { TradingConfig } from "../../examples/trading/executor/config.js";
+import { ExecutePlanRequest, FUNCTION_NAMES, Plan } from "../../examples/trading/executor/contract.js";
 import { approved, assumptions, buy, core, desk, fullTick, smallBuy } from "../helpers/trading.js";
 
 describe("the executor enforces the gates (the seed's 'must never' rules)", () => {

@@ -1,19 +1,19 @@
 import { describe, expect, it } from "vitest";
 import type { Message } from "../../shared/contracts/model.js";
 import { canonicalJson } from "../../shared/runtime/canonical-json.js";
-import type { ExecutorFunction } from "../../services/trading-executor/control-contract.js";
-import { nextStep } from "../../services/trading-planner/strategy.js";
-import { TickOutcome } from "../../services/trading-planner/tick.js";
+import type { ExecutorFunction } from "../../examples/trading/executor/control-contract.js";
+import { nextStep } from "../../examples/trading/planner/strategy.js";
+import { TickOutcome } from "../../examples/trading/planner/tick.js";
 import { desk } from "../helpers/trading.js";
 import { runner } from "../helpers/fixtures.js";
 import { ScriptedDriver } from "../../shared/models/scripted.js";
 import { FINISH_TOOL } from "../../shared/loop/state.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
-import { FUNCTION_NAMES } from "../../services/trading-executor/contract.js";
-import { CONTROL_FUNCTION } from "../../services/trading-executor/control-contract.js";
-import type { ExecutorStore } from "../../services/trading-executor/store.js";
-import { executorTools } from "../../services/trading-executor/tools.js";
-import { LLM_PLANNER_PROMPT, tickSpec } from "../../services/trading-planner/spec.js";
+import { FUNCTION_NAMES } from "../../examples/trading/executor/contract.js";
+import { CONTROL_FUNCTION } from "../../examples/trading/executor/control-contract.js";
+import type { ExecutorStore } from "../../examples/trading/executor/store.js";
+import { executorTools } from "../../examples/trading/executor/tools.js";
+import { LLM_PLANNER_PROMPT, tickSpec } from "../../examples/trading/planner/spec.js";
 
 const task = {
   decision_id: "d-1",

@@ -5,7 +5,11 @@
  */
 import { pathToFileURL } from "node:url";
 import { Command, InvalidArgumentError } from "commander";
-import { endQuietlyWhenStdoutCloses, jsonErrors, reportCliError } from "../../shared/runtime/cli-errors.js";
+import {
+  endQuietlyWhenStdoutCloses,
+  jsonErrors,
+  reportCliError,
+} from "../../../shared/runtime/cli-errors.js";
 import { CONTROL_FUNCTION, ControlChange } from "./control-contract.js";
 import { type ControlAction, controlSpec } from "./control-spec.js";
 

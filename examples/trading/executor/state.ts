@@ -1,4 +1,4 @@
-import type { ToolAuditNote } from "../../shared/contracts/tool.js";
+import type { ToolAuditNote } from "../../../shared/contracts/tool.js";
 import type { RiskLimits, TradingConfig, TradingPolicy } from "./config.js";
 import type { CanonicalState, Mode, Step } from "./contract.js";
 import { type VenueOrder, restingFill } from "./exchange.js";

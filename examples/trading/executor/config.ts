@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { contentHash } from "../../shared/runtime/hash.js";
+import { contentHash } from "../../../shared/runtime/hash.js";
 import { Mode } from "./contract.js";
 
 const Rate = z.number().min(0).max(1);

@@ -1,5 +1,5 @@
-import { contentHash, sha256 } from "../../shared/runtime/hash.js";
-import { canonicalJson } from "../../shared/runtime/canonical-json.js";
+import { contentHash, sha256 } from "../../../shared/runtime/hash.js";
+import { canonicalJson } from "../../../shared/runtime/canonical-json.js";
 import type { DryRunIntent } from "./contract.js";
 
 /** The seed's deterministic order id: one per (decision, intent, symbol, side, qty, limit price). */

@@ -1,6 +1,6 @@
 import type { z } from "zod";
-import { type AnyTool, defineTool } from "../../shared/tools/tool.js";
-import { AgentError } from "../../shared/runtime/errors.js";
+import { type AnyTool, defineTool } from "../../../shared/tools/tool.js";
+import { AgentError } from "../../../shared/runtime/errors.js";
 import { FUNCTION_NAMES, aliasOf } from "./contract.js";
 import {
   CONTROL_FUNCTION,

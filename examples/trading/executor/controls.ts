@@ -1,5 +1,5 @@
-import type { ToolApproval } from "../../shared/contracts/tool.js";
-import { contentHash } from "../../shared/runtime/hash.js";
+import type { ToolApproval } from "../../../shared/contracts/tool.js";
+import { contentHash } from "../../../shared/runtime/hash.js";
 import type { TradingConfig } from "./config.js";
 import type {
   ApplyControlChangeRequest,

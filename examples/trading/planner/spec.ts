@@ -1,6 +1,6 @@
-import type { ModelRef } from "../../shared/contracts/model.js";
-import { RunSpec } from "../../shared/contracts/run-spec.js";
-import { FUNCTION_NAMES } from "../trading-executor/contract.js";
+import type { ModelRef } from "../../../shared/contracts/model.js";
+import { RunSpec } from "../../../shared/contracts/run-spec.js";
+import { FUNCTION_NAMES } from "../executor/contract.js";
 import type { z } from "zod";
 import type { TickTask } from "./tick.js";
 

@@ -1,4 +1,4 @@
-import { RunSpec } from "../../shared/contracts/run-spec.js";
+import { RunSpec } from "../../../shared/contracts/run-spec.js";
 import { CONTROL_FUNCTION, type ControlChange } from "./control-contract.js";
 
 /** What an operator asks for: one control change, or turning the kill switch off. */

@@ -1,16 +1,16 @@
 /**
  * The trading executor: the eight allowlisted functions of the planner/executor contract as tool
  * services on `<prefix>.tools.<name>` (and `py_<name>`), over a deterministic paper venue. Its
- * state lives in the tool-state bucket. `npm run actor -- trading-executor`.
+ * state lives in the tool-state bucket. `node dist/examples/trading/executor/main.js`.
  */
-import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
-import { serveToolsOf } from "../../shared/bus/tool-service.js";
-import { systemClock } from "../../shared/runtime/clock.js";
-import { parseEnv } from "../../shared/runtime/config.js";
-import { createLogger } from "../../shared/runtime/logger.js";
-import { exitOnFatal } from "../../shared/runtime/fatal.js";
-import { ActorMetrics } from "../../shared/runtime/metrics.js";
-import { systemRandom } from "../../shared/runtime/random.js";
+import { onShutdown, openActorBus, startActorHealth } from "../../../shared/bus/actor.js";
+import { serveToolsOf } from "../../../shared/bus/tool-service.js";
+import { systemClock } from "../../../shared/runtime/clock.js";
+import { parseEnv } from "../../../shared/runtime/config.js";
+import { createLogger } from "../../../shared/runtime/logger.js";
+import { exitOnFatal } from "../../../shared/runtime/fatal.js";
+import { ActorMetrics } from "../../../shared/runtime/metrics.js";
+import { systemRandom } from "../../../shared/runtime/random.js";
 import { configHash } from "./config.js";
 import { TradingExecutorEnv, loadTradingConfig } from "./env.js";
 import { ExecutorStore } from "./store.js";

@@ -1,4 +1,4 @@
-import { xxh64 } from "../../shared/runtime/hash.js";
+import { xxh64 } from "../../../shared/runtime/hash.js";
 import type { TradingConfig } from "./config.js";
 import type { Quote } from "./contract.js";
 

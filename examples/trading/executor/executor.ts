@@ -1,5 +1,5 @@
-import type { ToolApproval, ToolApprovalRequest, ToolAuditNote } from "../../shared/contracts/tool.js";
-import { contentHash } from "../../shared/runtime/hash.js";
+import type { ToolApproval, ToolApprovalRequest, ToolAuditNote } from "../../../shared/contracts/tool.js";
+import { contentHash } from "../../../shared/runtime/hash.js";
 import type { TradingConfig } from "./config.js";
 import type { CanonicalState, Step } from "./contract.js";
 import type { ExecutorFunction, ExecutorRequest } from "./control-contract.js";

@@ -1,10 +1,10 @@
 import { z } from "zod";
-import { decodeText } from "../../shared/bus/codec.js";
-import type { Message, ModelRequest, ModelResponse, ToolCall } from "../../shared/contracts/model.js";
-import { AgentError } from "../../shared/runtime/errors.js";
-import type { CanonicalState, Plan, PlanIntent, Quote } from "../trading-executor/contract.js";
-import { intentIdAt, orderClientId } from "../trading-executor/ids.js";
-import { round } from "../trading-executor/market.js";
+import { decodeText } from "../../../shared/bus/codec.js";
+import type { Message, ModelRequest, ModelResponse, ToolCall } from "../../../shared/contracts/model.js";
+import { AgentError } from "../../../shared/runtime/errors.js";
+import type { CanonicalState, Plan, PlanIntent, Quote } from "../executor/contract.js";
+import { intentIdAt, orderClientId } from "../executor/ids.js";
+import { round } from "../executor/market.js";
 import { type TickOutcome, TickTask } from "./tick.js";
 
 /** Strategy knobs of the deterministic planner (part of its identity: same knobs, same plans). */

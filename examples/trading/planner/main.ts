@@ -1,16 +1,16 @@
 /**
  * The deterministic trading planner as a model actor on `<prefix>.models.trading-planner`: a tick
  * run names it as its model (`{ provider: "actor", name: "trading-planner" }`) and it answers each
- * turn with the next call of the tick loop. `npm run actor -- trading-planner`.
+ * turn with the next call of the tick loop. `node dist/examples/trading/planner/main.js`.
  */
-import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
-import { serveModel } from "../../shared/bus/model-actor.js";
-import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
-import { createLogger } from "../../shared/runtime/logger.js";
-import { exitOnFatal } from "../../shared/runtime/fatal.js";
-import { ActorMetrics } from "../../shared/runtime/metrics.js";
-import { systemRandom } from "../../shared/runtime/random.js";
+import { onShutdown, openActorBus, startActorHealth } from "../../../shared/bus/actor.js";
+import { serveModel } from "../../../shared/bus/model-actor.js";
+import { systemClock } from "../../../shared/runtime/clock.js";
+import { ActorEnv, parseEnv } from "../../../shared/runtime/config.js";
+import { createLogger } from "../../../shared/runtime/logger.js";
+import { exitOnFatal } from "../../../shared/runtime/fatal.js";
+import { ActorMetrics } from "../../../shared/runtime/metrics.js";
+import { systemRandom } from "../../../shared/runtime/random.js";
 import { PLANNER_ACTOR } from "./spec.js";
 import { nextStep } from "./strategy.js";
 

@@ -7,11 +7,12 @@
 import { z } from "zod";
 import { decodeText } from "../../shared/bus/codec.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
-import { ClusterClient } from "../cli/client.js";
-import { CanonicalState } from "../trading-executor/contract.js";
-import { tickSpec } from "../trading-planner/spec.js";
-import { TickOutcome } from "../trading-planner/tick.js";
-import { clientBus, withLocalCluster, type Booted } from "./boot.js";
+import { ClusterClient } from "../../services/cli/client.js";
+import { CanonicalState } from "./executor/contract.js";
+import { tickSpec } from "./planner/spec.js";
+import { TickOutcome } from "./planner/tick.js";
+import { tradingActors } from "./actors.js";
+import { clientBus, withLocalCluster, type Booted } from "../../services/local/boot.js";
 
 const TICKS = Number(process.env.TICKS ?? 30);
 const CONFIG = {
@@ -130,10 +131,7 @@ say("starting a local cluster with the trading executor and planner…");
 const ok = await withLocalCluster(
   say,
   {
-    extra: [
-      { kind: "trading-executor", env: { TRADING_CONFIG: JSON.stringify(CONFIG) } },
-      { kind: "trading-planner" },
-    ],
+    extra: tradingActors({ TRADING_CONFIG: JSON.stringify(CONFIG) }),
   },
   demo,
 );

@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { decodeText } from "../../shared/bus/codec.js";
-import { ActorEnv } from "../../shared/runtime/config.js";
-import { AgentError } from "../../shared/runtime/errors.js";
+import { decodeText } from "../../../shared/bus/codec.js";
+import { ActorEnv } from "../../../shared/runtime/config.js";
+import { AgentError } from "../../../shared/runtime/errors.js";
 import { TradingConfig } from "./config.js";
 
 /** The trading executor's environment (docs/running-a-cluster.md's table). */

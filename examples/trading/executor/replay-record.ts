@@ -1,4 +1,4 @@
-import { contentHash } from "../../shared/runtime/hash.js";
+import { contentHash } from "../../../shared/runtime/hash.js";
 import { type TradingConfig, configHash } from "./config.js";
 import type { RecordDecisionRequest } from "./contract.js";
 import type { Decision } from "./state.js";

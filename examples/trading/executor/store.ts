@@ -1,11 +1,11 @@
 import type { KV } from "@nats-io/kv";
 import { z } from "zod";
-import { decode, encode } from "../../shared/bus/codec.js";
-import type { Clock } from "../../shared/runtime/clock.js";
-import { AgentError } from "../../shared/runtime/errors.js";
-import type { Logger } from "../../shared/runtime/logger.js";
+import { decode, encode } from "../../../shared/bus/codec.js";
+import type { Clock } from "../../../shared/runtime/clock.js";
+import { AgentError } from "../../../shared/runtime/errors.js";
+import type { Logger } from "../../../shared/runtime/logger.js";
 import { type TradingConfig, configHash } from "./config.js";
-import type { ToolApproval } from "../../shared/contracts/tool.js";
+import type { ToolApproval } from "../../../shared/contracts/tool.js";
 import type { ExecutorFunction, ExecutorRequest } from "./control-contract.js";
 import { type Outcome, handle } from "./executor.js";
 import { MarketModel } from "./market.js";
