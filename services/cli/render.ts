@@ -64,10 +64,10 @@ export function nextSteps(status: Pick<RunStatus, "runId" | "status">): string[]
   return [];
 }
 
-/** A reason on one line, at most 120 characters of it. */
-export function oneLine(text: string): string {
+/** A reason on one line, at most `max` characters of it (120: a column of a listing). */
+export function oneLine(text: string, max = 120): string {
   const flat = text.replaceAll(/\s+/g, " ").trim();
-  return flat.length > 120 ? `${flat.slice(0, 119)}…` : flat;
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
 /** A run's children not finished, by status: "children: 2 running, 1 halted". */

@@ -44,6 +44,13 @@ function failureLines(report: FailureReportView): string[] {
   return lines;
 }
 
+/**
+ * How much of a failure's diagnosis `watch` shows: all of a model's error (the provider's reply,
+ * up to 500 characters, then the URL it came from), which is what tells a model not pulled or a
+ * wrong `baseUrl` apart.
+ */
+const DIAGNOSIS_CHARS = 1_000;
+
 /** What `watch` adds under a failed run's last line: why, and what is left to a human. */
 export function failureSummary(result: RunResult): string[] {
   const report = result.source === "wal" && result.view?.kind === "failure" ? result.view : undefined;
@@ -51,7 +58,7 @@ export function failureSummary(result: RunResult): string[] {
   const left =
     report?.manualIntervention.length ?? (result.source === "audit" ? result.needsHuman : undefined);
   return [
-    ...(diagnosis ? [`diagnosis: ${oneLine(diagnosis)}`] : []),
+    ...(diagnosis ? [`diagnosis: ${oneLine(diagnosis, DIAGNOSIS_CHARS)}`] : []),
     ...(left
       ? [`${left} ${left === 1 ? "call" : "calls"} left to a human: \`agentctl result ${result.runId}\``]
       : []),

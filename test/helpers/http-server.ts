@@ -18,8 +18,11 @@ export interface TestServer {
 
 export type Handler = (req: RecordedRequest, res: ServerResponse) => void;
 
-/** A real HTTP server on 127.0.0.1 and a free port, recording every request it gets. */
-export async function startServer(handler: Handler): Promise<TestServer> {
+/**
+ * A real HTTP server on 127.0.0.1, recording every request it gets: on `port` when given (it
+ * rejects when that port is taken), else on a free one.
+ */
+export async function startServer(handler: Handler, port = 0): Promise<TestServer> {
   const requests: RecordedRequest[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -35,14 +38,20 @@ export async function startServer(handler: Handler): Promise<TestServer> {
       handler(recorded, res);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
   const close = (): Promise<void> =>
     new Promise((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());
     });
-  return { url: `http://127.0.0.1:${port}`, port, requests, close, [Symbol.asyncDispose]: close };
+  return { url: `http://127.0.0.1:${bound}`, port: bound, requests, close, [Symbol.asyncDispose]: close };
 }
 
 export function json(

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { selectRuns, UNFINISHED } from "../../services/cli/inspect.js";
 import { runLine, statusLine } from "../../services/cli/render.js";
+import type { RunResult } from "../../services/cli/result.js";
+import { failureSummary } from "../../services/cli/result-text.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { queuedStatus } from "../helpers/fixtures.js";
 
@@ -151,5 +153,29 @@ describe("agentctl runs", () => {
       / {2}undone by p \(2 calls, 2 left to a human\)$/,
     );
     expect(statusLine(undone([{ ok: true }, { ok: true }]))).toMatch(/ {2}undone by p \(2 calls\)$/);
+  });
+});
+
+describe("agentctl watch, a failed run", () => {
+  it("shows a model error's whole diagnosis on one line: what the server answered, then its URL", () => {
+    const url = "http://127.0.0.1:11434/v1/chat/completions";
+    const body = `{"error":{"message":"model \\"llama3.2\\" not found, try pulling it first","type":"api_error"}}`;
+    const diagnosis = `[MODEL_REJECTED] request rejected (404):\n${body} (POST ${url})`;
+    const failed: RunResult = {
+      runId: "r",
+      outcome: "FAIL",
+      reason: "modelError",
+      at: "",
+      artifactHash: undefined,
+      source: "audit",
+      diagnosis,
+    };
+    expect(failureSummary(failed)).toEqual([
+      `diagnosis: [MODEL_REJECTED] request rejected (404): ${body} (POST ${url})`,
+    ]);
+    // A listing's column stays short.
+    const line = runLine(run("r", 0, { status: "failed", terminal: { kind: "FAIL", reason: diagnosis } }));
+    const reason = line.slice(line.indexOf("reason: ") + "reason: ".length);
+    expect({ length: reason.length, end: reason.at(-1) }).toEqual({ length: 120, end: "…" });
   });
 });
