@@ -3,7 +3,7 @@ import { z } from "zod";
 import { ActorEnv, memoryRecallWindow, millis } from "../../shared/runtime/config.js";
 import { localToolProblem } from "./local-tools.js";
 
-/** An agent worker's environment (docs/running-a-cluster.md's table; the Kubernetes manifests are checked against it). */
+/** An agent worker's environment (docs/configuration.md; the Kubernetes manifests are checked against it). */
 export const AgentEnv = ActorEnv.extend({
   WORKER_ID: z
     .string()
@@ -12,41 +12,133 @@ export const AgentEnv = ActorEnv.extend({
       `${hostname()
         .replaceAll(/[^A-Za-z0-9_-]/g, "-")
         .slice(0, 32)}-${process.pid}`,
+    )
+    .describe("The worker's name in logs, in its beats and in its log messages' ids (1-48 of `A-Za-z0-9_-`).")
+    // The default as the docs show it: the one above is this machine's.
+    .meta({ default: "<hostname>-<pid>" }),
+  // A job renewed too late goes to a second worker, which leaves it to the first when that one
+  // says it still holds it (see stillHeldBy).
+  AGENT_ACK_WAIT_MS: z.coerce
+    .number()
+    .int()
+    .min(400)
+    .max(600_000)
+    .default(1_200)
+    .describe(
+      "How long, in milliseconds, a job whose worker stops renewing it (a crash, a lost connection) waits before it goes to another worker; a worker renews each job it holds three times per ack wait, so a run resumes within about this long after its worker dies.",
     ),
-  /**
-   * A job whose worker stops renewing it (a crash, a lost connection) goes to another worker after
-   * this; a worker renews each job it holds three times per ack wait. Short, so a run resumes within
-   * about this long after its worker dies. A job renewed too late goes to a second worker, which
-   * leaves it to the first when that one says it still holds it (see stillHeldBy).
-   */
-  AGENT_ACK_WAIT_MS: z.coerce.number().int().min(400).max(600_000).default(1_200),
-  /** How often a worker says it is alive, naming the jobs it holds (agentctl cluster lists the workers heard). */
-  AGENT_BEAT_MS: z.coerce.number().int().min(50).max(60_000).default(500),
-  AGENT_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(8),
-  AGENT_CHECKPOINT_EVERY: z.coerce.number().int().min(1).max(10_000).default(10),
-  AGENT_RETRY_DELAY_MS: millis(5_000),
-  /** Most iterations one reservation adds to its tree's counter (1, 2, 4… up to this); unspent ones go back. */
-  AGENT_ITERATION_LEASE: z.coerce.number().int().min(1).max(1_000).default(5),
-  /** How long a tool's descriptor is reused before its service is asked again (0: every run lease). */
-  AGENT_TOOL_DESCRIBE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(5_000),
-  /** How long a run not yet started waits for a tool whose service takes describes and answers none (hung), as a worker saw it, before the tool is left out and the run fails as planInvalid (0: at the first unanswered describe). */
-  AGENT_TOOL_OUTAGE_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
-  /** How long a worker waits for a service nobody serves yet: a tool, the critic, a model actor, the supervisor (0: not at all). */
-  AGENT_SERVICE_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
-  /** How long a run waits out a model provider's outage, handed back and asked again, before it fails (0: at once). */
-  AGENT_MODEL_OUTAGE_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
-  /** Outages in a row among one model provider's calls through a worker that open the provider's breaker, shared by every worker (0: no breaker). */
-  AGENT_MODEL_BREAKER_FAILURES: z.coerce.number().int().min(0).max(1_000).default(5),
-  /** How long an open breaker keeps every worker from calling its provider before one call tries it (doubled by each failed try, up to a minute or this). */
-  AGENT_MODEL_BREAKER_COOLDOWN_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
-  /** How long a failing parent waits in all for the children it cancelled to end (handed back and asked again) before it fails without them, naming each for a human. */
-  AGENT_CHILDREN_END_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(600_000),
-  /** How long a cancel waits for the tool service of the call its run halted on to answer (handed back and asked again) before it leaves the call to a human. */
-  AGENT_CANCEL_SETTLE_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(300_000),
-  /**
-   * The built-in tools a worker runs in-process instead of asking their services (comma list; empty:
-   * every tool remote). Only idempotent ones: the worker refuses to start on another (see localToolProblem).
-   */
+  AGENT_BEAT_MS: z.coerce
+    .number()
+    .int()
+    .min(50)
+    .max(60_000)
+    .default(500)
+    .describe(
+      "How often, in milliseconds, a worker says it is alive, naming the jobs it holds (`agentctl cluster` lists the workers heard).",
+    ),
+  AGENT_CONCURRENCY: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000)
+    .default(8)
+    .describe(
+      "How many runs one worker drives at once; it pulls jobs up to 8 at a time, never more than it has room for, and the work queue adds no cap of its own across workers.",
+    ),
+  AGENT_CHECKPOINT_EVERY: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(10_000)
+    .default(10)
+    .describe(
+      "Every how many model responses a worker considers a checkpoint of a run; it writes one once the steps since the last have sealed twice its size.",
+    ),
+  AGENT_RETRY_DELAY_MS: millis(5_000).describe(
+    "How long, in milliseconds, a job that failed waits before it is offered again; one that failed with an error that is not retryable (`NONDETERMINISM`) waits twice as long at each delivery, up to 5 minutes, until a deploy fixes the cause.",
+  ),
+  AGENT_ITERATION_LEASE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000)
+    .default(5)
+    .describe(
+      "The most iterations one reservation adds to its run tree's counter (1, 2, 4… up to this); unspent ones go back when the worker lets the run go, but a killed worker's stay counted, so after faults a tree can stop short of its cap, never pass it.",
+    ),
+  AGENT_TOOL_DESCRIBE_TTL_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(3_600_000)
+    .default(5_000)
+    .describe(
+      "How long, in milliseconds, a tool's descriptor is reused before its service is asked again (a new tool is found at once); 0: asked at every run lease.",
+    ),
+  AGENT_TOOL_OUTAGE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(86_400_000)
+    .default(300_000)
+    .describe(
+      "How long, in milliseconds, a run not yet started waits for a tool whose service takes describes and answers none (hung) before the tool is left out and the run fails as `planInvalid`; a started run goes on with the tool's last descriptor; 0: at the first unanswered describe.",
+    ),
+  AGENT_SERVICE_WAIT_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(600_000)
+    .default(10_000)
+    .describe(
+      "How long, in milliseconds, a worker waits for a service nobody serves yet (starting, restarting, reconnecting): a tool, the critic, a model actor, the supervisor for child runs; it asks again with backoff, and a tool call's wait counts against neither its retries nor its breaker; 0: no waiting.",
+    ),
+  AGENT_MODEL_OUTAGE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(86_400_000)
+    .default(300_000)
+    .describe(
+      "How long, in milliseconds, a run waits out a model provider's outage (rate limited, unavailable, timing out, unreachable), handed back and its turn asked again after `AGENT_RETRY_DELAY_MS` doubling up to a minute, before it fails as `modelError`, or a critic out of reach before the answer goes to repair; 0: at once.",
+    ),
+  AGENT_MODEL_BREAKER_FAILURES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1_000)
+    .default(5)
+    .describe(
+      "How many outages in a row among one model provider's turns through a worker open the provider's breaker, shared by every worker: none asks that provider until the cooldown has passed, then one turn tries it; 0: no breaker.",
+    ),
+  AGENT_MODEL_BREAKER_COOLDOWN_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(3_600_000)
+    .default(30_000)
+    .describe(
+      "How long, in milliseconds, an open breaker keeps every worker from its provider before one turn tries it, doubled by each failed try up to a minute (or this, when longer); shorter than `AGENT_MODEL_OUTAGE_MS` when both are on, or the worker refuses to start.",
+    ),
+  AGENT_CHILDREN_END_WAIT_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(86_400_000)
+    .default(600_000)
+    .describe(
+      "How long, in milliseconds, a failing parent waits in all for the children it cancelled to end before it fails without them, naming each one still going for a human; 0: only the first lease's few seconds.",
+    ),
+  AGENT_CANCEL_SETTLE_WAIT_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(86_400_000)
+    .default(300_000)
+    .describe(
+      "How long, in milliseconds from when a cancel was queued, it waits for the tool service of the call its run halted on to say what the call did, before it leaves the call to a human; 0: at the first unanswered ask.",
+    ),
+  // Only idempotent ones: the worker refuses to start on another (see localToolProblem).
   AGENT_LOCAL_TOOLS: z
     .string()
     .default("echo,memory")
@@ -59,7 +151,10 @@ export const AgentEnv = ActorEnv.extend({
     .superRefine((names, ctx) => {
       for (const problem of names.map(localToolProblem))
         if (problem) ctx.addIssue({ code: "custom", message: problem });
-    }),
+    })
+    .describe(
+      "The built-in tools a worker runs in-process instead of asking their services, comma-separated: no request and no idempotency record per call, the run's log carries their idempotency. `http_fetch` may be added; a tool that is not idempotent, or not built in, stops the worker at start; empty: every tool asked of its service.",
+    ),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 })
   // A breaker open longer than runs wait out an outage fails them before its first try, however

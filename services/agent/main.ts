@@ -1,6 +1,6 @@
 /**
  * The agent worker actor: `npm run actor -- agent`. Configuration comes from the environment
- * (see docs/running-a-cluster.md's table); SIGTERM/SIGINT drain it: no new jobs, current steps finish, jobs go
+ * (see docs/configuration.md); SIGTERM/SIGINT drain it: no new jobs, current steps finish, jobs go
  * back to the queue at once for another worker.
  */
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";

@@ -23,10 +23,17 @@ export const runIdArg = (value: string): string => {
   return value;
 };
 
-/** agentctl's environment: an actor's, and how long a command waits for a supervisor. */
-const AgentctlEnv = ActorEnv.extend({
-  /** A command waits this long for a NATS server, and for a supervisor, when none answers yet (0: fails at once). */
-  AGENTCTL_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
+/** agentctl's environment: an actor's, and how long a command waits (docs/configuration.md). */
+export const AgentctlEnv = ActorEnv.extend({
+  AGENTCTL_WAIT_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(600_000)
+    .default(10_000)
+    .describe(
+      "How long, in milliseconds, a command waits for a NATS server, its JetStream and a supervisor when none answers yet, saying so on stderr, before it fails with `BUS_UNAVAILABLE`; 0: it fails at once. It replaces `NATS_CONNECT_WAIT_MS` for agentctl.",
+    ),
 });
 
 /**

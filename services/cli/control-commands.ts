@@ -1,5 +1,5 @@
 /** agentctl's commands that act on runs: approvals, halt, resume, cancel and the kill switch. */
-import { InvalidArgumentError, type Command } from "commander";
+import { InvalidArgumentError, Option, type Command } from "commander";
 import { z } from "zod";
 import { decodeText } from "../../shared/bus/codec.js";
 import type { CallSettlement } from "../../shared/contracts/loop-event.js";
@@ -53,15 +53,29 @@ function settlement(opts: ResumeFlags): { settle?: CallSettlement } {
   return opts.settle === "notRun" ? { settle: { decision: "notRun" } } : {};
 }
 
+/** `--by`: who acts, recorded in the audit; the user's login name unless given. */
+const byOption = (): Option =>
+  new Option("--by <name>", "who (recorded in the audit)").default(
+    process.env.USER ?? "operator",
+    "$USER, else operator",
+  );
+
+const DECISIONS = {
+  approve: "approve a run awaiting approval: its commit, or a tool call that asked for a human",
+  reject:
+    "reject a run awaiting approval: it fails, the reason kept in `approval.decided` and its failure report (a held tool call is refused instead, and the model told)",
+} as const;
+
 /** Adds the commands that act on runs to `cmd`. */
 export function addControlCommands(cmd: Command): void {
   for (const decision of ["approve", "reject"] as const) {
     cmd
       .command(decision)
-      .description(`${decision} a run waiting for approval`)
+      .summary(`${decision} a run awaiting approval`)
+      .description(DECISIONS[decision])
       .argument("<runId>", "the run", runIdArg)
-      .option("--by <name>", "who decides (recorded in the audit)", process.env.USER ?? "operator")
-      .option("--reason <text>", "why")
+      .addOption(byOption())
+      .option("--reason <text>", "why (recorded in the audit)")
       .action((runId: string, opts: { by: string; reason?: string }) =>
         withClient(async (client) =>
           out(
@@ -76,15 +90,16 @@ export function addControlCommands(cmd: Command): void {
   }
   cmd
     .command("modify")
+    .summary("send a run awaiting approval back to its agent with what to change")
     .description(
-      "send a run waiting for approval back to its agent with what to change; it asks again when revised",
+      "send a run awaiting approval back to its agent with what to change: the model revises its answer and the run asks again (a held tool call is refused with the feedback)",
     )
     .argument("<runId>", "the run", runIdArg)
     .requiredOption("--feedback <text>", "what to change (given to the model)", (v: string) => {
       if (v.trim() === "") throw new InvalidArgumentError("say what to change");
       return v;
     })
-    .option("--by <name>", "who decides (recorded in the audit)", process.env.USER ?? "operator")
+    .addOption(byOption())
     .action((runId: string, opts: { by: string; feedback: string }) =>
       withClient(async (client) =>
         out(await client.decide(runId, { decision: "modify", by: opts.by, feedback: opts.feedback })),
@@ -92,23 +107,25 @@ export function addControlCommands(cmd: Command): void {
     );
   cmd
     .command("halt")
+    .summary("halt a run now, keeping its place; resume continues it")
     .description(
-      "halt one run now, wherever it is (running, or waiting for a human, its children or a model provider): it keeps its place and frees its pool slot; resume continues it",
+      "halt one run now, wherever it is (in a step, taken over from its worker; or waiting for a human, its children or a model provider): it keeps its place and frees its pool slot, and resume continues it. A run no worker has started yet halts once one does; one undoing its calls before it fails is refused. Its children go on (--tree halts them), and a halted child keeps its parent waiting until it is resumed and ends",
     )
     .argument("<runId>", "the run", runIdArg)
     .option("--reason <text>", "why (recorded in the audit)", "stopped by an operator")
-    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
+    .addOption(byOption())
     .option("--tree", "every run of the tree under it too (its children, theirs…), the run first")
     .action((runId: string, opts: StopFlags) =>
       withClient(async (client) => out(await client.halt(stopRequest(runId, opts)))),
     );
   cmd
     .command("resume")
+    .summary("resume a halted run from where it stopped")
     .description(
-      "resume a halted run (after the kill switch or a reconciliation) from where it stopped; a child whose parent has finished, or is undoing its calls, is refused (PARENT_FINISHED): cancel it instead",
+      "resume a halted run (by halt, the kill switch or a reconciliation) from where it stopped, once it has a pool slot again (HALT_PENDING when the halt has not freed its own within 5 s). A child whose parent has finished, or is undoing its calls, is refused (PARENT_FINISHED): cancel it instead",
     )
     .argument("<runId>", "the run", runIdArg)
-    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
+    .addOption(byOption())
     .option(
       "--tree",
       "every halted run of the tree under it, the deepest first and the run last (children whose parent has finished stay halted, named in the reply)",
@@ -137,12 +154,13 @@ export function addControlCommands(cmd: Command): void {
     );
   cmd
     .command("cancel")
+    .summary("end a run for good, undoing what it can")
     .description(
-      "end a run for good: it stops where it is (as a halt stops it), undoes what it can (the compensations of its completed tool calls, most recent first, the call it waits on included once its tool service says it went through) and fails with RUN_CANCELLED, which a parent waiting for it gets as its result",
+      "end a run for good: it stops where it is (as a halt stops it; one not started yet, once a worker starts it), undoes what it can (the compensations of its completed tool calls, most recent first, the call it waits on included once its tool service says it went through) and fails with RUN_CANCELLED, which a parent waiting for it gets as its result. Allowed under the kill switch; a run already undoing its calls is refused. A parent cancelled alone cancels its children still going and leaves halted ones halted (cancel --tree ends them); its reply names both, and the committed children its compensations undo",
     )
     .argument("<runId>", "the run", runIdArg)
     .requiredOption("--reason <text>", "why (recorded in the audit and the run's failure)")
-    .option("--by <name>", "who (recorded in the audit)", process.env.USER ?? "operator")
+    .addOption(byOption())
     .option(
       "--tree",
       "every run of the tree under it that has not finished, the deepest first and the run last",
@@ -152,13 +170,16 @@ export function addControlCommands(cmd: Command): void {
     );
   cmd
     .command("kill-switch")
-    .description("stop all admissions and halt running runs at their next step (on), or lift it (off)")
+    .summary("stop admissions and halt running runs (on), or lift it (off)")
+    .description(
+      "on: no run is admitted, and every running run halts at its next step (one undoing its calls finishes the undo); off: lifts it",
+    )
     .argument("<state>", "on | off", (v: string) => {
       if (v !== "on" && v !== "off") throw new InvalidArgumentError("expected 'on' or 'off'");
       return v;
     })
-    .option("--reason <text>", "why", "operator request")
-    .option("--by <name>", "who", process.env.USER ?? "operator")
+    .option("--reason <text>", "why (recorded in the audit)", "operator request")
+    .addOption(byOption())
     .action((state: "on" | "off", opts: { reason: string; by: string }) =>
       withClient(async (client) =>
         out(await client.killSwitch({ active: state === "on", reason: opts.reason, by: opts.by })),

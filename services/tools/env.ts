@@ -3,7 +3,7 @@ import { ActorEnv, memoryRecallWindow } from "../../shared/runtime/config.js";
 
 export const BUILT_IN = ["echo", "http_fetch", "memory"] as const;
 
-/** The tool services' environment (docs/running-a-cluster.md's table; the Kubernetes manifests are checked against it). */
+/** The tool services' environment (docs/configuration.md; the Kubernetes manifests are checked against it). */
 export const ToolsEnv = ActorEnv.extend({
   TOOLS: z
     .string()
@@ -14,7 +14,10 @@ export const ToolsEnv = ActorEnv.extend({
         .map((t) => t.trim())
         .filter(Boolean),
     )
-    .pipe(z.array(z.enum(BUILT_IN)).min(1)),
+    .pipe(z.array(z.enum(BUILT_IN)).min(1))
+    .describe(
+      `The built-in tool services this process runs, comma-separated, among ${BUILT_IN.map((t) => `\`${t}\``).join(", ")}; workers run the ones in their \`AGENT_LOCAL_TOOLS\` themselves, and \`spawn_agent\` is always theirs.`,
+    ),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 });
 export type ToolsEnv = z.infer<typeof ToolsEnv>;

@@ -8,13 +8,17 @@ export const DEFAULT_PREFIX = "agents";
 export const millis = (defaultMs: number) =>
   z.coerce.number().int().min(1).max(86_400_000).default(defaultMs);
 
-/**
- * How many of an agent's most recently stored memories a recall reads (MEMORY_RECALL_WINDOW, for
- * the agent workers and the memory tool); 0 reads them all, however many there are.
- */
-export const memoryRecallWindow = z.coerce.number().int().min(0).max(100_000).default(1_000);
+/** MEMORY_RECALL_WINDOW, for the agent workers and the memory tool. */
+export const memoryRecallWindow = z.coerce
+  .number()
+  .int()
+  .min(0)
+  .max(100_000)
+  .default(1_000)
+  .describe(
+    "How many of an agent's most recently stored memories a recall reads (at a run's start, and by the `memory` tool), without reading older ones; 0: every memory, however many.",
+  );
 
-/** Settings every actor reads from its environment (documented in docs/running-a-cluster.md's table). */
 /**
  * MODEL_KEY_ENVS: the environment variables a spec's model may name as its key (`apiKeyEnv`),
  * comma-separated, `*` matching any run of name characters (`TEAM_*_KEY`); see key-envs.ts.
@@ -27,33 +31,85 @@ export const ModelKeyEnvs = z
   )
   .transform((text) => text.split(",").map((name) => name.trim()));
 
+/**
+ * Settings every actor reads from its environment. Each `.describe` is the user's documentation:
+ * docs/configuration.md is generated from it.
+ */
 export const ActorEnv = z.object({
-  NATS_URL: z.string().min(1).default("nats://127.0.0.1:4222"),
-  NATS_USER: z.string().min(1).optional(),
-  NATS_PASSWORD: z.string().optional(),
-  /** How long an actor starting before its NATS server waits for one (0: one try). */
-  NATS_CONNECT_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(60_000),
+  NATS_URL: z
+    .string()
+    .min(1)
+    .default("nats://127.0.0.1:4222")
+    .describe("The NATS servers to connect to: one URL, or several comma-separated."),
+  NATS_USER: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "The NATS user to log in as (the shipped `nats.conf` has one per actor kind); unset: no login.",
+    ),
+  NATS_PASSWORD: z.string().optional().describe("The password of `NATS_USER`."),
+  NATS_CONNECT_WAIT_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(86_400_000)
+    .default(60_000)
+    .describe(
+      "How long, in milliseconds, an actor started before its NATS server answers (or while its JetStream does not) tries again, every second and with a warning, before it exits with `BUS_UNAVAILABLE`; 0: one try. A server that refuses the login is not waited for.",
+    ),
   AGENTS_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,64}$/)
-    .default(DEFAULT_PREFIX),
-  AGENTS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
-  LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
-  /**
-   * `/healthz`, `/readyz` and `/metrics`; 0 picks a free port. Unset, 8080, or a free port when 8080
-   * is taken (a second actor on one machine); set, the actor stops if it is taken.
-   */
-  HEALTH_PORT: z.coerce.number().int().min(0).max(65_535).optional(),
-  /** Loopback by default; a container sets 0.0.0.0 so the kubelet and Prometheus can reach it. */
-  HEALTH_HOST: z.string().min(1).default("127.0.0.1"),
-  /**
-   * How long JetStream may go unanswered, the connection up, before the actor says so once and its
-   * `/readyz` says not ready (see JetStreamWatch); asked every third of it, at most every 5 s.
-   */
+    .default(DEFAULT_PREFIX)
+    .describe(
+      "The prefix of the cluster's subjects, streams and buckets (streams are `AGENT_*` under the default, `<PREFIX>_*` otherwise); the shipped permissions grant the default only.",
+    ),
+  AGENTS_REPLICAS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(5)
+    .default(1)
+    .describe(
+      "How many copies of each stream and bucket an actor asks for when it provisions them (3 in production): an existing store is raised to it, never lowered; above 1 needs a JetStream cluster of at least that many servers up.",
+    ),
+  LOG_LEVEL: z
+    .enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"])
+    .default("info")
+    .describe(
+      "The least severe log lines an actor writes (pino JSON lines on stdout): `trace`, `debug`, `info`, `warn`, `error`, `fatal` or `silent`.",
+    ),
+  HEALTH_PORT: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(65_535)
+    .optional()
+    .describe(
+      "The port of `/healthz`, `/readyz` and `/metrics`; unset: 8080, or a free port (logged) when 8080 is taken; 0: a free port. A port set here that is taken stops the actor.",
+    ),
+  HEALTH_HOST: z
+    .string()
+    .min(1)
+    .default("127.0.0.1")
+    .describe(
+      "The address the health server listens on: loopback, or `0.0.0.0` in a container so that the kubelet and Prometheus reach it.",
+    ),
   // At least a second: the watch asks three times in it, and must not poll JetStream in a loop.
-  JETSTREAM_SILENT_MS: z.coerce.number().int().min(1_000).max(86_400_000).default(15_000),
-  /** See ModelKeyEnvs: checked here so that a malformed value stops the actor at its start. */
-  MODEL_KEY_ENVS: ModelKeyEnvs.optional(),
+  JETSTREAM_SILENT_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .max(86_400_000)
+    .default(15_000)
+    .describe(
+      "How long, in milliseconds, JetStream may go unanswered while the connection is up (a cluster without its quorum) before the actor logs an error, turns `/readyz` not ready and `agents_jetstream_answering` to 0, until it answers again; asked every third of it, at most every 5 s.",
+    ),
+  // Checked here so that a malformed value stops the actor at its start, not at a run's first model call.
+  MODEL_KEY_ENVS: ModelKeyEnvs.optional().describe(
+    "The variables a spec's model may name as its key (`apiKeyEnv`), comma-separated, `*` for any name characters (`TEAM_*_KEY`); unset: `*_API_KEY`. Another is refused with `MODEL_KEY_DENIED`, so a spec cannot have any other variable (the NATS password) sent to its endpoint; a provider's own (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`) is always allowed.",
+  ),
 });
 export type ActorEnv = z.infer<typeof ActorEnv>;
 
