@@ -1,6 +1,6 @@
 /**
  * `npm run actor -- <supervisor|agent|critic|tools>`: starts one actor in this process, the same
- * entry point a container runs. Configuration comes from the environment (docs/running-a-cluster.md).
+ * entry point a container runs. Configuration comes from the environment (docs/configuration.md).
  */
 import { pathToFileURL } from "node:url";
 import { ACTOR_KINDS, actorEntry, type ActorKind } from "./cluster.js";

@@ -6,7 +6,7 @@ import { ActorEnv } from "../../../shared/runtime/config.js";
 import { AgentError } from "../../../shared/runtime/errors.js";
 import { TradingConfig } from "./config.js";
 
-/** The trading executor's environment (docs/running-a-cluster.md's table). */
+/** The trading executor's environment: the actors' common settings (docs/configuration.md) and its own (README.md). */
 export const TradingExecutorEnv = ActorEnv.extend({
   /** The configuration as inline JSON; defaults apply to whatever it leaves out. */
   TRADING_CONFIG: z.string().optional(),
