@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { describe, expect, it } from "vitest";
 import { program } from "../../services/cli/program.js";
-import { agentctlReference } from "../../services/cli/reference.js";
+import { agentctlReference } from "../helpers/reference/agentctl-page.js";
 import { repoRoot } from "../../services/local/paths.js";
 
 /** Every command under `cmd`, groups included. */

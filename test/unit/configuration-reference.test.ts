@@ -6,7 +6,7 @@ import { CriticEnv } from "../../services/critic/env.js";
 import { SupervisorEnv } from "../../services/supervisor/env.js";
 import { ToolsEnv } from "../../services/tools/env.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
-import { envTable, undescribed } from "../../shared/runtime/env-reference.js";
+import { envTable, undescribed } from "../helpers/reference/env-page.js";
 
 /** Each actor's own variables, after the ones every actor reads: its heading, schema and notes. */
 const ACTORS: { heading: string; file: string; schema: z.ZodObject; notes?: string }[] = [

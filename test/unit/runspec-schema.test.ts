@@ -2,7 +2,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { describe, expect, it } from "vitest";
-import { runSpecJsonSchema } from "../../shared/contracts/runspec-json-schema.js";
+import { runSpecJsonSchema } from "../helpers/reference/runspec-json-schema.js";
 import { spec } from "../helpers/fixtures.js";
 
 const schema = runSpecJsonSchema();

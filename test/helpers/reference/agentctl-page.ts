@@ -4,8 +4,8 @@
  * so test/unit/agentctl-reference.test.ts renders it and fails when the page is stale.
  */
 import type { Argument, Command, Help, Option } from "commander";
-import { escapeAngles, table } from "../../shared/runtime/markdown.js";
-import { WATCH_EXIT_HELP } from "./watch.js";
+import { escapeAngles, table } from "./markdown.js";
+import { WATCH_EXIT_HELP } from "../../../services/cli/watch.js";
 
 /** How agentctl is run, where it connects and how it answers. */
 const PREAMBLE = `Generated from the commander program (\`services/cli/program.ts\`) by

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { SubmitRequest } from "./cluster.js";
+import { SubmitRequest } from "../../../shared/contracts/cluster.js";
 
 type JsonSchema = Record<string, unknown>;
 
