@@ -11,7 +11,7 @@ const entry = (actor: string): string => join(repoRoot(), "dist", "examples", "t
  */
 export function tradingActors(executorEnv: Record<string, string> = {}): ActorLaunch[] {
   return [
-    { kind: "tools", name: "trading-executor", entry: entry("executor"), env: executorEnv },
-    { kind: "tools", name: "trading-planner", entry: entry("planner") },
+    { name: "trading-executor", entry: entry("executor"), user: "tools", env: executorEnv },
+    { name: "trading-planner", entry: entry("planner"), user: "tools" },
   ];
 }

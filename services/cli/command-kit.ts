@@ -43,7 +43,12 @@ export const AgentctlEnv = ActorEnv.extend({
 export async function withClient<T>(fn: (client: ClusterClient) => Promise<T>): Promise<T> {
   // NATS_URL unset, in a checkout whose `npm run cluster` is up: that cluster, with agentctl's login.
   const env = parseEnv(AgentctlEnv, { ...localClusterEnv(process.env), ...process.env });
-  const logger = createLogger({ actor: "cli", level: env.LOG_LEVEL === "info" ? "error" : env.LOG_LEVEL });
+  // stdout carries the command's answer, which scripts read: the log goes to stderr.
+  const logger = createLogger({
+    actor: "cli",
+    level: env.LOG_LEVEL === "info" ? "error" : env.LOG_LEVEL,
+    destination: process.stderr,
+  });
   const waitMs = env.AGENTCTL_WAIT_MS;
   // A command waits for a NATS server as it waits for a supervisor (AGENTCTL_WAIT_MS).
   const bus: ActorBus = await openActorBus({ ...env, NATS_CONNECT_WAIT_MS: waitMs }, "agentctl", {

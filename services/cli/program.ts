@@ -1,6 +1,6 @@
 /**
  * agentctl's commands as one commander program, built without reading argv or connecting: main.ts
- * runs it, and docs/agentctl.md is generated from it (reference.ts), so its descriptions are the
+ * runs it, and docs/agentctl.md is generated from it (test/helpers/reference/agentctl-page.ts), so its descriptions are the
  * user's documentation.
  */
 import { join } from "node:path";
@@ -82,7 +82,7 @@ function refuseSpecFlags(command: Command): void {
 
 const flagName = (key: string): string => `--${key.replaceAll(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
-/** agentctl's commands, ready to parse argv (main.ts) or to be rendered as docs (reference.ts). */
+/** agentctl's commands, ready to parse argv (main.ts) or to be rendered as docs (test/helpers/reference/agentctl-page.ts). */
 export function program(): Command {
   const cmd = jsonErrors(new Command("agentctl")).description(
     "operate a bounded agent cluster on NATS: submit and follow runs, decide approvals, stop and resume runs, read the audit trail, check the cluster (NATS_URL, AGENTS_PREFIX)",
@@ -356,7 +356,9 @@ export function program(): Command {
     );
   cmd
     .command("contracts")
-    .description("list each invariant of the runtime and the tests bound to it")
+    .description(
+      "list the loop contract's invariants (INV-…, RT-…) and the tests bound to each; the durability invariants are in docs/invariants.md",
+    )
     .addOption(
       new Option("--file <path>", "the invariants map").default(
         join(repoRoot(), "test", "invariants.json"),

@@ -23,20 +23,30 @@ export function actorEntry(kind: ActorKind | "cli"): string {
   return compiledEntry(kind);
 }
 
-/**
- * An actor to start: one of the runtime's, or one built on it (an example's tool service or model
- * actor) given by its compiled `entry` and started with the NATS user of `kind`.
- */
-export interface ActorLaunch {
+/** One of the runtime's actors to start. */
+export interface RuntimeActor {
   kind: ActorKind;
   name?: string;
-  entry?: string;
   env?: Record<string, string>;
 }
 
+/**
+ * An actor built on the runtime (an example's tool service or model actor): its compiled entry, and
+ * the runtime actor whose NATS user it connects as.
+ */
+export interface CustomActor {
+  entry: string;
+  name: string;
+  user: ActorKind;
+  env?: Record<string, string>;
+}
+
+export type ActorLaunch = RuntimeActor | CustomActor;
+
 export interface ActorProcess {
   name: string;
-  kind: ActorKind;
+  /** The runtime actor it is, or "custom" for one started from its own entry. */
+  kind: ActorKind | "custom";
   child: ChildProcess;
   exited: Promise<number | null>;
   /** Where its `/healthz`, `/readyz` and `/metrics` answer (from its ready line). */
@@ -71,9 +81,18 @@ export class LocalCluster {
   }
 
   async launch(launch: ActorLaunch): Promise<ActorProcess> {
-    const { kind, name = launch.kind, env = {}, entry = actorEntry(kind) } = launch;
+    const { kind, name, entry, user } =
+      "entry" in launch
+        ? { kind: "custom" as const, name: launch.name, entry: launch.entry, user: launch.user }
+        : {
+            kind: launch.kind,
+            name: launch.name ?? launch.kind,
+            entry: actorEntry(launch.kind),
+            user: launch.kind,
+          };
+    const env = launch.env ?? {};
     const creds = this.options.useConfUsers
-      ? { NATS_USER: NATS_USERS[kind].user, NATS_PASSWORD: NATS_USERS[kind].password }
+      ? { NATS_USER: NATS_USERS[user].user, NATS_PASSWORD: NATS_USERS[user].password }
       : {};
     const log = createWriteStream(join(this.options.logDir, `${name}.log`), { flags: "a" });
     this.logs.push(log);

@@ -11,7 +11,7 @@ export const SupervisorEnv = ActorEnv.extend({
     .max(100_000)
     .default(16)
     .describe(
-      "How many runs may be active at once, cluster-wide (halted and waiting ones count); past it, admissions are refused with `POOL_FULL`. The runs' ids share one KV value, so the server's `max_payload` bounds it too (at the default 1 MiB, 15,634 runs with 64-character ids), and the supervisor warns at start when it does.",
+      "How many runs may be active at once, cluster-wide (runs waiting for approval, their children or an outage count; halted ones do not); past it, admissions are refused with `POOL_FULL`. The runs' ids share one KV value, so the server's `max_payload` bounds it too (at the default 1 MiB, 15,634 runs with 64-character ids), and the supervisor warns at start when it does.",
     ),
   SUPERVISOR_MAX_DEPTH: z.coerce
     .number()

@@ -13,7 +13,7 @@ export interface JetStreamWatchOptions {
 /** As long as a WAL append rides out a leader election before it gives up (BUDGET_MS). */
 export const DEFAULT_JETSTREAM_WATCH: JetStreamWatchOptions = { everyMs: 5_000, silentAfterMs: 15_000 };
 
-/** The watch for a silence of `silentAfterMs` (JETSTREAM_SILENT_MS): asked three times in it, at most every 5 s. */
+/** The watch for a silence of `silentAfterMs` (JETSTREAM_SILENT_MS): asked three times in it, and at least every 5 s. */
 export function jetStreamWatchFor(silentAfterMs: number): JetStreamWatchOptions {
   return {
     everyMs: Math.min(DEFAULT_JETSTREAM_WATCH.everyMs, Math.ceil(silentAfterMs / 3)),

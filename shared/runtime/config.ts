@@ -104,7 +104,7 @@ export const ActorEnv = z.object({
     .max(86_400_000)
     .default(15_000)
     .describe(
-      "How long, in milliseconds, JetStream may go unanswered while the connection is up (a cluster without its quorum) before the actor logs an error, turns `/readyz` not ready and `agents_jetstream_answering` to 0, until it answers again; asked every third of it, at most every 5 s.",
+      "How long, in milliseconds, JetStream may go unanswered while the connection is up (a cluster without its quorum) before the actor logs an error, turns `/readyz` not ready and `agents_jetstream_answering` to 0, until it answers again; asked every third of it, and at least every 5 s.",
     ),
   // Checked here so that a malformed value stops the actor at its start, not at a run's first model call.
   MODEL_KEY_ENVS: ModelKeyEnvs.optional().describe(

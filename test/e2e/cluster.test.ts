@@ -105,8 +105,12 @@ describe("cluster: actors as processes on a real nats-server", () => {
     const runId = /^admitted (\S+)/.exec(submitted.stdout)?.[1] as string;
     expect(submitted.stdout).toMatch(/committed\s+COMMIT/);
     expect(submitted.stdout).toMatch(/Hello, operator!/);
-    const status = await runProcess(process.execPath, [AGENTCTL, "status", runId], { env });
+    // With its log turned up, stdout still holds only the answer: the log goes to stderr.
+    const status = await runProcess(process.execPath, [AGENTCTL, "status", runId], {
+      env: { ...env, LOG_LEVEL: "debug" },
+    });
     expect(JSON.parse(status.stdout)).toMatchObject({ runId, status: "committed" });
+    expect(status.stderr).toMatch(/"level":20/);
     const tail = await runProcess(process.execPath, [AGENTCTL, "audit", "tail", runId, "--json"], { env });
     const lines = tail.stdout
       .trim()

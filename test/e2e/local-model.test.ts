@@ -111,7 +111,7 @@ function submitWatch(file: string): Promise<{ code: number; stdout: string }> {
 }
 
 describe("examples/local-model.json: a local OpenAI-compatible model", () => {
-  it("runs as printed against a server speaking chat-completions: one echo round trip, the tool's result sent back, the answer committed", async () => {
+  it("runs as printed (a copy naming another port when 11434 is taken) against a server speaking chat-completions: one echo round trip, the tool's result sent back, the answer committed", async () => {
     await using example = await serveExample();
     const { server, file } = example;
     const { code, stdout } = await submitWatch(file);

@@ -68,6 +68,38 @@ describe("takeover: kill -9, drain, fencing, unknown outcomes", () => {
     await suite.cluster.start("agent", `${holder as string}b`);
   }, 60_000);
 
+  it("a tool service finds each call's INTENT in the run's log when the call arrives, and no outcome yet", async () => {
+    const seen: { intent: boolean; outcome: boolean }[] = [];
+    suite.serveTool(
+      defineTool({
+        name: "probe",
+        description: "Reads its own run's log from the service side, as a payment would be made.",
+        input: z.object({ amount: z.number() }),
+        capability: { kind: "compute" },
+        idempotent: false,
+        execute: async (_input, ctx) => {
+          const records = (await suite.wal(ctx.runId)).map((r) => r.record);
+          const intent = records.some(
+            (r) =>
+              r.type === "INTENT" && r.actionId === ctx.actionId && r.idempotencyKey === ctx.idempotencyKey,
+          );
+          const outcome = records.some(
+            (r) => (r.type === "COMPLETE" || r.type === "ABORT") && r.event.actionId === ctx.actionId,
+          );
+          seen.push({ intent, outcome });
+          return { output: { ok: true } };
+        },
+      }),
+    );
+    const calls = [1, 2, 3].map((amount) => ({ toolCalls: [{ name: "probe", input: { amount } }] }));
+    const reply = await suite.client.submit(
+      spec({ script: [...calls, { text: "probed" }], tools: ["probe"] }),
+    );
+    const status = await suite.waitFor(reply.runId, settled, 30_000);
+    expect(status.status).toBe("committed");
+    expect(seen).toEqual([1, 2, 3].map(() => ({ intent: true, outcome: false })));
+  });
+
   it("a run of many short steps that outlasts the ack wait keeps its lease: the heartbeat spans the lease, not one step", async () => {
     const pause = defineTool({
       name: "pause",

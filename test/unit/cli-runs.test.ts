@@ -159,7 +159,9 @@ describe("agentctl runs", () => {
 describe("agentctl watch, a failed run", () => {
   it("shows a model error's whole diagnosis on one line: what the server answered, then its URL", () => {
     const url = "http://127.0.0.1:11434/v1/chat/completions";
-    const body = `{"error":{"message":"model \\"llama3.2\\" not found, try pulling it first","type":"api_error"}}`;
+    // A provider's reply as long as the driver keeps (500 characters): the URL after it still shows.
+    const message = `model \\"llama3.2\\" not found, try pulling it first ${"·".repeat(400)}`;
+    const body = `{"error":{"message":"${message}","type":"api_error"}}`;
     const diagnosis = `[MODEL_REJECTED] request rejected (404):\n${body} (POST ${url})`;
     const failed: RunResult = {
       runId: "r",
