@@ -18,6 +18,7 @@ import {
   settled,
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
 import { connectRetrying } from "../helpers/nats-server.js";
 import { until } from "../helpers/until.js";
 
@@ -95,8 +96,7 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
       while (!linkOf(suite.bus.nc).connected()) await systemClock.sleep(50);
 
       const statuses = await Promise.all(runIds.map((id) => suite.waitFor(id, settled, 30_000)));
-      // Before, a call sent while the client reconnected was dropped by it and waited out the tool's
-      // timeout (2 minutes), and an outcome the tool service could not record left its claim running.
+      // Within seconds, not a tool's timeout: no call waits on a reply the reconnect lost.
       expect(Date.now() - backAt).toBeLessThan(20_000);
       expect([...executions.values()].every((n) => n === 1)).toBe(true);
       for (const [i, runId] of runIds.entries()) {
@@ -194,5 +194,43 @@ describe("the nats-server killed and restarted on its store while runs pay", () 
     // Every slot an admission took is given back once its run commits.
     const pool = PoolLedger.of(suite.bus);
     await until(async () => (await pool.active()).length === 0, 10_000, { what: "every pool slot released" });
+  }, 60_000);
+
+  it("a run awaiting approval and a halted one keep their places across a server restart and new supervisors; approve and resume finish both", async () => {
+    const asking = (text: string) => spec({ requiresApproval: true, script: [{ text }] });
+    const waiting = await suite.client.submit(asking("approved answer"));
+    const halted = await suite.client.submit(asking("resumed answer"));
+    const awaiting = (s: { status: string }): boolean => s.status === "awaiting_approval";
+    for (const { runId } of [waiting, halted]) await suite.waitFor(runId, awaiting, 10_000);
+    await suite.client.halt({ runId: halted.runId, by: "oncall", reason: "hold it" });
+    await suite.waitFor(halted.runId, (s) => s.status === "halted", 10_000);
+
+    await suite.server.restart?.({ downMs: 2_000 });
+    for (const name of ["supervisor-1", "supervisor-2"]) suite.cluster.signal(name, "SIGKILL");
+    while (!linkOf(suite.bus.nc).connected()) await systemClock.sleep(50);
+    await suite.cluster.start("supervisor", "supervisor-3");
+
+    expect((await suite.waitFor(waiting.runId, awaiting, 10_000)).status).toBe("awaiting_approval");
+    await suite.client.decide(waiting.runId, { decision: "approve", by: "alice" });
+    await suite.client.resume({ runId: halted.runId, by: "oncall" });
+    await suite.waitFor(halted.runId, awaiting, 10_000);
+    await suite.client.decide(halted.runId, { decision: "approve", by: "alice" });
+    for (const [run, output] of [
+      [waiting, "approved answer"],
+      [halted, "resumed answer"],
+    ] as const) {
+      expect(await suite.waitFor(run.runId, settled, 20_000)).toMatchObject({
+        status: "committed",
+        terminal: { output },
+      });
+      const trail = await suite.audit(run.runId);
+      expect(trail.map((e) => e.seq)).toEqual(trail.map((_, i) => i + 1));
+      expect(trail.filter((e) => e.kind === "approval.decided")).toHaveLength(1);
+    }
+    const kinds = (await suite.audit(halted.runId)).map((e) => e.kind);
+    expect(kinds.filter((k) => k === "run.halted" || k === "run.resumed")).toEqual([
+      "run.halted",
+      "run.resumed",
+    ]);
   }, 60_000);
 });
