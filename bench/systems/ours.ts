@@ -208,16 +208,23 @@ export class OurCluster {
     this.logTaken.delete(runId);
   }
 
-  /** Hands a run to the workers with `job` and times it until the run's next log message is durable. */
+  /**
+   * Hands a run to the workers with `job` and times it until the run's next log message is durable:
+   * one holding the model's next turn, else the run did not resume (it failed, say) and this throws.
+   */
   async timeResume(runId: string, job: RunJob): Promise<number> {
     const t0 = now();
     const appended = new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`run ${runId} was not resumed within 60 s`)), 60_000);
-      const listener = (record: { runId: string; at: number }): void => {
+      const listener = (record: { runId: string; types: string[]; at: number }): void => {
         if (record.runId !== runId) return;
         clearTimeout(timer);
         this.logListeners.delete(listener);
-        resolve(record.at - t0);
+        if (record.types.includes("MODEL")) resolve(record.at - t0);
+        else
+          reject(
+            new Error(`run ${runId} did not resume: its next log message holds ${record.types.join(", ")}`),
+          );
       };
       this.logListeners.add(listener);
     });

@@ -7,6 +7,7 @@ import { PART_HEADER, recordMessages } from "../../dist/shared/bus/wal-parts.js"
 import { PART_OF_HEADER } from "../../dist/shared/bus/run-log.js";
 import { CHECKPOINT_HEADER, EVENTS_HEADER, headlineOf } from "../../dist/shared/contracts/log.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
+import { openTree } from "../../dist/shared/bus/tree-iterations.js";
 import { startRun, transition } from "../../dist/shared/loop/fsm.js";
 import type { LoopConfig, Transition } from "../../dist/shared/loop/state.js";
 import { statusOf } from "../../dist/shared/loop/status.js";
@@ -198,6 +199,9 @@ async function writeCase(cluster: OurCluster, config: LoopConfig, c: Case, round
   c.tailRecords = written.tail;
   const status = statusOf(written.last.state, Date.now());
   await new RunStatusStore(cluster.bus.buckets.runs).put(status);
+  // The tree's cap, as the supervisor writes it at a root's admission: without one, a worker
+  // taking the run over finds no budget and fails it instead of asking the model.
+  await openTree(cluster.bus.buckets.pool, runId, 2 * c.steps + 100);
   await cluster.caughtUp(runId, written.messages);
   return { runId, status };
 }
