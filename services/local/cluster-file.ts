@@ -19,12 +19,20 @@ function pathOf(env: NodeJS.ProcessEnv): string {
   return env.AGENTS_LOCAL_CLUSTER_FILE ?? join(repoRoot(), ".cache", "local-cluster.json");
 }
 
-/** Written once the cluster is up; removed when it stops (see localClusterEnv). */
-export async function writeClusterFile(cluster: LocalClusterFile): Promise<() => Promise<void>> {
-  const path = pathOf(process.env);
+/**
+ * Written once the cluster is up; removed when it stops (see localClusterEnv), unless another
+ * cluster started from this checkout has written its own since.
+ */
+export async function writeClusterFile(
+  cluster: LocalClusterFile,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<() => Promise<void>> {
+  const path = pathOf(env);
   await mkdir(dirname(path), { recursive: true });
   await writeFile(path, `${JSON.stringify(cluster)}\n`, { mode: 0o600 });
-  return () => rm(path, { force: true });
+  return async () => {
+    if (readClusterFile(path)?.pid === cluster.pid) await rm(path, { force: true });
+  };
 }
 
 /**
