@@ -190,10 +190,19 @@ interface Parked {
   status: ReturnType<typeof statusOf>;
 }
 
+/**
+ * How many steps past its length a round's history stops: 0 to 9, by round. A resume replays the
+ * steps since the run's last checkpoint, and where the checkpoints fall moves with the state's size
+ * (a run id a byte longer shifts them): stopping every length at the same spread of places keeps
+ * that distance from being confused with the history's length.
+ */
+const PARK_SPREAD = 10;
+
 /** Writes one history of the case's length and its run status; the worker resumes it later. */
 async function writeCase(cluster: OurCluster, config: LoopConfig, c: Case, round: number): Promise<Parked> {
   const runId = `history-${c.steps}-${c.window ?? "all"}-${round}-${Date.now().toString(36)}`;
-  const written = await writeHistory(cluster, runId, history(runId, c.steps, config, c.window));
+  const steps = c.steps + (Math.abs(round) % PARK_SPREAD);
+  const written = await writeHistory(cluster, runId, history(runId, steps, config, c.window));
   c.walRecords = written.count;
   c.checkpointBytes = written.checkpointBytes;
   c.tailRecords = written.tail;
