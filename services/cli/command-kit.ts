@@ -1,11 +1,10 @@
 /** What agentctl's commands share: their connection to the cluster, their output, and a runId's check. */
 import { InvalidArgumentError } from "commander";
-import { z } from "zod";
 import { openActorBus, type ActorBus } from "../../shared/bus/actor.js";
 import { jetStreamSilent } from "../../shared/bus/jetstream-silent.js";
 import { deniedByPermissions } from "../../shared/bus/link.js";
 import { systemClock } from "../../shared/runtime/clock.js";
-import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
+import { ActorEnv, parseEnv, whole } from "../../shared/runtime/config.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
@@ -25,15 +24,9 @@ export const runIdArg = (value: string): string => {
 
 /** agentctl's environment: an actor's, and how long a command waits (docs/configuration.md). */
 export const AgentctlEnv = ActorEnv.extend({
-  AGENTCTL_WAIT_MS: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(600_000)
-    .default(10_000)
-    .describe(
-      "How long, in milliseconds, a command waits for a NATS server, its JetStream and a supervisor when none answers yet, saying so on stderr, before it fails with `BUS_UNAVAILABLE`; 0: it fails at once. It replaces `NATS_CONNECT_WAIT_MS` for agentctl.",
-    ),
+  AGENTCTL_WAIT_MS: whole(0, 600_000, 10_000).describe(
+    "How long, in milliseconds, a command waits for a NATS server, its JetStream and a supervisor when none answers yet, saying so on stderr, before it fails with `BUS_UNAVAILABLE`; 0: it fails at once. It replaces `NATS_CONNECT_WAIT_MS` for agentctl.",
+  ),
 });
 
 /**

@@ -4,20 +4,17 @@ import { AgentError } from "./errors.js";
 /** The subject prefix of a cluster that sets no AGENTS_PREFIX (the one the shipped permissions grant). */
 export const DEFAULT_PREFIX = "agents";
 
+/** A whole number from an environment variable (a string), in [min, max], `fallback` when unset. */
+export const whole = (min: number, max: number, fallback: number) =>
+  z.coerce.number().int().min(min).max(max).default(fallback);
+
 /** Milliseconds from an environment variable (a string), with a default and sane bounds. */
-export const millis = (defaultMs: number) =>
-  z.coerce.number().int().min(1).max(86_400_000).default(defaultMs);
+export const millis = (defaultMs: number) => whole(1, 86_400_000, defaultMs);
 
 /** MEMORY_RECALL_WINDOW, for the agent workers and the memory tool. */
-export const memoryRecallWindow = z.coerce
-  .number()
-  .int()
-  .min(0)
-  .max(100_000)
-  .default(1_000)
-  .describe(
-    "How many of an agent's most recently stored memories a recall reads (at a run's start, and by the `memory` tool), without reading older ones; 0: every memory, however many.",
-  );
+export const memoryRecallWindow = whole(0, 100_000, 1_000).describe(
+  "How many of an agent's most recently stored memories a recall reads (at a run's start, and by the `memory` tool), without reading older ones; 0: every memory, however many.",
+);
 
 /**
  * MODEL_KEY_ENVS: the environment variables a spec's model may name as its key (`apiKeyEnv`),
@@ -49,15 +46,9 @@ export const ActorEnv = z.object({
       "The NATS user to log in as (the shipped `nats.conf` has one per actor kind); unset: no login.",
     ),
   NATS_PASSWORD: z.string().optional().describe("The password of `NATS_USER`."),
-  NATS_CONNECT_WAIT_MS: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(86_400_000)
-    .default(60_000)
-    .describe(
-      "How long, in milliseconds, an actor started before its NATS server answers (or while its JetStream does not) tries again, every second and with a warning, before it exits with `BUS_UNAVAILABLE`; 0: one try. A server that refuses the login is not waited for.",
-    ),
+  NATS_CONNECT_WAIT_MS: whole(0, 86_400_000, 60_000).describe(
+    "How long, in milliseconds, an actor started before its NATS server answers (or while its JetStream does not) tries again, every second and with a warning, before it exits with `BUS_UNAVAILABLE`; 0: one try. A server that refuses the login is not waited for.",
+  ),
   AGENTS_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,64}$/)
@@ -65,15 +56,9 @@ export const ActorEnv = z.object({
     .describe(
       "The prefix of the cluster's subjects, streams and buckets (streams are `AGENT_*` under the default, `<PREFIX>_*` otherwise); the shipped permissions grant the default only.",
     ),
-  AGENTS_REPLICAS: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(5)
-    .default(1)
-    .describe(
-      "How many copies of each stream and bucket an actor asks for when it provisions them (3 in production): an existing store is raised to it, never lowered; above 1 needs a JetStream cluster of at least that many servers up.",
-    ),
+  AGENTS_REPLICAS: whole(1, 5, 1).describe(
+    "How many copies of each stream and bucket an actor asks for when it provisions them (3 in production): an existing store is raised to it, never lowered; above 1 needs a JetStream cluster of at least that many servers up.",
+  ),
   LOG_LEVEL: z
     .enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"])
     .default("info")
@@ -97,15 +82,9 @@ export const ActorEnv = z.object({
       "The address the health server listens on: loopback, or `0.0.0.0` in a container so that the kubelet and Prometheus reach it.",
     ),
   // At least a second: the watch asks three times in it, and must not poll JetStream in a loop.
-  JETSTREAM_SILENT_MS: z.coerce
-    .number()
-    .int()
-    .min(1_000)
-    .max(86_400_000)
-    .default(15_000)
-    .describe(
-      "How long, in milliseconds, JetStream may go unanswered while the connection is up (a cluster without its quorum) before the actor logs an error, turns `/readyz` not ready and `agents_jetstream_answering` to 0, until it answers again; asked every third of it, and at least every 5 s.",
-    ),
+  JETSTREAM_SILENT_MS: whole(1_000, 86_400_000, 15_000).describe(
+    "How long, in milliseconds, JetStream may go unanswered while the connection is up (a cluster without its quorum) before the actor logs an error, turns `/readyz` not ready and `agents_jetstream_answering` to 0, until it answers again; asked every third of it, and at least every 5 s.",
+  ),
   // Checked here so that a malformed value stops the actor at its start, not at a run's first model call.
   MODEL_KEY_ENVS: ModelKeyEnvs.optional().describe(
     "The variables a spec's model may name as its key (`apiKeyEnv`), comma-separated, `*` for any name characters (`TEAM_*_KEY`); unset: `*_API_KEY`. Another is refused with `MODEL_KEY_DENIED`, so a spec cannot have any other variable (the NATS password) sent to its endpoint; a provider's own (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`) is always allowed.",
