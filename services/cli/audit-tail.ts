@@ -101,7 +101,8 @@ async function lastEvents(
   state: { first_seq: number; last_seq: number; messages: number },
   last: number | undefined,
 ): Promise<{ events: AuditEvent[]; before: number }> {
-  const fromSeq = last === undefined ? 1 : Math.max(state.first_seq, state.last_seq - last + 1);
+  // An empty stream reports first_seq 0 (or, once its messages expired, one past the last).
+  const fromSeq = last === undefined ? 1 : Math.max(state.first_seq, state.last_seq - last + 1, 1);
   const held: { seq: number; events: AuditEvent[] }[] = [];
   for await (const { seq, entry } of scanLog(bus, undefined, fromSeq))
     held.push({ seq, events: entry.events });
@@ -111,7 +112,7 @@ async function lastEvents(
   }
   return {
     events: held.sort((a, b) => a.seq - b.seq).flatMap((h) => h.events),
-    before: fromSeq - state.first_seq,
+    before: state.messages === 0 ? 0 : Math.max(0, fromSeq - state.first_seq),
   };
 }
 

@@ -241,7 +241,7 @@ export async function readLog(
 export async function* scanLog(deps: LogReadDeps, runId?: string, fromSeq = 1): AsyncGenerator<StoredEntry> {
   const filter = deps.subjects.logAll(runId);
   const last = (await lastLogMessage(deps, filter))?.seq ?? 0;
-  if (last < fromSeq) return;
+  if (last === 0 || last < fromSeq) return;
   yield* entries(deps, { stream: deps.subjects.streams().log, filter, fromSeq, untilSeq: last });
 }
 

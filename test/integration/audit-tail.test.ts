@@ -24,6 +24,12 @@ async function tail(
 }
 
 describe("agentctl audit tail", () => {
+  // First: the suite's stream is empty until the next test writes to it.
+  it("of an empty stream: no event, and none said to be left out, with --all, -n or neither", async () => {
+    for (const options of [{}, { last: 5 }, { last: undefined }])
+      expect(await tail(options)).toEqual({ events: [], leftOut: [] });
+  });
+
   it("the last n events of the stream or of one run, saying how many earlier ones it left out; then, following, only new ones", async () => {
     // Two runs' events interleaved: a1 b1 a2 b2 … a5 b5.
     for (let seq = 1; seq <= 5; seq++) {
