@@ -64,10 +64,17 @@ export function nextSteps(status: Pick<RunStatus, "runId" | "status">): string[]
   return [];
 }
 
-/** A reason on one line, at most `max` characters of it (120: a column of a listing). */
+/**
+ * A reason on one line, at most `max` characters of it (120: a column of a listing). A model
+ * error's closing `(POST <url>)` is kept whole, the middle cut instead: the URL tells a wrong
+ * `baseUrl` from a provider's outage.
+ */
 export function oneLine(text: string, max = 120): string {
   const flat = text.replaceAll(/\s+/g, " ").trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+  if (flat.length <= max) return flat;
+  const request = / \((?:GET|POST|PUT|HEAD|DELETE) [^()\s]+\)$/.exec(flat)?.[0] ?? "";
+  const kept = request.length < max / 2 ? request : "";
+  return `${flat.slice(0, max - kept.length - 1)}…${kept}`;
 }
 
 /** A run's children not finished, by status: "children: 2 running, 1 halted". */

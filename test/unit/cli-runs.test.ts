@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { selectRuns, UNFINISHED } from "../../services/cli/inspect.js";
-import { runLine, statusLine } from "../../services/cli/render.js";
+import { oneLine, runLine, statusLine } from "../../services/cli/render.js";
 import type { RunResult } from "../../services/cli/result.js";
 import { failureSummary } from "../../services/cli/result-text.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
@@ -175,9 +175,14 @@ describe("agentctl watch, a failed run", () => {
     expect(failureSummary(failed)).toEqual([
       `diagnosis: [MODEL_REJECTED] request rejected (404): ${body} (POST ${url})`,
     ]);
-    // A listing's column stays short.
+    // A listing's column stays short, and keeps the URL: the middle is cut.
     const line = runLine(run("r", 0, { status: "failed", terminal: { kind: "FAIL", reason: diagnosis } }));
     const reason = line.slice(line.indexOf("reason: ") + "reason: ".length);
-    expect({ length: reason.length, end: reason.at(-1) }).toEqual({ length: 120, end: "…" });
+    expect(reason).toHaveLength(120);
+    expect(reason).toMatch(
+      /^\[MODEL_REJECTED\] request rejected \(404\): .*… \(POST http:\/\/127\.0\.0\.1:11434\/v1\/chat\/completions\)$/,
+    );
+    // Any other reason is cut at its end.
+    expect(oneLine(`${"x".repeat(200)} (see the log)`)).toBe(`${"x".repeat(119)}…`);
   });
 });
