@@ -42,24 +42,18 @@ const runStatuses = (value: string): Set<RunStatusValue> => {
   return new Set(wanted as RunStatusValue[]);
 };
 
-const positiveInt = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("expected a positive integer");
-  return n;
-};
+/** A whole-number flag in [min, max]; `expected` is what a bad value is told. */
+const wholeIn =
+  (min: number, max: number, expected: string) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(expected);
+    return n;
+  };
 
-const listenMs = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 100 || n > 60_000)
-    throw new InvalidArgumentError("expected milliseconds, 100 to 60000");
-  return n;
-};
-
-const nonNegativeInt = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a whole number, 0 or more");
-  return n;
-};
+const positiveInt = wholeIn(1, Infinity, "expected a positive integer");
+const listenMs = wholeIn(100, 60_000, "expected milliseconds, 100 to 60000");
+const nonNegativeInt = wholeIn(0, Infinity, "expected a whole number, 0 or more");
 
 const nonNegativeNumber = (value: string): number => {
   const n = Number(value);
