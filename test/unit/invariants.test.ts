@@ -15,6 +15,11 @@ const InvariantMap = z.object({
   ),
   bindings: z.record(z.string().startsWith("agent::"), z.string()),
   scenarios: z.record(z.string().regex(/^RT-\d{2}$/), z.array(z.string()).min(1)),
+  /** The control policies of issue 71 (seed 003), each proved on the cluster by end-to-end tests. */
+  controls: z.record(
+    z.string().regex(/^CTL-\d$/),
+    z.object({ name: z.string(), tests: z.array(z.string()).min(1) }),
+  ),
 });
 
 const map = InvariantMap.parse(JSON.parse(readFileSync("test/invariants.json", "utf8")));
@@ -70,6 +75,16 @@ describe("invariant map", () => {
     expect(Object.keys(map.scenarios)).toHaveLength(14);
     for (const [id, tests] of Object.entries(map.scenarios)) {
       for (const name of tests) expect(titles, id).toContain(name);
+    }
+  });
+
+  it("maps each control policy to existing end-to-end tests on the cluster", () => {
+    const e2e = files.filter((f) => f.path.startsWith("test/e2e/")).map((f) => f.src);
+    const e2eTitles = e2e.flatMap((src) =>
+      [...src.matchAll(/\bit\(\s*"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1] as string),
+    );
+    for (const [id, { tests }] of Object.entries(map.controls)) {
+      for (const name of tests) expect(e2eTitles, `${id}: ${name}`).toContain(name);
     }
   });
 
