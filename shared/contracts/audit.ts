@@ -19,6 +19,7 @@ export const AUDIT_KINDS = [
   "critic.requested",
   "critic.verdict",
   "repair.started",
+  "samples.clustered",
   "approval.requested",
   "approval.decided",
   "compensation.started",

@@ -17,6 +17,19 @@ export const ScriptStep = z.object({
 });
 export type ScriptStep = z.infer<typeof ScriptStep>;
 
+/**
+ * How a model samples, sent with every request. Absent temperature and seed leave the provider's
+ * own defaults; the loop always sends a maxTokens (DEFAULT_MAX_TOKENS when the ref has none).
+ */
+const sampling = {
+  maxTokens: z.number().int().positive().optional(),
+  /** Sample k of a self-consistency round (task.samples) is asked with seed + k - 1. */
+  seed: z.number().int().nonnegative().optional(),
+};
+const temperature = (max: number) => z.number().min(0).max(max).optional();
+/** The reply length the loop asks for when a ModelRef names none (a model call always has one). */
+export const DEFAULT_MAX_TOKENS = 4096;
+
 export const ScriptedModelRef = z.object({
   provider: z.literal("scripted"),
   script: z.array(ScriptStep).min(1),
@@ -27,12 +40,17 @@ export const OpenAiModelRef = z.object({
   model: z.string().min(1),
   baseUrl: z.url().optional(),
   apiKeyEnv: z.string().min(1).optional(),
+  temperature: temperature(2),
+  ...sampling,
 });
+/** Anthropic's Messages API takes no seed: a ref that names one is refused at submit. */
 export const AnthropicModelRef = z.object({
   provider: z.literal("anthropic"),
   model: z.string().min(1),
   baseUrl: z.url().optional(),
   apiKeyEnv: z.string().min(1).optional(),
+  temperature: temperature(1),
+  maxTokens: sampling.maxTokens,
 });
 /**
  * A model served by another actor on `<prefix>.models.<name>` (request/reply): a planner written
@@ -42,6 +60,8 @@ export const ActorModelRef = z.object({
   provider: z.literal("actor"),
   name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
   timeoutMs: z.number().int().positive().optional(),
+  temperature: temperature(2),
+  ...sampling,
 });
 export const ModelRef = z.discriminatedUnion("provider", [
   ScriptedModelRef,
@@ -89,6 +109,8 @@ export const ModelRequest = z.object({
   messages: z.array(Message),
   tools: z.array(ToolSpec),
   maxTokens: z.number().int().positive().optional(),
+  temperature: z.number().min(0).optional(),
+  seed: z.number().int().nonnegative().optional(),
 });
 export type ModelRequest = z.infer<typeof ModelRequest>;
 

@@ -22,14 +22,47 @@ export const Resources = z.object({
 });
 export type Resources = z.infer<typeof Resources>;
 
-export const Task = z.object({
-  prompt: z.string().min(1),
-  context: JsonObject.optional(),
-  rubric: Rubric.optional(),
-  verifiers: z.array(Verifier).optional(),
-  requiresApproval: z.boolean().optional(),
-});
+/**
+ * When two answer samples agree: the same text, the same text once lower-cased with punctuation
+ * and runs of spaces dropped, or the same value of one field of a JSON answer (a dotted path).
+ */
+export const SampleMatch = z.union([
+  z.enum(["exact", "normalized"]),
+  z.strictObject({ jsonField: z.string().regex(/^[^.]+(\.[^.]+)*$/) }),
+]);
+export type SampleMatch = z.infer<typeof SampleMatch>;
+
+/** The most answer samples a run may ask for: past a handful, more samples add cost, not signal. */
+export const MAX_SAMPLES = 10;
+
+export const Task = z
+  .object({
+    prompt: z.string().min(1),
+    context: JsonObject.optional(),
+    rubric: Rubric.optional(),
+    verifiers: z.array(Verifier).optional(),
+    requiresApproval: z.boolean().optional(),
+    /** Self-consistency: the model is asked this many times per answer (absent: once), the majority wins. */
+    samples: z.number().int().min(1).max(MAX_SAMPLES).optional(),
+    /** Absent: "exact". */
+    sampleMatch: SampleMatch.optional(),
+  })
+  .superRefine(requireAnswerSchema);
 export type Task = z.infer<typeof Task>;
+
+/** A JSON field is read from answers a JSON schema verifier holds to that shape. */
+function requireAnswerSchema(
+  task: { sampleMatch?: SampleMatch | undefined; verifiers?: { kind: string }[] | undefined },
+  ctx: z.RefinementCtx,
+): void {
+  if (task.sampleMatch === undefined || typeof task.sampleMatch === "string") return;
+  if (task.verifiers?.some((v) => v.kind === "jsonSchema")) return;
+  ctx.addIssue({
+    code: "custom",
+    path: ["sampleMatch"],
+    message: `sampleMatch.jsonField needs a jsonSchema verifier in task.verifiers, or use "exact" or "normalized"`,
+  });
+}
 
 export const AgentManifest = z.object({
   name: z.string().min(1),

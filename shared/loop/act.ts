@@ -9,7 +9,8 @@ import { descriptorOf, idempotencyKeyFor, startAction } from "./action.js";
 import { completedAction, SPAWN_AGENT_TOOL, spawnAction } from "./saga.js";
 import { checkToolCall, recordCost, recordStopReason, recordUsage } from "./guard.js";
 import type { Draft } from "./draft.js";
-import { convergedNow, requestModel } from "./model-step.js";
+import { convergedNow, requestModel, sampleCount } from "./model-step.js";
+import { onSample, proposalOf } from "./samples.js";
 import { FINISH_TOOL, INVOCATION_LIMIT, type LoopConfig } from "./state.js";
 import { fail } from "./terminal.js";
 import { enterVerify } from "./verify.js";
@@ -35,6 +36,11 @@ export function onModelResponse(d: Draft, config: LoopConfig, response: ModelRes
     costUsd: s.usage.costUsd + response.costUsd,
     modelCalls: s.usage.modelCalls + 1,
   };
+  // An answer under task.samples > 1 starts a round of samples; a round under way takes any reply.
+  if (s.sampling || (sampleCount(s) > 1 && proposalOf(response) !== undefined)) {
+    if (accountFor(d, config, response)) onSample(d, config, response);
+    return;
+  }
   s.messages = [
     ...s.messages,
     {

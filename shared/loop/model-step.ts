@@ -1,4 +1,4 @@
-import type { ModelRequest, ToolSpec } from "../contracts/model.js";
+import { DEFAULT_MAX_TOKENS, type ModelRef, type ModelRequest, type ToolSpec } from "../contracts/model.js";
 import { checkDeadline, checkIteration } from "./guard.js";
 import type { Draft } from "./draft.js";
 import type { ConvergencePolicy, PolicyView } from "./policy.js";
@@ -48,6 +48,30 @@ export function visibleTools(state: LoopState, config: LoopConfig): ToolSpec[] {
     .map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema }));
 }
 
+/** How many times the model is asked for each answer it proposes (task.samples). */
+export function sampleCount(state: LoopState): number {
+  return state.spec.task.samples ?? 1;
+}
+
+/**
+ * The sampling parameters of a call: the ref's, a reply length always (a model with no limit may
+ * run until its context is full), and for sample k of a round the seed + k - 1, so that seeded
+ * samples differ from each other and each is reproducible.
+ */
+export function samplingParams(
+  ref: ModelRef,
+  sample: number,
+): Pick<ModelRequest, "maxTokens" | "temperature" | "seed"> {
+  const given: { maxTokens?: number; temperature?: number; seed?: number } =
+    ref.provider === "scripted" ? {} : ref;
+  const seed = given.seed === undefined ? {} : { seed: given.seed + sample - 1 };
+  return {
+    maxTokens: given.maxTokens ?? DEFAULT_MAX_TOKENS,
+    ...(given.temperature === undefined ? {} : { temperature: given.temperature }),
+    ...seed,
+  };
+}
+
 /**
  * The next model call of the ACT loop, after the policy (a converged run stops here) and the
  * guard (deadline and iteration bound) have had their say.
@@ -69,13 +93,20 @@ export function requestModel(d: Draft, config: LoopConfig): void {
     return;
   }
   windowTranscript(s);
+  // A sample after the first of a round is asked the same request, its own seed aside.
+  const sample = (s.sampling?.length ?? 0) + 1;
+  const params = samplingParams(s.spec.agent.model, sample);
   const request: ModelRequest = {
     system: s.system,
     messages: s.messages,
     tools: [...visibleTools(s, config), FINISH_SPEC],
+    ...params,
   };
   const requestId = `model-${s.guard.iteration}`;
   const elided = s.elided ? { elided: s.elided } : {};
-  d.audit("model.called", "started", { data: { requestId, messages: s.messages.length, ...elided } });
+  const round = sample > 1 ? { sample: { index: sample, of: sampleCount(s) } } : {};
+  d.audit("model.called", "started", {
+    data: { requestId, messages: s.messages.length, ...elided, ...params, ...round },
+  });
   d.await({ type: "callModel", requestId, request }, { kind: "model", requestId });
 }

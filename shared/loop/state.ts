@@ -39,6 +39,9 @@ export type AwaitingEffect = Extract<
   { type: "recallMemory" | "callModel" | "callTool" | "critique" | "requestApproval" }
 >;
 
+/** One answer sample: the answer it proposed and its reply, or null when it proposed tool calls instead. */
+export type Sample = { answer: string; message: Extract<Message, { role: "assistant" }> } | null;
+
 export interface Invocation {
   actionId: string;
   tool: string;
@@ -66,6 +69,8 @@ export interface Provenance {
   repairHistory: { strategy: string; diagnosis: string; loopDetected: boolean }[];
   scores: Record<string, number> | null;
   verification: VerifierResult[];
+  /** Share of the answer samples that agreed with the committed answer (task.samples > 1). */
+  agreement?: number;
   modelId: string | null;
   startedAt: string;
   committedAt: string;
@@ -158,6 +163,8 @@ export interface LoopState {
   queue: ToolCall[];
   /** Tool verifiers still to run, by index into task.verifiers. */
   verifyQueue: number[];
+  /** The answer samples of the proposal being sampled (task.samples > 1), until the round is complete. */
+  sampling?: Sample[];
   pending: Pending | null;
   /** The effect the pending answer belongs to: re-issued on resume. */
   awaiting: AwaitingEffect | null;
@@ -171,6 +178,8 @@ export interface LoopState {
   signals: Signal[];
   verification: VerifierResult[] | null;
   verdict: CriticVerdict | null;
+  /** Share of the answer samples that agree with the chosen answer (self-consistency); absent with one sample. */
+  agreement?: number;
   defects: Defect[];
   repairHistory: RepairAttempt[];
   compensation: (CompensationPlan & { results: FailureReport["compensations"] }) | null;

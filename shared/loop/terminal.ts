@@ -37,6 +37,7 @@ export function buildProvenance(s: LoopState, at: number): Provenance {
     })),
     scores: s.verdict?.scores ?? null,
     verification: s.verification ?? [],
+    ...(s.agreement === undefined ? {} : { agreement: s.agreement }),
     modelId: s.modelId,
     startedAt: toRfc3339(s.startedAt),
     committedAt: toRfc3339(at),

@@ -1,21 +1,24 @@
 import { z } from "zod";
-import type {
-  AnthropicModelRef,
-  Message,
-  ModelRequest,
-  ModelResponse,
-  StopReason,
+import {
+  DEFAULT_MAX_TOKENS,
+  type AnthropicModelRef,
+  type Message,
+  type ModelRequest,
+  type ModelResponse,
+  type StopReason,
 } from "../contracts/model.js";
 import { AgentError } from "../runtime/errors.js";
 import { providerName, type DriverLocality, type ModelDriver } from "./driver.js";
 import { postJson, readApiKey, type HttpDeps, type HttpPolicy } from "./http.js";
 import { isLoopbackUrl } from "./locality.js";
+import { withRefSampling } from "./sampling.js";
 import { costOf, type PriceTable } from "./pricing.js";
 
 export const ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com";
 export const ANTHROPIC_DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY";
 export const ANTHROPIC_VERSION = "2023-06-01";
-export const ANTHROPIC_DEFAULT_MAX_TOKENS = 4096;
+/** The Messages API requires a reply length: a request with none (a critic's) gets this one. */
+export const ANTHROPIC_DEFAULT_MAX_TOKENS = DEFAULT_MAX_TOKENS;
 
 const Block = z.discriminatedUnion("type", [
   z.object({ type: z.literal("text"), text: z.string() }),
@@ -68,7 +71,7 @@ export class AnthropicDriver implements ModelDriver {
     const raw = await postJson(
       `${this.baseUrl}/v1/messages`,
       headers,
-      toAnthropicBody(ref.model, request),
+      toAnthropicBody(ref.model, withRefSampling(request, ref)),
       this.options.http,
       this.options.policy,
       signal,
@@ -83,6 +86,8 @@ export function toAnthropicBody(model: string, request: ModelRequest): Record<st
     max_tokens: request.maxTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS,
     messages: toAnthropicMessages(request.messages),
   };
+  // The Messages API has no seed: a request's seed (a self-consistency sample's) is not sent.
+  if (request.temperature !== undefined) body.temperature = request.temperature;
   if (request.system) body.system = request.system;
   if (request.tools.length > 0) {
     body.tools = request.tools.map((tool) => ({

@@ -4,6 +4,7 @@ import { AgentError } from "../runtime/errors.js";
 import { providerName, type DriverLocality, type ModelDriver } from "./driver.js";
 import { postJson, readApiKey, type HttpDeps, type HttpPolicy } from "./http.js";
 import { isLoopbackUrl } from "./locality.js";
+import { withRefSampling } from "./sampling.js";
 import { costOf, type PriceTable } from "./pricing.js";
 
 export const OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1";
@@ -71,7 +72,7 @@ export class OpenAiDriver implements ModelDriver {
     const raw = await postJson(
       `${this.baseUrl}/chat/completions`,
       headers,
-      toOpenAiBody(ref.model, request),
+      toOpenAiBody(ref.model, withRefSampling(request, ref), this.baseUrl === OPENAI_DEFAULT_BASE_URL),
       this.options.http,
       this.options.policy,
       signal,
@@ -80,7 +81,16 @@ export class OpenAiDriver implements ModelDriver {
   }
 }
 
-export function toOpenAiBody(model: string, request: ModelRequest): Record<string, unknown> {
+/**
+ * The chat-completions body. OpenAI's own API takes the reply length as `max_completion_tokens`
+ * (its reasoning models refuse `max_tokens`); compatible servers (vLLM, Ollama, llama.cpp) read
+ * `max_tokens`.
+ */
+export function toOpenAiBody(
+  model: string,
+  request: ModelRequest,
+  openAiItself = false,
+): Record<string, unknown> {
   const messages: unknown[] = [];
   if (request.system) messages.push({ role: "system", content: request.system });
   for (const message of request.messages) messages.push(toOpenAiMessage(message));
@@ -91,7 +101,10 @@ export function toOpenAiBody(model: string, request: ModelRequest): Record<strin
       function: { name: tool.name, description: tool.description, parameters: tool.inputSchema },
     }));
   }
-  if (request.maxTokens !== undefined) body.max_tokens = request.maxTokens;
+  if (request.maxTokens !== undefined)
+    body[openAiItself ? "max_completion_tokens" : "max_tokens"] = request.maxTokens;
+  if (request.temperature !== undefined) body.temperature = request.temperature;
+  if (request.seed !== undefined) body.seed = request.seed;
   return body;
 }
 
