@@ -3,6 +3,7 @@ import { type ActorModelRef, ModelCallReply, ModelRequest, type ModelResponse } 
 import { fromErrorPayload } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
 import type { ModelDriver } from "../models/driver.js";
+import { withRefSampling } from "../models/sampling.js";
 import { decode } from "./codec.js";
 import { requestJson, type ServiceWait } from "./request.js";
 import { failureReply, serve } from "./serve.js";
@@ -33,7 +34,7 @@ export function actorModelDriver(ref: ActorModelRef, deps: ModelActorDeps): Mode
       const reply = await requestJson(
         deps.nc,
         subject,
-        { schema: ModelRequest, value: request },
+        { schema: ModelRequest, value: withRefSampling(request, ref) },
         ModelCallReply,
         {
           timeoutMs: ref.timeoutMs ?? DEFAULT_MODEL_ACTOR_TIMEOUT_MS,

@@ -3,6 +3,7 @@ import { DEFAULT_MAX_TOKENS, type ModelRequest, type ScriptStep } from "../../sh
 import { RunSpec } from "../../shared/contracts/run-spec.js";
 import { parseSubmitRequest } from "../../shared/bus/submit.js";
 import { answerKey, clusterAnswers } from "../../shared/loop/answer-clusters.js";
+import { transition } from "../../shared/loop/fsm.js";
 import { samplingParams } from "../../shared/loop/model-step.js";
 import { replay } from "../../shared/loop/replay.js";
 import type { CommitArtifact } from "../../shared/loop/state.js";
@@ -10,7 +11,9 @@ import { toAnthropicBody } from "../../shared/models/anthropic.js";
 import { toOpenAiBody } from "../../shared/models/openai.js";
 import { withRefSampling } from "../../shared/models/sampling.js";
 import { ScriptedDriver } from "../../shared/models/scripted.js";
-import { echoCall, kinds, modelCalls, runner, spec } from "../helpers/fixtures.js";
+import type { ModelDriver } from "../../shared/models/driver.js";
+import { ManualClock } from "../../shared/runtime/clock.js";
+import { echoCall, kinds, modelCalls, runner, spec, START } from "../helpers/fixtures.js";
 
 const finish = (answer: string) => ({ toolCalls: [{ name: "finish", input: { answer } }] });
 type Resources = NonNullable<Parameters<typeof spec>[0]>["resources"];
@@ -218,6 +221,59 @@ describe("self-consistency in the loop", () => {
       2 / 3,
       2 / 3,
     ]);
+  });
+
+  it("each sample's cost counts against the cost budget", async () => {
+    const result = await runner().run(
+      sampled(
+        [
+          { text: "A", costUsd: 0.4 },
+          { text: "A", costUsd: 0.4 },
+          { text: "A", costUsd: 0.4 },
+        ],
+        { maxCostUsd: 1 },
+      ),
+    );
+    expect(result.state.status).toBe("failed");
+    expect(result.state.terminal?.reason).toBe("costBudget");
+  });
+
+  it("each sample is asked only within the deadline", async () => {
+    const clock = new ManualClock(START);
+    const scripted = new ScriptedDriver({ script: [{ text: "A" }], loop: true });
+    // A model that takes 600 ms a reply, on the run's clock.
+    const slow: ModelDriver = {
+      id: "slow",
+      locality: "local",
+      complete: async (request) => {
+        await clock.advance(600);
+        return scripted.complete(request);
+      },
+    };
+    const result = await runner({ clock, driver: slow }).run(sampled([{ text: "A" }], { deadlineMs: 1_000 }));
+    expect(result.state.status).toBe("failed");
+    expect(result.state.terminal?.reason).toBe("deadline");
+    expect(scripted.requests).toHaveLength(2);
+  });
+
+  it("a log cut mid-round resumes the round from its checkpoint: the samples so far kept, the next one asked", async () => {
+    const result = await runner({ checkpointEvery: 1 }).run(
+      sampled([{ text: "A" }, { text: "B" }, { text: "A" }]),
+    );
+    const third = result.wal.findIndex(
+      (r, i) => r.type === "MODEL" && result.wal.slice(0, i).filter((x) => x.type === "MODEL").length === 2,
+    );
+    const cut = result.wal.slice(0, third);
+    const config = runner({ checkpointEvery: 1 }).config();
+    const resumed = replay(cut, config, { fromCheckpoint: true });
+    expect(resumed.state.sampling?.map((x) => x?.answer)).toEqual(["A", "B"]);
+    expect(resumed.state.pending).toMatchObject({ kind: "model" });
+    const event = result.wal[third];
+    if (event?.type !== "MODEL") throw new Error("no third sample on record");
+    const done = transition(resumed.state, event.event, config);
+    expect(done.state.terminal?.output).toBe("A");
+    expect(done.state.agreement).toBeCloseTo(2 / 3);
+    expect(done.state.transitionHash).toBe(result.state.transitionHash);
   });
 
   it("a sampled run replays from its log to the same transitions", async () => {
