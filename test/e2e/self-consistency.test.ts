@@ -4,9 +4,9 @@ import { json, startServer, type Handler, type RecordedRequest } from "../helper
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
 
 const suite = useClusterSuite("samples", {
-  actors: [{ kind: "supervisor" }, { kind: "agent" }],
-  // A loopback server is asked without a key.
-  env: { OPENAI_API_KEY: "" },
+  actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
+  // A loopback server is asked without a key; a lost worker's job is offered again after 2 s.
+  env: { OPENAI_API_KEY: "", AGENT_ACK_WAIT_MS: "2000", AGENT_RETRY_DELAY_MS: "500" },
 });
 
 interface ChatRequest {
@@ -22,9 +22,11 @@ const chatOf = (req: RecordedRequest): ChatRequest => JSON.parse(req.body) as Ch
  * An OpenAI-compatible server whose answer depends on the request's seed alone, as a seeded
  * sampler's would: `answers[seed - firstSeed]`, the last one past the end.
  */
-function seededModel(firstSeed: number, answers: string[]): Handler {
+function seededModel(firstSeed: number, answers: string[], hold?: (chat: ChatRequest) => boolean): Handler {
   return (req, res) => {
     const chat = chatOf(req);
+    // A request held is never answered: its caller is about to be killed.
+    if (hold?.(chat)) return;
     const at = Math.min((chat.seed ?? firstSeed) - firstSeed, answers.length - 1);
     json(res, 200, {
       id: `chatcmpl-${req.body.length}`,
@@ -127,5 +129,41 @@ describe("CTL-4 self-consistency on a cluster, against a local OpenAI-compatible
       data: { guardReason: "maxIterations" },
     });
     expect(audit.map((e) => e.kind)).not.toContain("samples.clustered");
+  }, 60_000);
+
+  it("CTL-4 kill -9 of the worker mid-round: another takes the run over, asks again only the samples not on record, and the vote is the same", async () => {
+    let held: () => void = () => undefined;
+    const holding = new Promise<void>((resolve) => (held = resolve));
+    let heldOnce = false;
+    const hold = (chat: ChatRequest): boolean => {
+      if (chat.seed !== 3 || heldOnce) return false;
+      heldOnce = true;
+      held();
+      return true;
+    };
+    await using server = await startServer(seededModel(1, ["Paris", "Lyon", "Paris"], hold));
+    const { runId } = await suite.client.submit(
+      sampledSpec(server.url, { temperature: 0.9, seed: 1 }, { samples: 3 }),
+    );
+    await holding;
+    const holder = await suite.lastWriter(runId);
+    expect(holder).toMatch(/^agent-\d\w*$/);
+    suite.cluster.signal(holder as string, "SIGKILL");
+
+    const status = await suite.waitFor(runId, settled, 30_000);
+    expect(status).toMatchObject({ status: "committed", terminal: { output: "Paris" } });
+    // A worker writes the steps that ask a model with the next step (a turn asked again is harmless):
+    // the new one asks again from the last sample on record, with the same seeds, so the same answers.
+    const seeds = server.requests.map((r) => chatOf(r).seed);
+    expect(seeds.slice(0, 3)).toEqual([1, 2, 3]);
+    const again = seeds.slice(3);
+    expect(again.length).toBeGreaterThan(0);
+    expect(again).toEqual([1, 2, 3].slice(3 - again.length));
+    // One response on record per sample, one vote.
+    const models = (await suite.wal(runId)).filter((r) => r.record.type === "MODEL");
+    expect(models).toHaveLength(3);
+    const votes = (await suite.audit(runId)).filter((e) => e.kind === "samples.clustered");
+    expect(votes.map((e) => e.data?.agreement)).toEqual([2 / 3]);
+    await suite.cluster.start("agent", `${holder as string}b`);
   }, 60_000);
 });
