@@ -3,6 +3,9 @@ import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { CriticVerdict } from "../../shared/contracts/rubric.js";
 import type { RunSpecInput } from "../../shared/contracts/run-spec.js";
 import { WORKER_CONSUMER } from "../../shared/bus/jobs.js";
+import { serveModel } from "../../shared/bus/model-actor.js";
+import type { ModelRequest } from "../../shared/contracts/model.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
 import { AGENTCTL, ended, runProcess, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 
@@ -168,32 +171,65 @@ describe("CTL-3 the PID repair controller, on a cluster of processes", () => {
   }, 60_000);
 
   it("CTL-3 flat scores escalate after stallWindow repairs, not maxRepairs: the run switches to escalationModel, commits, and replays identically", async () => {
-    const { runId } = await suite.client.submit(
-      judged({
-        scores: [0.5, 0.5, 0.51, 0.9],
-        threshold: 0.8,
-        resources: control,
-        escalationModel: { provider: "scripted", script: [{ text: "the stronger model's answer" }] },
-      }),
+    // The stronger model is an actor the test serves: it records what it was asked, and a replay
+    // with --models must ask it (not the run's first model) again for the answers after the switch.
+    const asked: ModelRequest[] = [];
+    const strong = serveModel(
+      "strong",
+      (request) => {
+        asked.push(request);
+        return Promise.resolve({
+          text: "the stronger model's answer",
+          toolCalls: [],
+          stopReason: "endTurn",
+          usage: { inputTokens: 0, outputTokens: 0 },
+          costUsd: 0,
+          model: "strong",
+        });
+      },
+      { ...suite.bus, logger: silentLogger },
     );
-    const status = await suite.waitFor(runId, ended);
-    expect(status).toMatchObject({
-      status: "committed",
-      terminal: { output: "the stronger model's answer" },
-    });
-    const events = await suite.audit(runId);
-    const kinds = events.map((e) => e.kind);
-    // Two repairs, then the stall: the switch comes before a third repair, with three of five left.
-    expect(of(events, "repair.stalled")[0]?.data).toMatchObject({ cycles: 2, stallWindow: 2 });
-    expect(kinds.indexOf("repair.stalled")).toBeGreaterThan(kinds.indexOf("repair.started"));
-    expect(of(events, "repair.escalated")[0]).toMatchObject({
-      data: { to: "model", from: "scripted", model: "scripted", atStep: 3 },
-    });
-    expect(kinds.indexOf("repair.escalated")).toBeLessThan(kinds.lastIndexOf("repair.started"));
-    expect(of(events, "repair.started")).toHaveLength(3);
-    // The switch is in the log: a replay re-derives every transition, the switch with them.
-    const { stdout } = await runProcess(process.execPath, [AGENTCTL, "replay", runId], { env: suite.env() });
-    expect(stdout).toMatch(/reproduced identically/);
+    try {
+      const { runId } = await suite.client.submit(
+        judged({
+          scores: [0.5, 0.5, 0.51, 0.9],
+          threshold: 0.8,
+          resources: control,
+          escalationModel: { provider: "actor", name: "strong" },
+        }),
+      );
+      const status = await suite.waitFor(runId, ended);
+      expect(status).toMatchObject({
+        status: "committed",
+        terminal: { output: "the stronger model's answer" },
+      });
+      expect(asked).toHaveLength(1);
+      // It sees the repair request the stall led to, with the earlier answers in the transcript.
+      expect(asked[0]?.messages.at(-1)).toMatchObject({
+        role: "user",
+        content: expect.stringMatching(/^Repair/) as string,
+      });
+      const events = await suite.audit(runId);
+      const kinds = events.map((e) => e.kind);
+      // Two repairs, then the stall: the switch comes before a third repair, with three of five left.
+      expect(of(events, "repair.stalled")[0]?.data).toMatchObject({ cycles: 2, stallWindow: 2 });
+      expect(kinds.indexOf("repair.stalled")).toBeGreaterThan(kinds.indexOf("repair.started"));
+      expect(of(events, "repair.escalated")[0]).toMatchObject({
+        data: { to: "model", from: "scripted", model: "actor:strong", atStep: 3 },
+      });
+      expect(kinds.indexOf("repair.escalated")).toBeLessThan(kinds.lastIndexOf("repair.started"));
+      expect(of(events, "repair.started")).toHaveLength(3);
+      // The switch is in the log: a replay re-derives every transition, the switch with them, and
+      // asks the escalation model again for its answer.
+      const { stdout } = await runProcess(process.execPath, [AGENTCTL, "replay", runId, "--models"], {
+        env: suite.env(),
+      });
+      expect(stdout).toMatch(/reproduced identically/);
+      expect(stdout).toMatch(/models: 1 answers asked again, identical to the record/);
+      expect(asked).toHaveLength(2);
+    } finally {
+      strong.unsubscribe();
+    }
   }, 60_000);
 
   it("CTL-3 flat scores without an escalation model: a human reviews when the spec has one, else the run fails repairStalled", async () => {

@@ -9,7 +9,12 @@ import {
   strongest,
   type ControllerState,
 } from "../../shared/loop/repair-controller.js";
-import { kinds, runner, spec } from "../helpers/fixtures.js";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
+import { EffectPerformer } from "../../shared/loop/performer.js";
+import type { LoopState } from "../../shared/loop/state.js";
+import { ManualClock } from "../../shared/runtime/clock.js";
+import { seededRandom } from "../../shared/runtime/random.js";
+import { kinds, registry, runner, spec, START } from "../helpers/fixtures.js";
 
 const gains = RepairControl.parse({});
 
@@ -177,5 +182,33 @@ describe("the repair controller in the loop", () => {
       risk: { level: "medium" },
       recommendation: "modify",
     });
+  });
+});
+
+describe("the escalation model on another worker", () => {
+  it("a worker taking over an escalated run asks the escalation model, from where its script stands", async () => {
+    const base = spec({ script: [{ text: "weak" }] });
+    const parsed = RunSpec.parse({
+      ...base,
+      agent: {
+        ...base.agent,
+        escalationModel: { provider: "scripted", script: [{ text: "strong 1" }, { text: "strong 2" }] },
+      },
+    });
+    const performer = new EffectPerformer({
+      registry: registry(),
+      clock: new ManualClock(START),
+      random: seededRandom(1),
+    });
+    const ask = async (state: Partial<LoopState>): Promise<unknown> => {
+      const event = await performer.perform(
+        { type: "callModel", requestId: "model-1", request: { messages: [], tools: [] } },
+        { runId: `r-${String(state.step)}`, spec: parsed, ...state } as LoopState,
+      );
+      return event?.type === "modelResponded" ? event.response.text : event;
+    };
+    // Three responses so far, the last from the escalation model (switched at step 2): its second answer next.
+    expect(await ask({ step: 3, escalatedAtStep: 2 })).toBe("strong 2");
+    expect(await ask({ step: 0 })).toBe("weak");
   });
 });
