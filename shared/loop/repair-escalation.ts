@@ -63,7 +63,9 @@ export function controlRepair(d: Draft, config: LoopConfig): ControlOutcome {
   const step = controlStep(gains, s.repairControl ?? INITIAL_CONTROLLER, error);
   s.repairControl = step.state;
   const control = { error: step.error, derivative: step.derivative, intensity: step.intensity };
-  if (!step.stalled) return { stop: false, control };
+  // With no repair left the budget ends the run anyway (maxRepairs, as without a controller).
+  const spent = s.guard.repairs >= s.limits.maxRepairs;
+  if (!step.stalled || spent) return { stop: false, control };
   const diagnosis =
     `the error to the quality gate stayed at ${step.error.toFixed(3)} (best ${step.state.best?.toFixed(3)}) ` +
     `for ${step.state.flat} repair(s), within the noise floor ${gains.noiseFloor}`;

@@ -140,6 +140,16 @@ describe("the repair controller in the loop", () => {
     });
   });
 
+  it("a stall with no repair left ends as the budget says: maxRepairs, not an escalation", async () => {
+    const s = controlled([0.5, 0.5, 0.5, 0.9]);
+    const result = await runner().run({
+      ...s,
+      agent: { ...s.agent, resources: { maxRepairs: 2, repair: {} } },
+    });
+    expect(result.state.terminal?.reason).toBe("maxRepairs");
+    expect(kinds(result)).not.toContain("repair.stalled");
+  });
+
   it("a stall switches to the escalation model, which answers from then on", async () => {
     const escalationModel = { provider: "scripted" as const, script: [{ text: "the stronger answer" }] };
     const result = await runner().run(controlled([0.5, 0.5, 0.5, 0.9], { escalationModel }));
