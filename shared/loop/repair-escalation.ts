@@ -1,6 +1,6 @@
 import type { ModelRef } from "../contracts/model.js";
 import { RepairControl, type RunSpec } from "../contracts/run-spec.js";
-import { confidenceInputs, estimateConfidence, reviewData } from "./confidence.js";
+import { confidenceInputs, estimateConfidence, reviewData, type Assessment } from "./confidence.js";
 import type { Draft } from "./draft.js";
 import { requestApproval } from "./human-review.js";
 import { criticRubric, evaluateGates } from "./policy.js";
@@ -33,8 +33,19 @@ export function modelLabel(ref: ModelRef): string {
   }
 }
 
-/** The judged candidate's distance to the quality gate (see repairError). */
-export function measuredError(s: LoopState): number | undefined {
+/**
+ * The judged candidate's distance to the quality gate (see repairError). With `task.exit`, also
+ * its confidence's distance to the band that stops repairs (reviewAt, else autoCommitAt): a
+ * candidate repaired for low confidence is measured by what it lacks, the larger of the two.
+ */
+export function measuredError(s: LoopState, assessed?: Assessment): number | undefined {
+  const gate = gateError(s);
+  if (!assessed) return gate;
+  const shortfall = Math.max(0, (assessed.reviewAt ?? assessed.autoCommitAt) - assessed.confidence);
+  return Math.max(gate ?? 0, shortfall);
+}
+
+function gateError(s: LoopState): number | undefined {
   const rubric = criticRubric(s.spec);
   const gates = rubric && s.verdict ? evaluateGates(rubric, s.verdict) : undefined;
   const verification = s.verification ?? [];
@@ -55,10 +66,10 @@ export type ControlOutcome =
  * (with the controller's reading when it measured one, on the stronger model after a switch), or
  * a stall handed the run to a human or failed it.
  */
-export function controlRepair(d: Draft, config: LoopConfig): ControlOutcome {
+export function controlRepair(d: Draft, config: LoopConfig, assessed?: Assessment): ControlOutcome {
   const s = d.state;
   const gains = repairControlOf(s.spec);
-  const error = gains ? measuredError(s) : undefined;
+  const error = gains ? measuredError(s, assessed) : undefined;
   if (!gains || error === undefined) return { stop: false };
   const step = controlStep(gains, s.repairControl ?? INITIAL_CONTROLLER, error);
   s.repairControl = step.state;

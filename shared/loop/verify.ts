@@ -174,7 +174,7 @@ function decide(d: Draft, config: LoopConfig, defects: Defect[], hints: string[]
     defects.length > 0
       ? defects
       : [{ severity: "medium" as const, rootCause: "incompleteness" as const, description: why }];
-  const controlled = controlRepair(d, config);
+  const controlled = controlRepair(d, config, assessed);
   if (controlled.stop) return;
   repair(d, config, found, hints, undefined, controlled.control);
 }

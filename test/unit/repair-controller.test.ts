@@ -180,6 +180,24 @@ describe("the repair controller in the loop", () => {
     expect(kinds(on)).toContain("repair.escalated");
   });
 
+  it("a candidate repaired for low confidence is measured by its shortfall to the review band", async () => {
+    const s = controlled([0.6, 0.6, 0.6]);
+    const lenient = { ...RUBRIC, threshold: 0.5 };
+    const result = await runner().run({
+      ...s,
+      task: { ...s.task, exit: { autoCommitAt: 0.9, reviewAt: 0.7 } },
+      critic: { ...s.critic, rubric: lenient },
+    });
+    const repairs = result.audit.filter((e) => e.kind === "repair.started");
+    expect(repairs.map((e) => (e.data?.control as { error: number }).error)).toEqual([
+      expect.closeTo(0.1),
+      expect.closeTo(0.1),
+    ]);
+    // The review band doubles as the human to escalate to.
+    expect(result.state.status).toBe("awaiting_approval");
+    expect(result.audit.find((e) => e.kind === "repair.escalated")?.data).toMatchObject({ to: "human" });
+  });
+
   it("a stall in a run with a human in the loop asks for a review carrying scores, risk and a recommendation", async () => {
     const s = controlled([0.5, 0.5, 0.5]);
     const result = await runner().run({ ...s, task: { ...s.task, requiresApproval: true } });
