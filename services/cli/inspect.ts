@@ -84,7 +84,15 @@ export async function replayRun(
     phase: replayed.state.phase,
     ...(replayed.checkpoints ? { checkpoints: replayed.checkpoints } : {}),
     ...(options.models
-      ? { models: await replayModels(bus, first.event.spec.agent.model, records, replayed.modelRequests) }
+      ? {
+          models: await replayModels(
+            bus,
+            first.event.spec.agent.model,
+            records,
+            replayed.modelRequests,
+            first.event.spec.agent.escalationModel,
+          ),
+        }
       : {}),
   };
 }

@@ -15,29 +15,35 @@ export interface ModelReplay {
 /**
  * Asks a run's model again with every request the replay re-derived and checks each answer equals
  * the recorded one. Only a model served by an actor (a deterministic planner, say) is asked: a
- * hosted LLM is not expected to repeat itself, and a scripted model repeats by construction.
+ * hosted LLM is not expected to repeat itself, and a scripted model repeats by construction. A
+ * request made after the run switched to its `escalation` model is that model's to answer.
  */
 export async function replayModels(
   bus: Pick<ActorBus, "nc" | "subjects">,
   model: ModelRef,
   records: readonly WalRecord[],
-  requests: readonly { requestId: string; request: ModelRequest }[],
+  requests: readonly { requestId: string; request: ModelRequest; escalated?: true }[],
+  escalation?: ModelRef,
 ): Promise<ModelReplay> {
-  if (model.provider !== "actor")
+  const refOf = (r: { escalated?: true }): ModelRef => (r.escalated && escalation ? escalation : model);
+  const asked = requests.flatMap((r) => {
+    const ref = refOf(r);
+    return ref.provider === "actor" ? [{ ...r, ref }] : [];
+  });
+  if (model.provider !== "actor" && asked.length === 0)
     return { checked: 0, skipped: `the model is '${model.provider}', not a deterministic actor` };
   const recorded = new Map<string, unknown>();
   for (const r of records) if (r.type === "MODEL") recorded.set(r.event.requestId, r.event.response);
-  const driver = actorModelDriver(model, bus);
   let checked = 0;
-  for (const { requestId, request } of requests) {
+  for (const { requestId, request, ref } of asked) {
     const before = recorded.get(requestId);
     // A request the log has no answer for was still in flight when the log ends (or it failed).
     if (before === undefined) continue;
-    const again = await driver.complete(request);
+    const again = await actorModelDriver(ref, bus).complete(request);
     if (canonicalJson(again) !== canonicalJson(before)) {
       throw new AgentError(
         "NONDETERMINISM",
-        `model '${model.name}' answered request ${requestId} differently from the record`,
+        `model '${ref.name}' answered request ${requestId} differently from the record`,
         { details: { requestId, recorded: before, replayed: again } },
       );
     }

@@ -19,6 +19,7 @@ import { AgentError } from "../../shared/runtime/errors.js";
 export function checkPrivacy(request: SubmitRequest): void {
   const models: [string, ModelRef | undefined][] = [
     ["agent.model", request.agent.model],
+    ["agent.escalationModel", request.agent.escalationModel],
     ["critic.model", request.critic?.model],
   ];
   for (const [where, ref] of models) {

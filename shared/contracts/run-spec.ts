@@ -4,6 +4,30 @@ import { JsonObject, RunId, SchemaVersion } from "./common.js";
 import { ModelRef } from "./model.js";
 import { CriticCheck, Rubric, Verifier } from "./rubric.js";
 
+/**
+ * The PID repair controller (see shared/loop/repair-controller.ts): its gains set how hard a repair
+ * pushes on the distance to the rubric's threshold; a run whose error improves by no more than
+ * `noiseFloor` for `stallWindow` repairs in a row has stalled and is escalated.
+ */
+export const RepairControl = z.object({
+  kp: z.number().nonnegative().default(1.5).describe("proportional gain on the current error"),
+  ki: z.number().nonnegative().default(0.3).describe("integral gain on the accumulated error"),
+  kd: z.number().nonnegative().default(0.5).describe("derivative gain on the error's last change"),
+  noiseFloor: z
+    .number()
+    .min(0)
+    .max(1)
+    .default(0.02)
+    .describe("an error that falls by this much or less is no improvement"),
+  stallWindow: z
+    .number()
+    .int()
+    .positive()
+    .default(2)
+    .describe("repairs in a row without improvement that make a stall"),
+});
+export type RepairControl = z.infer<typeof RepairControl>;
+
 export const Resources = z.object({
   maxIterations: z.number().int().positive().default(20),
   maxToolCalls: z.number().int().nonnegative().default(50),
@@ -19,6 +43,8 @@ export const Resources = z.object({
    * checkpoint holds, so a long run resumes as fast as a short one.
    */
   maxContextMessages: z.number().int().min(3).optional(),
+  /** Absent (and no agent.escalationModel): repairs run until maxRepairs, as chosen by the defects. */
+  repair: RepairControl.optional(),
 });
 export type Resources = z.infer<typeof Resources>;
 
@@ -35,6 +61,22 @@ export type SampleMatch = z.infer<typeof SampleMatch>;
 /** The most answer samples a run may ask for: past a handful, more samples add cost, not signal. */
 export const MAX_SAMPLES = 10;
 
+/**
+ * Disposition by confidence: a candidate the policy accepts commits at or above `autoCommitAt`,
+ * waits for a human at or above `reviewAt`, and is repaired below it. Absent: gates alone decide.
+ */
+export const TaskExit = z
+  .object({
+    autoCommitAt: z.number().min(0).max(1).default(0.95),
+    /** Absent: no review band; below autoCommitAt the candidate is repaired. */
+    reviewAt: z.number().min(0).max(1).optional(),
+  })
+  .refine((e) => e.reviewAt === undefined || e.reviewAt <= e.autoCommitAt, {
+    message: "reviewAt must not exceed autoCommitAt: lower reviewAt or raise autoCommitAt",
+    path: ["reviewAt"],
+  });
+export type TaskExit = z.infer<typeof TaskExit>;
+
 export const Task = z
   .object({
     prompt: z.string().min(1),
@@ -46,6 +88,7 @@ export const Task = z
     samples: z.number().int().min(1).max(MAX_SAMPLES).optional(),
     /** Absent: "exact". */
     sampleMatch: SampleMatch.optional(),
+    exit: TaskExit.optional(),
   })
   .superRefine(requireAnswerSchema);
 export type Task = z.infer<typeof Task>;
@@ -67,6 +110,8 @@ function requireAnswerSchema(
 export const AgentManifest = z.object({
   name: z.string().min(1),
   model: ModelRef,
+  /** The stronger model a run switches to when its repairs stall (see RepairControl). */
+  escalationModel: ModelRef.optional(),
   systemPrompt: z.string().optional(),
   tools: z.array(z.string().min(1)),
   capabilities: z.array(Capability),

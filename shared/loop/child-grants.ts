@@ -81,9 +81,10 @@ export function childGrantRefusal(parent: RunSpec, child: RunSpec): AgentError |
   return undefined;
 }
 
-/** The models a spec asks (its agent's, its critic's). */
+/** The models a spec asks (its agent's, its escalation model, its critic's). */
 const modelsOf = (spec: RunSpec): ModelRef[] => [
   spec.agent.model,
+  ...(spec.agent.escalationModel ? [spec.agent.escalationModel] : []),
   ...(spec.critic?.model ? [spec.critic.model] : []),
 ];
 

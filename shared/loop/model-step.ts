@@ -72,6 +72,12 @@ export function samplingParams(
   };
 }
 
+/** The model the run asks now: its escalation model once its repairs stalled (see performer's driverFor). */
+export function activeModel(s: LoopState): ModelRef {
+  const escalation = s.spec.agent.escalationModel;
+  return escalation && s.escalatedAtStep !== undefined ? escalation : s.spec.agent.model;
+}
+
 /**
  * The next model call of the ACT loop, after the policy (a converged run stops here) and the
  * guard (deadline and iteration bound) have had their say.
@@ -95,7 +101,7 @@ export function requestModel(d: Draft, config: LoopConfig): void {
   windowTranscript(s);
   // A sample after the first of a round is asked the same request, its own seed aside.
   const sample = (s.sampling?.length ?? 0) + 1;
-  const params = samplingParams(s.spec.agent.model, sample);
+  const params = samplingParams(activeModel(s), sample);
   const request: ModelRequest = {
     system: s.system,
     messages: s.messages,

@@ -171,6 +171,15 @@ export class EffectPerformer {
 
   private driverFor(state: LoopState): ModelDriver {
     if (this.deps.driver) return this.deps.driver;
+    // After a stall the run asks its escalation model: a driver of its own, which has answered the
+    // responses since the switch (a scripted one continues from there on another worker).
+    const escalation = state.spec.agent.escalationModel;
+    const since = state.escalatedAtStep;
+    if (escalation && since !== undefined) {
+      return this.cachedDriver(`${state.runId}:escalated`, state.step - since, () =>
+        this.buildDriver(escalation, state),
+      );
+    }
     return this.cachedDriver(`${state.runId}:generator`, state.step, () =>
       this.buildDriver(state.spec.agent.model, state),
     );

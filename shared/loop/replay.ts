@@ -33,8 +33,11 @@ export interface Replayed {
   unwritten: WalRecord[];
   /** The audit events of every replayed transition, in order (the log holds them beside the records). */
   audits: AuditEvent[];
-  /** Each model request the replayed run made, in order: what `agentctl replay --models` asks again. */
-  modelRequests: Extract<Transition["effects"][number], { type: "callModel" }>[];
+  /**
+   * Each model request the replayed run made, in order: what `agentctl replay --models` asks again.
+   * `escalated`: made after the run switched to its escalation model.
+   */
+  modelRequests: (Extract<Transition["effects"][number], { type: "callModel" }> & { escalated?: true })[];
   /** With `snapshots: "report"`: the checkpoints compared on their own. */
   checkpoints?: CheckpointReport;
 }
@@ -99,7 +102,8 @@ export function replay(
     transitions.push(state.transitionHash);
     for (const effect of last.effects) {
       if (effect.type === "wal") produced.push(effect.record);
-      else if (effect.type === "callModel") modelRequests.push(effect);
+      else if (effect.type === "callModel")
+        modelRequests.push(state.escalatedAtStep === undefined ? effect : { ...effect, escalated: true });
       else if (effect.type === "audit") audits.push(effect.event);
     }
   }

@@ -10,6 +10,7 @@ import type { GuardLimits, GuardState } from "./guard.js";
 import type { Plan } from "./plan.js";
 import type { ConvergencePolicy, Signal } from "./policy.js";
 import type { RepairAttempt } from "./repair.js";
+import type { ControllerState } from "./repair-controller.js";
 import type { CompensationPlan, CompletedAction } from "./saga.js";
 import type { VerifierResult } from "./verifiers.js";
 
@@ -182,6 +183,10 @@ export interface LoopState {
   agreement?: number;
   defects: Defect[];
   repairHistory: RepairAttempt[];
+  /** The repair controller's memory; absent until a run with one (see repairControlOf) first repairs. */
+  repairControl?: ControllerState;
+  /** The step from which the run asks agent.escalationModel instead of agent.model (its repairs stalled). */
+  escalatedAtStep?: number;
   compensation: (CompensationPlan & { results: FailureReport["compensations"] }) | null;
   failing: { reason: string; diagnosis: string } | null;
   haltedFrom: { phase: Phase; status: RunStatusValue; pending: Pending | null } | null;

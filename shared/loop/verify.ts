@@ -4,7 +4,11 @@ import { startAction } from "./action.js";
 import type { Draft } from "./draft.js";
 import { policyOf, requestModel, viewOf } from "./model-step.js";
 import { criticRubric, evaluateGates } from "./policy.js";
+import { assessConfidence, reviewData } from "./confidence.js";
+import { requestApproval } from "./human-review.js";
 import { planRepair, repairPrompt } from "./repair.js";
+import { strategyFor, strongest } from "./repair-controller.js";
+import { controlRepair } from "./repair-escalation.js";
 import type { LoopConfig } from "./state.js";
 import { commit, fail, halt } from "./terminal.js";
 import {
@@ -137,34 +141,65 @@ export function onCriticVerdict(d: Draft, config: LoopConfig, verdict: CriticVer
   decide(d, config, defects, verdict.repairHints);
 }
 
-/** The runtime's verdict on a proposal: the policy converges, or the run goes to REPAIR. */
+/**
+ * The runtime's verdict on a proposal: the policy converges, or the run goes to REPAIR. With
+ * `task.exit`, a converged candidate's confidence picks its disposition: commit, a human's review,
+ * or another repair.
+ */
 function decide(d: Draft, config: LoopConfig, defects: Defect[], hints: string[]): void {
   const s = d.state;
   const decision = policyOf(s, config).evaluate(viewOf(s));
-  if (decision.converged) {
+  const assessed = assessConfidence(s, decision.converged);
+  if (assessed) {
+    d.audit("confidence.assessed", DISPOSITION_STATUS[assessed.disposition], {
+      data: { ...assessed },
+    });
+  }
+  const disposition = assessed?.disposition ?? (decision.converged ? "commit" : "repair");
+  if (disposition === "commit") {
     if (s.spec.task.requiresApproval) requestApproval(d, "commit", decision.reason);
     else commit(d, decision.reason);
     return;
   }
+  if (disposition === "review" && assessed) {
+    const reason = `confidence ${assessed.confidence} is below autoCommitAt ${assessed.autoCommitAt}`;
+    requestApproval(d, "commit", reason, reviewData(s, assessed.confidence, "confidence"));
+    return;
+  }
+  const why =
+    decision.converged && assessed
+      ? `confidence ${assessed.confidence} is below ${assessed.reviewAt !== undefined ? "reviewAt" : "autoCommitAt"}`
+      : decision.reason;
   const found =
     defects.length > 0
       ? defects
-      : [{ severity: "medium" as const, rootCause: "incompleteness" as const, description: decision.reason }];
-  repair(d, config, found, hints);
+      : [{ severity: "medium" as const, rootCause: "incompleteness" as const, description: why }];
+  const controlled = controlRepair(d, config, assessed);
+  if (controlled.stop) return;
+  repair(d, config, found, hints, undefined, controlled.control);
 }
 
-/** REPAIR: bounded by maxRepairs; the strategy follows the defects; then back to ACT. */
+const DISPOSITION_STATUS = { commit: "passed", review: "started", repair: "failed" } as const;
+
+/**
+ * REPAIR: bounded by maxRepairs; the strategy follows the defects, raised to the repair
+ * controller's intensity when it measured this candidate; then back to ACT.
+ */
 export function repair(
   d: Draft,
   config: LoopConfig,
   defects: Defect[],
   hints: string[],
   feedback?: string,
+  control?: { error: number; derivative: number; intensity: number },
 ): void {
   const s = d.state;
   d.enter("REPAIR", `${defects.length} defect(s)`);
   s.defects = defects;
-  const plan = planRepair(defects, hints, s.output, s.repairHistory);
+  const planned = planRepair(defects, hints, s.output, s.repairHistory);
+  const plan = control
+    ? { ...planned, strategy: strongest(planned.strategy, strategyFor(control.intensity)) }
+    : planned;
   if (feedback === undefined) {
     const { state, verdict } = checkRepair(s.guard, s.limits);
     s.guard = state;
@@ -183,7 +218,12 @@ export function repair(
     { output: s.output, diagnosis: plan.diagnosis, strategy: plan.strategy, loopDetected: plan.loopDetected },
   ];
   d.audit("repair.started", "started", {
-    data: { strategy: plan.strategy, loopDetected: plan.loopDetected, defects: defects.length },
+    data: {
+      strategy: plan.strategy,
+      loopDetected: plan.loopDetected,
+      defects: defects.length,
+      ...(control ? { control } : {}),
+    },
   });
   s.messages = [
     ...s.messages,
@@ -204,13 +244,6 @@ function giveUp(d: Draft, config: LoopConfig, reason: string, diagnosis: string)
   halt(d, `${reason}: awaiting a human decision`, "system");
   d.state.status = "awaiting_approval";
   requestApproval(d, "failure", diagnosis);
-}
-
-export function requestApproval(d: Draft, on: "commit" | "failure", reason: string): void {
-  const s = d.state;
-  if (on === "commit") s.status = "awaiting_approval";
-  d.audit("approval.requested", "started", { reason, data: { on } });
-  d.await({ type: "requestApproval", reason }, { kind: "approval", on });
 }
 
 /**
