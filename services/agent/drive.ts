@@ -363,7 +363,11 @@ export class RunLease {
         return await reconciler.call(awaiting, takeover, () => performer.perform(awaiting, state), stopping);
       }
       const perform = () => this.deps.performer.perform(awaiting, state);
+      // A tree past its root's cost or token budget makes no more model calls.
+      const spent = awaiting.type === "callModel" ? await this.deps.spend?.refusal() : undefined;
+      if (spent) return spent;
       const event = awaiting.type === "callModel" ? await this.deps.leases.call(perform) : await perform();
+      await this.deps.spend?.charge(event);
       // The log is made only if a line is written (see apply).
       const lease = { deps: this.deps, journal: this.journal, log: () => this.log };
       return await handBackOnOutage(event, { state, since, takeover }, lease);
