@@ -97,7 +97,9 @@ export class RunLease {
     // the run is read: its iterations are reserved, and a first run's tools asked for, now, while
     // that happens, rather than one after another. Iterations it turns out not to need go back.
     const prefetch = (): void => {
-      if (!event) this.deps.leases.prefetch();
+      if (event) return;
+      this.deps.leases.prefetch();
+      this.deps.spend?.prefetch();
     };
     // A redelivered job reserves once the status says the run is not left waiting.
     if (firstDelivery) prefetch();

@@ -26,6 +26,7 @@ type Bus = Pick<ActorBus, "nc" | "jsm" | "subjects" | "clock" | "buckets" | "log
 export class TreeSpend {
   private readonly budgets = new Map<string, TreeCap>();
   private readonly spent = new Map<string, TreeSpent>();
+  private readonly reading = new Map<string, Promise<TreeCap | undefined>>();
 
   constructor(private readonly bus: Bus) {}
 
@@ -38,8 +39,16 @@ export class TreeSpend {
   async budgetOf(rootRunId: string): Promise<TreeCap | undefined> {
     const kept = this.budgets.get(rootRunId);
     if (kept) return hasSpendBudget(kept) ? kept : undefined;
+    // One read for the calls that ask while it is under way (a lease reads it ahead, see prefetch).
+    let reading = this.reading.get(rootRunId);
+    if (!reading) {
+      reading = readTreeBudget(this.bus.buckets.pool, rootRunId).finally(() =>
+        this.reading.delete(rootRunId),
+      );
+      this.reading.set(rootRunId, reading);
+    }
+    const read = await reading;
     // A tree with no cap (retired, or never admitted) is the iteration leases' to refuse.
-    const read = await readTreeBudget(this.bus.buckets.pool, rootRunId);
     if (!read) return undefined;
     this.keep(this.budgets, rootRunId, read);
     return hasSpendBudget(read) ? read : undefined;
@@ -100,6 +109,11 @@ export class RunSpend {
     private readonly trees: TreeSpend,
     private readonly run: Run,
   ) {}
+
+  /** Reads the tree's budget now, while the run is read, rather than before its first model call. */
+  prefetch(): void {
+    this.trees.budgetOf(this.run.rootRunId).catch(() => undefined);
+  }
 
   /** The loop's `globalCapReached` in place of a model call when the tree is past a budget; else undefined. */
   async refusal(): Promise<LoopEvent | undefined> {

@@ -238,16 +238,56 @@ describe("cost that binds (CTL-1)", () => {
     const spent = await readCounter(suite.bus, runId, "costMicroUsd");
     expect(spent).toBe(childCalls * 1_000 + asked("tree-root") * 100);
     expect(spent).toBeGreaterThan(6_000);
+    // A child submitted after the tree was spent is refused at admission (GLOBAL_CAP).
     for (const child of children) {
       expect(child.status).toBe("failed");
-      expect(child.terminal?.reason).toMatch(/^treeCostBudget/);
+      expect(child.terminal?.reason).toMatch(/^(treeCostBudget|\[GLOBAL_CAP\] run tree \S+ spent)/);
     }
+    expect(children.some((c) => c.terminal?.reason.startsWith("treeCostBudget"))).toBe(true);
     // The root, back from its fan-in, is refused its next call too.
     expect(root.status).toBe("failed");
     expect(root.terminal?.reason).toMatch(/^treeCostBudget/);
     const trip = withKind(await suite.audit(runId), "guard.circuit_break")[0];
     expect(trip?.data).toMatchObject({ guardReason: "treeCostBudget" });
     expect(trip?.reason).toMatch(/past its cost budget of \$0\.006/);
+  });
+
+  it("cost: a root's maxTokensBudget bounds its whole tree too, scripted models spending what their scripts report", async () => {
+    // Each child answers 1,000 tokens a call, a new answer each time, and never passes its verifier.
+    const child = spec({
+      script: ATTEMPTS.map((text) => ({ text, usage: { inputTokens: 900, outputTokens: 100 } })),
+      loop: true,
+      verifiers: [{ kind: "regex", pattern: "^never$" }],
+      tools: [],
+      resources: { maxRepairs: 30, maxIterations: 40 },
+    });
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "spawn_agent", input: { runs: [child, child, child] } }] },
+          { toolCalls: [{ name: "finish", input: { answer: "fanned in" } }] },
+        ],
+        tools: ["spawn_agent"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
+        resources: { maxTokensBudget: 5_000 },
+      }),
+    );
+    const root = await suite.waitFor(runId, ended, 60_000);
+    const children = await Promise.all(
+      [1, 2, 3].map((i) => suite.waitFor(`${runId}-act-1-${i}`, ended, 30_000)),
+    );
+    // Each child inherits 5,000 tokens of its own (6 calls: 18 unbounded); the tree stops after 6
+    // calls (6,000 tokens, past its 5,000), plus at most the one each child was making.
+    const calls = children.reduce((n, c) => n + c.usage.modelCalls, 0);
+    expect(calls).toBeGreaterThanOrEqual(6);
+    expect(calls).toBeLessThanOrEqual(6 + children.length);
+    expect(await readCounter(suite.bus, runId, "tokens")).toBe(calls * 1_000);
+    // A child that made the tree's last calls alone trips its own budget on the same call, and one
+    // submitted after the tree was spent is refused at admission.
+    for (const c of children)
+      expect(c.terminal?.reason).toMatch(/^(treeTokenBudget|tokenBudget|\[GLOBAL_CAP\] run tree \S+ used)/);
+    expect(root.status).toBe("failed");
+    expect(root.terminal?.reason).toMatch(/^treeTokenBudget/);
   });
 
   it("cost: a run with maxCostUsd naming a model without a price is refused at submit with INVALID_SPEC naming the model and the setting", async () => {
