@@ -8,6 +8,7 @@ import {
   spentBudget,
   type TreeSpent,
 } from "../../shared/bus/tree-spend.js";
+import { usageOfFailure } from "../../shared/loop/review-usage.js";
 import type { LoopState } from "../../shared/loop/state.js";
 
 /** Trees whose budget and spend a worker keeps: far more than it drives runs of at once. */
@@ -146,9 +147,11 @@ function spendOf(event: LoopEvent | undefined): { tokens: number; costUsd: numbe
     const { usage, costUsd } = event.response;
     return { tokens: usage.inputTokens + usage.outputTokens, costUsd };
   }
-  if (event?.type === "criticReviewed" && event.usage) {
-    const { inputTokens, outputTokens, costUsd } = event.usage;
-    return { tokens: inputTokens + outputTokens, costUsd };
-  }
-  return undefined;
+  const usage =
+    event?.type === "criticReviewed"
+      ? event.usage
+      : event?.type === "criticFailed"
+        ? usageOfFailure(event.error)
+        : undefined;
+  return usage && { tokens: usage.inputTokens + usage.outputTokens, costUsd: usage.costUsd };
 }

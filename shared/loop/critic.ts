@@ -64,7 +64,13 @@ export function modelCritic(driver: ModelDriver): Critic {
       signal,
     );
     const usage: ReviewUsage = { ...response.usage, costUsd: response.costUsd, modelCalls: 1 };
-    return { ...parseVerdict(response.text), usage };
+    try {
+      return { ...parseVerdict(response.text), usage };
+    } catch (err) {
+      // A reply that is no verdict was paid for all the same: its usage rides in the error.
+      const error = err as AgentError;
+      throw new AgentError(error.code, error.message, { cause: err, details: { usage } });
+    }
   };
 }
 

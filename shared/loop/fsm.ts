@@ -18,6 +18,7 @@ import {
 } from "./state.js";
 import { cancel, fail, halt, recordCompensation } from "./terminal.js";
 import { onApproval, onCriticVerdict, recordToolVerifier, repair } from "./verify.js";
+import { chargeReview, usageOfFailure } from "./review-usage.js";
 import { onToolApproval, requestToolApproval } from "./tool-approval.js";
 
 /**
@@ -163,6 +164,7 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
       if (pending?.kind !== "critic") throw invalid(state, event);
       d.audit("critic.verdict", "failed", { actor: "critic", reason: event.error.message });
       d.settle();
+      if (!chargeReview(d, config, usageOfFailure(event.error))) return;
       return repair(
         d,
         config,

@@ -1,4 +1,5 @@
-import type { ReviewUsage } from "../contracts/rubric.js";
+import type { ErrorPayload } from "../contracts/common.js";
+import { ReviewUsage } from "../contracts/rubric.js";
 import type { Draft } from "./draft.js";
 import { recordCost, recordUsage } from "./guard.js";
 import type { LoopConfig } from "./state.js";
@@ -31,4 +32,10 @@ export function chargeReview(d: Draft, config: LoopConfig, usage: ReviewUsage | 
     }
   }
   return true;
+}
+
+/** The usage a failed review reports in its error's details (a reply that was no verdict), if any. */
+export function usageOfFailure(error: ErrorPayload): ReviewUsage | undefined {
+  const usage = (error.details as { usage?: unknown } | undefined)?.usage;
+  return usage === undefined ? undefined : ReviewUsage.safeParse(usage).data;
 }

@@ -138,4 +138,25 @@ describe("cost: budgets", () => {
     expect(trip?.data).toMatchObject({ guardReason: "costBudget", by: "critic" });
     expect(kinds(result).at(-1)).toBe("run.failed");
   });
+
+  it("a critic reply that is no verdict was paid for too: its usage counts toward the run", async () => {
+    const result = await runner().run(
+      spec({
+        script: [{ text: "answer" }],
+        loop: true,
+        critic: {
+          model: {
+            provider: "scripted",
+            script: [{ text: "no JSON here", usage: { inputTokens: 500, outputTokens: 20 }, costUsd: 0.003 }],
+            loop: true,
+          },
+        },
+        resources: { maxCostUsd: 0.005, maxRepairs: 10, maxIterations: 20 },
+      }),
+    );
+    expect(result.state.terminal?.reason).toMatch(/^costBudget/);
+    expect(result.audit.filter((e) => e.kind === "critic.verdict" && e.status === "failed")).toHaveLength(2);
+    expect(result.state.usage).toMatchObject({ inputTokens: 1_000, outputTokens: 40 });
+    expect(result.state.usage.costUsd).toBeCloseTo(0.006, 12);
+  });
 });
