@@ -10,7 +10,7 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import type { FanOutHandler } from "./fanout.js";
 import type { RunIterations } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
-import type { RunSpend } from "./tree-spend.js";
+import type { RunSpend } from "./spend.js";
 
 /**
  * How a lease on a run ended: the job is acked (`done`), handed back (`release`), can never start

@@ -26,7 +26,7 @@ import { sharedDescriptors } from "../../shared/bus/tool-descriptors.js";
 import { leftWaitingOn } from "./breaker-wait.js";
 import { logLeaseFailure, retryDelay } from "./lease-failure.js";
 import { IterationLeases } from "./leases.js";
-import { TreeSpend } from "./tree-spend.js";
+import { TreeSpend } from "./spend.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { bindJobIntake, pullJobs } from "./job-intake.js";
 import { ackSubjectOf, WorkerBeats } from "./beat.js";
