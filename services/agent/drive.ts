@@ -97,7 +97,9 @@ export class RunLease {
     // the run is read: its iterations are reserved, and a first run's tools asked for, now, while
     // that happens, rather than one after another. Iterations it turns out not to need go back.
     const prefetch = (): void => {
-      if (!event) this.deps.leases.prefetch();
+      if (event) return;
+      this.deps.leases.prefetch();
+      this.deps.spend?.prefetch();
     };
     // A redelivered job reserves once the status says the run is not left waiting.
     if (firstDelivery) prefetch();
@@ -363,7 +365,11 @@ export class RunLease {
         return await reconciler.call(awaiting, takeover, () => performer.perform(awaiting, state), stopping);
       }
       const perform = () => this.deps.performer.perform(awaiting, state);
+      // A tree past its root's cost or token budget makes no more model calls.
+      const spent = awaiting.type === "callModel" ? await this.deps.spend?.refusal() : undefined;
+      if (spent) return spent;
       const event = awaiting.type === "callModel" ? await this.deps.leases.call(perform) : await perform();
+      await this.deps.spend?.charge(event);
       // The log is made only if a line is written (see apply).
       const lease = { deps: this.deps, journal: this.journal, log: () => this.log };
       return await handBackOnOutage(event, { state, since, takeover }, lease);

@@ -1,10 +1,12 @@
 import { hostname } from "node:os";
 import { z } from "zod";
+import { PriceEnv } from "../../shared/models/price-config.js";
 import { ActorEnv, memoryRecallWindow, millis, whole } from "../../shared/runtime/config.js";
 import { localToolProblem } from "./local-tools.js";
 
 /** An agent worker's environment (docs/configuration.md; the Kubernetes manifests are checked against it). */
 export const AgentEnv = ActorEnv.extend({
+  ...PriceEnv.shape,
   WORKER_ID: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,48}$/)

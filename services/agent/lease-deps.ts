@@ -10,6 +10,7 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import type { FanOutHandler } from "./fanout.js";
 import type { RunIterations } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
+import type { RunSpend } from "./spend.js";
 
 /**
  * How a lease on a run ended: the job is acked (`done`), handed back (`release`), can never start
@@ -28,6 +29,8 @@ export interface LeaseDeps {
   reconciler: Reconciler;
   /** The iterations this lease reserves of the run tree's budget, and spends on model calls. */
   leases: RunIterations;
+  /** The run tree's cost and token budgets: checked before each model call, charged after it and each review. */
+  spend?: RunSpend;
   fanOut: FanOutHandler;
   killSwitch: KillSwitchView;
   workerId: string;

@@ -5,6 +5,7 @@
  */
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import { loadPriceTable } from "../../shared/models/price-config.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
@@ -16,6 +17,7 @@ import { AgentWorker } from "./worker.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "agent" }));
 const env = parseEnv(AgentEnv, process.env);
+const prices = loadPriceTable(env);
 const logger = createLogger({ actor: "agent", level: env.LOG_LEVEL }).child({ workerId: env.WORKER_ID });
 fatal.use(logger);
 const bus = await openActorBus(env, `agent-${env.WORKER_ID}`, {
@@ -48,6 +50,7 @@ const worker = new AgentWorker(
     localTools: env.AGENT_LOCAL_TOOLS,
     memoryRecallWindow: env.MEMORY_RECALL_WINDOW,
     env: process.env,
+    prices,
     metrics,
   },
   uuidIds,

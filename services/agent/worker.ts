@@ -26,6 +26,7 @@ import { sharedDescriptors } from "../../shared/bus/tool-descriptors.js";
 import { leftWaitingOn } from "./breaker-wait.js";
 import { logLeaseFailure, retryDelay } from "./lease-failure.js";
 import { IterationLeases } from "./leases.js";
+import { TreeSpend } from "./spend.js";
 import { ToolCatalog } from "./tool-catalog.js";
 import { bindJobIntake, pullJobs } from "./job-intake.js";
 import { ackSubjectOf, WorkerBeats } from "./beat.js";
@@ -34,6 +35,7 @@ import { storageFull } from "../../shared/bus/storage-full.js";
 import { leaseWriterId } from "./writer-id.js";
 import { Reconciler } from "./reconcile.js";
 import { localTools, registerRunTools } from "./local-tools.js";
+import type { PriceTable } from "../../shared/models/pricing.js";
 
 /** How many times a run's job is renewed (`working()`) per ack wait. */
 export const RENEWALS_PER_ACK_WAIT = 3;
@@ -69,6 +71,8 @@ export interface WorkerOptions {
   /** See AGENT_MODEL_BREAKER_FAILURES and _COOLDOWN_MS (absent: no breaker). */
   modelBreaker?: BreakerSettings;
   env: Readonly<Record<string, string | undefined>>;
+  /** Prices of the models runs name (MODEL_PRICES, MODEL_PRICES_FILE); absent: none, every call costs 0. */
+  prices?: PriceTable;
   metrics: ActorMetrics;
 }
 
@@ -87,6 +91,7 @@ export class AgentWorker {
   private readonly drain = new AbortController();
   private readonly killSwitch = new KillSwitchView();
   private leasesOf!: IterationLeases;
+  private spendOf!: TreeSpend;
   private tools!: ToolCatalog;
   private fanOut!: FanOutHandler;
   private readonly spawnTool = fanOutSpawnTool();
@@ -120,6 +125,7 @@ export class AgentWorker {
     });
     this.consumer = consumer;
     this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
+    this.spendOf = new TreeSpend(this.bus);
     this.tools = new ToolCatalog(
       (name) => describeRemoteTool(name, { ...this.bus, wait: this.serviceWait(`tool:${name}`) }),
       this.bus.clock,
@@ -295,6 +301,7 @@ export class AgentWorker {
       clock: bus.clock,
       random: bus.random,
       env: this.options.env,
+      ...(this.options.prices ? { prices: this.options.prices } : {}),
       memory: this.memory,
       criticFor: (state) => remoteCritic({ ...bus, wait: this.serviceWait("critic", job.runId) }, state),
       actorModel: (ref) =>
@@ -328,6 +335,7 @@ export class AgentWorker {
         }),
         killSwitch: this.killSwitch,
         leases: this.leasesOf.forRun(job),
+        spend: this.spendOf.forRun(job),
         fanOut: this.fanOut,
         workerId: this.options.workerId,
         writerId,

@@ -12,6 +12,7 @@ import { encode } from "../../shared/bus/codec.js";
 import { answerRoll } from "../../shared/bus/roll-call.js";
 import { failureReply, serve } from "../../shared/bus/serve.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import { loadPriceTable } from "../../shared/models/price-config.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { instanceName } from "../../shared/runtime/instance.js";
 import { createLogger } from "../../shared/runtime/logger.js";
@@ -23,6 +24,7 @@ import { review } from "./review.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "critic" }));
 const env = parseEnv(CriticEnv, process.env);
+const prices = loadPriceTable(env);
 const logger = createLogger({ actor: "critic", level: env.LOG_LEVEL });
 fatal.use(logger);
 const bus = await openActorBus(env, "critic", { clock: systemClock, random: systemRandom, logger, fatal });
@@ -45,6 +47,7 @@ const reviews = serve(bus.nc, bus.subjects.criticReview(), {
       clock: systemClock,
       random: systemRandom,
       env: process.env,
+      prices,
       guard,
     });
     timed();

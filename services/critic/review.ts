@@ -1,8 +1,9 @@
 import { CriticReviewRequest, type CriticReviewReply } from "../../shared/contracts/cluster.js";
 import { decode } from "../../shared/bus/codec.js";
-import { checkingCritic, modelCritic, type Critic } from "../../shared/loop/critic.js";
+import { checkingCritic, modelCritic, splitUsage, type Critic } from "../../shared/loop/critic.js";
 import { createDriver } from "../../shared/models/factory.js";
 import type { ModelDriver } from "../../shared/models/driver.js";
+import type { PriceTable } from "../../shared/models/pricing.js";
 import { ScriptedDriver } from "../../shared/models/scripted.js";
 import type { Clock } from "../../shared/runtime/clock.js";
 import type { Random } from "../../shared/runtime/random.js";
@@ -11,6 +12,8 @@ export interface ReviewDeps {
   clock: Clock;
   random: Random;
   env: Readonly<Record<string, string | undefined>>;
+  /** Prices of the critic's models (see loadPriceTable): a review's cost counts toward its run. Absent: none. */
+  prices?: PriceTable;
   /** Puts the provider's breaker in front of the review's model (see ModelBreakers.guard). */
   guard?: (driver: ModelDriver) => ModelDriver;
 }
@@ -27,12 +30,12 @@ export async function review(data: Uint8Array, deps: ReviewDeps): Promise<Critic
   if (request.model) {
     const driver = createDriver(request.model, request.privacy, {
       env: deps.env,
-      prices: {},
+      prices: deps.prices ?? {},
       http: { clock: deps.clock, random: deps.random },
     });
     if (driver instanceof ScriptedDriver) driver.seek(request.attempt);
     model = modelCritic(deps.guard ? deps.guard(driver) : driver);
   }
-  const verdict = await checkingCritic(request.checks, model)(request.request);
-  return { schemaVersion: 1, ok: true, verdict };
+  const { verdict, usage } = splitUsage(await checkingCritic(request.checks, model)(request.request));
+  return { schemaVersion: 1, ok: true, verdict, ...(usage ? { usage } : {}) };
 }

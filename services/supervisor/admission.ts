@@ -14,16 +14,27 @@ import {
   capReached,
   openTree,
   readIterations,
-  readTreeCap,
+  readTreeBudget,
   retired,
 } from "../../shared/bus/tree-iterations.js";
+import { hasSpendBudget, readSpend, spentBudget } from "../../shared/bus/tree-spend.js";
+import { DEFAULT_PRICES } from "../../shared/models/default-prices.js";
+import type { PriceTable } from "../../shared/models/pricing.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { recordAdmitted, recordRejected } from "./admission-events.js";
 import { cancelOrphans } from "./cancel.js";
-import { checkPrivacy, existing, notParentOf, parseSubmit, rejected } from "./submit-request.js";
+import {
+  checkPrices,
+  checkPrivacy,
+  existing,
+  notParentOf,
+  parseSubmit,
+  rejected,
+  treeSpendOf,
+} from "./submit-request.js";
 
 export interface AdmissionLimits {
   /** Runs active at once across the cluster (every supervisor replica shares the ledger). */
@@ -35,6 +46,8 @@ export interface AdmissionLimits {
    * a spent tree is refused with GLOBAL_CAP.
    */
   treeIterationCap: number;
+  /** The models' prices (MODEL_PRICES…): a run with a cost budget naming a model without one is refused. Absent: the defaults. */
+  prices?: PriceTable;
 }
 
 /**
@@ -88,6 +101,7 @@ export class Admission {
         );
       }
       checkPrivacy(request);
+      checkPrices(request, this.limits.prices ?? DEFAULT_PRICES);
       await this.check(depth);
       if (request.parent) {
         await this.checkBudget(rootRunId);
@@ -220,12 +234,16 @@ export class Admission {
    * and iterations left on its counter.
    */
   private async checkBudget(rootRunId: string): Promise<void> {
-    const [cap, used] = await Promise.all([
-      readTreeCap(this.bus.buckets.pool, rootRunId),
+    const [budget, used] = await Promise.all([
+      readTreeBudget(this.bus.buckets.pool, rootRunId),
       readIterations(this.bus, rootRunId),
     ]);
-    if (cap === undefined) throw retired(rootRunId);
-    if (used >= cap) throw capReached(rootRunId, cap, used);
+    if (budget === undefined) throw retired(rootRunId);
+    if (used >= budget.cap) throw capReached(rootRunId, budget.cap, used);
+    if (!hasSpendBudget(budget)) return;
+    // A tree past its root's cost or token budget takes no more children either.
+    const over = spentBudget(rootRunId, budget, await readSpend(this.bus, rootRunId));
+    if (over) throw new AgentError("GLOBAL_CAP", over.message, { details: { budget: over.budget } });
   }
 
   private async check(depth: number): Promise<void> {
@@ -322,7 +340,8 @@ export class Admission {
       auditSeq: seq,
     };
     // Before the job: its worker reads the cap before the run's first model call.
-    if (!parent) await openTree(this.bus.buckets.pool, ids.runId, this.limits.treeIterationCap);
+    if (!parent)
+      await openTree(this.bus.buckets.pool, ids.runId, this.limits.treeIterationCap, treeSpendOf(spec));
     await publishJob(this.bus, job, `${ids.runId}:start`);
     this.bus.logger.info({ runId: ids.runId, depth: ids.depth }, "run admitted");
     if (parent) await this.cancelIfOrphaned(parent.runId, ids.runId);

@@ -1,9 +1,11 @@
 import { z } from "zod";
 import { DUPLICATE_WINDOW_MS } from "../../shared/bus/provision.js";
+import { PriceEnv } from "../../shared/models/price-config.js";
 import { ActorEnv, whole } from "../../shared/runtime/config.js";
 
 /** The supervisor's environment (docs/configuration.md; the Kubernetes manifests are checked against it). */
 export const SupervisorEnv = ActorEnv.extend({
+  ...PriceEnv.shape,
   SUPERVISOR_POOL_CAPACITY: whole(1, 100_000, 16).describe(
     "How many runs may be active at once, cluster-wide (runs waiting for approval, their children or an outage count; halted ones do not); past it, admissions are refused with `POOL_FULL`. The runs' ids share one KV value, so the server's `max_payload` bounds it too (at the default 1 MiB, 15,634 runs with 64-character ids), and the supervisor warns at start when it does.",
   ),

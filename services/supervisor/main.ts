@@ -10,6 +10,7 @@ import { failureReply, serve, type Served } from "../../shared/bus/serve.js";
 import { ledgerLimit, ledgerRoom, PoolLedger } from "../../shared/bus/pool.js";
 import { setLogMaxAge } from "../../shared/bus/provision.js";
 import { systemClock } from "../../shared/runtime/clock.js";
+import { loadPriceTable } from "../../shared/models/price-config.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { RUN_ID_MAX_LENGTH, uuidIds } from "../../shared/runtime/ids.js";
 import { instanceName } from "../../shared/runtime/instance.js";
@@ -33,6 +34,7 @@ import { answerRollCall, helloOf } from "./roll-call.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "supervisor" }));
 const env = parseEnv(SupervisorEnv, process.env);
+const prices = loadPriceTable(env);
 const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
 fatal.use(logger);
 const bus = await openActorBus(env, "supervisor", {
@@ -76,6 +78,7 @@ const admission = new Admission(
     poolCapacity: env.SUPERVISOR_POOL_CAPACITY,
     maxDepth: env.SUPERVISOR_MAX_DEPTH,
     treeIterationCap: env.SUPERVISOR_TREE_ITERATION_CAP,
+    prices,
   },
   uuidIds,
   metrics,

@@ -175,11 +175,11 @@ class FinishedRuns {
     bus.logger.warn({ rootRunId, key }, "a finished run tree's cap kept changing while it was removed: kept");
   }
 
-  /** The tree's iteration counter, purged by its subject (a sweep that comes again purges nothing). */
+  /** The tree's counters, purged by their subjects (a sweep that comes again purges nothing). */
   private async purgeCounter(rootRunId: string): Promise<void> {
     const { bus } = this;
     const stream = bus.subjects.streams().counters;
-    const filter = bus.subjects.treeCounter(rootRunId, "iterations");
+    const filter = bus.subjects.treeCounters(rootRunId);
     const purged = await withBusRetry(`purging ${filter}`, bus, () =>
       bus.jsm.streams.purge(stream, { filter }).then(
         () => true,
@@ -189,8 +189,7 @@ class FinishedRuns {
         },
       ),
     );
-    if (!purged)
-      this.deniedOnce(stream, "the counters stream", "run trees' iteration counters are kept", "PURGE");
+    if (!purged) this.deniedOnce(stream, "the counters stream", "run trees' counters are kept", "PURGE");
   }
 
   /**

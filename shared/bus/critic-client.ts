@@ -42,6 +42,6 @@ export function remoteCritic(
       },
     );
     if (!reply.ok) throw fromErrorPayload(reply.error);
-    return reply.verdict;
+    return reply.usage ? { ...reply.verdict, usage: reply.usage } : reply.verdict;
   };
 }

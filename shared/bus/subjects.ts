@@ -49,7 +49,7 @@ export interface StreamNames {
 }
 
 /** What a run tree counts. */
-export type TreeCounter = "iterations";
+export type TreeCounter = "iterations" | "tokens" | "costMicroUsd";
 
 export interface BucketNames {
   runs: string;
@@ -118,6 +118,11 @@ export class Subjects {
    */
   treeCounter(rootRunId: string, what: TreeCounter): string {
     return `${this.prefix}.counters.${token("rootRunId", rootRunId)}.${token("counter", what)}`;
+  }
+
+  /** Every counter of one run tree (iterations, tokens, cost). */
+  treeCounters(rootRunId: string): string {
+    return `${this.prefix}.counters.${token("rootRunId", rootRunId)}.*`;
   }
 
   countersAll(): string {

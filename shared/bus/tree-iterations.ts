@@ -6,14 +6,20 @@ import { AgentError } from "../runtime/errors.js";
 import { AckPublisher } from "./ack-publisher.js";
 import { decode, encode } from "./codec.js";
 import { refusedOnly } from "./run-log.js";
-import type { Subjects } from "./subjects.js";
+import type { Subjects, TreeCounter } from "./subjects.js";
 
 /**
  * The model calls a run tree (a root run and every descendant) may make, written by the supervisor
  * as it admits the root (SUPERVISOR_TREE_ITERATION_CAP then) to the pool bucket, where workers read
  * it once per tree. The calls made are counted on the tree's JetStream counter (see addIterations).
  */
-export const TreeCap = z.object({ cap: z.number().int().positive() });
+export const TreeCap = z.object({
+  cap: z.number().int().positive(),
+  /** The root's `maxCostUsd`, which bounds the whole tree's cost (absent: unlimited). */
+  maxCostUsd: z.number().positive().optional(),
+  /** The root's `maxTokensBudget`, which bounds the whole tree's tokens (absent: unlimited). */
+  maxTokens: z.number().int().nonnegative().optional(),
+});
 export type TreeCap = z.infer<typeof TreeCap>;
 
 /** A run tree's cap in the pool bucket. */
@@ -27,8 +33,19 @@ const CounterMessage = z.object({ val: Total });
  * Writes the tree's cap unless it has one: a root admitted again (a copy of its submit, an
  * admission finished by another supervisor) keeps the cap it was first given.
  */
-export async function openTree(kv: KV, rootRunId: string, cap: number): Promise<void> {
-  await kv.create(treeCapKey(rootRunId), encode(TreeCap, { cap })).catch(refusedOnly);
+export async function openTree(
+  kv: KV,
+  rootRunId: string,
+  cap: number,
+  spend: Omit<TreeCap, "cap"> = {},
+): Promise<void> {
+  await kv.create(treeCapKey(rootRunId), encode(TreeCap, { cap, ...spend })).catch(refusedOnly);
+}
+
+/** The tree's budgets (iterations, and cost and tokens when its root has them); undefined as for readTreeCap. */
+export async function readTreeBudget(kv: KV, rootRunId: string): Promise<TreeCap | undefined> {
+  const entry = await kv.get(treeCapKey(rootRunId));
+  return entry?.operation === "PUT" ? decode(TreeCap, entry.value) : undefined;
 }
 
 /**
@@ -36,8 +53,7 @@ export async function openTree(kv: KV, rootRunId: string, cap: number): Promise<
  * status (SUPERVISOR_STATUS_RETAIN_MS), or the root was never admitted.
  */
 export async function readTreeCap(kv: KV, rootRunId: string): Promise<number | undefined> {
-  const entry = await kv.get(treeCapKey(rootRunId));
-  return entry?.operation === "PUT" ? decode(TreeCap, entry.value).cap : undefined;
+  return (await readTreeBudget(kv, rootRunId))?.cap;
 }
 
 /**
@@ -51,9 +67,19 @@ export async function addIterations(
   rootRunId: string,
   delta: number,
 ): Promise<number> {
+  return addToCounter(deps, rootRunId, "iterations", delta);
+}
+
+/** Adds `delta` to one of the tree's counters (see addIterations); resolves with its new total. */
+export async function addToCounter(
+  deps: { nc: NatsConnection; subjects: Subjects },
+  rootRunId: string,
+  what: TreeCounter,
+  delta: number,
+): Promise<number> {
   const h = headers();
   h.set("Nats-Incr", delta < 0 ? String(delta) : `+${delta}`);
-  const subject = deps.subjects.treeCounter(rootRunId, "iterations");
+  const subject = deps.subjects.treeCounter(rootRunId, what);
   const ack = await AckPublisher.of(deps.nc).publish(subject, new Uint8Array(0), { headers: h });
   const total = Total.safeParse(ack.val);
   if (!total.success) {
@@ -70,9 +96,18 @@ export async function readIterations(
   deps: { jsm: JetStreamManager; subjects: Subjects },
   rootRunId: string,
 ): Promise<number> {
+  return readCounter(deps, rootRunId, "iterations");
+}
+
+/** One of the tree's counters now; 0 when nothing was ever added. */
+export async function readCounter(
+  deps: { jsm: JetStreamManager; subjects: Subjects },
+  rootRunId: string,
+  what: TreeCounter,
+): Promise<number> {
   const { subjects } = deps;
   const last = await deps.jsm.direct.getMessage(subjects.streams().counters, {
-    last_by_subj: subjects.treeCounter(rootRunId, "iterations"),
+    last_by_subj: subjects.treeCounter(rootRunId, what),
   });
   return last ? Number(decode(CounterMessage, last.data).val) : 0;
 }

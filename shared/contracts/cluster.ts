@@ -11,7 +11,7 @@ import {
 } from "./loop-event.js";
 import { ModelRef } from "./model.js";
 import { PrivacyTier } from "./capability.js";
-import { CriticCheck, CriticRequest, CriticVerdict } from "./rubric.js";
+import { CriticCheck, CriticRequest, CriticVerdict, ReviewUsage } from "./rubric.js";
 import { requireConvergence, RunSpec, RunSpecShape } from "./run-spec.js";
 
 /** Who asked for a child run: the supervisor derives the child's depth and run tree from it. */
@@ -75,7 +75,13 @@ export const CriticReviewRequest = z.object({
 export type CriticReviewRequest = z.infer<typeof CriticReviewRequest>;
 
 export const CriticReviewReply = z.discriminatedUnion("ok", [
-  z.object({ schemaVersion: SchemaVersion, ok: z.literal(true), verdict: CriticVerdict }),
+  z.object({
+    schemaVersion: SchemaVersion,
+    ok: z.literal(true),
+    verdict: CriticVerdict,
+    /** The review's model calls (absent: a review by checks only, or a critic of an older build). */
+    usage: ReviewUsage.optional(),
+  }),
   z.object({ schemaVersion: SchemaVersion, ok: z.literal(false), error: ErrorPayload }),
 ]);
 export type CriticReviewReply = z.infer<typeof CriticReviewReply>;

@@ -15,6 +15,8 @@ export type JsonObject = z.infer<typeof JsonObject>;
 export const Usage = z.object({
   inputTokens: z.number().int().nonnegative(),
   outputTokens: z.number().int().nonnegative(),
+  /** Of `inputTokens`, those read from the provider's prompt cache (priced at the cached rate). */
+  cachedInputTokens: z.number().int().nonnegative().optional(),
 });
 export type Usage = z.infer<typeof Usage>;
 

@@ -19,7 +19,9 @@ export type GuardReason =
   | "tokenBudget"
   | "deadline"
   | "maxRepairs"
-  | "globalCap";
+  | "globalCap"
+  | "treeCostBudget"
+  | "treeTokenBudget";
 
 export type GuardVerdict =
   { kind: "allow" } | { kind: Exclude<GuardVerdictKind, "allow">; reason: GuardReason; message: string };

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ErrorPayload } from "./common.js";
 import { ModelResponse } from "./model.js";
 import { ToolAuditNote } from "./tool.js";
-import { CriticVerdict } from "./rubric.js";
+import { CriticVerdict, ReviewUsage } from "./rubric.js";
 import { RunSpec } from "./run-spec.js";
 
 /**
@@ -57,6 +57,8 @@ export const CriticReviewedEvent = z.object({
   type: z.literal("criticReviewed"),
   at,
   verdict: CriticVerdict,
+  /** What the review's model used and cost, counted toward the run (absent: none, or not reported). */
+  usage: ReviewUsage.optional(),
 });
 export const CriticFailedEvent = z.object({ type: z.literal("criticFailed"), at, error: ErrorPayload });
 export const ApprovalDecidedEvent = z.object({
@@ -109,7 +111,13 @@ export const CancelEvent = z.object({
   waitedOn: WaitedOnCall.optional(),
 });
 /** The run tree's global iteration budget refused this run another model call (supervisor counters). */
-export const GlobalCapEvent = z.object({ type: z.literal("globalCapReached"), at, message: z.string() });
+export const GlobalCapEvent = z.object({
+  type: z.literal("globalCapReached"),
+  at,
+  message: z.string(),
+  /** Which of the tree's budgets is spent (absent: iterations, as before cost and tokens were counted). */
+  budget: z.enum(["iterations", "cost", "tokens"]).optional(),
+});
 /** A worker took over a run whose previous worker stopped mid-step (crash, drain, lost lease). */
 export const RecoveredEvent = z.object({ type: z.literal("recovered"), at, by: z.string() });
 

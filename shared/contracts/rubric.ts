@@ -92,6 +92,16 @@ export const CriticVerdict = z.object({
 });
 export type CriticVerdict = z.infer<typeof CriticVerdict>;
 
+/** What a review's model calls used and cost: counted toward the run's budgets and its tree's. */
+export const ReviewUsage = z.object({
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  cachedInputTokens: z.number().int().nonnegative().optional(),
+  costUsd: z.number().nonnegative(),
+  modelCalls: z.number().int().nonnegative(),
+});
+export type ReviewUsage = z.infer<typeof ReviewUsage>;
+
 /** What a critic receives: never the generator's messages or reasoning. */
 export const CriticRequest = z.object({
   schemaVersion: z.literal(1),

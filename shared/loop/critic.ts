@@ -1,9 +1,23 @@
-import { CriticVerdict, type CriticCheck, type CriticRequest } from "../contracts/rubric.js";
+import {
+  CriticVerdict,
+  type CriticCheck,
+  type CriticRequest,
+  type ReviewUsage,
+} from "../contracts/rubric.js";
 import type { ModelDriver } from "../models/driver.js";
 import { AgentError } from "../runtime/errors.js";
 import { evaluatePureVerifier, verifierDefects } from "./verifiers.js";
 
-export type Critic = (request: CriticRequest, signal?: AbortSignal) => Promise<CriticVerdict>;
+/** A verdict with what its review's model calls used and cost (absent: no model was asked). */
+export type ReviewedVerdict = CriticVerdict & { usage?: ReviewUsage };
+
+export type Critic = (request: CriticRequest, signal?: AbortSignal) => Promise<ReviewedVerdict>;
+
+/** A reviewed verdict split into the verdict and its usage. */
+export function splitUsage(reviewed: ReviewedVerdict): { verdict: CriticVerdict; usage?: ReviewUsage } {
+  const { usage, ...verdict } = reviewed;
+  return usage ? { verdict, usage } : { verdict };
+}
 
 /** The critic's prompt: the task, the output, the evidence and the rubric, nothing of the generator's reasoning. */
 export function criticPrompt(request: CriticRequest): string {
@@ -49,7 +63,14 @@ export function modelCritic(driver: ModelDriver): Critic {
       { messages: [{ role: "user", content: criticPrompt(request) }], tools: [] },
       signal,
     );
-    return parseVerdict(response.text);
+    const usage: ReviewUsage = { ...response.usage, costUsd: response.costUsd, modelCalls: 1 };
+    try {
+      return { ...parseVerdict(response.text), usage };
+    } catch (err) {
+      // A reply that is no verdict was paid for all the same: its usage rides in the error.
+      const error = err as AgentError;
+      throw new AgentError(error.code, error.message, { cause: err, details: { usage } });
+    }
   };
 }
 
@@ -89,6 +110,9 @@ export function checkedVerdict(
 
 /** A critic from a spec: its checks, then its model when it has one. */
 export function checkingCritic(checks: readonly CriticCheck[], model?: Critic): Critic {
-  return async (request, signal) =>
-    checkedVerdict(request, checks, model ? await model(request, signal) : undefined);
+  return async (request, signal) => {
+    const reviewed = model ? splitUsage(await model(request, signal)) : undefined;
+    const verdict = checkedVerdict(request, checks, reviewed?.verdict);
+    return reviewed?.usage ? { ...verdict, usage: reviewed.usage } : verdict;
+  };
 }

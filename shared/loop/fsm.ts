@@ -1,3 +1,4 @@
+import type { GuardReason } from "../contracts/guard.js";
 import type { LoopEvent, StartEvent } from "../contracts/loop-event.js";
 import { TERMINAL_PHASES } from "../contracts/audit.js";
 import type { ToolAuditNote } from "../contracts/tool.js";
@@ -17,6 +18,7 @@ import {
 } from "./state.js";
 import { cancel, fail, halt, recordCompensation } from "./terminal.js";
 import { onApproval, onCriticVerdict, recordToolVerifier, repair } from "./verify.js";
+import { chargeReview, usageOfFailure } from "./review-usage.js";
 import { onToolApproval, requestToolApproval } from "./tool-approval.js";
 
 /**
@@ -157,11 +159,12 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
       return onToolOutcome(d, config, event);
     case "criticReviewed":
       if (pending?.kind !== "critic") throw invalid(state, event);
-      return onCriticVerdict(d, config, event.verdict);
+      return onCriticVerdict(d, config, event.verdict, event.usage);
     case "criticFailed":
       if (pending?.kind !== "critic") throw invalid(state, event);
       d.audit("critic.verdict", "failed", { actor: "critic", reason: event.error.message });
       d.settle();
+      if (!chargeReview(d, config, usageOfFailure(event.error))) return;
       return repair(
         d,
         config,
@@ -217,7 +220,8 @@ function control(
   }
   if (event.type === "globalCapReached") {
     if (state.pending?.kind !== "model") throw invalid(state, event);
-    const verdict = { kind: "circuitBreak", reason: "globalCap", message: event.message } as const;
+    const reason = TREE_BUDGET_REASON[event.budget ?? "iterations"];
+    const verdict = { kind: "circuitBreak", reason, message: event.message } as const;
     d.guard(verdict);
     return fail(d, config, verdict.reason, `[GLOBAL_CAP] ${verdict.message}`);
   }
@@ -225,6 +229,13 @@ function control(
   if (state.phase === "HALT" || state.phase === "FAIL") throw invalid(state, event);
   halt(d, event.reason, event.by);
 }
+
+/** The guard reason of each of a run tree's budgets, spent. */
+const TREE_BUDGET_REASON = {
+  iterations: "globalCap",
+  cost: "treeCostBudget",
+  tokens: "treeTokenBudget",
+} as const satisfies Record<string, GuardReason>;
 
 function onMemories(d: Draft, config: LoopConfig, memories: string[]): void {
   const s = d.state;

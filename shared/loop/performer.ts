@@ -3,6 +3,7 @@ import type { LoopEvent } from "../contracts/loop-event.js";
 import type { MemoryStore } from "../memory/memory.js";
 import type { ModelDriver } from "../models/driver.js";
 import { createDriver, type DriverFactoryDeps } from "../models/factory.js";
+import type { PriceTable } from "../models/pricing.js";
 import { ScriptedDriver } from "../models/scripted.js";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
@@ -11,7 +12,7 @@ import { findGrant } from "../tools/capabilities.js";
 import { ToolInvoker, type InvokerDeps, type InvokePolicy } from "../tools/invoke.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import { outputExtras } from "../tools/tool.js";
-import { checkingCritic, modelCritic, type Critic } from "./critic.js";
+import { checkingCritic, modelCritic, splitUsage, type Critic } from "./critic.js";
 import type { AwaitingEffect, Effect, LoopState } from "./state.js";
 
 export interface PerformerDeps {
@@ -33,6 +34,8 @@ export interface PerformerDeps {
   onServiceWait?: InvokerDeps["onServiceWait"];
   /** Reaches a model served by another actor (ModelRef provider `actor`). */
   actorModel?: DriverFactoryDeps["actor"];
+  /** Prices of the models built from ModelRefs (see loadPriceTable); absent: none, every call costs 0. */
+  prices?: PriceTable;
   /** Puts something in front of each driver built from a ModelRef (the workers' model breakers). */
   guardDriver?: (driver: ModelDriver) => ModelDriver;
 }
@@ -93,8 +96,8 @@ export class EffectPerformer {
         return this.callTool(effect, state, signal);
       case "critique":
         try {
-          const verdict = await this.criticFor(state)(effect.request, signal);
-          return { type: "criticReviewed", at: at(), verdict };
+          const reviewed = splitUsage(await this.criticFor(state)(effect.request, signal));
+          return { type: "criticReviewed", at: at(), ...reviewed };
         } catch (err) {
           return { type: "criticFailed", at: at(), error: toAgentError(err).toBody() };
         }
@@ -219,7 +222,7 @@ export class EffectPerformer {
   private buildDriver(ref: LoopState["spec"]["agent"]["model"], state: LoopState): ModelDriver {
     return createDriver(ref, state.spec.agent.privacy, {
       env: this.deps.env ?? {},
-      prices: {},
+      prices: this.deps.prices ?? {},
       http: { clock: this.deps.clock, random: this.deps.random },
       ...(this.deps.actorModel ? { actor: this.deps.actorModel } : {}),
     });

@@ -1,4 +1,4 @@
-import type { CriticVerdict, Defect } from "../contracts/rubric.js";
+import type { CriticVerdict, Defect, ReviewUsage } from "../contracts/rubric.js";
 import { checkRepair } from "./guard.js";
 import { startAction } from "./action.js";
 import type { Draft } from "./draft.js";
@@ -9,6 +9,7 @@ import { requestApproval } from "./human-review.js";
 import { planRepair, repairPrompt } from "./repair.js";
 import { strategyFor, strongest } from "./repair-controller.js";
 import { controlRepair } from "./repair-escalation.js";
+import { chargeReview } from "./review-usage.js";
 import type { LoopConfig } from "./state.js";
 import { commit, fail, halt } from "./terminal.js";
 import {
@@ -116,16 +117,22 @@ function verificationDone(d: Draft, config: LoopConfig): void {
   );
 }
 
-export function onCriticVerdict(d: Draft, config: LoopConfig, verdict: CriticVerdict): void {
+export function onCriticVerdict(
+  d: Draft,
+  config: LoopConfig,
+  verdict: CriticVerdict,
+  usage?: ReviewUsage,
+): void {
   const s = d.state;
   s.verdict = verdict;
   const rubric = criticRubric(s.spec);
   const gates = rubric ? evaluateGates(rubric, verdict) : null;
   d.audit("critic.verdict", gates?.passed ? "passed" : "failed", {
     actor: "critic",
-    data: { scores: verdict.scores, gates, defects: verdict.defects.length },
+    data: { scores: verdict.scores, gates, defects: verdict.defects.length, ...(usage ? { usage } : {}) },
   });
   d.settle();
+  if (!chargeReview(d, config, usage)) return;
   const gateDefects: Defect[] = (gates?.failing ?? []).map((dimension) => ({
     dimension,
     severity: "medium",

@@ -30,7 +30,14 @@ const AnthropicReply = z.object({
   model: z.string().optional(),
   content: z.array(Block),
   stop_reason: z.string().nullable().optional(),
-  usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }).optional(),
+  usage: z
+    .object({
+      input_tokens: z.number(),
+      output_tokens: z.number(),
+      cache_read_input_tokens: z.number().nullish(),
+      cache_creation_input_tokens: z.number().nullish(),
+    })
+    .optional(),
 });
 
 const STOP: Record<string, StopReason> = {
@@ -144,16 +151,21 @@ export function parseAnthropicReply(raw: unknown, requestedModel: string, prices
     else if (block.type === "tool_use")
       toolCalls.push({ id: block.id, name: block.name, input: block.input ?? {} });
   }
+  // Anthropic counts cache reads and writes apart from input_tokens: all three are input here,
+  // the reads priced at the cached rate and the writes at the input rate.
+  const read = reply.usage?.cache_read_input_tokens ?? 0;
+  const written = reply.usage?.cache_creation_input_tokens ?? 0;
   const usage = {
-    inputTokens: reply.usage?.input_tokens ?? 0,
+    inputTokens: (reply.usage?.input_tokens ?? 0) + read + written,
     outputTokens: reply.usage?.output_tokens ?? 0,
+    ...(read > 0 ? { cachedInputTokens: read } : {}),
   };
   return {
     text,
     toolCalls,
     stopReason: STOP[reply.stop_reason ?? ""] ?? (toolCalls.length > 0 ? "toolUse" : "endTurn"),
     usage,
-    costUsd: costOf(prices, requestedModel, usage),
+    costUsd: costOf(prices, requestedModel, usage, "anthropic"),
     model: reply.model ?? requestedModel,
   };
 }

@@ -27,7 +27,13 @@ const OpenAiReply = z.object({
       }),
     )
     .min(1),
-  usage: z.object({ prompt_tokens: z.number(), completion_tokens: z.number() }).optional(),
+  usage: z
+    .object({
+      prompt_tokens: z.number(),
+      completion_tokens: z.number(),
+      prompt_tokens_details: z.object({ cached_tokens: z.number().optional() }).nullish(),
+    })
+    .optional(),
 });
 
 const FINISH: Record<string, StopReason> = {
@@ -142,9 +148,12 @@ export function parseOpenAiReply(raw: unknown, requestedModel: string, prices: P
     name: call.function.name,
     input: parseArguments(call.function.name, call.function.arguments),
   }));
+  // Cached prompt tokens are a part of prompt_tokens, priced at the cached rate.
+  const cached = reply.usage?.prompt_tokens_details?.cached_tokens ?? 0;
   const usage = {
     inputTokens: reply.usage?.prompt_tokens ?? 0,
     outputTokens: reply.usage?.completion_tokens ?? 0,
+    ...(cached > 0 ? { cachedInputTokens: cached } : {}),
   };
   const model = reply.model ?? requestedModel;
   return {
@@ -152,7 +161,7 @@ export function parseOpenAiReply(raw: unknown, requestedModel: string, prices: P
     toolCalls,
     stopReason: FINISH[choice.finish_reason ?? ""] ?? (toolCalls.length > 0 ? "toolUse" : "endTurn"),
     usage,
-    costUsd: costOf(prices, requestedModel, usage),
+    costUsd: costOf(prices, requestedModel, usage, "openai"),
     model,
   };
 }
