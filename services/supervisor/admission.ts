@@ -23,6 +23,7 @@ import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { recordAdmitted, recordRejected } from "./admission-events.js";
 import { cancelOrphans } from "./cancel.js";
+import type { WorkerPolicies } from "./worker-policies.js";
 import { checkPrivacy, existing, notParentOf, parseSubmit, rejected } from "./submit-request.js";
 
 export interface AdmissionLimits {
@@ -51,6 +52,8 @@ export class Admission {
     private readonly limits: AdmissionLimits,
     private readonly ids: IdGenerator,
     private readonly metrics?: ActorMetrics,
+    /** The policies the live workers register (absent: a registered policy is not checked). */
+    private readonly workerPolicies?: Pick<WorkerPolicies, "check">,
   ) {
     this.status = new RunStatusStore(bus.buckets.runs);
   }
@@ -88,6 +91,7 @@ export class Admission {
         );
       }
       checkPrivacy(request);
+      await this.workerPolicies?.check(request.policy);
       await this.check(depth);
       if (request.parent) {
         await this.checkBudget(rootRunId);

@@ -140,10 +140,11 @@ export function onCriticVerdict(d: Draft, config: LoopConfig, verdict: CriticVer
 /** The runtime's verdict on a proposal: the policy converges, or the run goes to REPAIR. */
 function decide(d: Draft, config: LoopConfig, defects: Defect[], hints: string[]): void {
   const s = d.state;
-  const decision = policyOf(s, config).evaluate(viewOf(s));
+  const policy = policyOf(s, config);
+  const decision = policy.evaluate(viewOf(s));
   if (decision.converged) {
-    if (s.spec.task.requiresApproval) requestApproval(d, "commit", decision.reason);
-    else commit(d, decision.reason);
+    if (s.spec.task.requiresApproval) requestApproval(d, "commit", decision.reason, policy.name);
+    else commit(d, decision.reason, policy.name);
     return;
   }
   const found =
@@ -206,10 +207,10 @@ function giveUp(d: Draft, config: LoopConfig, reason: string, diagnosis: string)
   requestApproval(d, "failure", diagnosis);
 }
 
-export function requestApproval(d: Draft, on: "commit" | "failure", reason: string): void {
+export function requestApproval(d: Draft, on: "commit" | "failure", reason: string, policy?: string): void {
   const s = d.state;
   if (on === "commit") s.status = "awaiting_approval";
-  d.audit("approval.requested", "started", { reason, data: { on } });
+  d.audit("approval.requested", "started", { reason, data: { on, ...(policy ? { policy } : {}) } });
   d.await({ type: "requestApproval", reason }, { kind: "approval", on });
 }
 
