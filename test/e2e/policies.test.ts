@@ -11,7 +11,15 @@ import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { repoRoot } from "../../services/local/paths.js";
 import { defineTool } from "../../shared/tools/tool.js";
-import { agentctlFails, agentctlOf, ended, useClusterSuite } from "../helpers/cluster-suite.js";
+import type { ClusterHealth } from "../../services/cli/cluster-health.js";
+import {
+  AGENTCTL,
+  agentctlFails,
+  agentctlOf,
+  ended,
+  runProcess,
+  useClusterSuite,
+} from "../helpers/cluster-suite.js";
 import { echoCall, spec } from "../helpers/fixtures.js";
 
 const built = (...path: string[]): string => join(repoRoot(), "dist", ...path);
@@ -248,19 +256,23 @@ describe("runtime invariants (seed 004) on a cluster of processes", () => {
   }, 60_000);
 
   it("RT-12 on the cluster: the code the actor processes run names no domain concept", () => {
-    const files: string[] = [];
+    // The compiled runtime, file for file as its sources are now (a stale file an older build left
+    // in dist/ is run by no actor).
+    const sources: string[] = [];
     const walk = (dir: string): void => {
-      for (const name of readdirSync(dir)) {
+      for (const name of readdirSync(join(repoRoot(), dir))) {
         const path = join(dir, name);
-        if (statSync(path).isDirectory()) walk(path);
-        else if (path.endsWith(".js")) files.push(path);
+        if (statSync(join(repoRoot(), path)).isDirectory()) walk(path);
+        else if (path.endsWith(".ts")) sources.push(path);
       }
     };
-    walk(built("shared"));
-    walk(built("services"));
-    expect(files.length).toBeGreaterThan(100);
-    expect(files.filter((f) => DOMAIN.test(readFileSync(f, "utf8")))).toEqual([]);
-    // And the entries this suite's workers run are among them, or built on them.
+    walk("shared");
+    walk("services");
+    const compiled = sources.map((source) => built(source.replace(/\.ts$/, ".js")));
+    expect(compiled.length).toBeGreaterThan(100);
+    expect(compiled.filter((f) => DOMAIN.test(readFileSync(f, "utf8")))).toEqual([]);
+    // The entries this suite's workers run are among them, or built on them.
+    expect(compiled).toContain(built("services", "agent", "main.js"));
     expect(readFileSync(built("examples", "policies", "worker.js"), "utf8")).toContain(
       "services/agent/start.js",
     );
@@ -380,7 +392,7 @@ describe("named convergence policies on a cluster of processes", () => {
     });
   }, 60_000);
 
-  it("CTL-6 a worker without the policy joins: submits naming it are refused naming that worker until it leaves", async () => {
+  it("CTL-6 a worker without the policy joins: submits naming it are refused naming that worker until it leaves; agentctl cluster says so", async () => {
     const quorum = (): RunSpecInput =>
       under("signalQuorum", { script: workCalls(3, (i) => [`:s${i}`]), resources: { maxIterations: 5 } });
     const plain = await suite.cluster.launch({ kind: "agent", name: "agent-3" });
@@ -388,6 +400,21 @@ describe("named convergence policies on a cluster of processes", () => {
     await expect
       .poll(async () => JSON.stringify(await rawSubmit(quorum())), { timeout: 5_000 })
       .toContain("policy 'signalQuorum' is not registered by agent worker(s) agent-3");
+    // agentctl cluster names the disagreement as a problem (exit 1) and lists who registers what.
+    const report = await runProcess(process.execPath, [AGENTCTL, "cluster", "--json", "--listen-ms", "600"], {
+      env: suite.env(),
+    }).then(
+      ({ stdout }) => ({ code: 0, stdout }),
+      (err: { code: number; stdout: string }) => err,
+    );
+    expect(report.code).toBe(1);
+    const health = JSON.parse(report.stdout) as ClusterHealth;
+    expect(health.problems).toContain(
+      "convergence policy 'signalQuorum' is not registered by agent worker(s) agent-3: runs naming it are refused until every live worker registers it (AGENT_POLICY_MODULES)",
+    );
+    const listed = new Map(health.workers.workers.map((w) => [w.workerId, w.policies]));
+    expect(listed.get("agent-1")).toEqual(["immediately", "signalQuorum", "twoSteps"]);
+    expect(listed.get("agent-3")).toBeUndefined();
     plain.child.kill("SIGTERM");
     await plain.exited;
     // Its last beat says it left: the policy is every live worker's again.

@@ -5,6 +5,7 @@ import { registerPolicies } from "../../shared/loop/policy-registry.js";
 import { isAgentError } from "../../shared/runtime/errors.js";
 import { loadPolicyModules } from "../../shared/runtime/policy-modules.js";
 import { policyRefusal, type WorkerPolicySet } from "../../services/supervisor/worker-policies.js";
+import { workerPolicyProblems } from "../../services/cli/cluster-health.js";
 import { policies as examplePolicies, signalQuorum } from "../../examples/policies/policies.js";
 import { kinds, modelCalls, runner, spec } from "../helpers/fixtures.js";
 
@@ -158,5 +159,23 @@ describe("named convergence policies", () => {
       policyRefusal("q", [worker("a", ["q"]), worker("b", [], { until: now - 1 })], now),
     ).toBeUndefined();
     expect(policyRefusal("q", [worker("a", ["q"], { until: now - 1 })], now)?.code).toBe("INVALID_SPEC");
+  });
+
+  it("agentctl cluster names a registered policy some live workers lack, and only that", () => {
+    const w = (workerId: string, policies?: string[], leaving = false) => ({
+      workerId,
+      instance: `${workerId}-i`,
+      jobs: 0,
+      leaving,
+      ...(policies ? { policies } : {}),
+    });
+    const roll = (...workers: ReturnType<typeof w>[]) => ({ listenedMs: 500, workers });
+    expect(workerPolicyProblems(roll(w("a", ["q"]), w("b", ["q"])))).toEqual([]);
+    expect(workerPolicyProblems(roll(w("a"), w("b")))).toEqual([]);
+    expect(workerPolicyProblems(roll(w("a", ["q", "r"]), w("b", ["r"]), w("c")))).toEqual([
+      "convergence policy 'q' is not registered by agent worker(s) b, c: runs naming it are refused until every live worker registers it (AGENT_POLICY_MODULES)",
+      "convergence policy 'r' is not registered by agent worker(s) c: runs naming it are refused until every live worker registers it (AGENT_POLICY_MODULES)",
+    ]);
+    expect(workerPolicyProblems(roll(w("a", ["q"]), w("b", [], true)))).toEqual([]);
   });
 });
