@@ -6,7 +6,8 @@ import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
 import { SubmitReply } from "../../shared/contracts/control.js";
 import type { ScriptStep } from "../../shared/contracts/model.js";
-import type { RunSpecInput } from "../../shared/contracts/run-spec.js";
+import { RunSpec, type RunSpecInput } from "../../shared/contracts/run-spec.js";
+import { publishJob } from "../../shared/bus/jobs.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
 import { decode, encode } from "../../shared/bus/codec.js";
 import { repoRoot } from "../../services/local/paths.js";
@@ -422,6 +423,23 @@ describe("named convergence policies on a cluster of processes", () => {
     expect(status.status).toBe("committed");
     expect(committed(audit)?.data).toMatchObject({ policy: "signalQuorum" });
   }, 60_000);
+
+  it("CTL-6 a worker handed a run under a policy it does not register fails it at its start, calling no model", async () => {
+    // As after a rollout that dropped the policy: the job reaches a worker without it.
+    const runId = `orphaned${Date.now().toString(36)}`;
+    const parsed = RunSpec.parse(under("droppedPolicy", { tools: ["echo"], script: [{ text: "x" }] }));
+    await publishJob(
+      suite.bus,
+      { schemaVersion: 1, runId, rootRunId: runId, depth: 0, auditSeq: 0, spec: parsed },
+      `${runId}:start`,
+    );
+    const status = await suite.waitFor(runId, ended);
+    expect(status.status).toBe("failed");
+    expect(status.terminal?.reason).toBe("unknownPolicy");
+    const audit = await suite.audit(runId);
+    expect(count(audit, "model.called")).toBe(0);
+    expect(audit.find((e) => e.kind === "run.failed")?.reason).toMatch(/unknownPolicy|droppedPolicy/);
+  }, 30_000);
 
   it("CTL-6 a worker whose AGENT_POLICY_MODULES cannot be loaded does not start", async () => {
     const missing = join(repoRoot(), "dist", "no-such-policies.js");
