@@ -19,7 +19,13 @@ export class WorkerBeats {
 
   constructor(
     private readonly bus: Pick<ActorBus, "nc" | "subjects" | "logger">,
-    private readonly self: { workerId: string; instance: string; beatMs: number },
+    private readonly self: {
+      workerId: string;
+      instance: string;
+      beatMs: number;
+      /** The policies the worker registers (see WorkerBeat.policies). */
+      policies: readonly string[];
+    },
     /** The ack subjects of the jobs held now. */
     private readonly held: () => string[],
   ) {}
@@ -37,7 +43,7 @@ export class WorkerBeats {
   }
 
   private send(leaving: boolean): void {
-    const { workerId, instance, beatMs } = this.self;
+    const { workerId, instance, beatMs, policies } = this.self;
     const beat: WorkerBeat = {
       schemaVersion: 1,
       workerId,
@@ -45,6 +51,7 @@ export class WorkerBeats {
       deadAfterMs: 4 * beatMs,
       jobs: leaving ? [] : this.held().slice(0, 1_000),
       ...(leaving ? { leaving } : {}),
+      ...(policies.length > 0 ? { policies: [...policies] } : {}),
     };
     try {
       this.bus.nc.publish(this.bus.subjects.workerBeat(instance), encode(WorkerBeat, beat));

@@ -139,6 +139,7 @@ export class RunLease {
         ? early
         : this.deps.discover(spec.agent.tools, fresh)),
       checkpointEvery: this.deps.checkpointEvery,
+      policies: this.deps.policies,
     };
     if (records.length === 0) {
       // A run whose status says it finished and whose log holds no record: its log expired with

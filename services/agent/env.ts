@@ -79,6 +79,18 @@ export const AgentEnv = ActorEnv.extend({
     .describe(
       "The built-in tools a worker runs in-process instead of asking their services, comma-separated: no request and no idempotency record per call, the run's log carries their idempotency. `http_fetch` may be added; a tool that is not idempotent, or not built in, stops the worker at start; empty: every tool asked of its service.",
     ),
+  AGENT_POLICY_MODULES: z
+    .string()
+    .default("")
+    .transform((s) =>
+      s
+        .split(",")
+        .map((m) => m.trim())
+        .filter(Boolean),
+    )
+    .describe(
+      "JavaScript modules, comma-separated (paths, relative to the working directory, or `file:` URLs), whose `policies` export (an array of `{ name, evaluate }`) the worker registers at start as convergence policies a RunSpec's `policy` may name; a module that cannot be loaded, or a name built in or given twice, stops the worker at start; empty: none.",
+    ),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 })
   // A breaker open longer than runs wait out an outage fails them before its first try, however

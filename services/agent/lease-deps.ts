@@ -4,6 +4,7 @@ import type { ActorBus } from "../../shared/bus/actor.js";
 import type { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import type { ServiceWait } from "../../shared/bus/request.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
+import type { RegisteredPolicies } from "../../shared/loop/policy.js";
 import type { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
@@ -23,6 +24,8 @@ export type LeaseOutcome = "done" | "release" | "fenced" | "superseded" | "unsta
 export interface LeaseDeps {
   bus: ActorBus;
   checkpointEvery: number;
+  /** The convergence policies the worker registers (see AgentWorker). */
+  policies: RegisteredPolicies;
   /** The named tools' served descriptors (`fresh`: a run not yet started; see ToolCatalog). */
   discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
   performer: EffectPerformer;

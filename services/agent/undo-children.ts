@@ -6,6 +6,7 @@ import { RunStatusStore } from "../../shared/bus/run-status.js";
 import { readLog } from "../../shared/bus/run-log.js";
 import { idempotencyKeyFor } from "../../shared/loop/action.js";
 import type { EffectPerformer } from "../../shared/loop/performer.js";
+import type { RegisteredPolicies } from "../../shared/loop/policy.js";
 import { replay } from "../../shared/loop/replay.js";
 import { planCompensation, UNDO_CHILDREN_TOOL, UndoChildrenInput } from "../../shared/loop/saga.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
@@ -28,6 +29,8 @@ export interface UndoDeps extends ChildrenEndDeps {
   discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
   performer: EffectPerformer;
   checkpointEvery: number;
+  /** A child run naming a registered policy replays through it (absent: none registered). */
+  policies?: RegisteredPolicies;
 }
 
 /** What was undone of the children, and what a human must look at. */
@@ -185,6 +188,7 @@ async function finalState(
   const config = {
     tools: await deps.discover(spec.agent.tools, false),
     checkpointEvery: deps.checkpointEvery,
+    policies: deps.policies,
   };
   try {
     const { state } = replay(records, config, { fromCheckpoint: true, snapshots: "skip" });

@@ -11,6 +11,7 @@ import { describeRemoteTool, remoteTool } from "../../shared/bus/remote-tool.js"
 import type { ServiceWait } from "../../shared/bus/request.js";
 import { actorModelDriver } from "../../shared/bus/model-actor.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
+import type { RegisteredPolicies } from "../../shared/loop/policy.js";
 import { toAgentError } from "../../shared/runtime/errors.js";
 import { fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
@@ -70,6 +71,11 @@ export interface WorkerOptions {
   cancelSettleWaitMs?: number;
   /** See AGENT_MODEL_BREAKER_FAILURES and _COOLDOWN_MS (absent: no breaker). */
   modelBreaker?: BreakerSettings;
+  /**
+   * Convergence policies a RunSpec may name besides the built-in ones (see registerPolicies): the
+   * worker announces their names in its beats. Absent: none.
+   */
+  policies?: RegisteredPolicies;
   env: Readonly<Record<string, string | undefined>>;
   /** Prices of the models runs name (MODEL_PRICES, MODEL_PRICES_FILE); absent: none, every call costs 0. */
   prices?: PriceTable;
@@ -140,6 +146,7 @@ export class AgentWorker {
         workerId: this.options.workerId,
         instance: `${this.options.workerId}-${this.ids.next("i").slice(-8)}`,
         beatMs: this.options.beatMs,
+        policies: [...(this.options.policies?.keys() ?? [])].sort(),
       },
       () => [...this.held.keys()],
     );
@@ -314,6 +321,7 @@ export class AgentWorker {
       {
         bus,
         checkpointEvery: this.options.checkpointEvery,
+        policies: this.options.policies ?? new Map(),
         // Asked twice by a lease that asked early and then found the run started (see open).
         discover: async (names, fresh) => {
           await registerRunTools(registry, names, {

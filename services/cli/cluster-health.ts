@@ -68,6 +68,7 @@ export async function readClusterHealth(
       ...(critic ? criticProblems(critics) : []),
       ...toolProblems(tools, bus.subjects.buckets()),
       ...workerProblems(state.jobs, workers),
+      ...workerPolicyProblems(workers),
     ],
   };
 }
@@ -170,6 +171,23 @@ export function workerProblems(jobs: ClusterState["jobs"], roll: WorkerRoll): st
   return [
     `${jobs.waiting} job(s) waiting and no agent worker heard in ${seconds(roll.listenedMs)}: start workers under this AGENTS_PREFIX, or see why they cannot reach NATS`,
   ];
+}
+
+/**
+ * A convergence policy some live workers register and others do not: the supervisor refuses every
+ * run naming it until all do (a job goes to whichever worker pulls first).
+ */
+export function workerPolicyProblems(roll: WorkerRoll): string[] {
+  const live = roll.workers.filter((worker) => !worker.leaving);
+  const names = [...new Set(live.flatMap((worker) => worker.policies ?? []))].sort();
+  return names.flatMap((name) => {
+    const lacking = live.filter((worker) => !(worker.policies ?? []).includes(name));
+    if (lacking.length === 0) return [];
+    const ids = [...new Set(lacking.map((worker) => worker.workerId))].sort().join(", ");
+    return [
+      `convergence policy '${name}' is not registered by agent worker(s) ${ids}: runs naming it are refused until every live worker registers it (AGENT_POLICY_MODULES)`,
+    ];
+  });
 }
 
 /** What needs an operator: a missing or under-replicated store, one without a leader or with a copy down, storage nearly full. */
@@ -289,7 +307,7 @@ function workerLines(roll: WorkerRoll): string[] {
     `workers: ${roll.workers.length} ${heard}`,
     ...roll.workers.map(
       (w) =>
-        `  ${w.workerId.padEnd(width)}  ${w.jobs} job(s)${w.leaving ? "  leaving" : ""}  instance ${w.instance}`,
+        `  ${w.workerId.padEnd(width)}  ${w.jobs} job(s)${w.leaving ? "  leaving" : ""}  instance ${w.instance}${w.policies ? `  policies ${w.policies.join(", ")}` : ""}`,
     ),
   ];
 }

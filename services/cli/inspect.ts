@@ -19,6 +19,7 @@ import { AgentError } from "../../shared/runtime/errors.js";
 import { builtInTool } from "../../shared/tools/builtin/built-ins.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import { type ModelReplay, replayModels } from "./model-replay.js";
+import { isBuiltinPolicy, type RegisteredPolicies } from "../../shared/loop/policy.js";
 
 export interface ReplayReport {
   runId: string;
@@ -45,7 +46,13 @@ export interface ReplayReport {
 export async function replayRun(
   bus: ActorBus,
   runId: string,
-  options: { models?: boolean; strict?: boolean; checkpointEvery?: number } = {},
+  options: {
+    models?: boolean;
+    strict?: boolean;
+    checkpointEvery?: number;
+    /** The workers' registered policies: a run under one replays through it. */
+    policies?: RegisteredPolicies;
+  } = {},
 ): Promise<ReplayReport> {
   const read = await readLog(bus, runId);
   const records: WalRecord[] = read.records.map((r) => r.record);
@@ -56,6 +63,13 @@ export async function replayRun(
       records.length === 0 ? await whyNoWal(bus, runId) : `run '${runId}' has no WAL`,
     );
   }
+  // Without its policy the replay would fail the run at its start and mismatch at the next record.
+  const policy = first.event.spec.policy;
+  if (policy !== undefined && !isBuiltinPolicy(policy) && !options.policies?.has(policy))
+    throw new AgentError(
+      "INVALID_INPUT",
+      `run '${runId}' converges under policy '${policy}', registered in the workers: give their modules with --policy-modules (their AGENT_POLICY_MODULES)`,
+    );
   // spawn_agent is no service's: the workers' own, described as they describe it, and so is a
   // built-in tool no service describes (the workers run it in-process: AGENT_LOCAL_TOOLS). In the
   // order a worker registers them (see registerRunTools).
@@ -72,6 +86,7 @@ export async function replayRun(
     {
       tools: tools.map((t) => describeTool(t)),
       ...(options.checkpointEvery ? { checkpointEvery: options.checkpointEvery } : {}),
+      ...(options.policies ? { policies: options.policies } : {}),
     },
     { snapshots: options.strict ? "strict" : "report" },
   );

@@ -16,6 +16,8 @@ import { readSpecFile } from "./spec-file.js";
 import { healthLines, readClusterHealth } from "./cluster-health.js";
 import { out, runIdArg, withClient } from "./command-kit.js";
 import { addControlCommands } from "./control-commands.js";
+import { registerPolicies } from "../../shared/loop/policy-registry.js";
+import { loadPolicyModules } from "../../shared/runtime/policy-modules.js";
 import { checkpointLine, contracts, listRuns, openBreakers, replayRun, UNFINISHED } from "./inspect.js";
 import { repoRoot } from "../local/paths.js";
 import { auditLine, breakerLine, RUN_ID_WIDTH, runLine } from "./render.js";
@@ -29,6 +31,7 @@ interface ReplayFlags {
   models?: boolean;
   strict?: boolean;
   checkpointEvery: number;
+  policyModules?: string;
   json?: boolean;
 }
 
@@ -284,13 +287,22 @@ export function program(): Command {
       positiveInt,
       DEFAULT_CHECKPOINT_EVERY,
     )
+    .option(
+      "--policy-modules <modules>",
+      "the workers' AGENT_POLICY_MODULES (comma-separated): a run under a registered convergence policy replays through it",
+    )
     .option("--json", "the report as one JSON object (records, transitions, final hash, checkpoints, models)")
     .action((runId: string, opts: ReplayFlags) =>
       withClient(async (client) => {
+        const modules = (opts.policyModules ?? "")
+          .split(",")
+          .map((m) => m.trim())
+          .filter(Boolean);
         const report = await replayRun(client.bus, runId, {
           models: opts.models === true,
           strict: opts.strict === true,
           checkpointEvery: opts.checkpointEvery,
+          policies: registerPolicies(await loadPolicyModules(modules, process.cwd())),
         });
         if (opts.json) {
           out(JSON.stringify(report));

@@ -26,6 +26,7 @@ import type { IdGenerator } from "../../shared/runtime/ids.js";
 import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { recordAdmitted, recordRejected } from "./admission-events.js";
 import { cancelOrphans } from "./cancel.js";
+import type { WorkerPolicies } from "./worker-policies.js";
 import {
   checkPrices,
   checkPrivacy,
@@ -64,6 +65,8 @@ export class Admission {
     private readonly limits: AdmissionLimits,
     private readonly ids: IdGenerator,
     private readonly metrics?: ActorMetrics,
+    /** The policies the live workers register (absent: a registered policy is not checked). */
+    private readonly workerPolicies?: Pick<WorkerPolicies, "check">,
   ) {
     this.status = new RunStatusStore(bus.buckets.runs);
   }
@@ -102,6 +105,7 @@ export class Admission {
       }
       checkPrivacy(request);
       checkPrices(request, this.limits.prices ?? DEFAULT_PRICES);
+      await this.workerPolicies?.check(request.policy);
       await this.check(depth);
       if (request.parent) {
         await this.checkBudget(rootRunId);

@@ -15,6 +15,9 @@ export const SupervisorEnv = ActorEnv.extend({
   SUPERVISOR_TREE_ITERATION_CAP: whole(1, 10_000_000, 1_000).describe(
     "How many model calls a whole run tree may make, written as the tree's cap when its root is admitted; a run of a spent tree circuit-breaks with `GLOBAL_CAP`, and a child of one is refused with it.",
   ),
+  SUPERVISOR_WORKER_LISTEN_MS: whole(0, 600_000, 1_000).describe(
+    "How long, in milliseconds, after it starts a supervisor listens to the agent workers' beats before it decides a submit naming a registered convergence policy (one no live worker registers is refused with `INVALID_SPEC`); at least one `AGENT_BEAT_MS`.",
+  ),
   SUPERVISOR_STALL_MS: whole(0, 86_400_000, 600_000).describe(
     "How long, in milliseconds, an admission stopped midway waits for a submit to finish it: then a run left `queued` with no job fails with `ADMISSION_LOST`, and a pool slot held by a run with no status is freed; 0: never. Longer than any admission.",
   ),

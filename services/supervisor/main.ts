@@ -31,6 +31,7 @@ import { haltRun } from "./halt.js";
 import { resumeRun } from "./resume.js";
 import { registerStoreGauges } from "./store-gauges.js";
 import { answerRollCall, helloOf } from "./roll-call.js";
+import { WorkerPolicies } from "./worker-policies.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "supervisor" }));
 const env = parseEnv(SupervisorEnv, process.env);
@@ -71,6 +72,8 @@ if (env.SUPERVISOR_POOL_CAPACITY > ledgerHolds) {
 }
 // One ledger for admissions, resumes and releases alike: changes queued together share a write.
 const pool = PoolLedger.of(bus);
+const workerPolicies = new WorkerPolicies(bus.nc, bus.subjects, bus.clock, env.SUPERVISOR_WORKER_LISTEN_MS);
+workerPolicies.start();
 const admission = new Admission(
   bus,
   pool,
@@ -82,6 +85,7 @@ const admission = new Admission(
   },
   uuidIds,
   metrics,
+  workerPolicies,
 );
 const onFailure = (subject: string): void => metrics.badRequests.inc({ subject });
 const subjects = bus.subjects;
@@ -170,6 +174,7 @@ logger.info(
 );
 onShutdown(logger, async () => {
   stopping.abort();
+  workerPolicies.stop();
   await health.close();
   await Promise.all(served.map((endpoint) => endpoint.stop()));
   await bus.nc.drain();

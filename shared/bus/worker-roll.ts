@@ -12,6 +12,8 @@ export interface WorkerHeard {
   jobs: number;
   /** It said it is draining: its jobs are handed back, it takes no more. */
   leaving: boolean;
+  /** The convergence policies it registers besides the built-in ones (absent: none). */
+  policies?: string[];
 }
 
 /** The agent workers heard beating within `listenedMs`, by worker id. */
@@ -44,6 +46,7 @@ export async function listenForWorkers(
           instance: beat.instance,
           jobs: beat.jobs.length,
           leaving: beat.leaving === true,
+          ...(beat.policies?.length ? { policies: beat.policies } : {}),
         });
       } catch {
         // Not a beat this build reads: not a worker it can report.

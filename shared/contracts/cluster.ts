@@ -173,6 +173,11 @@ export const WorkerBeat = z.object({
   jobs: z.array(z.string().startsWith("$JS.ACK.")).max(1_000),
   /** On the last beat of a worker that drained: it handed its jobs back. */
   leaving: z.boolean().optional(),
+  /**
+   * The convergence policies it registers besides the built-in ones: the supervisor admits a run
+   * naming one only when every live worker registers it.
+   */
+  policies: z.array(z.string().min(1).max(64)).max(1_000).optional(),
 });
 export type WorkerBeat = z.infer<typeof WorkerBeat>;
 

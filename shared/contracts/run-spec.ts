@@ -28,6 +28,15 @@ export const RepairControl = z.object({
 });
 export type RepairControl = z.infer<typeof RepairControl>;
 
+/**
+ * The convergence policy a run asks for: `gates` (verifiers and critic), `verifiers`,
+ * `neverConverges`, or one an agent worker registers (see docs/control-policies.md).
+ */
+export const PolicyName = z
+  .string()
+  .regex(/^[A-Za-z][A-Za-z0-9_.-]{0,63}$/, "a policy name is 1-64 of A-Za-z0-9_.- starting with a letter");
+export type PolicyName = z.infer<typeof PolicyName>;
+
 export const Resources = z.object({
   maxIterations: z.number().int().positive().default(20),
   maxToolCalls: z.number().int().nonnegative().default(50),
@@ -141,17 +150,33 @@ export const RunSpecShape = z.object({
   task: Task,
   agent: AgentManifest,
   critic: CriticSpec.optional(),
+  policy: PolicyName.optional(),
 });
 
+/**
+ * Convergence is explicit: `gates` (the default) needs verifiers or a critic, `verifiers` needs
+ * verifiers; `neverConverges` and a worker's registered policy need neither (the supervisor checks
+ * that a live worker registers the latter).
+ */
 export function requireConvergence(
-  spec: { task: { verifiers?: unknown[] | undefined }; critic?: unknown },
+  spec: { task: { verifiers?: unknown[] | undefined }; critic?: unknown; policy?: string | undefined },
   ctx: z.RefinementCtx,
 ): void {
-  if ((spec.task.verifiers?.length ?? 0) === 0 && spec.critic === undefined) {
+  const verifiers = (spec.task.verifiers?.length ?? 0) > 0;
+  const policy = spec.policy ?? "gates";
+  if (policy === "gates" && !verifiers && spec.critic === undefined) {
     ctx.addIssue({
       code: "custom",
       path: ["task", "verifiers"],
-      message: "no convergence policy: give task.verifiers or a critic",
+      message:
+        'no convergence policy: give task.verifiers or a critic, or name one (policy: "neverConverges" ends only through the bounds)',
+    });
+  }
+  if (policy === "verifiers" && !verifiers) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["task", "verifiers"],
+      message: 'policy "verifiers" converges on verifiers only: give task.verifiers, or another policy',
     });
   }
 }

@@ -8,6 +8,7 @@ import { onModelResponse, recordActResult } from "./act.js";
 import { Draft } from "./draft.js";
 import { initialGuardState, type GuardLimits } from "./guard.js";
 import { requestModel } from "./model-step.js";
+import { namedPolicy } from "./policy.js";
 import { planHash, readySet, singleTaskPlan, validatePlan } from "./plan.js";
 import {
   DEFAULT_CHECKPOINT_EVERY,
@@ -96,6 +97,12 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
   );
   if (!validation.ok) {
     fail(d, config, "planInvalid", validation.errors.join("; "));
+    return d.finish(event);
+  }
+  // The supervisor admits a registered policy only when the live workers register it; a worker
+  // started since without it fails the run here, before anything is done, rather than guess.
+  if (!config.policy && !namedPolicy(spec, config.policies)) {
+    fail(d, config, "unknownPolicy", `policy '${spec.policy ?? ""}' is not registered in this worker`);
     return d.finish(event);
   }
   d.enter("DECOMPOSE", undefined, { ready: readySet(plan, new Set(), new Set(), 1) });

@@ -18,7 +18,7 @@ const FINISH_SPEC: ToolSpec = {
 };
 
 export function policyOf(state: LoopState, config: LoopConfig): ConvergencePolicy {
-  return config.policy ?? policyFromSpec(state.spec);
+  return config.policy ?? policyFromSpec(state.spec, config.policies);
 }
 
 export function viewOf(s: LoopState): PolicyView {
@@ -35,9 +35,10 @@ export function viewOf(s: LoopState): PolicyView {
 
 /** Consults the policy; on convergence the run commits and the caller must stop. */
 export function convergedNow(d: Draft, config: LoopConfig): boolean {
-  const decision = policyOf(d.state, config).evaluate(viewOf(d.state));
+  const policy = policyOf(d.state, config);
+  const decision = policy.evaluate(viewOf(d.state));
   if (!decision.converged) return false;
-  commit(d, decision.reason);
+  commit(d, decision.reason, policy.name);
   return true;
 }
 

@@ -33,15 +33,27 @@ export interface PolicyDecision {
 /**
  * The authority on COMMIT. It is consulted before each model call, after each model response
  * (before any tool runs) and after verification; the model's own "I'm done" is only a proposal.
+ * A policy must be a pure function of the view: a run is replayed from its log through it.
  */
 export interface ConvergencePolicy {
   readonly name: string;
   evaluate(view: PolicyView): PolicyDecision;
 }
 
-/** The default: nothing converges by accident. A run under it ends only through its bounds. */
+/** The policies every worker knows, by the name a RunSpec's `policy` gives them. */
+export const BUILTIN_POLICIES = ["gates", "verifiers", "neverConverges"] as const;
+export type BuiltinPolicy = (typeof BUILTIN_POLICIES)[number];
+
+export function isBuiltinPolicy(name: string): name is BuiltinPolicy {
+  return (BUILTIN_POLICIES as readonly string[]).includes(name);
+}
+
+/** Policies an operator registered in a worker, by name (see registerPolicies). */
+export type RegisteredPolicies = ReadonlyMap<string, ConvergencePolicy>;
+
+/** Nothing converges by accident: a run under it ends only through its bounds. */
 export const neverConverges: ConvergencePolicy = {
-  name: "never",
+  name: "neverConverges",
   evaluate: () => ({ converged: false, reason: "the default policy never converges" }),
 };
 
@@ -81,10 +93,13 @@ export function evaluateGates(rubric: Rubric, verdict: CriticVerdict): GateResul
   };
 }
 
-/** Converges when every verifier passed and, with a critic, every quality gate did too. */
-export function gatePolicy(rubric: Rubric | undefined): ConvergencePolicy {
+/**
+ * Converges when every verifier passed and, with a rubric (a critic), every quality gate did too.
+ * Without a rubric it is the `verifiers` policy: a critic's verdict, if any, is not read.
+ */
+export function gatePolicy(rubric: Rubric | undefined, name = "gates"): ConvergencePolicy {
   return {
-    name: rubric ? "verifiers+critic" : "verifiers",
+    name,
     evaluate(view) {
       if (!view.verification) return { converged: false, reason: "not verified yet" };
       const failed = view.verification.filter((r) => !r.passed);
@@ -107,9 +122,30 @@ export function criticRubric(spec: RunSpec): Rubric | undefined {
   return spec.critic.rubric ?? spec.task.rubric ?? DEFAULT_RUBRIC;
 }
 
-/** The policy a RunSpec asks for; a spec without verifiers or critic gets the one that never converges. */
-export function policyFromSpec(spec: RunSpec): ConvergencePolicy {
-  const hasVerifiers = (spec.task.verifiers?.length ?? 0) > 0;
-  if (!hasVerifiers && !spec.critic) return neverConverges;
-  return gatePolicy(criticRubric(spec));
+/**
+ * The policy a RunSpec names, built in or registered; undefined for a name this worker does not
+ * register. No name is `gates`, which for a spec without verifiers or critic never converges.
+ */
+export function namedPolicy(
+  spec: RunSpec,
+  registered: RegisteredPolicies = new Map(),
+): ConvergencePolicy | undefined {
+  const name = spec.policy ?? "gates";
+  switch (name) {
+    case "gates": {
+      const hasVerifiers = (spec.task.verifiers?.length ?? 0) > 0;
+      return !hasVerifiers && !spec.critic ? neverConverges : gatePolicy(criticRubric(spec));
+    }
+    case "verifiers":
+      return gatePolicy(undefined, "verifiers");
+    case "neverConverges":
+      return neverConverges;
+    default:
+      return registered.get(name);
+  }
+}
+
+/** The policy a RunSpec asks for; one the worker does not register never converges (the run fails at its start). */
+export function policyFromSpec(spec: RunSpec, registered?: RegisteredPolicies): ConvergencePolicy {
+  return namedPolicy(spec, registered) ?? neverConverges;
 }

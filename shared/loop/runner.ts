@@ -7,12 +7,14 @@ import type { IdGenerator } from "../runtime/ids.js";
 import type { Logger } from "../runtime/logger.js";
 import { startRun, transition } from "./fsm.js";
 import { EffectPerformer, type PerformerDeps } from "./performer.js";
-import type { ConvergencePolicy } from "./policy.js";
+import type { ConvergencePolicy, RegisteredPolicies } from "./policy.js";
 import type { AwaitingEffect, Effect, LoopConfig, LoopState, Transition } from "./state.js";
 
 export interface RunnerDeps extends PerformerDeps {
   ids: IdGenerator;
   policy?: ConvergencePolicy;
+  /** Policies a RunSpec's `policy` may name besides the built-in ones (see registerPolicies). */
+  policies?: RegisteredPolicies;
   checkpointEvery?: number;
   /** Every effect as it happens (WAL records, audit events): the live event stream. */
   onEffect?: (effect: Effect) => void;
@@ -53,6 +55,7 @@ export class LoopRunner {
     return {
       tools: this.deps.registry.descriptors(),
       ...(this.deps.policy ? { policy: this.deps.policy } : {}),
+      ...(this.deps.policies ? { policies: this.deps.policies } : {}),
       ...(this.deps.checkpointEvery !== undefined ? { checkpointEvery: this.deps.checkpointEvery } : {}),
     };
   }

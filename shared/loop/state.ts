@@ -8,7 +8,7 @@ import type { AuditEvent } from "../contracts/audit.js";
 import type { ToolApproval, ToolDescriptor } from "../contracts/tool.js";
 import type { GuardLimits, GuardState } from "./guard.js";
 import type { Plan } from "./plan.js";
-import type { ConvergencePolicy, Signal } from "./policy.js";
+import type { ConvergencePolicy, RegisteredPolicies, Signal } from "./policy.js";
 import type { RepairAttempt } from "./repair.js";
 import type { ControllerState } from "./repair-controller.js";
 import type { CompensationPlan, CompletedAction } from "./saga.js";
@@ -222,6 +222,8 @@ export interface LoopConfig {
   tools: readonly ToolDescriptor[];
   /** The convergence authority; defaults to the one the RunSpec asks for. */
   policy?: ConvergencePolicy;
+  /** Policies the worker registers, which a RunSpec's `policy` may name besides the built-in ones. */
+  policies?: RegisteredPolicies;
   /** Consider a checkpoint every N model responses (written only once it is worth it). */
   checkpointEvery?: number;
   maxOutputBytes?: number;

@@ -51,8 +51,11 @@ function seal(d: Draft, terminal: Terminal): void {
   d.wal({ type: "TERMINAL", outcome, reason, artifactHash, artifact });
 }
 
-/** COMMIT: the result with its provenance and a sha256 over both; the Q/A pair goes to memory. */
-export function commit(d: Draft, reason: string): void {
+/**
+ * COMMIT: the result with its provenance and a sha256 over both; the Q/A pair goes to memory.
+ * `policy` names the convergence policy that decided (absent when a human approved).
+ */
+export function commit(d: Draft, reason: string, policy?: string): void {
   const s = d.state;
   d.settle();
   s.queue = [];
@@ -69,7 +72,7 @@ export function commit(d: Draft, reason: string): void {
   d.audit("run.committed", "passed", {
     reason,
     artifacts: [artifact.contentHash],
-    data: { output: s.output },
+    data: { output: s.output, ...(policy ? { policy } : {}) },
   });
   d.emit(commitMemory(s));
 }

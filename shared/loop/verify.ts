@@ -155,7 +155,8 @@ export function onCriticVerdict(
  */
 function decide(d: Draft, config: LoopConfig, defects: Defect[], hints: string[]): void {
   const s = d.state;
-  const decision = policyOf(s, config).evaluate(viewOf(s));
+  const policy = policyOf(s, config);
+  const decision = policy.evaluate(viewOf(s));
   const assessed = assessConfidence(s, decision.converged);
   if (assessed) {
     d.audit("confidence.assessed", DISPOSITION_STATUS[assessed.disposition], {
@@ -164,13 +165,16 @@ function decide(d: Draft, config: LoopConfig, defects: Defect[], hints: string[]
   }
   const disposition = assessed?.disposition ?? (decision.converged ? "commit" : "repair");
   if (disposition === "commit") {
-    if (s.spec.task.requiresApproval) requestApproval(d, "commit", decision.reason);
-    else commit(d, decision.reason);
+    if (s.spec.task.requiresApproval) requestApproval(d, "commit", decision.reason, { policy: policy.name });
+    else commit(d, decision.reason, policy.name);
     return;
   }
   if (disposition === "review" && assessed) {
     const reason = `confidence ${assessed.confidence} is below autoCommitAt ${assessed.autoCommitAt}`;
-    requestApproval(d, "commit", reason, reviewData(s, assessed.confidence, "confidence"));
+    requestApproval(d, "commit", reason, {
+      ...reviewData(s, assessed.confidence, "confidence"),
+      policy: policy.name,
+    });
     return;
   }
   const why =

@@ -141,6 +141,20 @@ describe("nats.conf: least privilege per actor kind", () => {
     expect(heard).toEqual([subjects.workerBeat("from-agent")]);
   });
 
+  it("the supervisor hears the workers' beats: a registered convergence policy is checked against them", async () => {
+    const heard: string[] = [];
+    const supervisor = await as("supervisor");
+    const sub = supervisor.subscribe(subjects.workerBeatAll(), {
+      callback: (err, msg) => void heard.push(err ? `refused: ${err.message}` : msg.subject),
+    });
+    await supervisor.flush();
+    const agent = await as("agent");
+    agent.publish(subjects.workerBeat("w-1"), "{}");
+    await agent.flush();
+    await expect.poll(() => heard, { timeout: 2_000 }).toEqual([subjects.workerBeat("w-1")]);
+    sub.unsubscribe();
+  });
+
   it("only the supervisor writes agents-pool", async () => {
     const bucket = subjects.buckets().pool;
     for (const kind of KINDS.filter((k) => k !== "supervisor")) {
