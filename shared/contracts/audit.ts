@@ -19,6 +19,8 @@ export const AUDIT_KINDS = [
   "critic.requested",
   "critic.verdict",
   "repair.started",
+  "plan.node.started",
+  "plan.node.finished",
   "approval.requested",
   "approval.decided",
   "compensation.started",

@@ -3,6 +3,7 @@ import { Capability, DEFAULT_PRIVACY, PrivacyTier } from "./capability.js";
 import { JsonObject, RunId, SchemaVersion } from "./common.js";
 import { ModelRef } from "./model.js";
 import { CriticCheck, Rubric, Verifier } from "./rubric.js";
+import { requireSoundPlan, TaskPlan } from "./task-plan.js";
 
 export const Resources = z.object({
   maxIterations: z.number().int().positive().default(20),
@@ -28,6 +29,8 @@ export const Task = z.object({
   rubric: Rubric.optional(),
   verifiers: z.array(Verifier).optional(),
   requiresApproval: z.boolean().optional(),
+  /** A DAG of nodes run as child runs (see shared/loop/dag.ts); absent: the agent does the task itself. */
+  plan: TaskPlan.optional(),
 });
 export type Task = z.infer<typeof Task>;
 
@@ -78,6 +81,6 @@ export function requireConvergence(
   }
 }
 
-export const RunSpec = RunSpecShape.superRefine(requireConvergence);
+export const RunSpec = RunSpecShape.superRefine(requireConvergence).superRefine(requireSoundPlan);
 export type RunSpec = z.infer<typeof RunSpec>;
 export type RunSpecInput = z.input<typeof RunSpec>;

@@ -7,7 +7,9 @@ import { onModelResponse, recordActResult } from "./act.js";
 import { Draft } from "./draft.js";
 import { initialGuardState, type GuardLimits } from "./guard.js";
 import { requestModel } from "./model-step.js";
-import { planHash, readySet, singleTaskPlan, validatePlan } from "./plan.js";
+import { onPlanRound, startPlan } from "./dag.js";
+import { isPlanRound } from "./dag-progress.js";
+import { planHash, planOfSpec, readySet, singleTaskPlan, validatePlan } from "./plan.js";
 import {
   DEFAULT_CHECKPOINT_EVERY,
   DEFAULT_MEMORY_LIMIT,
@@ -82,7 +84,10 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
   };
   const d = new Draft(initial, event.at);
   d.wal({ type: "EVENT", event });
-  const plan = singleTaskPlan(spec.task.prompt, spec.agent.tools, limits.maxIterations);
+  const given = spec.task.plan;
+  const plan = given
+    ? planOfSpec(given, spec.agent.tools)
+    : singleTaskPlan(spec.task.prompt, spec.agent.tools, limits.maxIterations);
   const hash = planHash(plan);
   d.state.plan = plan;
   d.state.planHash = hash;
@@ -96,7 +101,7 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
     fail(d, config, "planInvalid", validation.errors.join("; "));
     return d.finish(event);
   }
-  d.enter("DECOMPOSE", undefined, { ready: readySet(plan, new Set(), new Set(), 1) });
+  d.enter("DECOMPOSE", undefined, { ready: readySet(plan, new Set(), new Set(), given?.maxParallel ?? 1) });
   d.enter("RETRIEVE");
   d.await(
     {
@@ -235,7 +240,8 @@ function onMemories(d: Draft, config: LoopConfig, memories: string[]): void {
   }
   d.audit("memory.recalled", "passed", { data: { count: memories.length } });
   d.enter("ACT");
-  requestModel(d, config);
+  if (s.spec.task.plan) startPlan(d, config);
+  else requestModel(d, config);
 }
 
 function onToolOutcome(
@@ -260,6 +266,8 @@ function onToolOutcome(
   if (pending.purpose === "compensate") return recordCompensation(d, config, ok, detail);
   if (pending.purpose === "verify")
     return recordToolVerifier(d, config, ok, ok ? event.output : undefined, detail ?? "");
+  if (isPlanRound(s, pending.actionId))
+    return onPlanRound(d, config, ok, ok ? event.output : undefined, detail ?? "");
   if (ok) return recordActResult(d, config, true, event.output, event.signals ?? []);
   return recordActResult(d, config, false, `error ${detail ?? ""}`, [], event.error.code);
 }

@@ -7,6 +7,7 @@ import type { ActionPurpose, WalRecord } from "../contracts/wal.js";
 import type { AuditEvent } from "../contracts/audit.js";
 import type { ToolApproval, ToolDescriptor } from "../contracts/tool.js";
 import type { GuardLimits, GuardState } from "./guard.js";
+import type { DagProgress } from "./dag-progress.js";
 import type { Plan } from "./plan.js";
 import type { ConvergencePolicy, Signal } from "./policy.js";
 import type { RepairAttempt } from "./repair.js";
@@ -150,6 +151,8 @@ export interface LoopState {
   messages: Message[];
   plan: Plan | null;
   planHash: string | null;
+  /** A spec's `task.plan` under way: which nodes committed, with what, and which run now. */
+  dag?: DagProgress;
   /** The current candidate answer. */
   output: string;
   /** Model responses so far. */
