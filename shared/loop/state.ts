@@ -14,26 +14,36 @@ import type { RepairAttempt } from "./repair.js";
 import type { CompensationPlan, CompletedAction } from "./saga.js";
 import type { VerifierResult } from "./verifiers.js";
 
-/** What the loop asks its shell to do. Effects run in order; at most one awaits an answer. */
+/**
+ * What the loop asks its shell to do. Effects run in order; at most one awaits an answer (a tool
+ * call may bring the later calls of its batch, run alongside it: see act-batch.ts).
+ */
 export type Effect =
   | { type: "wal"; record: WalRecord }
   | { type: "audit"; event: AuditEvent }
   | { type: "recallMemory"; namespace: string; query: string; limit: number }
   | { type: "storeMemory"; namespace: string; text: string }
   | { type: "callModel"; requestId: string; request: ModelRequest }
-  | {
-      type: "callTool";
-      actionId: string;
-      tool: string;
-      input: unknown;
-      idempotencyKey: string;
-      purpose: ActionPurpose;
-      timeoutMs: number;
-      /** A human's approval the tool asked for (APPROVAL_REQUIRED), sent along with the call. */
-      approval?: ToolApproval;
-    }
+  | ToolCallEffect
   | { type: "critique"; request: CriticRequest }
   | { type: "requestApproval"; reason: string };
+
+export interface ToolCallEffect {
+  type: "callTool";
+  actionId: string;
+  tool: string;
+  input: unknown;
+  idempotencyKey: string;
+  purpose: ActionPurpose;
+  timeoutMs: number;
+  /** A human's approval the tool asked for (APPROVAL_REQUIRED), sent along with the call. */
+  approval?: ToolApproval;
+  /**
+   * The later calls of its batch (see act-batch.ts), their INTENTs logged with this one's: the
+   * shell may run them at the same time as this one, and keeps their outcomes for their turns.
+   */
+  concurrent?: ToolCallEffect[];
+}
 
 export type AwaitingEffect = Extract<
   Effect,
@@ -159,6 +169,8 @@ export interface LoopState {
   step: number;
   /** Tool calls of the current response still to run. */
   queue: ToolCall[];
+  /** Calls of the current batch whose INTENTs are logged, each awaited in its turn (see act-batch.ts). */
+  batched?: { effect: ToolCallEffect; pending: Extract<Pending, { kind: "tool" }> }[];
   /** Tool verifiers still to run, by index into task.verifiers. */
   verifyQueue: number[];
   pending: Pending | null;

@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import type { RunSpecInput } from "../../shared/contracts/run-spec.js";
+import { replay } from "../../shared/loop/replay.js";
+import { systemClock } from "../../shared/runtime/clock.js";
+import { defineTool, describeTool } from "../../shared/tools/tool.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
 import { json, startServer, type Handler, type TestServer } from "../helpers/http-server.js";
 
 /**
@@ -208,4 +213,89 @@ describe("task.plan on the cluster: DAG plans executed as child runs", () => {
     });
     expect(await suite.client.status.get("dag-cyclic")).toBeUndefined();
   }, 30_000);
+});
+
+/**
+ * Tools served from the test process that count their calls in flight: `lookup` is idempotent with
+ * nothing to undo, `record` is not idempotent. Each call notes which INTENTs of its run's log are
+ * there when it arrives.
+ */
+function probeTools(): {
+  tools: ReturnType<typeof probe>[];
+  peak: Record<string, number>;
+  intentsSeen: string[][];
+} {
+  const peak: Record<string, number> = { lookup: 0, record: 0 };
+  const inFlight: Record<string, number> = { lookup: 0, record: 0 };
+  const intentsSeen: string[][] = [];
+  function probe(name: "lookup" | "record", idempotent: boolean) {
+    return defineTool({
+      name,
+      description: `${name}: a probe that takes 400 ms`,
+      input: z.object({ key: z.string() }),
+      capability: { kind: "compute" },
+      reversibility: idempotent ? "pure" : "irreversible",
+      idempotent,
+      execute: async (input, ctx) => {
+        inFlight[name] = (inFlight[name] ?? 0) + 1;
+        peak[name] = Math.max(peak[name] ?? 0, inFlight[name] ?? 0);
+        if (name === "lookup") {
+          const wal = (await suite.wal(ctx.runId)).map((r) => r.record);
+          intentsSeen.push(
+            wal.flatMap((r) => (r.type === "INTENT" && r.tool === "lookup" ? [r.actionId] : [])),
+          );
+        }
+        await systemClock.sleep(400);
+        inFlight[name] = (inFlight[name] ?? 1) - 1;
+        return { output: `${name} ${input.key}` };
+      },
+    });
+  }
+  return { tools: [probe("lookup", true), probe("record", false)], peak, intentsSeen };
+}
+
+describe("tool calls of one model response on the cluster", () => {
+  it("CTL-5 concurrent idempotent calls overlap, their INTENTs durable together before any runs, while non-idempotent ones run one at a time; replay gives the same log", async () => {
+    const { tools, peak, intentsSeen } = probeTools();
+    const served = tools.map((tool) => suite.serveTool(tool));
+    try {
+      const calls = [
+        ...["k1", "k2", "k3"].map((key) => ({ name: "lookup", input: { key } })),
+        ...["r1", "r2"].map((key) => ({ name: "record", input: { key } })),
+      ];
+      const { runId } = await suite.client.submit(
+        spec({
+          script: [{ toolCalls: calls }, { toolCalls: [{ name: "finish", input: { answer: "looked up" } }] }],
+          tools: ["lookup", "record"],
+        }),
+      );
+      const status = await suite.waitFor(runId, settled, 30_000);
+      expect(status.status, JSON.stringify(status.terminal)).toBe("committed");
+      expect(peak).toEqual({ lookup: 3, record: 1 });
+      // Every lookup found the three lookups' INTENTs in the log when it arrived.
+      expect(intentsSeen).toEqual(Array(3).fill(["act-1", "act-2", "act-3"]));
+      const wal = (await suite.wal(runId)).map((r) => r.record);
+      const order = wal.flatMap((r) =>
+        r.type === "INTENT" ? [`I ${r.tool}`] : r.type === "COMPLETE" ? [`C ${r.event.actionId}`] : [],
+      );
+      expect(order).toEqual([
+        "I lookup",
+        "I lookup",
+        "I lookup",
+        "C act-1",
+        "C act-2",
+        "C act-3",
+        "I record",
+        "C act-4",
+        "I record",
+        "C act-5",
+      ]);
+      // The log replays to the same records, the batch's outcomes taken in the model's order.
+      const replayed = replay(wal, { tools: tools.map(describeTool) });
+      expect(replayed.state.status).toBe("committed");
+      expect(replayed.unwritten).toEqual([]);
+    } finally {
+      served.forEach((s) => s.stop());
+    }
+  }, 60_000);
 });
