@@ -40,8 +40,8 @@ export class FanOutHandler {
       actionId: effect.actionId,
       error: error.toBody(),
     });
-    // A plan's round is the submitter's plan, not the model's call: it needs no spawn grant, and
-    // the cluster's depth limit (at each child's admission) bounds it.
+    // A plan's round is the runtime's, asked for by the submitter's task.plan, not a model's call:
+    // it needs no spawn grant; the cluster's depth limit (at each child's admission) bounds it.
     const planned = isPlanRound(state, effect.actionId);
     const grant = findGrant(state.spec.agent.capabilities, { kind: "spawn" });
     if (!planned && grant?.kind !== "spawn") {

@@ -19,6 +19,7 @@ export const AUDIT_KINDS = [
   "critic.requested",
   "critic.verdict",
   "repair.started",
+  "plan.proposed",
   "plan.node.started",
   "plan.node.finished",
   "approval.requested",

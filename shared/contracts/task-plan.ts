@@ -22,13 +22,20 @@ export const PlanNode = z.object({
 });
 export type PlanNode = z.infer<typeof PlanNode>;
 
-export const TaskPlan = z.object({
-  nodes: z.array(PlanNode).min(1).max(MAX_PLAN_NODES),
-  /** Nodes running at once, at most (1: one after another). */
-  maxParallel: z.number().int().min(1).max(MAX_PLAN_PARALLEL).default(1),
-  /** A node whose child failed: the run fails (`fail`), or the node runs again, spending a repair (`repair`). */
-  onNodeFailure: z.enum(["fail", "repair"]).default("fail"),
-});
+export const TaskPlan = z
+  .object({
+    /** The nodes; absent when the agent's model proposes them (`propose`). */
+    nodes: z.array(PlanNode).min(1).max(MAX_PLAN_NODES).optional(),
+    /** The agent's model proposes the nodes in PLAN, checked as given ones are (see plan-proposal.ts). */
+    propose: z.boolean().optional(),
+    /** Nodes running at once, at most (1: one after another). */
+    maxParallel: z.number().int().min(1).max(MAX_PLAN_PARALLEL).default(1),
+    /** A node whose child failed: the run fails (`fail`), or the node runs again, spending a repair (`repair`). */
+    onNodeFailure: z.enum(["fail", "repair"]).default("fail"),
+  })
+  .refine((p) => (p.nodes !== undefined) !== (p.propose === true), {
+    message: "give task.plan either nodes, or propose: true for the agent's model to propose them",
+  });
 export type TaskPlan = z.infer<typeof TaskPlan>;
 
 /**
@@ -44,9 +51,9 @@ export function requireSoundPlan(
   ctx: z.RefinementCtx,
 ): void {
   const plan = spec.task.plan;
-  if (!plan) return;
+  if (!plan?.nodes) return;
   const { maxIterations, maxCostUsd } = spec.agent.resources;
-  const validation = validatePlan(planOfSpec(plan, spec.agent.tools), spec.agent.tools, {
+  const validation = validatePlan(planOfSpec({ nodes: plan.nodes }, spec.agent.tools), spec.agent.tools, {
     maxIterations,
     maxCostUsd,
   });

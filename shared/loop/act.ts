@@ -69,7 +69,7 @@ export function onModelResponse(d: Draft, config: LoopConfig, response: ModelRes
 }
 
 /** Usage, cost and truncation; returns false when the guard broke the loop. */
-function accountFor(d: Draft, config: LoopConfig, response: ModelResponse): boolean {
+export function accountFor(d: Draft, config: LoopConfig, response: ModelResponse): boolean {
   const s = d.state;
   for (const check of [
     () => recordUsage(s.guard, s.limits, response.usage),

@@ -8,15 +8,11 @@ import { Draft } from "./draft.js";
 import { initialGuardState, type GuardLimits } from "./guard.js";
 import { requestModel } from "./model-step.js";
 import { onPlanRound, startPlan } from "./dag.js";
+import { decompose } from "./decompose.js";
+import { onPlanProposed, requestPlan } from "./plan-proposal.js";
 import { isPlanRound } from "./dag-progress.js";
-import { planHash, planOfSpec, readySet, singleTaskPlan, validatePlan } from "./plan.js";
-import {
-  DEFAULT_CHECKPOINT_EVERY,
-  DEFAULT_MEMORY_LIMIT,
-  type LoopConfig,
-  type LoopState,
-  type Transition,
-} from "./state.js";
+import { planHash, planOfSpec, singleTaskPlan, validatePlan } from "./plan.js";
+import { DEFAULT_CHECKPOINT_EVERY, type LoopConfig, type LoopState, type Transition } from "./state.js";
 import { cancel, fail, halt, recordCompensation } from "./terminal.js";
 import { onApproval, onCriticVerdict, recordToolVerifier, repair } from "./verify.js";
 import { onToolApproval, requestToolApproval } from "./tool-approval.js";
@@ -85,8 +81,14 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
   const d = new Draft(initial, event.at);
   d.wal({ type: "EVENT", event });
   const given = spec.task.plan;
-  const plan = given
-    ? planOfSpec(given, spec.agent.tools)
+  if (given?.propose) {
+    // The model proposes the plan: PLAN waits on it, and DECOMPOSE follows its adoption.
+    d.enter("PLAN", "run started", { planProposed: true });
+    requestPlan(d, config);
+    return d.finish(event);
+  }
+  const plan = given?.nodes
+    ? planOfSpec({ nodes: given.nodes }, spec.agent.tools)
     : singleTaskPlan(spec.task.prompt, spec.agent.tools, limits.maxIterations);
   const hash = planHash(plan);
   d.state.plan = plan;
@@ -101,17 +103,7 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
     fail(d, config, "planInvalid", validation.errors.join("; "));
     return d.finish(event);
   }
-  d.enter("DECOMPOSE", undefined, { ready: readySet(plan, new Set(), new Set(), given?.maxParallel ?? 1) });
-  d.enter("RETRIEVE");
-  d.await(
-    {
-      type: "recallMemory",
-      namespace: spec.agent.name,
-      query: spec.task.prompt,
-      limit: config.memoryLimit ?? DEFAULT_MEMORY_LIMIT,
-    },
-    { kind: "memory" },
-  );
+  decompose(d, config);
   return d.finish(event);
 }
 
@@ -151,6 +143,7 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
       return onMemories(d, config, event.memories);
     case "modelResponded":
       if (pending?.kind !== "model" || pending.requestId !== event.requestId) throw invalid(state, event);
+      if (state.phase === "PLAN") return onPlanProposed(d, config, event.response);
       return onModelResponse(d, config, event.response);
     case "modelFailed":
       if (pending?.kind !== "model" || pending.requestId !== event.requestId) throw invalid(state, event);

@@ -45,6 +45,7 @@ interface ModelServer extends AsyncDisposable {
 async function modelServer(
   delayMs: Record<string, number>,
   fail: (node: string, attempt: number) => boolean = () => false,
+  proposals: unknown[] = [],
 ): Promise<ModelServer> {
   const served: Served[] = [];
   const asked = new Map<string, number>();
@@ -52,6 +53,20 @@ async function modelServer(
   let peak = 0;
   const handler: Handler = (req, res) => {
     const chat = JSON.parse(req.body) as Chat;
+    const system = chat.messages.find((m) => m.role === "system")?.content ?? "";
+    // The run's PLAN asks for its plan: the next proposal, as JSON text.
+    if (system.includes("plan it as a dependency graph")) {
+      const content = JSON.stringify(proposals.shift() ?? {});
+      json(res, 200, {
+        id: "chatcmpl-plan",
+        object: "chat.completion",
+        created: Math.floor(Date.now() / 1000),
+        model: "local",
+        choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 40, completion_tokens: 40, total_tokens: 80 },
+      });
+      return;
+    }
     const prompt = chat.messages.find((m) => m.role === "user")?.content ?? "";
     const node = /^node (\w+):/.exec(prompt)?.[1] ?? "?";
     const attempt = (asked.get(node) ?? 0) + 1;
@@ -100,7 +115,7 @@ function planSpec(
     task: {
       prompt: "Write the report by its plan",
       verifiers: [{ kind: "regex", pattern: "^final" }],
-      plan: plan as NonNullable<RunSpecInput["task"]["plan"]>,
+      plan: plan,
     },
     agent: {
       name: "planner",
@@ -196,6 +211,34 @@ describe("task.plan on the cluster: DAG plans executed as child runs", () => {
       .map((e) => e.data as { node: string; runId: string })
       .filter((s) => s.node === "b");
     expect(new Set(bChildren.map((s) => s.runId)).size).toBe(2);
+  }, 90_000);
+
+  it("CTL-5 a plan the model proposes in PLAN is checked as a given one (a cyclic proposal is asked again), then runs as child runs", async () => {
+    const cyclic = {
+      nodes: [
+        { id: "a", prompt: "node a", dependsOn: ["b"] },
+        { id: "b", prompt: "node b", dependsOn: ["a"] },
+      ],
+    };
+    await using model = await modelServer({}, () => false, [cyclic, { nodes: DIAMOND }]);
+    const { runId } = await suite.client.submit(
+      planSpec(model.server.url, { propose: true, maxParallel: 2 }),
+    );
+    const status = await suite.waitFor(runId, settled, 60_000);
+    expect(status.status, JSON.stringify(status.terminal)).toBe("committed");
+    expect(status.terminal?.output).toBe("final (out-b out-c)");
+    const audit = await suite.audit(runId);
+    const proposed = ofKind(audit, "plan.proposed");
+    expect(proposed.map((e) => e.status)).toEqual(["failed", "passed"]);
+    expect(proposed[0]?.reason).toMatch(/dependency cycle among: a, b/);
+    expect(ofKind(audit, "plan.node.started").map((e) => (e.data as { node: string }).node)).toEqual([
+      "a",
+      "b",
+      "c",
+      "d",
+    ]);
+    // The nodes' children asked the model once each; PLAN asked it twice.
+    expect(model.served.map((s) => s.node).sort()).toEqual(["a", "b", "c", "d"]);
   }, 90_000);
 
   it("CTL-5 a cyclic plan is refused at submit with INVALID_SPEC naming the cycle", async () => {

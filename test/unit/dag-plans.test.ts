@@ -170,6 +170,63 @@ describe("DAG plans: the pure core runs task.plan as rounds of child runs", () =
   });
 });
 
+describe("DAG plans: a plan the model proposes in PLAN", () => {
+  const answer = (text: string) => ({
+    text,
+    toolCalls: [],
+    stopReason: "endTurn" as const,
+    usage: { inputTokens: 10, outputTokens: 10 },
+    costUsd: 0,
+    model: "m",
+  });
+  const model = (run: Drive) => {
+    const awaiting = run.current.state.awaiting;
+    if (awaiting?.type !== "callModel") throw new Error("not asking the model");
+    return awaiting;
+  };
+
+  it("is asked for with no tools, checked as a given plan is, asked again when unsound, then run as rounds", () => {
+    const run = new Drive(planned({ propose: true, maxParallel: 2 }, { resources: { maxRepairs: 1 } }));
+    const first = model(run);
+    expect(first.request.tools).toEqual([]);
+    expect(first.request.system).toMatch(/Reply with JSON only[\s\S]*tools among: echo\./);
+    const cyclic = {
+      nodes: [
+        { id: "x", prompt: "p", dependsOn: ["y"] },
+        { id: "y", prompt: "p", dependsOn: ["x"] },
+      ],
+    };
+    run.send({
+      type: "modelResponded",
+      requestId: first.requestId,
+      response: answer(JSON.stringify(cyclic)),
+    });
+    const again = model(run);
+    expect(again.request.messages.at(-1)?.content).toMatch(
+      /That plan cannot run: dependency cycle among: x, y/,
+    );
+    const diamond = { nodes: DIAMOND.nodes };
+    const fenced = "Here it is:\n```json\n" + JSON.stringify(diamond) + "\n```";
+    run.send({ type: "modelResponded", requestId: again.requestId, response: answer(fenced) });
+    expect(run.current.state.phase).toBe("RETRIEVE");
+    run.send({ type: "memoryRecalled", memories: [] });
+    expect(run.current.state.dag?.round).toEqual(["a"]);
+    run.fanIn();
+    run.fanIn();
+    run.fanIn();
+    expect(run.current.state).toMatchObject({ status: "committed", output: "out-d" });
+    const again2 = replay(run.records, config);
+    expect(again2.state.transitionHash).toBe(run.current.state.transitionHash);
+  });
+
+  it("past maxRepairs of unsound proposals, the run fails with planInvalid", () => {
+    const run = new Drive(planned({ propose: true }, { resources: { maxRepairs: 0 } }));
+    run.send({ type: "modelResponded", requestId: model(run).requestId, response: answer("no plan today") });
+    expect(run.current.state).toMatchObject({ status: "failed", terminal: { reason: "planInvalid" } });
+    expect(run.current.state.failing?.diagnosis).toBe("the reply is not JSON");
+  });
+});
+
 describe("DAG plans: refused at submit with INVALID_SPEC naming the problem", () => {
   const refusal = (plan: Plan, resources?: { maxIterations: number }): string[] => {
     const base = spec();
@@ -211,5 +268,8 @@ describe("DAG plans: refused at submit with INVALID_SPEC naming the problem", ()
     expect(refusal({ nodes: [{ id: "a b", prompt: "x" }] })[0]).toMatch(/node id/);
     expect(refusal({ nodes: [{ id: "a", prompt: "x" }], maxParallel: 0 })).toHaveLength(1);
     expect(refusal(DIAMOND)).toEqual([]);
+    expect(refusal({ propose: true })).toEqual([]);
+    expect(refusal({ ...DIAMOND, propose: true })[0]).toMatch(/either nodes, or propose: true/);
+    expect(refusal({ maxParallel: 2 })[0]).toMatch(/either nodes, or propose: true/);
   });
 });
