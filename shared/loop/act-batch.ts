@@ -28,7 +28,7 @@ export function nextInBatch(d: Draft, config: LoopConfig): ToolCall | undefined 
   const [call, ...rest] = s.queue;
   if (!call || !s.spec.agent.tools.includes(call.name)) return undefined;
   const descriptor = descriptorOf(config, call.name);
-  if (!batchable(descriptor) || !descriptor) return undefined;
+  if (!descriptor || !batchable(descriptor)) return undefined;
   try {
     authorizeTool(call.name, descriptor.capability, s.spec.agent.capabilities, s.spec.agent.privacy);
   } catch {

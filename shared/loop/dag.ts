@@ -6,7 +6,7 @@ import { sanitizeOutput } from "../tools/sanitize.js";
 import { descriptorOf, startAction } from "./action.js";
 import { PLAN_ROUND_PREFIX, type DagProgress } from "./dag-progress.js";
 import type { Draft } from "./draft.js";
-import { checkRepair } from "./guard.js";
+import { checkDeadline, checkRepair } from "./guard.js";
 import { readySet, type Plan } from "./plan.js";
 import { childRunId, SPAWN_AGENT_TOOL, spawnAction } from "./saga.js";
 import type { LoopConfig, LoopState } from "./state.js";
@@ -32,6 +32,13 @@ function startRound(d: Draft, config: LoopConfig): void {
   const plan = s.plan;
   const maxParallel = s.spec.task.plan?.maxParallel ?? 1;
   if (!dag || !plan) return;
+  // The run's wall-clock deadline holds across rounds too (each child is bounded by it on its own).
+  const deadline = checkDeadline(s.guard, s.limits, d.at);
+  d.guard(deadline);
+  if (deadline.kind === "circuitBreak") {
+    fail(d, config, deadline.reason, deadline.message);
+    return;
+  }
   const ready = readySet(plan, new Set(Object.keys(dag.outputs)), new Set(), maxParallel);
   // In a DAG some node not done has all its dependencies done: none ready means all are done.
   if (ready.length === 0) {

@@ -150,6 +150,14 @@ describe("DAG plans: the pure core runs task.plan as rounds of child runs", () =
     expect(run.current.state).toMatchObject({ status: "failed", terminal: { reason: "maxRepairs" } });
   });
 
+  it("the run's deadline holds between rounds: past it, no next round starts and the run fails", () => {
+    // The driven clock moves 1 ms an event: the first round starts at 1 ms, the second would at 2 ms.
+    const run = started(planned(DIAMOND, { resources: { deadlineMs: 1 } }));
+    expect(run.current.state.dag?.round).toEqual(["a"]);
+    run.fanIn();
+    expect(run.current.state).toMatchObject({ status: "failed", terminal: { reason: "deadline" } });
+  });
+
   it("replaying the log gives the same states, transition for transition", () => {
     const run = started(planned(DIAMOND));
     run.fanIn();
