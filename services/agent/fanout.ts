@@ -6,6 +6,7 @@ import type { ServiceWait } from "../../shared/bus/request.js";
 import { isUndecided } from "../../shared/bus/decided.js";
 import { submitRun } from "../../shared/bus/submit.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
+import { isPlanRound } from "../../shared/loop/dag-progress.js";
 import { SPAWN_AGENT_TOOL } from "../../shared/loop/saga.js";
 import { childGrantRefusal, childSpec } from "../../shared/loop/child-grants.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
@@ -39,11 +40,14 @@ export class FanOutHandler {
       actionId: effect.actionId,
       error: error.toBody(),
     });
+    // A plan's round is the runtime's, asked for by the submitter's task.plan, not a model's call:
+    // it needs no spawn grant; the cluster's depth limit (at each child's admission) bounds it.
+    const planned = isPlanRound(state, effect.actionId);
     const grant = findGrant(state.spec.agent.capabilities, { kind: "spawn" });
-    if (grant?.kind !== "spawn") {
+    if (!planned && grant?.kind !== "spawn") {
       return refused(new AgentError("CAPABILITY_DENIED", "no capability grants tool 'spawn_agent'"));
     }
-    if (state.depth >= grant.maxDepth) {
+    if (!planned && grant?.kind === "spawn" && state.depth >= grant.maxDepth) {
       return refused(
         new AgentError(
           "DEPTH_LIMIT",

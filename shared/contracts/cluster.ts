@@ -13,6 +13,7 @@ import { ModelRef } from "./model.js";
 import { PrivacyTier } from "./capability.js";
 import { CriticCheck, CriticRequest, CriticVerdict, ReviewUsage } from "./rubric.js";
 import { requireConvergence, RunSpec, RunSpecShape } from "./run-spec.js";
+import { requireSoundPlan } from "./task-plan.js";
 
 /** Who asked for a child run: the supervisor derives the child's depth and run tree from it. */
 export const ParentRef = z.object({
@@ -24,9 +25,9 @@ export const ParentRef = z.object({
 export type ParentRef = z.infer<typeof ParentRef>;
 
 /** The request on `<prefix>.runs.submit`: a RunSpec, plus the parent envelope for a spawned child. */
-export const SubmitRequest = RunSpecShape.extend({ parent: ParentRef.optional() }).superRefine(
-  requireConvergence,
-);
+export const SubmitRequest = RunSpecShape.extend({ parent: ParentRef.optional() })
+  .superRefine(requireConvergence)
+  .superRefine(requireSoundPlan);
 export type SubmitRequest = z.infer<typeof SubmitRequest>;
 
 /**

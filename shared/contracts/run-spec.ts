@@ -3,6 +3,7 @@ import { Capability, DEFAULT_PRIVACY, PrivacyTier } from "./capability.js";
 import { JsonObject, RunId, SchemaVersion } from "./common.js";
 import { ModelRef } from "./model.js";
 import { CriticCheck, Rubric, Verifier } from "./rubric.js";
+import { requireSoundPlan, TaskPlan } from "./task-plan.js";
 
 /**
  * The PID repair controller (see shared/loop/repair-controller.ts): its gains set how hard a repair
@@ -98,6 +99,8 @@ export const Task = z
     /** Absent: "exact". */
     sampleMatch: SampleMatch.optional(),
     exit: TaskExit.optional(),
+    /** A DAG of nodes run as child runs (see shared/loop/dag.ts); absent: the agent does the task itself. */
+    plan: TaskPlan.optional(),
   })
   .superRefine(requireAnswerSchema);
 export type Task = z.infer<typeof Task>;
@@ -181,6 +184,6 @@ export function requireConvergence(
   }
 }
 
-export const RunSpec = RunSpecShape.superRefine(requireConvergence);
+export const RunSpec = RunSpecShape.superRefine(requireConvergence).superRefine(requireSoundPlan);
 export type RunSpec = z.infer<typeof RunSpec>;
 export type RunSpecInput = z.input<typeof RunSpec>;

@@ -5,7 +5,8 @@ import { authorizeTool } from "../tools/capabilities.js";
 import { canonicalJson } from "../runtime/canonical-json.js";
 import { isAgentError } from "../runtime/errors.js";
 import { contentHash } from "../runtime/hash.js";
-import { descriptorOf, idempotencyKeyFor, startAction } from "./action.js";
+import { batchable, nextInBatch } from "./act-batch.js";
+import { descriptorOf, idempotencyKeyFor, logAction, type LoggedAction } from "./action.js";
 import { completedAction, SPAWN_AGENT_TOOL, spawnAction } from "./saga.js";
 import { checkToolCall, recordCost, recordStopReason, recordUsage } from "./guard.js";
 import type { Draft } from "./draft.js";
@@ -15,8 +16,8 @@ import { FINISH_TOOL, INVOCATION_LIMIT, type LoopConfig } from "./state.js";
 import { fail } from "./terminal.js";
 import { enterVerify } from "./verify.js";
 
-/** A model answered: account for it, let guard and policy speak, then run tools or verify. */
-export function onModelResponse(d: Draft, config: LoopConfig, response: ModelResponse): void {
+/** A response is audited, settles the model call, and adds to the run's steps and usage. */
+export function tallyResponse(d: Draft, response: ModelResponse): void {
   const s = d.state;
   d.audit("model.responded", "passed", {
     data: {
@@ -36,6 +37,12 @@ export function onModelResponse(d: Draft, config: LoopConfig, response: ModelRes
     costUsd: s.usage.costUsd + response.costUsd,
     modelCalls: s.usage.modelCalls + 1,
   };
+}
+
+/** A model answered: account for it, let guard and policy speak, then run tools or verify. */
+export function onModelResponse(d: Draft, config: LoopConfig, response: ModelResponse): void {
+  const s = d.state;
+  tallyResponse(d, response);
   // An answer under task.samples > 1 starts a round of samples; a round under way takes any reply.
   if (s.sampling || (sampleCount(s) > 1 && proposalOf(response) !== undefined)) {
     if (accountFor(d, config, response)) onSample(d, config, response);
@@ -74,7 +81,7 @@ export function onModelResponse(d: Draft, config: LoopConfig, response: ModelRes
 }
 
 /** Usage, cost and truncation; returns false when the guard broke the loop. */
-function accountFor(d: Draft, config: LoopConfig, response: ModelResponse): boolean {
+export function accountFor(d: Draft, config: LoopConfig, response: ModelResponse): boolean {
   const s = d.state;
   for (const check of [
     () => recordUsage(s.guard, s.limits, response.usage),
@@ -103,6 +110,14 @@ export function toolError(d: Draft, call: ToolCall, content: string): void {
 /** The next proposed tool call: guard, visibility, capability and privacy, then INTENT before it runs. */
 export function runNextTool(d: Draft, config: LoopConfig): void {
   const s = d.state;
+  const [turn, ...later] = s.batched ?? [];
+  if (turn) {
+    // A call of the batch under way: its INTENT is logged already, its outcome is awaited now.
+    if (later.length > 0) s.batched = later;
+    else delete s.batched;
+    d.await(turn.effect, turn.pending);
+    return;
+  }
   const [call, ...rest] = s.queue;
   if (!call) {
     requestModel(d, config);
@@ -133,7 +148,22 @@ export function runNextTool(d: Draft, config: LoopConfig): void {
     deny(d, config, call, error?.code ?? "CAPABILITY_DENIED", error?.message ?? String(err));
     return;
   }
-  startActCall(d, config, call);
+  if (batchable(descriptor)) startBatch(d, config, call);
+  else startActCall(d, config, call);
+}
+
+/** A batchable call and those after it that may join it (see act-batch.ts): logged together. */
+function startBatch(d: Draft, config: LoopConfig, call: ToolCall): void {
+  const first = logActCall(d, config, call);
+  const rest: LoggedAction[] = [];
+  for (let next = nextInBatch(d, config); next; next = nextInBatch(d, config))
+    rest.push(logActCall(d, config, next));
+  if (rest.length === 0) {
+    d.await(first.effect, first.pending);
+    return;
+  }
+  d.state.batched = rest;
+  d.await({ ...first.effect, concurrent: rest.map((r) => r.effect) }, first.pending);
 }
 
 /**
@@ -146,6 +176,16 @@ export function startActCall(
   call: ToolCall,
   approval?: ToolApproval & { heldAction: string },
 ): void {
+  const { effect, pending } = logActCall(d, config, call, approval);
+  d.await(effect, pending);
+}
+
+function logActCall(
+  d: Draft,
+  config: LoopConfig,
+  call: ToolCall,
+  approval?: ToolApproval & { heldAction: string },
+): LoggedAction {
   const s = d.state;
   s.actionCount += 1;
   const actionId = `act-${s.actionCount}`;
@@ -157,7 +197,7 @@ export function startActCall(
   const idempotencyKey = idempotencyKeyFor(s.runId, actionId);
   const { heldAction, ...granted } = approval ?? {};
   const approved = approval ? { approvedBy: approval.by, retries: heldAction } : {};
-  startAction(d, config, {
+  return logAction(d, config, {
     actionId,
     tool: call.name,
     input: call.input,

@@ -2,7 +2,7 @@ import type { AuditKind } from "../contracts/audit.js";
 import { DEFAULT_TOOL_TIMEOUT_MS, type ToolApproval, type ToolDescriptor } from "../contracts/tool.js";
 import type { ActionPurpose } from "../contracts/wal.js";
 import type { Draft } from "./draft.js";
-import type { LoopConfig, Pending } from "./state.js";
+import type { AwaitingEffect, LoopConfig, Pending } from "./state.js";
 
 export function descriptorOf(config: LoopConfig, tool: string): ToolDescriptor | undefined {
   return config.tools.find((t) => t.name === tool);
@@ -25,18 +25,33 @@ export interface ActionStart {
   approval?: ToolApproval;
 }
 
+type ToolCallEffect = Extract<AwaitingEffect, { type: "callTool" }>;
+type ToolPending = Extract<Pending, { kind: "tool" }>;
+
+/** A call whose INTENT is logged, and what the loop waits on when its turn comes. */
+export interface LoggedAction {
+  effect: ToolCallEffect;
+  pending: ToolPending;
+}
+
 /**
  * Every tool call the runtime makes (to act, to verify, to compensate) starts the same way: its
  * INTENT is logged before anything runs, then it is audited, then the loop waits for its outcome.
  */
 export function startAction(d: Draft, config: LoopConfig, action: ActionStart): void {
+  const { effect, pending } = logAction(d, config, action);
+  d.await(effect, pending);
+}
+
+/** An action's INTENT and audit, without waiting on it yet (see ActBatch). */
+export function logAction(d: Draft, config: LoopConfig, action: ActionStart): LoggedAction {
   const { actionId, tool, input, purpose } = action;
   const idempotencyKey = idempotencyKeyFor(d.state.runId, actionId);
   const timeoutMs = descriptorOf(config, tool)?.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
   d.wal({ type: "INTENT", actionId, tool, input, idempotencyKey, purpose });
   d.audit(action.audit.kind, "started", { actor: `tool:${tool}`, data: action.audit.data });
-  d.await(
-    {
+  return {
+    effect: {
       type: "callTool",
       actionId,
       tool,
@@ -46,6 +61,6 @@ export function startAction(d: Draft, config: LoopConfig, action: ActionStart): 
       timeoutMs,
       ...(action.approval ? { approval: action.approval } : {}),
     },
-    { kind: "tool", actionId, tool, purpose, input, ...action.link },
-  );
+    pending: { kind: "tool", actionId, tool, purpose, input, ...action.link },
+  };
 }

@@ -9,14 +9,12 @@ import { Draft } from "./draft.js";
 import { initialGuardState, type GuardLimits } from "./guard.js";
 import { requestModel } from "./model-step.js";
 import { namedPolicy } from "./policy.js";
-import { planHash, readySet, singleTaskPlan, validatePlan } from "./plan.js";
-import {
-  DEFAULT_CHECKPOINT_EVERY,
-  DEFAULT_MEMORY_LIMIT,
-  type LoopConfig,
-  type LoopState,
-  type Transition,
-} from "./state.js";
+import { onPlanRound, startPlan } from "./dag.js";
+import { decompose } from "./decompose.js";
+import { onPlanProposed, requestPlan } from "./plan-proposal.js";
+import { isPlanRound } from "./dag-progress.js";
+import { planHash, planOfSpec, singleTaskPlan, validatePlan } from "./plan.js";
+import { DEFAULT_CHECKPOINT_EVERY, type LoopConfig, type LoopState, type Transition } from "./state.js";
 import { cancel, fail, halt, recordCompensation } from "./terminal.js";
 import { onApproval, onCriticVerdict, recordToolVerifier, repair } from "./verify.js";
 import { chargeReview, usageOfFailure } from "./review-usage.js";
@@ -85,7 +83,16 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
   };
   const d = new Draft(initial, event.at);
   d.wal({ type: "EVENT", event });
-  const plan = singleTaskPlan(spec.task.prompt, spec.agent.tools, limits.maxIterations);
+  const given = spec.task.plan;
+  if (given?.propose) {
+    // The model proposes the plan: PLAN waits on it, and DECOMPOSE follows its adoption.
+    d.enter("PLAN", "run started", { planProposed: true });
+    if (policyKnown(d, config)) requestPlan(d, config);
+    return d.finish(event);
+  }
+  const plan = given?.nodes
+    ? planOfSpec({ nodes: given.nodes }, spec.agent.tools)
+    : singleTaskPlan(spec.task.prompt, spec.agent.tools, limits.maxIterations);
   const hash = planHash(plan);
   d.state.plan = plan;
   d.state.planHash = hash;
@@ -99,24 +106,19 @@ export function startRun(event: StartEvent, config: LoopConfig): Transition {
     fail(d, config, "planInvalid", validation.errors.join("; "));
     return d.finish(event);
   }
-  // The supervisor admits a registered policy only when the live workers register it; a worker
-  // started since without it fails the run here, before anything is done, rather than guess.
-  if (!config.policy && !namedPolicy(spec, config.policies)) {
-    fail(d, config, "unknownPolicy", `policy '${spec.policy ?? ""}' is not registered in this worker`);
-    return d.finish(event);
-  }
-  d.enter("DECOMPOSE", undefined, { ready: readySet(plan, new Set(), new Set(), 1) });
-  d.enter("RETRIEVE");
-  d.await(
-    {
-      type: "recallMemory",
-      namespace: spec.agent.name,
-      query: spec.task.prompt,
-      limit: config.memoryLimit ?? DEFAULT_MEMORY_LIMIT,
-    },
-    { kind: "memory" },
-  );
+  if (policyKnown(d, config)) decompose(d, config);
   return d.finish(event);
+}
+
+/**
+ * The supervisor admits a registered policy only when the live workers register it; a worker
+ * started since without it fails the run here, before anything is done, rather than guess.
+ */
+function policyKnown(d: Draft, config: LoopConfig): boolean {
+  const spec = d.state.spec;
+  if (config.policy || namedPolicy(spec, config.policies)) return true;
+  fail(d, config, "unknownPolicy", `policy '${spec.policy ?? ""}' is not registered in this worker`);
+  return false;
 }
 
 function userPrompt(prompt: string, context: Record<string, unknown> | undefined): string {
@@ -155,6 +157,7 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
       return onMemories(d, config, event.memories);
     case "modelResponded":
       if (pending?.kind !== "model" || pending.requestId !== event.requestId) throw invalid(state, event);
+      if (state.phase === "PLAN") return onPlanProposed(d, config, event.response);
       return onModelResponse(d, config, event.response);
     case "modelFailed":
       if (pending?.kind !== "model" || pending.requestId !== event.requestId) throw invalid(state, event);
@@ -169,21 +172,7 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
       return onCriticVerdict(d, config, event.verdict, event.usage);
     case "criticFailed":
       if (pending?.kind !== "critic") throw invalid(state, event);
-      d.audit("critic.verdict", "failed", { actor: "critic", reason: event.error.message });
-      d.settle();
-      if (!chargeReview(d, config, usageOfFailure(event.error))) return;
-      return repair(
-        d,
-        config,
-        [
-          {
-            severity: "medium",
-            rootCause: "toolFailure",
-            description: `critic unavailable: ${event.error.message}`,
-          },
-        ],
-        [],
-      );
+      return onCriticFailed(d, config, event.error);
     case "approvalDecided":
       return decided(d, config, state, event);
     case "halt":
@@ -193,6 +182,23 @@ function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>
     case "globalCapReached":
       return control(d, config, state, event);
   }
+}
+
+/** The critic could not review: its spend still counts, and the run repairs (there is no score to measure). */
+function onCriticFailed(
+  d: Draft,
+  config: LoopConfig,
+  error: Extract<LoopEvent, { type: "criticFailed" }>["error"],
+): void {
+  d.audit("critic.verdict", "failed", { actor: "critic", reason: error.message });
+  d.settle();
+  if (!chargeReview(d, config, usageOfFailure(error))) return;
+  const defect = {
+    severity: "medium",
+    rootCause: "toolFailure",
+    description: `critic unavailable: ${error.message}`,
+  } as const;
+  repair(d, config, [defect], []);
 }
 
 /** A human's decision on what the run holds for them: its commit (or failure), or one tool call. */
@@ -253,7 +259,8 @@ function onMemories(d: Draft, config: LoopConfig, memories: string[]): void {
   }
   d.audit("memory.recalled", "passed", { data: { count: memories.length } });
   d.enter("ACT");
-  requestModel(d, config);
+  if (s.spec.task.plan) startPlan(d, config);
+  else requestModel(d, config);
 }
 
 function onToolOutcome(
@@ -278,6 +285,8 @@ function onToolOutcome(
   if (pending.purpose === "compensate") return recordCompensation(d, config, ok, detail);
   if (pending.purpose === "verify")
     return recordToolVerifier(d, config, ok, ok ? event.output : undefined, detail ?? "");
+  if (isPlanRound(s, pending.actionId))
+    return onPlanRound(d, config, ok, ok ? event.output : undefined, detail ?? "");
   if (ok) return recordActResult(d, config, true, event.output, event.signals ?? []);
   return recordActResult(d, config, false, `error ${detail ?? ""}`, [], event.error.code);
 }

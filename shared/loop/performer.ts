@@ -93,7 +93,7 @@ export class EffectPerformer {
           };
         }
       case "callTool":
-        return this.callTool(effect, state, signal);
+        return this.callTools(effect, state, signal);
       case "critique":
         try {
           const reviewed = splitUsage(await this.criticFor(state)(effect.request, signal));
@@ -107,6 +107,21 @@ export class EffectPerformer {
         return { type: "approvalDecided", at: at(), ...approval };
       }
     }
+  }
+
+  /**
+   * A call, and the later calls of its batch at the same time (see act-batch.ts): their outcomes
+   * are kept for their turns, when the loop asks for each.
+   */
+  private async callTools(
+    effect: Extract<Effect, { type: "callTool" }>,
+    state: LoopState,
+    signal?: AbortSignal,
+  ): Promise<LoopEvent> {
+    const later = effect.concurrent ?? [];
+    if (later.length === 0) return this.callTool(effect, state, signal);
+    const [first] = await Promise.all([effect, ...later].map((e) => this.callTool(e, state, signal)));
+    return first as LoopEvent;
   }
 
   private async callTool(

@@ -139,6 +139,28 @@ export function readySet(
     .slice(0, slots);
 }
 
+/** A plan as a RunSpec's `task.plan` states it (see contracts/task-plan.ts). */
+export interface PlanSpec {
+  nodes: readonly { id: string; prompt: string; dependsOn: readonly string[]; tools?: readonly string[] }[];
+}
+
+/**
+ * A spec's plan as the loop runs it: each node a subtask with the agent's tools unless it names
+ * its own, estimated at one model call (its child's first) and one unit of time, so the critical
+ * path is the longest chain of nodes.
+ */
+export function planOfSpec(spec: PlanSpec, agentTools: readonly string[]): Plan {
+  return {
+    subtasks: spec.nodes.map((node) => ({
+      id: node.id,
+      description: node.prompt,
+      tools: [...(node.tools ?? agentTools)],
+      dependsOn: [...node.dependsOn],
+      estimate: { iterations: 1, costUsd: 0, durationMs: 1 },
+    })),
+  };
+}
+
 /** The plan of a single-agent run: the whole task as one subtask. */
 export function singleTaskPlan(prompt: string, tools: readonly string[], maxIterations: number): Plan {
   return {

@@ -7,6 +7,7 @@ import type { ActionPurpose, WalRecord } from "../contracts/wal.js";
 import type { AuditEvent } from "../contracts/audit.js";
 import type { ToolApproval, ToolDescriptor } from "../contracts/tool.js";
 import type { GuardLimits, GuardState } from "./guard.js";
+import type { DagProgress } from "./dag-progress.js";
 import type { Plan } from "./plan.js";
 import type { ConvergencePolicy, RegisteredPolicies, Signal } from "./policy.js";
 import type { RepairAttempt } from "./repair.js";
@@ -14,26 +15,36 @@ import type { ControllerState } from "./repair-controller.js";
 import type { CompensationPlan, CompletedAction } from "./saga.js";
 import type { VerifierResult } from "./verifiers.js";
 
-/** What the loop asks its shell to do. Effects run in order; at most one awaits an answer. */
+/**
+ * What the loop asks its shell to do. Effects run in order; at most one awaits an answer (a tool
+ * call may bring the later calls of its batch, run alongside it: see act-batch.ts).
+ */
 export type Effect =
   | { type: "wal"; record: WalRecord }
   | { type: "audit"; event: AuditEvent }
   | { type: "recallMemory"; namespace: string; query: string; limit: number }
   | { type: "storeMemory"; namespace: string; text: string }
   | { type: "callModel"; requestId: string; request: ModelRequest }
-  | {
-      type: "callTool";
-      actionId: string;
-      tool: string;
-      input: unknown;
-      idempotencyKey: string;
-      purpose: ActionPurpose;
-      timeoutMs: number;
-      /** A human's approval the tool asked for (APPROVAL_REQUIRED), sent along with the call. */
-      approval?: ToolApproval;
-    }
+  | ToolCallEffect
   | { type: "critique"; request: CriticRequest }
   | { type: "requestApproval"; reason: string };
+
+export interface ToolCallEffect {
+  type: "callTool";
+  actionId: string;
+  tool: string;
+  input: unknown;
+  idempotencyKey: string;
+  purpose: ActionPurpose;
+  timeoutMs: number;
+  /** A human's approval the tool asked for (APPROVAL_REQUIRED), sent along with the call. */
+  approval?: ToolApproval;
+  /**
+   * The later calls of its batch (see act-batch.ts), their INTENTs logged with this one's: the
+   * shell may run them at the same time as this one, and keeps their outcomes for their turns.
+   */
+  concurrent?: ToolCallEffect[];
+}
 
 export type AwaitingEffect = Extract<
   Effect,
@@ -156,12 +167,16 @@ export interface LoopState {
   messages: Message[];
   plan: Plan | null;
   planHash: string | null;
+  /** A spec's `task.plan` under way: which nodes committed, with what, and which run now. */
+  dag?: DagProgress;
   /** The current candidate answer. */
   output: string;
   /** Model responses so far. */
   step: number;
   /** Tool calls of the current response still to run. */
   queue: ToolCall[];
+  /** Calls of the current batch whose INTENTs are logged, each awaited in its turn (see act-batch.ts). */
+  batched?: { effect: ToolCallEffect; pending: Extract<Pending, { kind: "tool" }> }[];
   /** Tool verifiers still to run, by index into task.verifiers. */
   verifyQueue: number[];
   /** The answer samples of the proposal being sampled (task.samples > 1), until the round is complete. */

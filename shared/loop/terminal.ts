@@ -101,6 +101,8 @@ export function fail(
   const s = d.state;
   d.settle();
   s.queue = [];
+  // Calls of a batch not yet taken have nothing to undo (see act-batch.ts): they are dropped.
+  delete s.batched;
   s.failing = { reason, diagnosis };
   d.enter("FAIL", reason);
   const plan = planCompensation(s.completed);
