@@ -1,5 +1,5 @@
 import type { TaskExit } from "../contracts/run-spec.js";
-import { criticRubric, evaluateGates } from "./policy.js";
+import { decidingRubric, evaluateGates } from "./policy.js";
 import type { LoopState } from "./state.js";
 
 /** The signals a candidate's confidence is made of; a signal the run does not have is absent. */
@@ -48,7 +48,7 @@ export function dispose(confidence: number, exit: TaskExit, converged: boolean):
 }
 
 export function confidenceInputs(s: LoopState): ConfidenceInputs {
-  const rubric = criticRubric(s.spec);
+  const rubric = decidingRubric(s.spec);
   const verification = s.verification ?? [];
   return {
     ...(rubric && s.verdict ? { critic: evaluateGates(rubric, s.verdict).weighted } : {}),

@@ -4,7 +4,8 @@ import type { Draft } from "./draft.js";
 import type { ConvergencePolicy, PolicyView } from "./policy.js";
 import { policyFromSpec } from "./policy.js";
 import { FINISH_TOOL, type LoopConfig, type LoopState } from "./state.js";
-import { commit, fail } from "./terminal.js";
+import { settleDecision } from "./disposition.js";
+import { fail } from "./terminal.js";
 import { windowTranscript } from "./transcript.js";
 
 const FINISH_SPEC: ToolSpec = {
@@ -33,13 +34,15 @@ export function viewOf(s: LoopState): PolicyView {
   };
 }
 
-/** Consults the policy; on convergence the run commits and the caller must stop. */
+/**
+ * Consults the policy; a convergence goes where it goes from VERIFY (see settleDecision): true when the
+ * run committed or waits for a human, and the caller must stop.
+ */
 export function convergedNow(d: Draft, config: LoopConfig): boolean {
   const policy = policyOf(d.state, config);
   const decision = policy.evaluate(viewOf(d.state));
   if (!decision.converged) return false;
-  commit(d, decision.reason, policy.name);
-  return true;
+  return settleDecision(d, decision, policy.name).settled;
 }
 
 export function visibleTools(state: LoopState, config: LoopConfig): ToolSpec[] {
@@ -84,7 +87,8 @@ export function activeModel(s: LoopState): ModelRef {
  * guard (deadline and iteration bound) have had their say.
  */
 export function requestModel(d: Draft, config: LoopConfig): void {
-  if (convergedNow(d, config)) return;
+  // Within a round of samples the candidate is not chosen yet: the policy speaks once it is.
+  if (!d.state.sampling && convergedNow(d, config)) return;
   const s = d.state;
   const deadline = checkDeadline(s.guard, s.limits, d.at);
   d.guard(deadline);

@@ -2,6 +2,7 @@ import type { Phase } from "../contracts/audit.js";
 import type { CriticVerdict, Rubric } from "../contracts/rubric.js";
 import type { RunSpec } from "../contracts/run-spec.js";
 import { DEFAULT_RUBRIC } from "../contracts/rubric.js";
+import { AgentError } from "../runtime/errors.js";
 import type { VerifierResult } from "./verifiers.js";
 
 /** A progress signal a tool emitted: recorded with where it came from, never interpreted. */
@@ -123,6 +124,14 @@ export function criticRubric(spec: RunSpec): Rubric | undefined {
 }
 
 /**
+ * The rubric whose scores count toward confidence and the repair controller: the critic's, unless
+ * the run's policy is `verifiers`, under which the critic reviews but never decides.
+ */
+export function decidingRubric(spec: RunSpec): Rubric | undefined {
+  return spec.policy === "verifiers" ? undefined : criticRubric(spec);
+}
+
+/**
  * The policy a RunSpec names, built in or registered; undefined for a name this worker does not
  * register. No name is `gates`, which for a spec without verifiers or critic never converges.
  */
@@ -145,7 +154,15 @@ export function namedPolicy(
   }
 }
 
-/** The policy a RunSpec asks for; one the worker does not register never converges (the run fails at its start). */
+/**
+ * The policy a RunSpec asks for. A run whose worker does not register it fails at its start (see
+ * fsm.ts); one under way (a take-over, a resume) is handed back for a worker that does.
+ */
 export function policyFromSpec(spec: RunSpec, registered?: RegisteredPolicies): ConvergencePolicy {
-  return namedPolicy(spec, registered) ?? neverConverges;
+  const policy = namedPolicy(spec, registered);
+  if (policy) return policy;
+  throw new AgentError(
+    "POLICY_UNAVAILABLE",
+    `policy '${spec.policy ?? ""}' is not registered in this worker: register it (AGENT_POLICY_MODULES, or startAgentWorker({ policies })) on every worker`,
+  );
 }

@@ -3,7 +3,7 @@ import { RepairControl, type RunSpec } from "../contracts/run-spec.js";
 import { confidenceInputs, estimateConfidence, reviewData, type Assessment } from "./confidence.js";
 import type { Draft } from "./draft.js";
 import { requestApproval } from "./human-review.js";
-import { criticRubric, evaluateGates } from "./policy.js";
+import { decidingRubric, evaluateGates } from "./policy.js";
 import { afterEscalation, controlStep, INITIAL_CONTROLLER, repairError } from "./repair-controller.js";
 import type { LoopConfig, LoopState } from "./state.js";
 import { fail } from "./terminal.js";
@@ -46,7 +46,7 @@ export function measuredError(s: LoopState, assessed?: Assessment): number | und
 }
 
 function gateError(s: LoopState): number | undefined {
-  const rubric = criticRubric(s.spec);
+  const rubric = decidingRubric(s.spec);
   const gates = rubric && s.verdict ? evaluateGates(rubric, s.verdict) : undefined;
   const verification = s.verification ?? [];
   return repairError({

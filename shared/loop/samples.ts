@@ -1,3 +1,4 @@
+import { AgentError } from "../runtime/errors.js";
 import type { ModelResponse } from "../contracts/model.js";
 import { contentHash } from "../runtime/hash.js";
 import { clusterAnswers } from "./answer-clusters.js";
@@ -56,7 +57,8 @@ export function onSample(d: Draft, config: LoopConfig, response: ModelResponse):
   );
   const first = clustering.clusters[clustering.chosen]?.samples[0] ?? 1;
   const chosen = samples[first - 1];
-  if (!chosen) return;
+  if (!chosen)
+    throw new AgentError("INTERNAL", `sample ${first} of ${samples.length} is missing from its round`);
   s.messages = [...s.messages, chosen.message];
   s.output = chosen.answer;
   s.agreement = clustering.agreement;

@@ -59,6 +59,8 @@ export function commit(d: Draft, reason: string, policy?: string): void {
   const s = d.state;
   d.settle();
   s.queue = [];
+  delete s.batched;
+  delete s.sampling;
   d.enter("COMMIT", reason);
   const provenance = buildProvenance(s, d.at);
   const artifact: CommitArtifact = {

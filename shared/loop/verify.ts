@@ -4,7 +4,7 @@ import { startAction } from "./action.js";
 import type { Draft } from "./draft.js";
 import { policyOf, requestModel, viewOf } from "./model-step.js";
 import { criticRubric, evaluateGates } from "./policy.js";
-import { assessConfidence, reviewData } from "./confidence.js";
+import { settleDecision } from "./disposition.js";
 import { requestApproval } from "./human-review.js";
 import { planRepair, repairPrompt } from "./repair.js";
 import { strategyFor, strongest } from "./repair-controller.js";
@@ -157,26 +157,9 @@ function decide(d: Draft, config: LoopConfig, defects: Defect[], hints: string[]
   const s = d.state;
   const policy = policyOf(s, config);
   const decision = policy.evaluate(viewOf(s));
-  const assessed = assessConfidence(s, decision.converged);
-  if (assessed) {
-    d.audit("confidence.assessed", DISPOSITION_STATUS[assessed.disposition], {
-      data: { ...assessed },
-    });
-  }
-  const disposition = assessed?.disposition ?? (decision.converged ? "commit" : "repair");
-  if (disposition === "commit") {
-    if (s.spec.task.requiresApproval) requestApproval(d, "commit", decision.reason, { policy: policy.name });
-    else commit(d, decision.reason, policy.name);
-    return;
-  }
-  if (disposition === "review" && assessed) {
-    const reason = `confidence ${assessed.confidence} is below autoCommitAt ${assessed.autoCommitAt}`;
-    requestApproval(d, "commit", reason, {
-      ...reviewData(s, assessed.confidence, "confidence"),
-      policy: policy.name,
-    });
-    return;
-  }
+  const outcome = settleDecision(d, decision, policy.name);
+  if (outcome.settled) return;
+  const assessed = outcome.assessed;
   const why =
     decision.converged && assessed
       ? `confidence ${assessed.confidence} is below ${assessed.reviewAt !== undefined ? "reviewAt" : "autoCommitAt"}`
@@ -189,8 +172,6 @@ function decide(d: Draft, config: LoopConfig, defects: Defect[], hints: string[]
   if (controlled.stop) return;
   repair(d, config, found, hints, undefined, controlled.control);
 }
-
-const DISPOSITION_STATUS = { commit: "passed", review: "started", repair: "failed" } as const;
 
 /**
  * REPAIR: bounded by maxRepairs; the strategy follows the defects, raised to the repair

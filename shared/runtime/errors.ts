@@ -37,6 +37,11 @@ export const ERROR_CODES = {
    */
   MODEL_KEY_DENIED: { retryable: false },
   PLAN_INVALID: { retryable: false },
+  /**
+   * The run names a convergence policy this worker does not register: its job goes back to the
+   * queue for a worker that does, rather than be judged by another policy.
+   */
+  POLICY_UNAVAILABLE: { retryable: true },
   NONDETERMINISM: { retryable: false },
   INVALID_TRANSITION: { retryable: false },
   /** Another writer appended to this run's WAL: this worker must stop driving the run. */

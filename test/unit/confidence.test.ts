@@ -102,6 +102,18 @@ describe("disposition in the loop", () => {
     expect(kinds(result)).toContain("repair.started");
   });
 
+  it("under policy verifiers the critic's scores do not count toward confidence: passing verifiers commit", async () => {
+    const base = banded([0.6], exit);
+    const verified = { ...base.task, verifiers: [{ kind: "nonEmpty" as const }] };
+    const result = await runner().run({ ...base, task: verified, policy: "verifiers" });
+    expect(result.state.status).toBe("committed");
+    expect(result.audit.find((e) => e.kind === "confidence.assessed")?.data).toMatchObject({
+      confidence: 1,
+      inputs: { verifiers: { passed: 1, total: 1 } },
+      disposition: "commit",
+    });
+  });
+
   it("without task.exit nothing is assessed and the gates alone decide", async () => {
     const result = await runner().run(banded([0.6], undefined));
     expect(result.state.status).toBe("committed");

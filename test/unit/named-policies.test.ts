@@ -7,7 +7,10 @@ import { loadPolicyModules } from "../../shared/runtime/policy-modules.js";
 import { policyRefusal, type WorkerPolicySet } from "../../services/supervisor/worker-policies.js";
 import { workerPolicyProblems } from "../../services/cli/cluster-health.js";
 import { policies as examplePolicies, signalQuorum } from "../../examples/policies/policies.js";
-import { kinds, modelCalls, runner, spec } from "../helpers/fixtures.js";
+import { startRun, transition } from "../../shared/loop/fsm.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { describeTool } from "../../shared/tools/tool.js";
+import { kinds, modelCalls, runner, spec, START } from "../helpers/fixtures.js";
 
 const named = (policy: string, o: Parameters<typeof spec>[0] = {}): RunSpecInput => ({ ...spec(o), policy });
 const issues = (input: unknown): string => JSON.stringify(RunSpec.safeParse(input).error?.issues ?? []);
@@ -79,6 +82,41 @@ describe("named convergence policies", () => {
     expect(result.audit.find((e) => e.kind === "run.committed")?.reason).toBe("step 2");
   });
 
+  it("a registered policy converging mid-loop still waits for the approval the spec requires", async () => {
+    const second: ConvergencePolicy = {
+      name: "secondAnswer",
+      evaluate: (v) => ({ converged: v.step >= 2, reason: `step ${v.step}` }),
+    };
+    const script = [{ text: "a" }, { text: "b" }, { text: "c" }];
+    const parked = await runner({ policies: registerPolicies([second]) }).run(
+      named("secondAnswer", { script, verifiers: [], requiresApproval: true }),
+    );
+    expect(parked.state.status).toBe("awaiting_approval");
+    expect(kinds(parked)).not.toContain("run.committed");
+    expect(parked.audit.find((e) => e.kind === "approval.requested")?.data).toMatchObject({
+      policy: "secondAnswer",
+    });
+  });
+
+  it("a registered policy is not consulted inside a round of samples: the round's majority is what commits", async () => {
+    const early: ConvergencePolicy = {
+      name: "afterFirst",
+      evaluate: (v) => ({ converged: v.step >= 1, reason: `step ${v.step}` }),
+    };
+    const base = named("afterFirst", {
+      script: [{ text: "A" }, { text: "B" }, { text: "A" }],
+      verifiers: [],
+    });
+    const result = await runner({ policies: registerPolicies([early]) }).run({
+      ...base,
+      task: { ...base.task, samples: 3 },
+    });
+    expect(result.state.status).toBe("committed");
+    expect(result.state.output).toBe("A");
+    expect(kinds(result)).toContain("samples.clustered");
+    expect(result.state.sampling).toBeUndefined();
+  });
+
   it("a worker without the policy the spec names fails the run at its start, calling no model", async () => {
     const result = await runner().run(named("elsewhere", { verifiers: [] }));
     expect(result.state.status).toBe("failed");
@@ -87,6 +125,28 @@ describe("named convergence policies", () => {
       diagnosis: "policy 'elsewhere' is not registered in this worker",
     });
     expect(modelCalls(result)).toBe(0);
+  });
+
+  it("a run under way whose new worker lacks its policy is handed back (POLICY_UNAVAILABLE), never judged by another", () => {
+    const mine: ConvergencePolicy = {
+      name: "mine",
+      evaluate: () => ({ converged: false, reason: "not yet" }),
+    };
+    const runSpec = RunSpec.parse(named("mine", { verifiers: [] }));
+    const start = { type: "start", at: START, spec: runSpec, runId: "r", rootRunId: "r", depth: 0 } as const;
+    const tools = [describeTool(echoTool)];
+    const started = startRun(start, { tools, policies: registerPolicies([mine]) });
+    expect(started.state.pending?.kind).toBe("memory");
+    const recalled = { type: "memoryRecalled" as const, at: START, memories: [] };
+    const elsewhere = (): unknown => transition(started.state, recalled, { tools });
+    expect(elsewhere).toThrow(/policy 'mine' is not registered in this worker/);
+    try {
+      elsewhere();
+    } catch (error) {
+      expect(isAgentError(error) && error.code === "POLICY_UNAVAILABLE" && error.retryable).toBe(true);
+    }
+    const here = transition(started.state, recalled, { tools, policies: registerPolicies([mine]) });
+    expect(here.state.pending?.kind).toBe("model");
   });
 
   it("registration refuses a built-in name, a name twice, a bad name and what is not a policy", () => {
