@@ -1,12 +1,11 @@
 import { z } from "zod";
 import type { SubmitRequest } from "../../shared/contracts/cluster.js";
 import type { SubmitReply } from "../../shared/contracts/control.js";
-import type { ModelRef } from "../../shared/contracts/model.js";
 import { decode } from "../../shared/bus/codec.js";
 import { childOf } from "../../shared/bus/fanout.js";
 import { parseSubmitRequest } from "../../shared/bus/submit.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
-import type { RunSpec } from "../../shared/contracts/run-spec.js";
+import { specModels, type RunSpec } from "../../shared/contracts/run-spec.js";
 import type { TreeCap } from "../../shared/bus/tree-iterations.js";
 import { privacyRefusal } from "../../shared/models/factory.js";
 import { unpricedModel, type PriceTable } from "../../shared/models/pricing.js";
@@ -15,22 +14,13 @@ import { AgentError } from "../../shared/runtime/errors.js";
 
 // What a submit asks for, read off the wire, and the replies it gets (see Admission).
 
-/** Every model a run may call: its generator, the one it escalates to, and its critic's. */
-function modelsOf(request: SubmitRequest): [string, ModelRef | undefined][] {
-  return [
-    ["agent.model", request.agent.model],
-    ["agent.escalationModel", request.agent.escalationModel],
-    ["critic.model", request.critic?.model],
-  ];
-}
-
 /**
  * A model the run's privacy tier forbids would fail the run at its first call (or review), after
  * it took a pool slot: refused at the submit instead, saying which model and what to change.
  */
 export function checkPrivacy(request: SubmitRequest): void {
-  for (const [where, ref] of modelsOf(request)) {
-    const refused = ref && privacyRefusal(ref, request.agent.privacy);
+  for (const [where, ref] of specModels(request)) {
+    const refused = privacyRefusal(ref, request.agent.privacy);
     if (refused) throw new AgentError("PRIVACY_DENIED", `${where}: ${refused}`);
   }
 }
@@ -41,8 +31,8 @@ export function checkPrivacy(request: SubmitRequest): void {
  */
 export function checkPrices(request: SubmitRequest, prices: PriceTable): void {
   if (request.agent.resources.maxCostUsd <= 0) return;
-  for (const [where, ref] of modelsOf(request)) {
-    const refused = ref && unpricedModel(ref, prices);
+  for (const [where, ref] of specModels(request)) {
+    const refused = unpricedModel(ref, prices);
     if (refused) throw new AgentError("INVALID_SPEC", `${where}: ${refused}`, { details: { field: where } });
   }
 }

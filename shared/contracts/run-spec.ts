@@ -187,3 +187,13 @@ export function requireConvergence(
 export const RunSpec = RunSpecShape.superRefine(requireConvergence).superRefine(requireSoundPlan);
 export type RunSpec = z.infer<typeof RunSpec>;
 export type RunSpecInput = z.input<typeof RunSpec>;
+
+/** Every model a run may ask, each with the field that names it: its agent's, the one it escalates to, its critic's. */
+export function specModels(spec: Pick<RunSpec, "agent" | "critic">): [string, ModelRef][] {
+  const { model, escalationModel } = spec.agent;
+  return [
+    ["agent.model", model],
+    ...(escalationModel ? [["agent.escalationModel", escalationModel] as [string, ModelRef]] : []),
+    ...(spec.critic?.model ? [["critic.model", spec.critic.model] as [string, ModelRef]] : []),
+  ];
+}

@@ -1,6 +1,6 @@
 import type { CapabilityObject, PrivacyTier } from "../contracts/capability.js";
 import type { ModelRef } from "../contracts/model.js";
-import type { RunSpec } from "../contracts/run-spec.js";
+import { specModels, type RunSpec } from "../contracts/run-spec.js";
 import { modelEndpoint, type ModelEndpoint } from "../models/factory.js";
 import { AgentError } from "../runtime/errors.js";
 
@@ -81,12 +81,7 @@ export function childGrantRefusal(parent: RunSpec, child: RunSpec): AgentError |
   return undefined;
 }
 
-/** The models a spec asks (its agent's, its escalation model, its critic's). */
-const modelsOf = (spec: RunSpec): ModelRef[] => [
-  spec.agent.model,
-  ...(spec.agent.escalationModel ? [spec.agent.escalationModel] : []),
-  ...(spec.critic?.model ? [spec.critic.model] : []),
-];
+const modelsOf = (spec: RunSpec): ModelRef[] => specModels(spec).map(([, ref]) => ref);
 
 const endpointText = (e: ModelEndpoint): string =>
   `${e.provider} at ${e.baseUrl} with the key in ${e.keyEnv}`;
