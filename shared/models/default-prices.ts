@@ -1,6 +1,6 @@
 import type { PriceTable } from "./pricing.js";
 
-/** When the default prices were taken from the providers' public price pages. */
+/** The date of the providers' published list prices below (not updated since). */
 export const DEFAULT_PRICES_TAKEN = "2025-08";
 
 /**
