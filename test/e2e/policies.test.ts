@@ -1,17 +1,14 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
 import { WorkerBeat } from "../../shared/contracts/cluster.js";
-import { SubmitReply } from "../../shared/contracts/control.js";
 import type { ScriptStep } from "../../shared/contracts/model.js";
 import { RunSpec, type RunSpecInput } from "../../shared/contracts/run-spec.js";
 import { publishJob } from "../../shared/bus/jobs.js";
 import type { RunStatus } from "../../shared/contracts/run-status.js";
-import { decode, encode } from "../../shared/bus/codec.js";
+import { decode } from "../../shared/bus/codec.js";
 import { repoRoot } from "../../services/local/paths.js";
-import { defineTool } from "../../shared/tools/tool.js";
 import type { ClusterHealth } from "../../services/cli/cluster-health.js";
 import {
   AGENTCTL,
@@ -22,60 +19,32 @@ import {
   useClusterSuite,
 } from "../helpers/cluster-suite.js";
 import { echoCall, spec } from "../helpers/fixtures.js";
+import {
+  committed,
+  count,
+  DOMAIN,
+  keysOf,
+  rawSubmit,
+  shape,
+  workCalls,
+  built,
+  POLICY_CLUSTER,
+  workTool,
+} from "../helpers/policy-runs.js";
 
-const built = (...path: string[]): string => join(repoRoot(), "dist", ...path);
-
-/**
- * One cluster for the file: a supervisor, a critic, and two agent workers registering the example
- * policies (examples/policies) two ways: agent-1 from an operator's own entry, in code; agent-2 the
- * stock worker, from AGENT_POLICY_MODULES. The `work` tool is served from this process.
- */
-const suite = useClusterSuite("policies", {
-  actors: [
-    { kind: "supervisor" },
-    { kind: "critic" },
-    {
-      name: "agent-1",
-      entry: built("examples", "policies", "worker.js"),
-      user: "agent",
-      env: { WORKER_ID: "agent-1" },
-    },
-    {
-      kind: "agent",
-      name: "agent-2",
-      env: { AGENT_POLICY_MODULES: built("examples", "policies", "policies.js") },
-    },
-  ],
-  env: { AGENT_BEAT_MS: "200", SUPERVISOR_WORKER_LISTEN_MS: "500" },
-});
+/** One cluster for the file (see POLICY_CLUSTER). */
+const suite = useClusterSuite("policies", POLICY_CLUSTER);
 
 /** Executions of the `work` tool, by run. */
 const executions = new Map<string, number>();
 let served = false;
 
-/** Serves `work` once: it reports success and emits the signals its input asks for. */
+/** Serves `work` once (see workTool). */
 function serveWork(): void {
   if (served) return;
   served = true;
-  suite.serveTool(
-    defineTool({
-      name: "work",
-      description: "does work and reports progress",
-      input: z.object({ n: z.number(), signals: z.array(z.string()).optional() }),
-      capability: { kind: "compute" },
-      execute: (input, ctx) => {
-        executions.set(ctx.runId, (executions.get(ctx.runId) ?? 0) + 1);
-        return Promise.resolve({ output: { success: true }, signals: input.signals ?? [] });
-      },
-    }),
-  );
+  suite.serveTool(workTool(executions));
 }
-
-const work = (n: number, signals?: string[]): ScriptStep => ({
-  toolCalls: [{ name: "work", input: { n, ...(signals ? { signals } : {}) } }],
-});
-const workCalls = (n: number, signals?: (i: number) => string[]): ScriptStep[] =>
-  Array.from({ length: n }, (_, i) => work(i, signals?.(i)));
 
 /** A spec under `policy` calling `work`; verifiers none unless given (the policy decides). */
 function under(policy: string, o: Parameters<typeof spec>[0] = {}): RunSpecInput {
@@ -87,18 +56,6 @@ async function finished(input: RunSpecInput): Promise<{ status: RunStatus; audit
   const { runId } = await suite.client.submit(input);
   const status = await suite.waitFor(runId, ended, 30_000);
   return { status, audit: await suite.audit(runId) };
-}
-
-const count = (audit: AuditEvent[], kind: string): number => audit.filter((e) => e.kind === kind).length;
-const shape = (audit: AuditEvent[]): string[] => audit.map((e) => `${e.phase}:${e.kind}:${e.status}`);
-const committed = (audit: AuditEvent[]) => audit.find((e) => e.kind === "run.committed");
-
-/** A submit as its bytes, past the client's own checks: what the supervisor answers. */
-async function rawSubmit(body: unknown): Promise<SubmitReply> {
-  const reply = await suite.bus.nc.request(suite.bus.subjects.runsSubmit(), encode(z.unknown(), body), {
-    timeout: 10_000,
-  });
-  return decode(SubmitReply, reply.data);
 }
 
 /** Runs `[a, b]` signals through signalQuorum: one signal per `work` call, the second from call two on. */
@@ -120,20 +77,6 @@ async function sameAsNeutral(signals: [string, string]): Promise<void> {
   expect(shape(domain.audit)).toEqual(shape(plain.audit));
   expect(domain.status.usage).toEqual(plain.status.usage);
 }
-
-/** Every key of a JSON value, nested ones included (values aside: they carry what tools said). */
-function keysOf(value: unknown, into: string[] = []): string[] {
-  if (Array.isArray(value)) for (const v of value) keysOf(v, into);
-  else if (typeof value === "object" && value !== null)
-    for (const [k, v] of Object.entries(value)) {
-      into.push(k);
-      keysOf(v, into);
-    }
-  return into;
-}
-
-const DOMAIN =
-  /patch_applied|syntax_ok|order_placed|confirmation_received|sources_collected|analysis_complete|\btrad(e|es|ing)\b/i;
 
 describe("runtime invariants (seed 004) on a cluster of processes", () => {
   it("RT-01 on the cluster: an always-tool-calling model is stopped at maxIterations", async () => {
@@ -209,7 +152,7 @@ describe("runtime invariants (seed 004) on a cluster of processes", () => {
 
   it("RT-07 on the cluster: a spec with no convergence policy is refused; naming neverConverges runs to its bounds", async () => {
     const bare = spec({ verifiers: [], script: [{ text: "I am done!" }], loop: true });
-    const refused = await rawSubmit(bare);
+    const refused = await rawSubmit(suite, bare);
     expect(refused).toMatchObject({ ok: false, error: { code: "INVALID_SPEC" } });
     expect(JSON.stringify(refused)).toContain("no convergence policy");
     const texts = [
@@ -323,12 +266,12 @@ describe("runtime invariants (seed 004) on a cluster of processes", () => {
 
 describe("named convergence policies on a cluster of processes", () => {
   it("CTL-6 a spec naming a policy no live worker registers is refused at submit with INVALID_SPEC", async () => {
-    const reply = await rawSubmit(under("nowhere", { script: [{ text: "x" }] }));
+    const reply = await rawSubmit(suite, under("nowhere", { script: [{ text: "x" }] }));
     expect(reply).toMatchObject({ ok: false, error: { code: "INVALID_SPEC", details: { field: "policy" } } });
     expect(reply.ok ? "" : reply.error.message).toMatch(
       /^policy 'nowhere': no live agent worker registers it \(heard: agent-1, agent-2\); register it in every agent worker/,
     );
-    const bad = await rawSubmit(under("not a name", { script: [{ text: "x" }] }));
+    const bad = await rawSubmit(suite, under("not a name", { script: [{ text: "x" }] }));
     expect(bad).toMatchObject({ ok: false, error: { code: "INVALID_SPEC" } });
   }, 30_000);
 
@@ -399,7 +342,7 @@ describe("named convergence policies on a cluster of processes", () => {
     const plain = await suite.cluster.launch({ kind: "agent", name: "agent-3" });
     // Heard within a beat or two (AGENT_BEAT_MS 200).
     await expect
-      .poll(async () => JSON.stringify(await rawSubmit(quorum())), { timeout: 5_000 })
+      .poll(async () => JSON.stringify(await rawSubmit(suite, quorum())), { timeout: 5_000 })
       .toContain("policy 'signalQuorum' is not registered by agent worker(s) agent-3");
     // agentctl cluster names the disagreement as a problem (exit 1) and lists who registers what.
     const report = await runProcess(process.execPath, [AGENTCTL, "cluster", "--json", "--listen-ms", "600"], {
