@@ -55,7 +55,7 @@ export type RegisteredPolicies = ReadonlyMap<string, ConvergencePolicy>;
 /** Nothing converges by accident: a run under it ends only through its bounds. */
 export const neverConverges: ConvergencePolicy = {
   name: "neverConverges",
-  evaluate: () => ({ converged: false, reason: "the default policy never converges" }),
+  evaluate: () => ({ converged: false, reason: "this policy never converges" }),
 };
 
 export interface GateResult {

@@ -200,7 +200,9 @@ export function repair(
       giveUp(d, config, "maxRepairs", plan.diagnosis);
       return;
     }
-    if (plan.giveUp) {
+    // A model switched in by this very stall has not answered yet: the old one's repeats are not its own.
+    const switched = s.escalatedAtStep === s.step;
+    if (plan.giveUp && !switched) {
       giveUp(d, config, "semanticLoop", `the same output and diagnosis keep coming back\n${plan.diagnosis}`);
       return;
     }

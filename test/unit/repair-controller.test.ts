@@ -163,6 +163,17 @@ describe("the repair controller in the loop", () => {
     });
   });
 
+  it("a stuck model repeating itself is switched on a stall, not failed as a semantic loop before the switch answers", async () => {
+    const escalationModel = { provider: "scripted" as const, script: [{ text: "the stronger answer" }] };
+    const stuck = controlled([0.5, 0.5, 0.5, 0.9], { escalationModel });
+    const repeating = { provider: "scripted" as const, script: [{ text: "weak draft" }], loop: true };
+    const result = await runner().run({ ...stuck, agent: { ...stuck.agent, model: repeating } });
+    expect(kinds(result)).toContain("repair.escalated");
+    expect(result.state.terminal?.reason).not.toBe("semanticLoop");
+    expect(result.state.status).toBe("committed");
+    expect(result.state.output).toBe("the stronger answer");
+  });
+
   it("an escalation model alone turns the controller on with its defaults; without either, repairs run to maxRepairs", async () => {
     const off = spec({
       script: answers.map((text) => ({ text })),
