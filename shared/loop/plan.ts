@@ -68,8 +68,10 @@ export function validatePlan(
 ): PlanValidation {
   const errors: string[] = [];
   const ids = new Set<string>();
+  let duplicated = false;
   for (const task of plan.subtasks) {
     if (ids.has(task.id)) errors.push(`duplicate subtask id '${task.id}'`);
+    duplicated ||= ids.has(task.id);
     ids.add(task.id);
   }
   if (plan.subtasks.length === 0) errors.push("the plan has no subtasks");
@@ -83,7 +85,8 @@ export function validatePlan(
     }
   }
   const { order, cyclic } = topologicalOrder(plan);
-  if (cyclic.length > 0) errors.push(`dependency cycle among: ${cyclic.join(", ")}`);
+  // With two subtasks under one id the order is meaningless: the duplicate is the error to fix first.
+  if (cyclic.length > 0 && !duplicated) errors.push(`dependency cycle among: ${cyclic.join(", ")}`);
   const estimate = plan.subtasks.reduce(
     (sum, s) => ({
       iterations: sum.iterations + s.estimate.iterations,

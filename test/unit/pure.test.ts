@@ -48,6 +48,11 @@ describe("plan DAG", () => {
     expect(validatePlan({ subtasks: [] }, [], { maxIterations: 1, maxCostUsd: 0 }).errors).toContain(
       "the plan has no subtasks",
     );
+    // A duplicated id is reported as such, not also as the cycle it makes of the order.
+    const twice: Plan = { subtasks: [task("a"), task("b", ["a"]), task("a", ["b"])] };
+    expect(validatePlan(twice, [], { maxIterations: 10, maxCostUsd: 0 }).errors).toEqual([
+      "duplicate subtask id 'a'",
+    ]);
   });
 
   it("orders a valid DAG topologically and estimates its budget", () => {
