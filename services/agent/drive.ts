@@ -335,7 +335,9 @@ export class RunLease {
     // A takeover that asks an undo of children again rides too: one handed back while they end
     // (CHILDREN_GOING) then leaves no record, and the next counts the wait from the step that asked.
     const again = this.tookOver && awaiting?.type === "callTool" && awaiting.tool === UNDO_CHILDREN_TOOL;
-    await this.journal.record(t, (awaiting?.type === "callModel" || again) && memories.length === 0);
+    // Within a round of samples each step is written at once: a sample asked again is paid again.
+    const asksModel = awaiting?.type === "callModel" && t.state.sampling === undefined;
+    await this.journal.record(t, (asksModel || again) && memories.length === 0);
     for (const memory of memories) await this.deps.performer.remember(memory.namespace, memory.text);
     return awaiting;
   }
