@@ -4,15 +4,17 @@ import {
   addIterations,
   capReached,
   grantOf,
+  readTreeBudget,
   readTreeCap,
   retired,
+  type TreeCap,
 } from "../../shared/bus/tree-iterations.js";
 import type { LoopState } from "../../shared/loop/state.js";
 import type { Clock } from "../../shared/runtime/clock.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 
-/** Trees whose cap a worker keeps: far more than it drives runs of at once. */
-const MAX_CAPS = 4_096;
+/** Trees whose budgets a worker keeps: far more than it drives runs of at once. */
+const MAX_TREES = 4_096;
 /**
  * Reservations refused while the tree's counter held others' overshoots on their way back, and
  * found room once they were: asked again up to this many times before the run is refused.
@@ -23,13 +25,14 @@ type Run = Pick<LoopState, "runId" | "rootRunId">;
 type Bus = Pick<ActorBus, "nc" | "subjects" | "clock" | "buckets" | "logger">;
 
 /**
- * The run trees' iteration budgets as one worker spends them: each tree's cap, read from the pool
- * bucket once and kept (a tree's cap never changes), and its JetStream counter, to which a
- * reservation adds what it asks for. The supervisor writes the cap at the root's admission and has
+ * The run trees' iteration budgets as one worker spends them: each tree's budgets, read from the
+ * pool bucket once and kept (they never change; the cost and token budgets are read from here too,
+ * see TreeSpend), and its JetStream counter, to which a reservation adds what it asks for. The supervisor writes the cap at the root's admission and has
  * no part after it: the counter is exact however many workers add to it at once.
  */
 export class IterationLeases {
-  private readonly caps = new Map<string, number>();
+  private readonly budgets = new Map<string, TreeCap>();
+  private readonly reading = new Map<string, Promise<TreeCap | undefined>>();
 
   constructor(
     private readonly bus: Bus,
@@ -43,6 +46,29 @@ export class IterationLeases {
   }
 
   /**
+   * The tree's budgets as its root's admission wrote them, read once for the calls that ask while
+   * the read is under way, and kept; undefined, and not kept, for a tree without them (retired, or
+   * never admitted).
+   */
+  async budget(rootRunId: string): Promise<TreeCap | undefined> {
+    const kept = this.budgets.get(rootRunId);
+    if (kept) return kept;
+    let reading = this.reading.get(rootRunId);
+    if (!reading) {
+      reading = readTreeBudget(this.bus.buckets.pool, rootRunId).finally(() =>
+        this.reading.delete(rootRunId),
+      );
+      this.reading.set(rootRunId, reading);
+    }
+    const read = await reading;
+    if (read && !this.budgets.has(rootRunId)) {
+      this.budgets.set(rootRunId, read);
+      if (this.budgets.size > MAX_TREES) this.budgets.delete(this.budgets.keys().next().value ?? rootRunId);
+    }
+    return read;
+  }
+
+  /**
    * Reserves up to `asked` iterations of the run's tree with one add to its counter, and gives
    * back at once what went past the cap; resolves with how many were granted, or rejects with
    * GLOBAL_CAP when none were. The cap is read alongside the first add for its tree.
@@ -51,7 +77,7 @@ export class IterationLeases {
     const { rootRunId } = run;
     for (let attempt = 1; ; attempt++) {
       const [read, added] = await Promise.allSettled([
-        this.caps.get(rootRunId) ?? readTreeCap(this.bus.buckets.pool, rootRunId),
+        this.budget(rootRunId).then((budget) => budget?.cap),
         addIterations(this.bus, rootRunId, asked),
       ]);
       // An add that failed may have landed: what it asked stays counted, never granted.
@@ -90,7 +116,7 @@ export class IterationLeases {
   }
 
   /**
-   * The tree's cap as read alongside an add (kept from then on), or GLOBAL_CAP when the tree was
+   * The tree's cap as read alongside an add, or GLOBAL_CAP when the tree was
    * retired: it has no cap, or, for a run that is not its root, the counter held nothing before
    * the add (the parent's model call that spawned the run counts before any child runs) and the
    * cap this worker kept is gone on a read made after the add (the counter was purged with it).
@@ -106,10 +132,6 @@ export class IterationLeases {
     const child = run.runId !== run.rootRunId;
     if (child && before === 0 && (await readTreeCap(this.bus.buckets.pool, run.rootRunId)) === undefined)
       throw retired(run.rootRunId);
-    if (!this.caps.has(run.rootRunId)) {
-      this.caps.set(run.rootRunId, cap);
-      if (this.caps.size > MAX_CAPS) this.caps.delete(this.caps.keys().next().value ?? run.rootRunId);
-    }
     return cap;
   }
 }

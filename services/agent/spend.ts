@@ -1,6 +1,6 @@
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { ActorBus } from "../../shared/bus/actor.js";
-import { readTreeBudget, type TreeCap } from "../../shared/bus/tree-iterations.js";
+import type { TreeCap } from "../../shared/bus/tree-iterations.js";
 import {
   addSpend,
   hasSpendBudget,
@@ -15,7 +15,7 @@ import type { LoopState } from "../../shared/loop/state.js";
 const MAX_TREES = 4_096;
 
 type Run = Pick<LoopState, "runId" | "rootRunId">;
-type Bus = Pick<ActorBus, "nc" | "jsm" | "subjects" | "clock" | "buckets" | "logger">;
+type Bus = Pick<ActorBus, "nc" | "jsm" | "subjects" | "clock" | "logger">;
 
 /**
  * The run trees' cost and token budgets as one worker sees them: each tree's budget (its root's
@@ -25,11 +25,13 @@ type Bus = Pick<ActorBus, "nc" | "jsm" | "subjects" | "clock" | "buckets" | "log
  * a tree's spend passes its budget by at most the calls its runs were making as it did.
  */
 export class TreeSpend {
-  private readonly budgets = new Map<string, TreeCap>();
   private readonly spent = new Map<string, TreeSpent>();
-  private readonly reading = new Map<string, Promise<TreeCap | undefined>>();
 
-  constructor(private readonly bus: Bus) {}
+  constructor(
+    private readonly bus: Bus,
+    /** The tree's budgets, as the worker's iteration leases read and keep them (IterationLeases.budget). */
+    private readonly budgets: (rootRunId: string) => Promise<TreeCap | undefined>,
+  ) {}
 
   /** The spend checks of one lease on `run`. */
   forRun(run: Run): RunSpend {
@@ -38,21 +40,9 @@ export class TreeSpend {
 
   /** The tree's budget when its root set a cost or token budget; undefined otherwise. */
   async budgetOf(rootRunId: string): Promise<TreeCap | undefined> {
-    const kept = this.budgets.get(rootRunId);
-    if (kept) return hasSpendBudget(kept) ? kept : undefined;
-    // One read for the calls that ask while it is under way (a lease reads it ahead, see prefetch).
-    let reading = this.reading.get(rootRunId);
-    if (!reading) {
-      reading = readTreeBudget(this.bus.buckets.pool, rootRunId).finally(() =>
-        this.reading.delete(rootRunId),
-      );
-      this.reading.set(rootRunId, reading);
-    }
-    const read = await reading;
     // A tree with no cap (retired, or never admitted) is the iteration leases' to refuse.
-    if (!read) return undefined;
-    this.keep(this.budgets, rootRunId, read);
-    return hasSpendBudget(read) ? read : undefined;
+    const read = await this.budgets(rootRunId);
+    return read && hasSpendBudget(read) ? read : undefined;
   }
 
   /** What the tree spent, read from its counters (`fresh`) or as last answered here. */
@@ -82,16 +72,12 @@ export class TreeSpend {
   /** Keeps the larger totals: adds answered out of order must not make the tree look less spent. */
   private note(rootRunId: string, totals: TreeSpent): void {
     const known = this.spent.get(rootRunId);
-    this.keep(this.spent, rootRunId, {
+    this.spent.delete(rootRunId);
+    this.spent.set(rootRunId, {
       tokens: Math.max(known?.tokens ?? 0, totals.tokens),
       costMicroUsd: Math.max(known?.costMicroUsd ?? 0, totals.costMicroUsd),
     });
-  }
-
-  private keep<T>(map: Map<string, T>, key: string, value: T): void {
-    map.delete(key);
-    map.set(key, value);
-    if (map.size > MAX_TREES) map.delete(map.keys().next().value ?? key);
+    if (this.spent.size > MAX_TREES) this.spent.delete(this.spent.keys().next().value ?? rootRunId);
   }
 
   get clock(): Bus["clock"] {

@@ -131,7 +131,8 @@ export class AgentWorker {
     });
     this.consumer = consumer;
     this.leasesOf = new IterationLeases(this.bus, this.options.iterationLease);
-    this.spendOf = new TreeSpend(this.bus);
+    const leases = this.leasesOf;
+    this.spendOf = new TreeSpend(this.bus, (rootRunId) => leases.budget(rootRunId));
     this.tools = new ToolCatalog(
       (name) => describeRemoteTool(name, { ...this.bus, wait: this.serviceWait(`tool:${name}`) }),
       this.bus.clock,

@@ -11,7 +11,7 @@ import { completedAction, SPAWN_AGENT_TOOL, spawnAction } from "./saga.js";
 import { checkToolCall, recordCost, recordStopReason, recordUsage } from "./guard.js";
 import type { Draft } from "./draft.js";
 import { convergedNow, requestModel, sampleCount } from "./model-step.js";
-import { onSample, proposalOf } from "./samples.js";
+import { finishAnswer, onSample, proposalOf } from "./samples.js";
 import { FINISH_TOOL, INVOCATION_LIMIT, type LoopConfig } from "./state.js";
 import { fail } from "./terminal.js";
 import { enterVerify } from "./verify.js";
@@ -62,8 +62,7 @@ export function onModelResponse(d: Draft, config: LoopConfig, response: ModelRes
   if (convergedNow(d, config)) return;
   const finish = response.toolCalls.find((c) => c.name === FINISH_TOOL);
   if (finish) {
-    const answer = (finish.input as { answer?: unknown } | null)?.answer;
-    if (typeof answer === "string") s.output = answer;
+    s.output = finishAnswer(finish) ?? s.output;
     enterVerify(d, config, "the model proposed a final answer (finish)");
     return;
   }

@@ -82,6 +82,23 @@ export function activeModel(s: LoopState): ModelRef {
   return escalation && s.escalatedAtStep !== undefined ? escalation : s.spec.agent.model;
 }
 
+/** The guard's word before any model call: the deadline and the iteration bound; false when the run failed. */
+export function modelCallAllowed(d: Draft, config: LoopConfig): boolean {
+  const s = d.state;
+  const deadline = checkDeadline(s.guard, s.limits, d.at);
+  d.guard(deadline);
+  if (deadline.kind === "circuitBreak") {
+    fail(d, config, deadline.reason, deadline.message);
+    return false;
+  }
+  const { state, verdict } = checkIteration(s.guard, s.limits);
+  s.guard = state;
+  d.guard(verdict);
+  if (verdict.kind !== "circuitBreak") return true;
+  fail(d, config, verdict.reason, verdict.message);
+  return false;
+}
+
 /**
  * The next model call of the ACT loop, after the policy (a converged run stops here) and the
  * guard (deadline and iteration bound) have had their say.
@@ -89,20 +106,8 @@ export function activeModel(s: LoopState): ModelRef {
 export function requestModel(d: Draft, config: LoopConfig): void {
   // Within a round of samples the candidate is not chosen yet: the policy speaks once it is.
   if (!d.state.sampling && convergedNow(d, config)) return;
+  if (!modelCallAllowed(d, config)) return;
   const s = d.state;
-  const deadline = checkDeadline(s.guard, s.limits, d.at);
-  d.guard(deadline);
-  if (deadline.kind === "circuitBreak") {
-    fail(d, config, deadline.reason, deadline.message);
-    return;
-  }
-  const { state, verdict } = checkIteration(s.guard, s.limits);
-  s.guard = state;
-  d.guard(verdict);
-  if (verdict.kind === "circuitBreak") {
-    fail(d, config, verdict.reason, verdict.message);
-    return;
-  }
   windowTranscript(s);
   // A sample after the first of a round is asked the same request, its own seed aside.
   const sample = (s.sampling?.length ?? 0) + 1;

@@ -3,9 +3,9 @@ import type { ModelResponse } from "../contracts/model.js";
 import { MAX_PLAN_NODES, PlanNode } from "../contracts/task-plan.js";
 import { accountFor, tallyResponse } from "./act.js";
 import { decompose } from "./decompose.js";
-import { activeModel, samplingParams } from "./model-step.js";
+import { activeModel, modelCallAllowed, samplingParams } from "./model-step.js";
 import type { Draft } from "./draft.js";
-import { checkDeadline, checkIteration, checkRepair } from "./guard.js";
+import { checkRepair } from "./guard.js";
 import { planHash, planOfSpec, validatePlan } from "./plan.js";
 import type { LoopConfig } from "./state.js";
 import { fail } from "./terminal.js";
@@ -20,14 +20,8 @@ const Proposal = z.object({ nodes: z.array(PlanNode).min(1).max(MAX_PLAN_NODES) 
  * one does (see dag.ts).
  */
 export function requestPlan(d: Draft, config: LoopConfig): void {
+  if (!modelCallAllowed(d, config)) return;
   const s = d.state;
-  const deadline = checkDeadline(s.guard, s.limits, d.at);
-  d.guard(deadline);
-  if (deadline.kind === "circuitBreak") return fail(d, config, deadline.reason, deadline.message);
-  const { state, verdict } = checkIteration(s.guard, s.limits);
-  s.guard = state;
-  d.guard(verdict);
-  if (verdict.kind === "circuitBreak") return fail(d, config, verdict.reason, verdict.message);
   const requestId = `model-${s.guard.iteration}`;
   const system = [s.system, planningInstructions(toolsOf(d, config), s.limits.maxIterations)]
     .filter((part) => part !== "")

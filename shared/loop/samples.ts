@@ -1,11 +1,17 @@
 import { AgentError } from "../runtime/errors.js";
-import type { ModelResponse } from "../contracts/model.js";
+import type { ModelResponse, ToolCall } from "../contracts/model.js";
 import { contentHash } from "../runtime/hash.js";
 import { clusterAnswers } from "./answer-clusters.js";
 import type { Draft } from "./draft.js";
 import { convergedNow, requestModel, sampleCount } from "./model-step.js";
 import { FINISH_TOOL, type LoopConfig, type Sample } from "./state.js";
 import { enterVerify } from "./verify.js";
+
+/** The answer a `finish` action carries, when it is a string. */
+export function finishAnswer(call: ToolCall): string | undefined {
+  const answer = (call.input as { answer?: unknown } | null)?.answer;
+  return typeof answer === "string" ? answer : undefined;
+}
 
 /**
  * The answer a response proposes: the `finish` action's answer (its text when the answer is not a
@@ -14,10 +20,7 @@ import { enterVerify } from "./verify.js";
  */
 export function proposalOf(response: ModelResponse): string | undefined {
   const finish = response.toolCalls.find((c) => c.name === FINISH_TOOL);
-  if (finish) {
-    const answer = (finish.input as { answer?: unknown } | null)?.answer;
-    return typeof answer === "string" ? answer : response.text;
-  }
+  if (finish) return finishAnswer(finish) ?? response.text;
   if (response.toolCalls.length > 0 || response.stopReason === "maxTokens") return undefined;
   return response.text;
 }
