@@ -77,7 +77,7 @@ export const AgentEnv = ActorEnv.extend({
         if (problem) ctx.addIssue({ code: "custom", message: problem });
     })
     .describe(
-      "The built-in tools a worker runs in-process instead of asking their services, comma-separated: no request and no idempotency record per call, the run's log carries their idempotency. `http_fetch` may be added; a tool that is not idempotent, or not built in, stops the worker at start; empty: every tool asked of its service.",
+      "The built-in tools a worker runs in-process instead of asking their services, comma-separated: no request and no idempotency record per call, the run's log carries their idempotency. `http_fetch`, `file_read`, `file_list` and `file_write` may be added (the files are then the worker's); `shell` may not (not idempotent); a tool that is not idempotent, or not built in, stops the worker at start; empty: every tool asked of its service.",
     ),
   AGENT_POLICY_MODULES: z
     .string()

@@ -1,23 +1,66 @@
+import { isAbsolute } from "node:path";
 import { z } from "zod";
-import { ActorEnv, memoryRecallWindow } from "../../shared/runtime/config.js";
+import { ActorEnv, memoryRecallWindow, whole } from "../../shared/runtime/config.js";
+import { DEFAULT_COMMAND_TIMEOUT_MS } from "../../shared/tools/builtin/shell.js";
 
-export const BUILT_IN = ["echo", "http_fetch", "memory"] as const;
+export const BUILT_IN = [
+  "echo",
+  "file_list",
+  "file_read",
+  "file_write",
+  "http_fetch",
+  "memory",
+  "shell",
+] as const;
+/** Served when TOOLS is unset: the tools that touch neither this machine's files nor its programs. */
+const DEFAULT_TOOLS = ["echo", "http_fetch", "memory"];
+
+const commaList = z.string().transform((s) =>
+  s
+    .split(",")
+    .map((t) => t.trim())
+    .filter(Boolean),
+);
+const uid = z.coerce
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 31 - 1);
 
 /** The tool services' environment (docs/configuration.md; the Kubernetes manifests are checked against it). */
 export const ToolsEnv = ActorEnv.extend({
   TOOLS: z
     .string()
-    .default(BUILT_IN.join(","))
-    .transform((s) =>
-      s
-        .split(",")
-        .map((t) => t.trim())
-        .filter(Boolean),
-    )
+    .default(DEFAULT_TOOLS.join(","))
+    .pipe(commaList)
     .pipe(z.array(z.enum(BUILT_IN)).min(1))
     .describe(
-      `The built-in tool services this process runs, comma-separated, among ${BUILT_IN.map((t) => `\`${t}\``).join(", ")}; workers run the ones in their \`AGENT_LOCAL_TOOLS\` themselves, and \`spawn_agent\` is always theirs.`,
+      `The built-in tool services this process runs, comma-separated, among ${BUILT_IN.map((t) => `\`${t}\``).join(", ")}; workers run the ones in their \`AGENT_LOCAL_TOOLS\` themselves, and \`spawn_agent\` is always theirs. The file tools and \`shell\` are served only when named (docs/tools-security.md).`,
     ),
+  TOOLS_SHELL_ROOTS: z
+    .string()
+    .default("")
+    .pipe(commaList)
+    .pipe(z.array(z.string().refine((dir) => isAbsolute(dir), "an absolute directory")))
+    .describe(
+      "The directories the `shell` tool's commands may run in, comma-separated absolute paths: a call's `cwd` must resolve (symlinks followed) inside one, and the first is the default. Required when `TOOLS` names `shell`.",
+    ),
+  TOOLS_SHELL_UID: uid
+    .optional()
+    .describe(
+      "The user id `shell` commands run as when the tools actor runs as root; unset: 65534 (`nobody`), so a command has no more rights than any user. A tools actor not running as root runs commands as itself and refuses another id.",
+    ),
+  TOOLS_SHELL_GID: uid
+    .optional()
+    .describe(
+      "The group id `shell` commands run as when the tools actor runs as root; unset: 65534 (`nogroup`).",
+    ),
+  TOOLS_SHELL_TIMEOUT_MS: whole(100, 3_600_000, DEFAULT_COMMAND_TIMEOUT_MS).describe(
+    "The longest, in milliseconds, a `shell` command may run (a call may ask for less) before its whole process group is killed and the call fails.",
+  ),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
+}).refine((env) => !env.TOOLS.includes("shell") || env.TOOLS_SHELL_ROOTS.length > 0, {
+  message: "TOOLS names `shell`: set TOOLS_SHELL_ROOTS to the directories its commands may run in",
+  path: ["TOOLS_SHELL_ROOTS"],
 });
 export type ToolsEnv = z.infer<typeof ToolsEnv>;

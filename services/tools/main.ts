@@ -15,8 +15,12 @@ import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { fileListTool } from "../../shared/tools/builtin/file-list.js";
+import { fileReadTool } from "../../shared/tools/builtin/file-read.js";
+import { fileWriteTool } from "../../shared/tools/builtin/file-write.js";
 import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
 import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
+import { createShellTool, shellIdentity } from "../../shared/tools/builtin/shell.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
 import { type BUILT_IN, ToolsEnv } from "./env.js";
 
@@ -24,15 +28,29 @@ const fatal = exitOnFatal(createLogger({ actor: "tools" }));
 const env = parseEnv(ToolsEnv, process.env);
 const logger = createLogger({ actor: "tools", level: env.LOG_LEVEL });
 fatal.use(logger);
+const self = process.getuid && process.getgid ? { uid: process.getuid(), gid: process.getgid() } : undefined;
+// Checked before connecting: a uid this process cannot run commands as stops it at start.
+const identity = env.TOOLS.includes("shell")
+  ? shellIdentity({ uid: env.TOOLS_SHELL_UID, gid: env.TOOLS_SHELL_GID }, self)
+  : undefined;
 const bus = await openActorBus(env, "tools", { clock: systemClock, random: systemRandom, logger, fatal });
 const metrics = new ActorMetrics("tools");
 const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
   echo: () => echoTool,
+  file_list: () => fileListTool,
+  file_read: () => fileReadTool,
+  file_write: () => fileWriteTool,
   http_fetch: () => httpFetchTool,
   memory: () =>
     createMemoryTool(
       new KvMemory(bus.buckets.memory, systemClock, memoryReads(bus, env.MEMORY_RECALL_WINDOW)),
     ),
+  shell: () =>
+    createShellTool({
+      roots: env.TOOLS_SHELL_ROOTS,
+      maxTimeoutMs: env.TOOLS_SHELL_TIMEOUT_MS,
+      ...(identity ? { identity } : {}),
+    }),
 };
 const served = serveToolsOf(
   env.TOOLS.map((name) => available[name]()),
@@ -40,7 +58,7 @@ const served = serveToolsOf(
   { logger, metrics },
 );
 const health = await startActorHealth(bus, env, metrics);
-logger.info({ tools: env.TOOLS, healthPort: health.port }, "tool services ready");
+logger.info({ tools: env.TOOLS, shellIdentity: identity, healthPort: health.port }, "tool services ready");
 onShutdown(logger, async () => {
   await health.close();
   await served.stop();

@@ -4,6 +4,7 @@ import { TERMINAL_PHASES } from "../contracts/audit.js";
 import type { ToolAuditNote } from "../contracts/tool.js";
 import { AgentError } from "../runtime/errors.js";
 import { xxh64 } from "../runtime/hash.js";
+import { TOOL_REFUSALS } from "../tools/capabilities.js";
 import { onModelResponse, recordActResult } from "./act.js";
 import { Draft } from "./draft.js";
 import { initialGuardState, type GuardLimits } from "./guard.js";
@@ -274,11 +275,7 @@ function onToolOutcome(
   const ok = event.type === "toolCompleted";
   const detail = ok ? undefined : `[${event.error.code}] ${event.error.message}`;
   if (pending.purpose !== "compensate") {
-    d.audit(ok ? "tool.completed" : "tool.aborted", ok ? "passed" : "failed", {
-      actor: `tool:${pending.tool}`,
-      ...(detail ? { reason: detail } : {}),
-      data: { actionId: pending.actionId, ...(ok && event.signals ? { signals: event.signals } : {}) },
-    });
+    auditToolOutcome(d, pending, event, detail);
     if (ok) reportToolNotes(d, pending, event.audit ?? []);
     else if (requestToolApproval(d, pending, event.error)) return;
   }
@@ -289,6 +286,29 @@ function onToolOutcome(
     return onPlanRound(d, config, ok, ok ? event.output : undefined, detail ?? "");
   if (ok) return recordActResult(d, config, true, event.output, event.signals ?? []);
   return recordActResult(d, config, false, `error ${detail ?? ""}`, [], event.error.code);
+}
+
+/**
+ * A call's outcome in the audit trail: `tool.completed`, or `tool.aborted`, or `tool.denied` when
+ * the tool refused it under its grant (see TOOL_REFUSALS).
+ */
+function auditToolOutcome(
+  d: Draft,
+  pending: { tool: string; actionId: string },
+  event: Extract<LoopEvent, { type: "toolCompleted" | "toolAborted" }>,
+  detail: string | undefined,
+): void {
+  const ok = event.type === "toolCompleted";
+  const refused = event.type === "toolAborted" && TOOL_REFUSALS.has(event.error.code);
+  d.audit(ok ? "tool.completed" : refused ? "tool.denied" : "tool.aborted", ok ? "passed" : "failed", {
+    actor: `tool:${pending.tool}`,
+    ...(detail ? { reason: detail } : {}),
+    data: {
+      actionId: pending.actionId,
+      ...(refused ? { code: event.error.code } : {}),
+      ...(ok && event.signals ? { signals: event.signals } : {}),
+    },
+  });
 }
 
 /** A tool's own audit notes join the run's trail as `tool.reported` events, after its `tool.completed`. */

@@ -16,6 +16,10 @@ export const ERROR_CODES = {
   CAPABILITY_DENIED: { retryable: false },
   PRIVACY_DENIED: { retryable: false },
   HOST_NOT_ALLOWED: { retryable: false },
+  /** A file tool's path (or the shell tool's working directory) leads outside the grant's `allowedPaths`. */
+  PATH_NOT_ALLOWED: { retryable: false },
+  /** The shell tool's command is not in the grant's `allowedCommands`, or is not a bare command. */
+  COMMAND_NOT_ALLOWED: { retryable: false },
   TOOL_TIMEOUT: { retryable: true },
   TOOL_FAILED: { retryable: false },
   TOOL_UNAVAILABLE: { retryable: true },

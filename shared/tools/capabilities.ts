@@ -74,6 +74,12 @@ export function callGrant(
   );
 }
 
+/**
+ * Codes a tool refuses a call with, before doing anything, because its grant does not cover what
+ * the call asked: the run's log records the call as `tool.denied`, not `tool.aborted`.
+ */
+export const TOOL_REFUSALS: ReadonlySet<string> = new Set(["PATH_NOT_ALLOWED", "COMMAND_NOT_ALLOWED"]);
+
 /** Host allowlist: exact host names (case-insensitive) or "*" for any. */
 export function hostAllowed(allowedHosts: readonly string[], host: string): boolean {
   const wanted = host.toLowerCase();

@@ -38,7 +38,7 @@ describe("AGENT_LOCAL_TOOLS: the built-in tools a worker runs in-process", () =>
       expect.objectContaining({
         code: "INVALID_INPUT",
         message:
-          "invalid configuration: AGENT_LOCAL_TOOLS: 'charge' is no built-in tool a worker can run (echo, http_fetch, memory)",
+          "invalid configuration: AGENT_LOCAL_TOOLS: 'charge' is no built-in tool a worker can run (echo, file_list, file_read, file_write, http_fetch, memory)",
       }),
     );
   });

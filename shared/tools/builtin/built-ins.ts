@@ -2,17 +2,35 @@ import type { MemoryStore } from "../../memory/memory.js";
 import { AgentError } from "../../runtime/errors.js";
 import type { AnyTool } from "../tool.js";
 import { echoTool } from "./echo.js";
+import { fileListTool } from "./file-list.js";
+import { fileReadTool } from "./file-read.js";
+import { fileWriteTool } from "./file-write.js";
 import { httpFetchTool } from "./http-fetch.js";
 import { createMemoryTool } from "./memory.js";
+import { createShellTool, DEFAULT_COMMAND_TIMEOUT_MS, type ShellConfig } from "./shell.js";
 import { fanOutSpawnTool } from "./spawn.js";
 
 /** What a built-in tool may need of the process that runs it. */
 export interface BuiltInDeps {
   memory: MemoryStore;
+  /** How the shell tool runs commands; without it, it is built to be described only. */
+  shell?: ShellConfig;
 }
 
 /** The built-in tools a process can build by name (see builtInTool). */
-export const BUILT_IN_TOOLS = ["echo", "http_fetch", "memory", "spawn_agent"] as const;
+export const BUILT_IN_TOOLS = [
+  "echo",
+  "file_list",
+  "file_read",
+  "file_write",
+  "http_fetch",
+  "memory",
+  "shell",
+  "spawn_agent",
+] as const;
+
+/** A shell tool with no working directory: described, or refused when run (PATH_NOT_ALLOWED). */
+const UNCONFIGURED_SHELL: ShellConfig = { roots: [], maxTimeoutMs: DEFAULT_COMMAND_TIMEOUT_MS };
 
 const noMemory = (): Promise<never> =>
   Promise.reject(new AgentError("INTERNAL", "this memory tool was built to be described, not run"));
@@ -29,6 +47,14 @@ export function builtInTool(name: string, deps?: BuiltInDeps): AnyTool | undefin
   switch (name) {
     case "echo":
       return echoTool;
+    case "file_list":
+      return fileListTool;
+    case "file_read":
+      return fileReadTool;
+    case "file_write":
+      return fileWriteTool;
+    case "shell":
+      return createShellTool(deps?.shell ?? UNCONFIGURED_SHELL);
     case "http_fetch":
       return httpFetchTool;
     case "memory":

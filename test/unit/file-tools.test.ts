@@ -1,0 +1,248 @@
+import { mkdir, mkdtemp, open, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, posix } from "node:path";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CapabilityObject } from "../../shared/contracts/capability.js";
+import { ScriptedDriver } from "../../shared/models/scripted.js";
+import { fileListTool } from "../../shared/tools/builtin/file-list.js";
+import { fileReadTool, MAX_READ_BYTES } from "../../shared/tools/builtin/file-read.js";
+import { fileWriteTool, FileWriteInput, MAX_WRITE_BYTES } from "../../shared/tools/builtin/file-write.js";
+import {
+  assertOpenedWithin,
+  confinePath,
+  insideGrant,
+  isWithin,
+  lexicalRoots,
+  requestedPath,
+} from "../../shared/tools/builtin/path-grant.js";
+import { authorizeTool } from "../../shared/tools/capabilities.js";
+import { echoTool } from "../../shared/tools/builtin/echo.js";
+import { ToolRegistry } from "../../shared/tools/registry.js";
+import type { AnyTool } from "../../shared/tools/tool.js";
+import { kinds, runner, spec, toolCtx } from "../helpers/fixtures.js";
+
+let base: string;
+let root: string;
+let outside: string;
+const reads = (): CapabilityObject => ({ kind: "fileRead", allowedPaths: [root] });
+const writes = (): CapabilityObject => ({ kind: "fileWrite", allowedPaths: [root] });
+const read = (input: unknown) => fileReadTool.execute(fileReadTool.input.parse(input), toolCtx(reads()));
+const write = (input: unknown) => fileWriteTool.execute(fileWriteTool.input.parse(input), toolCtx(writes()));
+const refusal = { code: "PATH_NOT_ALLOWED" };
+
+beforeAll(async () => {
+  base = await mkdtemp(join(tmpdir(), "file-tools-"));
+  root = join(base, "granted");
+  outside = join(base, "outside");
+  await mkdir(join(root, "sub"), { recursive: true });
+  await mkdir(outside);
+  await writeFile(join(root, "notes.txt"), "inside");
+  await writeFile(join(outside, "secret.txt"), "secret");
+  await symlink(join(outside, "secret.txt"), join(root, "to-secret"));
+  await symlink(outside, join(root, "out-dir"));
+  await symlink(join(root, "notes.txt"), join(root, "to-notes"));
+  await symlink(join(outside, "not-yet"), join(root, "dangling"));
+});
+afterAll(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+/** Where a path with `..` lands, segment by segment: the model `requestedPath` must agree with. */
+function landsInside(segments: readonly string[]): boolean {
+  let depth = 0;
+  for (const segment of segments) {
+    if (segment === "..") depth -= 1;
+    else if (segment !== ".") depth += 1;
+    if (depth < 0) return false;
+  }
+  return true;
+}
+
+describe("path confinement, lexical core", () => {
+  it("isWithin: the root itself and what lies below it, never a sibling sharing its prefix", () => {
+    expect(isWithin("/srv/data", "/srv/data")).toBe(true);
+    expect(isWithin("/srv/data", "/srv/data/a/b")).toBe(true);
+    expect(isWithin("/srv/data", "/srv/data-other/x")).toBe(false);
+    expect(isWithin("/srv/data", "/srv")).toBe(false);
+    expect(isWithin("/", "/etc/passwd")).toBe(true);
+  });
+
+  it("a relative path with any mix of `..` is inside exactly when it never climbs above the granted directory", () => {
+    const segment = fc.constantFrom("..", ".", "a", "b", "..", "c.txt");
+    fc.assert(
+      fc.property(fc.array(segment, { minLength: 1, maxLength: 12 }), (segments) => {
+        const asked = requestedPath(segments.join("/"), ["/srv/data"]);
+        const inside = insideGrant(asked, lexicalRoots(["/srv/data"]), ["/srv/data"]);
+        // Climbing out and back in ("../data/x") lands inside: only where it lands counts.
+        const back = isWithin("/srv/data", posix.normalize(posix.join("/srv/data", ...segments)));
+        expect(inside).toBe(back);
+        if (landsInside(segments)) expect(inside).toBe(true);
+      }),
+    );
+  });
+
+  it("an empty path, a NUL byte, or a relative path with no granted directory is refused", () => {
+    expect(() => requestedPath("", ["/srv"])).toThrow(expect.objectContaining(refusal));
+    expect(() => requestedPath("a\0b", ["/srv"])).toThrow(expect.objectContaining(refusal));
+    expect(() => requestedPath("notes.txt", ["*"])).toThrow(expect.objectContaining(refusal));
+    expect(requestedPath("/etc/hosts", ["*"])).toBe("/etc/hosts");
+  });
+});
+
+describe("file_read, file_write, file_list confined to allowedPaths", () => {
+  it("reads a file inside the grant, by absolute path, relative path, and through a symlink that stays inside", async () => {
+    expect((await read({ path: join(root, "notes.txt") })).output).toMatchObject({
+      content: "inside",
+      size: 6,
+      truncated: false,
+    });
+    expect((await read({ path: "notes.txt" })).output).toMatchObject({ content: "inside" });
+    expect((await read({ path: "to-notes" })).output).toMatchObject({ content: "inside" });
+    expect((await read({ path: "notes.txt", offset: 2, maxBytes: 2 })).output).toMatchObject({
+      content: "si",
+      truncated: true,
+    });
+  });
+
+  it("escape: `../` out of the grant is refused", async () => {
+    await expect(read({ path: "../outside/secret.txt" })).rejects.toMatchObject(refusal);
+    await expect(
+      read({ path: join(root, "sub", "..", "..", "outside", "secret.txt") }),
+    ).rejects.toMatchObject(refusal);
+    await expect(write({ path: "sub/../../outside/new.txt", content: "x" })).rejects.toMatchObject(refusal);
+  });
+
+  it("escape: an absolute path outside the grant is refused", async () => {
+    await expect(read({ path: join(outside, "secret.txt") })).rejects.toMatchObject(refusal);
+    await expect(read({ path: "/etc/passwd" })).rejects.toMatchObject(refusal);
+    await expect(write({ path: join(outside, "planted.txt"), content: "x" })).rejects.toMatchObject(refusal);
+  });
+
+  it("escape: a symlink inside the grant to a file outside is followed and refused, for reads and writes", async () => {
+    await expect(read({ path: "to-secret" })).rejects.toMatchObject({
+      code: "PATH_NOT_ALLOWED",
+      message: expect.stringContaining(join(outside, "secret.txt")) as string,
+    });
+    await expect(write({ path: "to-secret", content: "overwritten" })).rejects.toMatchObject(refusal);
+    expect(await readFile(join(outside, "secret.txt"), "utf8")).toBe("secret");
+  });
+
+  it("escape: a symlinked parent directory cannot lead a new file, a read or a listing outside", async () => {
+    await expect(write({ path: "out-dir/planted.txt", content: "x" })).rejects.toMatchObject(refusal);
+    await expect(read({ path: "out-dir/secret.txt" })).rejects.toMatchObject(refusal);
+    await expect(
+      fileListTool.execute({ path: "out-dir" }, toolCtx({ kind: "fileRead", allowedPaths: [root] })),
+    ).rejects.toMatchObject(refusal);
+    expect(await readdir(outside)).toEqual(["secret.txt"]);
+  });
+
+  it("both checks refuse a symlink out on their own: the resolved path before the open, the opened file after it", async () => {
+    for (const path of ["to-secret", "out-dir/secret.txt", "out-dir/new.txt", "out-dir"])
+      await expect(confinePath(path, [root]), path).rejects.toMatchObject(refusal);
+    expect(await confinePath("out-dir/../notes.txt", [root])).toMatchObject({ exists: true });
+    const handle = await open(join(outside, "secret.txt"), "r");
+    try {
+      await expect(assertOpenedWithin(handle.fd, [root])).rejects.toMatchObject(refusal);
+      await expect(assertOpenedWithin(handle.fd, [outside])).resolves.toBeUndefined();
+    } finally {
+      await handle.close();
+    }
+  });
+
+  it("a dangling symlink is replaced by the write, never written through to where it pointed", async () => {
+    await write({ path: "dangling", content: "here" });
+    expect(await readFile(join(root, "dangling"), "utf8")).toBe("here");
+    expect(await readdir(outside)).toEqual(["secret.txt"]);
+  });
+
+  it("a grant whose root is reached through a symlink still confines to where it leads", async () => {
+    const linked = join(base, "linked-root");
+    await symlink(root, linked);
+    const ctx = toolCtx({ kind: "fileRead", allowedPaths: [linked] });
+    expect(
+      (await fileReadTool.execute({ path: "notes.txt", offset: 0, maxBytes: 10 }, ctx)).output,
+    ).toMatchObject({
+      content: "inside",
+    });
+    await expect(
+      fileReadTool.execute({ path: "to-secret", offset: 0, maxBytes: 10 }, ctx),
+    ).rejects.toMatchObject(refusal);
+  });
+
+  it("writes atomically: the content replaced whole, no temporary file left, the same write again the same file and output", async () => {
+    const first = await write({ path: "sub/out.txt", content: "one" });
+    const again = await write({ path: "sub/out.txt", content: "one" });
+    expect(again.output).toEqual(first.output);
+    expect(first.output).toMatchObject({ path: join(root, "sub", "out.txt"), bytes: 3 });
+    await write({ path: "sub/out.txt", content: "two" });
+    expect(await readFile(join(root, "sub", "out.txt"), "utf8")).toBe("two");
+    expect(await readdir(join(root, "sub"))).toEqual(["out.txt"]);
+    await expect(write({ path: "sub", content: "x" })).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    await expect(write({ path: "missing-dir/x.txt", content: "x" })).rejects.toMatchObject({
+      code: "NOT_FOUND",
+    });
+  });
+
+  it("size caps: a write over 256 KiB is invalid input; a read returns at most 256 KiB and says more follows", async () => {
+    expect(
+      FileWriteInput.safeParse({ path: "big", content: "é".repeat(MAX_WRITE_BYTES / 2 + 1) }).success,
+    ).toBe(false);
+    await writeFile(join(root, "big.txt"), Buffer.alloc(MAX_READ_BYTES + 10, "a"));
+    const big = await read({ path: "big.txt" });
+    expect(big.output).toMatchObject({ bytes: MAX_READ_BYTES, truncated: true, size: MAX_READ_BYTES + 10 });
+  });
+
+  it("file_list lists a granted directory, sorted, symlinks shown as such", async () => {
+    const listed = await fileListTool.execute({ path: "sub" }, toolCtx(reads()));
+    expect(listed.output).toEqual({
+      path: join(root, "sub"),
+      entries: [{ name: "out.txt", type: "file" }],
+      truncated: false,
+    });
+    const top = (await fileListTool.execute({ path: root }, toolCtx(reads()))).output as {
+      entries: { name: string; type: string }[];
+    };
+    expect(top.entries.find((e) => e.name === "to-secret")).toEqual({ name: "to-secret", type: "symlink" });
+  });
+
+  it("declared honestly: reads and listings pure; a write idempotent but irreversible; all allowed under sovereign", () => {
+    expect([fileReadTool, fileListTool].map((t) => [t.reversibility, t.idempotent])).toEqual([
+      ["pure", true],
+      ["pure", true],
+    ]);
+    expect([fileWriteTool.reversibility, fileWriteTool.idempotent]).toEqual(["irreversible", true]);
+    for (const [tool, grant] of [
+      [fileReadTool, reads()],
+      [fileWriteTool, writes()],
+    ] as const)
+      expect(authorizeTool(tool.name, tool.capability, [grant], "sovereign")).toEqual(grant);
+  });
+
+  it("in a run, a refused path is `tool.denied` with the reason, the model is told, and the run goes on to commit", async () => {
+    const driver = new ScriptedDriver({
+      script: [
+        { toolCalls: [{ name: "file_read", input: { path: "../outside/secret.txt" } }] },
+        { toolCalls: [{ name: "file_read", input: { path: "notes.txt" } }] },
+        { text: "read what I was allowed to" },
+      ],
+    });
+    const tools: AnyTool[] = [echoTool, fileReadTool];
+    const result = await runner({ driver, registry: new ToolRegistry(tools) }).run(
+      spec({ tools: ["file_read"], capabilities: [reads()] }),
+    );
+    expect(result.state.status).toBe("committed");
+    expect(kinds(result).filter((k) => k.startsWith("tool."))).toEqual([
+      "tool.intent",
+      "tool.denied",
+      "tool.intent",
+      "tool.completed",
+    ]);
+    const denied = result.audit.find((e) => e.kind === "tool.denied");
+    expect(denied).toMatchObject({ actor: "tool:file_read", data: { code: "PATH_NOT_ALLOWED" } });
+    expect(denied?.reason).toContain("outside the granted paths");
+    const told = driver.requests[1]?.messages.find((m) => m.role === "tool");
+    expect(told).toMatchObject({ isError: true });
+    expect(told?.content).toContain("PATH_NOT_ALLOWED");
+  });
+});

@@ -1,0 +1,224 @@
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, symlink } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ToolsEnv } from "../../services/tools/env.js";
+import { parseEnv } from "../../shared/runtime/config.js";
+import { commandShape, grantedExecutable } from "../../shared/tools/builtin/command-grant.js";
+import {
+  createShellTool,
+  MAX_COMMAND_OUTPUT_BYTES,
+  NOBODY,
+  shellIdentity,
+  type ShellConfig,
+} from "../../shared/tools/builtin/shell.js";
+import { authorizeTool } from "../../shared/tools/capabilities.js";
+import { localToolProblem } from "../../services/agent/local-tools.js";
+import { toolCtx } from "../helpers/fixtures.js";
+
+let base: string;
+let root: string;
+let outside: string;
+let config: ShellConfig;
+const isRoot = process.getuid?.() === 0;
+
+const run = (allowedCommands: string[], input: Record<string, unknown>, signal?: AbortSignal) => {
+  const tool = createShellTool(config);
+  return tool.execute(tool.input.parse(input), {
+    ...toolCtx({ kind: "shell", allowedCommands }),
+    ...(signal ? { signal } : {}),
+  });
+};
+const notAllowed = { code: "COMMAND_NOT_ALLOWED" };
+
+beforeAll(async () => {
+  base = await mkdtemp(join(tmpdir(), "shell-tool-"));
+  root = join(base, "work");
+  outside = join(base, "outside");
+  await mkdir(root);
+  await mkdir(outside);
+  // Commands run as nobody when the tests run as root: the directories must let them in.
+  await chmod(base, 0o755);
+  await chmod(root, 0o777);
+  await symlink(outside, join(root, "out-dir"));
+  await symlink("/usr/bin/touch", join(root, "echo"));
+  const self =
+    process.getuid && process.getgid ? { uid: process.getuid(), gid: process.getgid() } : undefined;
+  const identity = shellIdentity({}, self);
+  config = { roots: [root], maxTimeoutMs: 10_000, ...(identity ? { identity } : {}) };
+});
+afterAll(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+describe("the shell tool's command check", () => {
+  it("a command name with shell syntax is no program name: `;`, `$(…)`, backticks, `&&`, `|`, spaces, quotes", () => {
+    const syntax = fc.constantFrom(..." ;|&$`()<>\n\"'*?~{}#\\=!");
+    fc.assert(
+      fc.property(fc.string(), syntax, fc.string(), (before, bad, after) => {
+        expect(commandShape(`${before}${bad}${after}`)).toBeDefined();
+      }),
+    );
+    expect(commandShape("git")).toBeUndefined();
+    expect(commandShape("/usr/bin/git")).toBeUndefined();
+    expect(commandShape("./echo")).toMatch(/relative path/);
+    expect(commandShape("bin/echo")).toMatch(/relative path/);
+  });
+
+  it("matches by the resolved executable: another name of a granted program runs, a symlink to an ungranted one does not", async () => {
+    const echo = await grantedExecutable("echo", ["echo"]);
+    expect(await grantedExecutable("/bin/echo", ["echo"])).toBe(echo);
+    expect(await grantedExecutable("echo", ["/usr/bin/echo"])).toBe(echo);
+    await expect(grantedExecutable(join(root, "echo"), ["echo"])).rejects.toMatchObject(notAllowed);
+    await expect(grantedExecutable("no-such-program", ["*"])).rejects.toMatchObject({ code: "NOT_FOUND" });
+    expect(await grantedExecutable("touch", ["*"])).toBe(await grantedExecutable("touch", ["touch"]));
+  });
+
+  it("whom commands run as: nobody under root unless configured; any other user runs them as itself and refuses another id", () => {
+    expect(shellIdentity({}, { uid: 0, gid: 0 })).toEqual({ uid: NOBODY, gid: NOBODY });
+    expect(shellIdentity({ uid: 1000, gid: 1000 }, { uid: 0, gid: 0 })).toEqual({ uid: 1000, gid: 1000 });
+    expect(shellIdentity({}, { uid: 1000, gid: 100 })).toBeUndefined();
+    expect(shellIdentity({ uid: 1000 }, { uid: 1000, gid: 100 })).toBeUndefined();
+    expect(() => shellIdentity({ uid: 0 }, { uid: 1000, gid: 100 })).toThrow(
+      expect.objectContaining({ code: "INVALID_INPUT" }),
+    );
+    expect(shellIdentity({}, undefined)).toBeUndefined();
+  });
+
+  it("TOOLS: file and shell tools only when named; shell needs TOOLS_SHELL_ROOTS (absolute)", () => {
+    const env = { NATS_URL: "nats://127.0.0.1:4222" };
+    expect(parseEnv(ToolsEnv, env).TOOLS).toEqual(["echo", "http_fetch", "memory"]);
+    expect(() => parseEnv(ToolsEnv, { ...env, TOOLS: "shell" })).toThrow(/TOOLS_SHELL_ROOTS/);
+    expect(() => parseEnv(ToolsEnv, { ...env, TOOLS: "shell", TOOLS_SHELL_ROOTS: "work" })).toThrow(
+      /absolute directory/,
+    );
+    expect(
+      parseEnv(ToolsEnv, { ...env, TOOLS: "shell,file_read", TOOLS_SHELL_ROOTS: "/srv/a, /srv/b" }),
+    ).toMatchObject({
+      TOOLS: ["shell", "file_read"],
+      TOOLS_SHELL_ROOTS: ["/srv/a", "/srv/b"],
+      TOOLS_SHELL_TIMEOUT_MS: 60_000,
+    });
+  });
+
+  it("declared honestly: not idempotent, irreversible, so never run in a worker; allowed under sovereign", () => {
+    const tool = createShellTool(config);
+    expect([tool.reversibility, tool.idempotent]).toEqual(["irreversible", false]);
+    expect(localToolProblem("shell")).toMatch(/not idempotent/);
+    expect(localToolProblem("file_write")).toBeUndefined();
+    const grant = { kind: "shell" as const, allowedCommands: ["echo"] };
+    expect(authorizeTool("shell", tool.capability, [grant], "sovereign")).toEqual(grant);
+  });
+});
+
+describe("the shell tool runs granted programs, argv only", () => {
+  it("runs a granted command with its arguments and returns its output", async () => {
+    const result = await run(["echo"], { command: "echo", args: ["hello", "world"] });
+    expect(result.output).toEqual({ exitCode: 0, stdout: "hello world\n", stderr: "", truncated: false });
+  });
+
+  it("escape: `;`, `$(…)`, backticks and `&&` in the command are refused before anything runs", async () => {
+    for (const command of [
+      "echo hi; touch pwned",
+      "$(touch pwned)",
+      "`touch pwned`",
+      "echo a && touch pwned",
+    ])
+      await expect(run(["echo", "touch"], { command }), command).rejects.toMatchObject(notAllowed);
+    expect(await readdir(root)).not.toContain("pwned");
+  });
+
+  it("escape: `;`, `$(…)`, backticks and `&&` in arguments reach the program as text, never a shell", async () => {
+    const args = ["hi; touch pwned1", "$(touch pwned2)", "`touch pwned3`", "&&", "touch", "pwned4"];
+    const result = await run(["echo"], { command: "echo", args });
+    expect(result.output).toMatchObject({ stdout: `${args.join(" ")}\n` });
+    expect((await readdir(root)).filter((name) => name.startsWith("pwned"))).toEqual([]);
+  });
+
+  it("escape: a command not granted is refused, by name, by absolute path, or through a symlink to it", async () => {
+    await expect(run(["echo"], { command: "touch", args: ["pwned"] })).rejects.toMatchObject(notAllowed);
+    await expect(run(["echo"], { command: "/usr/bin/touch", args: ["pwned"] })).rejects.toMatchObject(
+      notAllowed,
+    );
+    await expect(run(["echo"], { command: join(root, "echo"), args: ["pwned"] })).rejects.toMatchObject(
+      notAllowed,
+    );
+    await expect(run(["echo"], { command: "./echo", args: ["pwned"] })).rejects.toMatchObject(notAllowed);
+    expect(await readdir(root)).not.toContain("pwned");
+  });
+
+  it("escape: the working directory is confined like a file path: outside, `../` and a symlink out are refused", async () => {
+    for (const cwd of [outside, "../outside", "out-dir", "/"])
+      await expect(run(["touch"], { command: "touch", args: ["pwned"], cwd }), cwd).rejects.toMatchObject({
+        code: "PATH_NOT_ALLOWED",
+      });
+    expect(await readdir(outside)).toEqual([]);
+  });
+
+  it("a minimal environment: PATH, HOME and LANG only, none of the tools actor's variables", async () => {
+    process.env.SECRET_OF_THE_ACTOR = "hunter2";
+    try {
+      const result = (await run(["env"], { command: "env" })).output as { stdout: string };
+      expect(result.stdout.trim().split("\n").sort()).toEqual([
+        "HOME=" + root,
+        "LANG=C.UTF-8",
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+      ]);
+    } finally {
+      delete process.env.SECRET_OF_THE_ACTOR;
+    }
+  });
+
+  it.runIf(isRoot)("under root, runs the command as nobody", async () => {
+    const result = (await run(["id"], { command: "id", args: ["-u"] })).output as { stdout: string };
+    expect(result.stdout.trim()).toBe(String(NOBODY));
+  });
+
+  it("a non-zero exit fails the call with the output's end in the message", async () => {
+    await expect(run(["sh"], { command: "sh", args: ["-c", "echo oops >&2; exit 3"] })).rejects.toMatchObject(
+      {
+        code: "TOOL_FAILED",
+        message: expect.stringMatching(/exited with code 3[\s\S]*stderr: oops/) as string,
+      },
+    );
+  });
+
+  it("output is capped: the rest is read and dropped, and the result says so", async () => {
+    const result = (await run(["head"], { command: "head", args: ["-c", "200000", "/dev/zero"] })).output as {
+      stdout: string;
+      truncated: boolean;
+    };
+    expect(result.stdout.length).toBe(MAX_COMMAND_OUTPUT_BYTES);
+    expect(result.truncated).toBe(true);
+  });
+
+  it("the timeout kills the whole process group: what the command started in the background goes too", async () => {
+    const started = Date.now();
+    await expect(
+      run(["sh"], { command: "sh", args: ["-c", "sleep 30 & echo $! > bg.pid; wait"], timeoutMs: 500 }),
+    ).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+      message: expect.stringContaining("timed out after 500 ms") as string,
+    });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const pid = Number((await readFile(join(root, "bg.pid"), "utf8")).trim());
+    expect(pid).toBeGreaterThan(0);
+    // Gone, or dead and waiting for a reaper (a container's pid 1 may never reap it): not running.
+    const state = await readFile(`/proc/${pid}/stat`, "utf8").then(
+      (stat) => stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3),
+      () => "gone",
+    );
+    expect(["gone", "Z", "X"]).toContain(state);
+  });
+
+  it("an aborted call (the run cancelled, the invoker's timeout) kills the command", async () => {
+    const controller = new AbortController();
+    const call = run(["sleep"], { command: "sleep", args: ["30"] }, controller.signal);
+    setTimeout(() => controller.abort(), 100);
+    await expect(call).rejects.toMatchObject({
+      code: "TOOL_FAILED",
+      message: expect.stringContaining("killed") as string,
+    });
+  });
+});
