@@ -1,0 +1,137 @@
+import { chmodSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
+import { readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { idempotencyBucketKey, IdempotencyRecord } from "../../shared/bus/idempotency-record.js";
+import { decode } from "../../shared/bus/codec.js";
+import type { CapabilityObject } from "../../shared/contracts/capability.js";
+import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { spec } from "../helpers/fixtures.js";
+
+/**
+ * The file and shell tools served by a tools actor, on a cluster: a run reads and writes files in
+ * a temporary directory and runs a granted command there; refused calls are `tool.denied` in the
+ * run's log and the run goes on. The runs are `sovereign` (the default): local tools are allowed.
+ */
+const base = mkdtempSync(join(tmpdir(), "file-shell-tools-"));
+const work = join(base, "work");
+const outside = join(base, "outside");
+mkdirSync(work);
+mkdirSync(outside);
+// Under root the commands run as nobody: the directories must let them in.
+chmodSync(base, 0o755);
+chmodSync(work, 0o777);
+writeFileSync(join(outside, "secret.txt"), "secret");
+symlinkSync(outside, join(work, "out-dir"));
+
+const suite = useClusterSuite("fileshell", {
+  actors: [
+    { kind: "supervisor" },
+    {
+      kind: "tools",
+      env: {
+        TOOLS: "file_read,file_write,file_list,shell",
+        TOOLS_SHELL_ROOTS: work,
+        TOOLS_SHELL_TIMEOUT_MS: "5000",
+      },
+    },
+    { kind: "agent", name: "agent-1" },
+  ],
+});
+
+afterAll(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+const grants: CapabilityObject[] = [
+  { kind: "fileRead", allowedPaths: [work] },
+  { kind: "fileWrite", allowedPaths: [work] },
+  { kind: "shell", allowedCommands: ["wc", "id"] },
+];
+const call = (name: string, input: Record<string, unknown>) => ({ toolCalls: [{ name, input }] });
+
+describe("file and shell tools on a cluster", () => {
+  it("a run writes a file, reads it back and runs a granted command on it, in a temporary directory", async () => {
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          call("file_write", { path: "notes.txt", content: "hello from the agent\n" }),
+          call("file_read", { path: join(work, "notes.txt") }),
+          call("file_list", { path: "." }),
+          call("shell", { command: "wc", args: ["-c", "notes.txt"] }),
+          call("shell", { command: "id", args: ["-u"] }),
+          { text: "wrote, read, listed and counted" },
+        ],
+        tools: ["file_write", "file_read", "file_list", "shell"],
+        capabilities: grants,
+      }),
+    );
+    expect(await suite.waitFor(runId, settled, 20_000)).toMatchObject({ status: "committed" });
+    expect(await readFile(join(work, "notes.txt"), "utf8")).toBe("hello from the agent\n");
+    const outputs = (await suite.wal(runId)).flatMap((r) =>
+      r.record.type === "COMPLETE" ? [r.record.event.output] : [],
+    );
+    expect(outputs).toEqual([
+      { path: join(work, "notes.txt"), bytes: 21, sha256: expect.any(String) as string },
+      expect.objectContaining({ content: "hello from the agent\n", truncated: false }),
+      {
+        path: work,
+        entries: [
+          { name: "notes.txt", type: "file" },
+          { name: "out-dir", type: "symlink" },
+        ],
+        truncated: false,
+      },
+      { exitCode: 0, stdout: "21 notes.txt\n", stderr: "", truncated: false },
+      expect.objectContaining({ exitCode: 0 }),
+    ]);
+    // Run as nobody when the tools actor is root, as itself otherwise.
+    const uid = process.getuid?.() === 0 ? "65534" : String(process.getuid?.());
+    expect((outputs[4] as { stdout: string }).stdout.trim()).toBe(uid);
+    // A command is not idempotent: the service recorded each call, so a retry cannot run it again.
+    const audit = await suite.audit(runId);
+    const shellIntents = audit.filter((e) => e.kind === "tool.intent" && e.actor === "tool:shell");
+    expect(shellIntents).toHaveLength(2);
+    for (const intent of shellIntents) {
+      const key = idempotencyBucketKey("shell", String(intent.data?.["idempotencyKey"]));
+      const entry = await suite.bus.buckets.idempotency.get(key);
+      expect(entry && decode(IdempotencyRecord, entry.value)).toMatchObject({ status: "done" });
+    }
+  }, 30_000);
+
+  it("refused calls are tool.denied in the run's log with the reason; the model is told and the run commits", async () => {
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          call("file_read", { path: "../outside/secret.txt" }),
+          call("file_write", { path: "out-dir/planted.txt", content: "x" }),
+          call("file_read", { path: join(outside, "secret.txt") }),
+          call("shell", { command: "rm", args: ["-rf", outside] }),
+          call("shell", { command: "wc notes.txt; rm -rf /", args: [] }),
+          call("shell", { command: "$(rm -rf /)", args: [] }),
+          { text: "every escape was refused" },
+        ],
+        tools: ["file_write", "file_read", "shell"],
+        capabilities: grants,
+      }),
+    );
+    expect(await suite.waitFor(runId, settled, 20_000)).toMatchObject({ status: "committed" });
+    const audit = await suite.audit(runId);
+    const denied = audit.filter((e) => e.kind === "tool.denied");
+    expect(denied.map((e) => [e.actor, e.data?.["code"]])).toEqual([
+      ["tool:file_read", "PATH_NOT_ALLOWED"],
+      ["tool:file_write", "PATH_NOT_ALLOWED"],
+      ["tool:file_read", "PATH_NOT_ALLOWED"],
+      ["tool:shell", "COMMAND_NOT_ALLOWED"],
+      ["tool:shell", "COMMAND_NOT_ALLOWED"],
+      ["tool:shell", "COMMAND_NOT_ALLOWED"],
+    ]);
+    expect(denied[0]?.reason).toMatch(/outside the granted paths/);
+    expect(denied[1]?.reason).toContain(`leads to '${join(outside, "planted.txt")}'`);
+    expect(denied[3]?.reason).toMatch(/is not in allowed_commands/);
+    expect(denied[4]?.reason).toMatch(/never a shell string/);
+    expect(audit.filter((e) => e.kind === "tool.aborted")).toEqual([]);
+    expect(await readdir(outside)).toEqual(["secret.txt"]);
+  }, 30_000);
+});
