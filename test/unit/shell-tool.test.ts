@@ -118,14 +118,13 @@ describe("the shell tool runs granted programs, argv only", () => {
     expect(result.output).toEqual({ exitCode: 0, stdout: "hello world\n", stderr: "", truncated: false });
   });
 
-  it("escape: `;`, `$(…)`, backticks and `&&` in the command are refused before anything runs", async () => {
-    for (const command of [
-      "echo hi; touch pwned",
-      "$(touch pwned)",
-      "`touch pwned`",
-      "echo a && touch pwned",
-    ])
-      await expect(run(["echo", "touch"], { command }), command).rejects.toMatchObject(notAllowed);
+  it.each([
+    ["`;`", "echo hi; touch pwned"],
+    ["`$(…)`", "$(touch pwned)"],
+    ["backticks", "`touch pwned`"],
+    ["`&&`", "echo a && touch pwned"],
+  ])("escape: %s in the command is refused before anything runs", async (_what, command) => {
+    await expect(run(["echo", "touch", "sh"], { command })).rejects.toMatchObject(notAllowed);
     expect(await readdir(root)).not.toContain("pwned");
   });
 
