@@ -1,4 +1,7 @@
+import { mkdir, mkdtemp, readFile, rm, symlink } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { idempotencyBucketKey } from "../../shared/bus/idempotency-record.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
@@ -13,7 +16,7 @@ import { startServer, type TestServer } from "../helpers/http-server.js";
 const suite = useClusterSuite("localtools", {
   actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
   env: {
-    AGENT_LOCAL_TOOLS: "echo,memory,http_fetch",
+    AGENT_LOCAL_TOOLS: "echo,memory,http_fetch,file_read,file_write",
     AGENT_RETRY_DELAY_MS: "500",
   },
 });
@@ -102,6 +105,48 @@ describe("built-in tools in the worker", () => {
     expect(events.filter((e) => e.kind === "run.resumed")).toHaveLength(1);
     await suite.cluster.start("agent", `${holder as string}b`);
   }, 60_000);
+
+  it("file_write and file_read run in the worker, confined to the grant: a symlink out is tool.denied", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "local-files-"));
+    try {
+      await mkdir(join(dir, "outside"));
+      await mkdir(join(dir, "work"));
+      await symlink(join(dir, "outside"), join(dir, "work", "out"));
+      const work = join(dir, "work");
+      const { runId } = await suite.client.submit(
+        spec({
+          script: [
+            {
+              toolCalls: [{ name: "file_write", input: { path: "a.txt", content: "written in the worker" } }],
+            },
+            { toolCalls: [{ name: "file_read", input: { path: join(work, "a.txt") } }] },
+            { toolCalls: [{ name: "file_write", input: { path: "out/b.txt", content: "escaped" } }] },
+            { text: "done" },
+          ],
+          tools: ["file_write", "file_read"],
+          capabilities: [
+            { kind: "fileRead", allowedPaths: [work] },
+            { kind: "fileWrite", allowedPaths: [work] },
+          ],
+        }),
+      );
+      expect(await suite.waitFor(runId, settled)).toMatchObject({ status: "committed" });
+      expect(await readFile(join(work, "a.txt"), "utf8")).toBe("written in the worker");
+      const completed = (await records(runId)).flatMap((r) =>
+        r.type === "COMPLETE" ? [r.event.output] : [],
+      );
+      expect(completed[1]).toMatchObject({ content: "written in the worker" });
+      const denied = (await suite.audit(runId)).filter((e) => e.kind === "tool.denied");
+      expect(denied).toEqual([
+        expect.objectContaining({
+          actor: "tool:file_write",
+          data: expect.objectContaining({ code: "PATH_NOT_ALLOWED" }),
+        }),
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 
   it("a tool that is not idempotent, named in AGENT_LOCAL_TOOLS, is refused at start with INVALID_INPUT naming it", async () => {
     await expect(
