@@ -1,6 +1,7 @@
 import { Ajv } from "ajv";
 import { z } from "zod";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { findGrant } from "../../shared/tools/capabilities.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
 import { callError, toolFailure, toolOutput, type McpToolSpec } from "./mapping.js";
 import { confinePaths, type ResolvePath } from "./path-grant.js";
@@ -51,8 +52,12 @@ export function mcpTool(spec: McpToolSpec, deps: McpToolDeps): AnyTool {
     reversibility: spec.reversibility,
     idempotent: spec.idempotent,
     execute: async (input: Record<string, unknown>, ctx) => {
-      if (ctx.granted.kind !== "mcp") {
-        throw new AgentError("CAPABILITY_DENIED", `tool '${spec.name}' needs an mcp grant`);
+      // The worker checked the grant; checked again here, where the server is one step away.
+      if (ctx.granted.kind !== "mcp" || !findGrant([ctx.granted], spec.capability)) {
+        throw new AgentError(
+          "CAPABILITY_DENIED",
+          `tool '${spec.name}' needs the grant mcp{server: '${spec.server}', tool: '${spec.mcpName}'}`,
+        );
       }
       const args = await confinePaths(input, {
         tool: spec.name,

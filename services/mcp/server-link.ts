@@ -30,6 +30,8 @@ export interface ServerLinkDeps {
   env: Readonly<Record<string, string | undefined>>;
   /** Told the server's tools after every (re)connect and every list_changed notification. */
   onTools: (tools: Tool[]) => void;
+  /** Opens the transport of each connection; default: stdio or streamable HTTP, as configured. */
+  transport?: () => Transport;
 }
 
 type LinkState =
@@ -121,7 +123,7 @@ export class McpServerLink {
   /** Connects and lists the tools; resolves with a promise of the connection's end (wrapped: not awaited here). */
   private async connect(): Promise<{ closed: Promise<void> }> {
     const client = new Client({ name: "bounded-agents-mcp-bridge", version: "1" }, { capabilities: {} });
-    const transport = this.transport();
+    const transport = this.deps.transport?.() ?? this.transport();
     let ended: () => void = () => undefined;
     const closed = new Promise<void>((resolve) => (ended = resolve));
     client.onclose = () => ended();
