@@ -2,13 +2,15 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promis
 import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { afterAll, describe, expect, it } from "vitest";
 import type { CapabilityObject } from "../../shared/contracts/capability.js";
 import { ToolDescriptor } from "../../shared/contracts/tool.js";
 import { decode } from "../../shared/bus/codec.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
+import { serveMcpOverHttp } from "../helpers/mcp-http.js";
 
 const modulePath = (specifier: string): string => fileURLToPath(import.meta.resolve(specifier));
 const FILESYSTEM_SERVER = modulePath("@modelcontextprotocol/server-filesystem/dist/index.js");
@@ -22,6 +24,13 @@ await mkdir(granted);
 await writeFile(join(root, "secret.txt"), "not for the agent");
 await symlink(join(root, "secret.txt"), join(granted, "escape"));
 const LONG_TIMEOUT_MS = 1_500;
+// server-everything's own server, served over streamable HTTP from this process.
+const everything = (await import(
+  pathToFileURL(modulePath("@modelcontextprotocol/server-everything/dist/server/index.js")).href
+)) as {
+  createServer: () => { server: McpServer };
+};
+const http = await serveMcpOverHttp(everything.createServer);
 
 const serversFile = join(root, "mcp-servers.json");
 await writeFile(
@@ -50,6 +59,7 @@ await writeFile(
           },
         },
       },
+      web: { url: http.url, tools: { echo: { idempotent: true, reversibility: "pure" } } },
       // The same server again, its long-running tool left as undeclared: not idempotent.
       once: {
         command: process.execPath,
@@ -70,6 +80,7 @@ const suite = useClusterSuite("mcp", {
 });
 
 afterAll(async () => {
+  await http.close();
   await rm(root, { recursive: true, force: true });
 });
 
@@ -244,6 +255,28 @@ describe("the MCP bridge on a cluster", () => {
     expect(output("every_get-env")).not.toContain("NATS_URL");
   }, 90_000);
 
+  it("a streamable HTTP server: its tools are served and called like a stdio server's", async () => {
+    const run = await runCalls(
+      [
+        { name: "web_echo", input: { message: "over HTTP" } },
+        { name: "web_get-sum", input: { a: 40, b: 2 } },
+      ],
+      [grant("web")],
+    );
+    expect(run.status).toBe("committed");
+    expect(run.outcomes).toMatchObject([
+      { ok: true, output: { text: "Echo: over HTTP" } },
+      { ok: true, output: { text: expect.stringContaining("is 42") as unknown } },
+    ]);
+    expect(http.sessions()).toBe(1);
+    // The grant names the server: another server's grant does not reach it.
+    const other = await runCalls([{ name: "web_echo", input: { message: "x" } }], [grant("every")]);
+    expect(other.outcomes).toEqual([]);
+    expect((await suite.audit(other.runId)).find((e) => e.kind === "tool.denied")).toMatchObject({
+      data: { code: "CAPABILITY_DENIED" },
+    });
+  }, 60_000);
+
   it("a long-running tool honours its timeout: an idempotent one fails TOOL_TIMEOUT and the run goes on; one that is not halts its run for reconciliation", async () => {
     const started = Date.now();
     const run = await runCalls(
@@ -289,6 +322,13 @@ describe("the MCP bridge on a cluster", () => {
     expect(await serverPid("every")).not.toBe(pid);
     expect(await suite.log("mcp")).toMatch(/"server":"every".*"msg":"MCP server is down: restarting it"/);
   }, 60_000);
+  it("a servers file with a wrong field stops the bridge at its start with INVALID_INPUT naming the field", async () => {
+    const bad = join(root, "bad.yaml");
+    await writeFile(bad, "servers:\n  fs:\n    command: node\n    timeoutMs: soon\n");
+    await expect(suite.cluster.start("mcp", "mcp-refused", { MCP_SERVERS_FILE: bad })).rejects.toThrow(
+      /exited with code 1 before it was ready:[\s\S]*"code":"INVALID_INPUT"[\s\S]*MCP_SERVERS_FILE [^ ]*bad\.yaml: servers\.fs\.timeoutMs: /,
+    );
+  }, 30_000);
 });
 
 /** Arguments for `every_*` tools whose sample values would not do: no network, no long wait. */
