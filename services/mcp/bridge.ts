@@ -1,4 +1,5 @@
 import type { Subscription } from "@nats-io/transport-node";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { InFlight, stopServing } from "../../shared/bus/in-flight.js";
 import { serveTool, type ToolServiceDeps } from "../../shared/bus/tool-service.js";
@@ -14,6 +15,8 @@ export interface BridgeDeps {
   service: Omit<ToolServiceDeps, "inFlight">;
   env: Readonly<Record<string, string | undefined>>;
   maxOutputBytes: number;
+  /** Opens a server's transport; default: stdio or streamable HTTP, as configured. */
+  transport?: (server: string) => Transport;
 }
 
 interface Served {
@@ -42,12 +45,14 @@ export class McpBridge {
   /** Starts every server; resolves once each has connected, or failed to, once. */
   async start(): Promise<void> {
     const { logger, clock } = this.deps.service;
+    const { transport } = this.deps;
     for (const [name, server] of Object.entries(this.config.servers)) {
       const link: McpServerLink = new McpServerLink(name, server, {
         clock,
         logger,
         env: this.deps.env,
         onTools: (tools) => this.update(link, tools),
+        ...(transport ? { transport: () => transport(name) } : {}),
       });
       this.links.push(link);
     }
