@@ -87,7 +87,16 @@ async function confineOne(
       `tool '${check.tool}': '${name}' must be an absolute path, not '${path}'`,
     );
   }
-  const resolved = await check.resolvePath(path);
+  const resolved = await check.resolvePath(path).catch((err: unknown) => {
+    // A path through a file, or a directory this process may not read: nothing to check it by.
+    throw new AgentError(
+      "CAPABILITY_DENIED",
+      `tool '${check.tool}': '${name}' '${path}' cannot be resolved`,
+      {
+        cause: err,
+      },
+    );
+  });
   if (anywhere || roots.some((root) => within(resolved, root))) return resolved;
   throw new AgentError(
     "CAPABILITY_DENIED",

@@ -237,6 +237,7 @@ describe("paths confined to the grant's allowedPaths", () => {
     expect(await refused({ paths: [allowed, "/etc/passwd"] })).toMatch(/'paths' '\/etc\/passwd' is outside/);
     expect(await refused({ path: allowed }, null)).toMatch(/needs allowedPaths/);
     expect(await refused({ path: 7 })).toMatch(/^INVALID_INPUT/);
+    expect(await refused({ path: join(dir, "outside.txt", "below") })).toMatch(/cannot be resolved/);
   });
 
   it("a server elsewhere: paths are normalised, links not followed", async () => {
