@@ -1,5 +1,5 @@
 /**
- * `npm run actor -- <supervisor|agent|critic|tools>`: starts one actor in this process, the same
+ * `npm run actor -- <supervisor|agent|critic|tools|mcp>`: starts one actor in this process, the same
  * entry point a container runs. Configuration comes from the environment (docs/configuration.md).
  */
 import { pathToFileURL } from "node:url";

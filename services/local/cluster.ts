@@ -3,8 +3,10 @@ import { createWriteStream, type WriteStream } from "node:fs";
 import { join } from "node:path";
 import { compiledEntry } from "./paths.js";
 
-export const ACTOR_KINDS = ["supervisor", "agent", "critic", "tools"] as const;
+export const ACTOR_KINDS = ["supervisor", "agent", "critic", "tools", "mcp"] as const;
 export type ActorKind = (typeof ACTOR_KINDS)[number];
+/** Kinds the Kubernetes base does not run: each is an optional component (deploy/k8s/components). */
+export const OPTIONAL_ACTOR_KINDS: readonly ActorKind[] = ["mcp"];
 
 /**
  * The NATS user each actor kind connects as under `nats.conf` (development passwords). A user's
@@ -15,6 +17,8 @@ export const NATS_USERS: Record<ActorKind | "cli", { user: string; password: str
   agent: { user: "agent", password: "agent-dev" },
   critic: { user: "critic", password: "critic-dev" },
   tools: { user: "tool", password: "tool-dev" },
+  // The MCP bridge is a tool service: it needs what the built-in ones do, and nothing more.
+  mcp: { user: "tool", password: "tool-dev" },
   cli: { user: "cli", password: "cli-dev" },
 };
 

@@ -16,7 +16,16 @@ export const CapabilityObject = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("fileRead"), allowedPaths: Patterns }),
   z.object({ kind: z.literal("fileWrite"), allowedPaths: Patterns }),
   z.object({ kind: z.literal("spawn"), maxDepth: z.number().int().nonnegative() }),
-  z.object({ kind: z.literal("mcp"), server: z.string().min(1), tool: z.string().min(1) }),
+  z.object({
+    kind: z.literal("mcp"),
+    server: z.string().min(1),
+    tool: z.string().min(1),
+    /**
+     * The paths the tool's path arguments may name (as the MCP bridge's configuration declares
+     * them), checked by the bridge before the server sees the call; absent: no path at all.
+     */
+    allowedPaths: Patterns.optional(),
+  }),
 ]);
 export type CapabilityObject = z.infer<typeof CapabilityObject>;
 

@@ -28,7 +28,13 @@ function covers(parent: CapabilityObject, child: CapabilityObject): boolean {
     case "spawn":
       return parent.kind === "spawn" && child.maxDepth <= parent.maxDepth;
     case "mcp":
-      return parent.kind === "mcp" && one(parent.server, child.server) && one(parent.tool, child.tool);
+      return (
+        parent.kind === "mcp" &&
+        one(parent.server, child.server) &&
+        one(parent.tool, child.tool) &&
+        (child.allowedPaths === undefined ||
+          (parent.allowedPaths !== undefined && listCovers(parent.allowedPaths, child.allowedPaths)))
+      );
     default:
       return parent.kind === child.kind;
   }
@@ -42,7 +48,7 @@ function grantText(grant: CapabilityObject): string {
 /**
  * Why a spawned child may not be given what its spec asks, or undefined when it may. A child gets
  * no more than its parent has: only tools its parent may call, grants its parent's cover (hosts,
- * commands and paths among its parent's, a depth no deeper, the same MCP server and tool), models
+ * commands and paths among its parent's, a depth no deeper, the same MCP server and tool with paths among its parent's), models
  * asked over HTTP only where and with the key its parent's are (see modelsBeyond), and a privacy
  * tier no less strict. The child's spec is the parent model's output: without this, a
  * parent granted `spawn` could give a child any tool or grant (a network host, a payment tool, a

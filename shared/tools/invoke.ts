@@ -51,6 +51,18 @@ function stillUnknown(unknown: AgentError | undefined, last: AgentError): AgentE
   return new AgentError(unknown.code, unknown.message, { cause: last });
 }
 
+/**
+ * Refusals of the call, not failures of the tool: a model that asks for paths or hosts outside its
+ * grant, or with a bad input, must not open the breaker for the runs that call the tool rightly.
+ */
+const REFUSALS: ReadonlySet<string> = new Set([
+  "INVALID_INPUT",
+  "CAPABILITY_DENIED",
+  "PRIVACY_DENIED",
+  "HOST_NOT_ALLOWED",
+  "APPROVAL_REQUIRED",
+]);
+
 /** Why a settled attempt's timer and signal are let go: one shared reason, not an Error per call. */
 const ATTEMPT_SETTLED = new Error("attempt settled");
 
@@ -121,8 +133,9 @@ export class ToolInvoker {
           continue;
         }
         // A service that could not record the call for a full store: no attempt here makes room
-        // (its run is handed back, see EffectPerformer), and the tool itself did not fail.
-        if (error.code === "STORAGE_FULL") {
+        // (its run is handed back, see EffectPerformer), and the tool itself did not fail; nor
+        // did it when the call was refused.
+        if (error.code === "STORAGE_FULL" || REFUSALS.has(error.code)) {
           breaker.release();
           throw stillUnknown(unknown, error);
         }

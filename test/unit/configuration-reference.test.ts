@@ -4,6 +4,7 @@ import { AgentEnv } from "../../services/agent/env.js";
 import { AgentctlEnv } from "../../services/cli/command-kit.js";
 import { CriticEnv } from "../../services/critic/env.js";
 import { SupervisorEnv } from "../../services/supervisor/env.js";
+import { McpEnv } from "../../services/mcp/env.js";
 import { ToolsEnv } from "../../services/tools/env.js";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { envTable, undescribed } from "../helpers/reference/env-page.js";
@@ -20,6 +21,7 @@ const ACTORS: { heading: string; file: string; schema: z.ZodObject; notes?: stri
   },
   { heading: "Critic", file: "services/critic/env.ts", schema: CriticEnv },
   { heading: "Tool services", file: "services/tools/env.ts", schema: ToolsEnv },
+  { heading: "MCP bridge", file: "services/mcp/env.ts", schema: McpEnv },
   {
     heading: "agentctl",
     file: "services/cli/command-kit.ts",

@@ -7,7 +7,14 @@ import type { z } from "zod";
 import { ActorEnv } from "../../shared/runtime/config.js";
 import { CriticEnv } from "../../services/critic/env.js";
 import { AgentEnv } from "../../services/agent/env.js";
-import { ACTOR_KINDS, NATS_USERS, type ActorKind } from "../../services/local/cluster.js";
+import {
+  ACTOR_KINDS,
+  NATS_USERS,
+  OPTIONAL_ACTOR_KINDS,
+  type ActorKind,
+} from "../../services/local/cluster.js";
+import { parseServersFile } from "../../services/mcp/config.js";
+import { McpEnv } from "../../services/mcp/env.js";
 import { natsServerBinary } from "../../services/local/nats-binary.js";
 import { TradingExecutorEnv } from "../../examples/trading/executor/env.js";
 import { SupervisorEnv } from "../../services/supervisor/env.js";
@@ -31,6 +38,7 @@ const DEPLOYMENTS: Record<string, { env: z.ZodObject; entry: string; user: Actor
   agent: { env: AgentEnv, entry: "dist/services/agent/main.js", user: "agent" },
   critic: { env: CriticEnv, entry: "dist/services/critic/main.js", user: "critic" },
   tools: { env: ToolsEnv, entry: "dist/services/tools/main.js", user: "tools" },
+  mcp: { env: McpEnv, entry: "dist/services/mcp/main.js", user: "mcp" },
   "trading-executor": {
     env: TradingExecutorEnv,
     entry: "dist/examples/trading/executor/main.js",
@@ -41,6 +49,8 @@ const DEPLOYMENTS: Record<string, { env: z.ZodObject; entry: string; user: Actor
 /** Created outside git in production (see the prod overlay); model keys are optional. */
 const EXTERNAL_SECRETS = ["nats-credentials", "model-api-keys"];
 const IMAGE = "bounded-agents";
+/** The actor kinds the base runs; the others are optional components. */
+const BASE_KINDS = ACTOR_KINDS.filter((kind) => !OPTIONAL_ACTOR_KINDS.includes(kind));
 
 function yamlFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -219,7 +229,7 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
   });
 
   it("one Deployment per actor kind, each with probes, resources, a locked-down securityContext and its own NATS user", () => {
-    expect(actorDeployments.map((d) => d.metadata.name).sort()).toEqual([...ACTOR_KINDS].sort());
+    expect(actorDeployments.map((d) => d.metadata.name).sort()).toEqual([...BASE_KINDS].sort());
     expect(base.images?.map((i) => i.name)).toEqual([IMAGE]);
     for (const deployment of actorDeployments) checkActor(deployment, IMAGE);
     for (const name of sharedEnv ?? []) expect(Object.keys(ActorEnv.shape), name).toContain(name);
@@ -228,7 +238,7 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
 
   it("every actor and NATS has a PodDisruptionBudget that lets a drain evict a single replica; critic and tools an HPA; agents a KEDA ScaledObject, opt-in", () => {
     const pdbs = baseObjects.filter((o) => o.kind === "PodDisruptionBudget");
-    expect(pdbs.map((o) => o.metadata.name).sort()).toEqual([...ACTOR_KINDS, "nats"].sort());
+    expect(pdbs.map((o) => o.metadata.name).sort()).toEqual([...BASE_KINDS, "nats"].sort());
     for (const pdb of pdbs.filter((o) => o.metadata.name !== "nats"))
       expect(pdb.spec, pdb.metadata.name).toMatchObject({ maxUnavailable: 1 });
     const hpas = baseObjects.filter((o) => o.kind === "HorizontalPodAutoscaler").map((o) => o.metadata.name);
@@ -241,6 +251,27 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
       scaleTargetRef: { name: "agent" },
       triggers: [{ type: "nats-jetstream", metadata: { stream: "AGENT_RUNS", consumer: "agent-workers" } }],
     });
+  });
+
+  it("the MCP bridge is an optional component: a locked-down actor with the tool user, its servers file a ConfigMap the bridge accepts", () => {
+    const dir = join(K8S, "components", "mcp");
+    const component = readYaml(join(dir, "kustomization.yaml"))[0] as Kustomization & { kind: string };
+    expect(component.kind).toBe("Component");
+    const objects = component.resources.flatMap((file) => readYaml(join(dir, file)) as K8sObject[]);
+    for (const object of objects) validateObject(object);
+    const deployment = objects.find((o) => o.kind === "Deployment") as K8sObject;
+    checkActor(deployment, IMAGE);
+    expect(objects.find((o) => o.kind === "PodDisruptionBudget")?.spec).toMatchObject({ maxUnavailable: 1 });
+    const [file] = component.configMapGenerator?.find((g) => g.name === "mcp-servers")?.files ?? [];
+    const servers = parseServersFile(readFileSync(join(dir, file ?? "missing"), "utf8"), file ?? "missing");
+    expect(Object.keys(servers.servers).length).toBeGreaterThan(0);
+    const pod = podSpecOf(deployment);
+    const volume = pod.volumes?.find((v) => v.configMap?.name === "mcp-servers");
+    const mount = (
+      pod.containers[0] as unknown as { volumeMounts: { name: string; mountPath: string }[] }
+    ).volumeMounts.find((m) => m.name === volume?.name);
+    const setting = pod.containers[0]?.env?.find((v) => v.name === "MCP_SERVERS_FILE")?.value;
+    expect(setting).toBe(`${mount?.mountPath ?? "unmounted"}/${file ?? ""}`);
   });
 
   it("the Kubernetes NATS configuration shares nats.conf's permission model, is valid for nats-server and fits its volume", () => {
@@ -364,7 +395,7 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
       for (const object of objects) validateObject(object);
       const deployments = objects.filter((o) => o.kind === "Deployment");
       const names = deployments.map((d) => d.metadata.name);
-      expect(names).toEqual(expect.arrayContaining([...ACTOR_KINDS, "trading-executor", "trading-planner"]));
+      expect(names).toEqual(expect.arrayContaining([...BASE_KINDS, "trading-executor", "trading-planner"]));
       for (const deployment of deployments) checkActor(deployment, "bounded-agents:dev");
       const executor = deployments.find((d) => d.metadata.name === "trading-executor") as K8sObject;
       const config = objects.find(

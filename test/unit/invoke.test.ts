@@ -262,6 +262,22 @@ describe("invocation policy", () => {
     );
   });
 
+  it("refusals of the call (a path or host outside the grant, a bad input) leave the breaker closed; the tool's own failures open it", async () => {
+    const refusals = ["CAPABILITY_DENIED", "HOST_NOT_ALLOWED", "INVALID_INPUT", "PRIVACY_DENIED"] as const;
+    const { tool } = failing(...refusals.map((code) => () => new AgentError(code, "refused")));
+    const invoker = instant({ retries: 0, breaker: { failureThreshold: 2, cooldownMs: 1000 } });
+    for (const code of refusals)
+      await expect(invoker.invoke(tool, {}, ctx({ kind: "compute" }))).rejects.toMatchObject({ code });
+    expect(invoker.breakerFor("pay").current(0)).toBe("closed");
+    const broken = failing(
+      () => new AgentError("TOOL_FAILED", "x"),
+      () => new AgentError("TOOL_FAILED", "x"),
+    );
+    for (let i = 0; i < 2; i++)
+      await expect(invoker.invoke(broken.tool, {}, ctx({ kind: "compute" }))).rejects.toThrow();
+    expect(invoker.breakerFor("pay").current(0)).toBe("open");
+  });
+
   it("full jitter stays within [0, min(max, base·2^attempt))", () => {
     const random = seededRandom(3);
     for (let attempt = 0; attempt < 10; attempt++) {
