@@ -16,7 +16,9 @@ Run it as \`npm run agentctl -- <command>\` after a build (\`npm run build\`; \`
 \`npm run cluster\` build too), or as \`node dist/services/cli/main.js <command>\`.
 
 It connects to \`NATS_URL\` as \`NATS_USER\` with \`NATS_PASSWORD\`, under \`AGENTS_PREFIX\`
-([Configuration](configuration.md#agentctl)). With \`NATS_URL\` unset, in a checkout whose
+([Configuration](configuration.md#agentctl)), or with the NKey in \`NATS_NKEY_SEED_FILE\` or the
+credentials file in \`NATS_CREDS_FILE\` (\`--creds\`), over TLS with \`NATS_TLS_CA\`,
+\`NATS_TLS_CERT\` and \`NATS_TLS_KEY\` or a \`tls://\` URL ([Security](security.md)). With \`NATS_URL\` unset, in a checkout whose
 \`npm run cluster\` is up, it finds that cluster through \`.cache/local-cluster.json\`
 (\`AGENTS_LOCAL_CLUSTER_FILE\` moves it) and logs in as its \`cli\` user.
 
@@ -60,6 +62,7 @@ export function agentctlReference(root: Command): string {
     "",
     ...BEHAVIOUR.map((line) => `- ${line}`),
     "",
+    ...rootOptions(root, help),
     "## Commands",
     "",
     ...table(
@@ -76,6 +79,18 @@ function leaves(cmd: Command, help: Help): Command[] {
   // visibleCommands adds commander's implicit `help` command, which is not one of ours.
   const subs = help.visibleCommands(cmd).filter((c) => cmd.commands.includes(c));
   return subs.flatMap((c) => (c.commands.length > 0 ? leaves(c, help) : [c]));
+}
+
+/** The options agentctl takes before or after any command. */
+function rootOptions(root: Command, help: Help): string[] {
+  const options = help.visibleOptions(root).filter((o) => root.options.includes(o));
+  if (options.length === 0) return [];
+  return [
+    "## Options of every command",
+    "",
+    ...table(["option", "default", "description"], options.map(optionRow)),
+    "",
+  ];
 }
 
 function section(cmd: Command, help: Help): string[] {
