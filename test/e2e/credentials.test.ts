@@ -21,7 +21,12 @@ describe("a cluster whose actors log in with NATS credentials files", () => {
 
   const agentctl = (...args: string[]) =>
     runProcess(process.execPath, [AGENTCTL, ...args], {
-      env: { ...process.env, NATS_URL: server.url, NATS_USER: "cli", NATS_PASSWORD: "set, and replaced by --creds" },
+      env: {
+        ...process.env,
+        NATS_URL: server.url,
+        NATS_USER: "cli",
+        NATS_PASSWORD: "set, and replaced by --creds",
+      },
     }).then(
       ({ stdout }) => ({ code: 0, stdout, stderr: "" }),
       (err: { code: number; stdout: string; stderr: string }) => err,
@@ -50,7 +55,15 @@ describe("a cluster whose actors log in with NATS credentials files", () => {
   it("agentctl --creds submits a run the actors, on their own credentials, take to its commit", async () => {
     const file = join(dir, "run.json");
     await writeFile(file, JSON.stringify(spec({ script: [{ text: "hello with a JWT" }], tools: [] })));
-    const done = await agentctl("--creds", await creds("operator-person"), "submit", file, "--run-id", "jwt-1", "--watch");
+    const done = await agentctl(
+      "--creds",
+      await creds("operator-person"),
+      "submit",
+      file,
+      "--run-id",
+      "jwt-1",
+      "--watch",
+    );
     expect(done.code, done.stderr).toBe(0);
     const { stdout } = await agentctl("result", "jwt-1", "--creds", await creds("reader"));
     expect(stdout).toContain("hello with a JWT");
