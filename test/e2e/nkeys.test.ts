@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalCluster, type ActorKind } from "../../services/local/cluster.js";
 import { demoSpec } from "../../services/local/demo-spec.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
+import { makeCa, natsTlsBlock } from "../helpers/certificates.js";
 import { K8S } from "../helpers/k8s.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
@@ -20,13 +21,15 @@ const PERMISSIONS: Record<ActorKind | "cli", string> = {
 };
 
 /**
- * A cluster with no password anywhere: the server knows each actor kind by the public key of an
- * NKey, with the shipped permission model, and each actor holds its seed in a file of its own.
+ * A cluster with no password anywhere, as the prod overlay runs one: the server knows each actor
+ * kind by the public key of an NKey, with the shipped permission model, each actor holds its seed
+ * in a file of its own, and every connection is TLS, verified both ways.
  */
 describe("a cluster whose actors log in with NKeys", () => {
   let dir: string;
   let server: TestNats;
   let cluster: LocalCluster;
+  let tls: Record<string, string>;
   const seeds = {} as Record<ActorKind | "cli", string>;
 
   /** Writes a new user key's seed to a file: its path and public key. */
@@ -38,7 +41,7 @@ describe("a cluster whose actors log in with NKeys", () => {
   };
   const agentctl = (env: Record<string, string | undefined>, ...args: string[]) =>
     runProcess(process.execPath, [AGENTCTL, ...args], {
-      env: { ...process.env, NATS_URL: server.url, NATS_USER: undefined, AGENTCTL_WAIT_MS: "20000", ...env },
+      env: { ...process.env, ...tls, NATS_USER: undefined, AGENTCTL_WAIT_MS: "20000", ...env },
     }).then(
       ({ stdout }) => ({ code: 0, stdout, stderr: "" }),
       (err: { code: number; stdout: string; stderr: string }) => err,
@@ -56,13 +59,20 @@ describe("a cluster whose actors log in with NKeys", () => {
       users.push(`    { nkey: ${publicKey}, permissions: ${PERMISSIONS[kind]} }`);
     }
     await copyFile(join(K8S, "base", "nats", "permissions.conf"), join(dir, "permissions.conf"));
+    const ca = await makeCa(dir, "ca");
+    const [serverCert, clientCert] = await Promise.all([
+      ca.issue("server", "DNS:localhost"),
+      ca.issue("client", "DNS:agents-client"),
+    ]);
     const config = join(dir, "nats-nkeys.conf");
     await writeFile(
       config,
-      `include "permissions.conf"\nauthorization {\n  users = [\n${users.join("\n")}\n  ]\n}\n`,
+      `${natsTlsBlock(serverCert, ca.cert)}include "permissions.conf"\nauthorization {\n  users = [\n${users.join("\n")}\n  ]\n}\n`,
     );
     server = await startNats({ configFile: config });
-    cluster = new LocalCluster({ natsUrl: server.url, useConfUsers: false, logDir: dir });
+    const files = { NATS_TLS_CA: ca.cert, NATS_TLS_CERT: clientCert.cert, NATS_TLS_KEY: clientCert.key };
+    tls = { NATS_URL: `tls://localhost:${new URL(server.url).port}`, ...files };
+    cluster = new LocalCluster({ natsUrl: tls.NATS_URL ?? "", useConfUsers: false, logDir: dir, env: files });
     const key = (kind: ActorKind) => ({ NATS_NKEY_SEED_FILE: seeds[kind] });
     await cluster.start("supervisor", "supervisor", key("supervisor"));
     await Promise.all([
