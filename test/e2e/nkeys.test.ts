@@ -1,6 +1,7 @@
 import { copyFile, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { nkeys } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalCluster, type ActorKind } from "../../services/local/cluster.js";
@@ -10,6 +11,8 @@ import { makeCa, natsTlsBlock } from "../helpers/certificates.js";
 import { K8S } from "../helpers/k8s.js";
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
+
+const SUBSCRIBER = fileURLToPath(new URL("../../examples/audit-subscriber.mjs", import.meta.url));
 
 /** The permission variable of each NATS user of the shipped model (permissions.conf). */
 const PERMISSIONS: Record<ActorKind | "cli", string> = {
@@ -98,6 +101,12 @@ describe("a cluster whose actors log in with NKeys", () => {
       .split("\n")
       .map((line) => JSON.parse(line) as AuditEvent);
     const trail = events.map((e) => `${e.actor} ${e.kind} ${e.status}`);
+    // The audit subscriber example reads the trail too, with the same key, over TLS.
+    const subscriber = await runProcess(process.execPath, [SUBSCRIBER, "nkey-demo", "--until-final"], {
+      env: { ...process.env, ...tls, ...cli, NATS_USER: undefined },
+      timeout: 20_000,
+    });
+    expect(subscriber.stdout.trim().split("\n")).toHaveLength(events.length);
     // Each actor wrote under its own key: the remote echo tool, the critic, the agent, the supervisor.
     expect(trail).toEqual(
       expect.arrayContaining([
