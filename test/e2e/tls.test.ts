@@ -1,5 +1,6 @@
 import { copyFile, mkdtemp, readFile, writeFile } from "node:fs/promises";
-import { connect as tcpConnect } from "node:net";
+import { get as httpsGet } from "node:https";
+import { connect as tcpConnect, createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,6 +9,29 @@ import { makeCa, natsTlsBlock, type CertFiles, type TestCa } from "../helpers/ce
 import { AGENTCTL, runProcess } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
+
+/** A port free now on 127.0.0.1 (for the server's monitoring listener, which takes no `-1` here). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** GET `url` trusting only `ca`: the status code, or the error's code when TLS refuses. */
+function getTrusting(url: string, ca: string): Promise<number | string> {
+  return new Promise((resolve) => {
+    const req = httpsGet(url, { ca }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on("error", (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+}
 
 /** What a client that speaks plain text gets from a TLS server: everything it read before the close. */
 function plainTextClient(port: number): Promise<string> {
@@ -40,6 +64,7 @@ describe("a cluster on TLS", () => {
   /** The CA file every actor reads: a copy, replaced by the rotation test. */
   let trusted: string;
   let url: string;
+  let monitorPort: number;
 
   const agentctl = (env: Record<string, string | undefined>, ...args: string[]) =>
     runProcess(process.execPath, [AGENTCTL, ...args], {
@@ -80,7 +105,8 @@ describe("a cluster on TLS", () => {
     trusted = join(dir, "trusted.pem");
     await copyFile(ca.cert, trusted);
     const config = join(dir, "nats-tls.conf");
-    await writeFile(config, natsTlsBlock(serverCert, ca.cert));
+    monitorPort = await freePort();
+    await writeFile(config, `https: "127.0.0.1:${monitorPort}"\n${natsTlsBlock(serverCert, ca.cert)}`);
     [server, plain] = await Promise.all([startNats({ configFile: config }), startNats({ own: true })]);
     port = Number(new URL(server.url).port);
     url = `tls://localhost:${port}`;
@@ -102,6 +128,17 @@ describe("a cluster on TLS", () => {
     expect(read).toMatch(/^INFO \{.*"tls_required":true.*"tls_verify":true/);
     // No +OK to the CONNECT, no PONG: the server read nothing it would act on.
     expect(read).not.toMatch(/\+OK|PONG/);
+  });
+
+  it("the monitoring port answers over HTTPS only, to a client trusting the CA (no client certificate needed there)", async () => {
+    expect(
+      await getTrusting(`https://localhost:${monitorPort}/healthz`, await readFile(ca.cert, "utf8")),
+    ).toBe(200);
+    expect(
+      await getTrusting(`https://localhost:${monitorPort}/healthz`, await readFile(wrongCa.cert, "utf8")),
+    ).toMatch(/CERT|SIGNATURE|ISSUER/);
+    const plainHttp = await fetch(`http://127.0.0.1:${monitorPort}/healthz`).then((r) => r.status);
+    expect(plainHttp).toBe(400);
   });
 
   it("a client trusting another CA is refused with BUS_TLS, and so is one whose server's certificate names another host", async () => {
