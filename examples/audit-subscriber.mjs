@@ -6,12 +6,18 @@
 //   NATS_URL=nats://127.0.0.1:4222 NATS_USER=cli NATS_PASSWORD=cli-dev \
 //     npm exec -- node examples/audit-subscriber.mjs [runId] [--until-final]
 //
+// It reads the login and TLS settings the actors read (docs/security.md): NATS_NKEY_SEED_FILE or
+// NATS_CREDS_FILE instead of a password, NATS_TLS_CA, NATS_TLS_CERT and NATS_TLS_KEY or a tls://
+// URL for TLS, which is then required.
+//
 // With a runId it follows that run's log only; without, every run's, and the refused submits
 // (`run.rejected` on agents.rejected.<runId>: a refused run id names no run, so it has no log).
 // With --until-final it exits after the run's run.committed or run.failed event.
 import { Buffer } from "node:buffer";
 import { setTimeout as delay } from "node:timers/promises";
-import { connect } from "@nats-io/transport-node";
+import { readFileSync } from "node:fs";
+import { TextEncoder } from "node:util";
+import { connect, credsAuthenticator, nkeyAuthenticator } from "@nats-io/transport-node";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -30,7 +36,8 @@ const durable = process.env.AUDIT_CONSUMER ?? `audit-subscriber-${runId ?? "all"
 
 const nc = await connect({
   servers: (process.env.NATS_URL ?? "nats://127.0.0.1:4222").split(","),
-  ...(process.env.NATS_USER ? { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD ?? "" } : {}),
+  ...login(process.env),
+  ...tls(process.env),
 });
 const jsm = await jetstreamManager(nc);
 const consumer = await bind();
@@ -120,4 +127,22 @@ function consumerConfig() {
     ack_wait: 5_000_000_000,
     filter_subjects: runId ? [`${prefix}.log.${runId}.>`] : [`${prefix}.log.>`, `${prefix}.rejected.>`],
   };
+}
+
+/** A password, or an NKey seed file or credentials file, read again at each connection. */
+function login(env) {
+  const file = (path) => () => readFileSync(path);
+  if (env.NATS_NKEY_SEED_FILE) {
+    const seed = file(env.NATS_NKEY_SEED_FILE);
+    return { authenticator: nkeyAuthenticator(() => new TextEncoder().encode(seed().toString().trim())) };
+  }
+  if (env.NATS_CREDS_FILE) return { authenticator: credsAuthenticator(file(env.NATS_CREDS_FILE)) };
+  return env.NATS_USER ? { user: env.NATS_USER, pass: env.NATS_PASSWORD ?? "" } : {};
+}
+
+/** TLS, required, when a file or a tls:// URL asks for it; nats.js reads the files at each connection. */
+function tls(env) {
+  const { NATS_TLS_CA: caFile, NATS_TLS_CERT: certFile, NATS_TLS_KEY: keyFile } = env;
+  if (!caFile && !certFile && !/(^|,)\s*tls:\/\//i.test(env.NATS_URL ?? "")) return {};
+  return { tls: { ...(caFile ? { caFile } : {}), ...(certFile ? { certFile, keyFile } : {}) } };
 }

@@ -84,6 +84,18 @@ export function program(): Command {
   const cmd = jsonErrors(new Command("agentctl")).description(
     "operate a bounded agent cluster on NATS: submit and follow runs, decide approvals, stop and resume runs, read the audit trail, check the cluster (NATS_URL, AGENTS_PREFIX)",
   );
+  // The flag is the variable for one command, and replaces any other login the environment names.
+  cmd
+    .option(
+      "--creds <file>",
+      "log in with this NATS credentials file (a user JWT and its seed): NATS_CREDS_FILE for this command, instead of NATS_USER or NATS_NKEY_SEED_FILE",
+    )
+    .hook("preAction", (root) => {
+      const { creds } = root.opts<{ creds?: string }>();
+      if (creds === undefined) return;
+      for (const name of ["NATS_USER", "NATS_PASSWORD", "NATS_NKEY_SEED_FILE"]) delete process.env[name];
+      process.env.NATS_CREDS_FILE = creds;
+    });
   cmd
     .command("submit")
     .summary("submit a run from a RunSpec file, or from flags")

@@ -37,7 +37,7 @@ export async function writeClusterFile(
 
 /**
  * For agentctl run from this checkout with NATS_URL unset: the running local cluster's URL and,
- * unless NATS_USER is set, agentctl's login to it. Nothing when no local cluster is up (no file,
+ * unless NATS_USER or a key file is set, agentctl's login to it. Nothing when no local cluster is up (no file,
  * or its process is gone: a cluster killed before it could remove it).
  */
 export function localClusterEnv(env: NodeJS.ProcessEnv): Record<string, string> {
@@ -46,7 +46,8 @@ export function localClusterEnv(env: NodeJS.ProcessEnv): Record<string, string> 
   const cluster = readClusterFile(path);
   if (!cluster || !alive(cluster.pid)) return {};
   const { url, user, password } = cluster;
-  const login = env.NATS_USER === undefined && user !== undefined;
+  const keyed = Boolean(env.NATS_NKEY_SEED_FILE ?? env.NATS_CREDS_FILE);
+  const login = env.NATS_USER === undefined && !keyed && user !== undefined;
   return { NATS_URL: url, ...(login ? { NATS_USER: user, NATS_PASSWORD: password ?? "" } : {}) };
 }
 

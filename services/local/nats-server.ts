@@ -8,6 +8,8 @@ export interface LocalNats {
   url: string;
   port: number;
   pid: number | undefined;
+  /** The JetStream store directory it was started with (`-sd`), removed on stop. */
+  storeDir: string;
   /** The binary started, and its version as it prints it (`v2.15.1`). */
   binary: string;
   version: string;
@@ -83,6 +85,7 @@ export async function startLocalNats(options: LocalNatsOptions = {}): Promise<Lo
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
+    storeDir,
     binary: binary.path,
     version: binary.version,
     get pid() {

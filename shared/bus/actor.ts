@@ -13,6 +13,8 @@ import { connectBus } from "./connect.js";
 import { whenJetStreamAnswers, type JetStreamWait } from "./jetstream-silent.js";
 import { JetStreamWatch, jetStreamWatchFor } from "./jetstream-watch.js";
 import { deniedByPermissions, linkOf } from "./link.js";
+import { busLoginOf, loginText, type BusLogin } from "./login.js";
+import { busTlsOf } from "./tls.js";
 import { provision, type ProvisionReport } from "./provision.js";
 import { DEFAULT_PREFIX, Subjects } from "./subjects.js";
 
@@ -63,16 +65,19 @@ export async function openActorBus(
   },
 ): Promise<ActorBus> {
   const { fatal, onJetStreamWait, provisionWait, ...deps } = options;
+  const login = busLoginOf(env);
+  const tls = busTlsOf(env);
   const nc = await connectBus({
     servers: env.NATS_URL.split(","),
     name,
     logger: deps.logger,
-    ...(env.NATS_USER ? { user: env.NATS_USER, pass: env.NATS_PASSWORD ?? "" } : {}),
+    login,
+    ...(tls ? { tls } : {}),
     waitMs: env.NATS_CONNECT_WAIT_MS,
     clock: deps.clock,
     ...(deps.onConnectWait ? { onWait: deps.onConnectWait } : {}),
   });
-  if (fatal) linkOf(nc).onSubscribeDenied((err) => fatal.fail(refusedSubscription(err, env)));
+  if (fatal) linkOf(nc).onSubscribeDenied((err) => fatal.fail(refusedSubscription(err, env, login)));
   const subjects = new Subjects(env.AGENTS_PREFIX);
   const jetStreamWait = {
     waitMs: env.NATS_CONNECT_WAIT_MS,
@@ -115,10 +120,10 @@ export async function openActorBus(
  * and answer nothing (its NATS user's permissions, or an AGENTS_PREFIX they do not cover). Stopped,
  * it says why, and its orchestrator shows it failing.
  */
-function refusedSubscription(err: PermissionViolationError, env: ActorEnv): AgentError {
+function refusedSubscription(err: PermissionViolationError, env: ActorEnv, login: BusLogin): AgentError {
   return new AgentError(
     "PERMISSION_DENIED",
-    `the NATS server refused this actor's subscription to '${err.subject}' (NATS user ${env.NATS_USER ?? "none"}, AGENTS_PREFIX '${env.AGENTS_PREFIX}'): give the user that subject (the shipped permissions grant the default prefix '${DEFAULT_PREFIX}' only)`,
+    `the NATS server refused this actor's subscription to '${err.subject}' (${login.kind === "password" ? `NATS user ${login.user}` : loginText(login)}, AGENTS_PREFIX '${env.AGENTS_PREFIX}'): give the user that subject (the shipped permissions grant the default prefix '${DEFAULT_PREFIX}' only)`,
     { cause: err },
   );
 }

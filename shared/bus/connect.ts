@@ -1,8 +1,10 @@
 import { connect, errors } from "@nats-io/transport-node";
-import type { NatsConnection, Status } from "@nats-io/transport-node";
+import type { NatsConnection, NodeConnectionOptions, Status, TlsOptions } from "@nats-io/transport-node";
 import { systemClock, type Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
+import { authenticatorOf, loginText, type BusLogin } from "./login.js";
+import { tlsRefusal } from "./tls-refusal.js";
 
 /** How often a first connection is tried again while the server is unreachable. */
 const FIRST_CONNECT_RETRY_MS = 1_000;
@@ -13,6 +15,10 @@ export interface BusConnectOptions {
   name: string;
   user?: string;
   pass?: string;
+  /** Who to log in as, instead of `user` and `pass`: an NKey or a credentials file (see busLoginOf). */
+  login?: BusLogin;
+  /** TLS, required on every server when set (see busTlsOf); `{}` trusts the system's CAs. */
+  tls?: TlsOptions;
   logger: Logger;
   /** Give up on the first connection after this long; reconnects after that never give up. */
   timeoutMs?: number;
@@ -47,26 +53,20 @@ async function firstConnection(options: BusConnectOptions): Promise<NatsConnecti
   const clock = options.clock ?? systemClock;
   const began = clock.now();
   const deadline = began + (options.waitMs ?? 0);
+  const login = loginOf(options);
+  const settings = connectionOptions(options, login);
   for (let attempt = 1; ; attempt += 1) {
     try {
-      return await connect({
-        servers: options.servers,
-        name: options.name,
-        ...(options.user !== undefined ? { user: options.user, pass: options.pass ?? "" } : {}),
-        maxReconnectAttempts: -1,
-        reconnectTimeWait: 1_000,
-        reconnectJitter: 500,
-        timeout: options.timeoutMs ?? 5_000,
-        noAsyncTraces: true,
-      });
+      return await connect(settings);
     } catch (err) {
       const servers = [options.servers].flat().join(",");
-      if (err instanceof errors.AuthorizationError) throw refusedCredentials(servers, options.user, err);
+      const refusal = refusalOf(err, servers, login, options.tls);
+      if (refusal) throw refusal;
       if (!unreachable(err)) throw err;
       if (clock.now() >= deadline) {
         throw new AgentError(
           "BUS_UNAVAILABLE",
-          `no NATS server answers at ${servers} (${err.message}; ${attempt} ${attempt === 1 ? "try" : "tries"} over ${clock.now() - began} ms)`,
+          `no NATS server answers at ${servers} (${err.message}; ${attempt} ${attempt === 1 ? "try" : "tries"} over ${clock.now() - began} ms)${unansweredHint(options.tls)}`,
           { cause: err },
         );
       }
@@ -82,14 +82,59 @@ async function firstConnection(options: BusConnectOptions): Promise<NatsConnecti
   }
 }
 
+/** The client's settings: reconnect for ever, the login's authenticator, TLS when asked for. */
+function connectionOptions(options: BusConnectOptions, login: BusLogin): NodeConnectionOptions {
+  const authenticator = authenticatorOf(login);
+  return {
+    servers: options.servers,
+    name: options.name,
+    ...(authenticator ? { authenticator } : {}),
+    ...(options.tls ? { tls: options.tls } : {}),
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 1_000,
+    reconnectJitter: 500,
+    timeout: options.timeoutMs ?? 5_000,
+    noAsyncTraces: true,
+  };
+}
+
+function loginOf(options: BusConnectOptions): BusLogin {
+  if (options.login) return options.login;
+  return options.user === undefined
+    ? { kind: "none" }
+    : { kind: "password", user: options.user, pass: options.pass ?? "" };
+}
+
+/** A failure waiting will not mend: the server refused the login, or TLS failed. */
+function refusalOf(
+  err: unknown,
+  servers: string,
+  login: BusLogin,
+  tls: TlsOptions | undefined,
+): AgentError | undefined {
+  if (err instanceof errors.AuthorizationError) return refusedCredentials(servers, login, err);
+  return tlsRefusal(err, servers, tls);
+}
+
 /** The server at `servers` answered and refused who this connection says it is: waiting will not help. */
-function refusedCredentials(servers: string, user: string | undefined, cause: Error): AgentError {
-  const who = user === undefined ? "no user (NATS_USER is unset)" : `user '${user}'`;
-  return new AgentError(
-    "BUS_AUTH",
-    `the NATS server at ${servers} refused ${who}: set NATS_USER and NATS_PASSWORD to a user of that server (\`npm run cluster\` prints its URL and the agentctl user's login)`,
-    { cause },
-  );
+function refusedCredentials(servers: string, login: BusLogin, cause: Error): AgentError {
+  const fix =
+    login.kind === "nkey" || login.kind === "creds"
+      ? "give that key a user in the server's configuration, or point the variable at one it has"
+      : "set NATS_USER and NATS_PASSWORD to a user of that server (`npm run cluster` prints its URL and the agentctl user's login), or NATS_NKEY_SEED_FILE or NATS_CREDS_FILE to a key it knows";
+  return new AgentError("BUS_AUTH", `the NATS server at ${servers} refused ${loginText(login)}: ${fix}`, {
+    cause,
+  });
+}
+
+/**
+ * A server that verifies clients closes a TLS connection without a client certificate, which the
+ * client sees as no answer: the hint names the settings that would give it one.
+ */
+function unansweredHint(tls: TlsOptions | undefined): string {
+  return tls && tls.certFile === undefined
+    ? "; a server that verifies clients' certificates answers none without one: NATS_TLS_CERT and NATS_TLS_KEY"
+    : "";
 }
 
 /**

@@ -46,6 +46,39 @@ export const ActorEnv = z.object({
       "The NATS user to log in as (the shipped `nats.conf` has one per actor kind); unset: no login.",
     ),
   NATS_PASSWORD: z.string().optional().describe("The password of `NATS_USER`."),
+  NATS_NKEY_SEED_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "A file holding the NKey seed (`SU…`) this actor logs in with, instead of `NATS_USER`: the server's config names its public key (`U…`). Read again at each reconnect, so a replaced seed takes effect without a restart.",
+    ),
+  NATS_CREDS_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "A NATS credentials file (a user JWT and its NKey seed, from `nsc`) to log in with, for a server in operator (JWT) mode; instead of `NATS_USER` or `NATS_NKEY_SEED_FILE`. Read again at each reconnect.",
+    ),
+  NATS_TLS_CA: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "A PEM file of the certificate authorities the NATS server's certificate must chain to (unset: the system's). Setting it, `NATS_TLS_CERT`, or a `tls://` URL in `NATS_URL` requires TLS: a server that offers none is refused (`BUS_TLS`). Read again at each reconnect.",
+    ),
+  NATS_TLS_CERT: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "A PEM file of this actor's client certificate, for a server that verifies clients (`verify: true`); with `NATS_TLS_KEY`. Read again at each reconnect, so a renewed certificate is used without a restart.",
+    ),
+  NATS_TLS_KEY: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("A PEM file of the private key of `NATS_TLS_CERT`. Read again at each reconnect."),
   NATS_CONNECT_WAIT_MS: whole(0, 86_400_000, 60_000).describe(
     "How long, in milliseconds, an actor started before its NATS server answers (or while its JetStream does not) tries again, every second and with a warning, before it exits with `BUS_UNAVAILABLE`; 0: one try. A server that refuses the login is not waited for.",
   ),

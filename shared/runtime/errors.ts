@@ -51,8 +51,13 @@ export const ERROR_CODES = {
   /** Another writer appended to this run's WAL: this worker must stop driving the run. */
   FENCED: { retryable: false },
   BUS_UNAVAILABLE: { retryable: true },
-  /** The NATS server refused the connection's credentials: fix NATS_USER / NATS_PASSWORD. */
+  /** The NATS server refused the connection's credentials: fix NATS_USER / NATS_PASSWORD, or the key files. */
   BUS_AUTH: { retryable: false },
+  /**
+   * TLS with the NATS server failed: its certificate is not trusted by NATS_TLS_CA or does not name
+   * the host connected to, or TLS is required and the server offers none. Waiting will not help.
+   */
+  BUS_TLS: { retryable: false },
   /** The NATS server is older than the wire contract needs (2.12): upgrade it; waiting will not help. */
   UNSUPPORTED_SERVER: { retryable: false },
   /**

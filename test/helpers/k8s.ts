@@ -95,10 +95,11 @@ export interface Container {
   startupProbe?: Probe;
   livenessProbe?: Probe;
   readinessProbe?: Probe;
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
 }
 
 export interface Probe {
-  httpGet?: { path: string; port: string | number };
+  httpGet?: { path: string; port: string | number; scheme?: string };
   initialDelaySeconds?: number;
   timeoutSeconds?: number;
   periodSeconds?: number;
@@ -108,7 +109,7 @@ export interface Probe {
 export interface PodSpec {
   containers: Container[];
   securityContext?: { runAsNonRoot?: boolean; runAsUser?: number };
-  volumes?: { name: string; configMap?: { name: string } }[];
+  volumes?: { name: string; configMap?: { name: string }; secret?: { secretName: string } }[];
 }
 
 export function podSpecOf(object: K8sObject): PodSpec {
@@ -137,4 +138,42 @@ export function natsSizeBytes(size: string): number {
   const [, digits = "", unit = "", binary] = match;
   const base = binary ? 1024 : 1000;
   return Number(digits) * base ** (POWERS[unit.toLowerCase()] ?? 0);
+}
+
+/** cert-manager's API group, whose objects no schema package here describes. */
+export const CERT_MANAGER = "cert-manager.io/v1";
+
+/** A cert-manager Certificate's fields the components use. */
+export interface CertificateSpec {
+  secretName: string;
+  isCA?: boolean;
+  dnsNames?: string[];
+  usages?: string[];
+  issuerRef: { name: string; kind: string };
+  privateKey?: { algorithm?: string; rotationPolicy?: string };
+  duration?: string;
+  renewBefore?: string;
+}
+
+/**
+ * A cert-manager Issuer or Certificate, checked by hand (no schema package for cert-manager is
+ * installed): an Issuer is self-signed or a CA from a Secret; a Certificate names a Secret and an
+ * Issuer among `objects`, and renews before it expires.
+ */
+export function checkCertManager(object: K8sObject, objects: K8sObject[]): void {
+  const label = `${object.kind}/${object.metadata.name}`;
+  if (object.kind === "Issuer") {
+    const spec = object.spec as { selfSigned?: object; ca?: { secretName: string } };
+    if (!spec.selfSigned && !spec.ca?.secretName)
+      throw new Error(`${label}: neither selfSigned nor a ca Secret`);
+    return;
+  }
+  if (object.kind !== "Certificate") throw new Error(`${label}: not a kind these manifests use`);
+  const spec = object.spec as CertificateSpec;
+  if (!spec.secretName) throw new Error(`${label}: no secretName`);
+  const issuer = objects.find(
+    (o) => o.kind === spec.issuerRef.kind && o.metadata.name === spec.issuerRef.name,
+  );
+  if (!issuer)
+    throw new Error(`${label}: its issuer ${spec.issuerRef.kind}/${spec.issuerRef.name} is not deployed`);
 }

@@ -10,6 +10,8 @@ export interface TestNats {
   source: "env" | "container" | "binary";
   /** A server this suite started itself (`own`): crash it and start it again on the same store. */
   restart?: (options?: { signal?: NodeJS.Signals; downMs?: number }) => Promise<void>;
+  /** A server this suite started itself: its JetStream store directory. */
+  storeDir?: string;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -37,7 +39,14 @@ export async function startNats(options: { own?: boolean; configFile?: string } 
   const local = await startLocalNats(options.configFile ? { configFile: options.configFile } : {});
   const stop = (): Promise<void> => local.stop();
   const restart: TestNats["restart"] = (options) => local.restart(options);
-  return { url: local.url, source: "binary", restart, stop, [Symbol.asyncDispose]: stop };
+  return {
+    url: local.url,
+    source: "binary",
+    restart,
+    storeDir: local.storeDir,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
 }
 
 async function startContainer(): Promise<TestNats> {

@@ -1,7 +1,16 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { nkeys } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { ActorEnv } from "../../shared/runtime/config.js";
@@ -19,14 +28,18 @@ import { natsServerBinary } from "../../services/local/nats-binary.js";
 import { TradingExecutorEnv } from "../../examples/trading/executor/env.js";
 import { SupervisorEnv } from "../../services/supervisor/env.js";
 import { ToolsEnv } from "../../services/tools/env.js";
+import { makeCa } from "../helpers/certificates.js";
 import {
+  CERT_MANAGER,
   K8S,
   ROOT,
+  checkCertManager,
   kubectlAvailable,
   kustomize,
   natsSizeBytes,
   podSpecOf,
   quantityBytes,
+  type Container,
   readYaml,
   validateObject,
   type K8sObject,
@@ -47,7 +60,7 @@ const DEPLOYMENTS: Record<string, { env: z.ZodObject; entry: string; user: Actor
   "trading-planner": { env: ActorEnv, entry: "dist/examples/trading/planner/main.js", user: "tools" },
 };
 /** Created outside git in production (see the prod overlay); model keys are optional. */
-const EXTERNAL_SECRETS = ["nats-credentials", "model-api-keys"];
+const EXTERNAL_SECRETS = ["nats-credentials", "model-api-keys", "nats-user-keys", "nats-encryption"];
 const IMAGE = "bounded-agents";
 /** The actor kinds the base runs; the others are optional components. */
 const BASE_KINDS = ACTOR_KINDS.filter((kind) => !OPTIONAL_ACTOR_KINDS.includes(kind));
@@ -76,6 +89,19 @@ function sharedEnvValue(name: string): string | undefined {
   return sharedLiterals?.find((line) => line.startsWith(`${name}=`))?.slice(name.length + 1);
 }
 
+/** Where a configuration's mounted certificates are read from in `nats-server -t`: made here. */
+const SERVER_TLS = await serverTlsFiles();
+
+async function serverTlsFiles(): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), "nats-tls-files-"));
+  const ca = await makeCa(dir, "ca");
+  const server = await ca.issue("server", "DNS:nats");
+  copyFileSync(ca.cert, join(dir, "ca.crt"));
+  copyFileSync(server.cert, join(dir, "tls.crt"));
+  copyFileSync(server.key, join(dir, "tls.key"));
+  return dir;
+}
+
 /** The nats-server the suite runs against (and checks the NATS configuration with). */
 const NATS_SERVER = (await natsServerBinary()).path;
 
@@ -99,16 +125,27 @@ function natsSetting(files: Record<string, string>, key: string): string[] {
   );
 }
 
-/** `nats-server -t` on a NATS configuration's files (nats.conf and its includes), with its env. */
+/**
+ * `nats-server -t` on a NATS configuration's files (nats.conf and its includes), with its env: each
+ * user by password or by NKey (a real public key here), the store's key, and the test's own
+ * certificates where a Secret's would be mounted.
+ */
 function checkNatsConfig(files: Record<string, string>, label: string): void {
-  const users = [...(files["nats.conf"] ?? "").matchAll(/user: (\w+), password: \$NATS_(\w+)_PASSWORD/g)];
-  expect(users.map((m) => m[1]).sort(), label).toEqual(
+  const text = files["users.conf"] ?? "";
+  const users = [...text.matchAll(/user: (\w+), password: \$NATS_(\w+)_PASSWORD/g)];
+  const keyed = [...text.matchAll(/nkey: \$NATS_(\w+)_NKEY/g)];
+  expect([...users.map((m) => m[1]), ...keyed.map((m) => m[1]?.toLowerCase())].sort(), label).toEqual(
     [...new Set(Object.values(NATS_USERS).map((u) => u.user))].sort(),
   );
-  const passwords = Object.fromEntries(users.map((m) => [`NATS_${m[2] ?? ""}_PASSWORD`, "x"]));
+  const passwords = {
+    ...Object.fromEntries(users.map((m) => [`NATS_${m[2] ?? ""}_PASSWORD`, "x"])),
+    ...Object.fromEntries(keyed.map((m) => [`NATS_${m[1] ?? ""}_NKEY`, nkeys.createUser().getPublicKey()])),
+    NATS_JS_KEY: "a-key-for-this-check-0123456789abcdef",
+  };
   const dir = mkdtempSync(join(tmpdir(), "nats-config-"));
   try {
-    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    for (const [name, text] of Object.entries(files))
+      writeFileSync(join(dir, name), text.replaceAll("/etc/nats-tls/", `${SERVER_TLS}/`));
     const checked = spawnSync(NATS_SERVER, ["-c", join(dir, "nats.conf"), "-t"], {
       env: { ...process.env, ...passwords, POD_NAME: "nats-0" },
       encoding: "utf8",
@@ -202,11 +239,29 @@ function checkActor(deployment: K8sObject, image: string): void {
   for (const variable of container.env ?? [])
     expect(known, `${kind} sets ${variable.name}`).toContain(variable.name);
   const env = new Map((container.env ?? []).map((v) => [v.name, v]));
+  if (env.has("NATS_NKEY_SEED_FILE")) {
+    checkKeyLogin(deployment, container);
+    return;
+  }
   expect(env.get("NATS_USER")?.value, kind).toBe(NATS_USERS[actor.user].user);
   expect(env.get("NATS_PASSWORD")?.valueFrom?.secretKeyRef, kind).toEqual({
     name: expect.stringMatching(/^nats-credentials/) as unknown,
     key: NATS_USERS[actor.user].user,
   });
+}
+
+/** An actor logging in with an NKey: its seed from a Secret of its own, mounted where the variable says, no password. */
+function checkKeyLogin(deployment: K8sObject, container: Container): void {
+  const kind = deployment.metadata.name;
+  const env = new Map((container.env ?? []).map((v) => [v.name, v]));
+  expect(env.has("NATS_USER") || env.has("NATS_PASSWORD"), `${kind}: no password login next to the key`).toBe(
+    false,
+  );
+  const seed = env.get("NATS_NKEY_SEED_FILE")?.value ?? "";
+  const mount = container.volumeMounts?.find((m) => seed.startsWith(`${m.mountPath}/`));
+  expect(mount?.readOnly, `${kind} mounts ${seed}`).toBe(true);
+  const volume = podSpecOf(deployment).volumes?.find((v) => v.name === mount?.name);
+  expect(volume?.secret?.secretName, kind).toBe(`nats-nkey-${kind}`);
 }
 
 describe("deploy/: the image and the Kubernetes manifests", () => {
@@ -281,8 +336,17 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
     const files = Object.fromEntries(
       generated.map((file) => [file.split("/").pop() ?? file, readFileSync(join(K8S, "base", file), "utf8")]),
     );
-    expect(Object.keys(files).sort()).toEqual(["nats.conf", "permissions.conf", "storage.conf"]);
-    expect(files["nats.conf"]).toContain('include "permissions.conf"');
+    expect(Object.keys(files).sort()).toEqual([
+      "encryption.conf",
+      "listeners.conf",
+      "nats.conf",
+      "permissions.conf",
+      "route-tls.conf",
+      "storage.conf",
+      "users.conf",
+    ]);
+    expect(files["users.conf"]).toContain('include "permissions.conf"');
+    for (const part of ["listeners", "users"]) expect(files["nats.conf"]).toContain(`include "${part}.conf"`);
     expect(files["nats.conf"]).toContain('include "storage.conf"');
     const sts = baseObjects.find((o) => o.kind === "StatefulSet") as K8sObject;
     expect((sts.spec as { replicas: number }).replicas).toBe(3);
@@ -306,7 +370,7 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
     expect(/CONTAINER_IMAGE = "([^"]+)"/.exec(helper)?.[1]).toBe(nats?.image);
 
     expect(nats?.ports).toContainEqual({ name: "monitor", containerPort: 8222 });
-    expect(readFileSync(join(K8S, "base", "nats", "nats.conf"), "utf8")).toMatch(/^http: 8222$/m);
+    expect(readFileSync(join(K8S, "base", "nats", "listeners.conf"), "utf8")).toMatch(/^http: 8222$/m);
     const startup = nats?.startupProbe;
     expect(startup?.httpGet, "startup").toEqual({ path: "/healthz", port: "monitor" });
     const budget =
@@ -348,7 +412,8 @@ describe("deploy/: the image and the Kubernetes manifests", () => {
       const namespace = objects.find((o) => o.kind === "Namespace")?.metadata.name;
       expect(namespace).toBe(overlay === "dev" ? "agents-dev" : "agents");
       for (const object of objects) {
-        validateObject(object);
+        if (object.apiVersion === CERT_MANAGER) checkCertManager(object, objects);
+        else validateObject(object);
         if (object.kind !== "Namespace")
           expect(object.metadata.namespace, object.metadata.name).toBe(namespace);
       }

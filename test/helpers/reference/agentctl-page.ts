@@ -16,7 +16,9 @@ Run it as \`npm run agentctl -- <command>\` after a build (\`npm run build\`; \`
 \`npm run cluster\` build too), or as \`node dist/services/cli/main.js <command>\`.
 
 It connects to \`NATS_URL\` as \`NATS_USER\` with \`NATS_PASSWORD\`, under \`AGENTS_PREFIX\`
-([Configuration](configuration.md#agentctl)). With \`NATS_URL\` unset, in a checkout whose
+([Configuration](configuration.md#agentctl)), or with the NKey in \`NATS_NKEY_SEED_FILE\` or the
+credentials file in \`NATS_CREDS_FILE\` (\`--creds\`), over TLS with \`NATS_TLS_CA\`,
+\`NATS_TLS_CERT\` and \`NATS_TLS_KEY\` or a \`tls://\` URL ([Security](security.md)). With \`NATS_URL\` unset, in a checkout whose
 \`npm run cluster\` is up, it finds that cluster through \`.cache/local-cluster.json\`
 (\`AGENTS_LOCAL_CLUSTER_FILE\` moves it) and logs in as its \`cli\` user.
 
@@ -37,7 +39,7 @@ and \`submit --watch\` exit by how the run settled:
 const BEHAVIOUR: readonly string[] = [
   "**Waits.** Every command waits up to `AGENTCTL_WAIT_MS` (10 s; `0` fails at once) for a NATS server at `NATS_URL` and for its JetStream, and a command a supervisor answers (`submit`, `approve`, `reject`, `modify`, `halt`, `resume`, `cancel`, `kill-switch`) for a supervisor, saying so on stderr; then it fails with `BUS_UNAVAILABLE`, naming what did not answer. A JetStream request that times out later in a command is `BUS_UNAVAILABLE` too.",
   "**Provisioning.** A user that may not create the streams and buckets (`cli` under the shipped permissions), or raise them to its `AGENTS_REPLICAS`, waits the same way for a supervisor to, then names what is missing.",
-  "**Logins.** A server that refuses the login fails the command at once with `BUS_AUTH`, naming the user and the variables to set; a publish the server refuses to the user is `PERMISSION_DENIED` (the wrong `NATS_USER`, or a `permissions.conf` older than this build).",
+  "**Logins.** A server that refuses the login fails the command at once with `BUS_AUTH`, naming the user (or the key) and the variables to set; TLS that fails (a server certificate not from `NATS_TLS_CA`, or naming another host; a server without TLS where TLS is asked for) fails it at once with `BUS_TLS`; a publish the server refuses to the user is `PERMISSION_DENIED` (the wrong `NATS_USER`, or a `permissions.conf` older than this build).",
   "**Submits are safe to repeat.** `submit` names every run (`--run-id`, else the spec's `runId`, else a `run-<uuid>` of its own), so a submit whose reply was lost (a dropped connection, or a supervisor that could not decide: `BUS_UNAVAILABLE`, `INTERNAL`) is sent again within the wait, and answered `existing` if the first copy was admitted. `STORAGE_FULL` is printed at once (see [Deploying](deploying.md)).",
   "**Stops are asked again.** `halt`, `cancel` and `kill-switch` are sent again the same way: stopping a run twice stops it once, and a copy that finds the first one's work done says so, the first reply lost. A halt or cancel asked while another's is queued for the run is queued once; the reply names who asked first, and this one's reason is not recorded.",
   "**Decisions name what they saw.** `approve`, `reject`, `modify` and `resume` (of one run) name the revision of the run's status they read, and the supervisor refuses one on a run changed since with `RUN_CHANGED`: a decision never lands on a later approval request, or a later halt, than the one its operator saw. They are sent again too, and a copy whose first one moved the run on is told as done.",
@@ -60,6 +62,7 @@ export function agentctlReference(root: Command): string {
     "",
     ...BEHAVIOUR.map((line) => `- ${line}`),
     "",
+    ...rootOptions(root, help),
     "## Commands",
     "",
     ...table(
@@ -76,6 +79,18 @@ function leaves(cmd: Command, help: Help): Command[] {
   // visibleCommands adds commander's implicit `help` command, which is not one of ours.
   const subs = help.visibleCommands(cmd).filter((c) => cmd.commands.includes(c));
   return subs.flatMap((c) => (c.commands.length > 0 ? leaves(c, help) : [c]));
+}
+
+/** The options agentctl takes before or after any command. */
+function rootOptions(root: Command, help: Help): string[] {
+  const options = help.visibleOptions(root).filter((o) => root.options.includes(o));
+  if (options.length === 0) return [];
+  return [
+    "## Options of every command",
+    "",
+    ...table(["option", "default", "description"], options.map(optionRow)),
+    "",
+  ];
 }
 
 function section(cmd: Command, help: Help): string[] {
