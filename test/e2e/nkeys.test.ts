@@ -20,6 +20,7 @@ const PERMISSIONS: Record<ActorKind | "cli", string> = {
   agent: "$AGENT_PERMISSIONS",
   critic: "$CRITIC_PERMISSIONS",
   tools: "$TOOL_PERMISSIONS",
+  mcp: "$TOOL_PERMISSIONS",
   cli: "$CLI_PERMISSIONS",
 };
 
