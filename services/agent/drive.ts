@@ -141,6 +141,7 @@ export class RunLease {
       checkpointEvery: this.deps.checkpointEvery,
       policies: this.deps.policies,
     };
+    this.deps.redaction.use(this.config.tools);
     if (records.length === 0) {
       // A run whose status says it finished and whose log holds no record: its log expired with
       // the stream's max_age, and its first job delivered again after that (an ack lost with its
@@ -310,7 +311,7 @@ export class RunLease {
         return "done";
       }
       if (!event) return "done";
-      current = transition(state, event, this.config);
+      current = transition(state, this.deps.redaction.event(state, event), this.config);
     }
   }
 

@@ -18,10 +18,12 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
 import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
+import { loadRedactionConfig } from "../../shared/tools/redaction-config.js";
 import { type BUILT_IN, ToolsEnv } from "./env.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "tools" }));
 const env = parseEnv(ToolsEnv, process.env);
+const redaction = loadRedactionConfig("TOOLS_REDACT_FILE", env.TOOLS_REDACT_FILE);
 const logger = createLogger({ actor: "tools", level: env.LOG_LEVEL });
 fatal.use(logger);
 const bus = await openActorBus(env, "tools", { clock: systemClock, random: systemRandom, logger, fatal });
@@ -37,7 +39,7 @@ const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
 const served = serveToolsOf(
   env.TOOLS.map((name) => available[name]()),
   bus,
-  { logger, metrics },
+  { logger, metrics, ...(redaction ? { redaction } : {}) },
 );
 const health = await startActorHealth(bus, env, metrics);
 logger.info({ tools: env.TOOLS, healthPort: health.port }, "tool services ready");

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ErrorPayload } from "./common.js";
 import { ModelResponse } from "./model.js";
+import { RedactionNote } from "./redaction.js";
 import { ToolAuditNote } from "./tool.js";
 import { CriticVerdict, ReviewUsage } from "./rubric.js";
 import { RunSpec } from "./run-spec.js";
@@ -32,6 +33,8 @@ export const ModelRespondedEvent = z.object({
   at,
   requestId: z.string(),
   response: ModelResponse,
+  /** What the worker redacted from the response's tool calls before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 export const ModelFailedEvent = z.object({
   type: z.literal("modelFailed"),
@@ -46,12 +49,16 @@ export const ToolCompletedEvent = z.object({
   output: z.unknown(),
   signals: z.array(z.string()).optional(),
   audit: z.array(ToolAuditNote).optional(),
+  /** What the worker redacted from the output before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 export const ToolAbortedEvent = z.object({
   type: z.literal("toolAborted"),
   at,
   actionId: z.string(),
   error: ErrorPayload,
+  /** What the worker redacted from the error's message before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 export const CriticReviewedEvent = z.object({
   type: z.literal("criticReviewed"),
