@@ -39,6 +39,11 @@ export class LeaseRedaction {
     if (!this.policy) return event;
     const redacted = redactEvent(event, this.policy, (actionId) => pendingCall(state, actionId)?.tool);
     for (const [callId, input] of redacted.originals) this.originals.set(callId, input);
+    // An answered call is not sent again by this lease: its input need not be kept any longer.
+    if (event.type === "toolCompleted" || event.type === "toolAborted") {
+      const callId = pendingCall(state, event.actionId)?.callId;
+      if (callId !== undefined) this.originals.delete(callId);
+    }
     return redacted.event;
   }
 
