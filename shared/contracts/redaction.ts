@@ -21,8 +21,17 @@ function compiles(source: string): boolean {
   }
 }
 
-/** A regular expression (JavaScript syntax); every match inside a string of the call is redacted. */
-export const RedactionPattern = z.string().min(1).refine(compiles, "not a valid regular expression");
+const Regex = z.string().min(1).refine(compiles, "not a valid regular expression");
+
+/**
+ * A regular expression (JavaScript syntax); every match inside a string of the call is redacted.
+ * The audit names a pattern that fired by its `name`, else by the expression itself: name one that
+ * quotes a literal secret.
+ */
+export const RedactionPattern = z.union([
+  Regex,
+  z.strictObject({ name: z.string().min(1).max(64), regex: Regex }),
+]);
 export type RedactionPattern = z.infer<typeof RedactionPattern>;
 
 /** What to keep out of the run's log for one tool: fields by path, and values by pattern. */

@@ -13,7 +13,8 @@ interface CompiledPath {
 }
 
 interface CompiledPattern {
-  source: string;
+  /** What the audit calls it: its name, else its expression. */
+  label: string;
   regex: RegExp;
 }
 
@@ -23,7 +24,7 @@ export interface CompiledRules {
   patterns: CompiledPattern[];
 }
 
-/** A value with what the rules took out of it: the paths and patterns that fired, as configured. */
+/** A value with what the rules took out of it: the paths and patterns (by label) that fired. */
 export interface RedactedField {
   value: unknown;
   paths: string[];
@@ -45,15 +46,19 @@ function compilePath(source: string): CompiledPath {
  */
 export function compileRules(...sets: (RedactionRules | undefined)[]): CompiledRules | undefined {
   const paths = new Set<string>();
-  const patterns = new Set<string>();
+  /** Label by expression: an expression given twice is applied once. */
+  const patterns = new Map<string, string>();
   for (const set of sets) {
     for (const path of set?.paths ?? []) paths.add(path);
-    for (const pattern of set?.patterns ?? []) patterns.add(pattern);
+    for (const pattern of set?.patterns ?? []) {
+      const [regex, label] = typeof pattern === "string" ? [pattern, pattern] : [pattern.regex, pattern.name];
+      if (!patterns.has(regex)) patterns.set(regex, label);
+    }
   }
   if (paths.size === 0 && patterns.size === 0) return undefined;
   return {
     paths: [...paths].map(compilePath),
-    patterns: [...patterns].map((source) => ({ source, regex: new RegExp(source, "g") })),
+    patterns: [...patterns].map(([regex, label]) => ({ label, regex: new RegExp(regex, "g") })),
   };
 }
 
@@ -106,9 +111,9 @@ function redactStrings(value: unknown, patterns: readonly CompiledPattern[], fir
   if (typeof value === "string") {
     if (value === REDACTED) return value;
     let text = value;
-    for (const { source, regex } of patterns) {
+    for (const { label, regex } of patterns) {
       const replaced = text.replace(regex, REDACTED);
-      if (replaced !== text) fired.add(source);
+      if (replaced !== text) fired.add(label);
       text = replaced;
     }
     return text;

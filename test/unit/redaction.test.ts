@@ -103,6 +103,15 @@ describe("redaction by value pattern", () => {
     expect(r).toEqual({ value: { a: REDACTED, b: 1, c: true, d: null }, paths: ["input.a"], patterns: [] });
   });
 
+  it("names a named pattern by its name, so a pattern quoting a literal secret is not recorded", () => {
+    const compiled = rules({ patterns: [{ name: "db-password", regex: "hunter2" }, KEY] });
+    const r = redactField({ dsn: "postgres://u:hunter2@db", key: "sk-JJJJJJJJ1" }, "input", compiled);
+    expect(r.value).toEqual({ dsn: `postgres://u:${REDACTED}@db`, key: REDACTED });
+    expect(r.patterns.sort()).toEqual(["db-password", KEY].sort());
+    expect(JSON.stringify(r.patterns)).not.toContain("hunter2");
+    expect(RedactionRules.safeParse({ patterns: [{ name: "x", regex: "(" }] }).success).toBe(false);
+  });
+
   it("tells a value that holds a redaction", () => {
     expect(holdsRedaction({ a: [{ b: `x ${REDACTED}` }] })).toBe(true);
     expect(holdsRedaction({ a: [{ b: "x" }], n: 1 })).toBe(false);
@@ -125,7 +134,7 @@ describe("redaction rules and configuration", () => {
     });
     const merged = compileRules({ paths: ["output.text", "input.text"] }, ...configuredRules(config, "echo"));
     expect(merged?.paths.map((p) => p.source)).toEqual(["output.text", "input.text"]);
-    expect(merged?.patterns.map((p) => p.source)).toEqual([KEY]);
+    expect(merged?.patterns.map((p) => p.label)).toEqual([KEY]);
     expect(compileRules(undefined, ...configuredRules(undefined, "echo"))).toBeUndefined();
   });
 
