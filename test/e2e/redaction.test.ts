@@ -8,7 +8,7 @@ import { systemClock } from "../../shared/runtime/clock.js";
 import { REDACTED } from "../../shared/tools/redaction.js";
 import { defineTool } from "../../shared/tools/tool.js";
 import { json, startServer, type RecordedRequest } from "../helpers/http-server.js";
-import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
+import { agentctlOf, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 
 /** The secrets: an API key the model puts in two tools' inputs, a token the vault answers. */
 const SECRET = `sk-MARKER${Math.random().toString(36).slice(2)}Zq`;
@@ -132,7 +132,7 @@ async function everyStoredMessage(): Promise<{ stream: string; seq: number; text
 }
 
 describe("redaction: secrets a tool handles stay out of the run log", () => {
-  it("a run whose tool input and output carry a secret commits, across a kill -9 mid-call, and no stored message holds it", async () => {
+  it("a run whose tool input and output carry a secret commits, across a kill -9 mid-call, replays identically, and no stored message holds it", async () => {
     await using model = await serveModel();
     const vault = serveVault(1_500);
     const { runId } = await suite.client.submit(runSpec(model.url));
@@ -187,6 +187,11 @@ describe("redaction: secrets a tool handles stay out of the run log", () => {
     expect(stored.some((m) => m.text.includes(REDACTED) && m.stream.includes("idempotency"))).toBe(true);
     const leaks = stored.filter((m) => m.text.includes(SECRET) || m.text.includes(TOKEN));
     expect(leaks.map((m) => `${m.stream}#${m.seq}`)).toEqual([]);
+
+    // The log replays as it ran, with nothing but the redacted values.
+    expect((await agentctlOf(suite).run("replay", runId)).stdout).toMatch(
+      /transitions reproduced identically/,
+    );
 
     await suite.cluster.start("agent", `${holder}b`);
   }, 60_000);
