@@ -249,8 +249,9 @@ export class RunLease {
     // A cancel, or a resume a human settled the call for, first settles the call the run waits on.
     const queuedAt = this.job.event?.at;
     const settleDeps = { ...this.deps, config: this.config, ...(queuedAt ? { queuedAt } : {}) };
-    const settled = await settleHaltedCall(stopped, event, settleDeps);
-    return this.continueWith(stopped, settled);
+    // Redacted before the tool's service records a human's output, and after a cancel learned one.
+    const settled = await settleHaltedCall(stopped, this.deps.redaction.event(stopped, event), settleDeps);
+    return this.continueWith(stopped, this.deps.redaction.event(stopped, settled));
   }
 
   /**

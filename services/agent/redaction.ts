@@ -3,7 +3,12 @@ import type { RedactionConfig } from "../../shared/contracts/redaction.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { Effect, LoopState } from "../../shared/loop/state.js";
 import { AgentError } from "../../shared/runtime/errors.js";
-import { redactEvent, redactionPolicy, type RedactionPolicy } from "../../shared/tools/redact-event.js";
+import {
+  redactEvent,
+  redactionPolicy,
+  redactSettlement,
+  type RedactionPolicy,
+} from "../../shared/tools/redact-event.js";
 import { holdsRedaction } from "../../shared/tools/redaction.js";
 
 type ToolCallEffect = Extract<Effect, { type: "callTool" }>;
@@ -13,6 +18,12 @@ function pendingCall(state: LoopState, actionId: string): { tool: string; callId
   const pending = state.pending;
   if (pending?.kind === "tool" && pending.actionId === actionId) return pending;
   return state.batched?.find((b) => b.pending.actionId === actionId)?.pending;
+}
+
+/** The tool call a halted run waited on (what a resume or a cancel settles). */
+function waitedCall(state: LoopState): { tool: string; actionId: string } | undefined {
+  const pending = state.phase === "HALT" ? state.haltedFrom?.pending : state.pending;
+  return pending?.kind === "tool" ? pending : undefined;
 }
 
 /**
@@ -44,7 +55,7 @@ export class LeaseRedaction {
       const callId = pendingCall(state, event.actionId)?.callId;
       if (callId !== undefined) this.originals.delete(callId);
     }
-    return redacted.event;
+    return redactSettlement(redacted.event, this.policy, waitedCall(state));
   }
 
   /** The input to send a call with: the model's own when this lease redacted it. */

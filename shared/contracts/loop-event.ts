@@ -97,6 +97,8 @@ export const ResumeEvent = z.object({
   by: z.string(),
   /** The human's settlement of the call the run halted on, written to its tool service first. */
   settle: CallSettlement.optional(),
+  /** What the worker redacted from the settlement's output before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 /** An operator ends a halted run for good: it undoes what it can and fails (RUN_CANCELLED). */
 /**
@@ -116,6 +118,8 @@ export const CancelEvent = z.object({
   reason: z.string(),
   by: z.string(),
   waitedOn: WaitedOnCall.optional(),
+  /** What the worker redacted from the waited-on call's output before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 /** The run tree's global iteration budget refused this run another model call (supervisor counters). */
 export const GlobalCapEvent = z.object({

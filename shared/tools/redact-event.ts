@@ -77,3 +77,35 @@ export function redactEvent(
   const error = { ...event.error, ...(r.value as { message: string; details?: unknown }) };
   return { event: { ...event, error, redactions: note(r) }, originals };
 }
+
+/**
+ * A settlement of the call a halted run waited on, its output redacted as the call's own would
+ * be: a human's (`resume --settle ran --output …`) or what a cancel learned from the tool's service.
+ * `waited`: that call. An event already redacted is left as it is. Pure.
+ */
+export function redactSettlement(
+  event: LoopEvent,
+  policy: RedactionPolicy,
+  waited: { tool: string; actionId: string } | undefined,
+): LoopEvent {
+  if ((event.type !== "resume" && event.type !== "cancel") || event.redactions || !waited) return event;
+  const rules = policy.rulesFor(waited.tool);
+  if (!rules) return event;
+  const redact = (output: unknown): { value: unknown; redactions: RedactionNote[] } | undefined => {
+    const r = redactField(output, "output", rules);
+    if (!fired(r)) return undefined;
+    const { tool, actionId } = waited;
+    return {
+      value: r.value,
+      redactions: [{ tool, field: "output", actionId, paths: r.paths, patterns: r.patterns }],
+    };
+  };
+  if (event.type === "resume") {
+    const r = event.settle?.decision === "ran" ? redact(event.settle.output) : undefined;
+    return r ? { ...event, settle: { decision: "ran", output: r.value }, redactions: r.redactions } : event;
+  }
+  const waitedOn = event.waitedOn;
+  const r = waitedOn?.outcome === "completed" ? redact(waitedOn.output) : undefined;
+  if (!r || waitedOn?.outcome !== "completed") return event;
+  return { ...event, waitedOn: { ...waitedOn, output: r.value }, redactions: r.redactions };
+}

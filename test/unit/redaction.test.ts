@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { RedactionConfig, RedactionRules } from "../../shared/contracts/redaction.js";
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import { loadRedactionConfig } from "../../shared/tools/redaction-config.js";
-import { redactEvent, redactionPolicy } from "../../shared/tools/redact-event.js";
+import { redactEvent, redactionPolicy, redactSettlement } from "../../shared/tools/redact-event.js";
 import { recordedReply } from "../../shared/tools/redact-reply.js";
 import {
   compileRules,
@@ -216,6 +216,40 @@ describe("redacting the loop's events", () => {
     });
     const unrelated: LoopEvent = { type: "toolCompleted", at: 1, actionId: "act-9", output: "sk-HHHHHHHH8" };
     expect(redactEvent(unrelated, policy, toolOf).event).toBe(unrelated);
+  });
+
+  it("redacts a settlement of the call a halted run waited on: a human's output, and what a cancel learned", () => {
+    const waited = { tool: "vault", actionId: "act-1" };
+    const resume: LoopEvent = {
+      type: "resume",
+      at: 1,
+      by: "ops",
+      settle: { decision: "ran", output: { token: "t1" } },
+    };
+    const redacted = redactSettlement(resume, policy, waited);
+    expect(redacted).toEqual({
+      ...resume,
+      settle: { decision: "ran", output: { token: REDACTED } },
+      redactions: [
+        { tool: "vault", field: "output", actionId: "act-1", paths: ["output.token"], patterns: [] },
+      ],
+    });
+    // Already redacted (the worker redacts before and after asking the tool's service): as it is.
+    expect(redactSettlement(redacted, policy, waited)).toBe(redacted);
+    const cancel: LoopEvent = {
+      type: "cancel",
+      at: 1,
+      reason: "stop",
+      by: "ops",
+      waitedOn: { actionId: "act-1", outcome: "completed", output: { token: "t2", n: 1 } },
+    };
+    expect(redactSettlement(cancel, policy, waited)).toMatchObject({
+      waitedOn: { actionId: "act-1", outcome: "completed", output: { token: REDACTED, n: 1 } },
+      redactions: [{ paths: ["output.token"] }],
+    });
+    const notRun: LoopEvent = { type: "resume", at: 1, by: "ops", settle: { decision: "notRun" } };
+    expect(redactSettlement(notRun, policy, waited)).toBe(notRun);
+    expect(redactSettlement(cancel, policy, { tool: "other", actionId: "act-1" })).toBe(cancel);
   });
 
   it("a tool service records the redacted reply", () => {
