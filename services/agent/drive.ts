@@ -141,6 +141,7 @@ export class RunLease {
       checkpointEvery: this.deps.checkpointEvery,
       policies: this.deps.policies,
     };
+    this.deps.redaction.use(this.config.tools);
     if (records.length === 0) {
       // A run whose status says it finished and whose log holds no record: its log expired with
       // the stream's max_age, and its first job delivered again after that (an ack lost with its
@@ -248,8 +249,9 @@ export class RunLease {
     // A cancel, or a resume a human settled the call for, first settles the call the run waits on.
     const queuedAt = this.job.event?.at;
     const settleDeps = { ...this.deps, config: this.config, ...(queuedAt ? { queuedAt } : {}) };
-    const settled = await settleHaltedCall(stopped, event, settleDeps);
-    return this.continueWith(stopped, settled);
+    // Redacted before the tool's service records a human's output, and after a cancel learned one.
+    const settled = await settleHaltedCall(stopped, this.deps.redaction.event(stopped, event), settleDeps);
+    return this.continueWith(stopped, this.deps.redaction.event(stopped, settled));
   }
 
   /**
@@ -310,7 +312,7 @@ export class RunLease {
         return "done";
       }
       if (!event) return "done";
-      current = transition(state, event, this.config);
+      current = transition(state, this.deps.redaction.event(state, event), this.config);
     }
   }
 

@@ -91,6 +91,13 @@ export const AgentEnv = ActorEnv.extend({
     .describe(
       "JavaScript modules, comma-separated (paths, relative to the working directory, or `file:` URLs), whose `policies` export (an array of `{ name, evaluate }`) the worker registers at start as convergence policies a RunSpec's `policy` may name; a module that cannot be loaded, or a name built in or given twice, stops the worker at start; empty: none.",
     ),
+  AGENT_REDACT_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "A YAML or JSON file of redaction rules, read at start: `{ tools: { <tool or *>: { paths?, patterns? } } }`. The tool calls' fields at those paths (`input.<key>…`, `output.<key>…`) and every match of those regular expressions are replaced by `[REDACTED]` before the run's log, its checkpoints or the model see them, on top of the rules tools declare themselves (see docs/redaction.md). A file that cannot be read or parsed stops the worker.",
+    ),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 })
   // A breaker open longer than runs wait out an outage fails them before its first try, however

@@ -11,6 +11,7 @@ import type { ActorMetrics } from "../../shared/runtime/metrics.js";
 import type { FanOutHandler } from "./fanout.js";
 import type { RunIterations } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
+import type { LeaseRedaction } from "./redaction.js";
 import type { RunSpend } from "./spend.js";
 
 /**
@@ -29,6 +30,8 @@ export interface LeaseDeps {
   /** The named tools' served descriptors (`fresh`: a run not yet started; see ToolCatalog). */
   discover: (names: readonly string[], fresh: boolean) => Promise<ToolDescriptor[]>;
   performer: EffectPerformer;
+  /** What the lease keeps out of the run's log (see LeaseRedaction). */
+  redaction: LeaseRedaction;
   reconciler: Reconciler;
   /** The iterations this lease reserves of the run tree's budget, and spends on model calls. */
   leases: RunIterations;

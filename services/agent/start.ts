@@ -13,6 +13,7 @@ import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { loadPriceTable } from "../../shared/models/price-config.js";
+import { loadRedactionConfig } from "../../shared/tools/redaction-config.js";
 import { AgentEnv } from "./env.js";
 import { AgentWorker } from "./worker.js";
 import { loadPolicyModules } from "../../shared/runtime/policy-modules.js";
@@ -25,6 +26,7 @@ export async function startAgentWorker(
   const fatal = exitOnFatal(createLogger({ actor: "agent" }));
   const env = parseEnv(AgentEnv, process.env);
   const prices = loadPriceTable(env);
+  const redaction = loadRedactionConfig("AGENT_REDACT_FILE", env.AGENT_REDACT_FILE);
   const logger = createLogger({ actor: "agent", level: env.LOG_LEVEL }).child({ workerId: env.WORKER_ID });
   fatal.use(logger);
   // Registered before the worker connects: one that cannot register them takes no job.
@@ -64,6 +66,7 @@ export async function startAgentWorker(
       policies,
       env: process.env,
       prices,
+      ...(redaction ? { redaction } : {}),
       metrics,
     },
     uuidIds,

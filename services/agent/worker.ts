@@ -11,6 +11,7 @@ import { describeRemoteTool, remoteTool } from "../../shared/bus/remote-tool.js"
 import type { ServiceWait } from "../../shared/bus/request.js";
 import { actorModelDriver } from "../../shared/bus/model-actor.js";
 import { EffectPerformer } from "../../shared/loop/performer.js";
+import type { RedactionConfig } from "../../shared/contracts/redaction.js";
 import type { RegisteredPolicies } from "../../shared/loop/policy.js";
 import { toAgentError } from "../../shared/runtime/errors.js";
 import { fanOutSpawnTool } from "../../shared/tools/builtin/spawn.js";
@@ -34,6 +35,7 @@ import { ackSubjectOf, WorkerBeats } from "./beat.js";
 import { answerHolds, stillHeldBy } from "./holder.js";
 import { storageFull } from "../../shared/bus/storage-full.js";
 import { leaseWriterId } from "./writer-id.js";
+import { LeaseRedaction } from "./redaction.js";
 import { Reconciler } from "./reconcile.js";
 import { localTools, registerRunTools } from "./local-tools.js";
 import type { PriceTable } from "../../shared/models/pricing.js";
@@ -79,6 +81,8 @@ export interface WorkerOptions {
   env: Readonly<Record<string, string | undefined>>;
   /** Prices of the models runs name (MODEL_PRICES, MODEL_PRICES_FILE); absent: none, every call costs 0. */
   prices?: PriceTable;
+  /** The operators' redaction rules (AGENT_REDACT_FILE); absent: only the tools' own. */
+  redaction?: RedactionConfig;
   metrics: ActorMetrics;
 }
 
@@ -304,8 +308,10 @@ export class AgentWorker {
     this.leases += 1;
     const jobSeq = msg.info.streamSequence;
     const writerId = leaseWriterId(this.options.workerId, this.leases, this.ids.next("w").slice(-8), jobSeq);
+    const redaction = new LeaseRedaction(this.options.redaction);
     const performer = new EffectPerformer({
       registry,
+      toolInput: (effect, state) => redaction.input(effect, state),
       clock: bus.clock,
       random: bus.random,
       env: this.options.env,
@@ -335,6 +341,7 @@ export class AgentWorker {
         },
         localTool: (name) => this.local.has(name),
         performer,
+        redaction,
         reconciler: new Reconciler({
           idempotency: bus.buckets.idempotency,
           clock: bus.clock,

@@ -58,6 +58,13 @@ export const ToolsEnv = ActorEnv.extend({
   TOOLS_SHELL_TIMEOUT_MS: whole(100, 3_600_000, DEFAULT_COMMAND_TIMEOUT_MS).describe(
     "The longest, in milliseconds, a `shell` command may run (a call may ask for less) before its whole process group is killed and the call fails.",
   ),
+  TOOLS_REDACT_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "A YAML or JSON file of redaction rules (the shape of `AGENT_REDACT_FILE`), read at start: the results these services record by idempotency key are redacted by them, on top of the rules each tool declares (see docs/redaction.md). A file that cannot be read or parsed stops the process.",
+    ),
   MEMORY_RECALL_WINDOW: memoryRecallWindow,
 }).refine((env) => !env.TOOLS.includes("shell") || env.TOOLS_SHELL_ROOTS.length > 0, {
   message: "TOOLS names `shell`: set TOOLS_SHELL_ROOTS to the directories its commands may run in",

@@ -22,10 +22,12 @@ import { httpFetchTool } from "../../shared/tools/builtin/http-fetch.js";
 import { createMemoryTool } from "../../shared/tools/builtin/memory.js";
 import { createShellTool, shellIdentity } from "../../shared/tools/builtin/shell.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
+import { loadRedactionConfig } from "../../shared/tools/redaction-config.js";
 import { type BUILT_IN, ToolsEnv } from "./env.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "tools" }));
 const env = parseEnv(ToolsEnv, process.env);
+const redaction = loadRedactionConfig("TOOLS_REDACT_FILE", env.TOOLS_REDACT_FILE);
 const logger = createLogger({ actor: "tools", level: env.LOG_LEVEL });
 fatal.use(logger);
 const self = process.getuid && process.getgid ? { uid: process.getuid(), gid: process.getgid() } : undefined;
@@ -55,7 +57,7 @@ const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
 const served = serveToolsOf(
   env.TOOLS.map((name) => available[name]()),
   bus,
-  { logger, metrics },
+  { logger, metrics, ...(redaction ? { redaction } : {}) },
 );
 const health = await startActorHealth(bus, env, metrics);
 logger.info({ tools: env.TOOLS, shellIdentity: identity, healthPort: health.port }, "tool services ready");

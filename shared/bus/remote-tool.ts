@@ -32,6 +32,7 @@ export function remoteTool(descriptor: ToolDescriptor, deps: RemoteToolDeps): An
     reversibility: descriptor.reversibility,
     idempotent: descriptor.idempotent,
     ...(descriptor.compensation ? { compensation: descriptor.compensation } : {}),
+    ...(descriptor.redact ? { redact: descriptor.redact } : {}),
     execute: async (input, ctx) => {
       const reply = await requestJson(
         deps.nc,

@@ -7,6 +7,8 @@ import type { ActorMetrics } from "../runtime/metrics.js";
 import { callGrant } from "../tools/capabilities.js";
 import { ToolInvoker } from "../tools/invoke.js";
 import { describeTool, outputExtras, type AnyTool } from "../tools/tool.js";
+import { recordedReply } from "../tools/redact-reply.js";
+import type { RedactionConfig } from "../contracts/redaction.js";
 import type { ActorBus } from "./actor.js";
 import { decode, encode } from "./codec.js";
 import { InFlight, stopServing } from "./in-flight.js";
@@ -32,6 +34,8 @@ export interface ToolServiceDeps extends IdempotencyBucketDeps {
   metrics?: ActorMetrics;
   /** The calls under way, when the service is to stop gracefully (see stopServing). */
   inFlight?: InFlight;
+  /** The operators' redaction rules for what is recorded (TOOLS_REDACT_FILE), on top of the tool's own. */
+  redaction?: RedactionConfig;
 }
 
 const failure = (error: AgentError): ToolCallReply => ({ ok: false, error: error.toBody() });
@@ -139,7 +143,12 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
     // the caller reconciles (a human decides) instead of guessing.
     log().warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
   } else if (reply.ok || !reply.error.retryable) {
-    const done = encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply });
+    const recorded = recordedReply(tool, deps.redaction, reply);
+    const done = encode(IdempotencyRecord, {
+      status: "done",
+      idempotencyKey: request.idempotencyKey,
+      reply: recorded,
+    });
     if (claimed === undefined) {
       const first = await recordFirst(deps, key, done);
       if (typeof first === "object") {
@@ -155,7 +164,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
       // there is room.
       if (typeof kept === "object" && kept.status === "done") {
         log().warn(
-          { reply, recorded: kept.reply },
+          { reply: recorded, recorded: kept.reply },
           "the call ended after its record was settled: the record stands",
         );
         answerRecorded(msg, kept, count);
@@ -163,7 +172,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
       }
       if (typeof kept === "object") {
         log().error(
-          { reply },
+          { reply: recorded },
           "the call ended after a human said it had not run, and a call made again has claimed its key: it ran twice",
         );
       }
@@ -369,7 +378,7 @@ async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallReques
 export function serveToolsOf(
   tools: readonly AnyTool[],
   bus: Pick<ActorBus, "nc" | "subjects" | "buckets" | "clock" | "random">,
-  deps: { logger: Logger; metrics?: ActorMetrics },
+  deps: { logger: Logger; metrics?: ActorMetrics; redaction?: RedactionConfig },
 ): { subscriptions: Subscription[]; stop: () => Promise<void> } {
   const invoker = new ToolInvoker({ clock: bus.clock, random: bus.random, policy: { retries: 0 } });
   const inFlight = new InFlight();

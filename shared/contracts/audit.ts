@@ -16,6 +16,7 @@ export const AUDIT_KINDS = [
   "tool.completed",
   "tool.aborted",
   "tool.reported",
+  "tool.redacted",
   "critic.requested",
   "critic.verdict",
   "repair.started",

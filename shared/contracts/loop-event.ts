@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ErrorPayload } from "./common.js";
 import { ModelResponse } from "./model.js";
+import { RedactionNote } from "./redaction.js";
 import { ToolAuditNote } from "./tool.js";
 import { CriticVerdict, ReviewUsage } from "./rubric.js";
 import { RunSpec } from "./run-spec.js";
@@ -32,6 +33,8 @@ export const ModelRespondedEvent = z.object({
   at,
   requestId: z.string(),
   response: ModelResponse,
+  /** What the worker redacted from the response's tool calls before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 export const ModelFailedEvent = z.object({
   type: z.literal("modelFailed"),
@@ -46,12 +49,16 @@ export const ToolCompletedEvent = z.object({
   output: z.unknown(),
   signals: z.array(z.string()).optional(),
   audit: z.array(ToolAuditNote).optional(),
+  /** What the worker redacted from the output before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 export const ToolAbortedEvent = z.object({
   type: z.literal("toolAborted"),
   at,
   actionId: z.string(),
   error: ErrorPayload,
+  /** What the worker redacted from the error's message before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 export const CriticReviewedEvent = z.object({
   type: z.literal("criticReviewed"),
@@ -90,6 +97,8 @@ export const ResumeEvent = z.object({
   by: z.string(),
   /** The human's settlement of the call the run halted on, written to its tool service first. */
   settle: CallSettlement.optional(),
+  /** What the worker redacted from the settlement's output before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 /** An operator ends a halted run for good: it undoes what it can and fails (RUN_CANCELLED). */
 /**
@@ -109,6 +118,8 @@ export const CancelEvent = z.object({
   reason: z.string(),
   by: z.string(),
   waitedOn: WaitedOnCall.optional(),
+  /** What the worker redacted from the waited-on call's output before anything recorded it. */
+  redactions: z.array(RedactionNote).optional(),
 });
 /** The run tree's global iteration budget refused this run another model call (supervisor counters). */
 export const GlobalCapEvent = z.object({

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AuditStatus } from "./audit.js";
 import { CapabilityObject, PrivacyTier, RequiredCapability } from "./capability.js";
 import { RunId, SchemaVersion } from "./common.js";
+import { RedactionRules } from "./redaction.js";
 
 export const Reversibility = z.enum(["pure", "reversible", "compensable", "irreversible"]);
 export type Reversibility = z.infer<typeof Reversibility>;
@@ -20,6 +21,8 @@ export const ToolDescriptor = z.object({
   idempotent: z.boolean(),
   /** The tool that undoes this one; it receives `{ original, output }`. */
   compensation: z.object({ tool: z.string() }).optional(),
+  /** Fields and values of its calls kept out of the run's log (and out of the model's view). */
+  redact: RedactionRules.optional(),
 });
 export type ToolDescriptor = z.infer<typeof ToolDescriptor>;
 

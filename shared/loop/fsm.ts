@@ -143,11 +143,18 @@ export function transition(state: LoopState, event: LoopEvent, config: LoopConfi
   else if (event.type === "toolCompleted") d.wal({ type: "COMPLETE", event });
   else if (event.type === "toolAborted") d.wal({ type: "ABORT", event });
   else d.wal({ type: "EVENT", event });
+  auditRedactions(d, event);
   apply(d, state, event, config);
   const every = config.checkpointEvery ?? DEFAULT_CHECKPOINT_EVERY;
   const due =
     every > 0 && d.state.step !== state.step && d.state.step % every === 0 && d.state.pending !== null;
   return d.finish(event, due);
+}
+
+/** What the worker redacted from an event before it was recorded: which rules fired, never the values. */
+function auditRedactions(d: Draft, event: LoopEvent): void {
+  const notes = "redactions" in event ? (event.redactions ?? []) : [];
+  for (const note of notes) d.audit("tool.redacted", "passed", { data: { ...note } });
 }
 
 function apply(d: Draft, state: LoopState, event: Exclude<LoopEvent, StartEvent>, config: LoopConfig): void {

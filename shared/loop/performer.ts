@@ -38,6 +38,11 @@ export interface PerformerDeps {
   prices?: PriceTable;
   /** Puts something in front of each driver built from a ModelRef (the workers' model breakers). */
   guardDriver?: (driver: ModelDriver) => ModelDriver;
+  /**
+   * The input a call is sent with, when it is not the one the loop holds (the loop holds redacted
+   * inputs; see LeaseRedaction). May throw an AgentError: the call is then aborted with it, unsent.
+   */
+  toolInput?: (effect: Extract<Effect, { type: "callTool" }>, state: LoopState) => unknown;
 }
 
 /**
@@ -152,8 +157,14 @@ export class EffectPerformer {
     const granted = findGrant(state.spec.agent.capabilities, tool.capability);
     if (!granted)
       return aborted(new AgentError("CAPABILITY_DENIED", `no capability grants tool '${effect.tool}'`));
+    let input: unknown;
     try {
-      const result = await this.invoker.invoke(tool, effect.input, {
+      input = this.deps.toolInput ? this.deps.toolInput(effect, state) : effect.input;
+    } catch (err) {
+      return aborted(toAgentError(err));
+    }
+    try {
+      const result = await this.invoker.invoke(tool, input, {
         runId: state.runId,
         actionId: effect.actionId,
         idempotencyKey: effect.idempotencyKey,

@@ -126,6 +126,11 @@ export const ERROR_CODES = {
   APPROVAL_REQUIRED: { retryable: false },
   /** A human rejected a tool call that needed approval; the model is told and the run goes on. */
   APPROVAL_REJECTED: { retryable: false },
+  /**
+   * A tool call whose input held redacted fields is to be sent again by a worker that never had
+   * their values (they are kept out of the log): it is not sent, and the model is told.
+   */
+  REDACTED_INPUT_LOST: { retryable: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

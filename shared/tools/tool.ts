@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { CapabilityObject, PrivacyTier, RequiredCapability } from "../contracts/capability.js";
+import type { RedactionRules } from "../contracts/redaction.js";
 import {
   DEFAULT_TOOL_TIMEOUT_MS,
   type Reversibility,
@@ -49,6 +50,8 @@ export interface ToolDefinition<I = unknown, O = unknown> {
   reversibility: Reversibility;
   idempotent: boolean;
   compensation?: { tool: string };
+  /** Fields and values of its calls kept out of the run's log (see docs/redaction.md). */
+  redact?: RedactionRules;
   /** The input's JSON Schema when it is known as such (a remote tool's descriptor), not derived from `input`. */
   inputSchema?: Record<string, unknown>;
   execute(input: I, ctx: ToolContext): Promise<ToolOutput<O>>;
@@ -70,6 +73,7 @@ export interface ToolInit<I, O> {
   reversibility?: Reversibility;
   idempotent?: boolean;
   compensation?: { tool: string };
+  redact?: RedactionRules;
   execute(input: I, ctx: ToolContext): Promise<ToolOutput<O>>;
 }
 
@@ -95,6 +99,7 @@ export function describeTool(tool: AnyTool): ToolDescriptor {
     idempotent: tool.idempotent,
   };
   if (tool.compensation) descriptor.compensation = tool.compensation;
+  if (tool.redact) descriptor.redact = tool.redact;
   return descriptor;
 }
 

@@ -1,0 +1,22 @@
+import type { RedactionConfig } from "../contracts/redaction.js";
+import type { ToolCallReply } from "../contracts/tool.js";
+import { compileRules, configuredRules, redactField } from "./redaction.js";
+import type { AnyTool } from "./tool.js";
+
+/**
+ * A tool's reply as its service records it under the call's idempotency key: its output redacted
+ * by the tool's own rules and the operators' (TOOLS_REDACT_FILE), its error's message by their
+ * patterns. The caller redacts what it is answered the same way, so a call answered from the
+ * record (a worker taking over a run) goes on as the first answer would have. Pure.
+ */
+export function recordedReply(
+  tool: Pick<AnyTool, "name" | "redact">,
+  config: RedactionConfig | undefined,
+  reply: ToolCallReply,
+): ToolCallReply {
+  const rules = compileRules(tool.redact, ...configuredRules(config, tool.name));
+  if (!rules) return reply;
+  if (reply.ok) return { ...reply, output: redactField(reply.output, "output", rules).value };
+  const message = redactField(reply.error.message, "output", { paths: [], patterns: rules.patterns });
+  return { ...reply, error: { ...reply.error, message: message.value as string } };
+}

@@ -1,0 +1,132 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
+import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import type { AuditEvent } from "../../shared/contracts/audit.js";
+import { startRun, transition } from "../../shared/loop/fsm.js";
+import { replay } from "../../shared/loop/replay.js";
+import type { LoopConfig, Transition } from "../../shared/loop/state.js";
+import { defineTool, describeTool } from "../../shared/tools/tool.js";
+import { REDACTED } from "../../shared/tools/redaction.js";
+import { LeaseRedaction } from "../../services/agent/redaction.js";
+import { spec } from "../helpers/fixtures.js";
+
+const SECRET = "sk-MARKERabcdef123456";
+const TOKEN = "tok-MARKER-987654";
+
+/** A tool whose key and token its descriptor keeps out of the log. */
+const vault = defineTool({
+  name: "vault",
+  description: "Opens the vault with a key; answers a session token.",
+  input: z.object({ apiKey: z.string(), query: z.string() }),
+  capability: { kind: "compute" },
+  reversibility: "irreversible",
+  idempotent: false,
+  redact: { paths: ["input.apiKey", "output.token"] },
+  execute: () => Promise.resolve({ output: { token: TOKEN, rows: 2 } }),
+});
+const config: LoopConfig = { tools: [describeTool(vault)] };
+const runSpec = RunSpec.parse(spec({ tools: ["vault"] }));
+
+/**
+ * Drives a run as a worker's lease does: every event from outside through the lease's redaction
+ * before the loop sees it, every call sent with the input the redaction gives back.
+ */
+function drive(redaction: LeaseRedaction): { records: WalRecord[]; audits: AuditEvent[]; sent: unknown[] } {
+  redaction.use(config.tools);
+  const records: WalRecord[] = [];
+  const audits: AuditEvent[] = [];
+  const sent: unknown[] = [];
+  const take = (t: Transition): Transition => {
+    for (const e of t.effects) {
+      if (e.type === "wal") records.push(e.record);
+      if (e.type === "audit") audits.push(e.event);
+    }
+    return t;
+  };
+  let t = take(
+    startRun({ type: "start", at: 1, spec: runSpec, runId: "r1", rootRunId: "r1", depth: 0 }, config),
+  );
+  let answers = 0;
+  for (let i = 0; i < 20 && t.state.status === "running"; i++) {
+    const awaiting = t.effects.find((e) => !["wal", "audit", "storeMemory"].includes(e.type));
+    let event: LoopEvent;
+    if (awaiting?.type === "recallMemory") event = { type: "memoryRecalled", at: 2, memories: [] };
+    else if (awaiting?.type === "callModel") {
+      answers += 1;
+      const toolCalls =
+        answers === 1 ? [{ id: "c1", name: "vault", input: { apiKey: SECRET, query: "balance" } }] : [];
+      event = {
+        type: "modelResponded",
+        at: 3,
+        requestId: awaiting.requestId,
+        response: {
+          text: answers === 1 ? "" : "the balance is 2 rows",
+          toolCalls,
+          stopReason: toolCalls.length > 0 ? "toolUse" : "endTurn",
+          usage: { inputTokens: 1, outputTokens: 1 },
+          costUsd: 0,
+          model: "m",
+        },
+      };
+    } else if (awaiting?.type === "callTool") {
+      sent.push(redaction.input(awaiting, t.state));
+      event = {
+        type: "toolCompleted",
+        at: 4,
+        actionId: awaiting.actionId,
+        output: { token: TOKEN, rows: 2 },
+      };
+    } else throw new Error(`unexpected effect ${awaiting?.type}`);
+    t = take(transition(t.state, redaction.event(t.state, event), config));
+  }
+  expect(t.state.status).toBe("committed");
+  return { records, audits, sent };
+}
+
+describe("redaction in the loop (a worker's lease)", () => {
+  it("the tool gets the model's input, the log and the state hold neither secret, and the redaction is audited", () => {
+    const { records, audits, sent } = drive(new LeaseRedaction(undefined));
+    expect(sent).toEqual([{ apiKey: SECRET, query: "balance" }]);
+    const logged = JSON.stringify({ records, audits });
+    expect(logged).not.toContain("MARKER");
+    expect(logged).toContain(REDACTED);
+    const redacted = audits.filter((e) => e.kind === "tool.redacted");
+    expect(redacted.map((e) => e.data)).toEqual([
+      { tool: "vault", field: "input", callId: "c1", paths: ["input.apiKey"], patterns: [] },
+      { tool: "vault", field: "output", actionId: "act-1", paths: ["output.token"], patterns: [] },
+    ]);
+    expect(audits.map((e) => e.seq)).toEqual(audits.map((_, i) => i + 1));
+  });
+
+  it("a replay from the redacted log reproduces every record and audit event", () => {
+    const { records, audits } = drive(new LeaseRedaction(undefined));
+    const replayed = replay(records, config);
+    expect(replayed.state.status).toBe("committed");
+    expect(replayed.audits).toEqual(audits);
+  });
+
+  it("operators' patterns apply on top of the tool's own paths", () => {
+    const redaction = new LeaseRedaction({ tools: { "*": { patterns: ["bal\\w+"] } } });
+    const { audits, sent } = drive(redaction);
+    expect(sent).toEqual([{ apiKey: SECRET, query: "balance" }]);
+    const notes = audits.filter((e) => e.kind === "tool.redacted").map((e) => e.data);
+    expect(notes).toMatchObject([{ paths: ["input.apiKey"], patterns: ["bal\\w+"] }, { patterns: [] }]);
+  });
+
+  it("a lease that never had a redacted input does not send the call with the redacted text", () => {
+    const { records } = drive(new LeaseRedaction(undefined));
+    // The run as a worker taking it over rebuilds it, up to the tool call its INTENT announced.
+    const upToIntent = records.slice(0, records.findIndex((r) => r.type === "INTENT") + 1);
+    const state = replay(upToIntent, config).state;
+    const effect = state.awaiting;
+    if (effect?.type !== "callTool") throw new Error("expected the run to wait on its tool call");
+    expect(effect.input).toEqual({ apiKey: REDACTED, query: "balance" });
+    const successor = new LeaseRedaction(undefined);
+    successor.use(config.tools);
+    expect(() => successor.input(effect, state)).toThrow(
+      expect.objectContaining({ code: "REDACTED_INPUT_LOST" }),
+    );
+  });
+});
