@@ -18,8 +18,18 @@ export const NATS_USERS: Record<ActorKind | "cli", { user: string; password: str
   cli: { user: "cli", password: "cli-dev" },
 };
 
+/**
+ * The web console's login under `nats.conf`. Apart from NATS_USERS: the console is optional, and
+ * the Kubernetes NATS configuration has its user only with the console component.
+ */
+export const CONSOLE_LOGIN = { user: "console", password: "console-dev" };
+
+/** Who an actor logs in as under `nats.conf`. */
+export type Login = ActorKind | "console";
+const LOGINS: Record<Login, { user: string; password: string }> = { ...NATS_USERS, console: CONSOLE_LOGIN };
+
 /** The compiled entry point of an actor (the same one a container runs). */
-export function actorEntry(kind: ActorKind | "cli"): string {
+export function actorEntry(kind: ActorKind | "cli" | "console"): string {
   return compiledEntry(kind);
 }
 
@@ -37,7 +47,7 @@ export interface RuntimeActor {
 export interface CustomActor {
   entry: string;
   name: string;
-  user: ActorKind;
+  user: Login;
   env?: Record<string, string>;
 }
 
@@ -51,6 +61,8 @@ export interface ActorProcess {
   exited: Promise<number | null>;
   /** Where its `/healthz`, `/readyz` and `/metrics` answer (from its ready line). */
   healthPort?: number;
+  /** The URL it serves, when its ready line names one (the web console's). */
+  url?: string;
 }
 
 export interface LocalClusterOptions {
@@ -92,7 +104,7 @@ export class LocalCluster {
           };
     const env = launch.env ?? {};
     const creds = this.options.useConfUsers
-      ? { NATS_USER: NATS_USERS[user].user, NATS_PASSWORD: NATS_USERS[user].password }
+      ? { NATS_USER: LOGINS[user].user, NATS_PASSWORD: LOGINS[user].password }
       : {};
     const log = createWriteStream(join(this.options.logDir, `${name}.log`), { flags: "a" });
     this.logs.push(log);
@@ -132,6 +144,8 @@ export class LocalCluster {
         if (line) {
           clearTimeout(timer);
           actor.healthPort = healthPortOf(line[0]);
+          const url = /"url":"([^"]+)"/.exec(line[0])?.[1];
+          if (url) actor.url = url;
           actor.child.stdout?.off("data", onData);
           resolve();
         }

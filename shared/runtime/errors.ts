@@ -117,6 +117,10 @@ export const ERROR_CODES = {
   APPROVAL_REQUIRED: { retryable: false },
   /** A human rejected a tool call that needed approval; the model is told and the run goes on. */
   APPROVAL_REJECTED: { retryable: false },
+  /** The web console was asked without its token (CONSOLE_TOKEN), or with a wrong one. */
+  UNAUTHORIZED: { retryable: false },
+  /** The web console was asked to operate (approve, halt, the kill switch…) without its operate token. */
+  FORBIDDEN: { retryable: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
