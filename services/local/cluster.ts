@@ -10,23 +10,18 @@ export type ActorKind = (typeof ACTOR_KINDS)[number];
  * The NATS user each actor kind connects as under `nats.conf` (development passwords). A user's
  * own tool services and model actors connect as `tools` does.
  */
-export const NATS_USERS: Record<ActorKind | "cli", { user: string; password: string }> = {
+export const NATS_USERS: Record<ActorKind | "cli" | "console", { user: string; password: string }> = {
   supervisor: { user: "supervisor", password: "supervisor-dev" },
   agent: { user: "agent", password: "agent-dev" },
   critic: { user: "critic", password: "critic-dev" },
   tools: { user: "tool", password: "tool-dev" },
   cli: { user: "cli", password: "cli-dev" },
+  // The web console (services/console), an actor not every deployment runs.
+  console: { user: "console", password: "console-dev" },
 };
-
-/**
- * The web console's login under `nats.conf`. Apart from NATS_USERS: the console is optional, and
- * the Kubernetes NATS configuration has its user only with the console component.
- */
-export const CONSOLE_LOGIN = { user: "console", password: "console-dev" };
 
 /** Who an actor logs in as under `nats.conf`. */
 export type Login = ActorKind | "console";
-const LOGINS: Record<Login, { user: string; password: string }> = { ...NATS_USERS, console: CONSOLE_LOGIN };
 
 /** The compiled entry point of an actor (the same one a container runs). */
 export function actorEntry(kind: ActorKind | "cli" | "console"): string {
@@ -104,7 +99,7 @@ export class LocalCluster {
           };
     const env = launch.env ?? {};
     const creds = this.options.useConfUsers
-      ? { NATS_USER: LOGINS[user].user, NATS_PASSWORD: LOGINS[user].password }
+      ? { NATS_USER: NATS_USERS[user].user, NATS_PASSWORD: NATS_USERS[user].password }
       : {};
     const log = createWriteStream(join(this.options.logDir, `${name}.log`), { flags: "a" });
     this.logs.push(log);

@@ -10,14 +10,13 @@ import { bucketStream, Subjects } from "../../shared/bus/subjects.js";
 import { settleCall } from "../../shared/bus/tool-settle.js";
 import { addIterations, readIterations } from "../../shared/bus/tree-iterations.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
-import { actorEntry, CONSOLE_LOGIN, NATS_USERS } from "../../services/local/cluster.js";
+import { actorEntry, NATS_USERS } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { serveFromTest } from "../helpers/cluster-suite.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
 
-type Kind = keyof typeof NATS_USERS | "console";
+type Kind = keyof typeof NATS_USERS;
 const KINDS: Kind[] = ["supervisor", "agent", "critic", "tools", "cli", "console"];
-const LOGINS = { ...NATS_USERS, console: CONSOLE_LOGIN };
 const subjects = new Subjects();
 const runProcess = promisify(execFile);
 
@@ -28,8 +27,8 @@ describe("nats.conf: least privilege per actor kind", () => {
   const as = async (kind: Kind): Promise<NatsConnection> => {
     const nc = await connect({
       servers: server.url,
-      user: LOGINS[kind].user,
-      pass: LOGINS[kind].password,
+      user: NATS_USERS[kind].user,
+      pass: NATS_USERS[kind].password,
     });
     open.push(nc);
     return nc;
