@@ -56,6 +56,14 @@ describe("npm run cluster, then agentctl as printed", () => {
     await until(() => stdout.includes("Ctrl-C stops everything."), 60_000, { what: "the cluster's banner" });
     expect(stdout).toMatch(/\n {2}npm run agentctl -- submit examples\/hello\.json --watch\n/);
     expect(existsSync(file)).toBe(true);
+    // The web console, as the banner prints it: on loopback, read without a token, operated with its own.
+    const consoleUrl = /\nweb console: (http:\/\/127\.0\.0\.1:\d+\/)\n/.exec(stdout)?.[1] ?? "";
+    const operateToken = /its operate token \([^)]*\): (\S+)/.exec(stdout)?.[1] ?? "";
+    expect(consoleUrl, stdout).not.toBe("");
+    const who = await fetch(new URL("api/whoami", consoleUrl), {
+      headers: { "x-operate-token": operateToken },
+    });
+    expect(await who.json()).toEqual({ operate: true, operateConfigured: true });
 
     const agentctl = (...args: string[]) =>
       runProcess(process.execPath, [dist("cli/main.js"), ...args], { env, timeout: 60_000 }).then(
@@ -87,6 +95,9 @@ describe("npm run cluster, then agentctl as printed", () => {
     expect(runs.stdout).toMatch(
       /"runId":"hello-1"[^}]*"status":"committed"|"status":"committed"[^}]*"runId":"hello-1"/,
     );
+
+    const listed = await fetch(new URL("api/runs?q=hello-1", consoleUrl));
+    expect(await listed.json()).toMatchObject({ runs: [{ runId: "hello-1", status: "committed" }] });
 
     cluster.kill("SIGINT");
     expect(await exited).toBe(0);
