@@ -106,15 +106,17 @@ function summaryOf(event: AuditEvent, tool: TimelineItem["tool"]): string {
   const data = event.data ?? {};
   if (tool) return `${tool.name}(${tool.input ?? ""})${tool.output ? ` → ${tool.output}` : ""}`;
   if (event.kind === "phase.entered") return `→ ${event.phase}`;
-  if (event.kind === "critic.verdict") return verdictLine(data);
+  // A review that failed to produce a verdict says why in its reason.
+  if (event.kind === "critic.verdict")
+    return data.scores ? verdictLine(data) : (event.reason ?? "no verdict");
   if (event.kind === "model.responded" && data.usage)
     return shorten({ stopReason: data.stopReason, usage: data.usage, toolCalls: data.toolCalls });
   if (event.kind.startsWith("guard.")) {
     const why = typeof data.guardReason === "string" ? data.guardReason : "";
     return `${why} ${event.reason ?? ""}`.trim();
   }
-  if (event.kind === "approval.decided")
-    return shorten({ decision: data.decision, by: data.by, reason: data.reason });
+  if (event.kind === "approval.decided" && typeof data.decision === "string" && typeof data.by === "string")
+    return `${data.decision} by ${data.by}${event.reason ? `: ${event.reason}` : ""}`;
   return event.reason ?? (event.data ? shorten(event.data) : "");
 }
 

@@ -26,18 +26,19 @@ const suite = useClusterSuite("console", {
   ],
 });
 
-/** A critic model's verdict as its JSON answer. */
+/** A critic model's verdict as its JSON answer: below the rubric's minimums under 0.7. */
 function verdict(score: number): string {
+  const passed = score >= 0.7;
   return JSON.stringify({
     scores: { correctness: score, completeness: score, coherence: score, safety: 1 },
-    defects: [],
-    repairHints: [],
-    passed: true,
+    defects: passed ? [] : [{ severity: "high", rootCause: "incompleteness", description: "too short" }],
+    repairHints: passed ? [] : ["say which checks passed"],
+    passed,
   });
 }
 
-/** A run that echoes, then answers, reviewed by a scripted critic. */
-const reviewedRun = (name: string) =>
+/** A run that echoes, then answers, reviewed by a scripted critic; with `repaired`, once repaired first. */
+const reviewedRun = (name: string, repaired = false) =>
   spec({
     name,
     prompt: "Check the service and report",
@@ -46,10 +47,16 @@ const reviewedRun = (name: string) =>
         toolCalls: [{ name: "echo", input: { text: "service is green" } }],
         usage: { inputTokens: 120, outputTokens: 30 },
       },
+      ...(repaired ? [{ text: "Green.", usage: { inputTokens: 150, outputTokens: 2 } }] : []),
       { text: "The service is green.", usage: { inputTokens: 180, outputTokens: 12 } },
     ],
     verifiers: [],
-    critic: { model: { provider: "scripted", script: [{ text: verdict(0.91) }] } },
+    critic: {
+      model: {
+        provider: "scripted",
+        script: [...(repaired ? [{ text: verdict(0.4) }] : []), { text: verdict(0.91) }],
+      },
+    },
     resources: { maxIterations: 8, maxToolCalls: 4, maxTokensBudget: 5_000 },
   });
 
@@ -102,8 +109,8 @@ describe("the web console on a cluster, in a real browser", () => {
     await page.fill('input[name="agent"]', "");
   }, 60_000);
 
-  it("a run's page shows its tool call with its input and output, and its critic verdict scored against the rubric", async () => {
-    const { runId } = await suite.client.submit(reviewedRun("reviewer"));
+  it("a run's page shows its tool call with its input and output, its critic verdicts scored against the rubric, and its repair", async () => {
+    const { runId } = await suite.client.submit(reviewedRun("reviewer", true));
     await suite.waitFor(runId, settled, 30_000);
     await page.goto(`${base}#/runs`);
     await page.click(`tr[data-run-id="${runId}"] a`);
@@ -113,7 +120,12 @@ describe("the web console on a cluster, in a real browser", () => {
     expect(await call.locator(".tool-input").textContent()).toContain("service is green");
     const done = page.locator('tr[data-kind="tool.completed"]');
     expect(await done.locator(".tool-output").textContent()).toContain("service is green");
-    const scores = page.locator('tr[data-kind="critic.verdict"] table.scores');
+    // The first verdict fails the rubric's minimums, a repair follows, and the second passes.
+    const verdicts = page.locator('tr[data-kind="critic.verdict"]');
+    expect(await verdicts.count()).toBe(2);
+    expect(await verdicts.first().locator("table.scores tr.fail").count()).toBe(3);
+    expect(await page.locator('tr[data-kind="repair.started"]').count()).toBe(1);
+    const scores = verdicts.last().locator("table.scores");
     expect(await scores.locator('tr[data-dimension="correctness"] td').allTextContents()).toEqual([
       "correctness",
       "0.91",

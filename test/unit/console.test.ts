@@ -217,6 +217,35 @@ describe("console run view", () => {
     });
   });
 
+  it("says why a review gave no verdict, which budget a guard trip names, and who decided an approval", () => {
+    const view = runView(
+      "r",
+      {
+        records,
+        events: [
+          event(1, "critic.verdict", { status: "failed", reason: "critic verdict is malformed" }),
+          event(2, "guard.blocked", {
+            status: "failed",
+            reason: "over budget",
+            data: { guardReason: "toolCalls" },
+          }),
+          event(3, "approval.decided", {
+            actor: "human",
+            reason: "checked",
+            data: { decision: "approve", by: "alice" },
+          }),
+        ],
+      },
+      undefined,
+    );
+    expect(view.timeline.map((item) => item.summary)).toEqual([
+      "critic verdict is malformed",
+      "toolCalls over budget",
+      "approve by alice: checked",
+    ]);
+    expect(view.timeline[0]?.scores).toBeUndefined();
+  });
+
   it("shows usage against the spec's budgets: unlimited where it sets none", () => {
     expect(budgetsOf(runSpec, status("r", { iteration: 3 }))).toEqual([
       { name: "iterations", used: 3, limit: 8 },

@@ -144,6 +144,7 @@ export async function runView(main, runId) {
       notifyError(err);
     }
   };
+  // Its first event is the run's status now: a step taken while the page loaded is not missed.
   await load();
   const live = new EventSource(`/api/live/runs/${encodeURIComponent(runId)}`);
   live.addEventListener("status", () => {

@@ -72,9 +72,12 @@ export async function runsView(main) {
     timer = setTimeout(() => void load(), 200);
   };
   for (const input of [status, agent, q]) input.addEventListener("input", soon);
-  await load();
+  // The feed first: a change between the first read and the feed's start would be missed. Read
+  // again once it is listening (and after a reconnect), so nothing falls in between.
   const live = new EventSource("/api/live/runs");
   live.addEventListener("change", soon);
+  live.addEventListener("ready", soon);
+  await load();
   return () => {
     clearTimeout(timer);
     live.close();
