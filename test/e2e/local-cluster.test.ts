@@ -98,6 +98,20 @@ describe("npm run cluster, then agentctl as printed", () => {
 
     const listed = await fetch(new URL("api/runs?q=hello-1", consoleUrl));
     expect(await listed.json()).toMatchObject({ runs: [{ runId: "hello-1", status: "committed" }] });
+    // Under its own NATS user it hears the rolls, and operates (the kill switch, on and off).
+    const health = (await (await fetch(new URL("api/cluster", consoleUrl))).json()) as {
+      health: { supervisors: { refused?: string }; workers: { refused?: string; workers: unknown[] } };
+    };
+    expect(health.health.supervisors.refused).toBeUndefined();
+    expect(health.health.workers).toMatchObject({ workers: [{}, {}] });
+    for (const active of [true, false]) {
+      const switched = await fetch(new URL("api/operate/killswitch", consoleUrl), {
+        method: "POST",
+        headers: { "x-operate-token": operateToken, "content-type": "application/json" },
+        body: JSON.stringify({ active, by: "tester", reason: "checking the console's user" }),
+      });
+      expect(switched.status, await switched.clone().text()).toBe(200);
+    }
 
     cluster.kill("SIGINT");
     expect(await exited).toBe(0);
