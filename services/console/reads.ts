@@ -13,6 +13,8 @@ import { openBreakers, type BreakerView } from "../cli/inspect.js";
 import { runView, type RunView } from "./run-view.js";
 import { filterRuns, type RunsFilter } from "./runs-filter.js";
 
+const AGENT_READS_AT_ONCE = 32;
+
 /** A run's place in its tree: its status and its agent. */
 export type TreeNode = RunStatus & { agent?: string };
 
@@ -38,7 +40,10 @@ export class ConsoleReads {
   /** The runs the filter keeps, each with its agent and, running, its progress. */
   async runs(filter: RunsFilter): Promise<{ runs: TreeNode[]; more: number }> {
     const { statuses } = await readRunsBucket(this.bus);
-    await this.learnAgents(statuses.map((s) => s.runId));
+    // Only the runs the bucket holds are remembered: retention removes the others' statuses.
+    const held = new Set(statuses.map((s) => s.runId));
+    for (const runId of this.agents.keys()) if (!held.has(runId)) this.agents.delete(runId);
+    await this.learnAgents([...held]);
     const { runs, more } = filterRuns(statuses, this.agents, filter);
     const shown = await Promise.all(
       runs.map(async (run) => {
@@ -87,13 +92,16 @@ export class ConsoleReads {
     return { health, breakers };
   }
 
+  /** Reads the agents not known yet, a few dozen at a time: a first listing of thousands is no burst. */
   private async learnAgents(runIds: string[]): Promise<void> {
     const unknown = runIds.filter((id) => !this.agents.has(id));
-    await Promise.all(
-      unknown.map(async (runId) => {
-        const agent = (await lastAuditEvent(this.bus, runId, "run.admitted"))?.event.data?.agent;
-        if (typeof agent === "string") this.agents.set(runId, agent);
-      }),
-    );
+    for (let i = 0; i < unknown.length; i += AGENT_READS_AT_ONCE) {
+      await Promise.all(
+        unknown.slice(i, i + AGENT_READS_AT_ONCE).map(async (runId) => {
+          const agent = (await lastAuditEvent(this.bus, runId, "run.admitted"))?.event.data?.agent;
+          if (typeof agent === "string") this.agents.set(runId, agent);
+        }),
+      );
+    }
   }
 }
