@@ -32,6 +32,26 @@ export default tseslint.config(
     languageOptions: { globals: { console: "readonly", process: "readonly" } },
   },
   {
+    // The web console's page: plain browser modules, no build step.
+    files: ["services/console/static/**/*.js"],
+    languageOptions: {
+      globals: Object.fromEntries(
+        [
+          "document",
+          "window",
+          "location",
+          "fetch",
+          "sessionStorage",
+          "EventSource",
+          "URLSearchParams",
+          "Node",
+          "setTimeout",
+          "clearTimeout",
+        ].map((name) => [name, "readonly"]),
+      ),
+    },
+  },
+  {
     files: ["**/*.cjs"],
     languageOptions: { sourceType: "commonjs", globals: { module: "writable", require: "readonly" } },
   },

@@ -1,11 +1,12 @@
 /**
- * `npm run actor -- <supervisor|agent|critic|tools|mcp>`: starts one actor in this process, the same
+ * `npm run actor -- <supervisor|agent|critic|tools|mcp|console>`: starts one actor in this process, the same
  * entry point a container runs. Configuration comes from the environment (docs/configuration.md).
  */
 import { pathToFileURL } from "node:url";
 import { ACTOR_KINDS, actorEntry, type ActorKind } from "./cluster.js";
 
-const KINDS: readonly string[] = ACTOR_KINDS;
+// The web console is an actor too, though not one every deployment runs.
+const KINDS: readonly string[] = [...ACTOR_KINDS, "console"];
 const kind = process.argv[2] ?? "";
 if (!KINDS.includes(kind)) {
   process.stderr.write(
@@ -13,4 +14,4 @@ if (!KINDS.includes(kind)) {
   );
   process.exit(2);
 }
-await import(pathToFileURL(actorEntry(kind as ActorKind)).href);
+await import(pathToFileURL(actorEntry(kind as ActorKind | "console")).href);

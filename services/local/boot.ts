@@ -8,12 +8,15 @@ import { ActorEnv, parseEnv } from "../../shared/runtime/config.js";
 import { AgentError, toAgentError } from "../../shared/runtime/errors.js";
 import { createLogger } from "../../shared/runtime/logger.js";
 import { systemRandom } from "../../shared/runtime/random.js";
-import { LocalCluster, NATS_USERS, type ActorLaunch } from "./cluster.js";
+import { randomBytes } from "node:crypto";
+import { LocalCluster, NATS_USERS, actorEntry, type ActorLaunch, type ActorProcess } from "./cluster.js";
 import { ensureNats, type NatsTarget } from "./ensure-nats.js";
 
 export interface Booted {
   nats: NatsTarget;
   cluster: LocalCluster;
+  /** The web console, when started (see BootOptions.console): its URL and its operate token. */
+  console?: { url: string; operateToken: string };
   logDir: string;
   stop(): Promise<void>;
 }
@@ -25,6 +28,8 @@ export interface BootOptions {
   extra?: ActorLaunch[];
   /** The port a local nats-server takes when it is free (see startLocalNats). */
   preferPort?: number;
+  /** Start the web console too, on this port when it is free (else a free one). */
+  console?: { preferPort: number };
 }
 
 /**
@@ -82,6 +87,7 @@ export async function bootCluster(say: (line: string) => void, options: BootOpti
     await cluster.stop();
     await nats.stop();
   };
+  const booted: Booted = { nats, cluster, logDir, stop };
   try {
     // The supervisor provisions streams and buckets first; the others then start side by side.
     await cluster.start("supervisor");
@@ -92,13 +98,34 @@ export async function bootCluster(say: (line: string) => void, options: BootOpti
       ...agents.map((name) => cluster.start("agent", name)),
       ...(options.extra ?? []).map((a) => cluster.launch(a)),
     ]);
+    if (options.console) booted.console = await startConsole(cluster, options.console.preferPort);
   } catch (err) {
     await stop();
     say(`the actors' logs are kept in ${logDir}`);
     throw err;
   }
   say(`actors: ${[...cluster.actors.keys()].join(", ")} (logs in ${logDir}, removed if all goes well)`);
-  return { nats, cluster, logDir, stop };
+  return booted;
+}
+
+/**
+ * The web console on loopback, on `preferPort` when it is free (else a free port), with an operate
+ * token made for this cluster: whoever has the URL and the token printed operates it.
+ */
+async function startConsole(
+  cluster: LocalCluster,
+  preferPort: number,
+): Promise<{ url: string; operateToken: string }> {
+  const operateToken = randomBytes(18).toString("base64url");
+  const launch = (port: number): Promise<ActorProcess> =>
+    cluster.launch({
+      entry: actorEntry("console"),
+      name: "console",
+      user: "console",
+      env: { CONSOLE_PORT: String(port), CONSOLE_OPERATE_TOKEN: operateToken },
+    });
+  const started = await launch(preferPort).catch(() => launch(0));
+  return { url: started.url ?? "(see the console's log)", operateToken };
 }
 
 /**

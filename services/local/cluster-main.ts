@@ -10,7 +10,7 @@ import { writeClusterFile } from "./cluster-file.js";
 const say = (line: string): void => void process.stdout.write(`${line}\n`);
 try {
   // NATS's own port when it is free, so that agentctl's default NATS_URL reaches it from anywhere.
-  const booted = await bootCluster(say, { preferPort: 4222 });
+  const booted = await bootCluster(say, { preferPort: 4222, console: { preferPort: 8090 } });
   const login = booted.nats.useConfUsers ? NATS_USERS.cli : undefined;
   // Best effort: a checkout it cannot write to only loses agentctl's finding the cluster by itself.
   const removeFile = await writeClusterFile({
@@ -29,6 +29,12 @@ try {
       "  npm run agentctl -- submit examples/hello.json --watch",
       "from anywhere else:",
       `  NATS_URL=${booted.nats.url} ${creds}npm run agentctl -- runs`,
+      ...(booted.console
+        ? [
+            `web console: ${booted.console.url}`,
+            `  its operate token (approve, halt, resume, the kill switch): ${booted.console.operateToken}`,
+          ]
+        : []),
     ].join("\n"),
   );
   say("Ctrl-C stops everything.");

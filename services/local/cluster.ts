@@ -12,7 +12,7 @@ export const OPTIONAL_ACTOR_KINDS: readonly ActorKind[] = ["mcp"];
  * The NATS user each actor kind connects as under `nats.conf` (development passwords). A user's
  * own tool services and model actors connect as `tools` does.
  */
-export const NATS_USERS: Record<ActorKind | "cli", { user: string; password: string }> = {
+export const NATS_USERS: Record<ActorKind | "cli" | "console", { user: string; password: string }> = {
   supervisor: { user: "supervisor", password: "supervisor-dev" },
   agent: { user: "agent", password: "agent-dev" },
   critic: { user: "critic", password: "critic-dev" },
@@ -20,10 +20,15 @@ export const NATS_USERS: Record<ActorKind | "cli", { user: string; password: str
   // The MCP bridge is a tool service: it needs what the built-in ones do, and nothing more.
   mcp: { user: "tool", password: "tool-dev" },
   cli: { user: "cli", password: "cli-dev" },
+  // The web console (services/console), an actor not every deployment runs.
+  console: { user: "console", password: "console-dev" },
 };
 
+/** Who an actor logs in as under `nats.conf`. */
+export type Login = ActorKind | "console";
+
 /** The compiled entry point of an actor (the same one a container runs). */
-export function actorEntry(kind: ActorKind | "cli"): string {
+export function actorEntry(kind: ActorKind | "cli" | "console"): string {
   return compiledEntry(kind);
 }
 
@@ -41,7 +46,7 @@ export interface RuntimeActor {
 export interface CustomActor {
   entry: string;
   name: string;
-  user: ActorKind;
+  user: Login;
   env?: Record<string, string>;
 }
 
@@ -55,6 +60,8 @@ export interface ActorProcess {
   exited: Promise<number | null>;
   /** Where its `/healthz`, `/readyz` and `/metrics` answer (from its ready line). */
   healthPort?: number;
+  /** The URL it serves, when its ready line names one (the web console's). */
+  url?: string;
 }
 
 export interface LocalClusterOptions {
@@ -136,6 +143,8 @@ export class LocalCluster {
         if (line) {
           clearTimeout(timer);
           actor.healthPort = healthPortOf(line[0]);
+          const url = /"url":"([^"]+)"/.exec(line[0])?.[1];
+          if (url) actor.url = url;
           actor.child.stdout?.off("data", onData);
           resolve();
         }

@@ -131,6 +131,10 @@ export const ERROR_CODES = {
    * their values (they are kept out of the log): it is not sent, and the model is told.
    */
   REDACTED_INPUT_LOST: { retryable: false },
+  /** The web console was asked without its token (CONSOLE_TOKEN), or with a wrong one. */
+  UNAUTHORIZED: { retryable: false },
+  /** The web console was asked to operate (approve, halt, the kill switch…) without its operate token. */
+  FORBIDDEN: { retryable: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -56,6 +56,14 @@ describe("npm run cluster, then agentctl as printed", () => {
     await until(() => stdout.includes("Ctrl-C stops everything."), 60_000, { what: "the cluster's banner" });
     expect(stdout).toMatch(/\n {2}npm run agentctl -- submit examples\/hello\.json --watch\n/);
     expect(existsSync(file)).toBe(true);
+    // The web console, as the banner prints it: on loopback, read without a token, operated with its own.
+    const consoleUrl = /\nweb console: (http:\/\/127\.0\.0\.1:\d+\/)\n/.exec(stdout)?.[1] ?? "";
+    const operateToken = /its operate token \([^)]*\): (\S+)/.exec(stdout)?.[1] ?? "";
+    expect(consoleUrl, stdout).not.toBe("");
+    const who = await fetch(new URL("api/whoami", consoleUrl), {
+      headers: { "x-operate-token": operateToken },
+    });
+    expect(await who.json()).toEqual({ operate: true, operateConfigured: true });
 
     const agentctl = (...args: string[]) =>
       runProcess(process.execPath, [dist("cli/main.js"), ...args], { env, timeout: 60_000 }).then(
@@ -87,6 +95,23 @@ describe("npm run cluster, then agentctl as printed", () => {
     expect(runs.stdout).toMatch(
       /"runId":"hello-1"[^}]*"status":"committed"|"status":"committed"[^}]*"runId":"hello-1"/,
     );
+
+    const listed = await fetch(new URL("api/runs?q=hello-1", consoleUrl));
+    expect(await listed.json()).toMatchObject({ runs: [{ runId: "hello-1", status: "committed" }] });
+    // Under its own NATS user it hears the rolls, and operates (the kill switch, on and off).
+    const health = (await (await fetch(new URL("api/cluster", consoleUrl))).json()) as {
+      health: { supervisors: { refused?: string }; workers: { refused?: string; workers: unknown[] } };
+    };
+    expect(health.health.supervisors.refused).toBeUndefined();
+    expect(health.health.workers).toMatchObject({ workers: [{}, {}] });
+    for (const active of [true, false]) {
+      const switched = await fetch(new URL("api/operate/killswitch", consoleUrl), {
+        method: "POST",
+        headers: { "x-operate-token": operateToken, "content-type": "application/json" },
+        body: JSON.stringify({ active, by: "tester", reason: "checking the console's user" }),
+      });
+      expect(switched.status, await switched.clone().text()).toBe(200);
+    }
 
     cluster.kill("SIGINT");
     expect(await exited).toBe(0);

@@ -16,7 +16,7 @@ import { serveFromTest } from "../helpers/cluster-suite.js";
 import { startNats, type TestNats } from "../helpers/nats-server.js";
 
 type Kind = keyof typeof NATS_USERS;
-const KINDS: Kind[] = ["supervisor", "agent", "critic", "tools", "cli"];
+const KINDS: Kind[] = ["supervisor", "agent", "critic", "tools", "cli", "console"];
 const subjects = new Subjects();
 const runProcess = promisify(execFile);
 
@@ -56,7 +56,7 @@ describe("nats.conf: least privilege per actor kind", () => {
 
   it("only agent workers and the supervisor write the run log; only the supervisor records a refused submit", async () => {
     const before = await count("AGENT_LOG");
-    for (const kind of ["tools", "critic", "cli"] as const) {
+    for (const kind of ["tools", "critic", "cli", "console"] as const) {
       const js = jetstream(await as(kind), { timeout: 2_000 });
       await expect(js.publish(subjects.log("run-1", "step"), "{}"), kind).rejects.toThrow(/permission/i);
       await expect(js.publish(subjects.log("run-1", "run.committed"), "{}"), kind).rejects.toThrow(
@@ -87,6 +87,59 @@ describe("nats.conf: least privilege per actor kind", () => {
     await expect(ack("AGENT_RUNS")).rejects.toThrow(/permission/i);
     // Allowed, an ack no consumer waits for goes unanswered: a timeout, not a refusal.
     await expect(ack("AGENT_LOG")).rejects.toThrow(/timeout|no responders/i);
+  });
+
+  it("the web console's user reads the log, the statuses and the cluster, and operates only through the supervisor's subjects: no submit, no cancel, no acks, no worker's job", async () => {
+    const console = await as("console");
+    const refused = (subject: string) =>
+      expect(console.request(subject, "{}", { timeout: 1_000 }), subject).rejects.toThrow(/permission/i);
+    // Asked with nobody answering (no supervisor here): no responders, never a refusal.
+    const allowed = (subject: string) =>
+      expect(console.request(subject, "{}", { timeout: 1_000 }), subject).rejects.toThrow(
+        /timeout|no responders/i,
+      );
+    for (const subject of [
+      subjects.approvals("run-1"),
+      subjects.halt(),
+      subjects.resume(),
+      subjects.killSwitch(),
+      subjects.supervisorPing(),
+      subjects.criticPing(),
+      subjects.toolDescribe("echo"),
+    ])
+      await allowed(subject);
+    for (const subject of [
+      subjects.runsSubmit(),
+      subjects.cancel(),
+      subjects.tool("echo"),
+      subjects.criticReview(),
+      subjects.model("m"),
+      "$JS.ACK.AGENT_LOG.c.1.1.1.1.1",
+      "$JS.API.CONSUMER.MSG.NEXT.AGENT_RUNS.agent-workers",
+      "$JS.API.CONSUMER.CREATE.AGENT_RUNS.thief",
+      "$JS.API.CONSUMER.DURABLE.CREATE.AGENT_RUNS.thief",
+    ])
+      await refused(subject);
+    const runs = await new Kvm(console).open(subjects.buckets().runs);
+    await expect(runs.put("run-1", "{}")).rejects.toThrow(/permission/i);
+    // It reads: the log's messages, the statuses, the workers' beats.
+    const { seq } = await jetstream(await as("agent")).publish(subjects.log("console-run", "step"), "{}");
+    const jsm = await jetstreamManager(console);
+    expect((await jsm.direct.getMessage("AGENT_LOG", { seq }))?.subject).toBe(
+      subjects.log("console-run", "step"),
+    );
+    await new Kvm(await as("agent")).open(subjects.buckets().runs).then((kv) => kv.put("console-run", "{}"));
+    expect((await runs.get("console-run"))?.string()).toBe("{}");
+    const heard: string[] = [];
+    const sub = console.subscribe(subjects.workerBeatAll(), {
+      callback: (_, msg) => void heard.push(msg.subject),
+    });
+    await console.flush();
+    const agent = await as("agent");
+    agent.publish(subjects.workerBeat("w-9"), "{}");
+    await agent.flush();
+    await expect.poll(() => heard, { timeout: 2_000 }).toEqual([subjects.workerBeat("w-9")]);
+    sub.unsubscribe();
   });
 
   it("the critic and agentctl's user cannot call a tool, or settle a call, as the agent can", async () => {

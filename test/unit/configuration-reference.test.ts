@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { AgentEnv } from "../../services/agent/env.js";
 import { AgentctlEnv } from "../../services/cli/command-kit.js";
+import { ConsoleEnv } from "../../services/console/env.js";
 import { CriticEnv } from "../../services/critic/env.js";
 import { SupervisorEnv } from "../../services/supervisor/env.js";
 import { McpEnv } from "../../services/mcp/env.js";
@@ -22,6 +23,12 @@ const ACTORS: { heading: string; file: string; schema: z.ZodObject; notes?: stri
   { heading: "Critic", file: "services/critic/env.ts", schema: CriticEnv },
   { heading: "Tool services", file: "services/tools/env.ts", schema: ToolsEnv },
   { heading: "MCP bridge", file: "services/mcp/env.ts", schema: McpEnv },
+  {
+    heading: "Web console",
+    file: "services/console/env.ts",
+    schema: ConsoleEnv,
+    notes: "How to reach it, its pages and its API: [Web console](console.md).",
+  },
   {
     heading: "agentctl",
     file: "services/cli/command-kit.ts",
