@@ -21,6 +21,8 @@ import { authorizeTool } from "../../shared/tools/capabilities.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
+import { checkGrantedPaths } from "../../services/supervisor/submit-request.js";
+import { parseSubmitRequest } from "../../shared/bus/submit.js";
 import { kinds, runner, spec, toolCtx } from "../helpers/fixtures.js";
 
 let base: string;
@@ -265,5 +267,43 @@ describe("file_read, file_write, file_list confined to allowedPaths", () => {
     const told = driver.requests[1]?.messages.find((m) => m.role === "tool");
     expect(told).toMatchObject({ isError: true });
     expect(told?.content).toContain("PATH_NOT_ALLOWED");
+  });
+});
+
+describe("a grant's allowedPaths at submit", () => {
+  const submitted = (capabilities: unknown[]) =>
+    parseSubmitRequest(spec({ tools: [], capabilities: capabilities as CapabilityObject[] }));
+
+  it("an entry neither absolute nor `*` (fileRead, fileWrite, mcp) is INVALID_SPEC naming each field", () => {
+    expect(() =>
+      checkGrantedPaths(
+        submitted([
+          "compute",
+          { kind: "fileRead", allowedPaths: ["/srv/ok", "work"] },
+          { kind: "fileWrite", allowedPaths: ["~/out"] },
+          { kind: "mcp", server: "fs", tool: "*", allowedPaths: ["./data", "*"] },
+        ]),
+      ),
+    ).toThrow(
+      expect.objectContaining({
+        code: "INVALID_SPEC",
+        message: expect.stringMatching(
+          /^agent\.capabilities\[1\]\.allowedPaths\[1\] 'work', agent\.capabilities\[2\]\.allowedPaths\[0\] '~\/out', agent\.capabilities\[3\]\.allowedPaths\[0\] '\.\/data': an allowedPaths entry must be an absolute path or "\*"/,
+        ) as string,
+      }),
+    );
+  });
+
+  it("absolute entries, `*`, and an mcp grant without allowedPaths pass", () => {
+    expect(() =>
+      checkGrantedPaths(
+        submitted([
+          { kind: "fileRead", allowedPaths: ["/srv", "*"] },
+          { kind: "fileWrite", allowedPaths: ["/srv/out/../out"] },
+          { kind: "mcp", server: "fs", tool: "*" },
+          { kind: "shell", allowedCommands: ["wc"] },
+        ]),
+      ),
+    ).not.toThrow();
   });
 });
