@@ -7,7 +7,6 @@ import { describeTool } from "../../shared/tools/tool.js";
 import { isStdio, type McpServersFile } from "./config.js";
 import { toolSpec } from "./mapping.js";
 import { mcpTool } from "./mcp-tool.js";
-import { lexicalPath, realPath } from "./path-grant.js";
 import { McpServerLink } from "./server-link.js";
 
 export interface BridgeDeps {
@@ -82,7 +81,7 @@ export class McpBridge {
     const { logger } = this.deps.service;
     const server = this.config.servers[link.name];
     if (!server) return;
-    const resolvePath = isStdio(server) ? realPath : lexicalPath;
+    const resolution = isStdio(server) ? "real" : "lexical";
     const listed = new Set<string>();
     for (const tool of tools) {
       const spec = toolSpec(link.name, server, tool);
@@ -99,7 +98,7 @@ export class McpBridge {
         continue;
       }
       listed.add(spec.name);
-      const served = mcpTool(spec, { link, resolvePath, maxOutputBytes: this.deps.maxOutputBytes });
+      const served = mcpTool(spec, { link, resolution, maxOutputBytes: this.deps.maxOutputBytes });
       const descriptor = JSON.stringify(describeTool(served));
       if (owner?.descriptor === descriptor) continue;
       if (owner) this.unserve(spec.name);

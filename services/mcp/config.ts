@@ -6,7 +6,7 @@ import { AgentError } from "../../shared/runtime/errors.js";
 
 /** A server's name: a capability's `mcp.server`, and the default prefix of its tools' names. */
 const ServerName = z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, "letters, digits, `_` or `-`, at most 32");
-/** Names of a tool's arguments that hold a path, or a list of paths (see path-grant.ts). */
+/** Names of a tool's arguments that hold a path, or a list of paths (see path-arguments.ts). */
 const PathArguments = z.array(z.string().min(1)).min(1);
 const Millis = z.number().int().positive().max(86_400_000);
 

@@ -19,7 +19,7 @@ export interface McpToolSpec {
   timeoutMs: number;
   reversibility: Reversibility;
   idempotent: boolean;
-  /** Arguments holding paths, checked against the call's grant (path-grant.ts). */
+  /** Arguments holding paths, checked against the call's grant (path-arguments.ts). */
   pathArguments: string[];
 }
 

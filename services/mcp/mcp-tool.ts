@@ -4,7 +4,7 @@ import { AgentError } from "../../shared/runtime/errors.js";
 import { findGrant } from "../../shared/tools/capabilities.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
 import { callError, toolFailure, toolOutput, type McpToolSpec } from "./mapping.js";
-import { confinePaths, type ResolvePath } from "./path-grant.js";
+import { confinePaths, type PathResolution } from "./path-arguments.js";
 import type { McpServerLink } from "./server-link.js";
 
 // Formats and keywords a server's schema may use without ajv knowing them are not checked here:
@@ -31,8 +31,8 @@ export function inputOf(schema: Record<string, unknown>): z.ZodType<Record<strin
 
 export interface McpToolDeps {
   link: McpServerLink;
-  /** How a path argument is resolved before it is checked (path-grant.ts). */
-  resolvePath: ResolvePath;
+  /** How a path argument is resolved before it is checked (path-arguments.ts). */
+  resolution: PathResolution;
   maxOutputBytes: number;
 }
 
@@ -63,7 +63,7 @@ export function mcpTool(spec: McpToolSpec, deps: McpToolDeps): AnyTool {
         tool: spec.name,
         pathArguments: spec.pathArguments,
         allowedPaths: ctx.granted.allowedPaths,
-        resolvePath: deps.resolvePath,
+        resolution: deps.resolution,
       });
       const result = await deps.link
         .call(spec.mcpName, args, { signal: ctx.signal, timeoutMs: spec.timeoutMs })

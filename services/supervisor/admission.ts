@@ -28,6 +28,7 @@ import { recordAdmitted, recordRejected } from "./admission-events.js";
 import { cancelOrphans } from "./cancel.js";
 import type { WorkerPolicies } from "./worker-policies.js";
 import {
+  checkGrantedPaths,
   checkPrices,
   checkPrivacy,
   existing,
@@ -104,6 +105,7 @@ export class Admission {
         );
       }
       checkPrivacy(request);
+      checkGrantedPaths(request);
       checkPrices(request, this.limits.prices ?? DEFAULT_PRICES);
       await this.workerPolicies?.check(request.policy);
       await this.check(depth);

@@ -11,6 +11,7 @@ import { privacyRefusal } from "../../shared/models/factory.js";
 import { unpricedModel, type PriceTable } from "../../shared/models/pricing.js";
 import { contentHash } from "../../shared/runtime/hash.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import { isGrantablePath } from "../../shared/tools/path-grant.js";
 
 // What a submit asks for, read off the wire, and the replies it gets (see Admission).
 
@@ -35,6 +36,27 @@ export function checkPrices(request: SubmitRequest, prices: PriceTable): void {
     const refused = unpricedModel(ref, prices);
     if (refused) throw new AgentError("INVALID_SPEC", `${where}: ${refused}`, { details: { field: where } });
   }
+}
+
+/**
+ * An `allowedPaths` entry that is neither absolute nor `"*"` (fileRead, fileWrite, mcp) grants
+ * nothing, whatever its author meant by it: refused at the submit, naming each such field, so a
+ * run is not started with a grant that refuses every path.
+ */
+export function checkGrantedPaths(request: SubmitRequest): void {
+  const relative = request.agent.capabilities.flatMap((cap, i) =>
+    "allowedPaths" in cap && cap.allowedPaths
+      ? cap.allowedPaths.flatMap((entry, j) =>
+          isGrantablePath(entry) ? [] : [`agent.capabilities[${i}].allowedPaths[${j}] '${entry}'`],
+        )
+      : [],
+  );
+  if (relative.length === 0) return;
+  throw new AgentError(
+    "INVALID_SPEC",
+    `${relative.join(", ")}: an allowedPaths entry must be an absolute path or "*" (a relative one, or one starting with '~', grants nothing)`,
+    { details: { fields: relative } },
+  );
 }
 
 /** A root's cost and token budgets, which bound its whole tree (see TreeSpend). */

@@ -3,6 +3,7 @@ import { AgentError, toAgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { fullJitterDelay, servicePollDelay, type BackoffOptions } from "./backoff.js";
 import { CircuitBreaker, DEFAULT_BREAKER, type BreakerOptions } from "./breaker.js";
+import { TOOL_REFUSALS } from "./capabilities.js";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tool.js";
 
 export interface InvokePolicy extends BackoffOptions {
@@ -61,6 +62,7 @@ const REFUSALS: ReadonlySet<string> = new Set([
   "PRIVACY_DENIED",
   "HOST_NOT_ALLOWED",
   "APPROVAL_REQUIRED",
+  ...TOOL_REFUSALS,
 ]);
 
 /** Why a settled attempt's timer and signal are let go: one shared reason, not an Error per call. */

@@ -134,4 +134,24 @@ describe("file and shell tools on a cluster", () => {
     expect(audit.filter((e) => e.kind === "tool.aborted")).toEqual([]);
     expect(await readdir(outside)).toEqual(["secret.txt"]);
   }, 30_000);
+
+  it("a grant with a relative allowedPaths entry (fileRead, fileWrite, mcp) is refused at submit with INVALID_SPEC naming each field", async () => {
+    await expect(
+      suite.client.submit(
+        spec({
+          tools: ["file_read"],
+          capabilities: [
+            { kind: "fileRead", allowedPaths: [work, "work"] },
+            { kind: "fileWrite", allowedPaths: ["~/out"] },
+            { kind: "mcp", server: "fs", tool: "*", allowedPaths: ["data"] },
+          ],
+        }),
+      ),
+    ).rejects.toMatchObject({
+      code: "INVALID_SPEC",
+      message: expect.stringMatching(
+        /^agent\.capabilities\[0\]\.allowedPaths\[1\] 'work', agent\.capabilities\[1\]\.allowedPaths\[0\] '~\/out', agent\.capabilities\[2\]\.allowedPaths\[0\] 'data': an allowedPaths entry must be an absolute path/,
+      ) as string,
+    });
+  }, 30_000);
 });

@@ -196,13 +196,24 @@ describe("the MCP bridge on a cluster", () => {
       expect(outcome, JSON.stringify(outcome)).toMatchObject({
         ok: false,
         error: {
-          code: "CAPABILITY_DENIED",
-          message: expect.stringMatching(/allowedPaths|absolute path/) as unknown,
+          code: "PATH_NOT_ALLOWED",
+          message: expect.stringMatching(
+            /outside the granted paths|is relative|'~' is not expanded/,
+          ) as unknown,
         },
       });
     }
     expect(run.outcomes).toHaveLength(8);
     expect(existsSync(planted)).toBe(false);
+    // The bridge's refusal crosses the bus with its code, and the worker audits it as the file
+    // tools' are: tool.denied with the reason, not tool.aborted.
+    const audit = await suite.audit(run.runId);
+    const denied = audit.filter((e) => e.kind === "tool.denied");
+    expect(denied.map((e) => [e.actor, e.data?.["code"]])).toEqual(
+      run.outcomes.map((o) => [`tool:${o.tool}`, "PATH_NOT_ALLOWED"]),
+    );
+    expect(denied[2]?.reason).toMatch(/escape' leads to '.*secret\.txt', outside the granted paths/);
+    expect(audit.filter((e) => e.kind === "tool.aborted")).toEqual([]);
     // The server itself would have read it: the file is within the directory it was given.
     const ungranted = await runCalls(
       [{ name: "fs_read_text_file", input: { path: outside } }],
@@ -210,7 +221,7 @@ describe("the MCP bridge on a cluster", () => {
     );
     expect(ungranted.outcomes[0]).toMatchObject({
       ok: false,
-      error: { code: "CAPABILITY_DENIED", message: expect.stringContaining("needs allowedPaths") as unknown },
+      error: { code: "PATH_NOT_ALLOWED", message: expect.stringContaining("needs allowedPaths") as unknown },
     });
     const anywhere = await runCalls(
       [{ name: "fs_read_text_file", input: { path: outside } }],

@@ -10,16 +10,19 @@ import { fileReadTool, MAX_READ_BYTES } from "../../shared/tools/builtin/file-re
 import { fileWriteTool, FileWriteInput, MAX_WRITE_BYTES } from "../../shared/tools/builtin/file-write.js";
 import {
   assertOpenedWithin,
+  confineLexically,
   confinePath,
   insideGrant,
   isWithin,
   lexicalRoots,
   requestedPath,
-} from "../../shared/tools/builtin/path-grant.js";
+} from "../../shared/tools/path-grant.js";
 import { authorizeTool } from "../../shared/tools/capabilities.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { ToolRegistry } from "../../shared/tools/registry.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
+import { checkGrantedPaths } from "../../services/supervisor/submit-request.js";
+import { parseSubmitRequest } from "../../shared/bus/submit.js";
 import { kinds, runner, spec, toolCtx } from "../helpers/fixtures.js";
 
 let base: string;
@@ -88,6 +91,21 @@ describe("path confinement, lexical core", () => {
     expect(() => requestedPath("notes.txt", ["*"])).toThrow(expect.objectContaining(refusal));
     expect(requestedPath("/etc/hosts", ["*"])).toBe("/etc/hosts");
   });
+
+  it("`~` is never expanded, for the file tools as for the MCP bridge; a relative path starts from the first granted directory only where the caller allows it", () => {
+    for (const path of ["~", "~/notes.txt", "~root/.ssh"]) {
+      expect(() => requestedPath(path, ["/srv"]), path).toThrow(
+        expect.objectContaining({
+          code: "PATH_NOT_ALLOWED",
+          message: expect.stringContaining("'~' is not expanded") as string,
+        }),
+      );
+    }
+    expect(requestedPath("a/../b", ["/srv"])).toBe("/srv/b");
+    expect(() => requestedPath("b", ["/srv"], "refused")).toThrow(expect.objectContaining(refusal));
+    expect(() => confineLexically("/srv-2/x", ["/srv"])).toThrow(expect.objectContaining(refusal));
+    expect(confineLexically("/srv/a/../b", ["/srv"], "refused")).toBe("/srv/b");
+  });
 });
 
 describe("file_read, file_write, file_list confined to allowedPaths", () => {
@@ -141,6 +159,11 @@ describe("file_read, file_write, file_list confined to allowedPaths", () => {
     for (const path of ["to-secret", "out-dir/secret.txt", "out-dir/new.txt", "out-dir"])
       await expect(confinePath(path, [root]), path).rejects.toMatchObject(refusal);
     expect(await confinePath("out-dir/../notes.txt", [root])).toMatchObject({ exists: true });
+    // Through a file, not a directory: nothing to check it by, so refused rather than failed.
+    await expect(confinePath("notes.txt/below", [root])).rejects.toMatchObject({
+      code: "PATH_NOT_ALLOWED",
+      message: expect.stringContaining("cannot be resolved (ENOTDIR)") as string,
+    });
     const handle = await open(join(outside, "secret.txt"), "r");
     try {
       await expect(assertOpenedWithin(handle.fd, [root])).rejects.toMatchObject(refusal);
@@ -244,5 +267,43 @@ describe("file_read, file_write, file_list confined to allowedPaths", () => {
     const told = driver.requests[1]?.messages.find((m) => m.role === "tool");
     expect(told).toMatchObject({ isError: true });
     expect(told?.content).toContain("PATH_NOT_ALLOWED");
+  });
+});
+
+describe("a grant's allowedPaths at submit", () => {
+  const submitted = (capabilities: unknown[]) =>
+    parseSubmitRequest(spec({ tools: [], capabilities: capabilities as CapabilityObject[] }));
+
+  it("an entry neither absolute nor `*` (fileRead, fileWrite, mcp) is INVALID_SPEC naming each field", () => {
+    expect(() =>
+      checkGrantedPaths(
+        submitted([
+          "compute",
+          { kind: "fileRead", allowedPaths: ["/srv/ok", "work"] },
+          { kind: "fileWrite", allowedPaths: ["~/out"] },
+          { kind: "mcp", server: "fs", tool: "*", allowedPaths: ["./data", "*"] },
+        ]),
+      ),
+    ).toThrow(
+      expect.objectContaining({
+        code: "INVALID_SPEC",
+        message: expect.stringMatching(
+          /^agent\.capabilities\[1\]\.allowedPaths\[1\] 'work', agent\.capabilities\[2\]\.allowedPaths\[0\] '~\/out', agent\.capabilities\[3\]\.allowedPaths\[0\] '\.\/data': an allowedPaths entry must be an absolute path or "\*"/,
+        ) as string,
+      }),
+    );
+  });
+
+  it("absolute entries, `*`, and an mcp grant without allowedPaths pass", () => {
+    expect(() =>
+      checkGrantedPaths(
+        submitted([
+          { kind: "fileRead", allowedPaths: ["/srv", "*"] },
+          { kind: "fileWrite", allowedPaths: ["/srv/out/../out"] },
+          { kind: "mcp", server: "fs", tool: "*" },
+          { kind: "shell", allowedCommands: ["wc"] },
+        ]),
+      ),
+    ).not.toThrow();
   });
 });

@@ -263,7 +263,14 @@ describe("invocation policy", () => {
   });
 
   it("refusals of the call (a path or host outside the grant, a bad input) leave the breaker closed; the tool's own failures open it", async () => {
-    const refusals = ["CAPABILITY_DENIED", "HOST_NOT_ALLOWED", "INVALID_INPUT", "PRIVACY_DENIED"] as const;
+    const refusals = [
+      "CAPABILITY_DENIED",
+      "HOST_NOT_ALLOWED",
+      "INVALID_INPUT",
+      "PRIVACY_DENIED",
+      "PATH_NOT_ALLOWED",
+      "COMMAND_NOT_ALLOWED",
+    ] as const;
     const { tool } = failing(...refusals.map((code) => () => new AgentError(code, "refused")));
     const invoker = instant({ retries: 0, breaker: { failureThreshold: 2, cooldownMs: 1000 } });
     for (const code of refusals)

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { parseServersFile, type McpServerConfig } from "../../services/mcp/config.js";
 import { callError, toolOutput, toolSpec } from "../../services/mcp/mapping.js";
 import { inputOf } from "../../services/mcp/mcp-tool.js";
-import { confinePaths, lexicalPath, realPath } from "../../services/mcp/path-grant.js";
+import { confinePaths, type PathResolution } from "../../services/mcp/path-arguments.js";
 import { McpServerLink, restartDelay } from "../../services/mcp/server-link.js";
 import { CapabilityObject } from "../../shared/contracts/capability.js";
 import { RunSpec } from "../../shared/contracts/run-spec.js";
@@ -198,15 +198,19 @@ afterAll(async () => {
 });
 
 describe("paths confined to the grant's allowedPaths", () => {
-  const check = (allowedPaths: string[] | undefined, resolvePath = realPath) => ({
+  const check = (allowedPaths: string[] | undefined, resolution: PathResolution = "real") => ({
     tool: "fs_read",
     pathArguments: ["path", "paths"],
     allowedPaths,
-    resolvePath,
+    resolution,
   });
   /** `null`: a grant without allowedPaths. */
-  const refused = async (args: Record<string, unknown>, allowedPaths: string[] | null = [allowed]) =>
-    confinePaths(args, check(allowedPaths ?? undefined)).then(
+  const refused = async (
+    args: Record<string, unknown>,
+    allowedPaths: string[] | null = [allowed],
+    resolution: PathResolution = "real",
+  ) =>
+    confinePaths(args, check(allowedPaths ?? undefined, resolution)).then(
       () => "accepted",
       (err: AgentError) => `${err.code}: ${err.message}`,
     );
@@ -223,27 +227,36 @@ describe("paths confined to the grant's allowedPaths", () => {
     expect(await confinePaths({ path: "/etc/hostname" }, check(["*"]))).toEqual({ path: "/etc/hostname" });
   });
 
-  it("refused: outside, `..`, a symlink out (to a file, or a directory on the way), relative, `~`, a sibling sharing the prefix, no allowedPaths", async () => {
+  it("refused with PATH_NOT_ALLOWED, as the file tools refuse: outside, `..`, a symlink out (to a file, or a directory on the way), relative, `~`, a sibling sharing the prefix, no allowedPaths", async () => {
     expect(await refused({ path: join(dir, "outside.txt") })).toMatch(
-      /^CAPABILITY_DENIED: .*outside the grant/,
+      /^PATH_NOT_ALLOWED: tool 'fs_read': 'path' .* is outside the granted paths/,
     );
-    expect(await refused({ path: `${allowed}/../outside.txt` })).toMatch(/outside the grant/);
-    expect(await refused({ path: join(allowed, "link") })).toMatch(/link' \(.*outside\.txt\) is outside/);
-    expect(await refused({ path: join(allowed, "up", "outside.txt") })).toMatch(/outside the grant/);
-    expect(await refused({ path: join(allowed, "up", "new.txt") })).toMatch(/outside the grant/);
-    expect(await refused({ path: "outside.txt" })).toMatch(/must be an absolute path/);
-    expect(await refused({ path: "~/.ssh/id_rsa" })).toMatch(/must be an absolute path/);
-    expect(await refused({ path: `${allowed}-sibling/x` })).toMatch(/outside the grant/);
+    expect(await refused({ path: `${allowed}/../outside.txt` })).toMatch(/outside the granted paths/);
+    expect(await refused({ path: join(allowed, "link") })).toMatch(
+      /link' leads to '.*outside\.txt', outside the granted paths/,
+    );
+    expect(await refused({ path: join(allowed, "up", "outside.txt") })).toMatch(/leads to .* outside/);
+    expect(await refused({ path: join(allowed, "up", "new.txt") })).toMatch(/leads to .* outside/);
+    expect(await refused({ path: "outside.txt" })).toMatch(/^PATH_NOT_ALLOWED: .*is relative/);
+    expect(await refused({ path: "~/.ssh/id_rsa" })).toMatch(/^PATH_NOT_ALLOWED: .*'~' is not expanded/);
+    expect(await refused({ path: `${allowed}-sibling/x` })).toMatch(/outside the granted paths/);
     expect(await refused({ paths: [allowed, "/etc/passwd"] })).toMatch(/'paths' '\/etc\/passwd' is outside/);
-    expect(await refused({ path: allowed }, null)).toMatch(/needs allowedPaths/);
+    expect(await refused({ path: allowed }, null)).toMatch(/^PATH_NOT_ALLOWED: .*needs allowedPaths/);
     expect(await refused({ path: 7 })).toMatch(/^INVALID_INPUT/);
-    expect(await refused({ path: join(dir, "outside.txt", "below") })).toMatch(/cannot be resolved/);
+    expect(await refused({ path: join(dir, "outside.txt", "below") }, [dir])).toMatch(
+      /^PATH_NOT_ALLOWED: .*cannot be resolved \(ENOTDIR\)/,
+    );
   });
 
-  it("a server elsewhere: paths are normalised, links not followed", async () => {
-    expect(await confinePaths({ path: join(allowed, "link") }, check([allowed], lexicalPath))).toEqual({
+  it("a server elsewhere: paths are normalised, links not followed; relative, `~` and `..` out refused alike", async () => {
+    expect(await confinePaths({ path: join(allowed, "link") }, check([allowed], "lexical"))).toEqual({
       path: join(allowed, "link"),
     });
+    expect(await confinePaths({ path: `${allowed}/a/../b` }, check([allowed], "lexical"))).toEqual({
+      path: join(allowed, "b"),
+    });
+    for (const path of [`${allowed}/../outside.txt`, "outside.txt", "~/x", `${allowed}-sibling`])
+      expect(await refused({ path }, [allowed], "lexical"), path).toMatch(/^PATH_NOT_ALLOWED: /);
   });
 
   it("an mcp grant's allowedPaths, and a child's only within its parent's", () => {

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { AgentError } from "../../runtime/errors.js";
 import { defineTool } from "../tool.js";
 import { FilePath } from "./file-read.js";
-import { confinePath, grantedPaths } from "./path-grant.js";
+import { confinePath, grantedPaths } from "../path-grant.js";
 
 /** The most entries one listing returns. */
 export const MAX_LIST_ENTRIES = 1_000;

@@ -3,7 +3,7 @@ import { open } from "node:fs/promises";
 import { z } from "zod";
 import { AgentError } from "../../runtime/errors.js";
 import { defineTool } from "../tool.js";
-import { assertOpenedWithin, confinePath, grantedPaths } from "./path-grant.js";
+import { assertOpenedWithin, confinePath, grantedPaths } from "../path-grant.js";
 
 /** The most a read returns (a larger file is read in parts with `offset`): it must fit a NATS message. */
 export const MAX_READ_BYTES = 256 * 1024;

@@ -6,7 +6,7 @@ import { z } from "zod";
 import { AgentError } from "../../runtime/errors.js";
 import { defineTool } from "../tool.js";
 import { FilePath } from "./file-read.js";
-import { assertOpenedWithin, confinePath, grantedPaths } from "./path-grant.js";
+import { assertOpenedWithin, confinePath, grantedPaths } from "../path-grant.js";
 
 /** The most a write takes: its content rides in the run's log (the INTENT) and a NATS message. */
 export const MAX_WRITE_BYTES = 256 * 1024;
@@ -48,7 +48,15 @@ export const fileWriteTool = defineTool({
     const data = Buffer.from(input.content, "utf8");
     temps += 1;
     const temp = join(dirname(path.real), `.${basename(path.real)}.${process.pid}-${temps}.tmp`);
-    const handle = await open(temp, TEMP_FLAGS, existing ? existing.mode & 0o777 : 0o644);
+    const handle = await open(temp, TEMP_FLAGS, existing ? existing.mode & 0o777 : 0o644).catch(
+      (err: unknown) => {
+        if ((err as { code?: string }).code === "ENOENT")
+          throw new AgentError("NOT_FOUND", `directory '${dirname(path.requested)}' does not exist`, {
+            cause: err,
+          });
+        throw err;
+      },
+    );
     try {
       try {
         await assertOpenedWithin(handle.fd, allowed);

@@ -3,7 +3,7 @@ import { AgentError } from "../../runtime/errors.js";
 import { defineTool, type ToolDefinition } from "../tool.js";
 import { COMMAND_PATH, grantedExecutable } from "./command-grant.js";
 import { runCommand, type CommandResult } from "./command-run.js";
-import { confinePath } from "./path-grant.js";
+import { confinePath } from "../path-grant.js";
 
 /** The most kept of a command's stdout, and of its stderr. */
 export const MAX_COMMAND_OUTPUT_BYTES = 64 * 1024;
