@@ -46,6 +46,8 @@ export function toolSpec(
   const { $schema: _dialect, ...inputSchema } = tool.inputSchema;
   const properties = Object.keys(tool.inputSchema.properties ?? {});
   const declared = override?.paths ?? config.paths ?? [];
+  const unconfinable = unconfinablePaths(tool.inputSchema, properties, declared, override?.paths);
+  if (unconfinable) return { skipped: unconfinable };
   return {
     name,
     server,
@@ -58,6 +60,32 @@ export function toolSpec(
     idempotent: override?.idempotent ?? false,
     pathArguments: declared.filter((arg) => properties.includes(arg)),
   };
+}
+
+/** Schema keywords under which an argument may hide from a look at the top-level properties. */
+const COMBINATORS = ["oneOf", "anyOf", "allOf", "not", "$ref", "if"] as const;
+
+/**
+ * Why the bridge could not confine a tool's paths, if it could not: the path arguments are found
+ * among the schema's top-level properties, so a schema that combines others may hold one the
+ * bridge would never see, and a path argument the tool itself is declared to take must be there.
+ */
+function unconfinablePaths(
+  schema: Record<string, unknown>,
+  properties: readonly string[],
+  declared: readonly string[],
+  ownPaths: readonly string[] | undefined,
+): string | undefined {
+  if (declared.length === 0) return undefined;
+  const combined = COMBINATORS.filter((k) => schema[k] !== undefined);
+  if (combined.length > 0) {
+    return `its input schema uses ${combined.join(", ")}: a path argument could hide there, out of the bridge's check; disable the tool or give it \`paths: []\` if it takes none`;
+  }
+  const missing = (ownPaths ?? []).filter((arg) => !properties.includes(arg));
+  if (missing.length > 0) {
+    return `its declared path argument(s) ${missing.join(", ")} are not among its input schema's properties, so the bridge could not check them: fix its \`paths\``;
+  }
+  return undefined;
 }
 
 /** A content part other than text, without its bytes: the run's log keeps what happened, not the data. */

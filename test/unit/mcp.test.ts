@@ -144,6 +144,25 @@ describe("an MCP tool as the cluster sees it", () => {
     });
   });
 
+  it("a tool whose path arguments the bridge could not find is not served", () => {
+    const config = server("command: x\npaths: [path]\ntools:\n  move: { paths: [source, target] }");
+    const combined = {
+      ...listed("edit", { path: {} }),
+      inputSchema: { ...listed("edit").inputSchema, oneOf: [] },
+    };
+    expect(toolSpec("fs", config, combined as Tool)).toMatchObject({
+      skipped: expect.stringContaining("uses oneOf") as unknown,
+    });
+    expect(toolSpec("fs", config, listed("move", { source: {}, destination: {} }))).toMatchObject({
+      skipped: expect.stringContaining("target are not among") as unknown,
+    });
+    expect(toolSpec("fs", config, listed("move", { source: {}, target: {} }))).toMatchObject({
+      pathArguments: ["source", "target"],
+    });
+    // A server-wide list names the arguments of every tool that has them: a tool without one is served.
+    expect(toolSpec("fs", config, listed("list", { dir: {} }))).toMatchObject({ pathArguments: [] });
+  });
+
   it("its input is checked against the server's schema before the call", () => {
     const input = inputOf({ type: "object", properties: { a: { type: "number" } }, required: ["a"] });
     expect(input.safeParse({ a: 1 }).success).toBe(true);
