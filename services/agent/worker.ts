@@ -36,6 +36,7 @@ import { storageFull } from "../../shared/bus/storage-full.js";
 import { leaseWriterId } from "./writer-id.js";
 import { Reconciler } from "./reconcile.js";
 import { localTools, registerRunTools } from "./local-tools.js";
+import { RunTrace } from "./run-trace.js";
 import type { PriceTable } from "../../shared/models/pricing.js";
 
 /** How many times a run's job is renewed (`working()`) per ack wait. */
@@ -304,6 +305,7 @@ export class AgentWorker {
     this.leases += 1;
     const jobSeq = msg.info.streamSequence;
     const writerId = leaseWriterId(this.options.workerId, this.leases, this.ids.next("w").slice(-8), jobSeq);
+    const trace = RunTrace.of(bus.subjects.prefix, job, msg.headers);
     const performer = new EffectPerformer({
       registry,
       clock: bus.clock,
@@ -317,6 +319,7 @@ export class AgentWorker {
       guardDriver: (driver) => this.breakers.guard(driver),
       invokePolicy: { serviceWaitMs: this.options.serviceWaitMs ?? 0 },
       onServiceWait: (tool) => this.waitingFor(`tool:${tool}`, job.runId),
+      ...(trace ? { spans: trace } : {}),
     });
     return new RunLease(
       {
@@ -374,6 +377,7 @@ export class AgentWorker {
         breakerOf: (provider) => this.breakers.breakerOf(provider),
         serviceWait: (tool) => this.serviceWait(`tool:${tool}`, job.runId),
         stopping: this.drain.signal,
+        ...(trace ? { trace } : {}),
       },
       job,
     );

@@ -11,6 +11,7 @@ import { serveToolsOf } from "../../shared/bus/tool-service.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { startTracing } from "../../shared/runtime/tracing-sdk.js";
 import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
@@ -24,6 +25,7 @@ const fatal = exitOnFatal(createLogger({ actor: "tools" }));
 const env = parseEnv(ToolsEnv, process.env);
 const logger = createLogger({ actor: "tools", level: env.LOG_LEVEL });
 fatal.use(logger);
+const tracing = await startTracing(env, "tools", logger);
 const bus = await openActorBus(env, "tools", { clock: systemClock, random: systemRandom, logger, fatal });
 const metrics = new ActorMetrics("tools");
 const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
@@ -45,4 +47,5 @@ onShutdown(logger, async () => {
   await health.close();
   await served.stop();
   await bus.nc.drain();
+  await tracing.shutdown();
 });
