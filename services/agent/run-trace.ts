@@ -98,7 +98,7 @@ export class RunTrace implements EffectSpans {
       { traceId, spanId },
     );
     if (state.status === "failed") failed(span, undefined, state.terminal?.reason ?? "failed");
-    span.end(Math.max(state.updatedAt, state.startedAt));
+    span.end();
   }
 }
 

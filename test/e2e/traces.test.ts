@@ -1,6 +1,8 @@
 import type { ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encode } from "../../shared/bus/codec.js";
 import { runSpanIds } from "../../shared/bus/trace-context.js";
+import { ModelCallReply } from "../../shared/contracts/model.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { echoCall, spec } from "../helpers/fixtures.js";
 import { startServer, type RecordedRequest, type TestServer } from "../helpers/http-server.js";
@@ -13,6 +15,8 @@ interface ExportedSpan {
   parentSpanId?: string;
   name: string;
   kind: number;
+  startTimeUnixNano: string | number;
+  endTimeUnixNano: string | number;
   service: string;
   attributes: Record<string, unknown>;
   status?: { code?: number; message?: string };
@@ -268,9 +272,63 @@ describe("OpenTelemetry traces of a run, across actor processes", () => {
     expect(spans.filter((s) => !s.parentSpanId).map((s) => s.spanId)).toEqual([spanId]);
     const phases = spans.filter((s) => s.name.startsWith("phase "));
     for (const phase of phases) expect(phase.parentSpanId).toBe(spanId);
-    // Two leases drove it: the one that asked for the decision, and the one the decision's job started.
-    expect(phases.filter((s) => s.name === "phase VERIFY").length).toBeGreaterThanOrEqual(1);
-    expect(phases.some((s) => s.name === "phase COMMIT")).toBe(true);
-    expect(spans.find((s) => s.name === "run")?.status?.code).not.toBe(STATUS_ERROR);
+    // Two leases drove it: the one that asked for the decision (its phases were sent before the
+    // decision was made) and the one the decision's job started, which made the root: from the
+    // run's start, before the first lease's first phase, to its commit.
+    const start = (s: ExportedSpan | undefined): bigint => BigInt(s?.startTimeUnixNano ?? 0);
+    const end = (s: ExportedSpan | undefined): bigint => BigInt(s?.endTimeUnixNano ?? 0);
+    const root = spans.find((s) => s.name === "run");
+    const plan = phases.find((s) => s.name === "phase PLAN");
+    const commit = phases.find((s) => s.name === "phase COMMIT");
+    expect(start(root)).toBeLessThanOrEqual(start(plan));
+    expect(end(root)).toBeGreaterThanOrEqual(start(commit));
+    expect(start(commit)).toBeGreaterThan(end(plan));
+    expect(root?.attributes).toMatchObject({ "run.status": "committed", "run.tool_calls": 1 });
+    expect(root?.status?.code).not.toBe(STATUS_ERROR);
+  });
+
+  it("a model served by an actor gets the model call's span as its traceparent", async () => {
+    const heard: (string | undefined)[] = [];
+    const { nc, subjects } = suite.bus;
+    // A model actor of the test's own: it answers each turn, and keeps the traceparent it came with.
+    const sub = nc.subscribe(subjects.model("traced-model"), {
+      callback: (_err, msg) => {
+        heard.push(msg.headers?.get("traceparent"));
+        const reply: ModelCallReply = {
+          schemaVersion: 1,
+          ok: true,
+          response: {
+            text: "from the model actor",
+            toolCalls: [],
+            stopReason: "endTurn",
+            usage: { inputTokens: 3, outputTokens: 4 },
+            costUsd: 0,
+            model: "traced-model",
+          },
+        };
+        msg.respond(encode(ModelCallReply, reply));
+      },
+    });
+    await nc.flush();
+    try {
+      const asked = spec({});
+      const { runId } = await suite.client.submit({
+        ...asked,
+        agent: { ...asked.agent, model: { provider: "actor", name: "traced-model" } },
+      });
+      expect(await suite.waitFor(runId, settled)).toMatchObject({ status: "committed" });
+      const { traceId } = runSpanIds(suite.prefix, { runId, rootRunId: runId });
+      const spans = await traceOf(traceId);
+      const calls = spans.filter((s) => s.name === "model.call");
+      expect(calls).toHaveLength(1);
+      expect(calls[0]?.attributes).toMatchObject({
+        "gen_ai.provider.name": "actor",
+        "gen_ai.response.model": "traced-model",
+        "gen_ai.usage.output_tokens": 4,
+      });
+      expect(heard).toEqual([`00-${traceId}-${calls[0]?.spanId}-01`]);
+    } finally {
+      sub.unsubscribe();
+    }
   });
 });
