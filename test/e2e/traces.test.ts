@@ -70,7 +70,12 @@ const tracedTools: Record<string, string> = { TOOLS: "echo" };
 
 beforeAll(async () => {
   collector = await startServer(accept);
-  defaultPort = await startServer(accept, 4318);
+  defaultPort = await startServer(accept, 4318).catch((err: unknown) => {
+    throw new Error(
+      "port 4318 is taken (a local OpenTelemetry collector or Jaeger?): this suite listens there to prove an actor without OTEL_* variables sends nothing to the exporter's default endpoint",
+      { cause: err },
+    );
+  });
   Object.assign(traced, {
     OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
     OTEL_EXPORTER_OTLP_HEADERS: "x-collector-token=traces-e2e",
