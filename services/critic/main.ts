@@ -44,7 +44,14 @@ const reviews = serve(bus.nc, bus.subjects.criticReview(), {
   queue: "critic",
   reply: CriticReviewReply,
   logger,
-  handle: (msg) => servedInSpan("critic.judge", msg, {}, () => judge(msg.data)),
+  handle: (msg) =>
+    servedInSpan(
+      "critic.judge",
+      msg,
+      {},
+      () => judge(msg.data),
+      (reply) => (reply.ok ? { "critic.passed": reply.verdict.passed } : { "error.type": reply.error.code }),
+    ),
   // A breaker's refusal says when its provider is next tried: the run comes back then.
   onError: (err) => failureReply(err, { details: true }),
   onFailure: (subject) => metrics.badRequests.inc({ subject }),

@@ -68,10 +68,20 @@ export function serveModel(
     reply: ModelCallReply,
     logger: deps.logger,
     handle: (msg) =>
-      servedInSpan("model.serve", msg, { "model.name": name }, async () => {
-        const request = decode(ModelRequest, msg.data);
-        return { schemaVersion: 1 as const, ok: true as const, response: await complete(request) };
-      }),
+      servedInSpan(
+        "model.serve",
+        msg,
+        { "model.name": name },
+        async () => {
+          const request = decode(ModelRequest, msg.data);
+          return { schemaVersion: 1 as const, ok: true as const, response: await complete(request) };
+        },
+        ({ response }) => ({
+          "gen_ai.response.model": response.model,
+          "gen_ai.usage.input_tokens": response.usage.inputTokens,
+          "gen_ai.usage.output_tokens": response.usage.outputTokens,
+        }),
+      ),
     onError: failureReply,
   });
 }

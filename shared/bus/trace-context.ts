@@ -87,16 +87,22 @@ export function contextOf(hdrs: MsgHdrs | undefined): Context | undefined {
 
 /**
  * Serves a request inside a SERVER span, child of the span its `traceparent` names (a tool's or
- * critic's caller in another process); just `serve()` while tracing is off.
+ * critic's caller in another process), with what `describe` says of the answer; just `serve()`
+ * while tracing is off.
  */
 export function servedInSpan<T>(
   name: string,
   msg: Pick<Msg, "headers">,
   attributes: Attributes,
   serve: () => Promise<T>,
+  describe?: (answer: T) => Attributes,
 ): Promise<T> {
   const tracing = activeTracing();
   if (!tracing) return serve();
   const parent = contextOf(msg.headers) ?? ROOT_CONTEXT;
-  return inSpan(tracing, name, { kind: SpanKind.SERVER, attributes, parent }, () => serve());
+  return inSpan(tracing, name, { kind: SpanKind.SERVER, attributes, parent }, async (span) => {
+    const answer = await serve();
+    if (describe) span.setAttributes(describe(answer));
+    return answer;
+  });
 }

@@ -223,7 +223,11 @@ describe("OpenTelemetry traces of a run, across actor processes", () => {
       expect(parentOf(review)?.name).toBe("phase CRITIQUE");
       const judged = named("critic.judge").filter((s) => s.parentSpanId === review.spanId);
       expect(judged).toHaveLength(1);
-      expect(judged[0]).toMatchObject({ kind: SPAN_KIND_SERVER, service: "agents-critic" });
+      expect(judged[0]).toMatchObject({
+        kind: SPAN_KIND_SERVER,
+        service: "agents-critic",
+        attributes: { "critic.passed": review.attributes["critic.passed"] },
+      });
     }
     expect(reviews[0]?.attributes["critic.score.correctness"]).toBe(0.5);
     // Nothing of the run outside its trace, and nothing in it without a parent found.
