@@ -84,6 +84,10 @@ const promtool = spawnSync("promtool", ["--version"]).status === 0;
 // As for the alert rules: CI installs promtool, and there its absence is a failure, not a skip.
 const withPromtool = promtool || process.env.CI ? it : it.skip;
 const render = kubectlAvailable() ? it : it.skip;
+if (!promtool)
+  console.warn("\n*** promtool is not on PATH: the dashboard's expressions are NOT parsed in this run ***\n");
+if (!kubectlAvailable())
+  console.warn("\n*** kubectl is not on PATH: the dashboard's ConfigMap is NOT rendered in this run ***\n");
 
 describe("deploy/k8s/components/monitoring/dashboard.json: the Grafana dashboard", () => {
   it("is a dashboard of Prometheus panels on the datasource and namespace it asks for, laid out without overlaps", () => {
