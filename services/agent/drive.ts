@@ -78,6 +78,7 @@ export class RunLease {
       throw err;
     } finally {
       clearInterval(heartbeat);
+      this.deps.trace?.end();
       // The lease's own reservations: whoever drives the run now reserves its own.
       this.deps.leases.release();
     }
@@ -330,6 +331,7 @@ export class RunLease {
       else if (effect.type !== "wal" && effect.type !== "audit") awaiting = effect;
     }
     this.deps.metrics.steps.inc();
+    this.deps.trace?.step(t);
     // Two transitions a step: a pino child per transition (bindings serialised and redacted) cost
     // about 2 % of a worker's CPU, for a handful of lines per run.
     this.logContext = { runId: t.state.runId, phase: t.state.phase, iteration: t.state.guard.iteration };

@@ -13,6 +13,7 @@ import type { RunIterations } from "./leases.js";
 import type { Reconciler } from "./reconcile.js";
 import type { LeaseRedaction } from "./redaction.js";
 import type { RunSpend } from "./spend.js";
+import type { RunTrace } from "./run-trace.js";
 
 /**
  * How a lease on a run ended: the job is acked (`done`), handed back (`release`), can never start
@@ -78,4 +79,6 @@ export interface LeaseDeps {
   serviceWait?: (tool: string) => ServiceWait | undefined;
   /** Whether the worker runs a tool in-process (AGENT_LOCAL_TOOLS): no service has its calls. */
   localTool?: (name: string) => boolean;
+  /** The lease's spans while tracing is on (see RunTrace). */
+  trace?: RunTrace;
 }

@@ -9,6 +9,7 @@ import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { uuidIds } from "../../shared/runtime/ids.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { startTracing } from "../../shared/runtime/tracing-sdk.js";
 import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
@@ -29,6 +30,7 @@ export async function startAgentWorker(
   const redaction = loadRedactionConfig("AGENT_REDACT_FILE", env.AGENT_REDACT_FILE);
   const logger = createLogger({ actor: "agent", level: env.LOG_LEVEL }).child({ workerId: env.WORKER_ID });
   fatal.use(logger);
+  const tracing = await startTracing(env, "agent", logger);
   // Registered before the worker connects: one that cannot register them takes no job.
   const policies = registerPolicies([
     ...(options.policies ?? []),
@@ -88,5 +90,6 @@ export async function startAgentWorker(
     await worker.stop();
     await health.close();
     await bus.nc.drain();
+    await tracing.shutdown();
   });
 }

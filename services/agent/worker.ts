@@ -38,6 +38,7 @@ import { leaseWriterId } from "./writer-id.js";
 import { LeaseRedaction } from "./redaction.js";
 import { Reconciler } from "./reconcile.js";
 import { localTools, registerRunTools } from "./local-tools.js";
+import { RunTrace } from "./run-trace.js";
 import type { PriceTable } from "../../shared/models/pricing.js";
 
 /** How many times a run's job is renewed (`working()`) per ack wait. */
@@ -309,6 +310,7 @@ export class AgentWorker {
     const jobSeq = msg.info.streamSequence;
     const writerId = leaseWriterId(this.options.workerId, this.leases, this.ids.next("w").slice(-8), jobSeq);
     const redaction = new LeaseRedaction(this.options.redaction);
+    const trace = RunTrace.of(bus.subjects.prefix, job, msg.headers);
     const performer = new EffectPerformer({
       registry,
       toolInput: (effect, state) => redaction.input(effect, state),
@@ -323,6 +325,7 @@ export class AgentWorker {
       guardDriver: (driver) => this.breakers.guard(driver),
       invokePolicy: { serviceWaitMs: this.options.serviceWaitMs ?? 0 },
       onServiceWait: (tool) => this.waitingFor(`tool:${tool}`, job.runId),
+      ...(trace ? { spans: trace } : {}),
     });
     return new RunLease(
       {
@@ -381,6 +384,7 @@ export class AgentWorker {
         breakerOf: (provider) => this.breakers.breakerOf(provider),
         serviceWait: (tool) => this.serviceWait(`tool:${tool}`, job.runId),
         stopping: this.drain.signal,
+        ...(trace ? { trace } : {}),
       },
       job,
     );

@@ -16,6 +16,8 @@ import { loadPriceTable } from "../../shared/models/price-config.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { instanceName } from "../../shared/runtime/instance.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { startTracing } from "../../shared/runtime/tracing-sdk.js";
+import { servedInSpan } from "../../shared/bus/trace-context.js";
 import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
@@ -27,6 +29,7 @@ const env = parseEnv(CriticEnv, process.env);
 const prices = loadPriceTable(env);
 const logger = createLogger({ actor: "critic", level: env.LOG_LEVEL });
 fatal.use(logger);
+const tracing = await startTracing(env, "critic", logger);
 const bus = await openActorBus(env, "critic", { clock: systemClock, random: systemRandom, logger, fatal });
 const metrics = new ActorMetrics("critic");
 const breakers = new ModelBreakers(
@@ -41,26 +44,35 @@ const reviews = serve(bus.nc, bus.subjects.criticReview(), {
   queue: "critic",
   reply: CriticReviewReply,
   logger,
-  handle: async (msg) => {
-    const timed = metrics.phaseSeconds.startTimer({ phase: "review" });
-    const reply = await review(msg.data, {
-      clock: systemClock,
-      random: systemRandom,
-      env: process.env,
-      prices,
-      guard,
-    });
-    timed();
-    if (reply.ok) {
-      metrics.criticVerdicts.inc({ passed: String(reply.verdict.passed) });
-      logger.info({ passed: reply.verdict.passed, scores: reply.verdict.scores }, "review done");
-    }
-    return reply;
-  },
+  handle: (msg) =>
+    servedInSpan(
+      "critic.judge",
+      msg,
+      {},
+      () => judge(msg.data),
+      (reply) => (reply.ok ? { "critic.passed": reply.verdict.passed } : { "error.type": reply.error.code }),
+    ),
   // A breaker's refusal says when its provider is next tried: the run comes back then.
   onError: (err) => failureReply(err, { details: true }),
   onFailure: (subject) => metrics.badRequests.inc({ subject }),
 });
+
+async function judge(data: Uint8Array): Promise<CriticReviewReply> {
+  const timed = metrics.phaseSeconds.startTimer({ phase: "review" });
+  const reply = await review(data, {
+    clock: systemClock,
+    random: systemRandom,
+    env: process.env,
+    prices,
+    guard,
+  });
+  timed();
+  if (reply.ok) {
+    metrics.criticVerdicts.inc({ passed: String(reply.verdict.passed) });
+    logger.info({ passed: reply.verdict.passed, scores: reply.verdict.scores }, "review done");
+  }
+  return reply;
+}
 const health = await startActorHealth(bus, env, metrics);
 // Last: a critic that answers the roll call serves reviews already.
 const instance = instanceName(systemRandom);
@@ -73,4 +85,5 @@ onShutdown(logger, async () => {
   await reviews.stop();
   breakers.stop();
   await bus.nc.drain();
+  await tracing.shutdown();
 });

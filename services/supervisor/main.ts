@@ -15,6 +15,7 @@ import { parseEnv } from "../../shared/runtime/config.js";
 import { RUN_ID_MAX_LENGTH, uuidIds } from "../../shared/runtime/ids.js";
 import { instanceName } from "../../shared/runtime/instance.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { startTracing } from "../../shared/runtime/tracing-sdk.js";
 import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
@@ -38,6 +39,7 @@ const env = parseEnv(SupervisorEnv, process.env);
 const prices = loadPriceTable(env);
 const logger = createLogger({ actor: "supervisor", level: env.LOG_LEVEL });
 fatal.use(logger);
+const tracing = await startTracing(env, "supervisor", logger);
 const bus = await openActorBus(env, "supervisor", {
   clock: systemClock,
   random: systemRandom,
@@ -181,4 +183,5 @@ onShutdown(logger, async () => {
   await released;
   await watchdog;
   await retention;
+  await tracing.shutdown();
 });

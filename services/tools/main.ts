@@ -11,6 +11,7 @@ import { serveToolsOf } from "../../shared/bus/tool-service.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
 import { createLogger } from "../../shared/runtime/logger.js";
+import { startTracing } from "../../shared/runtime/tracing-sdk.js";
 import { exitOnFatal } from "../../shared/runtime/fatal.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
@@ -35,6 +36,7 @@ const self = process.getuid && process.getgid ? { uid: process.getuid(), gid: pr
 const identity = env.TOOLS.includes("shell")
   ? shellIdentity({ uid: env.TOOLS_SHELL_UID, gid: env.TOOLS_SHELL_GID }, self)
   : undefined;
+const tracing = await startTracing(env, "tools", logger);
 const bus = await openActorBus(env, "tools", { clock: systemClock, random: systemRandom, logger, fatal });
 const metrics = new ActorMetrics("tools");
 const available: Record<(typeof BUILT_IN)[number], () => AnyTool> = {
@@ -65,4 +67,5 @@ onShutdown(logger, async () => {
   await health.close();
   await served.stop();
   await bus.nc.drain();
+  await tracing.shutdown();
 });

@@ -5,6 +5,7 @@ import type { LoopState } from "../loop/state.js";
 import { AgentError, fromErrorPayload } from "../runtime/errors.js";
 import { requestJson, type ServiceWait } from "./request.js";
 import type { Subjects } from "./subjects.js";
+import { traceHeaders } from "./trace-context.js";
 
 export const DEFAULT_CRITIC_TIMEOUT_MS = 120_000;
 
@@ -36,6 +37,7 @@ export function remoteCritic(
       CriticReviewReply,
       {
         timeoutMs: deps.timeoutMs ?? DEFAULT_CRITIC_TIMEOUT_MS,
+        headers: traceHeaders(),
         // A review has no side effect: one whose reply a dropped connection lost is asked again
         // rather than sending a good answer back for repair.
         wait: deps.wait && { ...deps.wait, repeatable: true },

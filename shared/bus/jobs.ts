@@ -13,6 +13,7 @@ import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
 import { decode, encode } from "./codec.js";
 import { ensureDurable } from "./durable.js";
+import { jobTraceHeaders } from "./trace-context.js";
 import { withBusRetry } from "./retry.js";
 import type { Subjects } from "./subjects.js";
 
@@ -36,8 +37,10 @@ export async function publishJob(
   msgID: string,
 ): Promise<{ seq: number; duplicate: boolean }> {
   const data = encode(RunJob, job);
+  // The run's span, as the parent of what the worker taking the job does (see RunTrace).
+  const headers = jobTraceHeaders(deps.subjects.prefix, job);
   const ack = await withBusRetry(`job for run ${job.runId}`, deps, () =>
-    deps.js.publish(deps.subjects.runQueue(job.runId), data, { msgID }),
+    deps.js.publish(deps.subjects.runQueue(job.runId), data, { msgID, ...(headers ? { headers } : {}) }),
   );
   return { seq: ack.seq, duplicate: ack.duplicate };
 }

@@ -5,6 +5,7 @@ import type { Logger } from "../runtime/logger.js";
 import type { ModelDriver } from "../models/driver.js";
 import { withRefSampling } from "../models/sampling.js";
 import { decode } from "./codec.js";
+import { servedInSpan, traceHeaders } from "./trace-context.js";
 import { requestJson, type ServiceWait } from "./request.js";
 import { failureReply, serve } from "./serve.js";
 import type { Subjects } from "./subjects.js";
@@ -43,6 +44,7 @@ export function actorModelDriver(ref: ActorModelRef, deps: ModelActorDeps): Mode
           // A turn has no side effect: one whose reply a dropped connection lost is asked again
           // (billed twice, perhaps) rather than failing its run.
           wait: deps.wait && { ...deps.wait, repeatable: true },
+          headers: traceHeaders(),
         },
       );
       if (!reply.ok) throw fromErrorPayload(reply.error, "MODEL_REJECTED");
@@ -65,10 +67,21 @@ export function serveModel(
     queue: `models.${name}`,
     reply: ModelCallReply,
     logger: deps.logger,
-    handle: async (msg) => {
-      const request = decode(ModelRequest, msg.data);
-      return { schemaVersion: 1 as const, ok: true as const, response: await complete(request) };
-    },
+    handle: (msg) =>
+      servedInSpan(
+        "model.serve",
+        msg,
+        { "model.name": name },
+        async () => {
+          const request = decode(ModelRequest, msg.data);
+          return { schemaVersion: 1 as const, ok: true as const, response: await complete(request) };
+        },
+        ({ response }) => ({
+          "gen_ai.response.model": response.model,
+          "gen_ai.usage.input_tokens": response.usage.inputTokens,
+          "gen_ai.usage.output_tokens": response.usage.outputTokens,
+        }),
+      ),
     onError: failureReply,
   });
 }

@@ -7,6 +7,7 @@ import type { Logger } from "../runtime/logger.js";
 import { outputExtras, type AnyTool } from "../tools/tool.js";
 import { requestJson, type ServiceWait } from "./request.js";
 import type { Subjects } from "./subjects.js";
+import { traceHeaders } from "./trace-context.js";
 
 export interface RemoteToolDeps {
   nc: NatsConnection;
@@ -53,7 +54,12 @@ export function remoteTool(descriptor: ToolDescriptor, deps: RemoteToolDeps): An
           },
         },
         ToolCallReply,
-        { timeoutMs: descriptor.timeoutMs, unavailable: "TOOL_UNAVAILABLE", timeout: "TOOL_TIMEOUT" },
+        {
+          timeoutMs: descriptor.timeoutMs,
+          unavailable: "TOOL_UNAVAILABLE",
+          timeout: "TOOL_TIMEOUT",
+          headers: traceHeaders(),
+        },
       );
       if (!reply.ok) throw fromErrorPayload(reply.error, "TOOL_FAILED");
       return { output: reply.output, ...outputExtras(reply) };

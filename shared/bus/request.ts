@@ -1,4 +1,4 @@
-import type { Msg, NatsConnection } from "@nats-io/transport-node";
+import type { Msg, MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import type { z } from "zod";
 import type { Clock } from "../runtime/clock.js";
 import { AgentError, type ErrorCode } from "../runtime/errors.js";
@@ -19,6 +19,8 @@ export interface RequestOptions {
   timeout?: ErrorCode;
   /** Wait for a service when nobody serves the subject yet, instead of failing at once. */
   wait?: ServiceWait | undefined;
+  /** Sent with the request (a `traceparent`, see traceHeaders). */
+  headers?: MsgHdrs | undefined;
 }
 
 /**
@@ -69,13 +71,14 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
 ): Promise<z.output<R>> {
   const data = encode(request.schema, request.value);
   const { wait } = options;
+  const sent = sendOptions(options);
   // The wait counts from the first failure, not the first ask: a read whose reply a restart lost
   // after a long wait for it (a model's turn) is asked again all the same.
   let since: number | undefined;
   for (let asked = 0; ; asked++) {
     let msg: Msg;
     try {
-      msg = await ReplyInbox.of(nc).request(subject, data, { timeoutMs: options.timeoutMs });
+      msg = await ReplyInbox.of(nc).request(subject, data, sent);
     } catch (err) {
       if (wait && wait.waitMs > 0) since ??= wait.clock.now();
       const left =
@@ -95,6 +98,12 @@ export async function requestJson<Q extends z.ZodType, R extends z.ZodType>(
     }
     return decode(reply, msg.data);
   }
+}
+
+function sendOptions(options: RequestOptions): { timeoutMs: number; headers?: MsgHdrs } {
+  return options.headers
+    ? { timeoutMs: options.timeoutMs, headers: options.headers }
+    : { timeoutMs: options.timeoutMs };
 }
 
 /** A transport failure as an AgentError with the caller's codes. */

@@ -24,6 +24,7 @@ import { storageFull } from "./storage-full.js";
 import { serveSettle } from "./tool-settle.js";
 import { nowOrWhenRoom } from "./when-room.js";
 import { refusedOnly } from "./run-log.js";
+import { servedInSpan } from "./trace-context.js";
 
 export interface ToolServiceDeps extends IdempotencyBucketDeps {
   invoker: ToolInvoker;
@@ -74,10 +75,13 @@ export function serveTool(tool: AnyTool, deps: ToolServiceDeps): Subscription[] 
         deps.logger.error({ err, tool: tool.name }, "tool subscription failed");
         return;
       }
-      const handled = handler(tool, deps, msg).catch((e: unknown) => {
-        deps.logger.error({ err: e, tool: tool.name }, "tool call handler failed");
-        respond(msg, failure(toAgentError(e)));
-      });
+      const served = () => handler(tool, deps, msg);
+      const handled = servedInSpan("tool.serve", msg, { "tool.name": tool.name }, served).catch(
+        (e: unknown) => {
+          deps.logger.error({ err: e, tool: tool.name }, "tool call handler failed");
+          respond(msg, failure(toAgentError(e)));
+        },
+      );
       void deps.inFlight?.track(handled);
     },
   });

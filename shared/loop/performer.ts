@@ -43,6 +43,20 @@ export interface PerformerDeps {
    * inputs; see LeaseRedaction). May throw an AgentError: the call is then aborted with it, unsent.
    */
   toolInput?: (effect: Extract<Effect, { type: "callTool" }>, state: LoopState) => unknown;
+  /** Traces each model call, tool call and review (see EffectSpans); absent: no tracing, no cost. */
+  spans?: EffectSpans;
+}
+
+/**
+ * Where the shell traces the effects it performs: `around` runs `perform` inside a span of the
+ * effect and returns its event. Each call of a batch of tool calls gets a span of its own.
+ */
+export interface EffectSpans {
+  around<E extends LoopEvent | undefined>(
+    effect: AwaitingEffect,
+    state: LoopState,
+    perform: () => Promise<E>,
+  ): Promise<E>;
 }
 
 /**
@@ -75,6 +89,17 @@ export class EffectPerformer {
   }
 
   async perform(
+    effect: AwaitingEffect,
+    state: LoopState,
+    signal?: AbortSignal,
+  ): Promise<LoopEvent | undefined> {
+    const spans = this.deps.spans;
+    if (spans && effect.type !== "callTool")
+      return spans.around(effect, state, () => this.performNow(effect, state, signal));
+    return this.performNow(effect, state, signal);
+  }
+
+  private async performNow(
     effect: AwaitingEffect,
     state: LoopState,
     signal?: AbortSignal,
@@ -136,7 +161,10 @@ export class EffectPerformer {
   ): Promise<LoopEvent> {
     const recorded = this.idempotent.get(effect.idempotencyKey);
     if (recorded) return { ...recorded, at: this.deps.clock.now() };
-    const event = await this.execute(effect, state, signal);
+    const spans = this.deps.spans;
+    const event = await (spans
+      ? spans.around(effect, state, () => this.execute(effect, state, signal))
+      : this.execute(effect, state, signal));
     this.idempotent.set(effect.idempotencyKey, event);
     return event;
   }

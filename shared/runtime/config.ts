@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { AgentError } from "./errors.js";
+import { TracingEnv } from "./tracing-env.js";
 
 /** The subject prefix of a cluster that sets no AGENTS_PREFIX (the one the shipped permissions grant). */
 export const DEFAULT_PREFIX = "agents";
@@ -122,6 +123,8 @@ export const ActorEnv = z.object({
   MODEL_KEY_ENVS: ModelKeyEnvs.optional().describe(
     "The variables a spec's model may name as its key (`apiKeyEnv`), comma-separated, `*` for any name characters (`TEAM_*_KEY`); unset: `*_API_KEY`. Another is refused with `MODEL_KEY_DENIED`, so a spec cannot have any other variable (the NATS password) sent to its endpoint; a provider's own (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`) is always allowed.",
   ),
+  // Traces: the standard OTEL_* variables (see tracing-env.ts and docs/traces.md).
+  ...TracingEnv.shape,
 });
 export type ActorEnv = z.infer<typeof ActorEnv>;
 

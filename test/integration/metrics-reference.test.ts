@@ -14,6 +14,29 @@ interface Described {
   labelNames?: readonly string[];
 }
 
+/** The page's section on the dashboard (test/unit/dashboard.test.ts checks the dashboard itself). */
+const DASHBOARD = [
+  "## The Grafana dashboard",
+  "",
+  "[`deploy/k8s/components/monitoring/dashboard.json`](../deploy/k8s/components/monitoring/dashboard.json)",
+  "shows these metrics in Grafana, a row each: **runs** (admitted and refused by code, pool slots by",
+  "status, jobs waiting, the critic's pass rate), **steps and latency** (steps per second by worker, the",
+  "p50 and p95 wait on each effect, guard trips by reason), **tools and critic** (calls by tool and",
+  "outcome, verdicts, waits for a service, refused requests), **model providers** (breakers opened,",
+  "turns refused, runs left waiting), **durability** (redeliveries, fencing conflicts, failed leases by",
+  "code, lost admissions, orphans, retention), **JetStream** (storage against its limit, current copies",
+  "of each store against its replicas, answering by actor) and **processes** (CPU, memory and event-loop",
+  "lag of each actor). Its variables pick the Prometheus data source and the namespaces (all by default).",
+  "",
+  "The monitoring component ([Deploying](deploying.md)) ships it as the ConfigMap",
+  '`bounded-agents-dashboard`, labelled `grafana_dashboard: "1"` and annotated',
+  "`grafana_folder: bounded-agents`: the dashboard sidecar of kube-prometheus-stack's Grafana loads it",
+  "(give the sidecar `searchNamespace: ALL`, or the namespace of your overlay, when Grafana runs",
+  "elsewhere). Without the sidecar, import the JSON file (Dashboards → New → Import). Every expression",
+  "reads only series the actors export, and parses (`test/unit/dashboard.test.ts`, with `promtool`).",
+  "",
+];
+
 /** The runtime's own metrics (not Node's defaults) as a Markdown table, sorted by name. */
 async function reference(registry: Registry): Promise<string> {
   const metrics = registry
@@ -41,6 +64,7 @@ async function reference(registry: Registry): Promise<string> {
     "| --- | --- | --- | --- |",
     ...rows,
     "",
+    ...DASHBOARD,
   ].join("\n");
 }
 

@@ -39,6 +39,8 @@ const CONDITIONAL_SKIPS: Record<string, string> = {
   "test/unit/deploy.test.ts": "rendering the overlays needs kubectl on PATH",
   "test/unit/alert-rules.test.ts":
     "evaluating the alert rules needs promtool on PATH (never skipped under CI)",
+  "test/unit/dashboard.test.ts":
+    "parsing the dashboard's PromQL needs promtool (never skipped under CI), rendering its ConfigMap kubectl",
 };
 const titles = sources.flatMap((src) =>
   [...src.matchAll(/\bit\(\s*"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1] as string),
