@@ -184,10 +184,14 @@ function describeOutcome(span: Span, event: NonNullable<LoopEvent>): void {
     case "toolCompleted":
       span.setAttribute("tool.outcome", "completed");
       break;
-    case "modelFailed":
     case "toolAborted":
+      span.setAttribute("tool.outcome", "aborted");
+      // A tool's error message may quote its data, which redaction keeps out of the log (this
+      // event is not redacted yet): the trace gets the code only.
+      failed(span, event.error, event.error.code);
+      break;
+    case "modelFailed":
     case "criticFailed":
-      if (event.type === "toolAborted") span.setAttribute("tool.outcome", "aborted");
       failed(span, event.error, `${event.error.code}: ${event.error.message}`);
       break;
     default:
