@@ -15,13 +15,14 @@ import { startNats, type TestNats } from "../helpers/nats-server.js";
 const SUBSCRIBER = fileURLToPath(new URL("../../examples/audit-subscriber.mjs", import.meta.url));
 
 /** The permission variable of each NATS user of the shipped model (permissions.conf). */
-const PERMISSIONS: Record<ActorKind | "cli", string> = {
+const PERMISSIONS: Record<ActorKind | "cli" | "console", string> = {
   supervisor: "$SUPERVISOR_PERMISSIONS",
   agent: "$AGENT_PERMISSIONS",
   critic: "$CRITIC_PERMISSIONS",
   tools: "$TOOL_PERMISSIONS",
   mcp: "$TOOL_PERMISSIONS",
   cli: "$CLI_PERMISSIONS",
+  console: "$CONSOLE_PERMISSIONS",
 };
 
 /**
@@ -34,7 +35,7 @@ describe("a cluster whose actors log in with NKeys", () => {
   let server: TestNats;
   let cluster: LocalCluster;
   let tls: Record<string, string>;
-  const seeds = {} as Record<ActorKind | "cli", string>;
+  const seeds = {} as Record<ActorKind | "cli" | "console", string>;
 
   /** Writes a new user key's seed to a file: its path and public key. */
   const newKey = async (name: string, seed?: Uint8Array): Promise<{ file: string; publicKey: string }> => {
@@ -57,7 +58,7 @@ describe("a cluster whose actors log in with NKeys", () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "nkeys-"));
     const users: string[] = [];
-    for (const kind of Object.keys(PERMISSIONS) as (ActorKind | "cli")[]) {
+    for (const kind of Object.keys(PERMISSIONS) as (ActorKind | "cli" | "console")[]) {
       const { file, publicKey } = await newKey(kind);
       seeds[kind] = file;
       users.push(`    { nkey: ${publicKey}, permissions: ${PERMISSIONS[kind]} }`);

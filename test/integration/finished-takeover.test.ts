@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { RunLease } from "../../services/agent/drive.js";
 import type { LeaseDeps } from "../../services/agent/lease-deps.js";
 import { IterationLeases } from "../../services/agent/leases.js";
+import { LeaseRedaction } from "../../services/agent/redaction.js";
 import { KillSwitchView } from "../../shared/bus/kill-switch.js";
 import { LogWriter, readLog } from "../../shared/bus/run-log.js";
 import { RunStatusStore } from "../../shared/bus/run-status.js";
@@ -25,6 +26,7 @@ function leaseOf(bus: LeaseDeps["bus"], job: RunJob): RunLease {
     checkpointEvery: 3,
     discover: () => Promise.resolve([describeTool(echoTool)]),
     performer: { restore: () => Promise.resolve(true) },
+    redaction: new LeaseRedaction(undefined),
     leases: new IterationLeases(bus, 4).forRun(job),
     killSwitch: new KillSwitchView(),
     workerId: "agent-t",

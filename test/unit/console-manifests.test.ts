@@ -87,6 +87,9 @@ describe("deploy/k8s/components/console: the web console, opt-in", () => {
   });
 
   const render = kubectlAvailable() ? it : it.skip;
+  if (!kubectlAvailable()) {
+    console.warn("\n*** kubectl is not on PATH: the console component is NOT rendered in this run ***\n");
+  }
   render(
     "added to the dev overlay, it renders valid objects, with the console's NATS password and tokens",
     () => {

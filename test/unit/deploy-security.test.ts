@@ -12,6 +12,9 @@ import {
 } from "../helpers/k8s.js";
 
 const render = kubectlAvailable() ? it : it.skip;
+if (!kubectlAvailable()) {
+  console.warn("\n*** kubectl is not on PATH: the security overlays are NOT rendered in this run ***\n");
+}
 const rendered = (overlay: string): K8sObject[] => kustomize(join(K8S, "overlays", overlay)) ?? [];
 const configMap = (objects: K8sObject[], prefix: string): Record<string, string> =>
   objects.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith(prefix))?.data ?? {};

@@ -22,6 +22,7 @@ let root: string;
 let outside: string;
 let config: ShellConfig;
 const isRoot = process.getuid?.() === 0;
+if (!isRoot) console.warn("\n*** not root: running commands as another user is NOT tested in this run ***\n");
 
 const run = (allowedCommands: string[], input: Record<string, unknown>, signal?: AbortSignal) => {
   const tool = createShellTool(config);
