@@ -65,6 +65,8 @@ export const McpHttpServer = z.strictObject({
   /** A streamable HTTP endpoint. */
   url: z.url({ protocol: /^https?$/ }),
   headers: z.record(z.string().min(1), z.string()).default({}),
+  /** Headers copied from the bridge's environment, `{ Authorization: BRIDGE_VAR }`: tokens stay out of the file. */
+  headersFrom: z.record(z.string().min(1), EnvName).default({}),
   ...Common,
 });
 

@@ -168,18 +168,14 @@ export class McpServerLink {
     const { config } = this;
     if (!isStdio(config)) {
       return new StreamableHTTPClientTransport(new URL(config.url), {
-        requestInit: { headers: config.headers },
+        requestInit: { headers: { ...config.headers, ...this.fromEnv(config.headersFrom) } },
       });
     }
-    const copied = Object.entries(config.envFrom).flatMap(([to, from]) => {
-      const value = this.deps.env[from];
-      return value === undefined ? [] : [[to, value] as const];
-    });
     const transport = new StdioClientTransport({
       command: config.command,
       args: config.args,
       // Never the bridge's whole environment: it holds the NATS password.
-      env: { ...getDefaultEnvironment(), ...Object.fromEntries(copied), ...config.env },
+      env: { ...getDefaultEnvironment(), ...this.fromEnv(config.envFrom), ...config.env },
       ...(config.cwd ? { cwd: config.cwd } : {}),
       stderr: "pipe",
     });
@@ -190,6 +186,16 @@ export class McpServerLink {
       );
     });
     return transport;
+  }
+
+  /** `{ NAME: BRIDGE_VAR }` as `{ NAME: value }`, from the bridge's environment; unset variables left out. */
+  private fromEnv(names: Record<string, string>): Record<string, string> {
+    return Object.fromEntries(
+      Object.entries(names).flatMap(([to, from]) => {
+        const value = this.deps.env[from];
+        return value === undefined ? [] : [[to, value] as const];
+      }),
+    );
   }
 
   private wake(): void {

@@ -30,7 +30,9 @@ const everything = (await import(
 )) as {
   createServer: () => { server: McpServer };
 };
-const http = await serveMcpOverHttp(everything.createServer);
+// It requires a token, which the bridge takes from its environment (headersFrom), not the file.
+const WEB_TOKEN = "Bearer e2e-token-from-the-environment";
+const http = await serveMcpOverHttp(everything.createServer, { name: "Authorization", value: WEB_TOKEN });
 
 const serversFile = join(root, "mcp-servers.json");
 await writeFile(
@@ -59,7 +61,11 @@ await writeFile(
           },
         },
       },
-      web: { url: http.url, tools: { echo: { idempotent: true, reversibility: "pure" } } },
+      web: {
+        url: http.url,
+        headersFrom: { Authorization: "MCP_WEB_TOKEN" },
+        tools: { echo: { idempotent: true, reversibility: "pure" } },
+      },
       // The same server again, its long-running tool left as undeclared: not idempotent.
       once: {
         command: process.execPath,
@@ -73,7 +79,7 @@ await writeFile(
 const suite = useClusterSuite("mcp", {
   actors: [
     { kind: "supervisor" },
-    { kind: "mcp", env: { MCP_SERVERS_FILE: serversFile } },
+    { kind: "mcp", env: { MCP_SERVERS_FILE: serversFile, MCP_WEB_TOKEN: WEB_TOKEN } },
     { kind: "agent", name: "agent-1" },
   ],
   env: { AGENT_RETRY_DELAY_MS: "500" },
@@ -266,7 +272,7 @@ describe("the MCP bridge on a cluster", () => {
     expect(output("every_get-env")).not.toContain("NATS_URL");
   }, 90_000);
 
-  it("a streamable HTTP server: its tools are served and called like a stdio server's", async () => {
+  it("a streamable HTTP server: its tools are served and called like a stdio server's, with a token from the environment", async () => {
     const run = await runCalls(
       [
         { name: "web_echo", input: { message: "over HTTP" } },
@@ -280,6 +286,8 @@ describe("the MCP bridge on a cluster", () => {
       { ok: true, output: { text: expect.stringContaining("is 42") as unknown } },
     ]);
     expect(http.sessions()).toBe(1);
+    expect(http.refused()).toBe(0);
+    expect(await readFile(serversFile, "utf8")).not.toContain(WEB_TOKEN);
     // The grant names the server: another server's grant does not reach it.
     const other = await runCalls([{ name: "web_echo", input: { message: "x" } }], [grant("every")]);
     expect(other.outcomes).toEqual([]);

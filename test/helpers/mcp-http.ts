@@ -8,6 +8,8 @@ export interface McpHttpServer {
   url: string;
   /** How many MCP sessions were opened. */
   sessions: () => number;
+  /** How many requests lacked the required header. */
+  refused: () => number;
   close(): Promise<void>;
 }
 
@@ -16,10 +18,20 @@ export interface McpHttpServer {
  * `create` per session, as server-everything's own HTTP launcher does (which listens on every
  * interface, so it is not used here).
  */
-export async function serveMcpOverHttp(create: () => { server: McpServer }): Promise<McpHttpServer> {
+export async function serveMcpOverHttp(
+  create: () => { server: McpServer },
+  /** A header every request must carry with this value, else 401 (a token the bridge sends). */
+  required?: { name: string; value: string },
+): Promise<McpHttpServer> {
   const transports = new Map<string, StreamableHTTPServerTransport>();
   let opened = 0;
+  let refused = 0;
   const http = createHttpServer((req, res) => {
+    if (required && req.headers[required.name.toLowerCase()] !== required.value) {
+      refused += 1;
+      res.writeHead(401).end();
+      return;
+    }
     const session = req.headers["mcp-session-id"];
     const known = typeof session === "string" ? transports.get(session) : undefined;
     if (known) {
@@ -45,6 +57,7 @@ export async function serveMcpOverHttp(create: () => { server: McpServer }): Pro
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     sessions: () => opened,
+    refused: () => refused,
     close: async () => {
       await Promise.all([...transports.values()].map((t) => t.close()));
       http.closeAllConnections();

@@ -134,8 +134,10 @@ function checkNatsConfig(files: Record<string, string>, label: string): void {
   const text = files["users.conf"] ?? "";
   const users = [...text.matchAll(/user: (\w+), password: \$NATS_(\w+)_PASSWORD/g)];
   const keyed = [...text.matchAll(/nkey: \$NATS_(\w+)_NKEY/g)];
+  // By key (prod), the MCP bridge has a user of its own, with the tool services' permissions.
+  const expected = [...Object.values(NATS_USERS).map((u) => u.user), ...(keyed.length > 0 ? ["mcp"] : [])];
   expect([...users.map((m) => m[1]), ...keyed.map((m) => m[1]?.toLowerCase())].sort(), label).toEqual(
-    [...new Set(Object.values(NATS_USERS).map((u) => u.user))].sort(),
+    [...new Set(expected)].sort(),
   );
   const passwords = {
     ...Object.fromEntries(users.map((m) => [`NATS_${m[2] ?? ""}_PASSWORD`, "x"])),

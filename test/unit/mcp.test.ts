@@ -55,6 +55,23 @@ describe("MCP_SERVERS_FILE", () => {
     expect(json.servers.a).toMatchObject({ command: "x", args: [] });
   });
 
+  it("an HTTP server's headers may come from the bridge's environment, named by a variable (headersFrom)", () => {
+    const file = parseServersFile(
+      "servers:\n  remote:\n    url: https://mcp.example.test/mcp\n    headersFrom: { Authorization: SEARCH_TOKEN }\n",
+      "servers.yaml",
+    );
+    expect(file.servers.remote).toMatchObject({
+      headers: {},
+      headersFrom: { Authorization: "SEARCH_TOKEN" },
+    });
+    expect(() =>
+      parseServersFile(
+        "servers:\n  remote:\n    url: https://mcp.example.test/mcp\n    headersFrom: { Authorization: Bearer x }\n",
+        "servers.yaml",
+      ),
+    ).toThrow(/servers\.remote\.headersFrom\.Authorization: an environment variable's name/);
+  });
+
   it("a bad file is INVALID_INPUT naming the file and each wrong field", () => {
     const refusal = (text: string): AgentError => {
       try {
