@@ -22,6 +22,7 @@ import {
 import { authorizeTool } from "../../shared/tools/capabilities.js";
 import { localToolProblem } from "../../services/agent/local-tools.js";
 import { toolCtx } from "../helpers/fixtures.js";
+import { sleeping, sleepMarker } from "../helpers/processes.js";
 
 let base: string;
 let root: string;
@@ -279,29 +280,12 @@ describe("the shell tool runs granted programs, argv only", () => {
   });
 });
 
-/** A `sleep` duration no other process uses, to find it by its command line. */
-const marker = (): string => `3600.${process.pid}${Math.floor(Math.random() * 1e6)}`;
-
-/** The processes still running `sleep <duration>` (a dead one awaiting its reaper is not running). */
-async function sleeping(duration: string): Promise<number[]> {
-  const found: number[] = [];
-  for (const pid of (await readdir("/proc")).filter((name) => /^\d+$/.test(name))) {
-    const [cmdline, stat] = await Promise.all([
-      readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => ""),
-      readFile(`/proc/${pid}/stat`, "utf8").catch(() => ""),
-    ]);
-    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
-    if (cmdline === `sleep\0${duration}\0` && !["Z", "X", ""].includes(state)) found.push(Number(pid));
-  }
-  return found;
-}
-
 describe("under root, each command in a PID namespace of its own", () => {
   it.runIf(isRoot)(
     "what a command detaches with setsid dies when it exits, where a process group kill misses it",
     async () => {
       expect(pidNamespace).toBeDefined();
-      const duration = marker();
+      const duration = sleepMarker();
       const tool = createShellTool({ ...config, ...(pidNamespace ? { pidNamespace } : {}) });
       const result = await tool.execute(
         tool.input.parse({ command: "sh", args: ["-c", `setsid sleep ${duration} & echo started`] }),
@@ -324,7 +308,7 @@ describe("under root, each command in a PID namespace of its own", () => {
     async () => {
       expect(pidNamespace).toBeDefined();
       if (!pidNamespace) return;
-      const [detached, waiting] = [marker(), marker()];
+      const [detached, waiting] = [sleepMarker(), sleepMarker()];
       const sh = await findExecutable("sh");
       const run = inPidNamespace(pidNamespace, { uid: NOBODY, gid: NOBODY }, sh?.path ?? "/bin/sh", [
         "-c",
