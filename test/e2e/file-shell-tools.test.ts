@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import { readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,7 +8,7 @@ import { decode } from "../../shared/bus/codec.js";
 import type { CapabilityObject } from "../../shared/contracts/capability.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
-import { sleeping, sleepMarker } from "../helpers/processes.js";
+import { detachingScript, sleeping, sleepMarker } from "../helpers/processes.js";
 import { until } from "../helpers/until.js";
 
 /**
@@ -170,7 +170,7 @@ describe("file and shell tools on a cluster", () => {
           call("file_read", { path: "/proc/self/environ" }),
           call("file_list", { path: "/proc/1" }),
           call("shell", { command: "grep", args: ["-q", "no-such-line", "/etc/passwd"] }),
-          call("shell", { command: "sh", args: ["-c", `setsid sleep ${detached} & echo started`] }),
+          call("shell", { command: "sh", args: ["-c", detachingScript(detached)] }),
           { text: "done" },
         ],
         tools: ["file_read", "file_list", "shell"],
@@ -216,7 +216,7 @@ describe("file and shell tools on a cluster", () => {
       await suite.client.submit(
         spec({
           script: [
-            call("shell", { command: "sh", args: ["-c", `setsid sleep ${detached} & sleep ${waiting}`] }),
+            call("shell", { command: "sh", args: ["-c", `${detachingScript(detached)}; sleep ${waiting}`] }),
             { text: "never reached" },
           ],
           tools: ["shell"],
@@ -225,7 +225,9 @@ describe("file and shell tools on a cluster", () => {
       );
       const running = async (): Promise<number> =>
         (await sleeping(detached)).length + (await sleeping(waiting)).length;
-      await until(async () => (await running()) === 2, 10_000, { what: "the command's two sleeps running" });
+      // The detached sleep has left the command's process group once its file is there.
+      await until(() => existsSync(join(work, `${detached}.ready`)), 10_000, { what: "the detached sleep" });
+      expect(await sleeping(detached)).not.toEqual([]);
       const tools = suite.cluster.actors.get("tools");
       suite.cluster.signal("tools", "SIGKILL");
       await tools?.exited;
