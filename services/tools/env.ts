@@ -48,7 +48,7 @@ export const ToolsEnv = ActorEnv.extend({
   TOOLS_SHELL_UID: uid
     .optional()
     .describe(
-      "The user id `shell` commands run as when the tools actor runs as root; unset: 65534 (`nobody`), so a command has no more rights than any user. A tools actor not running as root runs commands as itself and refuses another id.",
+      "The user id `shell` commands run as when the tools actor runs as root; unset: 65534 (`nobody`), so a command has no more rights than any user. A tools actor not running as root would run commands as itself: it refuses another id, and starts only with `TOOLS_SHELL_SAME_USER=true`.",
     ),
   TOOLS_SHELL_GID: uid
     .optional()
