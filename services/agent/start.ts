@@ -4,6 +4,7 @@
  * names. Configuration comes from the environment (see docs/configuration.md); SIGTERM/SIGINT
  * drain it: no new jobs, current steps finish, jobs go back to the queue at once for another worker.
  */
+import { secretFilesOf } from "../../shared/tools/builtin/protected-paths.js";
 import { onShutdown, openActorBus, startActorHealth } from "../../shared/bus/actor.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { parseEnv } from "../../shared/runtime/config.js";
@@ -64,6 +65,7 @@ export async function startAgentWorker(
         cooldownMs: env.AGENT_MODEL_BREAKER_COOLDOWN_MS,
       },
       localTools: env.AGENT_LOCAL_TOOLS,
+      secretFiles: secretFilesOf(env),
       memoryRecallWindow: env.MEMORY_RECALL_WINDOW,
       policies,
       env: process.env,

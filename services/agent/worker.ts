@@ -62,6 +62,8 @@ export interface WorkerOptions {
   serviceWaitMs?: number;
   /** See AGENT_LOCAL_TOOLS (absent: none, every tool is asked of its service). */
   localTools?: readonly string[];
+  /** This worker's credential files, which its in-process file tools refuse (see secretFilesOf). */
+  secretFiles?: readonly string[];
   /** See MEMORY_RECALL_WINDOW (absent or 0: a recall reads every memory of its agent). */
   memoryRecallWindow?: number;
   /** How long a FENCED or failing job waits before it is offered again. */
@@ -121,7 +123,10 @@ export class AgentWorker {
     private readonly ids: IdGenerator,
   ) {
     this.memory = new KvMemory(bus.buckets.memory, bus.clock, memoryReads(bus, options.memoryRecallWindow));
-    this.local = localTools(options.localTools ?? [], { memory: this.memory });
+    this.local = localTools(options.localTools ?? [], {
+      memory: this.memory,
+      ...(options.secretFiles ? { secretFiles: options.secretFiles } : {}),
+    });
     this.breakers = new ModelBreakers(
       bus.buckets.modelBreakers,
       options.modelBreaker ?? { failures: 0, cooldownMs: 1 },

@@ -48,12 +48,19 @@ export const ToolsEnv = ActorEnv.extend({
   TOOLS_SHELL_UID: uid
     .optional()
     .describe(
-      "The user id `shell` commands run as when the tools actor runs as root; unset: 65534 (`nobody`), so a command has no more rights than any user. A tools actor not running as root runs commands as itself and refuses another id.",
+      "The user id `shell` commands run as when the tools actor runs as root; unset: 65534 (`nobody`), so a command has no more rights than any user. A tools actor not running as root would run commands as itself: it refuses another id, and starts only with `TOOLS_SHELL_SAME_USER=true`.",
     ),
   TOOLS_SHELL_GID: uid
     .optional()
     .describe(
       "The group id `shell` commands run as when the tools actor runs as root; unset: 65534 (`nogroup`).",
+    ),
+  TOOLS_SHELL_SAME_USER: z
+    .enum(["true", "false"])
+    .default("false")
+    .transform((v) => v === "true")
+    .describe(
+      "`true` lets `shell` run commands as the tools actor's own user (a tools actor not running as root, or `TOOLS_SHELL_UID=0`), accepting that a granted program can then read the actor's credentials: its environment in `/proc` (`NATS_PASSWORD`) and its key files. Unset or `false`: such a tools actor refuses to start when `TOOLS` names `shell`.",
     ),
   TOOLS_SHELL_TIMEOUT_MS: whole(100, 3_600_000, DEFAULT_COMMAND_TIMEOUT_MS).describe(
     "The longest, in milliseconds, a `shell` command may run (a call may ask for less) before its whole process group is killed and the call fails.",

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import { readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +8,8 @@ import { decode } from "../../shared/bus/codec.js";
 import type { CapabilityObject } from "../../shared/contracts/capability.js";
 import { settled, useClusterSuite } from "../helpers/cluster-suite.js";
 import { spec } from "../helpers/fixtures.js";
+import { detachingScript, sleeping, sleepMarker } from "../helpers/processes.js";
+import { until } from "../helpers/until.js";
 
 /**
  * The file and shell tools served by a tools actor, on a cluster: a run reads and writes files in
@@ -24,6 +26,7 @@ chmodSync(base, 0o755);
 chmodSync(work, 0o777);
 writeFileSync(join(outside, "secret.txt"), "secret");
 symlinkSync(outside, join(work, "out-dir"));
+const isRoot = process.getuid?.() === 0;
 
 const suite = useClusterSuite("fileshell", {
   actors: [
@@ -34,6 +37,8 @@ const suite = useClusterSuite("fileshell", {
         TOOLS: "file_read,file_write,file_list,shell",
         TOOLS_SHELL_ROOTS: work,
         TOOLS_SHELL_TIMEOUT_MS: "5000",
+        // Not root, commands run as the actor itself: the tests accept that.
+        ...(isRoot ? {} : { TOOLS_SHELL_SAME_USER: "true" }),
       },
     },
     { kind: "agent", name: "agent-1" },
@@ -154,4 +159,80 @@ describe("file and shell tools on a cluster", () => {
       ) as string,
     });
   }, 30_000);
+
+  it("the review's escapes: another name of one executable, the kernel's files, a non-zero exit answered, a setsid that would outlive its call", async () => {
+    const detached = sleepMarker();
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          // /usr/bin/awk leads to mawk: the same file, another name.
+          call("shell", { command: "awk", args: ["BEGIN { print 1 }"] }),
+          call("file_read", { path: "/proc/self/environ" }),
+          call("file_list", { path: "/proc/1" }),
+          call("shell", { command: "grep", args: ["-q", "no-such-line", "/etc/passwd"] }),
+          call("shell", { command: "sh", args: ["-c", detachingScript(detached)] }),
+          { text: "done" },
+        ],
+        tools: ["file_read", "file_list", "shell"],
+        capabilities: [
+          { kind: "fileRead", allowedPaths: ["*"] },
+          { kind: "shell", allowedCommands: ["mawk", "grep", "sh"] },
+        ],
+      }),
+    );
+    expect(await suite.waitFor(runId, settled, 20_000)).toMatchObject({ status: "committed" });
+    const audit = await suite.audit(runId);
+    expect(audit.filter((e) => e.kind === "tool.denied").map((e) => [e.actor, e.data?.["code"]])).toEqual([
+      ["tool:shell", "COMMAND_NOT_ALLOWED"],
+      ["tool:file_read", "PATH_NOT_ALLOWED"],
+      ["tool:file_list", "PATH_NOT_ALLOWED"],
+    ]);
+    const outputs = (await suite.wal(runId)).flatMap((r) =>
+      r.record.type === "COMPLETE" ? [r.record.event.output] : [],
+    );
+    expect(outputs).toEqual([
+      { exitCode: 1, stdout: "", stderr: "", truncated: false },
+      { exitCode: 0, stdout: "started\n", stderr: "", truncated: false },
+    ]);
+    // Under root the command ran in a PID namespace of its own: what it detached died with it.
+    if (isRoot) expect(await sleeping(detached)).toEqual([]);
+  }, 30_000);
+
+  it("a tools actor that would run commands as itself (here TOOLS_SHELL_UID=0 under root) refuses to start, naming TOOLS_SHELL_SAME_USER", async () => {
+    await expect(
+      suite.cluster.launch({
+        kind: "tools",
+        name: "tools-same-user",
+        env: { TOOLS: "shell", TOOLS_SHELL_ROOTS: work, ...(isRoot ? { TOOLS_SHELL_UID: "0" } : {}) },
+      }),
+    ).rejects.toThrow(/TOOLS_SHELL_SAME_USER=true/);
+  }, 30_000);
+
+  // Last: it kills the suite's tools actor.
+  it.runIf(isRoot)(
+    "a tools actor killed with SIGKILL mid-command leaves nothing of the command running",
+    async () => {
+      const [detached, waiting] = [sleepMarker(), sleepMarker()];
+      await suite.client.submit(
+        spec({
+          script: [
+            call("shell", { command: "sh", args: ["-c", `${detachingScript(detached)}; sleep ${waiting}`] }),
+            { text: "never reached" },
+          ],
+          tools: ["shell"],
+          capabilities: [{ kind: "shell", allowedCommands: ["sh"] }],
+        }),
+      );
+      const running = async (): Promise<number> =>
+        (await sleeping(detached)).length + (await sleeping(waiting)).length;
+      // The detached sleep has left the command's process group once its file is there.
+      await until(() => existsSync(join(work, `${detached}.ready`)), 10_000, { what: "the detached sleep" });
+      expect(await sleeping(detached)).not.toEqual([]);
+      const tools = suite.cluster.actors.get("tools");
+      suite.cluster.signal("tools", "SIGKILL");
+      await tools?.exited;
+      await until(async () => (await running()) === 0, 10_000, { what: "the command's sleeps gone" });
+    },
+    30_000,
+  );
 });

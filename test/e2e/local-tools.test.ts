@@ -145,6 +145,28 @@ describe("built-in tools in the worker", () => {
     }
   }, 30_000);
 
+  it("in the worker, file_read under a `*` grant refuses /proc (the worker's environment: NATS password, model keys): tool.denied", async () => {
+    const { runId } = await suite.client.submit(
+      spec({
+        script: [
+          { toolCalls: [{ name: "file_read", input: { path: "/proc/self/environ" } }] },
+          { toolCalls: [{ name: "file_read", input: { path: "/proc/1/environ" } }] },
+          { text: "done" },
+        ],
+        tools: ["file_read"],
+        capabilities: [{ kind: "fileRead", allowedPaths: ["*"] }],
+      }),
+    );
+    expect(await suite.waitFor(runId, settled)).toMatchObject({ status: "committed" });
+    const denied = (await suite.audit(runId)).filter((e) => e.kind === "tool.denied");
+    expect(denied.map((e) => [e.actor, e.data?.["code"]])).toEqual([
+      ["tool:file_read", "PATH_NOT_ALLOWED"],
+      ["tool:file_read", "PATH_NOT_ALLOWED"],
+    ]);
+    expect(denied[0]?.reason).toMatch(/under \/proc/);
+    expect((await records(runId)).filter((r) => r.type === "COMPLETE")).toEqual([]);
+  }, 30_000);
+
   it("a tool that is not idempotent, named in AGENT_LOCAL_TOOLS, is refused at start with INVALID_INPUT naming it", async () => {
     await expect(
       suite.cluster.start("agent", "agent-refused", { AGENT_LOCAL_TOOLS: "echo,spawn_agent" }),

@@ -1,13 +1,31 @@
-import { mkdir, mkdtemp, open, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import {
+  chmod,
+  link,
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, posix } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CapabilityObject } from "../../shared/contracts/capability.js";
 import { ScriptedDriver } from "../../shared/models/scripted.js";
-import { fileListTool } from "../../shared/tools/builtin/file-list.js";
-import { fileReadTool, MAX_READ_BYTES } from "../../shared/tools/builtin/file-read.js";
-import { fileWriteTool, FileWriteInput, MAX_WRITE_BYTES } from "../../shared/tools/builtin/file-write.js";
+import { createFileListTool } from "../../shared/tools/builtin/file-list.js";
+import { createFileReadTool, MAX_READ_BYTES } from "../../shared/tools/builtin/file-read.js";
+import {
+  createFileWriteTool,
+  FileWriteInput,
+  MAX_WRITE_BYTES,
+} from "../../shared/tools/builtin/file-write.js";
+import { secretFilesOf } from "../../shared/tools/builtin/protected-paths.js";
+import { sequentialIds } from "../../shared/runtime/ids.js";
 import {
   assertOpenedWithin,
   confineLexically,
@@ -28,6 +46,11 @@ import { kinds, runner, spec, toolCtx } from "../helpers/fixtures.js";
 let base: string;
 let root: string;
 let outside: string;
+/** The actor's credential files, as its environment names them (filled in beforeAll). */
+const secretFiles: string[] = [];
+const fileReadTool = createFileReadTool({ secretFiles });
+const fileListTool = createFileListTool({ secretFiles });
+const fileWriteTool = createFileWriteTool({ secretFiles, ids: sequentialIds() });
 const reads = (): CapabilityObject => ({ kind: "fileRead", allowedPaths: [root] });
 const writes = (): CapabilityObject => ({ kind: "fileWrite", allowedPaths: [root] });
 const read = (input: unknown) => fileReadTool.execute(fileReadTool.input.parse(input), toolCtx(reads()));
@@ -46,6 +69,12 @@ beforeAll(async () => {
   await symlink(outside, join(root, "out-dir"));
   await symlink(join(root, "notes.txt"), join(root, "to-notes"));
   await symlink(join(outside, "not-yet"), join(root, "dangling"));
+  // A seed mounted the Kubernetes way: the named path is a symlink into a versioned directory.
+  await mkdir(join(base, "keys", "v1"), { recursive: true });
+  await writeFile(join(base, "keys", "v1", "seed.nk"), "SUSEED");
+  await symlink(join(base, "keys", "v1", "seed.nk"), join(base, "keys", "seed.nk"));
+  await link(join(base, "keys", "v1", "seed.nk"), join(root, "hard-seed"));
+  secretFiles.push(...secretFilesOf({ NATS_NKEY_SEED_FILE: join(base, "keys", "seed.nk") }));
 });
 afterAll(async () => {
   await rm(base, { recursive: true, force: true });
@@ -227,6 +256,78 @@ describe("file_read, file_write, file_list confined to allowedPaths", () => {
       entries: { name: string; type: string }[];
     };
     expect(top.entries.find((e) => e.name === "to-secret")).toEqual({ name: "to-secret", type: "symlink" });
+  });
+
+  it("escape: /proc, /sys and /dev are refused whatever the grant (`*`, `/`), by path or through a symlink", async () => {
+    await symlink("/proc/self/environ", join(root, "to-environ"));
+    const every = (kind: "fileRead" | "fileWrite", path: string): ReturnType<typeof toolCtx> =>
+      toolCtx({ kind, allowedPaths: [path] });
+    for (const grant of ["*", "/"]) {
+      for (const path of [
+        "/proc/1/environ",
+        "/proc/self/environ",
+        "/sys/kernel/hostname",
+        join(root, "to-environ"),
+      ])
+        await expect(
+          fileReadTool.execute({ path, offset: 0, maxBytes: 10 }, every("fileRead", grant)),
+          `${grant} ${path}`,
+        ).rejects.toMatchObject(refusal);
+      await expect(fileListTool.execute({ path: "/proc" }, every("fileRead", grant))).rejects.toMatchObject(
+        refusal,
+      );
+      await expect(
+        fileWriteTool.execute({ path: "/dev/shm/planted", content: "x" }, every("fileWrite", grant)),
+      ).rejects.toMatchObject(refusal);
+    }
+    await expect(stat("/dev/shm/planted")).rejects.toMatchObject({ code: "ENOENT" });
+    expect((await read({ path: "notes.txt" })).output).toMatchObject({ content: "inside" });
+  });
+
+  it("escape: the actor's credential files are refused whatever the grant: by path, where its symlink leads, and a hard link to one", async () => {
+    const any = toolCtx({ kind: "fileRead", allowedPaths: ["*"] });
+    for (const path of [join(base, "keys", "seed.nk"), join(base, "keys", "v1", "seed.nk")])
+      await expect(fileReadTool.execute({ path, offset: 0, maxBytes: 10 }, any), path).rejects.toMatchObject({
+        ...refusal,
+        message: expect.stringContaining("credential") as string,
+      });
+    await expect(read({ path: "hard-seed" })).rejects.toMatchObject(refusal);
+    await expect(
+      fileWriteTool.execute(
+        { path: join(base, "keys", "v1", "seed.nk"), content: "SUOTHER" },
+        toolCtx({ kind: "fileWrite", allowedPaths: ["*"] }),
+      ),
+    ).rejects.toMatchObject(refusal);
+    await expect(write({ path: "hard-seed", content: "SUOTHER" })).rejects.toMatchObject(refusal);
+    expect(await readFile(join(base, "keys", "v1", "seed.nk"), "utf8")).toBe("SUSEED");
+    expect(secretFilesOf({ NATS_CREDS_FILE: "rel.creds", NATS_TLS_KEY: "" })).toEqual([
+      join(process.cwd(), "rel.creds"),
+    ]);
+  });
+
+  it("file_write names its temporary file by an injected id, not the pid (the same in every container on a shared volume)", async () => {
+    // Another container with this pid left its temporary files beside the target.
+    for (let n = 1; n <= 100; n++)
+      await writeFile(join(root, "sub", `.shared.txt.${process.pid}-${n}.tmp`), "");
+    const named: string[] = [];
+    const tool = createFileWriteTool({
+      secretFiles,
+      ids: { next: () => (named.push("id"), `id-${named.length}`) },
+    });
+    await tool.execute({ path: "sub/shared.txt", content: "mine" }, toolCtx(writes()));
+    expect(await readFile(join(root, "sub", "shared.txt"), "utf8")).toBe("mine");
+    expect(named).toHaveLength(1);
+    for (const name of await readdir(join(root, "sub")))
+      if (name.endsWith(".tmp")) await rm(join(root, "sub", name));
+    await rm(join(root, "sub", "shared.txt"));
+  });
+
+  it("a replaced file keeps its permission bits: a granted script stays executable, a private file private", async () => {
+    await writeFile(join(root, "run.sh"), "#!/bin/sh\n");
+    await chmod(join(root, "run.sh"), 0o750);
+    await write({ path: "run.sh", content: "#!/bin/sh\necho hi\n" });
+    expect((await stat(join(root, "run.sh"))).mode & 0o777).toBe(0o750);
+    await rm(join(root, "run.sh"));
   });
 
   it("declared honestly: reads and listings pure; a write idempotent but irreversible; all allowed under sovereign", () => {

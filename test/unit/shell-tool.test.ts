@@ -1,11 +1,17 @@
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, symlink } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ToolsEnv } from "../../services/tools/env.js";
 import { parseEnv } from "../../shared/runtime/config.js";
-import { commandShape, grantedExecutable } from "../../shared/tools/builtin/command-grant.js";
+import { commandShape, findExecutable, grantedExecutable } from "../../shared/tools/builtin/command-grant.js";
+import {
+  inPidNamespace,
+  probePidNamespace,
+  type PidNamespace,
+} from "../../shared/tools/builtin/pid-namespace.js";
 import {
   createShellTool,
   MAX_COMMAND_OUTPUT_BYTES,
@@ -16,11 +22,13 @@ import {
 import { authorizeTool } from "../../shared/tools/capabilities.js";
 import { localToolProblem } from "../../services/agent/local-tools.js";
 import { toolCtx } from "../helpers/fixtures.js";
+import { detachingScript, sleeping, sleepMarker } from "../helpers/processes.js";
 
 let base: string;
 let root: string;
 let outside: string;
 let config: ShellConfig;
+let pidNamespace: PidNamespace | undefined;
 const isRoot = process.getuid?.() === 0;
 if (!isRoot) console.warn("\n*** not root: running commands as another user is NOT tested in this run ***\n");
 
@@ -46,8 +54,11 @@ beforeAll(async () => {
   await symlink("/usr/bin/touch", join(root, "echo"));
   const self =
     process.getuid && process.getgid ? { uid: process.getuid(), gid: process.getgid() } : undefined;
-  const identity = shellIdentity({}, self);
+  // Not root: the tests run commands as themselves, as TOOLS_SHELL_SAME_USER=true allows.
+  const identity = shellIdentity({}, self, true);
   config = { roots: [root], maxTimeoutMs: 10_000, ...(identity ? { identity } : {}) };
+  const probed = identity ? await probePidNamespace(identity) : undefined;
+  pidNamespace = probed && !("unavailable" in probed) ? probed : undefined;
 });
 afterAll(async () => {
   await rm(base, { recursive: true, force: true });
@@ -68,23 +79,61 @@ describe("the shell tool's command check", () => {
   });
 
   it("matches by the resolved executable: another name of a granted program runs, a symlink to an ungranted one does not", async () => {
-    const echo = await grantedExecutable("echo", ["echo"]);
-    expect(await grantedExecutable("/bin/echo", ["echo"])).toBe(echo);
-    expect(await grantedExecutable("echo", ["/usr/bin/echo"])).toBe(echo);
+    const { real: echo } = await grantedExecutable("echo", ["echo"]);
+    expect(await grantedExecutable("/bin/echo", ["echo"])).toMatchObject({ real: echo, path: "/bin/echo" });
+    expect(await grantedExecutable("echo", ["/usr/bin/echo"])).toMatchObject({ real: echo });
     await expect(grantedExecutable(join(root, "echo"), ["echo"])).rejects.toMatchObject(notAllowed);
     await expect(grantedExecutable("no-such-program", ["*"])).rejects.toMatchObject({ code: "NOT_FOUND" });
-    expect(await grantedExecutable("touch", ["*"])).toBe(await grantedExecutable("touch", ["touch"]));
+    expect(await grantedExecutable("touch", ["*"])).toEqual(await grantedExecutable("touch", ["touch"]));
+  });
+
+  it("escape: a multi-call binary's other name is another program: two links to one file grant only the name granted", async () => {
+    // BusyBox: `wc` and `sh` link to one executable, which does what the name it runs as says.
+    const bin = join(base, "multi-bin");
+    await mkdir(bin);
+    await writeFile(join(bin, "busybox"), "#!/bin/sh\n", { mode: 0o755 });
+    await symlink(join(bin, "busybox"), join(bin, "wc"));
+    await symlink(join(bin, "busybox"), join(bin, "sh"));
+    expect(await grantedExecutable("wc", ["wc"], bin)).toEqual({
+      path: join(bin, "wc"),
+      real: join(bin, "busybox"),
+    });
+    expect(await grantedExecutable(join(bin, "wc"), ["wc"], bin)).toMatchObject({ path: join(bin, "wc") });
+    expect(await grantedExecutable("wc", [join(bin, "wc")], bin)).toMatchObject({ path: join(bin, "wc") });
+    for (const command of ["sh", join(bin, "sh"), join(bin, "busybox"), "busybox"])
+      await expect(grantedExecutable(command, ["wc"], bin), command).rejects.toMatchObject(notAllowed);
+    await expect(grantedExecutable("sh", [join(bin, "wc")], bin)).rejects.toMatchObject({
+      message: expect.stringContaining("no entry names it") as string,
+    });
   });
 
   it("whom commands run as: nobody under root unless configured; any other user runs them as itself and refuses another id", () => {
     expect(shellIdentity({}, { uid: 0, gid: 0 })).toEqual({ uid: NOBODY, gid: NOBODY });
     expect(shellIdentity({ uid: 1000, gid: 1000 }, { uid: 0, gid: 0 })).toEqual({ uid: 1000, gid: 1000 });
-    expect(shellIdentity({}, { uid: 1000, gid: 100 })).toBeUndefined();
-    expect(shellIdentity({ uid: 1000 }, { uid: 1000, gid: 100 })).toBeUndefined();
-    expect(() => shellIdentity({ uid: 0 }, { uid: 1000, gid: 100 })).toThrow(
+    expect(shellIdentity({}, { uid: 1000, gid: 100 }, true)).toBeUndefined();
+    expect(shellIdentity({ uid: 1000 }, { uid: 1000, gid: 100 }, true)).toBeUndefined();
+    expect(() => shellIdentity({ uid: 0 }, { uid: 1000, gid: 100 }, true)).toThrow(
       expect.objectContaining({ code: "INVALID_INPUT" }),
     );
-    expect(shellIdentity({}, undefined)).toBeUndefined();
+    expect(shellIdentity({}, undefined, true)).toBeUndefined();
+    expect(shellIdentity({ uid: 0 }, { uid: 0, gid: 0 }, true)).toEqual({ uid: 0, gid: NOBODY });
+  });
+
+  it("escape: commands run as the actor's own user (which can read its credentials) are refused at start unless TOOLS_SHELL_SAME_USER=true", () => {
+    const sameUser = expect.objectContaining({
+      code: "INVALID_INPUT",
+      message: expect.stringContaining("TOOLS_SHELL_SAME_USER=true") as string,
+    }) as Error;
+    expect(() => shellIdentity({}, { uid: 1000, gid: 100 })).toThrow(sameUser);
+    expect(() => shellIdentity({ uid: 1000 }, { uid: 1000, gid: 100 })).toThrow(sameUser);
+    expect(() => shellIdentity({ uid: 0 }, { uid: 0, gid: 0 })).toThrow(sameUser);
+    expect(() => shellIdentity({}, undefined)).toThrow(sameUser);
+    const env = { NATS_URL: "nats://127.0.0.1:4222", TOOLS: "shell", TOOLS_SHELL_ROOTS: "/srv" };
+    expect(parseEnv(ToolsEnv, env).TOOLS_SHELL_SAME_USER).toBe(false);
+    expect(parseEnv(ToolsEnv, { ...env, TOOLS_SHELL_SAME_USER: "true" }).TOOLS_SHELL_SAME_USER).toBe(true);
+    expect(() => parseEnv(ToolsEnv, { ...env, TOOLS_SHELL_SAME_USER: "yes" })).toThrow(
+      /TOOLS_SHELL_SAME_USER/,
+    );
   });
 
   it("TOOLS: file and shell tools only when named; shell needs TOOLS_SHELL_ROOTS (absolute)", () => {
@@ -175,13 +224,22 @@ describe("the shell tool runs granted programs, argv only", () => {
     expect(result.stdout.trim()).toBe(String(NOBODY));
   });
 
-  it("a non-zero exit fails the call with the output's end in the message", async () => {
-    await expect(run(["sh"], { command: "sh", args: ["-c", "echo oops >&2; exit 3"] })).rejects.toMatchObject(
-      {
-        code: "TOOL_FAILED",
-        message: expect.stringMatching(/exited with code 3[\s\S]*stderr: oops/) as string,
-      },
+  it("a non-zero exit is the program's answer: its code and output in the result (where output redaction applies), not a failure of the tool", async () => {
+    const result = await run(["sh"], { command: "sh", args: ["-c", "echo out; echo oops >&2; exit 3"] });
+    expect(result.output).toEqual({ exitCode: 3, stdout: "out\n", stderr: "oops\n", truncated: false });
+  });
+
+  it("a command timed out fails the call with neither its output in the message nor in details", async () => {
+    const error = await run(["sh"], {
+      command: "sh",
+      args: ["-c", "echo token-1234; echo token-5678 >&2; sleep 30"],
+      timeoutMs: 300,
+    }).then(
+      () => ({ code: "none", message: "", details: undefined }),
+      (err: unknown) => err as { code: string; message: string; details: unknown },
     );
+    expect(error).toMatchObject({ code: "TOOL_FAILED", details: { timedOut: true } });
+    expect(JSON.stringify([error.message, error.details])).not.toMatch(/token-/);
   });
 
   it("output is capped: the rest is read and dropped, and the result says so", async () => {
@@ -221,4 +279,54 @@ describe("the shell tool runs granted programs, argv only", () => {
       message: expect.stringContaining("killed") as string,
     });
   });
+});
+
+describe("under root, each command in a PID namespace of its own", () => {
+  it.runIf(isRoot)(
+    "what a command detaches with setsid dies when it exits, where a process group kill misses it",
+    async () => {
+      expect(pidNamespace).toBeDefined();
+      const duration = sleepMarker();
+      const tool = createShellTool({ ...config, ...(pidNamespace ? { pidNamespace } : {}) });
+      const result = await tool.execute(
+        tool.input.parse({ command: "sh", args: ["-c", detachingScript(duration)] }),
+        toolCtx({ kind: "shell", allowedCommands: ["sh"] }),
+      );
+      expect(result.output).toMatchObject({ exitCode: 0, stdout: "started\n" });
+      expect(await sleeping(duration)).toEqual([]);
+      const id = (
+        await tool.execute(
+          tool.input.parse({ command: "id", args: ["-u"] }),
+          toolCtx({ kind: "shell", allowedCommands: ["id"] }),
+        )
+      ).output as { stdout: string };
+      expect(id.stdout.trim()).toBe(String(NOBODY));
+    },
+  );
+
+  it.runIf(isRoot)(
+    "a tools actor killed outright (SIGKILL) leaves nothing of its commands running",
+    async () => {
+      expect(pidNamespace).toBeDefined();
+      if (!pidNamespace) return;
+      const [detached, waiting] = [sleepMarker(), sleepMarker()];
+      const sh = await findExecutable("sh");
+      const run = inPidNamespace(pidNamespace, { uid: NOBODY, gid: NOBODY }, sh?.path ?? "/bin/sh", [
+        "-c",
+        `${detachingScript(detached)}; sleep ${waiting}`,
+      ]);
+      // The test's stand-in for the tools actor: a process whose only child is the command's chain.
+      const actor = spawn("sh", ["-c", '"$@" & wait', "sh", run.file, ...run.args], {
+        cwd: root,
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      const closed = new Promise((resolve) => actor.stdout.on("close", resolve));
+      await new Promise((resolve) => actor.stdout.once("data", resolve));
+      expect(await sleeping(detached)).not.toEqual([]);
+      actor.kill("SIGKILL");
+      // Every holder of the output pipe is gone once it closes.
+      await closed;
+      expect([...(await sleeping(detached)), ...(await sleeping(waiting))]).toEqual([]);
+    },
+  );
 });

@@ -2,9 +2,10 @@ import type { MemoryStore } from "../../memory/memory.js";
 import { AgentError } from "../../runtime/errors.js";
 import type { AnyTool } from "../tool.js";
 import { echoTool } from "./echo.js";
-import { fileListTool } from "./file-list.js";
-import { fileReadTool } from "./file-read.js";
-import { fileWriteTool } from "./file-write.js";
+import { uuidIds } from "../../runtime/ids.js";
+import { createFileListTool } from "./file-list.js";
+import { createFileReadTool } from "./file-read.js";
+import { createFileWriteTool } from "./file-write.js";
 import { httpFetchTool } from "./http-fetch.js";
 import { createMemoryTool } from "./memory.js";
 import { createShellTool, DEFAULT_COMMAND_TIMEOUT_MS, type ShellConfig } from "./shell.js";
@@ -15,6 +16,8 @@ export interface BuiltInDeps {
   memory: MemoryStore;
   /** How the shell tool runs commands; without it, it is built to be described only. */
   shell?: ShellConfig;
+  /** This process's credential files, which the file tools refuse (see secretFilesOf); absent: none. */
+  secretFiles?: readonly string[];
 }
 
 /** The built-in tools a process can build by name (see builtInTool). */
@@ -44,15 +47,16 @@ const NO_MEMORY: MemoryStore = { remember: noMemory, recall: noMemory, forget: n
  * spawn_agent is the workers' fan-out's, never run as a tool (see fanOutSpawnTool).
  */
 export function builtInTool(name: string, deps?: BuiltInDeps): AnyTool | undefined {
+  const files = { secretFiles: deps?.secretFiles ?? [] };
   switch (name) {
     case "echo":
       return echoTool;
     case "file_list":
-      return fileListTool;
+      return createFileListTool(files);
     case "file_read":
-      return fileReadTool;
+      return createFileReadTool(files);
     case "file_write":
-      return fileWriteTool;
+      return createFileWriteTool({ ...files, ids: uuidIds });
     case "shell":
       return createShellTool(deps?.shell ?? UNCONFIGURED_SHELL);
     case "http_fetch":
