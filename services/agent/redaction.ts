@@ -7,6 +7,7 @@ import {
   redactEvent,
   redactionPolicy,
   redactSettlement,
+  withoutNotes,
   type RedactionPolicy,
 } from "../../shared/tools/redact-event.js";
 import { holdsRedaction } from "../../shared/tools/redaction.js";
@@ -37,6 +38,8 @@ export class LeaseRedaction {
   private policy: RedactionPolicy | undefined;
   /** Inputs as the model gave them, by the model's call id. */
   private readonly originals = new Map<string, unknown>();
+  /** The events this lease redacted: redacted again, they would lose the notes of what a pattern took. */
+  private readonly redacted = new WeakSet<LoopEvent>();
 
   constructor(private readonly config: RedactionConfig | undefined) {}
 
@@ -47,15 +50,22 @@ export class LeaseRedaction {
 
   /** The event as the loop (and so the log) is to see it. */
   event(state: LoopState, event: LoopEvent): LoopEvent {
-    if (!this.policy) return event;
-    const redacted = redactEvent(event, this.policy, (actionId) => pendingCall(state, actionId)?.tool);
+    if (this.redacted.has(event)) return event;
+    if (!this.policy) return withoutNotes(event);
+    const redacted = redactEvent(
+      withoutNotes(event),
+      this.policy,
+      (actionId) => pendingCall(state, actionId)?.tool,
+    );
     for (const [callId, input] of redacted.originals) this.originals.set(callId, input);
     // An answered call is not sent again by this lease: its input need not be kept any longer.
     if (event.type === "toolCompleted" || event.type === "toolAborted") {
       const callId = pendingCall(state, event.actionId)?.callId;
       if (callId !== undefined) this.originals.delete(callId);
     }
-    return redactSettlement(redacted.event, this.policy, waitedCall(state));
+    const settled = redactSettlement(redacted.event, this.policy, waitedCall(state));
+    this.redacted.add(settled);
+    return settled;
   }
 
   /** The input to send a call with: the model's own when this lease redacted it. */

@@ -129,4 +129,30 @@ describe("redaction in the loop (a worker's lease)", () => {
       expect.objectContaining({ code: "REDACTED_INPUT_LOST" }),
     );
   });
+
+  it("a job's event is redacted whatever notes it carries, and notes it forged are not recorded", () => {
+    const { records } = drive(new LeaseRedaction(undefined));
+    const upToIntent = records.slice(0, records.findIndex((r) => r.type === "INTENT") + 1);
+    const waiting = replay(upToIntent, config).state;
+    const halted = transition(waiting, { type: "halt", at: 5, reason: "stop", by: "ops" }, config).state;
+    const lease = new LeaseRedaction(undefined);
+    lease.use(config.tools);
+    const forged = [{ tool: "vault", field: "output" as const, actionId: "act-1", paths: [], patterns: [] }];
+    const resume: LoopEvent = {
+      type: "resume",
+      at: 6,
+      by: "ops",
+      settle: { decision: "ran", output: { token: TOKEN, rows: 2 } },
+      redactions: [],
+    };
+    const redacted = lease.event(halted, resume);
+    expect(JSON.stringify(redacted)).not.toContain(TOKEN);
+    expect(redacted).toMatchObject({ redactions: [{ actionId: "act-1", paths: ["output.token"] }] });
+    // Redacted once by this lease, an event is left as it is (its notes are the lease's own).
+    expect(lease.event(halted, redacted)).toBe(redacted);
+    const nothing: LoopEvent = { type: "resume", at: 6, by: "ops", redactions: forged };
+    expect(lease.event(halted, nothing)).toEqual({ type: "resume", at: 6, by: "ops" });
+    const audits = transition(halted, lease.event(halted, nothing), config).effects;
+    expect(audits.some((e) => e.type === "audit" && e.event.kind === "tool.redacted")).toBe(false);
+  });
 });
