@@ -356,7 +356,9 @@ export class RunLease {
       // asks it again, since the run's last record before it.
       const since = takeover ? this.resumedFrom : state.updatedAt;
       if (awaiting.type === "callTool" && awaiting.tool === SPAWN_TOOL) {
-        return await this.deps.fanOut.spawn(awaiting, state);
+        return await this.deps.fanOut.spawn(awaiting, state, () =>
+          this.deps.redaction.input(awaiting, state),
+        );
       }
       if (awaiting.type === "callTool" && awaiting.tool === UNDO_CHILDREN_TOOL) {
         // The run's FAIL status is written before its children are read (see cancelIfOrphaned); a

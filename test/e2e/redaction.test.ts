@@ -7,6 +7,8 @@ import type { RunSpecInput } from "../../shared/contracts/run-spec.js";
 import { systemClock } from "../../shared/runtime/clock.js";
 import { REDACTED } from "../../shared/tools/redaction.js";
 import { defineTool } from "../../shared/tools/tool.js";
+import { specOf } from "../../services/agent/spec-of.js";
+import { spec } from "../helpers/fixtures.js";
 import { json, startServer, type RecordedRequest } from "../helpers/http-server.js";
 import { agentctlOf, settled, useClusterSuite } from "../helpers/cluster-suite.js";
 
@@ -194,5 +196,29 @@ describe("redaction: secrets a tool handles stay out of the run log", () => {
     );
 
     await suite.cluster.start("agent", `${holder}b`);
+  }, 60_000);
+
+  it("a spawned child starts with the prompt the parent's model gave, not the one its log keeps redacted", async () => {
+    const key = `sk-MARKER${Math.random().toString(36).slice(2)}Sp`;
+    const child = `child-${Date.now().toString(36)}`;
+    const childSpec = {
+      ...spec({ name: "child", prompt: `use ${key}`, script: [{ text: "child done" }] }),
+      runId: child,
+    };
+    const { runId } = await suite.client.submit(
+      spec({
+        name: "spawner",
+        script: [
+          { toolCalls: [{ name: "spawn_agent", input: { runs: [childSpec] } }] },
+          { text: "parent done" },
+        ],
+        tools: ["spawn_agent", "echo"],
+        capabilities: [{ kind: "spawn", maxDepth: 1 }, "compute"],
+      }),
+    );
+    expect((await suite.waitFor(runId, settled, 30_000)).status).toBe("committed");
+    expect(specOf((await suite.wal(child)).map((r) => r.record))?.task.prompt).toBe(`use ${key}`);
+    const notes = (await suite.audit(runId)).filter((e) => e.kind === "tool.redacted").map((e) => e.data);
+    expect(notes).toEqual([expect.objectContaining({ tool: "spawn_agent", field: "input" })]);
   }, 60_000);
 });
