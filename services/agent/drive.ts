@@ -125,6 +125,7 @@ export class RunLease {
       logContext: () => this.logContext,
     });
     const records = read.records.map((r) => r.record);
+    this.deps.redaction.learn(records);
     // Tools asked early (for a run not yet started) may leave out one a started run's log needs.
     const fresh = records.length === 0;
     const spec = specOf(records) ?? this.job.spec;
@@ -287,6 +288,8 @@ export class RunLease {
   private async drive(first: Transition): Promise<LeaseOutcome> {
     let current = first;
     for (;;) {
+      // The inputs the last event's redaction took out are kept before its INTENTs are written.
+      await this.deps.redaction.flush();
       const awaiting = await this.apply(current);
       const state = current.state;
       if (!awaiting || awaiting.type === "requestApproval") return "done";

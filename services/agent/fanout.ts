@@ -40,7 +40,7 @@ export class FanOutHandler {
   async spawn(
     effect: ToolCall,
     state: LoopState,
-    sent: () => unknown = () => effect.input,
+    sent: () => Promise<unknown> = () => Promise.resolve(effect.input),
   ): Promise<LoopEvent | "park"> {
     const refused = (error: AgentError): LoopEvent => ({
       type: "toolAborted",
