@@ -126,6 +126,7 @@ export class RunLease {
       logContext: () => this.logContext,
     });
     const records = read.records.map((r) => r.record);
+    this.deps.redaction.learn(records);
     // Tools asked early (for a run not yet started) may leave out one a started run's log needs.
     const fresh = records.length === 0;
     const spec = specOf(records) ?? this.job.spec;
@@ -288,6 +289,8 @@ export class RunLease {
   private async drive(first: Transition): Promise<LeaseOutcome> {
     let current = first;
     for (;;) {
+      // The inputs the last event's redaction took out are kept before its INTENTs are written.
+      await this.deps.redaction.flush();
       const awaiting = await this.apply(current);
       const state = current.state;
       if (!awaiting || awaiting.type === "requestApproval") return "done";
@@ -358,7 +361,9 @@ export class RunLease {
       // asks it again, since the run's last record before it.
       const since = takeover ? this.resumedFrom : state.updatedAt;
       if (awaiting.type === "callTool" && awaiting.tool === SPAWN_TOOL) {
-        return await this.deps.fanOut.spawn(awaiting, state);
+        return await this.deps.fanOut.spawn(awaiting, state, () =>
+          this.deps.redaction.input(awaiting, state),
+        );
       }
       if (awaiting.type === "callTool" && awaiting.tool === UNDO_CHILDREN_TOOL) {
         // The run's FAIL status is written before its children are read (see cancelIfOrphaned); a

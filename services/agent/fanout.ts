@@ -11,7 +11,7 @@ import { SPAWN_AGENT_TOOL } from "../../shared/loop/saga.js";
 import { childGrantRefusal, childSpec } from "../../shared/loop/child-grants.js";
 import type { AwaitingEffect, LoopState } from "../../shared/loop/state.js";
 import { toRfc3339 } from "../../shared/runtime/clock.js";
-import { AgentError, fromErrorPayload } from "../../shared/runtime/errors.js";
+import { AgentError, fromErrorPayload, toAgentError } from "../../shared/runtime/errors.js";
 import { findGrant } from "../../shared/tools/capabilities.js";
 
 type ToolCall = Extract<AwaitingEffect, { type: "callTool" }>;
@@ -33,7 +33,15 @@ export class FanOutHandler {
     this.status = new RunStatusStore(bus.buckets.runs, bus);
   }
 
-  async spawn(effect: ToolCall, state: LoopState): Promise<LoopEvent | "park"> {
+  /**
+   * `sent`: the input to spawn with, the model's own where the log holds it redacted (see
+   * LeaseRedaction.input); it may throw (REDACTED_INPUT_LOST), and then nothing is spawned.
+   */
+  async spawn(
+    effect: ToolCall,
+    state: LoopState,
+    sent: () => Promise<unknown> = () => Promise.resolve(effect.input),
+  ): Promise<LoopEvent | "park"> {
     const refused = (error: AgentError): LoopEvent => ({
       type: "toolAborted",
       at: this.bus.clock.now(),
@@ -55,13 +63,19 @@ export class FanOutHandler {
         ),
       );
     }
-    const input = SpawnAgentInput.safeParse(effect.input);
+    let given: unknown;
+    try {
+      given = await sent();
+    } catch (err) {
+      return refused(toAgentError(err));
+    }
+    const input = SpawnAgentInput.safeParse(given);
     if (!input.success) {
       return refused(new AgentError("INVALID_INPUT", `spawn_agent input: ${input.error.message}`));
     }
     const runs = input.data.runs;
     // As the model wrote them: what a child's spec left out (see childSpec).
-    const asked = (effect.input as { runs?: unknown[] }).runs ?? [];
+    const asked = (given as { runs?: unknown[] }).runs ?? [];
     const fanOut = {
       parentRunId: state.runId,
       rootRunId: state.rootRunId,

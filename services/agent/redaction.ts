@@ -1,12 +1,15 @@
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
 import type { RedactionConfig } from "../../shared/contracts/redaction.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
+import type { WalRecord } from "../../shared/contracts/wal.js";
+import type { RedactedInputs } from "../../shared/bus/redacted-inputs.js";
 import type { Effect, LoopState } from "../../shared/loop/state.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import {
   redactEvent,
   redactionPolicy,
   redactSettlement,
+  withoutNotes,
   type RedactionPolicy,
 } from "../../shared/tools/redact-event.js";
 import { holdsRedaction } from "../../shared/tools/redaction.js";
@@ -26,46 +29,120 @@ function waitedCall(state: LoopState): { tool: string; actionId: string } | unde
   return pending?.kind === "tool" ? pending : undefined;
 }
 
+/** Whether an event answers its call for good: a tool's refusal pending a human's approval does not. */
+function answers(event: LoopEvent): event is Extract<LoopEvent, { type: "toolCompleted" | "toolAborted" }> {
+  if (event.type === "toolCompleted") return true;
+  return event.type === "toolAborted" && event.error.code !== "APPROVAL_REQUIRED";
+}
+
 /**
  * One lease's redaction (see docs/redaction.md). Events from outside the loop are redacted before
  * the loop sees them, so the log, the checkpoints and what the model is shown later hold only
  * redacted values, and a replay or a resume from the log needs none of them. The inputs the
- * redaction changed are kept here, in memory, for the calls this lease sends; a call sent again by
- * a lease that never had them is not sent (REDACTED_INPUT_LOST), never sent with the redacted text.
+ * redaction changed are kept outside the log (RedactedInputs) before their calls' INTENTs are
+ * written (see flush), and forgotten once their calls are answered: whichever lease sends a call
+ * sends it with the model's own input, or not at all (REDACTED_INPUT_LOST), never with the
+ * redacted text.
  */
 export class LeaseRedaction {
   private policy: RedactionPolicy | undefined;
   /** Inputs as the model gave them, by the model's call id. */
   private readonly originals = new Map<string, unknown>();
+  /** Originals not yet kept outside the log, and calls answered whose originals are to be forgotten. */
+  private readonly unkept = new Map<string, unknown>();
+  private readonly answered = new Set<string>();
+  /** Call ids of the model responses seen (redacted or read from the log), and those whose input was redacted. */
+  private readonly seen = new Set<string>();
+  private readonly noted = new Set<string>();
+  /** The events this lease redacted: redacted again, they would lose the notes of what a pattern took. */
+  private readonly redacted = new WeakSet<LoopEvent>();
 
-  constructor(private readonly config: RedactionConfig | undefined) {}
+  constructor(
+    private readonly config: RedactionConfig | undefined,
+    /** Where the originals are kept for other leases; absent: in this lease's memory only. */
+    private readonly store?: RedactedInputs,
+  ) {}
 
   /** The run's tools, as discovered: their descriptors' rules and the operators' apply from now on. */
   use(tools: readonly ToolDescriptor[]): void {
     this.policy = redactionPolicy(tools, this.config);
   }
 
-  /** The event as the loop (and so the log) is to see it. */
-  event(state: LoopState, event: LoopEvent): LoopEvent {
-    if (!this.policy) return event;
-    const redacted = redactEvent(event, this.policy, (actionId) => pendingCall(state, actionId)?.tool);
-    for (const [callId, input] of redacted.originals) this.originals.set(callId, input);
-    // An answered call is not sent again by this lease: its input need not be kept any longer.
-    if (event.type === "toolCompleted" || event.type === "toolAborted") {
-      const callId = pendingCall(state, event.actionId)?.callId;
-      if (callId !== undefined) this.originals.delete(callId);
-    }
-    return redactSettlement(redacted.event, this.policy, waitedCall(state));
+  /** The run's log as read: which of its calls' inputs its model responses' notes say were redacted. */
+  learn(records: readonly WalRecord[]): void {
+    for (const record of records) if (record.type === "MODEL") this.note(record.event);
   }
 
-  /** The input to send a call with: the model's own when this lease redacted it. */
-  input(effect: ToolCallEffect, state: LoopState): unknown {
+  private note(event: LoopEvent): void {
+    if (event.type !== "modelResponded") return;
+    for (const call of event.response.toolCalls) this.seen.add(call.id);
+    for (const note of event.redactions ?? [])
+      if (note.field === "input" && note.callId !== undefined) this.noted.add(note.callId);
+  }
+
+  /** The event as the loop (and so the log) is to see it. */
+  event(state: LoopState, event: LoopEvent): LoopEvent {
+    if (this.redacted.has(event)) return event;
+    if (!this.policy) return withoutNotes(event);
+    const redacted = redactEvent(
+      withoutNotes(event),
+      this.policy,
+      (actionId) => pendingCall(state, actionId)?.tool,
+    );
+    for (const [callId, input] of redacted.originals) {
+      this.originals.set(callId, input);
+      this.unkept.set(callId, input);
+    }
+    this.note(redacted.event);
+    if (answers(event)) {
+      const callId = pendingCall(state, event.actionId)?.callId;
+      const redactedInput = callId !== undefined && (this.originals.delete(callId) || this.noted.has(callId));
+      if (redactedInput) this.answered.add(callId);
+    }
+    const settled = redactSettlement(redacted.event, this.policy, waitedCall(state));
+    this.redacted.add(settled);
+    return settled;
+  }
+
+  /**
+   * Keeps the originals of the last event outside the log, before the INTENTs of their calls are
+   * written, and forgets those of the calls answered since the last flush.
+   */
+  async flush(): Promise<void> {
+    if (!this.store) return;
+    for (const [callId, input] of this.unkept) {
+      await this.store.keep(callId, input);
+      this.unkept.delete(callId);
+    }
+    for (const callId of this.answered) {
+      await this.store.forget(callId);
+      this.answered.delete(callId);
+    }
+  }
+
+  /**
+   * The input to send a call with: the model's own when its input was redacted (this lease's, or
+   * kept outside the log by the lease that redacted it). A call whose redacted input is nowhere
+   * to be found is not sent (REDACTED_INPUT_LOST).
+   */
+  async input(effect: ToolCallEffect, state: LoopState): Promise<unknown> {
     const callId = pendingCall(state, effect.actionId)?.callId;
     if (callId !== undefined && this.originals.has(callId)) return this.originals.get(callId);
-    if (!this.policy?.rulesFor(effect.tool) || !holdsRedaction(effect.input)) return effect.input;
+    if (!this.policy?.rulesFor(effect.tool)) return effect.input;
+    // Decided by the log's note of the call, when it was read: a model's input may hold the marker.
+    if (callId !== undefined && this.seen.has(callId) && !this.noted.has(callId)) return effect.input;
+    const kept = callId === undefined ? undefined : await this.store?.read(callId);
+    if (kept && callId !== undefined) {
+      this.originals.set(callId, kept.input);
+      return kept.input;
+    }
+    // A call with no note read (its response before the checkpoint the lease read from, or a
+    // compensation quoting an input) is judged by its text: it is never sent with a redaction in it.
+    const lost = callId !== undefined && this.noted.has(callId);
+    if (!lost && !holdsRedaction(effect.input)) return effect.input;
     throw new AgentError(
       "REDACTED_INPUT_LOST",
-      `the input of this '${effect.tool}' call held redacted fields, whose values only the worker that received them had (the run's log keeps them out); it was not sent: make the call again`,
+      `the input of this '${effect.tool}' call held redacted fields, whose values are no longer kept (the run's log keeps them out; they are kept outside it until the call is answered, or the redacted-inputs bucket's max_age passes): it was not sent: make the call again`,
     );
   }
 }

@@ -98,7 +98,13 @@ export class McpBridge {
         continue;
       }
       listed.add(spec.name);
-      const served = mcpTool(spec, { link, resolution, maxOutputBytes: this.deps.maxOutputBytes });
+      const redact = server.tools[tool.name]?.redact;
+      const served = mcpTool(spec, {
+        link,
+        resolution,
+        maxOutputBytes: this.deps.maxOutputBytes,
+        ...(redact ? { redact } : {}),
+      });
       const descriptor = JSON.stringify(describeTool(served));
       if (owner?.descriptor === descriptor) continue;
       if (owner) this.unserve(spec.name);

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parse } from "yaml";
 import { z } from "zod";
+import { RedactionRules } from "../../shared/contracts/redaction.js";
 import { DEFAULT_TOOL_TIMEOUT_MS, Reversibility } from "../../shared/contracts/tool.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 
@@ -22,6 +23,8 @@ export const McpToolOverride = z.strictObject({
   timeoutMs: Millis.optional(),
   /** Replaces the server's `paths` for this tool; `[]`: this tool takes no path. */
   paths: z.array(z.string().min(1)).optional(),
+  /** What of its calls is kept out of the run's log, as a tool's own descriptor says (docs/redaction.md). */
+  redact: RedactionRules.optional(),
   /** False: not served to the cluster at all. */
   enabled: z.boolean().default(true),
 });

@@ -11,6 +11,7 @@ import { createLogger } from "../../shared/runtime/logger.js";
 import { ActorMetrics } from "../../shared/runtime/metrics.js";
 import { systemRandom } from "../../shared/runtime/random.js";
 import { ToolInvoker } from "../../shared/tools/invoke.js";
+import { loadRedactionConfig } from "../../shared/tools/redaction-config.js";
 import { McpBridge } from "./bridge.js";
 import { readServersFile } from "./config.js";
 import { McpEnv } from "./env.js";
@@ -20,6 +21,7 @@ const env = parseEnv(McpEnv, process.env);
 const logger = createLogger({ actor: "mcp", level: env.LOG_LEVEL });
 fatal.use(logger);
 const servers = await readServersFile(env.MCP_SERVERS_FILE);
+const redaction = loadRedactionConfig("MCP_REDACT_FILE", env.MCP_REDACT_FILE);
 const bus = await openActorBus(env, "mcp", { clock: systemClock, random: systemRandom, logger, fatal });
 const metrics = new ActorMetrics("mcp");
 const bridge = new McpBridge(servers, {
@@ -33,6 +35,7 @@ const bridge = new McpBridge(servers, {
     random: systemRandom,
     logger,
     metrics,
+    ...(redaction ? { redaction } : {}),
   },
   env: process.env,
   maxOutputBytes: env.MCP_MAX_OUTPUT_BYTES,

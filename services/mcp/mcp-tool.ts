@@ -1,5 +1,6 @@
 import { Ajv } from "ajv";
 import { z } from "zod";
+import type { RedactionRules } from "../../shared/contracts/redaction.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import { findGrant } from "../../shared/tools/capabilities.js";
 import type { AnyTool } from "../../shared/tools/tool.js";
@@ -34,6 +35,8 @@ export interface McpToolDeps {
   /** How a path argument is resolved before it is checked (path-arguments.ts). */
   resolution: PathResolution;
   maxOutputBytes: number;
+  /** The configuration's redaction rules for the tool: its descriptor's `redact`. */
+  redact?: RedactionRules;
 }
 
 /**
@@ -51,6 +54,7 @@ export function mcpTool(spec: McpToolSpec, deps: McpToolDeps): AnyTool {
     timeoutMs: spec.timeoutMs,
     reversibility: spec.reversibility,
     idempotent: spec.idempotent,
+    ...(deps.redact ? { redact: deps.redact } : {}),
     execute: async (input: Record<string, unknown>, ctx) => {
       // The worker checked the grant; checked again here, where the server is one step away.
       if (ctx.granted.kind !== "mcp" || !findGrant([ctx.granted], spec.capability)) {

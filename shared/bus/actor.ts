@@ -32,6 +32,7 @@ export interface ActorBus {
     toolState: KV;
     modelBreakers: KV;
     toolDescriptors: KV;
+    redactedInputs: KV;
   };
   clock: Clock;
   random: Random;
@@ -94,15 +95,17 @@ export async function openActorBus(
   for (const note of report.notes) deps.logger.warn({ serverVersion: report.serverVersion }, note);
   const kvm = new Kvm(nc);
   const names = subjects.buckets();
-  const [runs, pool, idempotency, memory, toolState, modelBreakers, toolDescriptors] = await Promise.all([
-    kvm.open(names.runs),
-    kvm.open(names.pool),
-    kvm.open(names.idempotency),
-    kvm.open(names.memory),
-    kvm.open(names.toolState),
-    kvm.open(names.modelBreakers),
-    kvm.open(names.toolDescriptors),
-  ]);
+  const [runs, pool, idempotency, memory, toolState, modelBreakers, toolDescriptors, redactedInputs] =
+    await Promise.all([
+      kvm.open(names.runs),
+      kvm.open(names.pool),
+      kvm.open(names.idempotency),
+      kvm.open(names.memory),
+      kvm.open(names.toolState),
+      kvm.open(names.modelBreakers),
+      kvm.open(names.toolDescriptors),
+      kvm.open(names.redactedInputs),
+    ]);
   const js = jetstream(nc);
   return {
     nc,
@@ -110,7 +113,7 @@ export async function openActorBus(
     js,
     jsm: await jetstreamManager(nc),
     subjects,
-    buckets: { runs, pool, idempotency, memory, toolState, modelBreakers, toolDescriptors },
+    buckets: { runs, pool, idempotency, memory, toolState, modelBreakers, toolDescriptors, redactedInputs },
     ...deps,
   };
 }

@@ -13,6 +13,7 @@ import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { AgentError } from "../runtime/errors.js";
 import { requireSupportedServer } from "./server-version.js";
+import { REDACTED_INPUTS_MAX_AGE_MS } from "./redacted-inputs.js";
 import { bucketStream, type Subjects } from "./subjects.js";
 
 export interface ProvisionOptions {
@@ -261,6 +262,7 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
   }
   const kvm = new Kvm(nc);
   const buckets: Record<string, ProvisionAction> = {};
+  const redactedInputs = options.subjects.buckets().redactedInputs;
   for (const bucket of options.subjects.bucketList()) {
     // A bucket is a stream underneath: its replicas are raised like the streams' (a cluster moved
     // to R3 kept its idempotency records, pool and tree caps on one server), never lowered. An
@@ -270,7 +272,14 @@ export async function provision(nc: NatsConnection, options: ProvisionOptions): 
       jsm,
       { name: bucketStream(bucket), num_replicas: options.replicas },
       where,
-      (wanted) => kvm.create(bucket, { replicas: wanted.num_replicas, history: 1 }),
+      (wanted) =>
+        kvm.create(bucket, {
+          replicas: wanted.num_replicas,
+          history: 1,
+          // Kept no longer than a call may wait (an approval); an operator may change it on the
+          // bucket, which provisioning leaves as it is.
+          ...(bucket === redactedInputs ? { ttl: REDACTED_INPUTS_MAX_AGE_MS } : {}),
+        }),
     );
   }
   return { serverVersion: version, streams, buckets, notes };

@@ -62,6 +62,8 @@ export interface BucketNames {
   modelBreakers: string;
   /** The tools' descriptors as their services last gave them, shared by the agent workers (see ToolCatalog). */
   toolDescriptors: string;
+  /** The tool inputs redaction kept out of the run log, for the worker that sends the call (see RedactedInputs). */
+  redactedInputs: string;
 }
 
 export class Subjects {
@@ -231,13 +233,23 @@ export class Subjects {
       toolState: `${p}-tool-state`,
       modelBreakers: `${p}-model-breakers`,
       toolDescriptors: `${p}-tool-descriptors`,
+      redactedInputs: `${p}-redacted-inputs`,
     };
   }
 
   /** Every bucket's name (Object.values of the interface above is typed `any[]`). */
   bucketList(): string[] {
     const b = this.buckets();
-    return [b.runs, b.pool, b.idempotency, b.memory, b.toolState, b.modelBreakers, b.toolDescriptors];
+    return [
+      b.runs,
+      b.pool,
+      b.idempotency,
+      b.memory,
+      b.toolState,
+      b.modelBreakers,
+      b.toolDescriptors,
+      b.redactedInputs,
+    ];
   }
 
   /** Every stream this prefix has: the streams, then each bucket's (see bucketStream). */

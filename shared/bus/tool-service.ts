@@ -124,7 +124,7 @@ async function handleUnrecorded(tool: AnyTool, deps: ToolServiceDeps, msg: Msg):
   const count = (outcome: ServiceOutcome): void => deps.metrics?.toolCalls.inc({ tool: tool.name, outcome });
   const request = admitted(tool, deps, msg, count);
   if (!request) return;
-  const reply = await run(tool, deps, request);
+  const reply = await answered(tool, deps, request);
   count(reply.ok ? "ok" : "failed");
   respond(msg, reply);
 }
@@ -140,19 +140,14 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
   const key = idempotencyBucketKey(tool.name, request.idempotencyKey);
   const claimed = pure ? undefined : await claimToRun(tool, deps, { msg, request, key, count, log });
   if (claimed === "answered") return;
-  const reply = await run(tool, deps, request);
+  const reply = await answered(tool, deps, request);
   const unknown = !reply.ok && !tool.idempotent && reply.error.code === "TOOL_TIMEOUT";
   if (unknown) {
     // The effect may or may not have happened: the claim stays, so no retry can run it again, and
     // the caller reconciles (a human decides) instead of guessing.
     log().warn({ idempotencyKey: request.idempotencyKey }, "non-idempotent call timed out: outcome unknown");
   } else if (reply.ok || !reply.error.retryable) {
-    const recorded = recordedReply(tool, deps.redaction, reply);
-    const done = encode(IdempotencyRecord, {
-      status: "done",
-      idempotencyKey: request.idempotencyKey,
-      reply: recorded,
-    });
+    const done = encode(IdempotencyRecord, { status: "done", idempotencyKey: request.idempotencyKey, reply });
     if (claimed === undefined) {
       const first = await recordFirst(deps, key, done);
       if (typeof first === "object") {
@@ -168,7 +163,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
       // there is room.
       if (typeof kept === "object" && kept.status === "done") {
         log().warn(
-          { reply: recorded, recorded: kept.reply },
+          { reply, recorded: kept.reply },
           "the call ended after its record was settled: the record stands",
         );
         answerRecorded(msg, kept, count);
@@ -176,7 +171,7 @@ async function handle(tool: AnyTool, deps: ToolServiceDeps, msg: Msg): Promise<v
       }
       if (typeof kept === "object") {
         log().error(
-          { reply: recorded },
+          { reply },
           "the call ended after a human said it had not run, and a call made again has claimed its key: it ran twice",
         );
       }
@@ -351,6 +346,18 @@ async function claim(
   if (prior.created) return prior.revision;
   if (prior.record.status === "running" && prior.record.claimId === claimId) return prior.revision;
   return prior.record;
+}
+
+/**
+ * The call run, its reply redacted as it is recorded (see recordedReply): the caller is answered
+ * with what a repeated key would be answered with, so a live answer and one from the record agree.
+ */
+async function answered(
+  tool: AnyTool,
+  deps: ToolServiceDeps,
+  request: ToolCallRequest,
+): Promise<ToolCallReply> {
+  return recordedReply(tool, deps.redaction, await run(tool, deps, request));
 }
 
 async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallRequest): Promise<ToolCallReply> {

@@ -42,7 +42,7 @@ export interface PerformerDeps {
    * The input a call is sent with, when it is not the one the loop holds (the loop holds redacted
    * inputs; see LeaseRedaction). May throw an AgentError: the call is then aborted with it, unsent.
    */
-  toolInput?: (effect: Extract<Effect, { type: "callTool" }>, state: LoopState) => unknown;
+  toolInput?: (effect: Extract<Effect, { type: "callTool" }>, state: LoopState) => Promise<unknown>;
   /** Traces each model call, tool call and review (see EffectSpans); absent: no tracing, no cost. */
   spans?: EffectSpans;
 }
@@ -187,7 +187,7 @@ export class EffectPerformer {
       return aborted(new AgentError("CAPABILITY_DENIED", `no capability grants tool '${effect.tool}'`));
     let input: unknown;
     try {
-      input = this.deps.toolInput ? this.deps.toolInput(effect, state) : effect.input;
+      input = this.deps.toolInput ? await this.deps.toolInput(effect, state) : effect.input;
     } catch (err) {
       return aborted(toAgentError(err));
     }

@@ -33,6 +33,17 @@ export interface RedactedEvent {
 }
 
 /**
+ * An event from outside the loop without the notes of what was redacted from it: only the
+ * worker's redaction says what it took out (a job could carry notes of its own, to skip it or to
+ * forge `tool.redacted` records). Pure.
+ */
+export function withoutNotes(event: LoopEvent): LoopEvent {
+  if (!("redactions" in event) || event.redactions === undefined) return event;
+  const { redactions: _given, ...rest } = event;
+  return rest;
+}
+
+/**
  * An event from outside the loop with its tool calls' redacted fields taken out, before the loop
  * sees it and so before the log records it: a model's tool calls (their inputs), a tool's output,
  * a tool's error message. `toolOf` names the tool of an action. Pure.
@@ -81,16 +92,16 @@ export function redactEvent(
 /**
  * A settlement of the call a halted run waited on, its output redacted as the call's own would
  * be: a human's (`resume --settle ran --output …`) or what a cancel learned from the tool's service.
- * `waited`: that call. An event already redacted is left as it is. Pure.
+ * `waited`: that call. The notes are computed here, never taken from the event (a job's). Pure.
  */
 export function redactSettlement(
   event: LoopEvent,
   policy: RedactionPolicy,
   waited: { tool: string; actionId: string } | undefined,
 ): LoopEvent {
-  if ((event.type !== "resume" && event.type !== "cancel") || event.redactions || !waited) return event;
-  const rules = policy.rulesFor(waited.tool);
-  if (!rules) return event;
+  if (event.type !== "resume" && event.type !== "cancel") return event;
+  const rules = waited ? policy.rulesFor(waited.tool) : undefined;
+  if (!waited || !rules) return event;
   const redact = (output: unknown): { value: unknown; redactions: RedactionNote[] } | undefined => {
     const r = redactField(output, "output", rules);
     if (!fired(r)) return undefined;

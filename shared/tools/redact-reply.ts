@@ -4,10 +4,10 @@ import { compileRules, configuredRules, redactField } from "./redaction.js";
 import type { AnyTool } from "./tool.js";
 
 /**
- * A tool's reply as its service records it under the call's idempotency key: its output redacted
- * by the tool's own rules and the operators' (TOOLS_REDACT_FILE), its error's message by their
- * patterns. The caller redacts what it is answered the same way, so a call answered from the
- * record (a worker taking over a run) goes on as the first answer would have. Pure.
+ * A tool's reply as its service records it under the call's idempotency key and answers it: its
+ * output redacted by the tool's own rules and the operators' (TOOLS_REDACT_FILE, MCP_REDACT_FILE),
+ * its error's message by their patterns. The same answer live and from the record, so a worker
+ * taking a run over goes on as the first answer would have. Pure.
  */
 export function recordedReply(
   tool: Pick<AnyTool, "name" | "redact">,

@@ -64,7 +64,9 @@ await writeFile(
       web: {
         url: http.url,
         headersFrom: { Authorization: "MCP_WEB_TOKEN" },
-        tools: { echo: { idempotent: true, reversibility: "pure" } },
+        tools: {
+          echo: { idempotent: true, reversibility: "pure", redact: { patterns: ["tok-[a-z0-9]+"] } },
+        },
       },
       // The same server again, its long-running tool left as undeclared: not idempotent.
       once: {
@@ -76,10 +78,17 @@ await writeFile(
   }),
 );
 
+// The operators' rules for every tool the bridge serves (MCP_REDACT_FILE).
+const redactFile = join(root, "mcp-redact.yaml");
+await writeFile(redactFile, 'tools:\n  "*":\n    patterns: ["sk-MCP[a-z0-9]+"]\n');
+
 const suite = useClusterSuite("mcp", {
   actors: [
     { kind: "supervisor" },
-    { kind: "mcp", env: { MCP_SERVERS_FILE: serversFile, MCP_WEB_TOKEN: WEB_TOKEN } },
+    {
+      kind: "mcp",
+      env: { MCP_SERVERS_FILE: serversFile, MCP_REDACT_FILE: redactFile, MCP_WEB_TOKEN: WEB_TOKEN },
+    },
     { kind: "agent", name: "agent-1" },
   ],
   env: { AGENT_RETRY_DELAY_MS: "500" },
@@ -294,6 +303,23 @@ describe("the MCP bridge on a cluster", () => {
     expect((await suite.audit(other.runId)).find((e) => e.kind === "tool.denied")).toMatchObject({
       data: { code: "CAPABILITY_DENIED" },
     });
+  }, 60_000);
+
+  it("redaction: a tool's `redact` from the servers file is its descriptor's, and what the bridge answers is redacted by it and by MCP_REDACT_FILE", async () => {
+    expect((await describe_("web_echo")).redact).toEqual({ patterns: ["tok-[a-z0-9]+"] });
+    const run = await runCalls(
+      [{ name: "web_echo", input: { message: "tok-abc123 sk-MCPxyz9" } }],
+      [grant("web")],
+    );
+    expect(run.status).toBe("committed");
+    expect(run.outcomes).toEqual([
+      { tool: "web_echo", ok: true, output: { text: "Echo: [REDACTED] [REDACTED]" } },
+    ]);
+    // The worker knows the descriptor's rule, so the input the log keeps is redacted by it too.
+    const notes = (await suite.audit(run.runId)).filter((e) => e.kind === "tool.redacted").map((e) => e.data);
+    expect(notes).toEqual([
+      expect.objectContaining({ tool: "web_echo", field: "input", patterns: ["tok-[a-z0-9]+"] }),
+    ]);
   }, 60_000);
 
   it("a long-running tool honours its timeout: an idempotent one fails TOOL_TIMEOUT and the run goes on; one that is not halts its run for reconciliation", async () => {

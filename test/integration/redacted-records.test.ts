@@ -32,6 +32,14 @@ const issue = defineTool({
     return Promise.resolve({ output: { token: `tok-${input.apiKey}`, note: `for ${input.apiKey}` } });
   },
 });
+/** A pure, idempotent tool: it keeps no record, and its answer is redacted all the same. */
+const lookup = defineTool({
+  name: "lookup",
+  description: "answers the key it is given",
+  input: z.object({ apiKey: z.string() }),
+  capability: { kind: "compute" },
+  execute: (input) => Promise.resolve({ output: `found ${input.apiKey}` }),
+});
 let idempotency: KV;
 
 beforeAll(async () => {
@@ -44,14 +52,14 @@ beforeAll(async () => {
     random: seededRandom(3),
   };
   // The operators' rules (TOOLS_REDACT_FILE) on top of the tool's own.
-  serveToolsOf([issue], bus, {
+  serveToolsOf([issue, lookup], bus, {
     logger: silentLogger,
     redaction: { tools: { "*": { patterns: ["sk-\\w+"] } } },
   });
   await suite.nc.flush();
 });
 
-async function call(input: unknown, key: string): Promise<ToolCallReply> {
+async function call(input: unknown, key: string, tool = "issue"): Promise<ToolCallReply> {
   const body = encode(ToolCallRequest, {
     schemaVersion: 1,
     runId: "r1",
@@ -60,7 +68,7 @@ async function call(input: unknown, key: string): Promise<ToolCallReply> {
     input,
     deadline: Date.now() + 10_000,
   });
-  const msg = await suite.nc.request(suite.subjects.tool("issue"), body, { timeout: 5_000 });
+  const msg = await suite.nc.request(suite.subjects.tool(tool), body, { timeout: 5_000 });
   return decode(ToolCallReply, msg.data);
 }
 
@@ -77,9 +85,9 @@ describe("a tool service records redacted results", () => {
     expect(decode(ToolDescriptor, msg.data).redact).toEqual({ paths: ["output.token"] });
   });
 
-  it("the caller gets the output; the record keeps it redacted by the tool's path and the operators' pattern, and a repeated key is answered from it", async () => {
+  it("the caller is answered with what is recorded, redacted by the tool's path and the operators' pattern, and a repeated key is answered the same", async () => {
     const first = await call({ apiKey: SECRET }, "r1:k1");
-    expect(first).toEqual({ ok: true, output: { token: `tok-${SECRET}`, note: `for ${SECRET}` } });
+    expect(first).toEqual({ ok: true, output: { token: REDACTED, note: `for ${REDACTED}` } });
     const record = await recorded("r1:k1");
     expect(record).not.toContain(SECRET);
     expect(decode(IdempotencyRecord, new TextEncoder().encode(record))).toMatchObject({
@@ -96,10 +104,17 @@ describe("a tool service records redacted results", () => {
   it("a terminal failure is recorded with its message redacted", async () => {
     expect(await call({ apiKey: "bad" }, "r1:k2")).toMatchObject({
       ok: false,
-      error: { code: "TOOL_FAILED" },
+      error: { code: "TOOL_FAILED", message: `key ${REDACTED} refused` },
     });
     const record = await recorded("r1:k2");
     expect(record).not.toContain(SECRET);
     expect(record).toContain(`key ${REDACTED} refused`);
+  });
+
+  it("a tool that keeps no record answers redacted by the operators' rules too", async () => {
+    expect(await call({ apiKey: SECRET }, "r1:k3", "lookup")).toEqual({
+      ok: true,
+      output: `found ${REDACTED}`,
+    });
   });
 });

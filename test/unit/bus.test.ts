@@ -41,6 +41,7 @@ describe("subjects", () => {
       toolState: "agents-tool-state",
       modelBreakers: "agents-model-breakers",
       toolDescriptors: "agents-tool-descriptors",
+      redactedInputs: "agents-redacted-inputs",
     });
     expect(s.storeStreams()).toEqual([
       "AGENT_RUNS",
@@ -48,14 +49,14 @@ describe("subjects", () => {
       "AGENT_COUNTERS",
       ...s.bucketList().map((bucket) => `KV_${bucket}`),
     ]);
-    expect(s.storeStreams()).toHaveLength(10);
+    expect(s.storeStreams()).toHaveLength(11);
     expect(
       s
         .stores()
         .filter((store) => store.kind === "stream")
         .map((store) => store.name),
     ).toEqual(["AGENT_RUNS", "AGENT_LOG", "AGENT_COUNTERS"]);
-    expect(s.stores().filter((store) => store.kind === "bucket")).toHaveLength(7);
+    expect(s.stores().filter((store) => store.kind === "bucket")).toHaveLength(8);
     expect(bucketStream("agents-runs")).toBe("KV_agents-runs");
     expect(new Subjects("team-a").streams()).toEqual({
       runs: "TEAM_A_RUNS",

@@ -10,6 +10,7 @@ import type { LoopConfig, Transition } from "../../shared/loop/state.js";
 import { defineTool, describeTool } from "../../shared/tools/tool.js";
 import { REDACTED } from "../../shared/tools/redaction.js";
 import { LeaseRedaction } from "../../services/agent/redaction.js";
+import type { RedactedInputs } from "../../shared/bus/redacted-inputs.js";
 import { spec } from "../helpers/fixtures.js";
 
 const SECRET = "sk-MARKERabcdef123456";
@@ -33,7 +34,11 @@ const runSpec = RunSpec.parse(spec({ tools: ["vault"] }));
  * Drives a run as a worker's lease does: every event from outside through the lease's redaction
  * before the loop sees it, every call sent with the input the redaction gives back.
  */
-function drive(redaction: LeaseRedaction): { records: WalRecord[]; audits: AuditEvent[]; sent: unknown[] } {
+async function drive(
+  redaction: LeaseRedaction,
+  input: unknown = { apiKey: SECRET, query: "balance" },
+  kept?: (callId: string) => void,
+): Promise<{ records: WalRecord[]; audits: AuditEvent[]; sent: unknown[] }> {
   redaction.use(config.tools);
   const records: WalRecord[] = [];
   const audits: AuditEvent[] = [];
@@ -55,8 +60,7 @@ function drive(redaction: LeaseRedaction): { records: WalRecord[]; audits: Audit
     if (awaiting?.type === "recallMemory") event = { type: "memoryRecalled", at: 2, memories: [] };
     else if (awaiting?.type === "callModel") {
       answers += 1;
-      const toolCalls =
-        answers === 1 ? [{ id: "c1", name: "vault", input: { apiKey: SECRET, query: "balance" } }] : [];
+      const toolCalls = answers === 1 ? [{ id: "c1", name: "vault", input }] : [];
       event = {
         type: "modelResponded",
         at: 3,
@@ -71,7 +75,8 @@ function drive(redaction: LeaseRedaction): { records: WalRecord[]; audits: Audit
         },
       };
     } else if (awaiting?.type === "callTool") {
-      sent.push(redaction.input(awaiting, t.state));
+      kept?.(awaiting.actionId);
+      sent.push(await redaction.input(awaiting, t.state));
       event = {
         type: "toolCompleted",
         at: 4,
@@ -79,15 +84,17 @@ function drive(redaction: LeaseRedaction): { records: WalRecord[]; audits: Audit
         output: { token: TOKEN, rows: 2 },
       };
     } else throw new Error(`unexpected effect ${awaiting?.type}`);
-    t = take(transition(t.state, redaction.event(t.state, event), config));
+    const next = transition(t.state, redaction.event(t.state, event), config);
+    await redaction.flush();
+    t = take(next);
   }
   expect(t.state.status).toBe("committed");
   return { records, audits, sent };
 }
 
 describe("redaction in the loop (a worker's lease)", () => {
-  it("the tool gets the model's input, the log and the state hold neither secret, and the redaction is audited", () => {
-    const { records, audits, sent } = drive(new LeaseRedaction(undefined));
+  it("the tool gets the model's input, the log and the state hold neither secret, and the redaction is audited", async () => {
+    const { records, audits, sent } = await drive(new LeaseRedaction(undefined));
     expect(sent).toEqual([{ apiKey: SECRET, query: "balance" }]);
     const logged = JSON.stringify({ records, audits });
     expect(logged).not.toContain("MARKER");
@@ -100,23 +107,23 @@ describe("redaction in the loop (a worker's lease)", () => {
     expect(audits.map((e) => e.seq)).toEqual(audits.map((_, i) => i + 1));
   });
 
-  it("a replay from the redacted log reproduces every record and audit event", () => {
-    const { records, audits } = drive(new LeaseRedaction(undefined));
+  it("a replay from the redacted log reproduces every record and audit event", async () => {
+    const { records, audits } = await drive(new LeaseRedaction(undefined));
     const replayed = replay(records, config);
     expect(replayed.state.status).toBe("committed");
     expect(replayed.audits).toEqual(audits);
   });
 
-  it("operators' patterns apply on top of the tool's own paths", () => {
+  it("operators' patterns apply on top of the tool's own paths", async () => {
     const redaction = new LeaseRedaction({ tools: { "*": { patterns: ["bal\\w+"] } } });
-    const { audits, sent } = drive(redaction);
+    const { audits, sent } = await drive(redaction);
     expect(sent).toEqual([{ apiKey: SECRET, query: "balance" }]);
     const notes = audits.filter((e) => e.kind === "tool.redacted").map((e) => e.data);
     expect(notes).toMatchObject([{ paths: ["input.apiKey"], patterns: ["bal\\w+"] }, { patterns: [] }]);
   });
 
-  it("a lease that never had a redacted input does not send the call with the redacted text", () => {
-    const { records } = drive(new LeaseRedaction(undefined));
+  it("a lease that never had a redacted input does not send the call with the redacted text", async () => {
+    const { records } = await drive(new LeaseRedaction(undefined));
     // The run as a worker taking it over rebuilds it, up to the tool call its INTENT announced.
     const upToIntent = records.slice(0, records.findIndex((r) => r.type === "INTENT") + 1);
     const state = replay(upToIntent, config).state;
@@ -125,8 +132,77 @@ describe("redaction in the loop (a worker's lease)", () => {
     expect(effect.input).toEqual({ apiKey: REDACTED, query: "balance" });
     const successor = new LeaseRedaction(undefined);
     successor.use(config.tools);
-    expect(() => successor.input(effect, state)).toThrow(
-      expect.objectContaining({ code: "REDACTED_INPUT_LOST" }),
-    );
+    await expect(successor.input(effect, state)).rejects.toMatchObject({ code: "REDACTED_INPUT_LOST" });
+  });
+
+  it("a job's event is redacted whatever notes it carries, and notes it forged are not recorded", async () => {
+    const { records } = await drive(new LeaseRedaction(undefined));
+    const upToIntent = records.slice(0, records.findIndex((r) => r.type === "INTENT") + 1);
+    const waiting = replay(upToIntent, config).state;
+    const halted = transition(waiting, { type: "halt", at: 5, reason: "stop", by: "ops" }, config).state;
+    const lease = new LeaseRedaction(undefined);
+    lease.use(config.tools);
+    const forged = [{ tool: "vault", field: "output" as const, actionId: "act-1", paths: [], patterns: [] }];
+    const resume: LoopEvent = {
+      type: "resume",
+      at: 6,
+      by: "ops",
+      settle: { decision: "ran", output: { token: TOKEN, rows: 2 } },
+      redactions: [],
+    };
+    const redacted = lease.event(halted, resume);
+    expect(JSON.stringify(redacted)).not.toContain(TOKEN);
+    expect(redacted).toMatchObject({ redactions: [{ actionId: "act-1", paths: ["output.token"] }] });
+    // Redacted once by this lease, an event is left as it is (its notes are the lease's own).
+    expect(lease.event(halted, redacted)).toBe(redacted);
+    const nothing: LoopEvent = { type: "resume", at: 6, by: "ops", redactions: forged };
+    expect(lease.event(halted, nothing)).toEqual({ type: "resume", at: 6, by: "ops" });
+    const audits = transition(halted, lease.event(halted, nothing), config).effects;
+    expect(audits.some((e) => e.type === "audit" && e.event.kind === "tool.redacted")).toBe(false);
+  });
+
+  it("a lease taking the run over (a crash, a drain, an approval) sends the input the first lease kept outside the log, forgotten once the call is answered", async () => {
+    const store = memoryStore();
+    // What the bucket held when the call was sent: its INTENT written, the lease could stop there.
+    let atCall = new Map<string, unknown>();
+    const { records } = await drive(new LeaseRedaction(undefined, store), undefined, () => {
+      atCall = new Map(store.entries);
+    });
+    expect(atCall).toEqual(new Map([["c1", { apiKey: SECRET, query: "balance" }]]));
+    expect(store.entries.size).toBe(0);
+    // A successor rebuilds the run from the log up to the INTENT, the bucket as it was then.
+    const upToIntent = records.slice(0, records.findIndex((r) => r.type === "INTENT") + 1);
+    const state = replay(upToIntent, config).state;
+    const effect = state.awaiting;
+    if (effect?.type !== "callTool") throw new Error("expected the run to wait on its tool call");
+    const kept = memoryStore(atCall);
+    const successor = new LeaseRedaction(undefined, kept);
+    successor.use(config.tools);
+    successor.learn(upToIntent);
+    expect(await successor.input(effect, state)).toEqual({ apiKey: SECRET, query: "balance" });
+    successor.event(state, { type: "toolCompleted", at: 9, actionId: effect.actionId, output: { rows: 1 } });
+    await successor.flush();
+    expect(kept.entries.size).toBe(0);
+  });
+
+  it("a call whose input the model gave with the marker in it, and nothing redacted, is sent as it is", async () => {
+    const input = { query: `a note saying ${REDACTED}` };
+    const { sent, audits } = await drive(new LeaseRedaction(undefined, memoryStore()), input);
+    expect(sent).toEqual([input]);
+    expect(audits.filter((e) => e.kind === "tool.redacted").map((e) => e.data)).toMatchObject([
+      { field: "output" },
+    ]);
   });
 });
+
+/** A RedactedInputs in memory, as the bucket keeps them for one run. */
+function memoryStore(
+  entries = new Map<string, unknown>(),
+): RedactedInputs & { entries: Map<string, unknown> } {
+  return {
+    entries,
+    keep: (callId, input) => Promise.resolve(void entries.set(callId, input)),
+    read: (callId) => Promise.resolve(entries.has(callId) ? { input: entries.get(callId) } : undefined),
+    forget: (callId) => Promise.resolve(void entries.delete(callId)),
+  };
+}
