@@ -80,7 +80,7 @@ describe("deploy/k8s/components/console: the web console, opt-in", () => {
 
   it("NATS has the console's user, with the console's permissions, in the base (local and Kubernetes alike)", () => {
     const user = `{ user: console, password: $NATS_CONSOLE_PASSWORD, permissions: $CONSOLE_PERMISSIONS }`;
-    expect(readFileSync(join(K8S, "base", "nats", "nats.conf"), "utf8")).toContain(user);
+    expect(readFileSync(join(K8S, "base", "nats", "users.conf"), "utf8")).toContain(user);
     expect(readFileSync(join(ROOT, "nats.conf"), "utf8")).toContain(
       `{ user: console, password: "${NATS_USERS.console.password}", permissions: $CONSOLE_PERMISSIONS }`,
     );
