@@ -359,6 +359,20 @@ describe("the web console on a cluster, in a real browser", () => {
     const again = await post("approve", { by: "carol" });
     expect(again.status).toBeGreaterThanOrEqual(400);
     expect(await again.json()).toMatchObject({ error: { code: expect.any(String) as unknown } });
+
+    // The timeline is paged: the newest `limit` events, `more` before them, or those after a seq.
+    type Page = { timeline: { seq: number; kind: string }[]; more: number };
+    const whole = (await (await api(`/api/runs/${runId}`, { headers: auth })).json()) as Page;
+    expect(whole.more).toBe(0);
+    const last2 = (await (await api(`/api/runs/${runId}?limit=2`, { headers: auth })).json()) as Page;
+    expect(last2.timeline).toEqual(whole.timeline.slice(-2));
+    expect(last2.more).toBe(whole.timeline.length - 2);
+    const pivot = whole.timeline.at(-3)?.seq ?? 0;
+    const after = (await (
+      await api(`/api/runs/${runId}?afterSeq=${pivot}`, { headers: auth })
+    ).json()) as Page;
+    expect(after.timeline.map((e) => e.seq)).toEqual(whole.timeline.slice(-2).map((e) => e.seq));
+    expect((await api(`/api/runs/${runId}?limit=0`, { headers: auth })).status).toBe(400);
   }, 60_000);
 
   it("refuses to start bound beyond loopback without CONSOLE_TOKEN, saying how to fix it", async () => {

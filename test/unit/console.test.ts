@@ -11,6 +11,7 @@ import {
 } from "../../services/console/access.js";
 import { FeedLimit } from "../../services/console/feed-limit.js";
 import { httpError } from "../../services/console/http-error.js";
+import { LogWindow, parseTimelinePage, TIMELINE_EVENTS } from "../../services/console/log-window.js";
 import { budgetsOf, runView, shorten } from "../../services/console/run-view.js";
 import { filterRuns, LIST_LIMIT, parseRunsFilter } from "../../services/console/runs-filter.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
@@ -329,5 +330,45 @@ describe("console run view", () => {
     ]);
     expect(budgetsOf(runSpec, undefined)).toEqual([]);
     expect(shorten("abc", 10)).toBe("abc");
+  });
+});
+
+describe("console run view: a page of the log", () => {
+  const event = (seq: number): AuditEvent =>
+    ({
+      seq,
+      timestamp: "2026-01-01T00:00:00.000Z",
+      kind: "phase.entered",
+      phase: "ACT",
+      iteration: 1,
+      actor: "agent",
+      status: "ok",
+    }) as unknown as AuditEvent;
+
+  it("keeps the newest `limit` events after `afterSeq`, counting those left out, and the tool calls shortened", () => {
+    const window = new LogWindow(2, 3);
+    const start = { type: "EVENT", event: { type: "start" } } as unknown as WalRecord;
+    const intent = {
+      type: "INTENT",
+      actionId: "a1",
+      tool: "echo",
+      input: "x".repeat(10_000),
+    } as unknown as WalRecord;
+    const checkpoint = { type: "CHECKPOINT", state: "y".repeat(10_000) } as unknown as WalRecord;
+    window.add({ records: [start, intent, checkpoint], events: [1, 2, 3, 4].map(event) });
+    for (let seq = 5; seq <= 10; seq += 1) window.add({ records: [], events: [event(seq)] });
+    const read = window.read();
+    expect(read.events.map((e) => e.seq)).toEqual([8, 9, 10]);
+    expect(window.more).toBe(5);
+    expect(window.messages).toBe(7);
+    expect(read.records.map((r) => r.type)).toEqual(["EVENT", "INTENT"]);
+    expect(String((read.records[1] as { input: unknown }).input).length).toBeLessThanOrEqual(240);
+  });
+
+  it("parses ?afterSeq= and ?limit=, INVALID_INPUT for a bad one", () => {
+    expect(parseTimelinePage({})).toEqual({ afterSeq: 0, limit: TIMELINE_EVENTS });
+    expect(parseTimelinePage({ afterSeq: "12", limit: "50" })).toEqual({ afterSeq: 12, limit: 50 });
+    for (const query of [{ limit: "0" }, { limit: "100000" }, { afterSeq: "-1" }, { afterSeq: "x" }])
+      expect(() => parseTimelinePage(query), JSON.stringify(query)).toThrow(/INVALID_INPUT|limit|afterSeq/);
   });
 });
