@@ -368,7 +368,13 @@ describe("console run view: a page of the log", () => {
   it("parses ?afterSeq= and ?limit=, INVALID_INPUT for a bad one", () => {
     expect(parseTimelinePage({})).toEqual({ afterSeq: 0, limit: TIMELINE_EVENTS });
     expect(parseTimelinePage({ afterSeq: "12", limit: "50" })).toEqual({ afterSeq: 12, limit: 50 });
-    for (const query of [{ limit: "0" }, { limit: "100000" }, { afterSeq: "-1" }, { afterSeq: "x" }])
+    const bad: Record<string, string>[] = [
+      { limit: "0" },
+      { limit: "100000" },
+      { afterSeq: "-1" },
+      { afterSeq: "x" },
+    ];
+    for (const query of bad)
       expect(() => parseTimelinePage(query), JSON.stringify(query)).toThrow(/INVALID_INPUT|limit|afterSeq/);
   });
 });
