@@ -2,7 +2,7 @@
  * Who may do what on the web console: a pure decision on the request's credentials, so the HTTP
  * shell only reads headers and answers. Tokens are compared in constant time.
  */
-import { timingSafeEqual } from "node:crypto";
+import { createHash, timingSafeEqual } from "node:crypto";
 import { isIP } from "node:net";
 import { AgentError } from "../../shared/runtime/errors.js";
 
@@ -11,6 +11,8 @@ export interface AccessConfig {
   token?: string | undefined;
   /** Operate requests need it; unset: nobody operates. */
   operateToken?: string | undefined;
+  /** Without a token, the Host names besides loopback's a request may carry (CONSOLE_ALLOWED_HOSTS). */
+  allowedHosts?: readonly string[] | undefined;
 }
 
 export interface Credentials {
@@ -23,12 +25,21 @@ export interface Credentials {
 /** What a request may do: nothing (why), read, or read and operate. */
 export type Access = { read: false; error: AgentError } | { read: true; operate: boolean };
 
-const same = (given: string | undefined, wanted: string): boolean => {
-  if (given === undefined) return false;
-  const a = Buffer.from(given);
-  const b = Buffer.from(wanted);
-  return a.length === b.length && timingSafeEqual(a, b);
-};
+const digest = (text: string): Buffer => createHash("sha256").update(text).digest();
+
+// Both sides hashed: equal lengths always, so the comparison's time says nothing of the token's length.
+const same = (given: string | undefined, wanted: string): boolean =>
+  given !== undefined && timingSafeEqual(digest(given), digest(wanted));
+
+/** The user name of a basic `Authorization` header, if it names one. */
+export function basicUser(authorization: string | undefined): string | undefined {
+  const [scheme, value] = (authorization ?? "").trim().split(/\s+/, 2);
+  if (scheme?.toLowerCase() !== "basic" || !value) return undefined;
+  const decoded = Buffer.from(value, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  const user = colon < 0 ? "" : decoded.slice(0, colon).trim();
+  return user === "" ? undefined : user;
+}
 
 /** The secret an `Authorization` header carries: a bearer token, or a basic auth password. */
 export function presented(authorization: string | undefined): string | undefined {
@@ -41,12 +52,13 @@ export function presented(authorization: string | undefined): string | undefined
   return colon < 0 ? undefined : decoded.slice(colon + 1);
 }
 
-/** What the credentials allow under `config`. */
+/**
+ * What the credentials allow under `config`. The operate token counts only in `X-Operate-Token`:
+ * a browser sends basic auth with every request, cross-site form posts included, never that header.
+ */
 export function accessOf(config: AccessConfig, creds: Credentials): Access {
   const secret = presented(creds.authorization);
-  const operator =
-    config.operateToken !== undefined &&
-    (same(creds.operateToken, config.operateToken) || same(secret, config.operateToken));
+  const operator = config.operateToken !== undefined && same(creds.operateToken, config.operateToken);
   if (config.token !== undefined && !operator && !same(secret, config.token)) {
     return {
       read: false,
@@ -68,6 +80,31 @@ export function operateRefusal(config: AccessConfig): AgentError {
     config.operateToken === undefined
       ? "this console only reads: operating needs CONSOLE_OPERATE_TOKEN set where the console runs"
       : "operating needs the console's operate token: send `X-Operate-Token: <CONSOLE_OPERATE_TOKEN>`",
+  );
+}
+
+/** The host name of a `Host` header, lower case, without its port (`[::1]:8090` is `[::1]`). */
+export function hostName(host: string): string {
+  const name = host.trim().toLowerCase();
+  if (name.startsWith("[")) return name.slice(0, name.indexOf("]") + 1);
+  const colon = name.indexOf(":");
+  return colon < 0 ? name : name.slice(0, colon);
+}
+
+const LOOPBACK_NAMES: readonly string[] = ["localhost", "127.0.0.1", "[::1]"];
+
+/**
+ * Without a token, a page on another site could rebind its own name to 127.0.0.1 and read the
+ * console as same-origin: only loopback names and CONSOLE_ALLOWED_HOSTS are answered then.
+ */
+export function hostRefusal(config: AccessConfig, host: string | undefined): AgentError | undefined {
+  if (config.token !== undefined) return undefined;
+  const name = hostName(host ?? "");
+  const allowed = config.allowedHosts?.map((h) => hostName(h)) ?? [];
+  if (LOOPBACK_NAMES.includes(name) || allowed.includes(name)) return undefined;
+  return new AgentError(
+    "HOST_NOT_ALLOWED",
+    `Host '${name.slice(0, 100)}' is not this console's: without CONSOLE_TOKEN only localhost, 127.0.0.1 and [::1] are answered; add the name to CONSOLE_ALLOWED_HOSTS or set CONSOLE_TOKEN`,
   );
 }
 

@@ -6,7 +6,8 @@ import { Hono } from "hono";
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { ClusterClient } from "../cli/client.js";
-import { accessOf, operateRefusal, type AccessConfig } from "./access.js";
+import { accessOf, hostRefusal, operateRefusal, type AccessConfig } from "./access.js";
+import type { FeedLimit } from "./feed-limit.js";
 import { httpError } from "./http-error.js";
 import type { ConsoleReads } from "./reads.js";
 import { liveRoutes } from "./routes/live-routes.js";
@@ -20,6 +21,7 @@ export interface ConsoleDeps {
   client: ClusterClient;
   access: AccessConfig;
   files: ReadonlyMap<string, StaticFile>;
+  feeds: FeedLimit;
 }
 
 type Vars = { Variables: { operate: boolean } };
@@ -33,6 +35,8 @@ export function consoleApp(deps: ConsoleDeps): Hono<Vars> {
     return c.json(body, status);
   });
   app.use("*", async (c, next) => {
+    const misdirected = hostRefusal(deps.access, c.req.header("host"));
+    if (misdirected) throw misdirected;
     const access = accessOf(deps.access, {
       authorization: c.req.header("authorization"),
       operateToken: c.req.header("x-operate-token"),
@@ -48,9 +52,15 @@ export function consoleApp(deps: ConsoleDeps): Hono<Vars> {
     c.json({ operate: c.get("operate"), operateConfigured: deps.access.operateToken !== undefined }),
   );
   app.route("/api", readRoutes(deps.reads));
-  app.route("/api/live", liveRoutes(deps.bus));
+  app.route("/api/live", liveRoutes(deps.bus, deps.feeds));
   app.use("/api/operate/*", async (c, next) => {
     if (!c.get("operate")) throw operateRefusal(deps.access);
+    // A browser says when another site's page sent the request: an operator's own page never does.
+    if (c.req.header("sec-fetch-site") === "cross-site")
+      throw new AgentError(
+        "FORBIDDEN",
+        "operate requests from another site's page are refused: operate from the console's own page, or agentctl",
+      );
     await next();
   });
   app.route("/api/operate", operateRoutes(deps.client));

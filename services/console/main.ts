@@ -15,12 +15,17 @@ import { ClusterClient } from "../cli/client.js";
 import { checkBinding } from "./access.js";
 import { consoleApp } from "./app.js";
 import { ConsoleEnv } from "./env.js";
+import { FeedLimit } from "./feed-limit.js";
 import { ConsoleReads } from "./reads.js";
 import { loadStaticFiles } from "./static-files.js";
 
 const fatal = exitOnFatal(createLogger({ actor: "console" }));
 const env = parseEnv(ConsoleEnv, process.env);
-const access = { token: env.CONSOLE_TOKEN, operateToken: env.CONSOLE_OPERATE_TOKEN };
+const access = {
+  token: env.CONSOLE_TOKEN,
+  operateToken: env.CONSOLE_OPERATE_TOKEN,
+  allowedHosts: env.CONSOLE_ALLOWED_HOSTS,
+};
 // Before anything connects: a console open to the network without a token never starts.
 checkBinding(env.CONSOLE_HOST, access);
 const logger = createLogger({ actor: "console", level: env.LOG_LEVEL });
@@ -34,6 +39,7 @@ const app = consoleApp({
   client: new ClusterClient(bus, wait),
   access,
   files,
+  feeds: new FeedLimit(env.CONSOLE_MAX_FEEDS),
 });
 const server = serve({ fetch: app.fetch, port: env.CONSOLE_PORT, hostname: env.CONSOLE_HOST });
 const address = await new Promise<AddressInfo>((resolve, reject) => {

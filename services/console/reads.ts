@@ -1,7 +1,7 @@
 /** What the console reads from the cluster: the status bucket, the run log and the rolls. */
 import type { ActorBus } from "../../shared/bus/actor.js";
 import { lastAuditEvent } from "../../shared/bus/audit.js";
-import { readLog } from "../../shared/bus/run-log.js";
+import { scanLog } from "../../shared/bus/run-log.js";
 import { readProgress, statusWithProgress, withProgress } from "../../shared/bus/run-progress.js";
 import { readRunsBucket } from "../../shared/bus/run-status.js";
 import { runTree } from "../../shared/bus/run-tree.js";
@@ -10,6 +10,7 @@ import { AgentError } from "../../shared/runtime/errors.js";
 import { RUN_ID_PATTERN } from "../../shared/runtime/ids.js";
 import { readClusterHealth, type ClusterHealth } from "../cli/cluster-health.js";
 import { openBreakers, type BreakerView } from "../cli/inspect.js";
+import { LogWindow, type TimelinePage } from "./log-window.js";
 import { runView, type RunView } from "./run-view.js";
 import { filterRuns, type RunsFilter } from "./runs-filter.js";
 
@@ -56,13 +57,23 @@ export class ConsoleReads {
     return { runs: shown, more };
   }
 
-  /** A run's view: NOT_FOUND when neither its status nor its log names it. */
-  async run(runId: string): Promise<RunView> {
+  /**
+   * A run's view, its timeline a page of at most `page.limit` events after `page.afterSeq` (the
+   * newest; `more` counts those left out before them): NOT_FOUND when neither its status nor its
+   * log names it. The log is read message by message, never held whole.
+   */
+  async run(runId: string, page: TimelinePage): Promise<RunView & { more: number }> {
     checkRunId(runId);
-    const [status, read] = await Promise.all([statusWithProgress(this.bus, runId), readLog(this.bus, runId)]);
-    if (!status && read.events.length === 0)
+    const window = new LogWindow(page.afterSeq, page.limit);
+    const [status] = await Promise.all([
+      statusWithProgress(this.bus, runId),
+      (async () => {
+        for await (const stored of scanLog(this.bus, runId)) window.add(stored.entry);
+      })(),
+    ]);
+    if (!status && window.messages === 0)
       throw new AgentError("NOT_FOUND", `no run '${runId}': no status or log names it`);
-    return runView(runId, { events: read.events, records: read.records.map((r) => r.record) }, status);
+    return { ...runView(runId, window.read(), status), more: window.more };
   }
 
   /** The tree a run is in, from its root: parents before children. */

@@ -68,6 +68,10 @@ export const ERROR_CODES = {
   STORAGE_FULL: { retryable: true },
   /** A message larger than the server's max_payload: sending it again cannot help. */
   PAYLOAD_TOO_LARGE: { retryable: false },
+  /** An HTTP request's body is not of the type the endpoint reads (the web console reads `application/json`). */
+  UNSUPPORTED_MEDIA_TYPE: { retryable: false },
+  /** The web console holds as many live feeds as CONSOLE_MAX_FEEDS allows: one ends, then ask again. */
+  TOO_MANY_FEEDS: { retryable: true },
   /** A non-idempotent tool's outcome is unknown after a crash: a human must reconcile it. */
   RECONCILIATION_REQUIRED: { retryable: false },
   /**

@@ -1,4 +1,5 @@
 import { copyFile, mkdir, mkdtemp, stat } from "node:fs/promises";
+import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -149,7 +150,8 @@ describe("the web console on a cluster, in a real browser", () => {
     await page.fill('input[name="reason"]', "looks right");
     await page.click('button[data-action="approve"]');
     await expect.poll(() => page.locator("#notice").textContent()).toContain("FORBIDDEN");
-    await page.fill("#operator", "alice");
+    // The name typed is the client's word: the basic auth user (alice) is who the log says acted.
+    await page.fill("#operator", "someone-else");
     await page.fill("#operate-token", OPERATE);
     await page.click('#operate-login button[type="submit"]');
     await expect.poll(() => page.locator("#operate-state").textContent()).toBe("operating");
@@ -230,6 +232,89 @@ describe("the web console on a cluster, in a real browser", () => {
     expect(switched?.json<{ active: boolean }>().active ?? false).toBe(false);
   });
 
+  it("API: no cross-site request forgery: the operate token counts only in X-Operate-Token, the body must be JSON, a cross-site request is refused", async () => {
+    const body = JSON.stringify({ active: true, by: "mallory" });
+    // What another site's form posts with the operator's browser: basic auth, a text/plain body.
+    const forged = await api("/api/operate/killswitch", {
+      method: "POST",
+      headers: {
+        authorization: `Basic ${Buffer.from(`alice:${OPERATE}`).toString("base64")}`,
+        "content-type": "text/plain",
+      },
+      body,
+    });
+    expect(forged.status).toBeGreaterThanOrEqual(400);
+    const asBearer = await api("/api/operate/killswitch", {
+      method: "POST",
+      headers: { ...bearer(OPERATE), "content-type": "application/json" },
+      body,
+    });
+    expect(asBearer.status).toBe(401);
+    const operator = { ...bearer(TOKEN), "x-operate-token": OPERATE };
+    const plain = await api("/api/operate/killswitch", {
+      method: "POST",
+      headers: { ...operator, "content-type": "text/plain" },
+      body,
+    });
+    expect(plain.status).toBe(415);
+    expect(await plain.json()).toMatchObject({ error: { code: "UNSUPPORTED_MEDIA_TYPE" } });
+    const crossSite = await api("/api/operate/killswitch", {
+      method: "POST",
+      headers: { ...operator, "content-type": "application/json", "sec-fetch-site": "cross-site" },
+      body,
+    });
+    expect(crossSite.status).toBe(403);
+    expect(await crossSite.json()).toMatchObject({ error: { code: "FORBIDDEN" } });
+    const switched = await suite.bus.buckets.pool.get("killswitch");
+    expect(switched?.json<{ active: boolean }>().active ?? false).toBe(false);
+  });
+
+  it("without CONSOLE_TOKEN: only loopback Host names and CONSOLE_ALLOWED_HOSTS are answered (421), and CONSOLE_MAX_FEEDS caps the live feeds (503)", async () => {
+    const open = await suite.cluster.launch({
+      entry: actorEntry("console"),
+      name: "console-open",
+      user: "console",
+      env: { CONSOLE_PORT: "0", CONSOLE_ALLOWED_HOSTS: "console.test", CONSOLE_MAX_FEEDS: "1" },
+    });
+    const url = new URL(open.url ?? "");
+    // fetch names the URL's host itself: a rebound name is sent as a browser would, by hand.
+    const statusFor = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request(
+          { host: url.hostname, port: url.port, path: "/api/whoami", headers: { host } },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.once("error", reject);
+        req.end();
+      });
+    expect(await statusFor(`127.0.0.1:${url.port}`)).toBe(200);
+    expect(await statusFor(`localhost:${url.port}`)).toBe(200);
+    expect(await statusFor(`console.test:${url.port}`)).toBe(200);
+    expect(await statusFor(`attacker.example:${url.port}`)).toBe(421);
+
+    const first = new AbortController();
+    const feed = await fetch(new URL("/api/live/runs", url), { signal: first.signal });
+    expect(feed.status).toBe(200);
+    const reader = feed.body?.getReader();
+    expect(new TextDecoder().decode((await reader?.read())?.value as Uint8Array | undefined)).toContain(
+      "event: ready",
+    );
+    const full = await fetch(new URL("/api/live/runs", url));
+    expect(full.status).toBe(503);
+    expect(await full.json()).toMatchObject({ error: { code: "TOO_MANY_FEEDS", retryable: true } });
+    first.abort();
+    await expect
+      .poll(async () => {
+        const again = await fetch(new URL("/api/live/runs", url));
+        await again.body?.cancel();
+        return again.status;
+      })
+      .toBe(200);
+  });
+
   it("API: an unknown run is 404 NOT_FOUND, a bad runId, filter or body 400 INVALID_INPUT; halt and resume go through the supervisor", async () => {
     const auth = bearer(TOKEN);
     const missing = await api("/api/runs/no-such-run", { headers: auth });
@@ -250,7 +335,7 @@ describe("the web console on a cluster, in a real browser", () => {
       spec({ name: "held", script: [{ text: "ok" }], requiresApproval: true }),
     );
     await suite.waitFor(runId, (s) => s.status === "awaiting_approval", 20_000);
-    const operate = { ...bearer(OPERATE), "content-type": "application/json" };
+    const operate = { ...bearer(TOKEN), "x-operate-token": OPERATE, "content-type": "application/json" };
     const post = (verb: string, payload: unknown) =>
       api(`/api/operate/runs/${runId}/${verb}`, {
         method: "POST",
@@ -274,6 +359,20 @@ describe("the web console on a cluster, in a real browser", () => {
     const again = await post("approve", { by: "carol" });
     expect(again.status).toBeGreaterThanOrEqual(400);
     expect(await again.json()).toMatchObject({ error: { code: expect.any(String) as unknown } });
+
+    // The timeline is paged: the newest `limit` events, `more` before them, or those after a seq.
+    type Page = { timeline: { seq: number; kind: string }[]; more: number };
+    const whole = (await (await api(`/api/runs/${runId}`, { headers: auth })).json()) as Page;
+    expect(whole.more).toBe(0);
+    const last2 = (await (await api(`/api/runs/${runId}?limit=2`, { headers: auth })).json()) as Page;
+    expect(last2.timeline).toEqual(whole.timeline.slice(-2));
+    expect(last2.more).toBe(whole.timeline.length - 2);
+    const pivot = whole.timeline.at(-3)?.seq ?? 0;
+    const after = (await (
+      await api(`/api/runs/${runId}?afterSeq=${pivot}`, { headers: auth })
+    ).json()) as Page;
+    expect(after.timeline.map((e) => e.seq)).toEqual(whole.timeline.slice(-2).map((e) => e.seq));
+    expect((await api(`/api/runs/${runId}?limit=0`, { headers: auth })).status).toBe(400);
   }, 60_000);
 
   it("refuses to start bound beyond loopback without CONSOLE_TOKEN, saying how to fix it", async () => {

@@ -1,6 +1,17 @@
 import { describe, expect, it } from "vitest";
-import { accessOf, checkBinding, isLoopback, presented } from "../../services/console/access.js";
+import { errors } from "@nats-io/transport-node";
+import {
+  accessOf,
+  basicUser,
+  checkBinding,
+  hostName,
+  hostRefusal,
+  isLoopback,
+  presented,
+} from "../../services/console/access.js";
+import { FeedLimit } from "../../services/console/feed-limit.js";
 import { httpError } from "../../services/console/http-error.js";
+import { LogWindow, parseTimelinePage, TIMELINE_EVENTS } from "../../services/console/log-window.js";
 import { budgetsOf, runView, shorten } from "../../services/console/run-view.js";
 import { filterRuns, LIST_LIMIT, parseRunsFilter } from "../../services/console/runs-filter.js";
 import type { AuditEvent } from "../../shared/contracts/audit.js";
@@ -49,7 +60,61 @@ describe("console access: tokens, operate, binding", () => {
       read: true,
       operate: true,
     });
-    expect(accessOf(config, { authorization: `Bearer ${OPERATE}` })).toEqual({ read: true, operate: true });
+    // The operate token as a bearer token is no read token either.
+    expect(accessOf(config, { authorization: `Bearer ${OPERATE}` }).read).toBe(false);
+  });
+
+  it("counts the operate token only in X-Operate-Token, never as a bearer token or basic auth password", () => {
+    const config = { operateToken: OPERATE };
+    // A browser sends basic auth with every request, a cross-site form post too.
+    expect(accessOf(config, { authorization: basic("alice", OPERATE) })).toEqual({
+      read: true,
+      operate: false,
+    });
+    expect(accessOf(config, { authorization: `Bearer ${OPERATE}` })).toEqual({ read: true, operate: false });
+    expect(accessOf(config, { operateToken: OPERATE })).toEqual({ read: true, operate: true });
+    expect(accessOf(config, { operateToken: `${OPERATE}x` })).toEqual({ read: true, operate: false });
+    expect(accessOf(config, { operateToken: OPERATE.slice(0, 8) })).toEqual({ read: true, operate: false });
+  });
+
+  it("names the basic auth user, if any", () => {
+    expect(basicUser(basic("alice", TOKEN))).toBe("alice");
+    expect(basicUser(basic("", TOKEN))).toBeUndefined();
+    expect(basicUser(`Bearer ${TOKEN}`)).toBeUndefined();
+    expect(basicUser(undefined)).toBeUndefined();
+  });
+
+  it("without a token answers only loopback Host names and CONSOLE_ALLOWED_HOSTS (HOST_NOT_ALLOWED, 421)", () => {
+    expect(hostName("LocalHost:8090")).toBe("localhost");
+    expect(hostName("[::1]:8090")).toBe("[::1]");
+    expect(hostName("127.0.0.1")).toBe("127.0.0.1");
+    for (const host of ["localhost:8090", "127.0.0.1:1", "[::1]:8090", "localhost"])
+      expect(hostRefusal({}, host), host).toBeUndefined();
+    for (const host of ["evil.example:8090", "127.0.0.1.evil.example", "", undefined]) {
+      const refused = hostRefusal({}, host);
+      expect(refused?.code, String(host)).toBe("HOST_NOT_ALLOWED");
+      expect(httpError(refused).status).toBe(421);
+    }
+    expect(hostRefusal({ allowedHosts: ["console.internal"] }, "console.internal:8090")).toBeUndefined();
+    // A token guards the console: a rebinding page cannot send it.
+    expect(hostRefusal({ token: TOKEN }, "evil.example")).toBeUndefined();
+  });
+
+  it("holds at most CONSOLE_MAX_FEEDS live feeds: one more is TOO_MANY_FEEDS (503) until one leaves", () => {
+    const feeds = new FeedLimit(2);
+    const first = feeds.enter();
+    feeds.enter();
+    let refused: unknown;
+    try {
+      feeds.enter();
+    } catch (err) {
+      refused = err;
+    }
+    expect(httpError(refused)).toMatchObject({ status: 503, body: { error: { code: "TOO_MANY_FEEDS" } } });
+    first();
+    first();
+    expect(feeds.size).toBe(1);
+    expect(() => feeds.enter()).not.toThrow();
   });
 
   it("refuses to bind beyond loopback without a token, with INVALID_INPUT naming the fix", () => {
@@ -69,6 +134,16 @@ describe("console access: tokens, operate, binding", () => {
     expect(httpError(new AgentError("INVALID_INPUT", "x")).status).toBe(400);
     expect(httpError(new AgentError("RUN_CHANGED", "x")).status).toBe(409);
     expect(httpError(new AgentError("POOL_FULL", "x")).status).toBe(503);
+    expect(httpError(new AgentError("UNSUPPORTED_MEDIA_TYPE", "x")).status).toBe(415);
+    // NATS out of reach: BUS_UNAVAILABLE (503, retryable), not INTERNAL.
+    for (const down of [new errors.ClosedConnectionError(), new errors.NoRespondersError("$JS.API.INFO")]) {
+      const { status, body } = httpError(down);
+      expect(status).toBe(503);
+      expect(body.error).toMatchObject({ code: "BUS_UNAVAILABLE", retryable: true });
+    }
+    expect(httpError(new Error("x", { cause: new errors.TimeoutError() })).body.error.code).toBe(
+      "BUS_UNAVAILABLE",
+    );
     expect(httpError(new Error("boom"))).toEqual({
       status: 503,
       body: { error: { code: "INTERNAL", message: "boom", retryable: true } },
@@ -255,5 +330,51 @@ describe("console run view", () => {
     ]);
     expect(budgetsOf(runSpec, undefined)).toEqual([]);
     expect(shorten("abc", 10)).toBe("abc");
+  });
+});
+
+describe("console run view: a page of the log", () => {
+  const event = (seq: number): AuditEvent =>
+    ({
+      seq,
+      timestamp: "2026-01-01T00:00:00.000Z",
+      kind: "phase.entered",
+      phase: "ACT",
+      iteration: 1,
+      actor: "agent",
+      status: "ok",
+    }) as unknown as AuditEvent;
+
+  it("keeps the newest `limit` events after `afterSeq`, counting those left out, and the tool calls shortened", () => {
+    const window = new LogWindow(2, 3);
+    const start = { type: "EVENT", event: { type: "start" } } as unknown as WalRecord;
+    const intent = {
+      type: "INTENT",
+      actionId: "a1",
+      tool: "echo",
+      input: "x".repeat(10_000),
+    } as unknown as WalRecord;
+    const checkpoint = { type: "CHECKPOINT", state: "y".repeat(10_000) } as unknown as WalRecord;
+    window.add({ records: [start, intent, checkpoint], events: [1, 2, 3, 4].map(event) });
+    for (let seq = 5; seq <= 10; seq += 1) window.add({ records: [], events: [event(seq)] });
+    const read = window.read();
+    expect(read.events.map((e) => e.seq)).toEqual([8, 9, 10]);
+    expect(window.more).toBe(5);
+    expect(window.messages).toBe(7);
+    expect(read.records.map((r) => r.type)).toEqual(["EVENT", "INTENT"]);
+    expect(String((read.records[1] as { input: unknown }).input).length).toBeLessThanOrEqual(240);
+  });
+
+  it("parses ?afterSeq= and ?limit=, INVALID_INPUT for a bad one", () => {
+    expect(parseTimelinePage({})).toEqual({ afterSeq: 0, limit: TIMELINE_EVENTS });
+    expect(parseTimelinePage({ afterSeq: "12", limit: "50" })).toEqual({ afterSeq: 12, limit: 50 });
+    const bad: Record<string, string>[] = [
+      { limit: "0" },
+      { limit: "100000" },
+      { afterSeq: "-1" },
+      { afterSeq: "x" },
+    ];
+    for (const query of bad)
+      expect(() => parseTimelinePage(query), JSON.stringify(query)).toThrow(/INVALID_INPUT|limit|afterSeq/);
   });
 });

@@ -106,6 +106,10 @@ function render(main, view) {
     h("h2", {}, "Usage against budgets"),
     budgets(view.budgets),
     h("h2", {}, `Timeline (${view.timeline.length} events)`),
+    // The API sends the newest events only: a long run's page says how many came before.
+    view.more > 0
+      ? h("p", { class: "muted", "data-more": view.more }, `${view.more} earlier events not shown`)
+      : null,
     h(
       "table",
       { class: "timeline" },
