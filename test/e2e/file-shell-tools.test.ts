@@ -27,6 +27,7 @@ chmodSync(work, 0o777);
 writeFileSync(join(outside, "secret.txt"), "secret");
 symlinkSync(outside, join(work, "out-dir"));
 const isRoot = process.getuid?.() === 0;
+if (!isRoot) console.warn("\n*** not root: a tools actor killed mid-command is NOT tested in this run ***\n");
 
 const suite = useClusterSuite("fileshell", {
   actors: [

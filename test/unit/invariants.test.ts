@@ -41,6 +41,7 @@ const CONDITIONAL_SKIPS: Record<string, string> = {
     "evaluating the alert rules needs promtool on PATH (never skipped under CI)",
   "test/unit/console-manifests.test.ts": "rendering the console component needs kubectl on PATH",
   "test/unit/deploy-security.test.ts": "rendering the overlays needs kubectl on PATH",
+  "test/e2e/file-shell-tools.test.ts": "a PID namespace for commands needs root (CI runs as root)",
   "test/unit/shell-tool.test.ts": "running a command as another user needs root (CI runs as root)",
   "test/unit/dashboard.test.ts":
     "parsing the dashboard's PromQL needs promtool (never skipped under CI), rendering its ConfigMap kubectl",
