@@ -124,6 +124,7 @@ export class RunLease {
       metrics: this.deps.metrics,
       logger: this.deps.logger,
       logContext: () => this.logContext,
+      durable: () => this.deps.redaction.durable(this.log),
     });
     const records = read.records.map((r) => r.record);
     this.deps.redaction.learn(records);
@@ -289,8 +290,7 @@ export class RunLease {
   private async drive(first: Transition): Promise<LeaseOutcome> {
     let current = first;
     for (;;) {
-      // The inputs the last event's redaction took out are kept before its INTENTs are written.
-      await this.deps.redaction.flush();
+      await this.deps.redaction.flush(); // Before the INTENTs of the calls the last event's redaction changed.
       const awaiting = await this.apply(current);
       const state = current.state;
       if (!awaiting || awaiting.type === "requestApproval") return "done";
@@ -344,6 +344,7 @@ export class RunLease {
     const again = this.tookOver && awaiting?.type === "callTool" && awaiting.tool === UNDO_CHILDREN_TOOL;
     // Within a round of samples each step is written at once: a sample asked again is paid again.
     const asksModel = awaiting?.type === "callModel" && t.state.sampling === undefined;
+    this.deps.redaction.recorded(t.state);
     await this.journal.record(t, (asksModel || again) && memories.length === 0);
     for (const memory of memories) await this.deps.performer.remember(memory.namespace, memory.text);
     return awaiting;
@@ -382,7 +383,6 @@ export class RunLease {
       if (spent) return spent;
       const event = awaiting.type === "callModel" ? await this.deps.leases.call(perform) : await perform();
       await this.deps.spend?.charge(event);
-      // The log is made only if a line is written (see apply).
       const lease = { deps: this.deps, journal: this.journal, log: () => this.log };
       return await handBackOnOutage(event, { state, since, takeover }, lease);
     } finally {

@@ -67,7 +67,10 @@ export class FanOutHandler {
     try {
       given = await sent();
     } catch (err) {
-      return refused(toAgentError(err));
+      // The bucket out of reach is no answer: the lease fails, and the run is taken over.
+      const error = toAgentError(err);
+      if (error.code === "BUS_UNAVAILABLE" || error.code === "STORAGE_FULL") throw error;
+      return refused(error);
     }
     const input = SpawnAgentInput.safeParse(given);
     if (!input.success) {

@@ -17,6 +17,8 @@ export interface JournalDeps {
   logger: Logger;
   /** What the lease's lines carry as it is now (the run, its phase and iteration). */
   logContext: () => LogContext;
+  /** Called once an append is acknowledged: what waited for its records to be durable goes on. */
+  durable?: () => Promise<void>;
 }
 
 /** The bindings of a lease's log lines: the run, and its phase and iteration when it has them. */
@@ -87,6 +89,7 @@ export class RunJournal {
     if (last && (records.length > 0 || events.length > 0)) {
       const { phase, guard, usage, updatedAt: at } = last;
       await this.deps.writer.append(records, events, { phase, iteration: guard.iteration, usage, at });
+      await this.deps.durable?.();
     }
     this.held = [];
     this.heldEvents = [];

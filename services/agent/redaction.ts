@@ -1,10 +1,12 @@
 import type { LoopEvent } from "../../shared/contracts/loop-event.js";
+import { isFinished } from "../../shared/contracts/run-status.js";
 import type { RedactionConfig } from "../../shared/contracts/redaction.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import type { RedactedInputs } from "../../shared/bus/redacted-inputs.js";
 import type { Effect, LoopState } from "../../shared/loop/state.js";
 import { AgentError } from "../../shared/runtime/errors.js";
+import type { Logger } from "../../shared/runtime/logger.js";
 import {
   redactEvent,
   redactionPolicy,
@@ -29,10 +31,19 @@ function waitedCall(state: LoopState): { tool: string; actionId: string } | unde
   return pending?.kind === "tool" ? pending : undefined;
 }
 
-/** Whether an event answers its call for good: a tool's refusal pending a human's approval does not. */
-function answers(event: LoopEvent): event is Extract<LoopEvent, { type: "toolCompleted" | "toolAborted" }> {
-  if (event.type === "toolCompleted") return true;
-  return event.type === "toolAborted" && event.error.code !== "APPROVAL_REQUIRED";
+/**
+ * The model's id of the call an event settles for good, if any: an answer (a tool's refusal pending
+ * a human's approval is none), or a human's rejection of the call held for approval.
+ */
+function settledCall(state: LoopState, event: LoopEvent): string | undefined {
+  if (
+    event.type === "toolCompleted" ||
+    (event.type === "toolAborted" && event.error.code !== "APPROVAL_REQUIRED")
+  )
+    return pendingCall(state, event.actionId)?.callId;
+  const pending = state.pending;
+  if (event.type !== "approvalDecided" || event.decision !== "reject") return undefined;
+  return pending?.kind === "approval" && pending.on === "tool" ? pending.call.callId : undefined;
 }
 
 /**
@@ -40,7 +51,8 @@ function answers(event: LoopEvent): event is Extract<LoopEvent, { type: "toolCom
  * the loop sees them, so the log, the checkpoints and what the model is shown later hold only
  * redacted values, and a replay or a resume from the log needs none of them. The inputs the
  * redaction changed are kept outside the log (RedactedInputs) before their calls' INTENTs are
- * written (see flush), and forgotten once their calls are answered: whichever lease sends a call
+ * written (see flush), and forgotten once the record settling their calls (an answer, a rejection,
+ * the run's end) is durable (see durable): whichever lease sends a call
  * sends it with the model's own input, or not at all (REDACTED_INPUT_LOST), never with the
  * redacted text.
  */
@@ -48,9 +60,12 @@ export class LeaseRedaction {
   private policy: RedactionPolicy | undefined;
   /** Inputs as the model gave them, by the model's call id. */
   private readonly originals = new Map<string, unknown>();
-  /** Originals not yet kept outside the log, and calls answered whose originals are to be forgotten. */
+  /** Originals not yet kept outside the log. */
   private readonly unkept = new Map<string, unknown>();
+  /** Calls settled by events not yet recorded, and by records not yet durable: to be forgotten. */
   private readonly answered = new Set<string>();
+  private readonly written = new Set<string>();
+  private readonly settled = new Set<string>();
   /** Call ids of the model responses seen (redacted or read from the log), and those whose input was redacted. */
   private readonly seen = new Set<string>();
   private readonly noted = new Set<string>();
@@ -94,29 +109,55 @@ export class LeaseRedaction {
       this.unkept.set(callId, input);
     }
     this.note(redacted.event);
-    if (answers(event)) {
-      const callId = pendingCall(state, event.actionId)?.callId;
-      const redactedInput = callId !== undefined && (this.originals.delete(callId) || this.noted.has(callId));
-      if (redactedInput) this.answered.add(callId);
-    }
+    const callId = settledCall(state, event);
+    if (callId !== undefined && (this.originals.delete(callId) || this.noted.has(callId)))
+      this.answered.add(callId);
     const settled = redactSettlement(redacted.event, this.policy, waitedCall(state));
     this.redacted.add(settled);
     return settled;
   }
 
-  /**
-   * Keeps the originals of the last event outside the log, before the INTENTs of their calls are
-   * written, and forgets those of the calls answered since the last flush.
-   */
+  /** Keeps the originals of the last event outside the log, before the INTENTs of their calls are written. */
   async flush(): Promise<void> {
     if (!this.store) return;
     for (const [callId, input] of this.unkept) {
       await this.store.keep(callId, input);
       this.unkept.delete(callId);
     }
-    for (const callId of this.answered) {
-      await this.store.forget(callId);
-      this.answered.delete(callId);
+  }
+
+  /**
+   * The transition settling the calls answered since is handed to the journal; one ending the run
+   * settles every call whose input was redacted (a call never sent, or held for an approval).
+   */
+  recorded(state: LoopState): void {
+    for (const callId of this.answered) this.settle(callId);
+    this.answered.clear();
+    if (!isFinished(state)) return;
+    for (const callId of [...this.originals.keys(), ...this.noted]) this.settle(callId);
+    this.originals.clear();
+  }
+
+  private settle(callId: string): void {
+    if (this.settled.has(callId)) return;
+    this.settled.add(callId);
+    this.written.add(callId);
+  }
+
+  /**
+   * The records handed to the journal are durable: the inputs of the calls they settle are
+   * forgotten. Only now: a successor reading a log without the answer sends the call again, with
+   * the kept input. A purge that fails leaves the input to the bucket's max_age; the run goes on.
+   */
+  async durable(log: Logger): Promise<void> {
+    if (!this.store) return this.written.clear();
+    for (const callId of this.written) {
+      this.written.delete(callId);
+      try {
+        await this.store.forget(callId);
+      } catch (err) {
+        log.warn({ err, callId }, "a redacted input could not be forgotten: the bucket's max_age removes it");
+      }
     }
   }
 

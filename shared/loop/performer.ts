@@ -189,7 +189,10 @@ export class EffectPerformer {
     try {
       input = this.deps.toolInput ? await this.deps.toolInput(effect, state) : effect.input;
     } catch (err) {
-      return aborted(toAgentError(err));
+      // The bucket out of reach is no answer: the lease fails, and the run is taken over.
+      const error = toAgentError(err);
+      if (error.code === "BUS_UNAVAILABLE" || error.code === "STORAGE_FULL") throw error;
+      return aborted(error);
     }
     try {
       const result = await this.invoker.invoke(tool, input, {

@@ -11,6 +11,7 @@ import { defineTool, describeTool } from "../../shared/tools/tool.js";
 import { REDACTED } from "../../shared/tools/redaction.js";
 import { LeaseRedaction } from "../../services/agent/redaction.js";
 import type { RedactedInputs } from "../../shared/bus/redacted-inputs.js";
+import { silentLogger } from "../../shared/runtime/logger.js";
 import { spec } from "../helpers/fixtures.js";
 
 const SECRET = "sk-MARKERabcdef123456";
@@ -38,6 +39,7 @@ async function drive(
   redaction: LeaseRedaction,
   input: unknown = { apiKey: SECRET, query: "balance" },
   kept?: (callId: string) => void,
+  log = silentLogger,
 ): Promise<{ records: WalRecord[]; audits: AuditEvent[]; sent: unknown[] }> {
   redaction.use(config.tools);
   const records: WalRecord[] = [];
@@ -86,6 +88,8 @@ async function drive(
     } else throw new Error(`unexpected effect ${awaiting?.type}`);
     const next = transition(t.state, redaction.event(t.state, event), config);
     await redaction.flush();
+    redaction.recorded(next.state);
+    await redaction.durable(log);
     t = take(next);
   }
   expect(t.state.status).toBe("committed");
@@ -180,9 +184,54 @@ describe("redaction in the loop (a worker's lease)", () => {
     successor.use(config.tools);
     successor.learn(upToIntent);
     expect(await successor.input(effect, state)).toEqual({ apiKey: SECRET, query: "balance" });
-    successor.event(state, { type: "toolCompleted", at: 9, actionId: effect.actionId, output: { rows: 1 } });
+    const answered = successor.event(state, {
+      type: "toolCompleted",
+      at: 9,
+      actionId: effect.actionId,
+      output: { rows: 1 },
+    });
+    const next = transition(state, answered, config);
+    // The answer is not durable yet (it may ride with the next step's records): the input stays.
     await successor.flush();
+    successor.recorded(next.state);
+    expect(kept.entries.size).toBe(1);
+    await successor.durable(silentLogger);
     expect(kept.entries.size).toBe(0);
+  });
+
+  it("a lease whose answer's record never became durable leaves the kept input to the lease that sends the call again", async () => {
+    const store = memoryStore();
+    const lease = new LeaseRedaction(undefined, store);
+    const intent = await toIntent(lease);
+    const answer: LoopEvent = {
+      type: "toolCompleted",
+      at: 4,
+      actionId: intent.actionId,
+      output: { rows: 1 },
+    };
+    const next = transition(intent.state, lease.event(intent.state, answer), config);
+    // The drive loop's next step: the input is kept for the next call, the answer's record held.
+    await lease.flush();
+    lease.recorded(next.state);
+    expect(store.entries.get("c1")).toEqual({ apiKey: SECRET, query: "q" });
+  });
+
+  it("a run that ends with a call unsent (cancelled, rejected, failed) forgets its kept input once that end is durable", async () => {
+    const store = memoryStore();
+    const lease = new LeaseRedaction(undefined, store);
+    const { state } = await toIntent(lease);
+    expect(store.entries.size).toBe(1);
+    lease.recorded({ ...state, status: "failed" });
+    await lease.durable(silentLogger);
+    expect(store.entries.size).toBe(0);
+  });
+
+  it("a purge that fails is logged once and the lease goes on to commit the run", async () => {
+    const warnings: unknown[] = [];
+    const log = { ...silentLogger, warn: (o: unknown) => void warnings.push(o) } as typeof silentLogger;
+    const failing = { ...memoryStore(), forget: () => Promise.reject(new Error("bus down")) };
+    await drive(new LeaseRedaction(undefined, failing), undefined, undefined, log);
+    expect(warnings).toMatchObject([{ callId: "c1" }]);
   });
 
   it("a call whose input the model gave with the marker in it, and nothing redacted, is sent as it is", async () => {
@@ -194,6 +243,39 @@ describe("redaction in the loop (a worker's lease)", () => {
     ]);
   });
 });
+
+/** Drives a run through the lease up to its vault call's INTENT, each step recorded and durable. */
+async function toIntent(lease: LeaseRedaction): Promise<{ state: Transition["state"]; actionId: string }> {
+  lease.use(config.tools);
+  let t = startRun({ type: "start", at: 1, spec: runSpec, runId: "r1", rootRunId: "r1", depth: 0 }, config);
+  for (let i = 0; i < 6; i++) {
+    const awaiting = t.effects.find((e) => !["wal", "audit", "storeMemory"].includes(e.type));
+    if (awaiting?.type === "callTool") {
+      return { state: t.state, actionId: awaiting.actionId };
+    }
+    const event: LoopEvent =
+      awaiting?.type === "recallMemory"
+        ? { type: "memoryRecalled", at: 2, memories: [] }
+        : {
+            type: "modelResponded",
+            at: 3,
+            requestId: awaiting?.type === "callModel" ? awaiting.requestId : "",
+            response: {
+              text: "",
+              toolCalls: [{ id: "c1", name: "vault", input: { apiKey: SECRET, query: "q" } }],
+              stopReason: "toolUse",
+              usage: { inputTokens: 1, outputTokens: 1 },
+              costUsd: 0,
+              model: "m",
+            },
+          };
+    t = transition(t.state, lease.event(t.state, event), config);
+    await lease.flush();
+    lease.recorded(t.state);
+    await lease.durable(silentLogger);
+  }
+  throw new Error("expected the run to call its tool");
+}
 
 /** A RedactedInputs in memory, as the bucket keeps them for one run. */
 function memoryStore(
