@@ -227,26 +227,7 @@ describe("redaction: secrets a tool handles stay out of the run log", () => {
 
   it("a call held for approval whose input was redacted runs, once approved, with the model's input", async () => {
     const card = `4111-${Math.random().toString(36).slice(2)}`;
-    const charged: string[] = [];
-    const served = suite.serveTool(
-      defineTool({
-        name: "pay",
-        description: "Pays with a card once a human approves it.",
-        input: z.object({ card: z.string(), amount: z.number() }),
-        capability: { kind: "compute" },
-        reversibility: "irreversible",
-        idempotent: false,
-        redact: { paths: ["input.card"] },
-        execute: (input, ctx) => {
-          if (ctx.approval?.token !== "pay-1")
-            throw new AgentError("APPROVAL_REQUIRED", "a payment needs a human", {
-              details: { token: "pay-1", reason: `pay ${input.amount}` },
-            });
-          charged.push(input.card);
-          return Promise.resolve({ output: { paid: input.amount } });
-        },
-      }),
-    );
+    const { charged, served } = servePay();
     const { runId } = await suite.client.submit(
       spec({
         name: "payer",
@@ -265,4 +246,55 @@ describe("redaction: secrets a tool handles stay out of the run log", () => {
     ]);
     served.stop();
   }, 60_000);
+
+  it("a call held for approval whose input was redacted, rejected, leaves no kept input once the run ends", async () => {
+    const card = `4111-${Math.random().toString(36).slice(2)}`;
+    const { charged, served } = servePay();
+    const { runId } = await suite.client.submit(
+      spec({
+        name: "refused-payer",
+        script: [{ toolCalls: [{ name: "pay", input: { card, amount: 7 } }] }, { text: "not paid" }],
+        tools: ["pay"],
+      }),
+    );
+    await suite.waitFor(runId, (s) => s.status === "awaiting_approval", 20_000);
+    const bucket = suite.bus.buckets.redactedInputs;
+    const keptKeys = async () => {
+      const keys: string[] = [];
+      for await (const key of await bucket.keys(`${runId}.>`)) keys.push(key);
+      return keys;
+    };
+    // Kept while a human decides: an approval makes the call again with the model's input.
+    expect(await keptKeys()).toHaveLength(1);
+    await suite.client.decide(runId, { decision: "reject", by: "alice", reason: "no" });
+    await suite.waitFor(runId, settled, 30_000);
+    expect(charged).toEqual([]);
+    expect(await keptKeys()).toEqual([]);
+    served.stop();
+  }, 60_000);
 });
+
+/** A tool paying with a card (kept out of the log) once a human approves the payment. */
+function servePay() {
+  const charged: string[] = [];
+  const served = suite.serveTool(
+    defineTool({
+      name: "pay",
+      description: "Pays with a card once a human approves it.",
+      input: z.object({ card: z.string(), amount: z.number() }),
+      capability: { kind: "compute" },
+      reversibility: "irreversible",
+      idempotent: false,
+      redact: { paths: ["input.card"] },
+      execute: (input, ctx) => {
+        if (ctx.approval?.token !== "pay-1")
+          throw new AgentError("APPROVAL_REQUIRED", "a payment needs a human", {
+            details: { token: "pay-1", reason: `pay ${input.amount}` },
+          });
+        charged.push(input.card);
+        return Promise.resolve({ output: { paid: input.amount } });
+      },
+    }),
+  );
+  return { charged, served };
+}
