@@ -186,13 +186,13 @@ function describeOutcome(span: Span, event: NonNullable<LoopEvent>): void {
       break;
     case "toolAborted":
       span.setAttribute("tool.outcome", "aborted");
-      // A tool's error message may quote its data, which redaction keeps out of the log (this
-      // event is not redacted yet): the trace gets the code only.
       failed(span, event.error, event.error.code);
       break;
     case "modelFailed":
     case "criticFailed":
-      failed(span, event.error, `${event.error.code}: ${event.error.message}`);
+      // An error's message may quote a prompt or a tool's data, which redaction keeps out of the
+      // log (this event is not redacted yet): the trace gets the code only.
+      failed(span, event.error, event.error.code);
       break;
     default:
       break;
