@@ -4,10 +4,8 @@ import type { Random } from "../runtime/random.js";
 import { AgentError, toAgentError } from "../runtime/errors.js";
 import type { Logger } from "../runtime/logger.js";
 import type { ActorMetrics } from "../runtime/metrics.js";
-import { callGrant } from "../tools/capabilities.js";
 import { ToolInvoker } from "../tools/invoke.js";
-import { describeTool, outputExtras, type AnyTool } from "../tools/tool.js";
-import { recordedReply } from "../tools/redact-reply.js";
+import { describeTool, type AnyTool } from "../tools/tool.js";
 import type { RedactionConfig } from "../contracts/redaction.js";
 import type { ActorBus } from "./actor.js";
 import { decode, encode } from "./codec.js";
@@ -20,7 +18,7 @@ import {
   type IdempotencyBucketDeps,
 } from "./idempotency-record.js";
 import { BUDGET_MS, withBusRetry } from "./retry.js";
-import { storageFull } from "./storage-full.js";
+import { answered, failure } from "./tool-run.js";
 import { serveSettle } from "./tool-settle.js";
 import { nowOrWhenRoom } from "./when-room.js";
 import { refusedOnly } from "./run-log.js";
@@ -39,7 +37,6 @@ export interface ToolServiceDeps extends IdempotencyBucketDeps {
   redaction?: RedactionConfig;
 }
 
-const failure = (error: AgentError): ToolCallReply => ({ ok: false, error: error.toBody() });
 /** A call that came, or was claimed, after its caller's deadline: it did not run. */
 const late = (tool: string): ToolCallReply =>
   failure(new AgentError("TOOL_TIMEOUT", `the caller's deadline passed before '${tool}' started`));
@@ -352,36 +349,6 @@ async function claim(
  * The call run, its reply redacted as it is recorded (see recordedReply): the caller is answered
  * with what a repeated key would be answered with, so a live answer and one from the record agree.
  */
-async function answered(
-  tool: AnyTool,
-  deps: ToolServiceDeps,
-  request: ToolCallRequest,
-): Promise<ToolCallReply> {
-  return recordedReply(tool, deps.redaction, await run(tool, deps, request));
-}
-
-async function run(tool: AnyTool, deps: ToolServiceDeps, request: ToolCallRequest): Promise<ToolCallReply> {
-  const timed = deps.metrics?.phaseSeconds.startTimer({ phase: `tool:${tool.name}` });
-  try {
-    const granted = callGrant(tool, request.grant);
-    const result = await deps.invoker.invoke(tool, request.input, {
-      runId: request.runId,
-      actionId: request.actionId,
-      idempotencyKey: request.idempotencyKey,
-      granted,
-      privacy: request.privacy ?? "sovereign",
-      depth: request.depth ?? 0,
-      ...(request.approval ? { approval: request.approval } : {}),
-    });
-    return { ok: true, output: result.output, ...outputExtras(result) };
-  } catch (err) {
-    // A tool writing to this cluster's JetStream (memory) that found no room: the bus, not the tool.
-    return failure(storageFull(`tool '${tool.name}'`, err) ?? toAgentError(err, "TOOL_FAILED"));
-  } finally {
-    timed?.();
-  }
-}
-
 /**
  * Serves tools as a tool actor does, on its bus: the worker already retried, so each service runs
  * a call once and records the outcome (an invoker without retries).
