@@ -3,7 +3,8 @@ import { isFinished } from "../../shared/contracts/run-status.js";
 import type { RedactionConfig } from "../../shared/contracts/redaction.js";
 import type { ToolDescriptor } from "../../shared/contracts/tool.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
-import type { RedactedInputs } from "../../shared/bus/redacted-inputs.js";
+import type { ActorBus } from "../../shared/bus/actor.js";
+import { runRedactedInputs, type RedactedInputs } from "../../shared/bus/redacted-inputs.js";
 import type { Effect, LoopState } from "../../shared/loop/state.js";
 import { AgentError } from "../../shared/runtime/errors.js";
 import type { Logger } from "../../shared/runtime/logger.js";
@@ -77,6 +78,15 @@ export class LeaseRedaction {
     /** Where the originals are kept for other leases; absent: in this lease's memory only. */
     private readonly store?: RedactedInputs,
   ) {}
+
+  /** A lease of `runId`'s: the originals it redacts are kept in the bus's redacted-inputs bucket. */
+  static ofRun(
+    config: RedactionConfig | undefined,
+    bus: Pick<ActorBus, "buckets" | "clock" | "random">,
+    runId: string,
+  ): LeaseRedaction {
+    return new LeaseRedaction(config, runRedactedInputs(bus.buckets.redactedInputs, runId, bus));
+  }
 
   /** The run's tools, as discovered: their descriptors' rules and the operators' apply from now on. */
   use(tools: readonly ToolDescriptor[]): void {

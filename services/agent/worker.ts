@@ -36,7 +36,6 @@ import { answerHolds, stillHeldBy } from "./holder.js";
 import { storageFull } from "../../shared/bus/storage-full.js";
 import { leaseWriterId } from "./writer-id.js";
 import { LeaseRedaction } from "./redaction.js";
-import { runRedactedInputs } from "../../shared/bus/redacted-inputs.js";
 import { Reconciler } from "./reconcile.js";
 import { localTools, registerRunTools } from "./local-tools.js";
 import { RunTrace } from "./run-trace.js";
@@ -315,10 +314,7 @@ export class AgentWorker {
     this.leases += 1;
     const jobSeq = msg.info.streamSequence;
     const writerId = leaseWriterId(this.options.workerId, this.leases, this.ids.next("w").slice(-8), jobSeq);
-    const redaction = new LeaseRedaction(
-      this.options.redaction,
-      runRedactedInputs(bus.buckets.redactedInputs, job.runId, bus),
-    );
+    const redaction = LeaseRedaction.ofRun(this.options.redaction, bus, job.runId);
     const trace = RunTrace.of(bus.subjects.prefix, job, msg.headers);
     const performer = new EffectPerformer({
       registry,
