@@ -90,7 +90,9 @@ export class LeaseRedaction {
 
   /** The run's tools, as discovered: their descriptors' rules and the operators' apply from now on. */
   use(tools: readonly ToolDescriptor[]): void {
-    this.policy = redactionPolicy(tools, this.config);
+    // No rule anywhere, the common case: every event passes as it is, at no cost per step.
+    const ruled = this.config !== undefined || tools.some((t) => t.redact !== undefined);
+    this.policy = ruled ? redactionPolicy(tools, this.config) : undefined;
   }
 
   /** The run's log as read: which of its calls' inputs its model responses' notes say were redacted. */
