@@ -1,17 +1,12 @@
 import { isAbsolute } from "node:path";
 import { z } from "zod";
 import { ActorEnv, memoryRecallWindow, whole } from "../../shared/runtime/config.js";
+import { BUILT_IN_TOOLS } from "../../shared/tools/builtin/built-ins.js";
 import { DEFAULT_COMMAND_TIMEOUT_MS } from "../../shared/tools/builtin/shell.js";
 
-export const BUILT_IN = [
-  "echo",
-  "file_list",
-  "file_read",
-  "file_write",
-  "http_fetch",
-  "memory",
-  "shell",
-] as const;
+/** What a tools actor serves: every built-in tool but `spawn_agent`, which workers perform themselves. */
+const ServedTool = z.enum(BUILT_IN_TOOLS).exclude(["spawn_agent"]);
+export const BUILT_IN = ServedTool.options;
 /** Served when TOOLS is unset: the tools that touch neither this machine's files nor its programs. */
 const DEFAULT_TOOLS = ["echo", "http_fetch", "memory"];
 
@@ -33,7 +28,7 @@ export const ToolsEnv = ActorEnv.extend({
     .string()
     .default(DEFAULT_TOOLS.join(","))
     .pipe(commaList)
-    .pipe(z.array(z.enum(BUILT_IN)).min(1))
+    .pipe(z.array(ServedTool).min(1))
     .describe(
       `The built-in tool services this process runs, comma-separated, among ${BUILT_IN.map((t) => `\`${t}\``).join(", ")}; workers run the ones in their \`AGENT_LOCAL_TOOLS\` themselves, and \`spawn_agent\` is always theirs. The file tools and \`shell\` are served only when named (docs/tools-security.md).`,
     ),

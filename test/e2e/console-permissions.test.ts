@@ -3,15 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { provision } from "../../shared/bus/provision.js";
+import { describe, expect, it } from "vitest";
 import { Subjects } from "../../shared/bus/subjects.js";
-import { actorEntry, LocalCluster, NATS_USERS } from "../../services/local/cluster.js";
-import { NATS_CONF } from "../../services/local/ensure-nats.js";
-import { startNats, type TestNats } from "../helpers/nats-server.js";
+import { actorEntry, LocalCluster } from "../../services/local/cluster.js";
+import { useConfUsers } from "../helpers/conf-users.js";
 
-type Kind = keyof typeof NATS_USERS;
 const subjects = new Subjects();
 
 /**
@@ -19,30 +15,11 @@ const subjects = new Subjects();
  * nothing else (real connections, real denials; the other users are in permissions.test.ts).
  */
 describe("nats.conf: the web console's user", () => {
-  let server: TestNats;
-  const open: NatsConnection[] = [];
-  const as = async (kind: Kind): Promise<NatsConnection> => {
-    const nc = await connect({
-      servers: server.url,
-      user: NATS_USERS[kind].user,
-      pass: NATS_USERS[kind].password,
-    });
-    open.push(nc);
-    return nc;
-  };
-
-  beforeAll(async () => {
-    server = await startNats({ configFile: NATS_CONF });
-    await provision(await as("supervisor"), { subjects, replicas: 1 });
-  });
-  afterAll(async () => {
-    await Promise.all(open.map((nc) => nc.close()));
-    await server?.stop();
-  });
+  const { server: nats, as } = useConfUsers(subjects);
 
   it("the web console, as its own user, serves the runs, a run, its tree, the cluster and both live feeds", async () => {
     const logDir = await mkdtemp(join(tmpdir(), "console-user-"));
-    const cluster = new LocalCluster({ natsUrl: server.url, useConfUsers: true, logDir });
+    const cluster = new LocalCluster({ natsUrl: nats().url, useConfUsers: true, logDir });
     try {
       const { url } = await cluster.launch({
         entry: actorEntry("console"),

@@ -2,8 +2,8 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { jetstream, jetstreamManager, StoreCompression } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect } from "@nats-io/transport-node";
+import { describe, expect, it } from "vitest";
 import { AckPublisher, PUBLISH_ACK_TIMEOUT_MS } from "../../shared/bus/ack-publisher.js";
 import { provision } from "../../shared/bus/provision.js";
 import { bucketStream, Subjects } from "../../shared/bus/subjects.js";
@@ -13,7 +13,8 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { actorEntry, NATS_USERS } from "../../services/local/cluster.js";
 import { NATS_CONF } from "../../services/local/ensure-nats.js";
 import { serveFromTest } from "../helpers/cluster-suite.js";
-import { startNats, type TestNats } from "../helpers/nats-server.js";
+import { useConfUsers } from "../helpers/conf-users.js";
+import { startNats } from "../helpers/nats-server.js";
 
 type Kind = keyof typeof NATS_USERS;
 const KINDS: Kind[] = ["supervisor", "agent", "critic", "tools", "cli", "console"];
@@ -22,34 +23,15 @@ const runProcess = promisify(execFile);
 
 /** nats.conf as shipped (its permission model is the Kubernetes one): real connections, real denials. */
 describe("nats.conf: least privilege per actor kind", () => {
-  let server: TestNats;
-  const open: NatsConnection[] = [];
-  const as = async (kind: Kind): Promise<NatsConnection> => {
-    const nc = await connect({
-      servers: server.url,
-      user: NATS_USERS[kind].user,
-      pass: NATS_USERS[kind].password,
-    });
-    open.push(nc);
-    return nc;
-  };
+  const { server: nats, as } = useConfUsers(subjects);
   const count = async (stream: string): Promise<number> => {
     const jsm = await jetstreamManager(await as("supervisor"));
     return (await jsm.streams.info(stream)).state.messages;
   };
 
-  beforeAll(async () => {
-    server = await startNats({ configFile: NATS_CONF });
-    await provision(await as("supervisor"), { subjects, replicas: 1 });
-  });
-  afterAll(async () => {
-    await Promise.all(open.map((nc) => nc.close()));
-    await server?.stop();
-  });
-
   it("refuses unauthenticated connections and wrong passwords", async () => {
-    await expect(connect({ servers: server.url })).rejects.toThrow(/Authorization/i);
-    await expect(connect({ servers: server.url, user: "agent", pass: "guess" })).rejects.toThrow(
+    await expect(connect({ servers: nats().url })).rejects.toThrow(/Authorization/i);
+    await expect(connect({ servers: nats().url, user: "agent", pass: "guess" })).rejects.toThrow(
       /Authorization/i,
     );
   });
