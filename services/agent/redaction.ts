@@ -102,7 +102,13 @@ export class LeaseRedaction {
 
   private note(event: LoopEvent): void {
     if (event.type !== "modelResponded") return;
-    for (const call of event.response.toolCalls) this.seen.add(call.id);
+    // Ids are unique within a response only: a provider may reuse `call_0` each turn, and the
+    // loop answers every call before it asks the model again, so an id seen before is a new call.
+    for (const call of event.response.toolCalls) {
+      this.noted.delete(call.id);
+      this.settled.delete(call.id);
+      this.seen.add(call.id);
+    }
     for (const note of event.redactions ?? [])
       if (note.field === "input" && note.callId !== undefined) this.noted.add(note.callId);
   }

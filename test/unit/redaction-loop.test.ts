@@ -40,6 +40,8 @@ async function drive(
   input: unknown = { apiKey: SECRET, query: "balance" },
   kept?: (callId: string) => void,
   log = silentLogger,
+  /** How many model turns ask for the vault call, each under the same call id. */
+  turns = 1,
 ): Promise<{ records: WalRecord[]; audits: AuditEvent[]; sent: unknown[] }> {
   redaction.use(config.tools);
   const records: WalRecord[] = [];
@@ -62,13 +64,13 @@ async function drive(
     if (awaiting?.type === "recallMemory") event = { type: "memoryRecalled", at: 2, memories: [] };
     else if (awaiting?.type === "callModel") {
       answers += 1;
-      const toolCalls = answers === 1 ? [{ id: "c1", name: "vault", input }] : [];
+      const toolCalls = answers <= turns ? [{ id: "c1", name: "vault", input }] : [];
       event = {
         type: "modelResponded",
         at: 3,
         requestId: awaiting.requestId,
         response: {
-          text: answers === 1 ? "" : "the balance is 2 rows",
+          text: toolCalls.length > 0 ? "" : "the balance is 2 rows",
           toolCalls,
           stopReason: toolCalls.length > 0 ? "toolUse" : "endTurn",
           usage: { inputTokens: 1, outputTokens: 1 },
@@ -232,6 +234,23 @@ describe("redaction in the loop (a worker's lease)", () => {
     const failing = { ...memoryStore(), forget: () => Promise.reject(new Error("bus down")) };
     await drive(new LeaseRedaction(undefined, failing), undefined, undefined, log);
     expect(warnings).toMatchObject([{ callId: "c1" }]);
+  });
+
+  it("a model that gives each turn's call the same id gets each input kept, sent and forgotten", async () => {
+    const store = memoryStore();
+    const { sent, audits } = await drive(
+      new LeaseRedaction(undefined, store),
+      undefined,
+      undefined,
+      silentLogger,
+      2,
+    );
+    expect(sent).toEqual([
+      { apiKey: SECRET, query: "balance" },
+      { apiKey: SECRET, query: "balance" },
+    ]);
+    expect(audits.filter((e) => e.kind === "tool.redacted" && e.data?.field === "input")).toHaveLength(2);
+    expect(store.entries.size).toBe(0);
   });
 
   it("a call whose input the model gave with the marker in it, and nothing redacted, is sent as it is", async () => {
