@@ -18,7 +18,7 @@ function verdict(passed: boolean): string {
   const s = passed ? 0.95 : 0.5;
   return JSON.stringify({
     scores: { correctness: s, completeness: s, coherence: s, safety: passed ? 1 : 0.5 },
-    defects: passed ? [] : [{ severity: "high", rootCause: "incompleteOutput", description: "too short" }],
+    defects: passed ? [] : [{ severity: "high", rootCause: "incompleteness", description: "too short" }],
     repairHints: passed ? [] : ["say more"],
     passed,
   });
@@ -57,6 +57,8 @@ describe("cluster: actors as processes on a real nats-server", () => {
       "repair.started",
       "run.committed",
     ];
+    // The critic's verdict was read as given (a malformed one is a failed review with no scores).
+    expect(events.find((e) => e.kind === "critic.verdict")?.data).toMatchObject({ defects: 1 });
     const positions = order.map((k) => kinds.indexOf(k));
     expect(positions.every((p) => p >= 0)).toBe(true);
     expect([...positions].sort((a, b) => a - b)).toEqual(positions);
