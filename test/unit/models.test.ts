@@ -6,7 +6,6 @@ import { AnthropicDriver } from "../../shared/models/anthropic.js";
 import { createDriver } from "../../shared/models/factory.js";
 import { retryAfterMs, shownUrl } from "../../shared/models/http.js";
 import { OpenAiDriver } from "../../shared/models/openai.js";
-import { ScriptedDriver } from "../../shared/models/scripted.js";
 import { InstantClock } from "../../shared/runtime/clock.js";
 import { seededRandom } from "../../shared/runtime/random.js";
 import { json, startServer } from "../helpers/http-server.js";
@@ -29,49 +28,6 @@ const request: ModelRequest = {
 };
 const http = () => ({ clock: new InstantClock(0), random: seededRandom(1) });
 const fastPolicy = { retries: 2, baseDelayMs: 10, maxDelayMs: 50, timeoutMs: 2_000 };
-
-describe("scripted driver", () => {
-  it("returns the steps in order and fails with SCRIPT_EXHAUSTED past the end", async () => {
-    const driver = new ScriptedDriver({
-      script: [
-        { text: "one" },
-        {
-          toolCalls: [{ name: "t", input: { a: 1 } }],
-          usage: { inputTokens: 3, outputTokens: 4 },
-          costUsd: 0.5,
-        },
-      ],
-    });
-    expect(await driver.complete(request)).toMatchObject({
-      text: "one",
-      stopReason: "endTurn",
-      toolCalls: [],
-    });
-    expect(await driver.complete(request)).toMatchObject({
-      stopReason: "toolUse",
-      toolCalls: [{ id: "call_2_1", name: "t", input: { a: 1 } }],
-      usage: { inputTokens: 3, outputTokens: 4 },
-      costUsd: 0.5,
-    });
-    await expect(driver.complete(request)).rejects.toMatchObject({ code: "SCRIPT_EXHAUSTED" });
-  });
-
-  it("starts over when loop is set, and can seek for a resumed run", async () => {
-    const driver = new ScriptedDriver({ script: [{ text: "a" }, { text: "b" }], loop: true });
-    const texts = [];
-    for (let i = 0; i < 5; i++) texts.push((await driver.complete(request)).text);
-    expect(texts).toEqual(["a", "b", "a", "b", "a"]);
-    driver.seek(1);
-    expect((await driver.complete(request)).text).toBe("b");
-  });
-
-  it("simulates latency with delayMs on the injected clock", async () => {
-    const clock = new InstantClock(0);
-    const driver = new ScriptedDriver({ script: [{ text: "slow", delayMs: 250 }] }, clock);
-    await driver.complete(request);
-    expect(clock.now()).toBe(250);
-  });
-});
 
 describe("openai-compatible driver", () => {
   it("sends the exact chat-completions body and parses tool calls, usage and cost", async () => {
