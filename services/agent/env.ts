@@ -30,7 +30,7 @@ export const AgentEnv = ActorEnv.extend({
     "How many runs one worker drives at once; it pulls jobs up to 8 at a time, never more than it has room for, and the work queue adds no cap of its own across workers.",
   ),
   AGENT_CHECKPOINT_EVERY: whole(1, 10_000, 10).describe(
-    "Every how many model responses a worker considers a checkpoint of a run; it writes one once the steps since the last have sealed twice its size.",
+    "Every how many model responses a worker considers a checkpoint of a run; it writes one once the steps since the last have sealed twice its size, or half its size once the run's context window is full.",
   ),
   AGENT_RETRY_DELAY_MS: millis(5_000).describe(
     "How long, in milliseconds, a job that failed waits before it is offered again; one that failed with an error that is not retryable (`NONDETERMINISM`) waits twice as long at each delivery, up to 5 minutes, until a deploy fixes the cause.",

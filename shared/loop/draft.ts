@@ -118,8 +118,10 @@ export class Draft {
     s.transitions += 1;
     s.transcript = digestTranscript(s.transcript, s.messages, s.elided);
     const sealed = canonicalJson(hashableEffects(this.effects, s));
+    // A transition logs its event first (MODEL, COMPLETE, EVENT…): hashed with the effects, once.
+    const unlogged = logsEvent(this.effects, event) ? "" : `\n${canonicalJson(event)}`;
     // A chain that replay compares, not a content address: xxHash, a fraction of sha256's cost per step.
-    s.transitionHash = xxh64(`${s.transitionHash}\n${xxh64(canonicalJson(event))}\n${xxh64(sealed)}`);
+    s.transitionHash = xxh64(`${s.transitionHash}\n${sealed}${unlogged}`);
     s.sealedSinceCheckpoint = (s.sealedSinceCheckpoint ?? 0) + sealed.length;
     if (checkpoint && checkpointWorthwhile(s)) {
       // Content-addressed by runId‖iteration: rewriting the same checkpoint yields the same id.
@@ -139,4 +141,9 @@ export class Draft {
     }
     return { state: s, effects: this.effects };
   }
+}
+
+/** Whether one of the effects is the record that logs this very event. */
+function logsEvent(effects: readonly Effect[], event: unknown): boolean {
+  return effects.some((e) => e.type === "wal" && "event" in e.record && e.record.event === event);
 }

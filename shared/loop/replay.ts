@@ -1,7 +1,7 @@
 import type { AuditEvent } from "../contracts/audit.js";
 import type { LoopEvent } from "../contracts/loop-event.js";
 import type { WalRecord } from "../contracts/wal.js";
-import { canonicalJson } from "../runtime/canonical-json.js";
+import { canonicallyEqual } from "../runtime/canonical-json.js";
 import { AgentError } from "../runtime/errors.js";
 import { startRun, transition } from "./fsm.js";
 import type { LoopConfig, LoopState, Transition } from "./state.js";
@@ -163,7 +163,7 @@ function matchTail(
       const missing = recorded.slice(i).filter((r) => !skipped(r)).length;
       throw new AgentError("NONDETERMINISM", `the log has ${missing} record(s) the replay does not produce`);
     }
-    if (canonicalJson(record) !== canonicalJson(replayed)) {
+    if (!canonicallyEqual(record, replayed)) {
       throw new AgentError(
         "NONDETERMINISM",
         `replay diverged at record ${i + 1} (${record.type} on record, ${replayed.type} replayed)`,
@@ -191,7 +191,7 @@ function compareCheckpoints(
   const counts = { onRecord: logged.length, replayed: rewritten.length };
   for (let k = 0; k < Math.max(logged.length, rewritten.length); k++) {
     const [a, b] = [logged[k], rewritten[k]];
-    if (a && b && a.after === b.after && canonicalJson(a.record) === canonicalJson(b.record)) continue;
+    if (a && b && a.after === b.after && canonicallyEqual(a.record, b.record)) continue;
     const firstDifference = { checkpoint: k + 1, ...(a ? { record: offset + a.index + 1 } : {}) };
     return { ...counts, identical: false, firstDifference };
   }

@@ -52,20 +52,26 @@ export function windowTranscript(s: LoopState): void {
 }
 
 /**
- * A checkpoint is considered every N model responses and written only once the transitions since
- * the last one have sealed (serialised and hashed) at least CHECKPOINT_RATIO times as many bytes
- * as that checkpoint held. Writing one costs about what sealing that much costs (it is
- * serialised and hashed too, then sent and stored), so checkpoints never cost the run more than
- * 1/CHECKPOINT_RATIO of its own work, and a resume re-runs at most about CHECKPOINT_RATIO times
- * what it reads, plus N responses. A checkpoint every N responses regardless made a long run
- * with a 32-message window write each 35 KB state every 10 steps: 80 % of its log's bytes and half
- * of the loop core's CPU per step. A state that grows with the run is checkpointed ever less often
- * (the bytes sealed per step stay the same), so all its checkpoints add up to a few times its last.
+ * A checkpoint is considered every N model responses and written once the transitions since the
+ * last one have sealed (serialised and hashed) at least CHECKPOINT_RATIO times as many bytes as it
+ * held. Writing one costs about what sealing that much does, so checkpoints cost a run at most
+ * half its own work, and a resume re-runs at most about twice what it reads, plus N responses. A
+ * state that grows with the run is so checkpointed ever less often (the bytes sealed per step stay
+ * the same), and all its checkpoints add up to a few times its last.
  */
 export const CHECKPOINT_RATIO = 2;
 
+/**
+ * The ratio once the context window is full and the state has stopped growing. Ten steps seal
+ * about as much as such a state holds, so with the default N its checkpoints come every N
+ * responses, as a short run's do: a resume replays as few steps after 10,000 steps as after 10,
+ * and each checkpoint costs about what the steps since the last did.
+ */
+export const BOUNDED_CHECKPOINT_RATIO = 0.5;
+
 export function checkpointWorthwhile(state: LoopState): boolean {
-  return (state.sealedSinceCheckpoint ?? 0) >= CHECKPOINT_RATIO * (state.checkpointSize ?? 0);
+  const ratio = (state.elided ?? 0) > 0 ? BOUNDED_CHECKPOINT_RATIO : CHECKPOINT_RATIO;
+  return (state.sealedSinceCheckpoint ?? 0) >= ratio * (state.checkpointSize ?? 0);
 }
 
 /** The effects as the transition hash sees them: a model call on the run's transcript carries its digest. */

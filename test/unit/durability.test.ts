@@ -123,6 +123,44 @@ describe("durability", () => {
     expect(() => replay([], config)).toThrow(/no run to replay/);
   });
 
+  it("a log read back as JSON, every key in another order, replays to the same hashes; a change deep in a record diverges", async () => {
+    const result = await runner({ checkpointEvery: 3 }).run(
+      spec({ script: longScript(7), resources: { maxIterations: 20 } }),
+    );
+    const reread = result.wal.map((r) => reversedKeys(JSON.parse(JSON.stringify(r))) as WalRecord);
+    const replayed = replay(reread, config, { snapshots: "strict" });
+    expect(replayed.transitions).toEqual(result.transitions);
+    expect(replay(reread, config, { fromCheckpoint: true }).state.transitionHash).toBe(
+      result.state.transitionHash,
+    );
+    const at = reread.findIndex((r) => r.type === "INTENT");
+    const changed = (change: (r: Extract<WalRecord, { type: "INTENT" }>) => object) =>
+      reread.map((r, i) => (i === at && r.type === "INTENT" ? (change(r) as WalRecord) : r));
+    const diverges: unknown = expect.objectContaining({
+      code: "NONDETERMINISM",
+      message: expect.stringContaining(`diverged at record ${at + 1} (INTENT`) as unknown,
+    });
+    expect(() =>
+      replay(
+        changed((r) => ({ ...r, input: { ...(r.input as object), extra: null } })),
+        config,
+      ),
+    ).toThrow(diverges);
+    expect(() =>
+      replay(
+        changed(({ input: _input, ...r }) => r),
+        config,
+      ),
+    ).toThrow(diverges);
+    // An undefined member is no member, as in the JSON the log holds.
+    expect(
+      replay(
+        changed((r) => ({ ...r, extra: undefined })),
+        config,
+      ).transitions,
+    ).toEqual(result.transitions);
+  });
+
   it("events that do not fit the state are refused with INVALID_TRANSITION", () => {
     const s = RunSpec.parse(spec());
     const started = startRun(
@@ -340,3 +378,14 @@ describe("cancel", () => {
     expect(undo(cancel()).report.manualIntervention.map((m) => m.actionId)).toEqual([second]);
   });
 });
+
+/** The same data with every object's keys in reverse order, as another writer might have sent it. */
+function reversedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(reversedKeys);
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(
+    Object.entries(value)
+      .reverse()
+      .map(([k, v]) => [k, reversedKeys(v)]),
+  );
+}

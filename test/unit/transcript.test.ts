@@ -11,6 +11,7 @@ import {
 } from "../../shared/loop/state.js";
 import { CALL_WINDOW, callCount } from "../../shared/loop/guard.js";
 import {
+  BOUNDED_CHECKPOINT_RATIO,
   CHECKPOINT_RATIO,
   checkpointOf,
   checkpointWorthwhile,
@@ -23,6 +24,9 @@ import { echoTool } from "../../shared/tools/builtin/echo.js";
 import { describeTool } from "../../shared/tools/tool.js";
 import type { ScriptStep } from "../../shared/contracts/model.js";
 import { echoCall, olderCheckpoint, runner, spec } from "../helpers/fixtures.js";
+import { toolTurn } from "../helpers/transitions.js";
+import { RunSpec } from "../../shared/contracts/run-spec.js";
+import { startRun, transition } from "../../shared/loop/fsm.js";
 
 const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery: 2 };
 
@@ -122,6 +126,11 @@ describe("transcript digest and checkpoint size", () => {
     expect(checkpointWorthwhile(state(1, 0))).toBe(true);
     expect(checkpointWorthwhile(state(CHECKPOINT_RATIO * 5_000 - 1, 5_000))).toBe(false);
     expect(checkpointWorthwhile(state(CHECKPOINT_RATIO * 5_000, 5_000))).toBe(true);
+    // Once the context window is full (messages have left it) the state no longer grows.
+    const bounded = (sealed: number) => ({ ...state(sealed, 5_000), elided: 3 }) as LoopState;
+    expect(BOUNDED_CHECKPOINT_RATIO).toBeLessThan(1);
+    expect(checkpointWorthwhile(bounded(BOUNDED_CHECKPOINT_RATIO * 5_000 - 1))).toBe(false);
+    expect(checkpointWorthwhile(bounded(BOUNDED_CHECKPOINT_RATIO * 5_000))).toBe(true);
   });
 
   it("a long run whose state grows checkpoints ever less often: its checkpoints add up to a few times its last, and each record gives its state's size", async () => {
@@ -311,6 +320,23 @@ describe("transcript digest and checkpoint size", () => {
       expect(fromCheckpoint.state).toEqual(final);
     });
 
+    it("once its window is full, a long run checkpoints every N responses, as a short run does: a resume replays as few steps", () => {
+      const every = 10;
+      const bounded = echoRun(400, every, 32);
+      const at = (wal: WalRecord[]) => checkpoints(wal).map((c) => (c.state as LoopState).step);
+      // Past the repeated-call guard's window the state is as large as it gets (W3's 37 KB).
+      const late = at(bounded.wal).filter((step) => step > CALL_WINDOW);
+      expect(late.length).toBeGreaterThan(10);
+      expect(late.slice(1).map((step, i) => step - late[i]!)).toEqual(late.slice(1).map(() => every));
+      expect(checkpoints(bounded.wal).at(-1)!.bytes).toBeGreaterThan(30_000);
+      const resumed = replay(bounded.wal, bounded.config, { fromCheckpoint: true });
+      expect(resumed.state).toEqual(bounded.state);
+      expect(resumed.transitions.length).toBeLessThanOrEqual(2 * every + 1);
+      // A transcript that keeps growing is checkpointed ever less often, as before.
+      const growing = at(echoRun(400, every).wal).filter((step) => step > CALL_WINDOW);
+      expect(growing.length).toBeLessThan(late.length / 2);
+    });
+
     it("a window wider than the transcript changes nothing", async () => {
       const narrow = await windowed(5, 100);
       const whole = await windowed(5);
@@ -326,3 +352,44 @@ describe("transcript digest and checkpoint size", () => {
     });
   });
 });
+
+/** A run of `steps` echo calls driven by hand, as W3 writes its histories: a spec whose size stays put. */
+function echoRun(steps: number, checkpointEvery: number, maxContextMessages?: number) {
+  const runSpec = RunSpec.parse(
+    spec({
+      script: [{ text: "done" }],
+      loop: true,
+      resources: {
+        maxIterations: steps + 5,
+        maxToolCalls: steps + 5,
+        ...(maxContextMessages ? { maxContextMessages } : {}),
+      },
+    }),
+  );
+  const config: LoopConfig = { tools: [describeTool(echoTool)], checkpointEvery };
+  const wal: WalRecord[] = [];
+  const start = {
+    type: "start",
+    at: 1,
+    spec: runSpec,
+    runId: "r-echo",
+    rootRunId: "r-echo",
+    depth: 0,
+  } as const;
+  let t = startRun(start, config);
+  for (let step = 0; ;) {
+    wal.push(...t.effects.flatMap((e) => (e.type === "wal" ? [e.record] : [])));
+    const awaiting = t.effects.find((e) => e.type !== "wal" && e.type !== "audit");
+    if (awaiting?.type === "recallMemory")
+      t = transition(t.state, { type: "memoryRecalled", at: 1, memories: [] }, config);
+    else if (awaiting?.type === "callTool")
+      t = transition(
+        t.state,
+        { type: "toolCompleted", at: 1, actionId: awaiting.actionId, output: awaiting.input },
+        config,
+      );
+    else if (awaiting?.type === "callModel" && step < steps)
+      t = toolTurn(t, { name: "echo", input: { text: `${(step += 1)} `.padEnd(70, "z") } }, config);
+    else return { wal, state: t.state, config };
+  }
+}
