@@ -124,7 +124,7 @@ export class RunLease {
       metrics: this.deps.metrics,
       logger: this.deps.logger,
       logContext: () => this.logContext,
-      durable: () => this.deps.redaction.durable(this.log),
+      durable: () => this.deps.redaction.durable(() => this.log),
     });
     const records = read.records.map((r) => r.record);
     this.deps.redaction.learn(records);

@@ -166,15 +166,19 @@ export class LeaseRedaction {
    * The records handed to the journal are durable: the inputs of the calls they settle are
    * forgotten. Only now: a successor reading a log without the answer sends the call again, with
    * the kept input. A purge that fails leaves the input to the bucket's max_age; the run goes on.
+   * `log` is called only to write a line: most appends leave nothing to forget.
    */
-  async durable(log: Logger): Promise<void> {
+  async durable(log: () => Logger): Promise<void> {
     if (!this.store) return this.written.clear();
     for (const callId of this.written) {
       this.written.delete(callId);
       try {
         await this.store.forget(callId);
       } catch (err) {
-        log.warn({ err, callId }, "a redacted input could not be forgotten: the bucket's max_age removes it");
+        log().warn(
+          { err, callId },
+          "a redacted input could not be forgotten: the bucket's max_age removes it",
+        );
       }
     }
   }

@@ -328,14 +328,20 @@ export class Admission {
         : await this.status.update(status, o.revision);
     if (!written) return false;
     const recorded = o.recorded ?? 0;
-    const seq =
+    // The run's first log message and a root's cap are written at once; both before the job, whose
+    // worker reads the cap before the run's first model call.
+    const [seq] = await Promise.all([
       recorded > 0
         ? recorded
-        : await recordAdmitted(
+        : recordAdmitted(
             this.bus,
             { ...ids, parentRunId: parent?.runId },
             { depth: ids.depth, agent: spec.agent.name, specHash: ids.specHash },
-          );
+          ),
+      parent
+        ? undefined
+        : openTree(this.bus.buckets.pool, ids.runId, this.limits.treeIterationCap, treeSpendOf(spec)),
+    ]);
     const job: RunJob = {
       schemaVersion: 1,
       runId: ids.runId,
@@ -345,9 +351,6 @@ export class Admission {
       spec,
       auditSeq: seq,
     };
-    // Before the job: its worker reads the cap before the run's first model call.
-    if (!parent)
-      await openTree(this.bus.buckets.pool, ids.runId, this.limits.treeIterationCap, treeSpendOf(spec));
     await publishJob(this.bus, job, `${ids.runId}:start`);
     this.bus.logger.info({ runId: ids.runId, depth: ids.depth }, "run admitted");
     if (parent) await this.cancelIfOrphaned(parent.runId, ids.runId);

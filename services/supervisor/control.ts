@@ -86,6 +86,12 @@ export async function releaseSlots(
  */
 async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg, orphans?: Counter): Promise<void> {
   try {
+    // A message holding a releasing event is always on that event's subject (see headlineOf): the
+    // others (a run's admission, its resume) are acked unread.
+    if (!releasingSubject(msg.subject)) {
+      msg.ack();
+      return;
+    }
     const events = await eventsOfMessage(bus, msg);
     let done = true;
     for (const event of events ?? [])
@@ -95,6 +101,12 @@ async function onLifecycle(bus: ActorBus, pool: PoolLedger, msg: JsMsg, orphans?
   } catch (err) {
     onEventFailure(bus, msg, err, "could not release a pool slot");
   }
+}
+
+/** Whether a log message's subject names a releasing headline (`….run.committed`, `….run.failed`, `….run.halted`). */
+export function releasingSubject(subject: string): boolean {
+  for (const kind of RELEASING_KINDS) if (subject.endsWith(`.${kind}`)) return true;
+  return false;
 }
 
 /** How soon a lifecycle message whose run's status trails its log is offered again. */

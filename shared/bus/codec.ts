@@ -27,6 +27,15 @@ export function encodeParsed<S extends z.ZodType>(
   return { data: encoder.encode(JSON.stringify(parsed.data)), value: parsed.data };
 }
 
+/**
+ * A payload this process built from values it validated or made itself, sent without parsing it
+ * again: its reader validates it where it enters (see decode). For hot paths; a payload built from
+ * anything unchecked goes through `encode`.
+ */
+export function encodeOwn<S extends z.ZodType>(_schema: S, value: z.output<S>): Uint8Array {
+  return encoder.encode(JSON.stringify(value));
+}
+
 /** The same check for JSON that arrives as text (a model turn's content, an environment variable). */
 export function decodeText<S extends z.ZodType>(schema: S, text: string): z.output<S> {
   return decode(schema, encoder.encode(text));

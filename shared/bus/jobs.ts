@@ -1,17 +1,18 @@
 import {
   AckPolicy,
   DeliverPolicy,
-  type JetStreamClient,
   type JetStreamManager,
   type ConsumerConfig,
   type MsgRequest,
   type StoredMsg,
 } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { RunJob } from "../contracts/cluster.js";
 import type { RunStatus } from "../contracts/run-status.js";
 import type { Clock } from "../runtime/clock.js";
 import type { Random } from "../runtime/random.js";
-import { decode, encode } from "./codec.js";
+import { AckPublisher } from "./ack-publisher.js";
+import { decode, encodeOwn } from "./codec.js";
 import { ensureDurable } from "./durable.js";
 import { jobTraceHeaders } from "./trace-context.js";
 import { withBusRetry } from "./retry.js";
@@ -21,7 +22,7 @@ export const WORKER_CONSUMER = "agent-workers";
 const NANOS_PER_MS = 1_000_000;
 
 export interface JobDeps {
-  js: JetStreamClient;
+  nc: NatsConnection;
   subjects: Subjects;
   clock: Clock;
   random: Random;
@@ -36,11 +37,16 @@ export async function publishJob(
   job: RunJob,
   msgID: string,
 ): Promise<{ seq: number; duplicate: boolean }> {
-  const data = encode(RunJob, job);
+  // Built by the runtime from what it validated (a parsed submit, its own records); the worker
+  // taking the job validates it (RunJob) as it comes in.
+  const data = encodeOwn(RunJob, job);
   // The run's span, as the parent of what the worker taking the job does (see RunTrace).
   const headers = jobTraceHeaders(deps.subjects.prefix, job);
   const ack = await withBusRetry(`job for run ${job.runId}`, deps, () =>
-    deps.js.publish(deps.subjects.runQueue(job.runId), data, { msgID, ...(headers ? { headers } : {}) }),
+    AckPublisher.of(deps.nc).publish(deps.subjects.runQueue(job.runId), data, {
+      msgID,
+      ...(headers ? { headers } : {}),
+    }),
   );
   return { seq: ack.seq, duplicate: ack.duplicate };
 }

@@ -123,6 +123,10 @@ export class InstantClock implements Clock {
   }
 }
 
+/** The last instant formatted: a transition stamps its several audit events with the same one. */
+let formatted = { epochMs: Number.NaN, text: "" };
+
 export function toRfc3339(epochMs: number): string {
-  return new Date(epochMs).toISOString();
+  if (epochMs !== formatted.epochMs) formatted = { epochMs, text: new Date(epochMs).toISOString() };
+  return formatted.text;
 }

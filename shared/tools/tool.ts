@@ -103,8 +103,18 @@ export function describeTool(tool: AnyTool): ToolDescriptor {
   return descriptor;
 }
 
+/**
+ * A tool's schema converted once: every lease describes its run's tools, and converting a zod
+ * schema costs more than the rest of a step's tool call. Each caller gets its own copy.
+ */
+const jsonSchemas = new WeakMap<z.ZodType, Record<string, unknown>>();
+
 export function toJsonSchema(schema: z.ZodType): Record<string, unknown> {
-  const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
-  delete json.$schema;
-  return json;
+  let json = jsonSchemas.get(schema);
+  if (!json) {
+    json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" });
+    delete json.$schema;
+    jsonSchemas.set(schema, json);
+  }
+  return structuredClone(json);
 }

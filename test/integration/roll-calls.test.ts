@@ -127,7 +127,7 @@ describe("the cluster's state as agentctl cluster reads it", () => {
     expect(before.jobs).toBeUndefined();
 
     await ensureWorkerConsumer(suite.jsm, suite.subjects, { ackWaitMs: 30_000 });
-    const deps = { js: suite.js, subjects: suite.subjects, clock: suite.clock, random: suite.random };
+    const deps = { nc: suite.nc, subjects: suite.subjects, clock: suite.clock, random: suite.random };
     for (const runId of ["r-1", "r-2"])
       await publishJob(
         deps,

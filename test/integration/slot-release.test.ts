@@ -363,7 +363,7 @@ describe("the supervisor's slot release loop", () => {
     const halted = await publishEvent(suite.bus, settled(runId, "run.halted"));
     const resume = encode(ResumeRequest, { runId, by: "oncall" });
     // Its supervisor fails between the slot and the job (killed, in production).
-    const jobless = { ...suite.bus, js: failingJobs(suite.bus.js, suite.bus.subjects.runQueue(runId)) };
+    const jobless = { ...suite.bus, nc: failingJobs(suite.bus.nc, suite.bus.subjects.runQueue(runId)) };
     await expect(resumeRun(jobless, pool, 1_000, resume)).rejects.toThrow("the supervisor stopped");
     expect(await pool.slotOf(runId)).toEqual({ after: halted.seq });
     expect(await queued(runId)).toBe(0);
@@ -378,20 +378,18 @@ describe("the supervisor's slot release loop", () => {
   }, 15_000);
 });
 
-/** `js`, whose publishes on `subject` fail as a supervisor's that stops there would. */
-function failingJobs(js: ActorBus["js"], subject: string): ActorBus["js"] {
-  return new Proxy(js, {
+/** `nc`, whose publishes on `subject` fail as a supervisor's that stops there would. */
+function failingJobs(nc: ActorBus["nc"], subject: string): ActorBus["nc"] {
+  return new Proxy(nc, {
     get(target, prop) {
       const value: unknown = Reflect.get(target, prop, target);
-      if (prop !== "publish" || typeof value !== "function") return value;
-      const publish = value.bind(target) as ActorBus["js"]["publish"];
-      return ((
-        to: string,
-        ...rest: Parameters<ActorBus["js"]["publish"]> extends [string, ...infer R] ? R : never
-      ) =>
-        to === subject
-          ? Promise.reject(new AgentError("INTERNAL", "the supervisor stopped"))
-          : publish(to, ...rest)) as ActorBus["js"]["publish"];
+      if (typeof value !== "function") return value;
+      const bound = value.bind(target) as (...args: unknown[]) => unknown;
+      if (prop !== "publish") return bound;
+      return (to: string, ...rest: unknown[]) => {
+        if (to === subject) throw new AgentError("INTERNAL", "the supervisor stopped");
+        return bound(to, ...rest);
+      };
     },
   });
 }

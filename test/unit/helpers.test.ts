@@ -91,6 +91,14 @@ describe("clock and ids", () => {
     expect(toRfc3339(0)).toBe("1970-01-01T00:00:00.000Z");
   });
 
+  it("toRfc3339: the same instant twice, then another; an invalid one still throws", () => {
+    expect(toRfc3339(1_800_000_000_123)).toBe("2027-01-15T08:00:00.123Z");
+    expect(toRfc3339(1_800_000_000_123)).toBe("2027-01-15T08:00:00.123Z");
+    expect(toRfc3339(1_800_000_000_124)).toBe("2027-01-15T08:00:00.124Z");
+    expect(() => toRfc3339(Number.NaN)).toThrow(RangeError);
+    expect(() => toRfc3339(Number.NaN)).toThrow(RangeError);
+  });
+
   it("ids: uuid-based ids are valid run ids; sequential ids are predictable", () => {
     const id = uuidIds.next("run");
     expect(id).toMatch(RUN_ID_PATTERN);

@@ -91,7 +91,7 @@ async function drive(
     const next = transition(t.state, redaction.event(t.state, event), config);
     await redaction.flush();
     redaction.recorded(next.state);
-    await redaction.durable(log);
+    await redaction.durable(() => log);
     t = take(next);
   }
   expect(t.state.status).toBe("committed");
@@ -197,7 +197,7 @@ describe("redaction in the loop (a worker's lease)", () => {
     await successor.flush();
     successor.recorded(next.state);
     expect(kept.entries.size).toBe(1);
-    await successor.durable(silentLogger);
+    await successor.durable(() => silentLogger);
     expect(kept.entries.size).toBe(0);
   });
 
@@ -224,7 +224,7 @@ describe("redaction in the loop (a worker's lease)", () => {
     const { state } = await toIntent(lease);
     expect(store.entries.size).toBe(1);
     lease.recorded({ ...state, status: "failed" });
-    await lease.durable(silentLogger);
+    await lease.durable(() => silentLogger);
     expect(store.entries.size).toBe(0);
   });
 
@@ -291,7 +291,7 @@ async function toIntent(lease: LeaseRedaction): Promise<{ state: Transition["sta
     t = transition(t.state, lease.event(t.state, event), config);
     await lease.flush();
     lease.recorded(t.state);
-    await lease.durable(silentLogger);
+    await lease.durable(() => silentLogger);
   }
   throw new Error("expected the run to call its tool");
 }
