@@ -22,6 +22,16 @@ const LOOPS = Number(values.loops);
 const OVERHEAD = 30;
 const HEADERS_LENGTH = 4;
 
+/** Headers a direct get's reply adds: not stored with the message. */
+const REPLY_HEADERS = new Set([
+  "Nats-Stream",
+  "Nats-Subject",
+  "Nats-Sequence",
+  "Nats-Time-Stamp",
+  "Nats-Num-Pending",
+  "Nats-Last-Sequence",
+]);
+
 const nats = await startLocalNats({});
 const cluster = await OurCluster.start(nats.url, OUR_BENCH_ENV);
 const { bus } = cluster;
@@ -52,10 +62,14 @@ try {
   await nats.stop();
 }
 
+function storedKeys(h: { keys(): string[] } | undefined): string[] {
+  return (h?.keys() ?? []).filter((k) => !REPLY_HEADERS.has(k));
+}
+
 function headerBytes(h: { keys(): string[]; get(k: string): string } | undefined): number {
   if (!h) return 0;
   let n = "NATS/1.0\r\n".length + 2;
-  for (const k of h.keys()) n += k.length + 2 + h.get(k).length + 2;
+  for (const k of storedKeys(h)) n += k.length + 2 + h.get(k).length + 2;
   return n;
 }
 
@@ -90,7 +104,7 @@ async function breakdown(runId: string): Promise<void> {
     parts.overhead += OVERHEAD + (msg.headers ? HEADERS_LENGTH : 0);
     parts.subject += msg.subject.length;
     parts.headers += headerBytes(msg.headers);
-    for (const k of msg.headers?.keys() ?? []) add(headerKeys, k, k.length + 4 + msg.headers!.get(k).length);
+    for (const k of storedKeys(msg.headers)) add(headerKeys, k, k.length + 4 + msg.headers!.get(k).length);
     parts.payload += msg.data.length;
     sizes.push(msg.data.length);
     const entry = await runLog.entryOfMessage(
@@ -115,7 +129,7 @@ async function breakdown(runId: string): Promise<void> {
   console.log(`\nrun ${runId}: ${parts.messages} messages, ${sum} B`);
   for (const [k, v] of Object.entries(parts)) if (k !== "messages") console.log(`  ${k.padEnd(10)} ${v}`);
   console.log(`  payload by message: ${sizes.join(" ")}`);
-  table("headers by key (bytes incl. ': ' and CRLF)", headerKeys);
+  table("stored headers by key (bytes incl. ': ' and CRLF)", headerKeys);
   table("records by type (JSON bytes)", records);
   table("events by kind (JSON bytes)", events);
   table("event fields (JSON bytes, all events)", fields);

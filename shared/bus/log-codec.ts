@@ -13,14 +13,14 @@ import { AgentError } from "../runtime/errors.js";
 import { validate } from "./codec.js";
 
 /**
- * A body whose JSON reaches this many bytes is stored zlib-compressed: a step with a tool call and
- * its result, a checkpoint, a run's start. Smaller bodies (an admission, a phase change) stay plain
- * JSON, readable as they are. Deflating a 1.3 KB step takes about 15 µs and halves it.
+ * A body whose JSON reaches this many bytes is stored zlib-compressed: a checkpoint, a run's start
+ * (its spec), a final artifact. A step's body stays plain JSON: deflating it in the worker and
+ * inflating it in every reader would cost each step more time than the bytes are worth.
  */
-export const COMPRESS_FROM = 1024;
+export const COMPRESS_FROM = 2048;
 
-/** A zlib stream's first byte (deflate, 32 KiB window); a JSON body starts with `{`. */
-const ZLIB = 0x78;
+/** A plain body's first byte, `{`: any other is a zlib stream's (whose first byte depends on its window). */
+const PLAIN = 0x7b;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -77,7 +77,7 @@ function isCompact(raw: unknown): boolean {
  */
 export function parseBody(data: Uint8Array): unknown {
   try {
-    const bytes = data[0] === ZLIB ? inflateSync(data) : data;
+    const bytes = data[0] === PLAIN ? data : inflateSync(data);
     return JSON.parse(decoder.decode(bytes)) as unknown;
   } catch (cause) {
     throw new AgentError("INVALID_INPUT", "a run log message is neither JSON nor zlib-compressed JSON", {

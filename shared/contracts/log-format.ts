@@ -79,6 +79,8 @@ interface Chain {
   seq: number;
   iteration: unknown;
   phase: unknown;
+  /** The body's time as an event's timestamp has it, worked out once per body. */
+  isoAt?: string;
 }
 
 /** A log entry in format 2 (see CompactEntry), for the run `runId`. Pure; `expandEntry` reverses it. */
@@ -102,7 +104,8 @@ export function compactEntry(runId: string, entry: LogEntry): CompactEntry {
     });
   }
   if (entry.events.length > 0) {
-    const chain: Chain = { seq: (out.seq ?? 1) - 1, iteration: undefined, phase: undefined };
+    const isoAt = new Date(at).toISOString();
+    const chain: Chain = { seq: (out.seq ?? 1) - 1, iteration: undefined, phase: undefined, isoAt };
     out.events = entry.events.map((e) => compactEvent(e, out, chain));
   }
   return out;
@@ -122,7 +125,7 @@ function compactEvent(e: AuditEvent, env: CompactEntry, chain: Chain): Item {
   if (e.reason !== undefined) c.reason = e.reason;
   if (e.artifacts.length > 0) c.artifacts = e.artifacts;
   if (e.data !== undefined) c.data = e.data;
-  const t = offsetOf(e.timestamp, env.at);
+  const t = e.timestamp === chain.isoAt ? 0 : offsetOf(e.timestamp, env.at);
   if (t === undefined) c.timestamp = e.timestamp;
   else if (t !== 0) c.t = t;
   Object.assign(chain, { seq: e.seq, iteration: e.iteration, phase: e.phase });

@@ -90,7 +90,7 @@ describe("the run log's message body (format 2)", () => {
     const big = { text: "x".repeat(COMPRESS_FROM * 4) };
     const entry: LogEntry = { records: [], events: [event("big", 1, { data: big })] };
     const body = encodeLogEntry("big", entry);
-    expect(body[0]).toBe(0x78);
+    expect(body[0]).not.toBe("{".charCodeAt(0));
     expect(body.length).toBeLessThan(COMPRESS_FROM);
     expect(decodeLogEntry(body)).toEqual(entry);
   });
