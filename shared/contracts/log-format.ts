@@ -59,6 +59,35 @@ const EVENT_TYPE: Readonly<Record<string, string>> = {
   ABORT: "toolAborted",
 };
 
+/** The record type whose content an event of this kind repeats in its `data`. */
+const DATA_SOURCE: Readonly<Record<string, string>> = {
+  "model.responded": "MODEL",
+  "tool.intent": "INTENT",
+  "tool.completed": "COMPLETE",
+};
+
+/** An event's `data` as the loop core builds it from the record it reports; throws on another shape. */
+function dataOf(record: Item): unknown {
+  const event = record.event as Item | undefined;
+  if (record.type === "INTENT") return { actionId: record.actionId, idempotencyKey: record.idempotencyKey };
+  if (record.type === "COMPLETE") return { actionId: event!.actionId };
+  const response = event!.response as Item;
+  const calls = response.toolCalls as Item[];
+  const { stopReason, usage, costUsd } = response;
+  return { stopReason, usage, costUsd, toolCalls: calls.map((c) => c.name) };
+}
+
+/** The index of the record of this message whose content `e.data` repeats, if one does. */
+function sourceOf(e: AuditEvent, records: readonly WalRecord[]): number | undefined {
+  const type = DATA_SOURCE[e.kind];
+  if (type === undefined || e.data === undefined) return undefined;
+  const data = JSON.stringify(e.data);
+  const index = records.findIndex(
+    (r) => r.type === type && r.iteration === e.iteration && JSON.stringify(dataOf(r)) === data,
+  );
+  return index < 0 ? undefined : index;
+}
+
 /** The time of an ISO timestamp as an offset from `at`, when the offset gives it back exactly. */
 function offsetOf(timestamp: string, at: number): number | undefined {
   const ms = Date.parse(timestamp);
@@ -106,12 +135,12 @@ export function compactEntry(runId: string, entry: LogEntry): CompactEntry {
   if (entry.events.length > 0) {
     const isoAt = new Date(at).toISOString();
     const chain: Chain = { seq: (out.seq ?? 1) - 1, iteration: undefined, phase: undefined, isoAt };
-    out.events = entry.events.map((e) => compactEvent(e, out, chain));
+    out.events = entry.events.map((e) => compactEvent(e, out, chain, sourceOf(e, entry.records)));
   }
   return out;
 }
 
-function compactEvent(e: AuditEvent, env: CompactEntry, chain: Chain): Item {
+function compactEvent(e: AuditEvent, env: CompactEntry, chain: Chain, source: number | undefined): Item {
   const c: Item = { kind: e.kind };
   if (e.runId !== env.run) c.runId = e.runId;
   if (e.rootRunId !== (env.root ?? env.run)) c.rootRunId = e.rootRunId;
@@ -124,7 +153,8 @@ function compactEvent(e: AuditEvent, env: CompactEntry, chain: Chain): Item {
   if (e.status !== usualStatus(e.kind)) c.status = e.status;
   if (e.reason !== undefined) c.reason = e.reason;
   if (e.artifacts.length > 0) c.artifacts = e.artifacts;
-  if (e.data !== undefined) c.data = e.data;
+  if (source !== undefined) c.dataOf = source;
+  else if (e.data !== undefined) c.data = e.data;
   const t = e.timestamp === chain.isoAt ? 0 : offsetOf(e.timestamp, env.at);
   if (t === undefined) c.timestamp = e.timestamp;
   else if (t !== 0) c.t = t;
@@ -159,9 +189,10 @@ function compactLoopEvent(event: Item, r: WalRecord): Item {
 
 /** A body in format 2 as format 1 has it (unvalidated: the caller validates the result). Pure. */
 export function expandEntry(c: CompactEntry): unknown {
+  const records = expandRecords(c);
   return {
-    records: expandRecords(c),
-    events: expandEvents(c),
+    records,
+    events: expandEvents(c, records),
     ...(c.progress ? { progress: expandProgress(c) } : {}),
   };
 }
@@ -172,7 +203,7 @@ export function expandProgress(c: CompactEntry): unknown {
 }
 
 /** The events of a body in format 2, whole (unvalidated). Pure. */
-export function expandEvents(c: CompactEntry): unknown[] {
+export function expandEvents(c: CompactEntry, records = expandRecords(c)): unknown[] {
   const chain: Chain = { seq: (c.seq ?? 1) - 1, iteration: undefined, phase: undefined };
   return (c.events ?? []).map((item) => {
     const { kind, t, ...rest } = item;
@@ -193,7 +224,7 @@ export function expandEvents(c: CompactEntry): unknown[] {
       status: rest.status ?? usualStatus(kind),
       ...(rest.reason === undefined ? {} : { reason: rest.reason }),
       artifacts: rest.artifacts ?? [],
-      ...(rest.data === undefined ? {} : { data: rest.data }),
+      ...dataField(item, records),
       timestamp: rest.timestamp ?? new Date(c.at + (typeof t === "number" ? t : 0)).toISOString(),
     };
     Object.assign(chain, { seq, iteration: event.iteration, phase: event.phase });
@@ -201,7 +232,18 @@ export function expandEvents(c: CompactEntry): unknown[] {
   });
 }
 
-function expandRecords(c: CompactEntry): unknown[] {
+/** An event's `data`: its own, or what the record it names repeats (null, refused later, when that cannot be read). */
+function dataField(event: Item, records: readonly Item[]): Item {
+  if (typeof event.dataOf !== "number") return event.data === undefined ? {} : { data: event.data };
+  const record = records[event.dataOf];
+  try {
+    return { data: record && record.type === DATA_SOURCE[event.kind as string] ? dataOf(record) : null };
+  } catch {
+    return { data: null };
+  }
+}
+
+function expandRecords(c: CompactEntry): Item[] {
   let iteration: unknown;
   return (c.records ?? []).map((item) => {
     const { type, ...rest } = item;

@@ -65,6 +65,25 @@ describe("the run log's message body (format 2)", () => {
     expect(compact).toBeLessThan(whole / 2);
   });
 
+  it("an event that repeats a record of its message refers to it, and a wrong reference is refused", async () => {
+    const entry = (await runEntries("refers")).find((e) => e.records.some((r) => r.type === "MODEL"))!;
+    const body = parseBody(encodeLogEntry("refers", entry)) as {
+      records: object[];
+      events: Record<string, unknown>[];
+    };
+    const responded = body.events.find((e) => e.kind === "model.responded");
+    expect(typeof responded?.dataOf).toBe("number");
+    expect(responded).not.toHaveProperty("data");
+    expect(decodeLogEntry(encodeLogEntry("refers", entry))).toEqual(entry);
+    // Pointing at a record of another type (or none) is not read as an event without data.
+    for (const dataOf of [body.records.length, body.records.findIndex((r) => "from" in r || "to" in r)]) {
+      const wrong = { ...body, events: [{ ...responded, dataOf }] };
+      expect(() => decodeLogEvents(encoder.encode(JSON.stringify(wrong)))).toThrow(
+        expect.objectContaining({ code: "INVALID_INPUT" }),
+      );
+    }
+  });
+
   it("still reads a body an earlier build wrote in format 1", async () => {
     const [entry] = await runEntries("old-format");
     const old = encoder.encode(JSON.stringify(entry));
