@@ -1,8 +1,10 @@
 // Subscribe to the run log from another system with plain nats.js: a durable consumer on AGENT_LOG,
 // so a restarted subscriber continues where it stopped. Each message is one durable step of one
-// run, `{ records, events }`; this prints its audit events, one JSON line each. Each event carries
-// a per-run `seq`, gapless from 1: the subscriber checks it and would report a gap.
+// run, its records and its audit events in a compact body (docs/audit-stream.md) that the
+// runtime's `decodeLogEntry` gives back whole; this prints the events, one JSON line each. Each
+// event carries a per-run `seq`, gapless from 1: the subscriber checks it and would report a gap.
 //
+//   npm run build    # once: the decoder is imported from dist/
 //   NATS_URL=nats://127.0.0.1:4222 NATS_USER=cli NATS_PASSWORD=cli-dev \
 //     npm exec -- node examples/audit-subscriber.mjs [runId] [--until-final]
 //
@@ -26,6 +28,7 @@ import {
   jetstream,
   jetstreamManager,
 } from "@nats-io/jetstream";
+import { decodeLogEntry } from "../dist/shared/bus/log-codec.js";
 
 const args = process.argv.slice(2);
 const runId = args.find((a) => !a.startsWith("--"));
@@ -74,14 +77,14 @@ await messages.close();
 await nc.drain();
 
 /**
- * The log entry a message holds. A message too large for one NATS message is split into parts on
- * one subject: each carries `Agents-Wal-Part: <k>/<n>`, the later ones `Agents-Part-Of: <sequence
- * of part 1>`. Only the last part yields the entry, read whole from part 1 (direct gets): a
- * subscriber restarted between the parts still gets it.
+ * The log entry a message holds, its records and events whole. A message too large for one NATS
+ * message is split into parts on one subject: each carries `Agents-Wal-Part: <k>/<n>`, the later
+ * ones `Agents-Part-Of: <sequence of part 1>`. Only the last part yields the entry, read whole from
+ * part 1 (direct gets): a subscriber restarted between the parts still gets it.
  */
 async function entryOf(msg) {
   const part = msg.headers?.get("Agents-Wal-Part");
-  if (!part) return msg.json();
+  if (!part) return decodeLogEntry(msg.data);
   const [at, of] = part.split("/").map(Number);
   if (at !== of) return undefined;
   const chunks = [];
@@ -92,7 +95,7 @@ async function entryOf(msg) {
     seq = earlier.seq + 1;
   }
   chunks.push(msg.data);
-  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  return decodeLogEntry(Buffer.concat(chunks));
 }
 
 /**

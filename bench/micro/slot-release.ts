@@ -11,9 +11,8 @@ import { startLocalNats } from "../../dist/services/local/nats-server.js";
 import { RELEASE_CONSUMER, releaseSlots } from "../../dist/services/supervisor/control.js";
 import { openActorBus } from "../../dist/shared/bus/actor.js";
 import { appendEvent } from "../../dist/shared/bus/audit.js";
-import { decode } from "../../dist/shared/bus/codec.js";
 import { POOL_KEY, PoolLedger } from "../../dist/shared/bus/pool.js";
-import { LogEntry } from "../../dist/shared/contracts/log.js";
+import { decodeLogEvents } from "../../dist/shared/bus/log-codec.js";
 import { systemClock } from "../../dist/shared/runtime/clock.js";
 import { ActorEnv, parseEnv } from "../../dist/shared/runtime/config.js";
 import { silentLogger } from "../../dist/shared/runtime/logger.js";
@@ -41,7 +40,7 @@ async function oneAtATime(signal: AbortSignal): Promise<void> {
   const messages = await consumer.consume({ max_messages: 64 });
   signal.addEventListener("abort", () => void messages.close(), { once: true });
   for await (const msg of messages) {
-    for (const event of decode(LogEntry, msg.data).events) await pool.release(event.runId);
+    for (const event of decodeLogEvents(msg.data)) await pool.release(event.runId);
     msg.ack();
   }
 }

@@ -5,6 +5,7 @@ import { headers } from "@nats-io/transport-node";
 import { continuationJob } from "../../dist/shared/bus/jobs.js";
 import { PART_HEADER, recordMessages } from "../../dist/shared/bus/wal-parts.js";
 import { PART_OF_HEADER } from "../../dist/shared/bus/run-log.js";
+import { encodeLogEntry } from "../../dist/shared/bus/log-codec.js";
 import { CHECKPOINT_HEADER, EVENTS_HEADER, headlineOf } from "../../dist/shared/contracts/log.js";
 import { RunStatusStore } from "../../dist/shared/bus/run-status.js";
 import { openTree } from "../../dist/shared/bus/tree-iterations.js";
@@ -131,7 +132,8 @@ async function writeHistory(
       return { last: next.value, count, messages, checkpointBytes, tail };
     }
     const { records, events } = next.value;
-    const data = encoder.encode(JSON.stringify({ records, events }));
+    // As the product's LogWriter writes it (format 2, large bodies compressed).
+    const data = encodeLogEntry(runId, { records, events });
     const checkpoint = records.find((r) => r.type === "CHECKPOINT");
     if (checkpoint) checkpointBytes = encoder.encode(JSON.stringify(checkpoint)).length;
     const after = records.length - 1 - records.findLastIndex((r) => r.type === "CHECKPOINT");

@@ -50,6 +50,11 @@ export function decode<S extends z.ZodType>(schema: S, data: Uint8Array): z.outp
   } catch (cause) {
     throw new AgentError("INVALID_INPUT", "payload is not valid UTF-8 JSON", { cause });
   }
+  return validate(schema, raw);
+}
+
+/** The check `decode` makes, for a value parsed from the wire and transformed before it is checked. */
+export function validate<S extends z.ZodType>(schema: S, raw: unknown): z.output<S> {
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     throw new AgentError("INVALID_INPUT", `payload does not match the schema: ${parsed.error.message}`, {

@@ -5,8 +5,7 @@ import {
   CHECKPOINT_HEADER,
   EVENTS_HEADER,
   headlineOf,
-  LogEntry,
-  LogEvents,
+  type LogEntry,
   type RunProgress,
 } from "../contracts/log.js";
 import type { WalRecord } from "../contracts/wal.js";
@@ -14,7 +13,7 @@ import type { Clock } from "../runtime/clock.js";
 import { AgentError } from "../runtime/errors.js";
 import type { Random } from "../runtime/random.js";
 import { AckPublisher, MSG_ID_HEADER } from "./ack-publisher.js";
-import { decode } from "./codec.js";
+import { decodeLogEntry, decodeLogEvents, encodeLogEntry } from "./log-codec.js";
 import { readRange, type RangeQuery } from "./read-range.js";
 import { withBusRetry } from "./retry.js";
 import { PART_HEADER, PartAssembler, recordMessages } from "./wal-parts.js";
@@ -61,8 +60,6 @@ export const PART_OF_HEADER = "Agents-Part-Of";
 /** What reading a log takes: no connection of its own (direct gets go through the manager). */
 export type LogReadDeps = Omit<LogDeps, "nc">;
 
-const encoder = new TextEncoder();
-
 /**
  * Appends to one run's log. Each append is one transition: its records and its audit events in
  * one message on `<prefix>.log.<runId>.<headline>`, fenced with the sequence of the last message
@@ -101,7 +98,7 @@ export class LogWriter {
     if (records.length === 0 && events.length === 0)
       throw new AgentError("INTERNAL", `an empty log append for run ${this.runId}`);
     const entry: LogEntry = { records: [...records], events: [...events], ...(progress ? { progress } : {}) };
-    const data = encoder.encode(JSON.stringify(entry));
+    const data = encodeLogEntry(this.runId, entry);
     const subject = this.deps.subjects.log(this.runId, headlineOf(events));
     // Each kind once: the header stays small however many events a transition holds.
     const kinds = [...new Set(events.map((e) => e.kind))].join(",");
@@ -272,7 +269,7 @@ async function* entries(
     const whole = parts.push(msg.seq, msg.data, msg.headers?.get(PART_HEADER));
     if (!whole) continue;
     const writer = writerOfMessageId(msg.headers?.get(MSG_ID_HEADER));
-    const entry = decode(LogEntry, whole.data);
+    const entry = decodeLogEntry(whole.data);
     yield { seq: whole.seq, subject: msg.subject, entry, ...(writer === undefined ? {} : { writer }) };
   }
 }
@@ -283,7 +280,7 @@ async function* entries(
  */
 export async function entryOfMessage(deps: LogReadDeps, msg: LogMessage): Promise<LogEntry | undefined> {
   const whole = await wholeMessage(deps, msg);
-  return whole && decode(LogEntry, whole);
+  return whole && decodeLogEntry(whole);
 }
 
 /**
@@ -292,7 +289,7 @@ export async function entryOfMessage(deps: LogReadDeps, msg: LogMessage): Promis
  */
 export async function eventsOfMessage(deps: LogReadDeps, msg: LogMessage): Promise<AuditEvent[] | undefined> {
   const whole = await wholeMessage(deps, msg);
-  return whole && decode(LogEvents, whole).events;
+  return whole && decodeLogEvents(whole);
 }
 
 /** A stored message (a direct get's) as the readers of log messages take it. */

@@ -1,11 +1,10 @@
 import { DeliverPolicy } from "@nats-io/jetstream";
-import { z } from "zod";
-import { RunProgress } from "../contracts/log.js";
+import type { RunProgress } from "../contracts/log.js";
 import type { RunStatus } from "../contracts/run-status.js";
 import { toRfc3339 } from "../runtime/clock.js";
 import type { ActorBus } from "./actor.js";
 import { closeOnAbort } from "./close-on-abort.js";
-import { decode } from "./codec.js";
+import { decodeLogProgress } from "./log-codec.js";
 import { lastLogMessage, storedAsLog, wholeMessage, type LogMessage } from "./run-log.js";
 import { RunStatusStore } from "./run-status.js";
 
@@ -23,16 +22,10 @@ export function withProgress(status: RunStatus, progress: RunProgress | undefine
   return { ...status, ...rest, updatedAt: toRfc3339(at) };
 }
 
-/**
- * Only a message's progress is read: a reader of a run's progress need not know the event kinds
- * and record types of the build that wrote it (a newer worker's, during an upgrade).
- */
-const LogProgress = z.object({ progress: RunProgress.optional() });
-
 function progressOf(whole: Uint8Array | undefined): RunProgress | undefined {
   if (!whole) return undefined;
   try {
-    return decode(LogProgress, whole).progress;
+    return decodeLogProgress(whole);
   } catch {
     // Not a message this build can read: no progress, rather than a failed `watch`.
     return undefined;

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { readLog } from "../../shared/bus/run-log.js";
@@ -12,6 +13,13 @@ const suite = useClusterSuite("largestate", {
   actors: [{ kind: "supervisor" }, { kind: "agent", name: "agent-1" }, { kind: "agent", name: "agent-2" }],
   env: { AGENT_ACK_WAIT_MS: "2000", AGENT_RETRY_DELAY_MS: "500" },
 });
+
+/** 60 KB of text, the same for the same n, that compression leaves large: a log body is compressed. */
+function bulk(n: number): string {
+  const blocks: Buffer[] = [createHash("sha512").update(String(n)).digest()];
+  while (blocks.length * 64 < 45_000) blocks.push(createHash("sha512").update(blocks.at(-1)!).digest());
+  return `${n}:${Buffer.concat(blocks).toString("base64")}`.slice(0, 60_000);
+}
 
 describe("runs whose checkpoints exceed max_payload", () => {
   it("ten 60 KB tool results (a transcript over 1 MiB) checkpoint in parts; kill -9 after the checkpoint: another worker resumes from it, every read once", async () => {
@@ -34,7 +42,7 @@ describe("runs whose checkpoints exceed max_payload", () => {
             onHold();
             await held;
           }
-          return { output: `${input.n}:`.padEnd(60_000, "x") };
+          return { output: bulk(input.n) };
         },
       }),
     );

@@ -1,7 +1,9 @@
+import { randomBytes } from "node:crypto";
 import { appendEach } from "../helpers/log.js";
 import { describe, expect, it } from "vitest";
 import { entryOfMessage, readLog, LogWriter, writerAfter, type LogDeps } from "../../shared/bus/run-log.js";
-import { auditCount, lastAuditEvent } from "../../shared/bus/audit.js";
+import { auditCount, lastAuditEvent, readAudit } from "../../shared/bus/audit.js";
+import { AckPublisher } from "../../shared/bus/ack-publisher.js";
 import type { WalRecord } from "../../shared/contracts/wal.js";
 import { replay } from "../../shared/loop/replay.js";
 import { echoTool } from "../../shared/tools/builtin/echo.js";
@@ -11,6 +13,9 @@ import { useBusSuite } from "../helpers/bus-suite.js";
 import { echoCall, runner, spec } from "../helpers/fixtures.js";
 
 const deps: LogDeps = useBusSuite("w");
+
+/** Text that compression leaves about as large: bodies from COMPRESS_FROM bytes are stored compressed. */
+const noise = (length: number): string => randomBytes(length).toString("base64").slice(0, length);
 
 const phase = (runId: string, n: number): WalRecord => ({
   schemaVersion: 1,
@@ -98,7 +103,7 @@ describe("the run log on JetStream", () => {
     expect(max).toBeGreaterThan(0);
     const transcript = Array.from({ length: 40 }, (_, i) => ({
       role: "tool",
-      content: `${i}é`.padEnd(60_000, "x"),
+      content: `${i}é${noise(80_000)}`,
     }));
     const big: WalRecord = {
       schemaVersion: 1,
@@ -157,7 +162,7 @@ describe("the run log on JetStream", () => {
       type: "PHASE",
       from: null,
       to: "ACT",
-      reason: "r".padEnd(max / 2, "x"),
+      reason: noise(max / 2),
     });
     const w = new LogWriter(deps, "wide", "worker-a", 0, 0);
     const committed = lifecycleEvent("wide", "run.committed");
@@ -196,6 +201,34 @@ describe("the run log on JetStream", () => {
     const b = new LogWriter(deps, "fenced-wide", "worker-b", 0, 0);
     await a.append([], [lifecycleEvent("fenced-wide", "run.halted")]);
     await expect(b.append([phase("fenced-wide", 1)])).rejects.toMatchObject({ code: "FENCED" });
+  });
+
+  it("a log an earlier build wrote in format 1 is read, looked up and written after like one in format 2", async () => {
+    const runId = "format-one";
+    const admitted = lifecycleEvent(runId, "run.admitted", 1);
+    const started = { ...lifecycleEvent(runId, "phase.entered", 2), phase: "PLAN" as const };
+    // What the build before format 2 stored: the entry's JSON as it is, every item whole.
+    const old = new TextEncoder().encode(
+      JSON.stringify({ records: [phase(runId, 1)], events: [admitted, started] }),
+    );
+    const headers = { msgID: `${runId}:1:old-worker`, expectLastSubjectSequence: 0 };
+    await AckPublisher.of(deps.nc).publish(deps.subjects.log(runId, "run.admitted"), old, headers);
+    const before = await readLog(deps, runId);
+    expect(before.records.map((r) => r.record)).toEqual([phase(runId, 1)]);
+    expect(before.events).toEqual([admitted, started]);
+    expect(before.lastWriter).toBe("old-worker");
+    expect(await auditCount(deps, runId)).toBe(2);
+    // A worker of this build takes the run over: its message follows, in format 2.
+    const committed = lifecycleEvent(runId, "run.committed", 3);
+    await writerAfter(deps, runId, "new-worker", before).append([phase(runId, 2)], [committed]);
+    const after = await readLog(deps, runId);
+    expect(after.records.map((r) => r.record)).toEqual([phase(runId, 1), phase(runId, 2)]);
+    expect(after.events).toEqual([admitted, started, committed]);
+    expect((await lastAuditEvent(deps, runId, "run.admitted"))?.event).toEqual(admitted);
+    expect((await lastAuditEvent(deps, runId, "run.committed"))?.event).toEqual(committed);
+    const events = [];
+    for await (const event of readAudit(deps, { runId })) events.push(event);
+    expect(events).toEqual([admitted, started, committed]);
   });
 
   it("an empty batch is refused before anything is sent", async () => {

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
 import { POOL_KEY, PoolLedger } from "../../shared/bus/pool.js";
@@ -161,7 +162,8 @@ describe("the supervisor's slot release loop", () => {
       type: "INTENT",
       actionId: "act-1",
       tool: "pay",
-      input: { note: "x".repeat(1_500_000) },
+      // Random text: a body is stored compressed, and must still pass max_payload.
+      input: { note: randomBytes(1_200_000).toString("base64") },
       idempotencyKey: `${runId}:act-1`,
       purpose: "act",
     });
