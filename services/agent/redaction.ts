@@ -26,6 +26,21 @@ function pendingCall(state: LoopState, actionId: string): { tool: string; callId
   return state.batched?.find((b) => b.pending.actionId === actionId)?.pending;
 }
 
+/**
+ * A call's key: the model's call id within its iteration. Ids are unique within a response only (a
+ * provider may number each turn's calls from `call_0`), and a response's calls all run in the
+ * iteration that asked for them.
+ */
+function callKey(iteration: number, callId: string): string {
+  return `${iteration}:${callId}`;
+}
+
+/** The call a pending action answers to, keyed (see callKey). */
+function pendingKey(state: LoopState, actionId: string): string | undefined {
+  const callId = pendingCall(state, actionId)?.callId;
+  return callId === undefined ? undefined : callKey(state.guard.iteration, callId);
+}
+
 /** The tool call a halted run waited on (what a resume or a cancel settles). */
 function waitedCall(state: LoopState): { tool: string; actionId: string } | undefined {
   const pending = state.phase === "HALT" ? state.haltedFrom?.pending : state.pending;
@@ -41,10 +56,11 @@ function settledCall(state: LoopState, event: LoopEvent): string | undefined {
     event.type === "toolCompleted" ||
     (event.type === "toolAborted" && event.error.code !== "APPROVAL_REQUIRED")
   )
-    return pendingCall(state, event.actionId)?.callId;
+    return pendingKey(state, event.actionId);
   const pending = state.pending;
   if (event.type !== "approvalDecided" || event.decision !== "reject") return undefined;
-  return pending?.kind === "approval" && pending.on === "tool" ? pending.call.callId : undefined;
+  const callId = pending?.kind === "approval" && pending.on === "tool" ? pending.call.callId : undefined;
+  return callId === undefined ? undefined : callKey(state.guard.iteration, callId);
 }
 
 /**
@@ -59,7 +75,7 @@ function settledCall(state: LoopState, event: LoopEvent): string | undefined {
  */
 export class LeaseRedaction {
   private policy: RedactionPolicy | undefined;
-  /** Inputs as the model gave them, by the model's call id. */
+  /** Inputs as the model gave them, by call (see callKey). */
   private readonly originals = new Map<string, unknown>();
   /** Originals not yet kept outside the log. */
   private readonly unkept = new Map<string, unknown>();
@@ -97,20 +113,15 @@ export class LeaseRedaction {
 
   /** The run's log as read: which of its calls' inputs its model responses' notes say were redacted. */
   learn(records: readonly WalRecord[]): void {
-    for (const record of records) if (record.type === "MODEL") this.note(record.event);
+    for (const record of records) if (record.type === "MODEL") this.note(record.event, record.iteration);
   }
 
-  private note(event: LoopEvent): void {
+  private note(event: LoopEvent, iteration: number): void {
     if (event.type !== "modelResponded") return;
-    // Ids are unique within a response only: a provider may reuse `call_0` each turn, and the
-    // loop answers every call before it asks the model again, so an id seen before is a new call.
-    for (const call of event.response.toolCalls) {
-      this.noted.delete(call.id);
-      this.settled.delete(call.id);
-      this.seen.add(call.id);
-    }
+    for (const call of event.response.toolCalls) this.seen.add(callKey(iteration, call.id));
     for (const note of event.redactions ?? [])
-      if (note.field === "input" && note.callId !== undefined) this.noted.add(note.callId);
+      if (note.field === "input" && note.callId !== undefined)
+        this.noted.add(callKey(iteration, note.callId));
   }
 
   /** The event as the loop (and so the log) is to see it. */
@@ -122,11 +133,13 @@ export class LeaseRedaction {
       this.policy,
       (actionId) => pendingCall(state, actionId)?.tool,
     );
+    // A response's state holds the iteration that asked for it (see callKey).
+    const iteration = state.guard.iteration;
     for (const [callId, input] of redacted.originals) {
-      this.originals.set(callId, input);
-      this.unkept.set(callId, input);
+      this.originals.set(callKey(iteration, callId), input);
+      this.unkept.set(callKey(iteration, callId), input);
     }
-    this.note(redacted.event);
+    this.note(redacted.event, iteration);
     const callId = settledCall(state, event);
     if (callId !== undefined && (this.originals.delete(callId) || this.noted.has(callId)))
       this.answered.add(callId);
@@ -170,15 +183,12 @@ export class LeaseRedaction {
    */
   async durable(log: () => Logger): Promise<void> {
     if (!this.store) return this.written.clear();
-    for (const callId of this.written) {
-      this.written.delete(callId);
+    for (const call of this.written) {
+      this.written.delete(call);
       try {
-        await this.store.forget(callId);
+        await this.store.forget(call);
       } catch (err) {
-        log().warn(
-          { err, callId },
-          "a redacted input could not be forgotten: the bucket's max_age removes it",
-        );
+        log().warn({ err, call }, "a redacted input could not be forgotten: the bucket's max_age removes it");
       }
     }
   }
@@ -189,7 +199,7 @@ export class LeaseRedaction {
    * to be found is not sent (REDACTED_INPUT_LOST).
    */
   async input(effect: ToolCallEffect, state: LoopState): Promise<unknown> {
-    const callId = pendingCall(state, effect.actionId)?.callId;
+    const callId = pendingKey(state, effect.actionId);
     if (callId !== undefined && this.originals.has(callId)) return this.originals.get(callId);
     if (!this.policy?.rulesFor(effect.tool)) return effect.input;
     // Decided by the log's note of the call, when it was read: a model's input may hold the marker.

@@ -13,20 +13,21 @@ export const RedactedInput = z.object({ schemaVersion: z.literal(1), input: z.un
 export type RedactedInput = z.infer<typeof RedactedInput>;
 
 /**
- * The inputs redaction kept out of a run's log, by the model's call id, outside the log: whichever
- * worker sends the call (a takeover, a drain's successor, the lease continuing an approved call)
- * sends it with the model's own input.
+ * The inputs redaction kept out of a run's log, outside the log, by call (`<iteration>:<call id>`:
+ * a model's call ids are unique within one response only): whichever worker sends the call (a
+ * takeover, a drain's successor, the lease continuing an approved call) sends it with the model's
+ * own input.
  */
 export interface RedactedInputs {
-  keep(callId: string, input: unknown): Promise<void>;
+  keep(call: string, input: unknown): Promise<void>;
   /** The kept input, or undefined when there is none (never kept, answered, or past the bucket's max_age). */
-  read(callId: string): Promise<{ input: unknown } | undefined>;
-  forget(callId: string): Promise<void>;
+  read(call: string): Promise<{ input: unknown } | undefined>;
+  forget(call: string): Promise<void>;
 }
 
-/** A call's key: the run, then its call id in base64url (a model's ids may hold any character). */
-export function redactedInputKey(runId: string, callId: string): string {
-  return `${runId}.c${Buffer.from(callId).toString("base64url")}`;
+/** A call's key: the run, then the call in base64url (a model's ids may hold any character). */
+export function redactedInputKey(runId: string, call: string): string {
+  return `${runId}.c${Buffer.from(call).toString("base64url")}`;
 }
 
 /** One run's redacted inputs in the `<prefix>-redacted-inputs` bucket, which only agent workers may read. */
@@ -35,21 +36,21 @@ export function runRedactedInputs(
   runId: string,
   deps: { clock: Clock; random: Random },
 ): RedactedInputs {
-  const key = (callId: string) => redactedInputKey(runId, callId);
+  const key = (call: string) => redactedInputKey(runId, call);
   return {
-    async keep(callId, input) {
+    async keep(call, input) {
       const value = encode(RedactedInput, { schemaVersion: 1, input });
-      await withBusRetry(`keeping the redacted input of ${key(callId)}`, deps, () =>
-        bucket.put(key(callId), value),
+      await withBusRetry(`keeping the redacted input of ${key(call)}`, deps, () =>
+        bucket.put(key(call), value),
       );
     },
-    async read(callId) {
-      const entry = await withBusRetry(`reading ${key(callId)}`, deps, () => bucket.get(key(callId)));
+    async read(call) {
+      const entry = await withBusRetry(`reading ${key(call)}`, deps, () => bucket.get(key(call)));
       if (entry?.operation !== "PUT") return undefined;
       return { input: decode(RedactedInput, entry.value).input };
     },
-    async forget(callId) {
-      await withBusRetry(`forgetting ${key(callId)}`, deps, () => bucket.purge(key(callId)));
+    async forget(call) {
+      await withBusRetry(`forgetting ${key(call)}`, deps, () => bucket.purge(key(call)));
     },
   };
 }

@@ -174,7 +174,7 @@ describe("redaction in the loop (a worker's lease)", () => {
     const { records } = await drive(new LeaseRedaction(undefined, store), undefined, () => {
       atCall = new Map(store.entries);
     });
-    expect(atCall).toEqual(new Map([["c1", { apiKey: SECRET, query: "balance" }]]));
+    expect(atCall).toEqual(new Map([["1:c1", { apiKey: SECRET, query: "balance" }]]));
     expect(store.entries.size).toBe(0);
     // A successor rebuilds the run from the log up to the INTENT, the bucket as it was then.
     const upToIntent = records.slice(0, records.findIndex((r) => r.type === "INTENT") + 1);
@@ -215,7 +215,7 @@ describe("redaction in the loop (a worker's lease)", () => {
     // The drive loop's next step: the input is kept for the next call, the answer's record held.
     await lease.flush();
     lease.recorded(next.state);
-    expect(store.entries.get("c1")).toEqual({ apiKey: SECRET, query: "q" });
+    expect(store.entries.get("1:c1")).toEqual({ apiKey: SECRET, query: "q" });
   });
 
   it("a run that ends with a call unsent (cancelled, rejected, failed) forgets its kept input once that end is durable", async () => {
@@ -233,7 +233,7 @@ describe("redaction in the loop (a worker's lease)", () => {
     const log = { ...silentLogger, warn: (o: unknown) => void warnings.push(o) } as typeof silentLogger;
     const failing = { ...memoryStore(), forget: () => Promise.reject(new Error("bus down")) };
     await drive(new LeaseRedaction(undefined, failing), undefined, undefined, log);
-    expect(warnings).toMatchObject([{ callId: "c1" }]);
+    expect(warnings).toMatchObject([{ call: "1:c1" }]);
   });
 
   it("a model that gives each turn's call the same id gets each input kept, sent and forgotten", async () => {
@@ -251,6 +251,49 @@ describe("redaction in the loop (a worker's lease)", () => {
     ]);
     expect(audits.filter((e) => e.kind === "tool.redacted" && e.data?.field === "input")).toHaveLength(2);
     expect(store.entries.size).toBe(0);
+  });
+
+  it("a reused call id whose next input is kept before the last answer is durable keeps the new input", async () => {
+    const store = memoryStore();
+    const lease = new LeaseRedaction(undefined, store);
+    const intent = await toIntent(lease);
+    const answered = lease.event(intent.state, {
+      type: "toolCompleted",
+      at: 4,
+      actionId: intent.actionId,
+      output: { rows: 1 },
+    });
+    let t = transition(intent.state, answered, config);
+    // The answer rides with the next step's records: not durable yet.
+    await lease.flush();
+    lease.recorded(t.state);
+    const ask = t.effects.find((e) => e.type === "callModel");
+    if (ask?.type !== "callModel") throw new Error("expected the run to ask its model again");
+    const second = { apiKey: SECRET, query: "second" };
+    const responded: LoopEvent = {
+      type: "modelResponded",
+      at: 5,
+      requestId: ask.requestId,
+      response: {
+        text: "",
+        toolCalls: [{ id: "c1", name: "vault", input: second }],
+        stopReason: "toolUse",
+        usage: { inputTokens: 1, outputTokens: 1 },
+        costUsd: 0,
+        model: "m",
+      },
+    };
+    t = transition(t.state, lease.event(t.state, responded), config);
+    await lease.flush();
+    lease.recorded(t.state);
+    // The append holding the first call's answer and the second call's INTENT is durable.
+    await lease.durable(() => silentLogger);
+    expect([...store.entries]).toEqual([["2:c1", second]]);
+    const call = t.effects.find((e) => e.type === "callTool");
+    if (call?.type !== "callTool") throw new Error("expected the second call");
+    const successor = new LeaseRedaction(undefined, memoryStore(new Map(store.entries)));
+    successor.use(config.tools);
+    expect(await successor.input(call, t.state)).toEqual(second);
   });
 
   it("a call whose input the model gave with the marker in it, and nothing redacted, is sent as it is", async () => {
