@@ -1,7 +1,7 @@
 // Subscribe to the run log from another system with plain nats.js: a durable consumer on AGENT_LOG,
 // so a restarted subscriber continues where it stopped. Each message is one durable step of one
 // run, its records and its audit events in a compact body (docs/audit-stream.md) that the
-// runtime's `decodeLogEntry` gives back whole; this prints the events, one JSON line each. Each
+// runtime's `decodeLogEvents` gives back whole; this prints the events, one JSON line each. Each
 // event carries a per-run `seq`, gapless from 1: the subscriber checks it and would report a gap.
 //
 //   npm run build    # once: the decoder is imported from dist/
@@ -28,7 +28,7 @@ import {
   jetstream,
   jetstreamManager,
 } from "@nats-io/jetstream";
-import { decodeLogEntry } from "../dist/shared/bus/log-codec.js";
+import { decodeLogEvents } from "../dist/shared/bus/log-codec.js";
 
 const args = process.argv.slice(2);
 const runId = args.find((a) => !a.startsWith("--"));
@@ -56,10 +56,16 @@ for await (const msg of messages) {
     msg.ack();
     continue;
   }
-  const entry = await entryOf(msg);
+  const events = await eventsOf(msg).catch((err) => {
+    // A body this build cannot read (a newer format, a damaged one) is reported, not retried for
+    // ever; a failed read of a split message's parts is thrown, and the message comes again.
+    if (err?.code !== "INVALID_INPUT") throw err;
+    console.error(`UNREADABLE message ${msg.seq} on ${msg.subject}: ${err.message}`);
+    return [];
+  });
   msg.ack();
   let final = false;
-  for (const event of entry?.events ?? []) {
+  for (const event of events) {
     // A restarted subscriber resumes mid-run, so gaps are checked from the first event it sees.
     const previous = lastSeq.get(event.runId);
     // A redelivery of a message already handled (its ack was lost): at-least-once.
@@ -77,16 +83,16 @@ await messages.close();
 await nc.drain();
 
 /**
- * The log entry a message holds, its records and events whole. A message too large for one NATS
+ * The audit events a message holds, whole (its records are left unread). A message too large for one NATS
  * message is split into parts on one subject: each carries `Agents-Wal-Part: <k>/<n>`, the later
  * ones `Agents-Part-Of: <sequence of part 1>`. Only the last part yields the entry, read whole from
  * part 1 (direct gets): a subscriber restarted between the parts still gets it.
  */
-async function entryOf(msg) {
+async function eventsOf(msg) {
   const part = msg.headers?.get("Agents-Wal-Part");
-  if (!part) return decodeLogEntry(msg.data);
+  if (!part) return decodeLogEvents(msg.data);
   const [at, of] = part.split("/").map(Number);
-  if (at !== of) return undefined;
+  if (at !== of) return [];
   const chunks = [];
   let seq = Number(msg.headers.get("Agents-Part-Of"));
   for (let i = 1; i < of; i++) {
@@ -95,7 +101,7 @@ async function entryOf(msg) {
     seq = earlier.seq + 1;
   }
   chunks.push(msg.data);
-  return decodeLogEntry(Buffer.concat(chunks));
+  return decodeLogEvents(Buffer.concat(chunks));
 }
 
 /**

@@ -329,8 +329,9 @@ export class Admission {
     if (!written) return false;
     const recorded = o.recorded ?? 0;
     // The run's first log message and a root's cap are written at once; both before the job, whose
-    // worker reads the cap before the run's first model call.
-    const [seq] = await Promise.all([
+    // worker reads the cap before the run's first model call. Both settle before a failure is
+    // thrown, so a retried submit never races a write still in flight.
+    const [first, cap] = await Promise.allSettled([
       recorded > 0
         ? recorded
         : recordAdmitted(
@@ -342,6 +343,9 @@ export class Admission {
         ? undefined
         : openTree(this.bus.buckets.pool, ids.runId, this.limits.treeIterationCap, treeSpendOf(spec)),
     ]);
+    if (first.status === "rejected") throw first.reason;
+    if (cap.status === "rejected") throw cap.reason;
+    const seq = first.value;
     const job: RunJob = {
       schemaVersion: 1,
       runId: ids.runId,

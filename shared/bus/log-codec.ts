@@ -19,6 +19,13 @@ import { validate } from "./codec.js";
  */
 export const COMPRESS_FROM = 2048;
 
+/**
+ * The most a compressed body may inflate to: far above any entry the runtime writes (a 10,000-step
+ * run's whole transcript checkpoints at about 3 MB), far below what a crafted body of a few hundred
+ * KB could make a reader allocate.
+ */
+export const MAX_INFLATED_BYTES = 64 * 1024 * 1024;
+
 /** A plain body's first byte, `{`: any other is a zlib stream's (whose first byte depends on its window). */
 const PLAIN = 0x7b;
 
@@ -42,7 +49,7 @@ export function encodeLogEntry(runId: string, entry: LogEntry): Uint8Array {
  */
 export function decodeLogEntry(data: Uint8Array): LogEntry {
   const raw = parseBody(data);
-  return validate(LogEntry, isCompact(raw) ? expandEntry(validate(CompactEntry, raw)) : raw);
+  return validate(LogEntry, isCompact(raw) ? expanded(raw, expandEntry) : raw);
 }
 
 /**
@@ -51,7 +58,7 @@ export function decodeLogEntry(data: Uint8Array): LogEntry {
  */
 export function decodeLogEvents(data: Uint8Array): AuditEvent[] {
   const raw = parseBody(data);
-  const body = isCompact(raw) ? { events: expandEvents(validate(CompactEntry, raw)) } : raw;
+  const body = isCompact(raw) ? { events: expanded(raw, expandEvents) } : raw;
   return validate(LogEvents, body).events;
 }
 
@@ -61,11 +68,21 @@ export function decodeLogEvents(data: Uint8Array): AuditEvent[] {
  */
 export function decodeLogProgress(data: Uint8Array): RunProgress | undefined {
   const raw = parseBody(data);
-  const body = isCompact(raw) ? { progress: expandProgress(validate(CompactEntry, raw)) } : raw;
+  const body = isCompact(raw) ? { progress: expanded(raw, (c) => expandProgress(c)) } : raw;
   return validate(LogProgress, body).progress;
 }
 
 const LogProgress = z.object({ progress: RunProgress.optional() });
+
+/** A format 2 body expanded: a body no writer of ours makes, however it fails, is INVALID_INPUT. */
+function expanded<T>(raw: unknown, expand: (c: CompactEntry) => T): T {
+  const compact = validate(CompactEntry, raw);
+  try {
+    return expand(compact);
+  } catch (cause) {
+    throw new AgentError("INVALID_INPUT", "a run log message's body could not be expanded", { cause });
+  }
+}
 
 function isCompact(raw: unknown): boolean {
   return typeof raw === "object" && raw !== null && "v" in raw;
@@ -77,7 +94,7 @@ function isCompact(raw: unknown): boolean {
  */
 export function parseBody(data: Uint8Array): unknown {
   try {
-    const bytes = data[0] === PLAIN ? data : inflateSync(data);
+    const bytes = data[0] === PLAIN ? data : inflateSync(data, { maxOutputLength: MAX_INFLATED_BYTES });
     return JSON.parse(decoder.decode(bytes)) as unknown;
   } catch (cause) {
     throw new AgentError("INVALID_INPUT", "a run log message is neither JSON nor zlib-compressed JSON", {

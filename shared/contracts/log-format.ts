@@ -10,6 +10,8 @@ import type { WalRecord } from "./wal.js";
  * with every item whole, is what earlier builds wrote; its bodies carry no `v`.
  */
 export const LOG_FORMAT = 2;
+// The defaults below (OPENING, EVENT_TYPE, DATA_SOURCE and dataOf's shape) are part of format 2: a
+// reader expands old bodies with them, so changing any of them needs a new LOG_FORMAT.
 
 const Item = z.record(z.string(), z.unknown());
 type Item = Record<string, unknown>;
@@ -22,7 +24,8 @@ type Item = Record<string, unknown>;
  * the others, `artifacts` [], `timestamp` = `at` plus `t` ms. A record's: `schemaVersion` 1,
  * `runId` = `run`, `iteration` = the previous record's, `at` = `at`; an INTENT's `idempotencyKey`
  * `<runId>:<actionId>` and `purpose` "act"; the loop event inside a MODEL, COMPLETE or ABORT
- * record has its `type` from the record's and its `at` from the record's.
+ * record has its `type` from the record's, and the one inside any record its `at`. An event's
+ * `dataOf` names a record whose content its `data` repeats; a record is named once at most.
  */
 export const CompactEntry = z.object({
   v: z.literal(LOG_FORMAT),
@@ -30,7 +33,7 @@ export const CompactEntry = z.object({
   root: z.string().optional(),
   parent: z.string().optional(),
   /** The message's time (epoch ms): its progress's, else its first record's or event's. */
-  at: z.number(),
+  at: z.number().int().min(0).max(8.64e15),
   /** The `seq` of its first event. */
   seq: z.number().optional(),
   /** The run's progress after the transition, its time being `at`. */
@@ -77,15 +80,22 @@ function dataOf(record: Item): unknown {
   return { stopReason, usage, costUsd, toolCalls: calls.map((c) => c.name) };
 }
 
-/** The index of the record of this message whose content `e.data` repeats, if one does. */
-function sourceOf(e: AuditEvent, records: readonly WalRecord[]): number | undefined {
+/**
+ * The index of the record of this message whose content `e.data` repeats, if one does and no
+ * other event names it: a record is named once at most, so what a body expands to is bounded by
+ * its own size.
+ */
+function sourceOf(e: AuditEvent, records: readonly WalRecord[], named: Set<number>): number | undefined {
   const type = DATA_SOURCE[e.kind];
   if (type === undefined || e.data === undefined) return undefined;
   const data = JSON.stringify(e.data);
   const index = records.findIndex(
-    (r) => r.type === type && r.iteration === e.iteration && JSON.stringify(dataOf(r)) === data,
+    (r, i) =>
+      !named.has(i) && r.type === type && r.iteration === e.iteration && JSON.stringify(dataOf(r)) === data,
   );
-  return index < 0 ? undefined : index;
+  if (index < 0) return undefined;
+  named.add(index);
+  return index;
 }
 
 /** The time of an ISO timestamp as an offset from `at`, when the offset gives it back exactly. */
@@ -135,7 +145,8 @@ export function compactEntry(runId: string, entry: LogEntry): CompactEntry {
   if (entry.events.length > 0) {
     const isoAt = new Date(at).toISOString();
     const chain: Chain = { seq: (out.seq ?? 1) - 1, iteration: undefined, phase: undefined, isoAt };
-    out.events = entry.events.map((e) => compactEvent(e, out, chain, sourceOf(e, entry.records)));
+    const named = new Set<number>();
+    out.events = entry.events.map((e) => compactEvent(e, out, chain, sourceOf(e, entry.records, named)));
   }
   return out;
 }
@@ -205,6 +216,7 @@ export function expandProgress(c: CompactEntry): unknown {
 /** The events of a body in format 2, whole (unvalidated). Pure. */
 export function expandEvents(c: CompactEntry, records = expandRecords(c)): unknown[] {
   const chain: Chain = { seq: (c.seq ?? 1) - 1, iteration: undefined, phase: undefined };
+  const named = new Set<number>();
   return (c.events ?? []).map((item) => {
     const { kind, t, ...rest } = item;
     const runId = rest.runId ?? c.run;
@@ -224,7 +236,7 @@ export function expandEvents(c: CompactEntry, records = expandRecords(c)): unkno
       status: rest.status ?? usualStatus(kind),
       ...(rest.reason === undefined ? {} : { reason: rest.reason }),
       artifacts: rest.artifacts ?? [],
-      ...dataField(item, records),
+      ...dataField(item, records, named),
       timestamp: rest.timestamp ?? new Date(c.at + (typeof t === "number" ? t : 0)).toISOString(),
     };
     Object.assign(chain, { seq, iteration: event.iteration, phase: event.phase });
@@ -232,9 +244,14 @@ export function expandEvents(c: CompactEntry, records = expandRecords(c)): unkno
   });
 }
 
-/** An event's `data`: its own, or what the record it names repeats (null, refused later, when that cannot be read). */
-function dataField(event: Item, records: readonly Item[]): Item {
+/**
+ * An event's `data`: its own, or what the record it names repeats (null, refused later, when that
+ * cannot be read, or when another event of the body named the record already).
+ */
+function dataField(event: Item, records: readonly Item[], named: Set<number>): Item {
   if (typeof event.dataOf !== "number") return event.data === undefined ? {} : { data: event.data };
+  if (named.has(event.dataOf)) return { data: null };
+  named.add(event.dataOf);
   const record = records[event.dataOf];
   try {
     return { data: record && record.type === DATA_SOURCE[event.kind as string] ? dataOf(record) : null };

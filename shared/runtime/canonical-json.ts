@@ -13,7 +13,10 @@ function sortKeys(value: unknown): unknown {
     const out: Record<string, unknown> = {};
     for (const key of Object.keys(source).sort()) {
       const member = source[key];
-      if (member !== undefined) out[key] = sortKeys(member);
+      if (member === undefined) continue;
+      // Assigned, a `__proto__` member (JSON.parse makes it an own one) would set the prototype.
+      if (key === "__proto__") Object.defineProperty(out, key, { value: sortKeys(member), enumerable: true });
+      else out[key] = sortKeys(member);
     }
     return out;
   }

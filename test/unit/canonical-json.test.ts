@@ -71,6 +71,14 @@ describe("canonically equal: the same canonical JSON, decided without writing it
     expect(canonicallyEqual(0, false)).toBe(false);
   });
 
+  it("keeps a `__proto__` member a model's JSON can hold, as data like any other", () => {
+    const parsed = JSON.parse('{"__proto__":{"a":1},"b":2}') as unknown;
+    expect(canonicalJson(parsed)).toBe('{"__proto__":{"a":1},"b":2}');
+    expect(sameText(parsed, { b: 2 })).toBe(false);
+    expect(canonicallyEqual(parsed, { b: 2 })).toBe(false);
+    expect(canonicallyEqual(parsed, JSON.parse('{"b":2,"__proto__":{"a":1}}'))).toBe(true);
+  });
+
   it("agrees with comparing canonical JSON on thousands of random values, reordered and changed", () => {
     const random = seededRandom(69);
     let differing = 0;

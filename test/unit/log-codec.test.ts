@@ -1,3 +1,4 @@
+import { deflateSync } from "node:zlib";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -6,6 +7,7 @@ import {
   decodeLogEvents,
   decodeLogProgress,
   encodeLogEntry,
+  MAX_INFLATED_BYTES,
   parseBody,
 } from "../../shared/bus/log-codec.js";
 import { AUDIT_KINDS, type AuditEvent } from "../../shared/contracts/audit.js";
@@ -82,6 +84,15 @@ describe("the run log's message body (format 2)", () => {
         expect.objectContaining({ code: "INVALID_INPUT" }),
       );
     }
+    // A record is named once: a body naming it again (to expand to many copies) is refused.
+    const twice = { ...body, events: [...body.events, { ...responded, seq: 99 }] };
+    expect(() => decodeLogEvents(encoder.encode(JSON.stringify(twice)))).toThrow(
+      expect.objectContaining({ code: "INVALID_INPUT" }),
+    );
+    // Two events repeating the same record: the writer names it for the first only.
+    const first = entry.events.find((e) => e.kind === "model.responded")!;
+    const again = { ...entry, events: [...entry.events, { ...first, seq: entry.events.at(-1)!.seq + 1 }] };
+    expect(decodeLogEntry(encodeLogEntry("refers", again))).toEqual(again);
   });
 
   it("still reads a body an earlier build wrote in format 1", async () => {
@@ -174,8 +185,19 @@ describe("the run log's message body (format 2)", () => {
       encoder.encode(JSON.stringify({ v: 3, run: "r", at: 0 })),
       encoder.encode(JSON.stringify({ v: 2, run: "r", at: 0, events: [{ kind: "no.such" }] })),
       new Uint8Array([0x78, 1, 2, 3]),
+      // Times no Date can hold: the body's, or an event's offset from it.
+      encoder.encode(JSON.stringify({ v: 2, run: "r", at: 1e300, events: [{ kind: "run.admitted" }] })),
+      encoder.encode(JSON.stringify({ v: 2, run: "r", at: 0, events: [{ kind: "run.admitted", t: 1e300 }] })),
     ];
     for (const body of bad)
       expect(() => decodeLogEntry(body)).toThrow(expect.objectContaining({ code: "INVALID_INPUT" }));
+    // A compressed body that would inflate past what any entry of ours holds stops at the cap.
+    const bomb = deflateSync(Buffer.alloc(MAX_INFLATED_BYTES + 1024, 0x20), { level: 1 });
+    expect(() => decodeLogEntry(bomb)).toThrow(
+      expect.objectContaining({
+        code: "INVALID_INPUT",
+        cause: expect.objectContaining({ code: "ERR_BUFFER_TOO_LARGE" }) as unknown,
+      }),
+    );
   });
 });
