@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { canonicallyEqual } from "../runtime/canonical-json.js";
 import type { AuditEvent } from "./audit.js";
 import type { LogEntry } from "./log.js";
 import type { WalRecord } from "./wal.js";
@@ -88,10 +89,10 @@ function dataOf(record: Item): unknown {
 function sourceOf(e: AuditEvent, records: readonly WalRecord[], named: Set<number>): number | undefined {
   const type = DATA_SOURCE[e.kind];
   if (type === undefined || e.data === undefined) return undefined;
-  const data = JSON.stringify(e.data);
+  const data = e.data;
   const index = records.findIndex(
     (r, i) =>
-      !named.has(i) && r.type === type && r.iteration === e.iteration && JSON.stringify(dataOf(r)) === data,
+      !named.has(i) && r.type === type && r.iteration === e.iteration && canonicallyEqual(dataOf(r), data),
   );
   if (index < 0) return undefined;
   named.add(index);

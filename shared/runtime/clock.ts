@@ -123,10 +123,6 @@ export class InstantClock implements Clock {
   }
 }
 
-/** The last instant formatted: a transition stamps its several audit events with the same one. */
-let formatted = { epochMs: Number.NaN, text: "" };
-
 export function toRfc3339(epochMs: number): string {
-  if (epochMs !== formatted.epochMs) formatted = { epochMs, text: new Date(epochMs).toISOString() };
-  return formatted.text;
+  return new Date(epochMs).toISOString();
 }

@@ -270,20 +270,7 @@ describe("redaction in the loop (a worker's lease)", () => {
     const ask = t.effects.find((e) => e.type === "callModel");
     if (ask?.type !== "callModel") throw new Error("expected the run to ask its model again");
     const second = { apiKey: SECRET, query: "second" };
-    const responded: LoopEvent = {
-      type: "modelResponded",
-      at: 5,
-      requestId: ask.requestId,
-      response: {
-        text: "",
-        toolCalls: [{ id: "c1", name: "vault", input: second }],
-        stopReason: "toolUse",
-        usage: { inputTokens: 1, outputTokens: 1 },
-        costUsd: 0,
-        model: "m",
-      },
-    };
-    t = transition(t.state, lease.event(t.state, responded), config);
+    t = transition(t.state, lease.event(t.state, vaultCall(ask.requestId, second)), config);
     await lease.flush();
     lease.recorded(t.state);
     // The append holding the first call's answer and the second call's INTENT is durable.
@@ -318,25 +305,30 @@ async function toIntent(lease: LeaseRedaction): Promise<{ state: Transition["sta
     const event: LoopEvent =
       awaiting?.type === "recallMemory"
         ? { type: "memoryRecalled", at: 2, memories: [] }
-        : {
-            type: "modelResponded",
-            at: 3,
-            requestId: awaiting?.type === "callModel" ? awaiting.requestId : "",
-            response: {
-              text: "",
-              toolCalls: [{ id: "c1", name: "vault", input: { apiKey: SECRET, query: "q" } }],
-              stopReason: "toolUse",
-              usage: { inputTokens: 1, outputTokens: 1 },
-              costUsd: 0,
-              model: "m",
-            },
-          };
+        : vaultCall(awaiting?.type === "callModel" ? awaiting.requestId : "", { apiKey: SECRET, query: "q" });
     t = transition(t.state, lease.event(t.state, event), config);
     await lease.flush();
     lease.recorded(t.state);
     await lease.durable(() => silentLogger);
   }
   throw new Error("expected the run to call its tool");
+}
+
+/** A model's answer asking for one vault call, under the id `c1` (the same id every turn). */
+function vaultCall(requestId: string, input: unknown): LoopEvent {
+  return {
+    type: "modelResponded",
+    at: 3,
+    requestId,
+    response: {
+      text: "",
+      toolCalls: [{ id: "c1", name: "vault", input }],
+      stopReason: "toolUse",
+      usage: { inputTokens: 1, outputTokens: 1 },
+      costUsd: 0,
+      model: "m",
+    },
+  };
 }
 
 /** A RedactedInputs in memory, as the bucket keeps them for one run. */
